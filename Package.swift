@@ -1,0 +1,55 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "Lookout",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "lookout", targets: ["lookout"]),
+        .library(name: "LookoutTokenizer", targets: ["LookoutTokenizer"]),
+        .library(name: "LookoutTensor", targets: ["LookoutTensor"]),
+        .library(name: "LookoutJSON", targets: ["LookoutJSON"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2")
+    ],
+    targets: [
+        // C libraries, each imported by exactly one Swift module.
+        .systemLibrary(
+            name: "CJSONC",
+            pkgConfig: "json-c",
+            providers: [.apt(["libjson-c-dev"])]
+        ),
+        .systemLibrary(
+            name: "COpenBLAS",
+            pkgConfig: "openblas",
+            providers: [.apt(["libopenblas-dev"])]
+        ),
+
+        // JSON through json-c (vocabulary files, JSON lines on the command line).
+        .target(name: "LookoutJSON", dependencies: ["CJSONC"]),
+        // Tensor storage and the OpenBLAS wrapper.
+        .target(name: "LookoutTensor", dependencies: ["COpenBLAS"]),
+        // CLIP BPE tokenizer: text cleaning, pre-tokenisation, byte map, merges. No tensor code.
+        .target(name: "LookoutTokenizer", dependencies: ["LookoutJSON"]),
+
+        .executableTarget(
+            name: "lookout",
+            dependencies: [
+                "LookoutTokenizer",
+                "LookoutJSON",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+
+        .testTarget(name: "LookoutJSONTests", dependencies: ["LookoutJSON"]),
+        .testTarget(name: "LookoutTensorTests", dependencies: ["LookoutTensor"]),
+        .testTarget(
+            name: "LookoutTokenizerTests",
+            dependencies: ["LookoutTokenizer", "LookoutJSON"],
+            exclude: ["Fixtures"]
+        ),
+        .testTarget(name: "LookoutCLITests", dependencies: ["LookoutJSON"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,193 @@
+import LookoutJSON
+
+/// A CLIP BPE vocabulary: token strings, merge ranks and special tokens.
+///
+/// Loaded from the JSON layout of `Vocab/clip_vocab.json` (the one the iOS YOLO-World demo reads):
+/// `{"encoder": {token: id}, "merges": ["a b", ...], "bos_token", "eos_token", "context_length"}`.
+/// Merges are held as pairs of token ids, so BPE never hashes strings.
+public struct CLIPVocabulary: Sendable {
+    /// Token strings by id.
+    public let tokens: [String]
+    public let startOfText: Int32
+    public let endOfText: Int32
+    public let contextLength: Int
+    public let mergeCount: Int
+    /// Id of each byte's symbol, and of the same symbol with `</w>` (a word's last symbol).
+    let byteSymbol: [Int32]
+    let byteEndSymbol: [Int32]
+    /// `left << 32 | right` → `rank << 32 | merged id`.
+    let merges: [UInt64: UInt64]
+
+    /// Reads and validates a vocabulary file.
+    public init(contentsOf path: String) throws(VocabularyError) {
+        let bytes: [UInt8]
+        do {
+            bytes = try FileContents.read(path, maximumSize: 256 << 20)
+        } catch {
+            throw VocabularyError(path: path, problem: error.reason)
+        }
+        try self.init(json: bytes, path: path)
+    }
+
+    /// Parses and validates vocabulary JSON; `path` names the source in errors.
+    public init(json bytes: [UInt8], path: String) throws(VocabularyError) {
+        func fail(_ problem: String) -> VocabularyError { VocabularyError(path: path, problem: problem) }
+        let document: JSONDocument
+        do {
+            document = try bytes.withUnsafeBytes { buffer throws(JSONError) in try JSONDocument(bytes: buffer) }
+        } catch {
+            throw fail("not valid JSON (\(error))")
+        }
+        let root = document.root
+        guard root.kind == .object else { throw fail("top level is not a JSON object") }
+        guard let encoder = root["encoder"], encoder.kind == .object else {
+            throw fail("missing \"encoder\" object")
+        }
+        guard let mergeList = root["merges"], mergeList.kind == .array else {
+            throw fail("missing \"merges\" array")
+        }
+
+        // Encoder: ids must be distinct and cover 0..<count.
+        let count = encoder.count
+        var tokens = [String?](repeating: nil, count: count)
+        var index: [String: Int32] = [:]
+        index.reserveCapacity(count)
+        var problem: String?
+        encoder.forEachMember { key, value in
+            guard problem == nil else { return }
+            let token = String(decoding: key, as: UTF8.self)
+            guard let id = value.int else {
+                problem = "id of token \(quoted(token)) is not an integer"
+                return
+            }
+            guard id >= 0 && id < count else {
+                problem = "id \(id) of token \(quoted(token)) is outside 0..<\(count) (\(count) tokens)"
+                return
+            }
+            if let other = tokens[Int(id)] {
+                problem = "duplicate id \(id) (tokens \(quoted(other)) and \(quoted(token)))"
+                return
+            }
+            tokens[Int(id)] = token
+            index[token] = Int32(id)
+        }
+        if let problem { throw fail(problem) }
+        let tokenList = tokens.map { $0! }
+
+        // Byte symbols.
+        var byteSymbol = [Int32](repeating: 0, count: 256)
+        var byteEndSymbol = [Int32](repeating: 0, count: 256)
+        for byte in 0..<256 {
+            let symbol = String(Character(ByteEncoder.scalarForByte[byte]))
+            guard let id = index[symbol], let endID = index[symbol + "</w>"] else {
+                throw fail("byte symbol \(quoted(symbol)) (byte \(byte)) or its \"</w>\" form is missing")
+            }
+            byteSymbol[byte] = id
+            byteEndSymbol[byte] = endID
+        }
+
+        // Merges: "a b", both parts tokens, and "ab" a token.
+        var merges: [UInt64: UInt64] = [:]
+        merges.reserveCapacity(mergeList.count)
+        for rank in 0..<mergeList.count {
+            let item = mergeList[rank]
+            guard let text = item.string else { throw fail("merge \(rank) is not a string") }
+            let parts = text.split(separator: " ", omittingEmptySubsequences: true)
+            guard parts.count == 2 else { throw fail("merge \(rank) \(quoted(text)) is not two symbols") }
+            let left = String(parts[0])
+            let right = String(parts[1])
+            guard let leftID = index[left], let rightID = index[right] else {
+                throw fail("merge \(rank) \(quoted(text)) uses a symbol that is not in the vocabulary")
+            }
+            guard let mergedID = index[left + right] else {
+                throw fail("merge \(rank) \(quoted(text)) does not produce a vocabulary entry")
+            }
+            let key = UInt64(UInt32(leftID)) << 32 | UInt64(UInt32(rightID))
+            guard merges[key] == nil else { throw fail("merge \(rank) \(quoted(text)) is listed twice") }
+            merges[key] = UInt64(rank) << 32 | UInt64(UInt32(mergedID))
+        }
+
+        let bos = root["bos_token"]?.string ?? "<|startoftext|>"
+        let eos = root["eos_token"]?.string ?? "<|endoftext|>"
+        guard let startID = index[bos] else { throw fail("start token \(quoted(bos)) is not in the vocabulary") }
+        guard let endID = index[eos] else { throw fail("end token \(quoted(eos)) is not in the vocabulary") }
+        let expected = 512 + mergeList.count + 2
+        guard count == expected else {
+            throw fail(
+                "\(count) tokens, but 256 byte symbols ×2 + \(mergeList.count) merges + 2 special tokens make \(expected)"
+            )
+        }
+        var contextLength = 77
+        if let node = root["context_length"] {
+            guard let value = node.int, value >= 2, value <= 1 << 16 else {
+                throw fail("\"context_length\" must be an integer from 2 to 65536")
+            }
+            contextLength = Int(value)
+        }
+
+        self.tokens = tokenList
+        self.startOfText = startID
+        self.endOfText = endID
+        self.contextLength = contextLength
+        self.mergeCount = mergeList.count
+        self.byteSymbol = byteSymbol
+        self.byteEndSymbol = byteEndSymbol
+        self.merges = merges
+    }
+
+    /// Byte-pair encoding of one pre-token given as UTF-8 bytes (`SimpleTokenizer.bpe`): the bytes'
+    /// symbols, the last one with `</w>`; then, repeatedly, the adjacent pair with the lowest merge rank
+    /// is merged at every non-overlapping occurrence, left to right, until no pair has a rank.
+    ///
+    /// - Complexity: O(n²) in the number of bytes of the pre-token.
+    public func bpe<Bytes: BidirectionalCollection<UInt8>>(_ bytes: Bytes) -> [Int32] {
+        guard let last = bytes.last else { return [] }
+        var word = bytes.dropLast().map { byteSymbol[Int($0)] }
+        word.append(byteEndSymbol[Int(last)])
+        var merged: [Int32] = []
+        while word.count > 1 {
+            var best = UInt64.max
+            var bestPosition = 0
+            for position in 0..<(word.count - 1) {
+                if let entry = merges[pairKey(word[position], word[position + 1])], entry < best {
+                    best = entry
+                    bestPosition = position
+                }
+            }
+            guard best != .max else { break }
+            let (first, second) = (word[bestPosition], word[bestPosition + 1])
+            let result = Int32(truncatingIfNeeded: best & 0xFFFF_FFFF)
+            var position = 0
+            merged.removeAll(keepingCapacity: true)
+            while position < word.count {
+                if position + 1 < word.count && word[position] == first && word[position + 1] == second {
+                    merged.append(result)
+                    position += 2
+                } else {
+                    merged.append(word[position])
+                    position += 1
+                }
+            }
+            swap(&word, &merged)
+        }
+        return word
+    }
+
+    @inline(__always)
+    private func pairKey(_ left: Int32, _ right: Int32) -> UInt64 {
+        UInt64(UInt32(bitPattern: left)) << 32 | UInt64(UInt32(bitPattern: right))
+    }
+}
+
+/// A vocabulary file that cannot be used, with the file and the problem.
+public struct VocabularyError: Error, CustomStringConvertible, Sendable {
+    public let path: String
+    public let problem: String
+    public var description: String { "vocabulary \(path): \(problem)" }
+}
+
+private func quoted(_ text: String) -> String {
+    var out = ""
+    JSONValue.writeString(text, to: &out)
+    return out
+}

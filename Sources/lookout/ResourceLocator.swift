@@ -1,0 +1,66 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Finds files that ship with Lookout (the vocabulary, later the demo model) when the user names none.
+///
+/// Looks, in order: at the environment variable, then in each parent folder of the executable
+/// (a checkout's `.build/<config>/lookout` finds the checkout's `Vocab/`), under `share/lookout/`
+/// there (an installed copy), and finally in the working directory.
+struct ResourceLocator {
+    struct NotFound: Error, CustomStringConvertible {
+        let what: String
+        let searched: [String]
+        let hint: String
+        var description: String {
+            "\(what) not found; looked at:\n" + searched.map { "  \($0)" }.joined(separator: "\n") + "\n\(hint)"
+        }
+    }
+
+    static func find(_ relativePath: String, environment variable: String, what: String, hint: String) throws -> String {
+        var searched: [String] = []
+        if let override = getenv(variable).map({ String(cString: $0) }), !override.isEmpty {
+            if isFile(override) { return override }
+            throw NotFound(what: what, searched: ["\(override) (from $\(variable))"], hint: hint)
+        }
+        var directory = executableDirectory()
+        while let current = directory {
+            for candidate in [current + "/" + relativePath, current + "/share/lookout/" + relativePath] {
+                searched.append(candidate)
+                if isFile(candidate) { return candidate }
+            }
+            directory = parent(of: current)
+        }
+        let local = currentDirectory().map { $0 + "/" + relativePath } ?? relativePath
+        searched.append(local)
+        if isFile(local) { return local }
+        throw NotFound(what: what, searched: searched, hint: hint)
+    }
+
+    private static func isFile(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
+    }
+
+    private static func executableDirectory() -> String? {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        guard length > 0 else { return nil }
+        let path = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return parent(of: path)
+    }
+
+    private static func currentDirectory() -> String? {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getcwd(&buffer, buffer.count) != nil, let end = buffer.firstIndex(of: 0) else { return nil }
+        return String(decoding: buffer[..<end].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    private static func parent(of path: String) -> String? {
+        guard let slash = path.lastIndex(of: "/"), path != "/" else { return nil }
+        let result = String(path[..<slash])
+        return result.isEmpty ? "/" : result
+    }
+}

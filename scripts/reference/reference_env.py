@@ -1,0 +1,42 @@
+"""Import-time set-up shared by the reference scripts.
+
+PyPI's torchvision wheels are CUDA builds: on a CPU-only torch their compiled ops cannot load, and
+`import torchvision` then fails while registering fake kernels for those ops. The reference code
+needs only torchvision's pure-Python parts (`clip` imports `torchvision.transforms`), so when the
+compiled ops are unavailable the fake-kernel registration module is skipped. ultralytics uses
+torchvision's NMS only when torchvision is already imported; `forget_torchvision()` removes it again
+so that ultralytics takes its own `TorchNMS` path (same rule: keep if IoU <= threshold,
+model-facts D.6).
+"""
+import importlib.util
+import sys
+import types
+import warnings
+
+warnings.filterwarnings("ignore", message="pkg_resources is deprecated")
+
+
+def _torchvision_ops_loadable() -> bool:
+    spec = importlib.util.find_spec("torchvision")
+    if spec is None:
+        return True
+    import ctypes
+    import os
+
+    import torch  # noqa: F401  (loads libtorch so that the extension's dependencies resolve)
+
+    lib = os.path.join(os.path.dirname(spec.origin), "_C.so")
+    try:
+        ctypes.CDLL(lib)
+        return True
+    except OSError:
+        return False
+
+
+if "torchvision" not in sys.modules and not _torchvision_ops_loadable():
+    sys.modules["torchvision._meta_registrations"] = types.ModuleType("torchvision._meta_registrations")
+
+
+def forget_torchvision() -> None:
+    for name in [n for n in sys.modules if n == "torchvision" or n.startswith("torchvision.")]:
+        del sys.modules[name]
