@@ -42,6 +42,12 @@ let package = Package(
             ]
         ),
 
+        .executableTarget(
+            name: "lookout-benchmarks",
+            dependencies: ["LookoutTokenizer", "LookoutJSON"],
+            path: "Benchmarks/LookoutBenchmarks"
+        ),
+
         .testTarget(name: "LookoutJSONTests", dependencies: ["LookoutJSON"]),
         .testTarget(name: "LookoutTensorTests", dependencies: ["LookoutTensor"]),
         .testTarget(

@@ -6,25 +6,25 @@
 
 /// Reading whole files, with errors that name the file and the system's reason.
 public enum FileContents {
-    public struct ReadError: Error, CustomStringConvertible, Sendable {
+    public struct FileError: Error, CustomStringConvertible, Sendable {
         public let path: String
         public let reason: String
         public var description: String { "\(path): \(reason)" }
     }
 
     /// The bytes of the regular file at `path`.
-    public static func read(_ path: String, maximumSize: Int = 1 << 30) throws(ReadError) -> [UInt8] {
+    public static func read(_ path: String, maximumSize: Int = 1 << 30) throws(FileError) -> [UInt8] {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw ReadError(path: path, reason: systemReason()) }
+        guard descriptor >= 0 else { throw FileError(path: path, reason: systemReason()) }
         defer { close(descriptor) }
         var info = stat()
-        guard fstat(descriptor, &info) == 0 else { throw ReadError(path: path, reason: systemReason()) }
+        guard fstat(descriptor, &info) == 0 else { throw FileError(path: path, reason: systemReason()) }
         guard (info.st_mode & S_IFMT) == S_IFREG else {
-            throw ReadError(path: path, reason: "not a regular file")
+            throw FileError(path: path, reason: "not a regular file")
         }
         let size = Int(info.st_size)
         guard size <= maximumSize else {
-            throw ReadError(path: path, reason: "file of \(size) bytes is larger than the \(maximumSize)-byte limit")
+            throw FileError(path: path, reason: "file of \(size) bytes is larger than the \(maximumSize)-byte limit")
         }
         var bytes = [UInt8](repeating: 0, count: size)
         var filled = 0
@@ -32,13 +32,59 @@ public enum FileContents {
             let count = bytes.withUnsafeMutableBytes { systemRead(descriptor, $0.baseAddress! + filled, size - filled) }
             if count < 0 {
                 if errno == EINTR { continue }
-                throw ReadError(path: path, reason: systemReason())
+                throw FileError(path: path, reason: systemReason())
             }
             if count == 0 { break }
             filled += count
         }
         if filled < size { bytes.removeLast(size - filled) }
         return bytes
+    }
+
+    /// Writes `bytes` to `path` by writing a temporary file beside it and renaming it over `path`, so
+    /// that readers see the old or the new contents, never a partial file. Creates missing folders.
+    public static func writeAtomically(_ bytes: [UInt8], to path: String) throws(FileError) {
+        if let slash = path.lastIndex(of: "/"), slash != path.startIndex {
+            try makeDirectories(String(path[..<slash]))
+        }
+        let temporary = path + ".tmp.\(getpid())"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { throw FileError(path: temporary, reason: systemReason()) }
+        var written = 0
+        while written < bytes.count {
+            let count = bytes.withUnsafeBytes { systemWrite(descriptor, $0.baseAddress! + written, bytes.count - written) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                let reason = systemReason()
+                close(descriptor)
+                unlink(temporary)
+                throw FileError(path: temporary, reason: reason)
+            }
+            written += count
+        }
+        guard close(descriptor) == 0, rename(temporary, path) == 0 else {
+            let reason = systemReason()
+            unlink(temporary)
+            throw FileError(path: path, reason: reason)
+        }
+    }
+
+    /// `mkdir -p`.
+    public static func makeDirectories(_ path: String) throws(FileError) {
+        var info = stat()
+        if stat(path, &info) == 0 { return }
+        if let slash = path.lastIndex(of: "/"), slash != path.startIndex {
+            try makeDirectories(String(path[..<slash]))
+        }
+        if mkdir(path, 0o755) != 0 && errno != EEXIST { throw FileError(path: path, reason: systemReason()) }
+    }
+
+    private static func systemWrite(_ descriptor: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
+        #if canImport(Glibc)
+            Glibc.write(descriptor, buffer, count)
+        #else
+            Darwin.write(descriptor, buffer, count)
+        #endif
     }
 
     private static func systemRead(_ descriptor: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int {

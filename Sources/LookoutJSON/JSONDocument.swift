@@ -23,14 +23,22 @@ public final class JSONDocument: @unchecked Sendable {
     /// Parses `text` as one JSON value.
     public convenience init(text: String) throws(JSONError) {
         var copy = text
-        let result = copy.withUTF8 { buffer -> Result<OpaquePointer?, JSONError> in
-            do throws(JSONError) {
-                return .success(try Self.parse(UnsafeRawBufferPointer(buffer), maximumDepth: 64))
-            } catch {
-                return .failure(error)
-            }
-        }
+        let result = copy.withUTF8 { Self.parseResult(UnsafeRawBufferPointer($0)) }
         self.init(handle: try result.get())
+    }
+
+    /// Parses the UTF-8 `bytes` as one JSON value.
+    public convenience init(bytes: [UInt8]) throws(JSONError) {
+        let result = bytes.withUnsafeBytes { Self.parseResult($0) }
+        self.init(handle: try result.get())
+    }
+
+    private static func parseResult(_ bytes: UnsafeRawBufferPointer) -> Result<OpaquePointer?, JSONError> {
+        do throws(JSONError) {
+            return .success(try parse(bytes, maximumDepth: 64))
+        } catch {
+            return .failure(error)
+        }
     }
 
     private init(handle: OpaquePointer?) {
@@ -44,7 +52,8 @@ public final class JSONDocument: @unchecked Sendable {
     /// The top-level value.
     public var root: JSONNode { JSONNode(document: self, pointer: handle) }
 
-    private static func parse(_ bytes: UnsafeRawBufferPointer, maximumDepth: Int32) throws(JSONError) -> OpaquePointer? {
+    private static func parse(_ bytes: UnsafeRawBufferPointer, maximumDepth: Int32) throws(JSONError) -> OpaquePointer?
+    {
         guard let tokener = json_tokener_new_ex(maximumDepth) else {
             throw JSONError(message: "json-c could not allocate a parser")
         }

@@ -6,8 +6,13 @@
 public struct CLIPTokenizer: Sendable {
     public let vocabulary: CLIPVocabulary
 
+    private let specialScalars: [(Int32, [UInt32])]
+
     public init(vocabulary: CLIPVocabulary) {
         self.vocabulary = vocabulary
+        specialScalars = [vocabulary.startOfText, vocabulary.endOfText].map { id in
+            (id, vocabulary.token(id).unicodeScalars.map(\.value))
+        }
     }
 
     /// Loads the vocabulary at `path` (see ``CLIPVocabulary``).
@@ -50,7 +55,7 @@ public struct CLIPTokenizer: Sendable {
     /// The token strings of `ids` (for display).
     public func tokenStrings(_ ids: [Int32]) -> [String] {
         ids.map { id in
-            id >= 0 && Int(id) < vocabulary.tokens.count ? vocabulary.tokens[Int(id)] : "<invalid \(id)>"
+            id >= 0 && Int(id) < vocabulary.count ? vocabulary.token(id) : "<invalid \(id)>"
         }
     }
 
@@ -58,8 +63,7 @@ public struct CLIPTokenizer: Sendable {
     /// `<|startoftext|>` or `<|endoftext|>` pre-token maps straight to its id.
     private func specialToken(_ piece: ArraySlice<UInt32>) -> Int32? {
         guard piece.first == 0x3C else { return nil }
-        for id in [vocabulary.startOfText, vocabulary.endOfText]
-        where piece.elementsEqual(vocabulary.tokens[Int(id)].unicodeScalars.lazy.map(\.value)) {
+        for (id, scalars) in specialScalars where piece.elementsEqual(scalars) {
             return id
         }
         return nil

@@ -6,8 +6,7 @@ import LookoutJSON
 /// `{"encoder": {token: id}, "merges": ["a b", ...], "bos_token", "eos_token", "context_length"}`.
 /// Merges are held as pairs of token ids, so BPE never hashes strings.
 public struct CLIPVocabulary: Sendable {
-    /// Token strings by id.
-    public let tokens: [String]
+    let table: TokenTable
     public let startOfText: Int32
     public let endOfText: Int32
     public let contextLength: Int
@@ -16,7 +15,7 @@ public struct CLIPVocabulary: Sendable {
     let byteSymbol: [Int32]
     let byteEndSymbol: [Int32]
     /// `left << 32 | right` → `rank << 32 | merged id`.
-    let merges: [UInt64: UInt64]
+    let merges: PairTable
 
     /// Reads and validates a vocabulary file.
     public init(contentsOf path: String) throws(VocabularyError) {
@@ -34,7 +33,7 @@ public struct CLIPVocabulary: Sendable {
         func fail(_ problem: String) -> VocabularyError { VocabularyError(path: path, problem: problem) }
         let document: JSONDocument
         do {
-            document = try bytes.withUnsafeBytes { buffer throws(JSONError) in try JSONDocument(bytes: buffer) }
+            document = try JSONDocument(bytes: bytes)
         } catch {
             throw fail("not valid JSON (\(error))")
         }
@@ -47,39 +46,41 @@ public struct CLIPVocabulary: Sendable {
             throw fail("missing \"merges\" array")
         }
 
-        // Encoder: ids must be distinct and cover 0..<count.
+        // Encoder: ids must be distinct and cover 0..<count. Tokens are first gathered by id.
         let count = encoder.count
-        var tokens = [String?](repeating: nil, count: count)
-        var index: [String: Int32] = [:]
-        index.reserveCapacity(count)
+        var byID = [(UnsafeBufferPointer<UInt8>)?](repeating: nil, count: count)
         var problem: String?
         encoder.forEachMember { key, value in
             guard problem == nil else { return }
-            let token = String(decoding: key, as: UTF8.self)
             guard let id = value.int else {
-                problem = "id of token \(quoted(token)) is not an integer"
+                problem = "id of token \(quoted(key)) is not an integer"
                 return
             }
             guard id >= 0 && id < count else {
-                problem = "id \(id) of token \(quoted(token)) is outside 0..<\(count) (\(count) tokens)"
+                problem = "id \(id) of token \(quoted(key)) is outside 0..<\(count) (\(count) tokens)"
                 return
             }
-            if let other = tokens[Int(id)] {
-                problem = "duplicate id \(id) (tokens \(quoted(other)) and \(quoted(token)))"
+            if let other = byID[Int(id)] {
+                problem = "duplicate id \(id) (tokens \(quoted(other)) and \(quoted(key)))"
                 return
             }
-            tokens[Int(id)] = token
-            index[token] = Int32(id)
+            byID[Int(id)] = key
         }
         if let problem { throw fail(problem) }
-        let tokenList = tokens.map { $0! }
+        var table = TokenTable(capacity: count)
+        for (id, key) in byID.enumerated() {
+            // json-c keeps one key per name, so a repeated token can only come from ids.
+            if let previous = table.append(key!) {
+                throw fail("token \(quoted(key!)) has two ids, \(previous) and \(id)")
+            }
+        }
 
         // Byte symbols.
         var byteSymbol = [Int32](repeating: 0, count: 256)
         var byteEndSymbol = [Int32](repeating: 0, count: 256)
         for byte in 0..<256 {
             let symbol = String(Character(ByteEncoder.scalarForByte[byte]))
-            guard let id = index[symbol], let endID = index[symbol + "</w>"] else {
+            guard let id = table.id(of: symbol), let endID = table.id(of: symbol + "</w>") else {
                 throw fail("byte symbol \(quoted(symbol)) (byte \(byte)) or its \"</w>\" form is missing")
             }
             byteSymbol[byte] = id
@@ -87,30 +88,38 @@ public struct CLIPVocabulary: Sendable {
         }
 
         // Merges: "a b", both parts tokens, and "ab" a token.
-        var merges: [UInt64: UInt64] = [:]
-        merges.reserveCapacity(mergeList.count)
+        var merges = PairTable(capacity: mergeList.count)
+        var joined: [UInt8] = []
         for rank in 0..<mergeList.count {
             let item = mergeList[rank]
-            guard let text = item.string else { throw fail("merge \(rank) is not a string") }
-            let parts = text.split(separator: " ", omittingEmptySubsequences: true)
-            guard parts.count == 2 else { throw fail("merge \(rank) \(quoted(text)) is not two symbols") }
-            let left = String(parts[0])
-            let right = String(parts[1])
-            guard let leftID = index[left], let rightID = index[right] else {
-                throw fail("merge \(rank) \(quoted(text)) uses a symbol that is not in the vocabulary")
-            }
-            guard let mergedID = index[left + right] else {
-                throw fail("merge \(rank) \(quoted(text)) does not produce a vocabulary entry")
-            }
-            let key = UInt64(UInt32(leftID)) << 32 | UInt64(UInt32(rightID))
-            guard merges[key] == nil else { throw fail("merge \(rank) \(quoted(text)) is listed twice") }
-            merges[key] = UInt64(rank) << 32 | UInt64(UInt32(mergedID))
+            let outcome: String? = item.withStringBytes { text -> String? in
+                guard let space = text.firstIndex(of: 0x20), space > 0, space < text.count - 1,
+                    text[(space + 1)...].firstIndex(of: 0x20) == nil
+                else { return "merge \(rank) \(quoted(text)) is not two symbols" }
+                let left = UnsafeBufferPointer(rebasing: text[..<space])
+                let right = UnsafeBufferPointer(rebasing: text[(space + 1)...])
+                guard let leftID = table.id(of: left), let rightID = table.id(of: right) else {
+                    return "merge \(rank) \(quoted(text)) uses a symbol that is not in the vocabulary"
+                }
+                joined.removeAll(keepingCapacity: true)
+                joined.append(contentsOf: left)
+                joined.append(contentsOf: right)
+                guard let mergedID = joined.withUnsafeBufferPointer({ table.id(of: $0) }) else {
+                    return "merge \(rank) \(quoted(text)) does not produce a vocabulary entry"
+                }
+                let key = UInt64(UInt32(leftID)) << 32 | UInt64(UInt32(rightID))
+                guard merges.insert(key, UInt64(rank) << 32 | UInt64(UInt32(mergedID))) else {
+                    return "merge \(rank) \(quoted(text)) is listed twice"
+                }
+                return nil
+            } ?? "merge \(rank) is not a string"
+            if let outcome { throw fail(outcome) }
         }
 
         let bos = root["bos_token"]?.string ?? "<|startoftext|>"
         let eos = root["eos_token"]?.string ?? "<|endoftext|>"
-        guard let startID = index[bos] else { throw fail("start token \(quoted(bos)) is not in the vocabulary") }
-        guard let endID = index[eos] else { throw fail("end token \(quoted(eos)) is not in the vocabulary") }
+        guard let startID = table.id(of: bos) else { throw fail("start token \(quoted(bos)) is not in the vocabulary") }
+        guard let endID = table.id(of: eos) else { throw fail("end token \(quoted(eos)) is not in the vocabulary") }
         let expected = 512 + mergeList.count + 2
         guard count == expected else {
             throw fail(
@@ -125,7 +134,7 @@ public struct CLIPVocabulary: Sendable {
             contextLength = Int(value)
         }
 
-        self.tokens = tokenList
+        self.table = table
         self.startOfText = startID
         self.endOfText = endID
         self.contextLength = contextLength
@@ -173,6 +182,19 @@ public struct CLIPVocabulary: Sendable {
         return word
     }
 
+    /// Number of tokens (ids are `0..<count`).
+    public var count: Int { table.count }
+
+    /// The token string of `id` (byte-mapped characters, `</w>` ending a word).
+    public func token(_ id: Int32) -> String {
+        table.string(Int(id))
+    }
+
+    /// The id of a token string, if it is in the vocabulary.
+    public func id(of token: String) -> Int32? {
+        table.id(of: token)
+    }
+
     @inline(__always)
     private func pairKey(_ left: Int32, _ right: Int32) -> UInt64 {
         UInt64(UInt32(bitPattern: left)) << 32 | UInt64(UInt32(bitPattern: right))
@@ -184,6 +206,10 @@ public struct VocabularyError: Error, CustomStringConvertible, Sendable {
     public let path: String
     public let problem: String
     public var description: String { "vocabulary \(path): \(problem)" }
+}
+
+private func quoted(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+    quoted(String(decoding: bytes, as: UTF8.self))
 }
 
 private func quoted(_ text: String) -> String {

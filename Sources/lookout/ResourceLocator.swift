@@ -19,7 +19,8 @@ struct ResourceLocator {
         }
     }
 
-    static func find(_ relativePath: String, environment variable: String, what: String, hint: String) throws -> String {
+    static func find(_ relativePath: String, environment variable: String, what: String, hint: String) throws -> String
+    {
         var searched: [String] = []
         if let override = getenv(variable).map({ String(cString: $0) }), !override.isEmpty {
             if isFile(override) { return override }
@@ -37,6 +38,19 @@ struct ResourceLocator {
         searched.append(local)
         if isFile(local) { return local }
         throw NotFound(what: what, searched: searched, hint: hint)
+    }
+
+    /// Lookout's cache folder: `$LOOKOUT_CACHE_DIR`, else `$XDG_CACHE_HOME/lookout`, else
+    /// `$HOME/.cache/lookout`; nil when none can be named.
+    static func cacheDirectory() -> String? {
+        func variable(_ name: String) -> String? {
+            guard let value = getenv(name).map({ String(cString: $0) }), !value.isEmpty else { return nil }
+            return value
+        }
+        if let explicit = variable("LOOKOUT_CACHE_DIR") { return explicit }
+        if let xdg = variable("XDG_CACHE_HOME") { return xdg + "/lookout" }
+        if let home = variable("HOME") { return home + "/.cache/lookout" }
+        return nil
     }
 
     private static func isFile(_ path: String) -> Bool {

@@ -27,7 +27,10 @@ struct TokenizeCommand: ParsableCommand {
     @Argument(help: "Texts to tokenize (each one separately).")
     var texts: [String] = []
 
-    @Flag(help: "Read one JSON string per line from standard input; write one JSON array of all context-length ids per line.")
+    @Flag(
+        help:
+            "Read one JSON string per line from standard input; write one JSON array of all context-length ids per line."
+    )
     var jsonl = false
 
     @Flag(help: "Also print the token string of each id.")
@@ -39,6 +42,9 @@ struct TokenizeCommand: ParsableCommand {
     @Option(help: ArgumentHelp("CLIP vocabulary file (JSON).", valueName: "path"))
     var vocab: String?
 
+    @Flag(help: "Do not read or write Lookout's cache (a binary copy of the vocabulary).")
+    var noCache = false
+
     func validate() throws {
         if jsonl && !texts.isEmpty {
             throw ValidationError("--jsonl reads texts from standard input; give no TEXT arguments with it.")
@@ -49,7 +55,7 @@ struct TokenizeCommand: ParsableCommand {
     }
 
     func run() throws {
-        let tokenizer = try loadTokenizer(vocab)
+        let tokenizer = try loadTokenizer(vocab, cache: !noCache)
         if jsonl {
             try runJSONLines(tokenizer)
             return
@@ -98,13 +104,15 @@ struct TokenizeCommand: ParsableCommand {
 }
 
 /// Loads the tokenizer from `path`, or from the vocabulary that ships with Lookout.
-func loadTokenizer(_ path: String?) throws -> CLIPTokenizer {
+func loadTokenizer(_ path: String?, cache: Bool) throws -> CLIPTokenizer {
     let file =
         try path
         ?? ResourceLocator.find(
             "Vocab/clip_vocab.json", environment: "LOOKOUT_VOCAB", what: "CLIP vocabulary",
             hint: "Pass --vocab PATH, or set LOOKOUT_VOCAB.")
-    return try CLIPTokenizer(vocabularyFile: file)
+    let vocabulary = try CLIPVocabulary.load(
+        contentsOf: file, cacheDirectory: cache ? ResourceLocator.cacheDirectory() : nil)
+    return CLIPTokenizer(vocabulary: vocabulary)
 }
 
 /// An error for the user: printed as is, exit status 1.

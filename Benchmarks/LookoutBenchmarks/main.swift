@@ -1,0 +1,61 @@
+// Tokenizer benchmarks: `swift run -c release lookout-benchmarks [repository root]`.
+// Prints median and p95 over repeated runs; timings are for BENCHMARKS.md, never for tests.
+import LookoutJSON
+import LookoutTokenizer
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+func now() -> Double {
+    var time = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &time)
+    return Double(time.tv_sec) + Double(time.tv_nsec) * 1e-9
+}
+
+func measure(_ name: String, repetitions: Int, _ body: () throws -> Void) rethrows {
+    var samples: [Double] = []
+    for _ in 0..<repetitions {
+        let start = now()
+        try body()
+        samples.append(now() - start)
+    }
+    samples.sort()
+    let median = samples[samples.count / 2] * 1000
+    let p95 = samples[min(samples.count - 1, Int(Double(samples.count) * 0.95))] * 1000
+    print("\(name): median \(format3(median)) ms, p95 \(format3(p95)) ms (\(repetitions) runs)")
+}
+
+func format3(_ value: Double) -> String {
+    let scaled = (value * 1000).rounded() / 1000
+    return "\(scaled)"
+}
+
+let root = CommandLine.arguments.count > 1 ? CommandLine.arguments[1] : "."
+let vocabularyPath = root + "/Vocab/clip_vocab.json"
+let corpus = try FileContents.read(root + "/Tests/LookoutTokenizerTests/Fixtures/clip_tokenizer_golden.jsonl")
+var lvis: [String] = []
+for line in corpus.split(separator: UInt8(ascii: "\n")) {
+    let record = try JSONDocument(bytes: Array(line)).root
+    if record["category"]?.string == "lvis" { lvis.append(record["text"]!.string!) }
+}
+
+try measure("load vocabulary (read + parse + validate)", repetitions: 20) {
+    _ = try CLIPVocabulary(contentsOf: vocabularyPath)
+}
+let cacheDirectory = "/tmp/lookout-benchmark-cache"
+_ = try CLIPVocabulary.load(contentsOf: vocabularyPath, cacheDirectory: cacheDirectory)
+try measure("load vocabulary through the binary cache (read JSON bytes + digest + cache)", repetitions: 20) {
+    _ = try CLIPVocabulary.load(contentsOf: vocabularyPath, cacheDirectory: cacheDirectory)
+}
+let tokenizer = try CLIPTokenizer(vocabularyFile: vocabularyPath)
+measure("tokenize \"a photo of a red car\"", repetitions: 200) {
+    _ = tokenizer.tokenize("a photo of a red car")
+}
+measure("tokenize LVIS class names (\(lvis.count))", repetitions: 30) {
+    for name in lvis { _ = tokenizer.tokenize(name) }
+}
+let vocabularyBytes = try FileContents.read(vocabularyPath)
+try measure("  of which: json-c parse", repetitions: 20) {
+    _ = try JSONDocument(bytes: vocabularyBytes)
+}
