@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "LookoutTokenizer", targets: ["LookoutTokenizer"]),
         .library(name: "LookoutTensor", targets: ["LookoutTensor"]),
         .library(name: "LookoutJSON", targets: ["LookoutJSON"]),
+        .library(name: "LookoutWeights", targets: ["LookoutWeights"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2")
@@ -32,12 +33,15 @@ let package = Package(
         .target(name: "LookoutTensor", dependencies: ["COpenBLAS"]),
         // CLIP BPE tokenizer: text cleaning, pre-tokenisation, byte map, merges. No tensor code.
         .target(name: "LookoutTokenizer", dependencies: ["LookoutJSON"]),
+        // Weight files: safetensors and PyTorch zip checkpoints (restricted unpickler), one interface.
+        .target(name: "LookoutWeights", dependencies: ["LookoutJSON", "LookoutTensor"]),
 
         .executableTarget(
             name: "lookout",
             dependencies: [
                 "LookoutTokenizer",
                 "LookoutJSON",
+                "LookoutWeights",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -50,6 +54,7 @@ let package = Package(
 
         .testTarget(name: "LookoutJSONTests", dependencies: ["LookoutJSON"]),
         .testTarget(name: "LookoutTensorTests", dependencies: ["LookoutTensor"]),
+        .testTarget(name: "LookoutWeightsTests", dependencies: ["LookoutWeights", "LookoutJSON"]),
         .testTarget(
             name: "LookoutTokenizerTests",
             dependencies: ["LookoutTokenizer", "LookoutJSON"],

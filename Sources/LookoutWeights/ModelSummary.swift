@@ -1,0 +1,66 @@
+/// What a weight file holds, recognised from its tensor names and shapes.
+public struct ModelSummary: Sendable {
+    public enum Kind: Sendable, Equatable {
+        /// ultralytics YOLO-World v2 (`WorldDetect` head with `BNContrastiveHead`), scale from the first conv.
+        case yoloWorldDetector(scale: String, embedding: Int, classes: Int)
+        /// CLIP text transformer (OpenAI or Hugging Face names).
+        case clipTextEncoder(layout: String, width: Int, layers: Int, heads: Int, vocabulary: Int, context: Int, embedding: Int)
+        case unknown
+    }
+
+    public let kind: Kind
+    public let tensorCount: Int
+    public let parameterCount: Int
+    /// Number of tensors of each stored dtype.
+    public let dtypes: [DType: Int]
+
+    public init(_ weights: WeightFile) {
+        tensorCount = weights.names.count
+        parameterCount = weights.tensors.values.reduce(0) { $0 + $1.count }
+        var dtypes: [DType: Int] = [:]
+        for view in weights.tensors.values { dtypes[view.dtype, default: 0] += 1 }
+        self.dtypes = dtypes
+        kind = Self.recognise(weights)
+    }
+
+    private static func recognise(_ weights: WeightFile) -> Kind {
+        let tensors = weights.tensors
+        if let first = tensors["model.0.conv.weight"], let head = headIndex(tensors) {
+            let scales = [16: "n", 32: "s", 48: "m", 64: "l", 80: "x"]
+            let embedding = tensors["model.\(head).cv3.0.2.weight"]?.shape.first ?? 0
+            var classes = 0
+            if let names = weights.metadata["names"] { classes = names.filter { $0 == "," }.count + 1 }
+            if let txt = weights.attributes["txt_feats"], txt.shape.count == 3 { classes = txt.shape[1] }
+            return .yoloWorldDetector(
+                scale: scales[first.shape.first ?? 0] ?? "custom (\(first.shape.first ?? 0) stem channels)",
+                embedding: embedding, classes: classes)
+        }
+        for (layout, prefix, layerPrefix, final, token, position) in [
+            ("openai", "", "transformer.resblocks.", "ln_final.weight", "token_embedding.weight", "positional_embedding"),
+            (
+                "huggingface", "text_model.", "text_model.encoder.layers.", "text_model.final_layer_norm.weight",
+                "text_model.embeddings.token_embedding.weight", "text_model.embeddings.position_embedding.weight"
+            ),
+        ] {
+            _ = prefix
+            guard let norm = tensors[final], let tokens = tensors[token], let positions = tensors[position] else { continue }
+            let width = norm.shape.first ?? 0
+            var layers = 0
+            while tensors.keys.contains(where: { $0.hasPrefix("\(layerPrefix)\(layers).") }) { layers += 1 }
+            let projection = tensors[layout == "openai" ? "text_projection" : "text_projection.weight"]
+            let embedding = layout == "openai" ? projection?.shape.last ?? width : projection?.shape.first ?? width
+            return .clipTextEncoder(
+                layout: layout, width: width, layers: layers, heads: max(width / 64, 1),
+                vocabulary: tokens.shape.first ?? 0, context: positions.shape.first ?? 0, embedding: embedding)
+        }
+        return .unknown
+    }
+
+    /// Index of the detection head: the layer that has `cv4.0.bias` (BNContrastiveHead).
+    static func headIndex(_ tensors: [String: TensorView]) -> Int? {
+        for index in stride(from: 40, through: 0, by: -1) where tensors["model.\(index).cv4.0.bias"] != nil {
+            return index
+        }
+        return nil
+    }
+}

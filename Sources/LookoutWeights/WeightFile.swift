@@ -1,0 +1,72 @@
+/// The one interface through which models load weights, whatever the file format.
+///
+/// Tensors keep the names of the file's state dict (`model.0.conv.weight`,
+/// `transformer.resblocks.0.attn.in_proj_weight`, `text_model.encoder.…`); models map names at their
+/// own load boundary. Values are converted to Float32 when read.
+public struct WeightFile: Sendable {
+    public enum Format: String, Sendable {
+        case safetensors
+        case torchZip = "pytorch-zip"
+        case torchScript = "torchscript"
+    }
+
+    public let path: String
+    public let format: Format
+    /// Tensors in file order.
+    public let names: [String]
+    public let tensors: [String: TensorView]
+    /// Non-tensor facts from the file: safetensors `__metadata__`, or for ultralytics checkpoints
+    /// `names` (class names), `version`, `date`, `nc`.
+    public let metadata: [String: String]
+    /// Tensors that are attributes rather than state-dict entries (ultralytics `txt_feats`, head `stride`).
+    public let attributes: [String: TensorView]
+    /// Per BatchNorm module (by state-dict prefix), its `eps`, where the file records it.
+    public let batchNormEpsilon: [String: Double]
+
+    init(
+        path: String, format: Format, names: [String], tensors: [String: TensorView], metadata: [String: String] = [:],
+        attributes: [String: TensorView] = [:], batchNormEpsilon: [String: Double] = [:]
+    ) {
+        self.path = path
+        self.format = format
+        self.names = names
+        self.tensors = tensors
+        self.metadata = metadata
+        self.attributes = attributes
+        self.batchNormEpsilon = batchNormEpsilon
+    }
+
+    /// Opens a weight file, choosing the reader by its first bytes (`PK` zip or safetensors header).
+    public static func open(_ path: String) throws(WeightsError) -> WeightFile {
+        let file = try MappedFile(path: path)
+        return try open(file)
+    }
+
+    public static func open(_ file: MappedFile) throws(WeightsError) -> WeightFile {
+        if file.count >= 4, file.integer(at: 0, as: UInt32.self) == 0x0403_4B50 {
+            return try TorchArchive.load(file)
+        }
+        if file.count >= 10, file.bytes[8] == UInt8(ascii: "{") {
+            return try SafeTensors.load(file)
+        }
+        throw WeightsError(
+            path: file.path,
+            problem: "not a weight file Lookout reads (expected a PyTorch zip checkpoint or safetensors; "
+                + "legacy non-zip PyTorch files are not supported)")
+    }
+
+    /// The tensor `name`, or an error naming the key.
+    public func view(_ name: String) throws(WeightsError) -> TensorView {
+        guard let view = tensors[name] else { throw WeightsError(path: path, problem: "missing tensor \(name)") }
+        return view
+    }
+
+    /// The tensor `name` as Float32 values, checking its shape.
+    public func floats(_ name: String, shape expected: [Int]? = nil) throws(WeightsError) -> [Float] {
+        let view = try view(name)
+        if let expected, view.shape != expected {
+            throw WeightsError(path: path, problem: "tensor \(name) has shape \(view.shape), expected \(expected)")
+        }
+        return view.floats()
+    }
+}

@@ -1,0 +1,83 @@
+import ArgumentParser
+import LookoutJSON
+import LookoutWeights
+
+struct ModelsCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "models",
+        abstract: "Inspect and convert weight files.",
+        subcommands: [Inspect.self, Convert.self]
+    )
+
+    struct Inspect: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Say what a weight file is: detector scale or text-encoder size, dtypes, tensors, metadata.",
+            discussion: """
+                Reads ultralytics checkpoints (yolov8s-worldv2.pt, …), OpenAI CLIP TorchScript archives
+                (ViT-B-32.pt), Hugging Face safetensors and Lookout's own safetensors. Nothing in a file is
+                executed: pickles are read by a restricted reader that only builds data.
+                """)
+
+        @Argument(help: "Weight file.")
+        var file: String
+
+        @Flag(help: "List every tensor with its shape and dtype.")
+        var tensors = false
+
+        func run() throws {
+            let weights = try WeightFile.open(file)
+            let summary = ModelSummary(weights)
+            var out = "\(file)\n  format: \(weights.format.rawValue)\n"
+            switch summary.kind {
+            case .yoloWorldDetector(let scale, let embedding, let classes):
+                out += "  model: YOLO-World v2 detector, scale \(scale), text embedding \(embedding), \(classes) built-in classes\n"
+            case .clipTextEncoder(let layout, let width, let layers, let heads, let vocabulary, let context, let embedding):
+                out += "  model: CLIP text encoder (\(layout) names): width \(width), \(layers) layers, \(heads) heads, "
+                out += "vocabulary \(vocabulary), context \(context), embedding \(embedding)\n"
+            case .unknown:
+                out += "  model: not recognised (neither a YOLO-World detector nor a CLIP text encoder)\n"
+            }
+            let dtypes = summary.dtypes.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue) ×\($0.value)" }
+            out += "  tensors: \(summary.tensorCount) (\(dtypes.joined(separator: ", "))), \(summary.parameterCount) values\n"
+            if !weights.attributes.isEmpty {
+                out += "  attributes: "
+                out += weights.attributes.keys.sorted().map { "\($0) \(weights.attributes[$0]!.shape)" }.joined(separator: ", ")
+                out += "\n"
+            }
+            for key in weights.metadata.keys.sorted() {
+                var value = weights.metadata[key]!
+                if value.count > 200 { value = String(value.prefix(200)) + "… (\(value.count) characters)" }
+                out += "  \(key): \(value)\n"
+            }
+            if tensors {
+                for name in weights.names {
+                    let view = weights.tensors[name]!
+                    out += "  \(name) \(view.shape) \(view.dtype.rawValue)\n"
+                }
+            }
+            print(out, terminator: "")
+        }
+    }
+
+    struct Convert: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Write a weight file as Lookout's canonical safetensors (F32, state-dict names).",
+            discussion: """
+                The result loads with one memory map and no conversion. Attributes that inference needs
+                (ultralytics txt_feats and head stride) are kept as tensors named "attribute.<name>", and
+                class names, BatchNorm epsilons and the source format as metadata.
+                """)
+
+        @Argument(help: "Weight file to convert.")
+        var file: String
+
+        @Option(name: .shortAndLong, help: ArgumentHelp("Output .safetensors file.", valueName: "path"))
+        var output: String
+
+        func run() throws {
+            let weights = try WeightFile.open(file)
+            try weights.writeCanonical(to: output)
+            print("wrote \(output): \(weights.names.count) tensors")
+        }
+    }
+}
