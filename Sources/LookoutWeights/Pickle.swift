@@ -13,7 +13,8 @@ public indirect enum PickleValue: Sendable {
     case float(Double)
     case string(String)
     case bytes([UInt8])
-    case tuple([PickleValue])
+    /// A tuple (held in a box like lists, so that deep nesting is released without recursion).
+    case tuple(PickleList)
     case list(PickleList)
     case dict(PickleDict)
     case global(String, String)
@@ -52,12 +53,19 @@ public indirect enum PickleValue: Sendable {
         return nil
     }
 
+    /// The items of a tuple or list.
     public var tuple: [PickleValue]? {
         switch self {
-        case .tuple(let values): values
+        case .tuple(let values): values.items
         case .list(let list): list.items
         default: nil
         }
+    }
+
+    static func makeTuple(_ items: [PickleValue]) -> PickleValue {
+        let box = PickleList()
+        box.items = items
+        return .tuple(box)
     }
 
     public var isNone: Bool {
@@ -66,14 +74,77 @@ public indirect enum PickleValue: Sendable {
     }
 }
 
-/// A pickled list or set (shared by reference, as in Python).
+/// A pickled list, set or tuple (shared by reference, as in Python).
 public final class PickleList: @unchecked Sendable {
     public internal(set) var items: [PickleValue] = []
+
+    deinit { PickleGraph.release(&items) }
+}
+
+/// Releasing a deeply nested graph recursively would overflow the stack (a pickle can nest a million
+/// lists in a few megabytes). Containers therefore hand their children to a work list, and each child
+/// that nothing else references gives up its own children the same way before it is freed.
+enum PickleGraph {
+    static func release(_ values: inout [PickleValue]) {
+        guard values.contains(where: \.isContainer) else { return }
+        var pending = values
+        values = []
+        while var value = pending.popLast() {
+            switch value {
+            case .list(var box), .tuple(var box):
+                value = .none
+                if isKnownUniquelyReferenced(&box) {
+                    pending.append(contentsOf: box.items)
+                    box.items = []
+                }
+            case .dict(var box):
+                value = .none
+                if isKnownUniquelyReferenced(&box) {
+                    for entry in box.entries {
+                        pending.append(entry.key)
+                        pending.append(entry.value)
+                    }
+                    box.entries = []
+                }
+            case .object(var box):
+                value = .none
+                if isKnownUniquelyReferenced(&box) {
+                    pending.append(contentsOf: box.arguments)
+                    box.arguments = []
+                    if let state = box.state { pending.append(state) }
+                    box.state = nil
+                }
+            default:
+                break
+            }
+        }
+    }
+}
+
+extension PickleValue {
+    var isContainer: Bool {
+        switch self {
+        case .list, .tuple, .dict, .object: true
+        default: false
+        }
+    }
 }
 
 /// A pickled dict or OrderedDict, in insertion order.
 public final class PickleDict: @unchecked Sendable {
     public internal(set) var entries: [(key: PickleValue, value: PickleValue)] = []
+
+    deinit {
+        guard !entries.isEmpty else { return }
+        var values: [PickleValue] = []
+        values.reserveCapacity(entries.count * 2)
+        for entry in entries {
+            values.append(entry.key)
+            values.append(entry.value)
+        }
+        entries = []
+        PickleGraph.release(&values)
+    }
 
     /// The value of a string key.
     public subscript(key: String) -> PickleValue? {
@@ -95,8 +166,16 @@ public final class PickleDict: @unchecked Sendable {
 public final class PickleObject: @unchecked Sendable {
     public let module: String
     public let name: String
-    public let arguments: [PickleValue]
+    public internal(set) var arguments: [PickleValue]
     public internal(set) var state: PickleValue?
+
+    deinit {
+        var values = arguments
+        arguments = []
+        if let state { values.append(state) }
+        state = nil
+        PickleGraph.release(&values)
+    }
 
     init(module: String, name: String, arguments: [PickleValue]) {
         self.module = module
@@ -112,7 +191,7 @@ public final class PickleObject: @unchecked Sendable {
         case .dict(let dict): return dict
         case .tuple(let parts):
             // (state, slotstate) form
-            if let first = parts.first, case .dict(let dict) = first { return dict }
+            if let first = parts.items.first, case .dict(let dict) = first { return dict }
             return nil
         default: return nil
         }
@@ -284,16 +363,16 @@ public struct Unpickler {
             case 0x8E, 0x96: stack.append(.bytes(Array(try take(try length64()))))  // BINBYTES8, BYTEARRAY8
             case 0x56:  // UNICODE (raw-unicode-escape text; kept as is)
                 stack.append(.string(try line()))
-            case 0x29: stack.append(.tuple([]))
-            case 0x74: stack.append(.tuple(try popToMark()))
-            case 0x85: stack.append(.tuple([try pop()]))
+            case 0x29: stack.append(.makeTuple([]))
+            case 0x74: stack.append(.makeTuple(try popToMark()))
+            case 0x85: stack.append(.makeTuple([try pop()]))
             case 0x86:
                 let second = try pop()
-                stack.append(.tuple([try pop(), second]))
+                stack.append(.makeTuple([try pop(), second]))
             case 0x87:
                 let third = try pop()
                 let second = try pop()
-                stack.append(.tuple([try pop(), second, third]))
+                stack.append(.makeTuple([try pop(), second, third]))
             case 0x5D: stack.append(.list(PickleList()))  // EMPTY_LIST
             case 0x6C:  // LIST
                 let list = PickleList()

@@ -46,7 +46,7 @@ public struct WeightFile: Sendable {
         if file.count >= 4, file.integer(at: 0, as: UInt32.self) == 0x0403_4B50 {
             return try TorchArchive.load(file)
         }
-        if file.count >= 10, file.bytes[8] == UInt8(ascii: "{") {
+        if file.count >= 10, [UInt8(ascii: "{"), UInt8(ascii: "["), 0x20, 0x09, 0x0A, 0x0D].contains(file.bytes[8]) {
             return try SafeTensors.load(file)
         }
         throw WeightsError(
