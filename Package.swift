@@ -64,3 +64,11 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// libFuzzer targets, only when asked for (they have no main of their own): scripts/fuzz.
+if Context.environment["LOOKOUT_FUZZ"] != nil {
+    package.targets += [
+        .executableTarget(name: "fuzz-safetensors", dependencies: ["LookoutWeights"], path: "Fuzz/SafeTensorsFuzz"),
+        .executableTarget(name: "fuzz-pickle", dependencies: ["LookoutWeights"], path: "Fuzz/PickleFuzz"),
+    ]
+}

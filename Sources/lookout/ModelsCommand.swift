@@ -6,7 +6,7 @@ struct ModelsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "models",
         abstract: "Inspect and convert weight files.",
-        subcommands: [Inspect.self, Convert.self]
+        subcommands: [Inspect.self, Convert.self, Verify.self]
     )
 
     struct Inspect: ParsableCommand {
@@ -27,7 +27,7 @@ struct ModelsCommand: ParsableCommand {
         func run() throws {
             let weights = try WeightFile.open(file)
             let summary = ModelSummary(weights)
-            var out = "\(file)\n  format: \(weights.format.rawValue)\n"
+            var out = "\(file)\n  file format: \(weights.format.rawValue)\n"
             switch summary.kind {
             case .yoloWorldDetector(let scale, let embedding, let classes):
                 out += "  model: YOLO-World v2 detector, scale \(scale), text embedding \(embedding), \(classes) built-in classes\n"
@@ -44,10 +44,11 @@ struct ModelsCommand: ParsableCommand {
                 out += weights.attributes.keys.sorted().map { "\($0) \(weights.attributes[$0]!.shape)" }.joined(separator: ", ")
                 out += "\n"
             }
+            if !weights.metadata.isEmpty { out += "  metadata:\n" }
             for key in weights.metadata.keys.sorted() {
                 var value = weights.metadata[key]!
                 if value.count > 200 { value = String(value.prefix(200)) + "… (\(value.count) characters)" }
-                out += "  \(key): \(value)\n"
+                out += "    \(key): \(value)\n"
             }
             if tensors {
                 for name in weights.names {
@@ -56,6 +57,33 @@ struct ModelsCommand: ParsableCommand {
                 }
             }
             print(out, terminator: "")
+        }
+    }
+
+    struct Verify: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Check a model directory: its manifest, its files' SHA-256 digests, and what each file is.",
+            discussion: "A model directory holds lookout-model.json naming a detector and a text encoder (see Models/README.md).")
+
+        @Argument(help: "Model directory.")
+        var directory: String
+
+        func run() throws {
+            let manifest = try ModelManifest(directory: directory)
+            var failed = false
+            for (role, entry) in [("detector", manifest.detector), ("text encoder", manifest.textEncoder)] {
+                let digest = try SHA256.hex(ofFile: entry.path)
+                let summary = ModelSummary(try WeightFile.open(entry.path))
+                var line = "\(role): \(entry.path)\n  sha256 \(digest)"
+                if let expected = entry.sha256 {
+                    line += expected == digest ? " (matches the manifest)" : " DOES NOT MATCH the manifest (\(expected))"
+                    failed = failed || expected != digest
+                } else {
+                    line += " (the manifest records none)"
+                }
+                print(line + "\n  \(summary.kind)")
+            }
+            if failed { throw ExitCode.failure }
         }
     }
 

@@ -1,0 +1,56 @@
+import LookoutJSON
+
+/// A model directory: a detector and a text encoder that belong together, named by `lookout-model.json`:
+///
+///     {
+///       "name": "yolov8s-worldv2",
+///       "detector":     {"file": "yolov8s-worldv2.pt", "sha256": "…", "url": "…"},
+///       "text_encoder": {"file": "ViT-B-32.pt",        "sha256": "…", "url": "…"},
+///       "description": "…"
+///     }
+///
+/// `file` is relative to the directory. `sha256` and `url` are optional; `lookout models verify` checks the
+/// digests (loading does not hash hundreds of megabytes on every start).
+public struct ModelManifest: Sendable {
+    public struct Entry: Sendable {
+        public let path: String
+        public let sha256: String?
+        public let url: String?
+    }
+
+    public static let fileName = "lookout-model.json"
+
+    public let directory: String
+    public let name: String
+    public let description: String?
+    public let detector: Entry
+    public let textEncoder: Entry
+
+    public init(directory: String) throws(WeightsError) {
+        let path = directory + "/" + Self.fileName
+        func fail(_ problem: String) -> WeightsError { WeightsError(path: path, problem: problem) }
+        let root: JSONNode
+        do {
+            root = try JSONDocument(bytes: try FileContents.read(path, maximumSize: 1 << 20)).root
+        } catch let error as FileContents.FileError {
+            throw fail("\(error.reason) (a model directory needs a \(Self.fileName))")
+        } catch {
+            throw fail("not valid JSON (\(error))")
+        }
+        func entry(_ key: String) throws(WeightsError) -> Entry {
+            guard let node = root[key], let file = node["file"]?.string, !file.isEmpty else {
+                throw fail("needs \"\(key)\": {\"file\": …}")
+            }
+            let sha = node["sha256"]?.string
+            if let sha, sha.count != 64 || !sha.allSatisfy(\.isHexDigit) {
+                throw fail("\(key).sha256 is not 64 hexadecimal digits")
+            }
+            return Entry(path: file.hasPrefix("/") ? file : directory + "/" + file, sha256: sha?.lowercased(), url: node["url"]?.string)
+        }
+        self.directory = directory
+        self.name = root["name"]?.string ?? String(directory.split(separator: "/").last ?? "model")
+        self.description = root["description"]?.string
+        self.detector = try entry("detector")
+        self.textEncoder = try entry("text_encoder")
+    }
+}
