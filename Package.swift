@@ -48,7 +48,7 @@ let package = Package(
 
         .executableTarget(
             name: "lookout-benchmarks",
-            dependencies: ["LookoutTokenizer", "LookoutJSON"],
+            dependencies: ["LookoutTokenizer", "LookoutJSON", "LookoutWeights"],
             path: "Benchmarks/LookoutBenchmarks"
         ),
 

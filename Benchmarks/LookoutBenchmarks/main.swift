@@ -2,6 +2,7 @@
 // Prints median and p95 over repeated runs; timings are for BENCHMARKS.md, never for tests.
 import LookoutJSON
 import LookoutTokenizer
+import LookoutWeights
 
 #if canImport(Glibc)
     import Glibc
@@ -29,6 +30,18 @@ func measure(_ name: String, repetitions: Int, _ body: () throws -> Void) rethro
 func format3(_ value: Double) -> String {
     let scaled = (value * 1000).rounded() / 1000
     return "\(scaled)"
+}
+
+// `lookout-benchmarks weights FILE...`: opening weight files.
+if CommandLine.arguments.count > 2 && CommandLine.arguments[1] == "weights" {
+    for path in CommandLine.arguments.dropFirst(2) {
+        try measure("open \(path)", repetitions: 10) { _ = try WeightFile.open(path) }
+        try measure("open + every tensor as F32 \(path)", repetitions: 5) {
+            let weights = try WeightFile.open(path)
+            for name in weights.names { _ = weights.tensors[name]!.floats() }
+        }
+    }
+    exit(0)
 }
 
 let root = CommandLine.arguments.count > 1 ? CommandLine.arguments[1] : "."
