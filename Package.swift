@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "LookoutTensor", targets: ["LookoutTensor"]),
         .library(name: "LookoutJSON", targets: ["LookoutJSON"]),
         .library(name: "LookoutWeights", targets: ["LookoutWeights"]),
+        .library(name: "LookoutTextEncoder", targets: ["LookoutTextEncoder"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2")
@@ -35,6 +36,11 @@ let package = Package(
         .target(name: "LookoutTokenizer", dependencies: ["LookoutJSON"]),
         // Weight files: safetensors and PyTorch zip checkpoints (restricted unpickler), one interface.
         .target(name: "LookoutWeights", dependencies: ["LookoutJSON", "LookoutTensor"]),
+        // CLIP text transformer on OpenBLAS, and the text-embedding cache.
+        .target(
+            name: "LookoutTextEncoder",
+            dependencies: ["LookoutTensor", "LookoutWeights", "LookoutTokenizer", "LookoutJSON"]
+        ),
 
         .executableTarget(
             name: "lookout",
@@ -42,6 +48,7 @@ let package = Package(
                 "LookoutTokenizer",
                 "LookoutJSON",
                 "LookoutWeights",
+                "LookoutTextEncoder",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -55,6 +62,10 @@ let package = Package(
         .testTarget(name: "LookoutJSONTests", dependencies: ["LookoutJSON"]),
         .testTarget(name: "LookoutTensorTests", dependencies: ["LookoutTensor"]),
         .testTarget(name: "LookoutWeightsTests", dependencies: ["LookoutWeights", "LookoutJSON"]),
+        .testTarget(
+            name: "LookoutTextEncoderTests",
+            dependencies: ["LookoutTextEncoder", "LookoutTokenizer", "LookoutWeights", "LookoutJSON"]
+        ),
         .testTarget(
             name: "LookoutTokenizerTests",
             dependencies: ["LookoutTokenizer", "LookoutJSON"],

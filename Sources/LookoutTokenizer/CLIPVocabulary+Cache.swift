@@ -73,6 +73,7 @@ extension CLIPVocabulary {
             (2...65536).contains(contextLength)
         else { return nil }
         self.table = table
+        self.digest = digest.hex
         self.merges = merges
         self.byteSymbol = byteSymbol
         self.byteEndSymbol = byteEndSymbol

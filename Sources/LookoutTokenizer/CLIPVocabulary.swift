@@ -11,6 +11,8 @@ public struct CLIPVocabulary: Sendable {
     public let endOfText: Int32
     public let contextLength: Int
     public let mergeCount: Int
+    /// Digest of the vocabulary file's bytes (128-bit FNV-1a, hexadecimal), for cache keys.
+    public let digest: String
     /// Id of each byte's symbol, and of the same symbol with `</w>` (a word's last symbol).
     let byteSymbol: [Int32]
     let byteEndSymbol: [Int32]
@@ -135,6 +137,7 @@ public struct CLIPVocabulary: Sendable {
         }
 
         self.table = table
+        self.digest = ContentDigest(bytes).hex
         self.startOfText = startID
         self.endOfText = endID
         self.contextLength = contextLength

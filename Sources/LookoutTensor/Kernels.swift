@@ -1,0 +1,113 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Row-wise kernels on contiguous row-major float buffers. The arithmetic mirrors PyTorch's CPU
+/// kernels where that decides parity (noted on each).
+public enum Kernels {
+    /// `y = x·Wᵀ + b` for `rows` rows: `x` is rows×inputs, `weight` outputs×inputs (a Linear layer's
+    /// layout), `y` rows×outputs. Rows are split across `pool`; OpenBLAS runs single-threaded inside.
+    public static func linear(
+        _ x: UnsafePointer<Float>, rows: Int, inputs: Int, weight: UnsafePointer<Float>, bias: UnsafePointer<Float>?,
+        outputs: Int, into y: UnsafeMutablePointer<Float>, pool: ComputePool = .shared
+    ) {
+        let chunk = max(8, (rows + pool.threadCount - 1) / pool.threadCount)
+        let x = UnsafeSendable(x), weight = UnsafeSendable(weight), y = UnsafeSendable(y)
+        let bias = bias.map(UnsafeSendable.init)
+        pool.parallelFor(rows, chunk: chunk) { range in
+            let output = y.pointer + range.lowerBound * outputs
+            if let bias {
+                for row in 0..<range.count { (output + row * outputs).update(from: bias.pointer, count: outputs) }
+            }
+            BLAS.gemm(
+                m: range.count, n: outputs, k: inputs, a: x.pointer + range.lowerBound * inputs, b: weight.pointer,
+                transposeB: true, c: output, beta: bias == nil ? 0 : 1)
+        }
+    }
+
+    /// LayerNorm over the last dimension (PyTorch `layer_norm_kernel.cpp`):
+    /// `rstd = 1/sqrt(var + eps)`, `y = (x·rstd + (−rstd·mean))·γ + β`, biased variance.
+    public static func layerNorm(
+        _ x: UnsafePointer<Float>, rows: Int, width: Int, gamma: UnsafePointer<Float>, beta: UnsafePointer<Float>,
+        epsilon: Float, into y: UnsafeMutablePointer<Float>
+    ) {
+        for row in 0..<rows {
+            let input = x + row * width
+            let output = y + row * width
+            var sum = 0.0
+            for index in 0..<width { sum += Double(input[index]) }
+            let mean = sum / Double(width)
+            var squares = 0.0
+            for index in 0..<width {
+                let centered = Double(input[index]) - mean
+                squares += centered * centered
+            }
+            let variance = Float(squares / Double(width))
+            let rstd = 1 / (variance + epsilon).squareRoot()
+            let shift = -rstd * Float(mean)
+            for index in 0..<width {
+                output[index] = (input[index] * rstd + shift) * gamma[index] + beta[index]
+            }
+        }
+    }
+
+    /// QuickGELU in place: `x · sigmoid(1.702·x)`.
+    public static func quickGELU(_ x: UnsafeMutablePointer<Float>, count: Int) {
+        for index in 0..<count {
+            let value = x[index]
+            x[index] = value * (1 / (1 + expf(-1.702 * value)))
+        }
+    }
+
+    /// `x += y` element-wise.
+    public static func add(_ y: UnsafePointer<Float>, into x: UnsafeMutablePointer<Float>, count: Int) {
+        for index in 0..<count { x[index] += y[index] }
+    }
+
+    /// Causal self-attention of one sequence for one head. `qkv` rows hold `[q | k | v]` of `width` each
+    /// (row stride `3·width`); the head's slice starts at `head·headSize`. Writes `length` rows of
+    /// `headSize` into `output` (row stride `width`). Softmax subtracts the row maximum.
+    public static func causalAttentionHead(
+        qkv: UnsafePointer<Float>, length: Int, width: Int, head: Int, headSize: Int, scale: Float,
+        into output: UnsafeMutablePointer<Float>, scratch: UnsafeMutablePointer<Float>
+    ) {
+        let stride = 3 * width
+        let q = qkv + head * headSize
+        let k = qkv + width + head * headSize
+        let v = qkv + 2 * width + head * headSize
+        for i in 0..<length {
+            let query = q + i * stride
+            var maximum = -Float.infinity
+            for j in 0...i {
+                let key = k + j * stride
+                var dot: Float = 0
+                for d in 0..<headSize { dot += query[d] * key[d] }
+                let score = dot * scale
+                scratch[j] = score
+                maximum = max(maximum, score)
+            }
+            var total: Float = 0
+            for j in 0...i {
+                let e = expf(scratch[j] - maximum)
+                scratch[j] = e
+                total += e
+            }
+            let out = output + i * width + head * headSize
+            for d in 0..<headSize { out[d] = 0 }
+            for j in 0...i {
+                let weight = scratch[j] / total
+                let value = v + j * stride
+                for d in 0..<headSize { out[d] += weight * value[d] }
+            }
+        }
+    }
+}
+
+/// A pointer handed to pool workers. The caller guarantees the memory outlives the parallel loop and
+/// that workers write disjoint parts.
+public struct UnsafeSendable<Pointer>: @unchecked Sendable {
+    public let pointer: Pointer
+    public init(_ pointer: Pointer) { self.pointer = pointer }
+}

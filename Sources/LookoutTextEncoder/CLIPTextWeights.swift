@@ -1,0 +1,161 @@
+import LookoutTensor
+import LookoutWeights
+
+/// Sizes of a CLIP text transformer, all read from the weights.
+public struct CLIPTextConfiguration: Sendable, Equatable {
+    public enum Layout: String, Sendable {
+        /// OpenAI names (`ViT-B-32.pt`, open_clip): `transformer.resblocks.N.attn.in_proj_weight`, …
+        case openAI = "openai"
+        /// Hugging Face names (`text_model.encoder.layers.N.self_attn.q_proj.weight`, …).
+        case huggingFace = "huggingface"
+    }
+
+    public let layout: Layout
+    public let width: Int
+    public let layers: Int
+    /// `width / 64`, as OpenAI's `build_model` derives it (head size 64).
+    public let heads: Int
+    public let contextLength: Int
+    public let vocabularySize: Int
+    public let embeddingSize: Int
+    public let layerNormEpsilon: Float = 1e-5
+}
+
+/// A Linear layer: weight `outputs × inputs` (PyTorch layout), bias `outputs`.
+struct Linear: Sendable {
+    let weight: [Float]
+    let bias: [Float]
+    let inputs: Int
+    let outputs: Int
+
+    func linear(_ x: UnsafePointer<Float>, rows: Int, into y: UnsafeMutablePointer<Float>, pool: ComputePool) {
+        weight.withUnsafeBufferPointer { w in
+            bias.withUnsafeBufferPointer { b in
+                Kernels.linear(
+                    x, rows: rows, inputs: inputs, weight: w.baseAddress!, bias: b.baseAddress!, outputs: outputs,
+                    into: y, pool: pool)
+            }
+        }
+    }
+}
+
+struct CLIPTextLayer: Sendable {
+    let ln1Gamma: [Float], ln1Beta: [Float]
+    let inProjection: Linear
+    let outProjection: Linear
+    let ln2Gamma: [Float], ln2Beta: [Float]
+    let fc: Linear
+    let projection: Linear
+}
+
+/// The text encoder's tensors under Swift names, converted to Float32 and checked at load.
+///
+/// Key mapping (model-facts B.4), OpenAI → Hugging Face:
+/// `token_embedding.weight` → `text_model.embeddings.token_embedding.weight`;
+/// `positional_embedding` → `text_model.embeddings.position_embedding.weight`;
+/// `transformer.resblocks.N.attn.in_proj_{weight,bias}` → `…layers.N.self_attn.{q,k,v}_proj.*` stacked in
+/// q, k, v order; `attn.out_proj` → `self_attn.out_proj`; `ln_1`/`ln_2` → `layer_norm1`/`layer_norm2`;
+/// `mlp.c_fc`/`mlp.c_proj` → `mlp.fc1`/`mlp.fc2`; `ln_final` → `text_model.final_layer_norm`;
+/// `text_projection` (width × embedding, used as `x·P`) → `text_projection.weight` (embedding × width,
+/// transposed here). Other tensors in the file (the vision tower, `logit_scale`) are not used.
+struct CLIPTextWeights: Sendable {
+    let configuration: CLIPTextConfiguration
+    let tokenEmbedding: [Float]
+    let positionalEmbedding: [Float]
+    let layers: [CLIPTextLayer]
+    let finalGamma: [Float]
+    let finalBeta: [Float]
+    /// width × embedding, multiplied on the right.
+    let projection: [Float]
+
+    init(_ file: WeightFile) throws(WeightsError) {
+        let layout: CLIPTextConfiguration.Layout
+        if file.tensors["ln_final.weight"] != nil {
+            layout = .openAI
+        } else if file.tensors["text_model.final_layer_norm.weight"] != nil {
+            layout = .huggingFace
+        } else {
+            throw WeightsError(
+                path: file.path,
+                problem: "not a CLIP text encoder: neither ln_final.weight (OpenAI names) nor "
+                    + "text_model.final_layer_norm.weight (Hugging Face names) is present")
+        }
+        let hf = layout == .huggingFace
+        let finalName = hf ? "text_model.final_layer_norm" : "ln_final"
+        let width = try file.view(finalName + ".weight").shape.first ?? 0
+        let tokenName = hf ? "text_model.embeddings.token_embedding.weight" : "token_embedding.weight"
+        let positionName = hf ? "text_model.embeddings.position_embedding.weight" : "positional_embedding"
+        let tokenView = try file.view(tokenName)
+        let positionView = try file.view(positionName)
+        guard width >= 64, width % 64 == 0, tokenView.shape.count == 2, positionView.shape.count == 2 else {
+            throw WeightsError(path: file.path, problem: "\(finalName).weight width \(width) is not a multiple of 64")
+        }
+        let vocabulary = tokenView.shape[0]
+        let context = positionView.shape[0]
+        let projectionName = hf ? "text_projection.weight" : "text_projection"
+        let projectionView = try file.view(projectionName)
+        guard projectionView.shape.count == 2 else {
+            throw WeightsError(path: file.path, problem: "tensor \(projectionName) has shape \(projectionView.shape)")
+        }
+        let embedding = hf ? projectionView.shape[0] : projectionView.shape[1]
+        let layerPrefix = hf ? "text_model.encoder.layers." : "transformer.resblocks."
+        var layerCount = 0
+        while file.tensors.keys.contains(where: { $0.hasPrefix("\(layerPrefix)\(layerCount).") }) { layerCount += 1 }
+        guard layerCount > 0 else { throw WeightsError(path: file.path, problem: "no \(layerPrefix)0.* tensors") }
+
+        configuration = CLIPTextConfiguration(
+            layout: layout, width: width, layers: layerCount, heads: width / 64, contextLength: context,
+            vocabularySize: vocabulary, embeddingSize: embedding)
+        tokenEmbedding = try file.floats(tokenName, shape: [vocabulary, width])
+        positionalEmbedding = try file.floats(positionName, shape: [context, width])
+        finalGamma = try file.floats(finalName + ".weight", shape: [width])
+        finalBeta = try file.floats(finalName + ".bias", shape: [width])
+        let projectionValues = try file.floats(projectionName, shape: hf ? [embedding, width] : [width, embedding])
+        if hf {
+            var transposed = [Float](repeating: 0, count: width * embedding)
+            for row in 0..<embedding {
+                for column in 0..<width { transposed[column * embedding + row] = projectionValues[row * width + column] }
+            }
+            projection = transposed
+        } else {
+            projection = projectionValues
+        }
+
+        func linear(_ name: String, inputs: Int, outputs: Int) throws(WeightsError) -> Linear {
+            Linear(
+                weight: try file.floats(name + ".weight", shape: [outputs, inputs]),
+                bias: try file.floats(name + ".bias", shape: [outputs]), inputs: inputs, outputs: outputs)
+        }
+        var layers: [CLIPTextLayer] = []
+        for index in 0..<layerCount {
+            let p = layerPrefix + "\(index)."
+            let inProjection: Linear
+            if hf {
+                var weight: [Float] = []
+                var bias: [Float] = []
+                for part in ["q_proj", "k_proj", "v_proj"] {
+                    weight += try file.floats(p + "self_attn.\(part).weight", shape: [width, width])
+                    bias += try file.floats(p + "self_attn.\(part).bias", shape: [width])
+                }
+                inProjection = Linear(weight: weight, bias: bias, inputs: width, outputs: 3 * width)
+            } else {
+                inProjection = Linear(
+                    weight: try file.floats(p + "attn.in_proj_weight", shape: [3 * width, width]),
+                    bias: try file.floats(p + "attn.in_proj_bias", shape: [3 * width]), inputs: width, outputs: 3 * width)
+            }
+            let (ln1, ln2) = hf ? ("layer_norm1", "layer_norm2") : ("ln_1", "ln_2")
+            layers.append(
+                CLIPTextLayer(
+                    ln1Gamma: try file.floats(p + ln1 + ".weight", shape: [width]),
+                    ln1Beta: try file.floats(p + ln1 + ".bias", shape: [width]),
+                    inProjection: inProjection,
+                    outProjection: try linear(
+                        p + (hf ? "self_attn.out_proj" : "attn.out_proj"), inputs: width, outputs: width),
+                    ln2Gamma: try file.floats(p + ln2 + ".weight", shape: [width]),
+                    ln2Beta: try file.floats(p + ln2 + ".bias", shape: [width]),
+                    fc: try linear(p + (hf ? "mlp.fc1" : "mlp.c_fc"), inputs: width, outputs: 4 * width),
+                    projection: try linear(p + (hf ? "mlp.fc2" : "mlp.c_proj"), inputs: 4 * width, outputs: width)))
+        }
+        self.layers = layers
+    }
+}

@@ -1,0 +1,116 @@
+import Foundation
+import LookoutJSON
+import LookoutTextEncoder
+import LookoutTokenizer
+import LookoutWeights
+import Testing
+
+/// Embeddings against OpenAI CLIP `encode_text` + `x / ‖x‖` on the CPU (reference values from
+/// `scripts/reference/make_text_encoder_fixtures.py`), for both key layouts and both file formats.
+@Suite struct TextEncoderParityTests {
+    static let root: String = {
+        var path = #filePath
+        for _ in 0..<3 { path = String(path[..<path.lastIndex(of: "/")!]) }
+        return path
+    }()
+    static let tokenizer = try! CLIPTokenizer(vocabularyFile: root + "/Vocab/clip_vocab.json")
+    static let expected = try! JSONDocument(bytes: try! FileContents.read(root + "/Tests/Fixtures/text/clip-tiny-expected.json")).root
+
+    /// Compares all prompts; returns (max absolute error, min cosine).
+    static func compare(encoder: CLIPTextEncoder, key: String, prompts: JSONNode, expected: JSONNode) -> (Float, Float) {
+        let texts = (0..<prompts.count).map { prompts[$0].string! }
+        let embeddings = encoder.encode(texts.map { tokenizer.tokenize($0) })
+        var maxError: Float = 0
+        var minCosine: Float = 1
+        for (index, embedding) in embeddings.enumerated() {
+            let reference = expected[index]
+            var dot: Float = 0
+            var normA: Float = 0
+            var normB: Float = 0
+            for d in 0..<embedding.count {
+                let r = Float(reference[d].number!)
+                maxError = max(maxError, abs(embedding[d] - r))
+                dot += embedding[d] * r
+                normA += embedding[d] * embedding[d]
+                normB += r * r
+            }
+            minCosine = min(minCosine, dot / (normA.squareRoot() * normB.squareRoot()))
+        }
+        return (maxError, minCosine)
+    }
+
+    @Test(arguments: ["clip-tiny-openai.pt", "clip-tiny-hf.safetensors"])
+    func matchesReference(file: String) throws {
+        let encoder = try CLIPTextEncoder(contentsOf: Self.root + "/Tests/Fixtures/weights/" + file)
+        #expect(encoder.configuration.layout == (file.hasSuffix(".pt") ? .openAI : .huggingFace))
+        let prompts = Self.expected["prompts"]!
+        #expect(prompts.count >= 200)
+        let (maxError, minCosine) = Self.compare(
+            encoder: encoder, key: file, prompts: prompts, expected: Self.expected[file]!)
+        print("\(file): max |error| \(maxError), min cosine \(minCosine) over \(prompts.count) prompts")
+        #expect(maxError <= 1e-5)
+        #expect(minCosine >= 0.99999)
+    }
+
+    /// Packing several queries changes only GEMM blocking, so values agree to float rounding.
+    @Test func batchingDoesNotChangeResults() throws {
+        let encoder = try CLIPTextEncoder(contentsOf: Self.root + "/Tests/Fixtures/weights/clip-tiny-openai.pt")
+        let texts = ["red car", "a photo of a dog", String(repeating: "long words ", count: 40), "x"]
+        let together = encoder.encode(texts.map { Self.tokenizer.tokenize($0) })
+        for (index, text) in texts.enumerated() {
+            let alone = encoder.encode([Self.tokenizer.tokenize(text)])[0]
+            #expect(zip(alone, together[index]).allSatisfy { abs($0 - $1) <= 1e-6 })
+        }
+    }
+}
+
+/// A text-encoder file that does not fit is an error naming the key.
+@Suite struct TextEncoderLoadingTests {
+    static let source = try! WeightFile.open(TextEncoderParityTests.root + "/Tests/Fixtures/weights/clip-tiny-hf.safetensors")
+
+    func rewrite(dropping dropped: String? = nil, reshaping reshaped: String? = nil) throws -> String {
+        var entries: [(name: String, shape: [Int], values: TensorValues)] = []
+        for name in Self.source.names where name != dropped {
+            let view = Self.source.tensors[name]!
+            var values = view.floats()
+            var shape = view.shape
+            if name == reshaped {
+                values.removeLast(shape.last!)
+                shape[shape.count - 1] -= 1
+                if shape.count == 2 { values = Array(values.prefix(shape[0] * shape[1])) }
+            }
+            entries.append((name, shape, .float32(values)))
+        }
+        let path = NSTemporaryDirectory() + "lookout-text-\(UUID().uuidString).safetensors"
+        try SafeTensors.write(entries, metadata: [:], to: path)
+        return path
+    }
+
+    @Test func missingKeyIsNamed() throws {
+        let path = try rewrite(dropping: "text_model.encoder.layers.1.mlp.fc2.bias")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        #expect {
+            try CLIPTextEncoder(contentsOf: path)
+        } throws: { error in
+            "\(error)".contains("missing tensor text_model.encoder.layers.1.mlp.fc2.bias") && "\(error)".contains(path)
+        }
+    }
+
+    @Test func wrongShapeIsNamed() throws {
+        let path = try rewrite(reshaping: "text_model.encoder.layers.0.self_attn.k_proj.weight")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        #expect {
+            try CLIPTextEncoder(contentsOf: path)
+        } throws: { error in
+            "\(error)".contains("text_model.encoder.layers.0.self_attn.k_proj.weight has shape [64, 63], expected [64, 64]")
+        }
+    }
+
+    @Test func aDetectorIsNotATextEncoder() {
+        #expect {
+            try CLIPTextEncoder(contentsOf: TextEncoderParityTests.root + "/Tests/Fixtures/weights/yolov8n-worldv2-random.pt")
+        } throws: { error in
+            "\(error)".contains("not a CLIP text encoder")
+        }
+    }
+}
