@@ -55,7 +55,7 @@ let package = Package(
 
         .executableTarget(
             name: "lookout-benchmarks",
-            dependencies: ["LookoutTokenizer", "LookoutJSON", "LookoutWeights"],
+            dependencies: ["LookoutTokenizer", "LookoutJSON", "LookoutWeights", "LookoutTextEncoder"],
             path: "Benchmarks/LookoutBenchmarks"
         ),
 

@@ -1,6 +1,7 @@
 // Tokenizer benchmarks: `swift run -c release lookout-benchmarks [repository root]`.
 // Prints median and p95 over repeated runs; timings are for BENCHMARKS.md, never for tests.
 import LookoutJSON
+import LookoutTextEncoder
 import LookoutTokenizer
 import LookoutWeights
 
@@ -41,6 +42,36 @@ if CommandLine.arguments.count > 2 && CommandLine.arguments[1] == "weights" {
             for name in weights.names { _ = weights.tensors[name]!.floats() }
         }
     }
+    exit(0)
+}
+
+// `lookout-benchmarks text MODEL ROOT`: the CLIP text encoder.
+if CommandLine.arguments.count > 3 && CommandLine.arguments[1] == "text" {
+    let model = CommandLine.arguments[2]
+    let root = CommandLine.arguments[3]
+    var start = now()
+    let encoder = try CLIPTextEncoder(contentsOf: model)
+    print("load text encoder \(model): \(format3((now() - start) * 1000)) ms")
+    let tokenizer = try CLIPTokenizer(vocabularyFile: root + "/Vocab/clip_vocab.json")
+    let corpus = try FileContents.read(root + "/Tests/LookoutTokenizerTests/Fixtures/clip_tokenizer_golden.jsonl")
+    var coco: [String] = []
+    for line in corpus.split(separator: UInt8(ascii: "\n")) {
+        let record = try JSONDocument(bytes: Array(line)).root
+        if record["category"]?.string == "coco" { coco.append(record["text"]!.string!) }
+    }
+    let one = [tokenizer.tokenize("red car")]
+    measure("encode \"red car\" (not cached)", repetitions: 30) { _ = encoder.encode(one) }
+    let rows = coco.map { tokenizer.tokenize($0) }
+    measure("encode the \(coco.count) COCO class names (not cached)", repetitions: 10) { _ = encoder.encode(rows) }
+    let embedder = try TextEmbedder(tokenizer: tokenizer, encoder: encoder, cache: TextEmbeddingCache(directory: nil))
+    _ = embedder.embed(coco)
+    measure("embed the \(coco.count) COCO class names, cached (tokenize + look-up)", repetitions: 30) {
+        _ = embedder.embed(coco)
+    }
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    print("peak resident memory: \(usage.ru_maxrss / 1024) MB")
+    start = now()
     exit(0)
 }
 

@@ -8,22 +8,75 @@
 /// kernels where that decides parity (noted on each).
 public enum Kernels {
     /// `y = x·Wᵀ + b` for `rows` rows: `x` is rows×inputs, `weight` outputs×inputs (a Linear layer's
-    /// layout), `y` rows×outputs. Rows are split across `pool`; OpenBLAS runs single-threaded inside.
+    /// layout), `y` rows×outputs. OpenBLAS runs single-threaded inside; the work is split across `pool`
+    /// by rows when there are many, and by output columns when there are few (then each thread streams
+    /// its own part of the weight matrix, which is what limits a handful of rows).
     public static func linear(
         _ x: UnsafePointer<Float>, rows: Int, inputs: Int, weight: UnsafePointer<Float>, bias: UnsafePointer<Float>?,
         outputs: Int, into y: UnsafeMutablePointer<Float>, pool: ComputePool = .shared
     ) {
-        let chunk = max(8, (rows + pool.threadCount - 1) / pool.threadCount)
         let x = UnsafeSendable(x), weight = UnsafeSendable(weight), y = UnsafeSendable(y)
         let bias = bias.map(UnsafeSendable.init)
-        pool.parallelFor(rows, chunk: chunk) { range in
-            let output = y.pointer + range.lowerBound * outputs
+        for row in 0..<rows {
             if let bias {
-                for row in 0..<range.count { (output + row * outputs).update(from: bias.pointer, count: outputs) }
+                (y.pointer + row * outputs).update(from: bias.pointer, count: outputs)
+            } else {
+                (y.pointer + row * outputs).update(repeating: 0, count: outputs)
             }
-            BLAS.gemm(
-                m: range.count, n: outputs, k: inputs, a: x.pointer + range.lowerBound * inputs, b: weight.pointer,
-                transposeB: true, c: output, beta: bias == nil ? 0 : 1)
+        }
+        let beta: Float = bias == nil ? 0 : 1
+        if rows <= 8 {
+            let chunk = max(32, (outputs + 8 * pool.threadCount - 1) / (8 * pool.threadCount))
+            pool.parallelFor(outputs, chunk: chunk) { range in
+                fewRowsLinear(x.pointer, rows: rows, inputs: inputs, weight: weight.pointer, outputs: outputs, columns: range, into: y.pointer)
+            }
+        } else if rows >= 32 * pool.threadCount || pool.threadCount == 1 {
+            // One call per thread: OpenBLAS packs the weight matrix once per call.
+            let chunk = (rows + pool.threadCount - 1) / pool.threadCount
+            pool.parallelFor(rows, chunk: chunk) { range in
+                BLAS.gemm(
+                    m: range.count, n: outputs, k: inputs, a: x.pointer + range.lowerBound * inputs, b: weight.pointer,
+                    transposeB: true, c: y.pointer + range.lowerBound * outputs, beta: beta)
+            }
+        } else {
+            let chunk = max(64, (outputs + 4 * pool.threadCount - 1) / (4 * pool.threadCount))
+            pool.parallelFor(outputs, chunk: chunk) { range in
+                BLAS.gemm(
+                    m: rows, n: range.count, k: inputs, a: x.pointer, b: weight.pointer + range.lowerBound * inputs,
+                    transposeB: true, c: y.pointer + range.lowerBound, ldc: outputs, beta: beta)
+            }
+        }
+    }
+
+    /// `y[r, c] += x[r, :]·W[c, :]` for columns `columns` and at most 8 rows: every weight row is read
+    /// once and dotted with all rows of `x` (which stay in cache) — for a handful of rows this is bound by
+    /// reading the weights, where a packed GEMM would first copy them.
+    static func fewRowsLinear(
+        _ x: UnsafePointer<Float>, rows: Int, inputs: Int, weight: UnsafePointer<Float>, outputs: Int,
+        columns: Range<Int>, into y: UnsafeMutablePointer<Float>
+    ) {
+        let vectors = inputs / 8
+        for column in columns {
+            let w = UnsafeRawPointer(weight + column * inputs)
+            for row in 0..<rows {
+                let input = UnsafeRawPointer(x + row * inputs)
+                var sum0 = SIMD8<Float>(), sum1 = SIMD8<Float>()
+                var index = 0
+                while index + 1 < vectors {
+                    sum0 += w.loadUnaligned(fromByteOffset: index * 32, as: SIMD8<Float>.self)
+                        * input.loadUnaligned(fromByteOffset: index * 32, as: SIMD8<Float>.self)
+                    sum1 += w.loadUnaligned(fromByteOffset: (index + 1) * 32, as: SIMD8<Float>.self)
+                        * input.loadUnaligned(fromByteOffset: (index + 1) * 32, as: SIMD8<Float>.self)
+                    index += 2
+                }
+                if index < vectors {
+                    sum0 += w.loadUnaligned(fromByteOffset: index * 32, as: SIMD8<Float>.self)
+                        * input.loadUnaligned(fromByteOffset: index * 32, as: SIMD8<Float>.self)
+                }
+                var total = (sum0 + sum1).sum()
+                for k in (vectors * 8)..<inputs { total += (x + row * inputs)[k] * (weight + column * inputs)[k] }
+                y[row * outputs + column] += total
+            }
         }
     }
 

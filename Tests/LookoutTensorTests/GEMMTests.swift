@@ -41,3 +41,49 @@ import Testing
         }
     }
 }
+
+/// `Kernels.linear` (all three strategies: few rows, column split, row split) against a naive loop.
+@Suite struct LinearKernelTests {
+    @Test(arguments: [1, 3, 8, 9, 40, 200])
+    func matchesNaiveLinear(rows: Int) {
+        var rng = GEMMTests.SplitMix(state: UInt64(rows))
+        let inputs = 67, outputs = 45
+        let x = (0..<(rows * inputs)).map { _ in Float.random(in: -1...1, using: &rng) }
+        let w = (0..<(outputs * inputs)).map { _ in Float.random(in: -1...1, using: &rng) }
+        let b = (0..<outputs).map { _ in Float.random(in: -1...1, using: &rng) }
+        for withBias in [true, false] {
+            var y = [Float](repeating: .nan, count: rows * outputs)
+            x.withUnsafeBufferPointer { x in
+                w.withUnsafeBufferPointer { w in
+                    b.withUnsafeBufferPointer { b in
+                        y.withUnsafeMutableBufferPointer { y in
+                            Kernels.linear(
+                                x.baseAddress!, rows: rows, inputs: inputs, weight: w.baseAddress!,
+                                bias: withBias ? b.baseAddress! : nil, outputs: outputs, into: y.baseAddress!,
+                                pool: ComputePool(threads: 2))
+                        }
+                    }
+                }
+            }
+            for r in 0..<rows {
+                for c in 0..<outputs {
+                    var sum = withBias ? Double(b[c]) : 0
+                    for k in 0..<inputs { sum += Double(x[r * inputs + k]) * Double(w[c * inputs + k]) }
+                    #expect(abs(Double(y[r * outputs + c]) - sum) <= 1e-4, "[\(r), \(c)] bias \(withBias)")
+                }
+            }
+        }
+    }
+
+    @Test func poolRunsEveryIterationOnce() {
+        let pool = ComputePool(threads: 3)
+        for count in [1, 7, 1000] {
+            var hits = [Int](repeating: 0, count: count)
+            hits.withUnsafeMutableBufferPointer { buffer in
+                let shared = UnsafeSendable(buffer.baseAddress!)
+                pool.parallelFor(count, chunk: 3) { range in for index in range { shared.pointer[index] += 1 } }
+            }
+            #expect(hits.allSatisfy { $0 == 1 })
+        }
+    }
+}

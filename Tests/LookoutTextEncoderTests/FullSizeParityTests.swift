@@ -1,0 +1,26 @@
+import Foundation
+import LookoutJSON
+import LookoutTextEncoder
+import Testing
+
+/// Parity of a full-size random ViT-B/32 text encoder in the official file format, against OpenAI
+/// `encode_text`. Opt-in (the file is 350 MB and made by the reference script):
+/// `scripts/check-full-clip` creates it and runs this test in release mode.
+@Suite struct FullSizeParityTests {
+    static let directory = ProcessInfo.processInfo.environment["LOOKOUT_FULL_CLIP_DIR"]
+
+    @Test(.enabled(if: directory != nil, "set LOOKOUT_FULL_CLIP_DIR (scripts/check-full-clip)"))
+    func fullSizeViTB32MatchesReference() throws {
+        let directory = try #require(Self.directory)
+        let expected = try JSONDocument(bytes: try FileContents.read(directory + "/expected.json", maximumSize: 1 << 30)).root
+        let encoder = try CLIPTextEncoder(contentsOf: directory + "/ViT-B-32-random.pt")
+        #expect(encoder.configuration.width == 512 && encoder.configuration.layers == 12)
+        #expect(encoder.configuration.heads == 8 && encoder.configuration.embeddingSize == 512)
+        let (maxError, minCosine) = TextEncoderParityTests.compare(
+            encoder: encoder, key: "ViT-B-32-random.pt", prompts: expected["prompts"]!,
+            expected: expected["ViT-B-32-random.pt"]!)
+        print("full-size ViT-B/32: max |error| \(maxError), min cosine \(minCosine) over \(expected["prompts"]!.count) prompts")
+        #expect(maxError <= 1e-5)
+        #expect(minCosine >= 0.99999)
+    }
+}
