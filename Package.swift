@@ -30,8 +30,10 @@ let package = Package(
 
         // JSON through json-c (vocabulary files, JSON lines on the command line).
         .target(name: "LookoutJSON", dependencies: ["CJSONC"]),
-        // Tensor storage and the OpenBLAS wrapper.
-        .target(name: "LookoutTensor", dependencies: ["COpenBLAS"]),
+        // Lookout's own vector kernels in C (run-time CPU dispatch: AVX2/FMA/F16C or portable C).
+        .target(name: "CLookoutKernels", cSettings: [.unsafeFlags(["-O3"])]),
+        // Tensor storage, the OpenBLAS wrapper, the compute pool and row kernels.
+        .target(name: "LookoutTensor", dependencies: ["COpenBLAS", "CLookoutKernels"]),
         // CLIP BPE tokenizer: text cleaning, pre-tokenisation, byte map, merges. No tensor code.
         .target(name: "LookoutTokenizer", dependencies: ["LookoutJSON"]),
         // Weight files: safetensors and PyTorch zip checkpoints (restricted unpickler), one interface.

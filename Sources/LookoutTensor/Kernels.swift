@@ -1,3 +1,5 @@
+import CLookoutKernels
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
@@ -46,6 +48,35 @@ public enum Kernels {
                     transposeB: true, c: y.pointer + range.lowerBound, ldc: outputs, beta: beta)
             }
         }
+    }
+
+    /// `linear` for at most 8 rows with IEEE-half weights (`outputs × inputs` bit patterns), widened to
+    /// Float32 as they are read: half the bytes to stream, and the values are those an fp16 checkpoint
+    /// holds. Columns are split across `pool`.
+    public static func linear(
+        _ x: UnsafePointer<Float>, rows: Int, inputs: Int, halfWeight: UnsafePointer<UInt16>,
+        bias: UnsafePointer<Float>?, outputs: Int, into y: UnsafeMutablePointer<Float>, pool: ComputePool = .shared
+    ) {
+        precondition(rows <= 8)
+        for row in 0..<rows {
+            if let bias {
+                (y + row * outputs).update(from: bias, count: outputs)
+            } else {
+                (y + row * outputs).update(repeating: 0, count: outputs)
+            }
+        }
+        let x = UnsafeSendable(x), weight = UnsafeSendable(halfWeight), y = UnsafeSendable(y)
+        let chunk = max(32, (outputs + 8 * pool.threadCount - 1) / (8 * pool.threadCount))
+        pool.parallelFor(outputs, chunk: chunk) { range in
+            lookout_linear_f16_rows(
+                x.pointer, Int32(rows), Int32(inputs), weight.pointer, Int32(range.lowerBound), Int32(range.upperBound),
+                Int32(outputs), y.pointer)
+        }
+    }
+
+    /// IEEE half bit patterns to Float32 (vectorised where the CPU has F16C).
+    public static func halfToFloat(_ source: UnsafePointer<UInt16>, _ target: UnsafeMutablePointer<Float>, count: Int) {
+        lookout_f16_to_f32(source, target, count)
     }
 
     /// `y[r, c] += x[r, :]·W[c, :]` for columns `columns` and at most 8 rows: every weight row is read

@@ -21,14 +21,27 @@ public struct CLIPTextConfiguration: Sendable, Equatable {
     public let layerNormEpsilon: Float = 1e-5
 }
 
-/// A Linear layer: weight `outputs × inputs` (PyTorch layout), bias `outputs`.
+/// A Linear layer: weight `outputs × inputs` (PyTorch layout), bias `outputs`. When the file stores the
+/// weight as fp16 (OpenAI's `ViT-B-32.pt` does), the half values are kept too: a handful of rows is then
+/// computed from them directly, reading half the bytes.
 struct Linear: Sendable {
     let weight: [Float]
+    let halfWeight: [UInt16]?
     let bias: [Float]
     let inputs: Int
     let outputs: Int
 
     func linear(_ x: UnsafePointer<Float>, rows: Int, into y: UnsafeMutablePointer<Float>, pool: ComputePool) {
+        if rows <= 8, let halfWeight {
+            halfWeight.withUnsafeBufferPointer { w in
+                bias.withUnsafeBufferPointer { b in
+                    Kernels.linear(
+                        x, rows: rows, inputs: inputs, halfWeight: w.baseAddress!, bias: b.baseAddress!,
+                        outputs: outputs, into: y, pool: pool)
+                }
+            }
+            return
+        }
         weight.withUnsafeBufferPointer { w in
             bias.withUnsafeBufferPointer { b in
                 Kernels.linear(
@@ -124,6 +137,7 @@ struct CLIPTextWeights: Sendable {
         func linear(_ name: String, inputs: Int, outputs: Int) throws(WeightsError) -> Linear {
             Linear(
                 weight: try file.floats(name + ".weight", shape: [outputs, inputs]),
+                halfWeight: try file.view(name + ".weight").halfBits(),
                 bias: try file.floats(name + ".bias", shape: [outputs]), inputs: inputs, outputs: outputs)
         }
         var layers: [CLIPTextLayer] = []
@@ -132,15 +146,19 @@ struct CLIPTextWeights: Sendable {
             let inProjection: Linear
             if hf {
                 var weight: [Float] = []
+                var half: [UInt16]? = []
                 var bias: [Float] = []
                 for part in ["q_proj", "k_proj", "v_proj"] {
                     weight += try file.floats(p + "self_attn.\(part).weight", shape: [width, width])
+                    let bits = try file.view(p + "self_attn.\(part).weight").halfBits()
+                    half = bits.flatMap { bits in half.map { $0 + bits } }
                     bias += try file.floats(p + "self_attn.\(part).bias", shape: [width])
                 }
-                inProjection = Linear(weight: weight, bias: bias, inputs: width, outputs: 3 * width)
+                inProjection = Linear(weight: weight, halfWeight: half, bias: bias, inputs: width, outputs: 3 * width)
             } else {
                 inProjection = Linear(
                     weight: try file.floats(p + "attn.in_proj_weight", shape: [3 * width, width]),
+                    halfWeight: try file.view(p + "attn.in_proj_weight").halfBits(),
                     bias: try file.floats(p + "attn.in_proj_bias", shape: [3 * width]), inputs: width, outputs: 3 * width)
             }
             let (ln1, ln2) = hf ? ("layer_norm1", "layer_norm2") : ("ln_1", "ln_2")

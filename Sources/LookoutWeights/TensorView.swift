@@ -73,6 +73,8 @@ public struct TensorView: Sendable {
                 if dtype == .float32 {
                     UnsafeMutableRawBufferPointer(target).copyMemory(
                         from: UnsafeRawBufferPointer(start: base, count: total * 4))
+                } else if dtype == .float16 && byteOffset % 2 == 0 {
+                    Kernels.halfToFloat(base.assumingMemoryBound(to: UInt16.self), target.baseAddress!, count: total)
                 } else {
                     for index in 0..<total { target[index] = dtype.float(base, index) }
                 }
@@ -88,6 +90,16 @@ public struct TensorView: Sendable {
         guard count > 0, let base = file.bytes.baseAddress?.advanced(by: byteOffset) else { return [] }
         var out = [Int64](repeating: 0, count: count)
         forEachOffset { index, offset in out[index] = dtype.int64(base, offset) }
+        return out
+    }
+
+    /// The raw IEEE-half bit patterns in row-major order, when the stored type is F16.
+    public func halfBits() -> [UInt16]? {
+        guard dtype == .float16, let base = file.bytes.baseAddress?.advanced(by: byteOffset) else { return nil }
+        var out = [UInt16](repeating: 0, count: count)
+        forEachOffset { index, offset in
+            out[index] = UInt16(littleEndian: base.loadUnaligned(fromByteOffset: offset * 2, as: UInt16.self))
+        }
         return out
     }
 
