@@ -62,10 +62,10 @@ public indirect enum PickleValue: Sendable {
         }
     }
 
-    static func makeTuple(_ items: [PickleValue]) -> PickleValue {
+    static func box(_ items: [PickleValue]) -> PickleList {
         let box = PickleList()
         box.items = items
-        return .tuple(box)
+        return box
     }
 
     public var isNone: Bool {
@@ -220,6 +220,36 @@ public struct PickleError: Error, CustomStringConvertible, Sendable {
     public var description: String { "pickle byte \(offset): \(message)" }
 }
 
+/// The result of unpickling: the root value, and every container built on the way.
+///
+/// A pickle can build reference cycles (a list that contains itself), which reference counting alone
+/// would never free. When the document goes, it empties every container it made, which breaks all
+/// cycles; values taken out of the graph (strings, numbers, tensor references) stay valid.
+public final class PickleDocument: @unchecked Sendable {
+    public let root: PickleValue
+    private let containers: [AnyObject]
+
+    init(root: PickleValue, containers: [AnyObject]) {
+        self.root = root
+        self.containers = containers
+    }
+
+    deinit { Self.empty(containers) }
+
+    static func empty(_ containers: [AnyObject]) {
+        for container in containers {
+            switch container {
+            case let list as PickleList: list.items = []
+            case let dict as PickleDict: dict.entries = []
+            case let object as PickleObject:
+                object.arguments = []
+                object.state = nil
+            default: break
+            }
+        }
+    }
+}
+
 /// A restricted unpickler for the opcodes of protocols 0–5 that data files use.
 ///
 /// It never imports or calls anything (see ``PickleValue``). It runs in linear time in the input:
@@ -233,15 +263,30 @@ public struct Unpickler {
     private var marks: [Int] = []
     private var memo: [Int: PickleValue] = [:]
     private let maximumMemo = 10_000_000
+    /// Every list, dict and object made, so that cycles can be broken afterwards.
+    private var containers: [AnyObject] = []
 
     public init(_ data: UnsafeRawBufferPointer) {
         self.data = data
     }
 
     /// Unpickles the whole input: one value ending with STOP.
-    public static func load(_ data: UnsafeRawBufferPointer) throws(PickleError) -> PickleValue {
+    public static func load(_ data: UnsafeRawBufferPointer) throws(PickleError) -> PickleDocument {
         var unpickler = Unpickler(data)
-        return try unpickler.run()
+        do {
+            let root = try unpickler.run()
+            return PickleDocument(root: root, containers: unpickler.containers)
+        } catch {
+            unpickler.memo = [:]
+            unpickler.stack = []
+            PickleDocument.empty(unpickler.containers)
+            throw error
+        }
+    }
+
+    private mutating func made<T: AnyObject>(_ container: T) -> T {
+        containers.append(container)
+        return container
     }
 
     private func fail(_ message: String, at offset: Int? = nil) -> PickleError {
@@ -363,29 +408,29 @@ public struct Unpickler {
             case 0x8E, 0x96: stack.append(.bytes(Array(try take(try length64()))))  // BINBYTES8, BYTEARRAY8
             case 0x56:  // UNICODE (raw-unicode-escape text; kept as is)
                 stack.append(.string(try line()))
-            case 0x29: stack.append(.makeTuple([]))
-            case 0x74: stack.append(.makeTuple(try popToMark()))
-            case 0x85: stack.append(.makeTuple([try pop()]))
+            case 0x29: stack.append(tuple([]))
+            case 0x74: stack.append(tuple(try popToMark()))
+            case 0x85: stack.append(tuple([try pop()]))
             case 0x86:
                 let second = try pop()
-                stack.append(.makeTuple([try pop(), second]))
+                stack.append(tuple([try pop(), second]))
             case 0x87:
                 let third = try pop()
                 let second = try pop()
-                stack.append(.makeTuple([try pop(), second, third]))
-            case 0x5D: stack.append(.list(PickleList()))  // EMPTY_LIST
+                stack.append(tuple([try pop(), second, third]))
+            case 0x5D: stack.append(.list(made(PickleList())))  // EMPTY_LIST
             case 0x6C:  // LIST
-                let list = PickleList()
+                let list = made(PickleList())
                 list.items = try popToMark()
                 stack.append(.list(list))
             case 0x61:  // APPEND
                 let value = try pop()
                 try appendItems([value])
             case 0x65: try appendItems(try popToMark())  // APPENDS
-            case 0x7D: stack.append(.dict(PickleDict()))  // EMPTY_DICT
+            case 0x7D: stack.append(.dict(made(PickleDict())))  // EMPTY_DICT
             case 0x64:  // DICT
                 let items = try popToMark()
-                let dict = PickleDict()
+                let dict = made(PickleDict())
                 try setItems(dict, items)
                 stack.append(.dict(dict))
             case 0x73:  // SETITEM
@@ -397,10 +442,10 @@ public struct Unpickler {
                 let items = try popToMark()
                 guard case .dict(let dict) = try top() else { throw fail("SETITEMS on a non-dict") }
                 try setItems(dict, items)
-            case 0x8F: stack.append(.list(PickleList()))  // EMPTY_SET
+            case 0x8F: stack.append(.list(made(PickleList())))  // EMPTY_SET
             case 0x90: try appendItems(try popToMark())  // ADDITEMS
             case 0x91:  // FROZENSET
-                let set = PickleList()
+                let set = made(PickleList())
                 set.items = try popToMark()
                 stack.append(.list(set))
             case 0x63:  // GLOBAL
@@ -416,28 +461,28 @@ public struct Unpickler {
             case 0x52:  // REDUCE
                 let arguments = try pop()
                 let callable = try pop()
-                stack.append(try reduce(callable, arguments.tuple ?? [arguments], at: start))
+                stack.append(registered(try reduce(callable, arguments.tuple ?? [arguments], at: start)))
             case 0x81:  // NEWOBJ
                 let arguments = try pop()
                 let type = try pop()
-                stack.append(newObject(type, arguments.tuple ?? []))
+                stack.append(registered(newObject(type, arguments.tuple ?? [])))
             case 0x92:  // NEWOBJ_EX
                 _ = try pop()  // kwargs
                 let arguments = try pop()
                 let type = try pop()
-                stack.append(newObject(type, arguments.tuple ?? []))
+                stack.append(registered(newObject(type, arguments.tuple ?? [])))
             case 0x62:  // BUILD
                 let state = try pop()
                 try build(try top(), state)
             case 0x69:  // INST
                 let module = try line()
                 let name = try line()
-                stack.append(.object(PickleObject(module: module, name: name, arguments: try popToMark())))
+                stack.append(.object(made(PickleObject(module: module, name: name, arguments: try popToMark()))))
             case 0x6F:  // OBJ
                 var items = try popToMark()
                 guard !items.isEmpty else { throw fail("OBJ without a class") }
                 let type = items.removeFirst()
-                stack.append(newObject(type, items))
+                stack.append(registered(newObject(type, items)))
             case 0x70:  // PUT
                 guard let index = Int(try line()) else { throw fail("bad PUT index") }
                 try remember(index)
@@ -473,6 +518,21 @@ public struct Unpickler {
         String(String.UnicodeScalarView(bytes.map { Unicode.Scalar($0) }))
     }
 
+    private mutating func tuple(_ items: [PickleValue]) -> PickleValue {
+        .tuple(made(PickleValue.box(items)))
+    }
+
+    /// Records the container a constructor produced (if any).
+    private mutating func registered(_ value: PickleValue) -> PickleValue {
+        switch value {
+        case .list(let box), .tuple(let box): containers.append(box)
+        case .dict(let box): containers.append(box)
+        case .object(let box): containers.append(box)
+        default: break
+        }
+        return value
+    }
+
     private mutating func long(_ count: Int) throws(PickleError) -> PickleValue {
         let bytes = try take(count)
         if count == 0 { return .int(0) }
@@ -490,7 +550,7 @@ public struct Unpickler {
         case .list(let list): list.items.append(contentsOf: items)
         case .object(let object):
             // list subclasses: keep the items in the state
-            let list = PickleList()
+            let list = made(PickleList())
             list.items = items
             if object.state == nil { object.state = .list(list) }
         default: throw fail("APPEND to a non-list")

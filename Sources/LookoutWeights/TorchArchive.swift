@@ -22,12 +22,13 @@ enum TorchArchive {
         else { throw fail("zip has no <folder>/data.pkl: not a PyTorch checkpoint") }
         let folder = String(pickleEntry.name.dropLast("data.pkl".count))
         let pickleRange = try archive.dataRange(pickleEntry)
-        let root: PickleValue
+        let document: PickleDocument
         do {
-            root = try Unpickler.load(UnsafeRawBufferPointer(rebasing: file.bytes[pickleRange]))
+            document = try Unpickler.load(UnsafeRawBufferPointer(rebasing: file.bytes[pickleRange]))
         } catch {
             throw fail("\(pickleEntry.name): \(error)")
         }
+        let root = document.root
         let isTorchScript = archive.entry(folder + "constants.pkl") != nil
             || archive.entries.contains { $0.name.hasPrefix(folder + "code/") }
 

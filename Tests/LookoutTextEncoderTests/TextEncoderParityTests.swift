@@ -62,6 +62,20 @@ import Testing
         #expect(singleCosine >= 0.99999)
     }
 
+    /// OpenAI names in safetensors: the TorchScript file converted to Lookout's canonical form (F32).
+    @Test func canonicalSafetensorsWithOpenAINames() throws {
+        let output = NSTemporaryDirectory() + "lookout-clip-\(UUID().uuidString).safetensors"
+        defer { try? FileManager.default.removeItem(atPath: output) }
+        try WeightFile.open(Self.root + "/Tests/Fixtures/weights/clip-tiny-openai.pt").writeCanonical(to: output)
+        let encoder = try CLIPTextEncoder(contentsOf: output)
+        #expect(encoder.configuration.layout == .openAI)
+        let (maxError, minCosine) = Self.compare(
+            encoder: encoder, key: "clip-tiny-openai.pt", prompts: Self.expected["prompts"]!,
+            expected: Self.expected["clip-tiny-openai.pt"]!, oneByOne: true)
+        #expect(maxError <= 1e-5)
+        #expect(minCosine >= 0.99999)
+    }
+
     /// Packing several queries changes only GEMM blocking, so values agree to float rounding.
     @Test func batchingDoesNotChangeResults() throws {
         let encoder = try CLIPTextEncoder(contentsOf: Self.root + "/Tests/Fixtures/weights/clip-tiny-openai.pt")

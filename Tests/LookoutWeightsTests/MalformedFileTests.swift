@@ -26,7 +26,8 @@ import Testing
         // Read the pickle itself: the call is recorded as an inert object.
         let archive = try Support.bytes("evil-reduce.pt")
         let start = archive.firstIndex(of: 0x80)!
-        let value = try archive[start...].withUnsafeBytes { try Unpickler.load($0) }
+        let document = try archive[start...].withUnsafeBytes { try Unpickler.load($0) }
+        let value = document.root
         let object = try #require(value.dict?["model"]?.object)
         #expect(object.module == "posix" && object.name == "system")
         #expect(object.arguments.first?.string == "touch /tmp/lookout-pickle-executed")
@@ -90,7 +91,8 @@ import Testing
         pickle += [UInt8](repeating: 0x5D, count: depth)  // EMPTY_LIST × depth
         pickle += [UInt8](repeating: 0x61, count: depth - 1)  // APPEND × (depth − 1): each list into the one below
         pickle.append(0x2E)
-        let value = try pickle.withUnsafeBytes { try Unpickler.load($0) }
+        let document = try pickle.withUnsafeBytes { try Unpickler.load($0) }
+        let value = document.root  // the document keeps the graph; when it goes, cycles are broken
         #expect(value.tuple?.count == 1)
         // Same with tuples (TUPLE1 around TUPLE1 …).
         let tuples: [UInt8] = [0x80, 0x02, 0x29] + [UInt8](repeating: 0x85, count: depth) + [0x2E]
@@ -104,9 +106,29 @@ import Testing
         let pickle: [UInt8] = [0x80, 0x02, 0x7D, 0x58, 5, 0, 0, 0] + Array("model".utf8) + [
             0x5D, 0x71, 0x00, 0x68, 0x00, 0x61, 0x73, 0x2E,
         ]
-        let value = try pickle.withUnsafeBytes { try Unpickler.load($0) }
+        let document = try pickle.withUnsafeBytes { try Unpickler.load($0) }
+        let value = document.root  // the document keeps the graph; when it goes, cycles are broken
         #expect(value.dict?["model"]?.tuple?.count == 1)
         expectError(Support.zip([("archive/data.pkl", pickle)]), containing: "no tensors")
+    }
+
+    /// Found by the fuzzer (LeakSanitizer): a list appended to itself leaked when the pickle then failed.
+    /// The document now empties every container it made, on success when it goes and at once on failure.
+    @Test func cyclesAreFreedWithTheDocument() throws {
+        weak var list: PickleList?
+        do {
+            // l = []; l.append(l); {"model": l}
+            let pickle: [UInt8] = [0x80, 0x02, 0x7D, 0x58, 5, 0, 0, 0] + Array("model".utf8) + [
+                0x5D, 0x71, 0x00, 0x68, 0x00, 0x61, 0x73, 0x2E,
+            ]
+            let document = try pickle.withUnsafeBytes { try Unpickler.load($0) }
+            if case .list(let value) = document.root.dict!["model"]! { list = value }
+            #expect(list != nil)
+        }
+        #expect(list == nil)
+        // The fuzzer's input: the same cycle, then an invalid opcode.
+        let leaked: [UInt8] = Array("(dp0\nVa\np1\n(lp2\nI1\na2a3.".utf8)
+        #expect(throws: PickleError.self) { try leaked.withUnsafeBytes { try Unpickler.load($0) } }
     }
 
     @Test func truncatedAndLyingPickles() {
