@@ -84,13 +84,7 @@ public final class CLIPTextEncoder: Sendable {
                                     let x = x.baseAddress!, normed = normed.baseAddress!, qkv = qkv.baseAddress!
                                     let attention = attention.baseAddress!, hidden = hidden.baseAddress!
                                     let projected = projected.baseAddress!
-                                    layer.ln1Gamma.withUnsafeBufferPointer { g in
-                                        layer.ln1Beta.withUnsafeBufferPointer { b in
-                                            Kernels.layerNorm(
-                                                x, rows: total, width: width, gamma: g.baseAddress!, beta: b.baseAddress!,
-                                                epsilon: epsilon, into: normed)
-                                        }
-                                    }
+                                    layer.ln1.apply(x, rows: total, epsilon: epsilon, into: normed)
                                     layer.inProjection.linear(normed, rows: total, into: qkv, pool: pool)
                                     let qkvShared = UnsafeSendable(UnsafePointer(qkv))
                                     let attentionShared = UnsafeSendable(attention)
@@ -110,13 +104,7 @@ public final class CLIPTextEncoder: Sendable {
                                     }
                                     layer.outProjection.linear(attention, rows: total, into: projected, pool: pool)
                                     Kernels.add(projected, into: x, count: total * width)
-                                    layer.ln2Gamma.withUnsafeBufferPointer { g in
-                                        layer.ln2Beta.withUnsafeBufferPointer { b in
-                                            Kernels.layerNorm(
-                                                x, rows: total, width: width, gamma: g.baseAddress!, beta: b.baseAddress!,
-                                                epsilon: epsilon, into: normed)
-                                        }
-                                    }
+                                    layer.ln2.apply(x, rows: total, epsilon: epsilon, into: normed)
                                     layer.fc.linear(normed, rows: total, into: hidden, pool: pool)
                                     Kernels.quickGELU(hidden, count: total * 4 * width)
                                     layer.projection.linear(hidden, rows: total, into: projected, pool: pool)
@@ -134,15 +122,10 @@ public final class CLIPTextEncoder: Sendable {
         var pooled = [Float](repeating: 0, count: rows.count * width)
         x.withUnsafeBufferPointer { x in
             pooled.withUnsafeMutableBufferPointer { pooled in
-                weights.finalGamma.withUnsafeBufferPointer { g in
-                    weights.finalBeta.withUnsafeBufferPointer { b in
-                        for query in rows.indices {
-                            Kernels.layerNorm(
-                                x.baseAddress! + (starts[query] + lengths[query] - 1) * width, rows: 1, width: width,
-                                gamma: g.baseAddress!, beta: b.baseAddress!, epsilon: epsilon,
-                                into: pooled.baseAddress! + query * width)
-                        }
-                    }
+                for query in rows.indices {
+                    weights.finalNorm.apply(
+                        x.baseAddress! + (starts[query] + lengths[query] - 1) * width, rows: 1, epsilon: epsilon,
+                        into: pooled.baseAddress! + query * width)
                 }
             }
         }

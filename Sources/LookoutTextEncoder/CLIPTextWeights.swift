@@ -52,11 +52,27 @@ struct Linear: Sendable {
     }
 }
 
+/// LayerNorm weights (γ, β) over the last dimension.
+struct LayerNormWeights: Sendable {
+    let gamma: [Float]
+    let beta: [Float]
+
+    func apply(_ x: UnsafePointer<Float>, rows: Int, epsilon: Float, into y: UnsafeMutablePointer<Float>) {
+        gamma.withUnsafeBufferPointer { g in
+            beta.withUnsafeBufferPointer { b in
+                Kernels.layerNorm(
+                    x, rows: rows, width: gamma.count, gamma: g.baseAddress!, beta: b.baseAddress!, epsilon: epsilon,
+                    into: y)
+            }
+        }
+    }
+}
+
 struct CLIPTextLayer: Sendable {
-    let ln1Gamma: [Float], ln1Beta: [Float]
+    let ln1: LayerNormWeights
     let inProjection: Linear
     let outProjection: Linear
-    let ln2Gamma: [Float], ln2Beta: [Float]
+    let ln2: LayerNormWeights
     let fc: Linear
     let projection: Linear
 }
@@ -76,8 +92,7 @@ struct CLIPTextWeights: Sendable {
     let tokenEmbedding: [Float]
     let positionalEmbedding: [Float]
     let layers: [CLIPTextLayer]
-    let finalGamma: [Float]
-    let finalBeta: [Float]
+    let finalNorm: LayerNormWeights
     /// width × embedding, multiplied on the right.
     let projection: [Float]
 
@@ -121,8 +136,11 @@ struct CLIPTextWeights: Sendable {
             vocabularySize: vocabulary, embeddingSize: embedding)
         tokenEmbedding = try file.floats(tokenName, shape: [vocabulary, width])
         positionalEmbedding = try file.floats(positionName, shape: [context, width])
-        finalGamma = try file.floats(finalName + ".weight", shape: [width])
-        finalBeta = try file.floats(finalName + ".bias", shape: [width])
+        func norm(_ name: String) throws(WeightsError) -> LayerNormWeights {
+            LayerNormWeights(
+                gamma: try file.floats(name + ".weight", shape: [width]), beta: try file.floats(name + ".bias", shape: [width]))
+        }
+        finalNorm = try norm(finalName)
         let projectionValues = try file.floats(projectionName, shape: hf ? [embedding, width] : [width, embedding])
         if hf {
             var transposed = [Float](repeating: 0, count: width * embedding)
@@ -164,13 +182,11 @@ struct CLIPTextWeights: Sendable {
             let (ln1, ln2) = hf ? ("layer_norm1", "layer_norm2") : ("ln_1", "ln_2")
             layers.append(
                 CLIPTextLayer(
-                    ln1Gamma: try file.floats(p + ln1 + ".weight", shape: [width]),
-                    ln1Beta: try file.floats(p + ln1 + ".bias", shape: [width]),
+                    ln1: try norm(p + ln1),
                     inProjection: inProjection,
                     outProjection: try linear(
                         p + (hf ? "self_attn.out_proj" : "attn.out_proj"), inputs: width, outputs: width),
-                    ln2Gamma: try file.floats(p + ln2 + ".weight", shape: [width]),
-                    ln2Beta: try file.floats(p + ln2 + ".bias", shape: [width]),
+                    ln2: try norm(p + ln2),
                     fc: try linear(p + (hf ? "mlp.fc1" : "mlp.c_fc"), inputs: width, outputs: 4 * width),
                     projection: try linear(p + (hf ? "mlp.fc2" : "mlp.c_proj"), inputs: 4 * width, outputs: width)))
         }

@@ -9,26 +9,19 @@ ids padded to 77 as clip.tokenize gives them.
 """
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts", "reference"))
 import reference_env  # noqa: E402,F401
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import median_ms  # noqa: E402
+
 import clip  # noqa: E402
 import torch  # noqa: E402
 
-
-def median_ms(body, runs):
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        body()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples) * 1000
 
 
 def main():

@@ -111,13 +111,7 @@ def full(directory: str) -> None:
         model = CLIP(embed_dim=512, image_resolution=224, vision_layers=12, vision_width=768, vision_patch_size=32,
                      context_length=77, vocab_size=49408, transformer_width=512, transformer_heads=8,
                      transformer_layers=12).eval()
-        with torch.no_grad():
-            for name, parameter in model.named_parameters():
-                if "ln" in name:
-                    parameter.copy_(1 + 0.1 * torch.randn_like(parameter) if name.endswith("weight")
-                                    else 0.1 * torch.randn_like(parameter))
-                elif name.endswith("bias"):
-                    parameter.copy_(0.02 * torch.randn_like(parameter))
+        reference_env.realistic_random_clip_(model)
         convert_weights(model)
         image = torch.randn(1, 3, 224, 224).half()
         text = clip.tokenize(["a dog"])

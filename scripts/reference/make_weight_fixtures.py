@@ -117,14 +117,7 @@ def tiny_clip():
     model = CLIP(embed_dim=64, image_resolution=32, vision_layers=1, vision_width=64, vision_patch_size=16,
                  context_length=77, vocab_size=49408, transformer_width=64, transformer_heads=1,
                  transformer_layers=2).eval()
-    # Random values of a realistic spread (CLIP's init leaves some tensors at exactly 0 or 1).
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            if "ln" in name:
-                parameter.copy_(1 + 0.1 * torch.randn_like(parameter) if name.endswith("weight")
-                                else 0.1 * torch.randn_like(parameter))
-            elif name.endswith("bias") or name.endswith("in_proj_bias"):
-                parameter.copy_(0.02 * torch.randn_like(parameter))
+    reference_env.realistic_random_clip_(model)
     convert_weights(model)
     return model, clip
 

@@ -40,3 +40,20 @@ if "torchvision" not in sys.modules and not _torchvision_ops_loadable():
 def forget_torchvision() -> None:
     for name in [n for n in sys.modules if n == "torchvision" or n.startswith("torchvision.")]:
         del sys.modules[name]
+
+
+def realistic_random_clip_(model) -> None:
+    """Random values of a realistic spread for an OpenAI CLIP model, in place.
+
+    CLIP's own initialisation leaves LayerNorm weights at exactly 1 and biases at 0, which would hide
+    mistakes in how a port applies them.
+    """
+    import torch
+
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "ln" in name:
+                parameter.copy_(1 + 0.1 * torch.randn_like(parameter) if name.endswith("weight")
+                                else 0.1 * torch.randn_like(parameter))
+            elif name.endswith("bias"):
+                parameter.copy_(0.02 * torch.randn_like(parameter))
