@@ -5,7 +5,8 @@ Writes into Tests/Fixtures/weights/:
 
   yolov8n-worldv2-random.pt   ultralytics `YOLOWorld("yolov8n-worldv2.yaml")`, BatchNorm statistics calibrated
                               on real photos (ultralytics' bus.jpg and zidane.jpg, letterboxed, flipped and
-                              cropped, run in train mode), saved by `YOLOWorld.save` (fp16, as released)
+                              cropped, run in train mode), contrastive-head bias −3.5 and logit scale 1 (so that
+                              scores spread), saved by `YOLOWorld.save` (fp16, as released)
   clip-tiny-openai.pt         OpenAI CLIP architecture (width 64, 2 text layers, the real 49,408-token vocabulary),
                               random weights converted like the official file (`convert_weights`: fp16
                               Linear/Conv/MHA weights and projections, fp32 embeddings and norms), saved as a
@@ -90,6 +91,13 @@ def make_yolo(expected: dict) -> None:
     for module in net.modules():
         if isinstance(module, torch.nn.BatchNorm2d):
             module.momentum = 0.03
+    # The released head starts from bias −10 and logit scale e^−1, which with random weights puts every
+    # score near 5e-5: nothing to detect and nothing to compare. Bias −3.5 and scale 1 give scores that
+    # cross the usual thresholds on a small share of anchors.
+    with torch.no_grad():
+        for head in net.model[-1].cv4:
+            head.bias.fill_(-3.5)
+            head.logit_scale.fill_(0.0)
     path = os.path.join(OUT, "yolov8n-worldv2-random.pt")
     model.save(path)
 

@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Reference outputs of the YOLO-World v2 network, as ultralytics' predictor runs it.
+
+For Tests/Fixtures/weights/yolov8n-worldv2-random.pt: the model is loaded like `AutoBackend` loads it
+(`ema or model`, `.float()`, `fuse()`, eval), fed letterboxed photos (LetterBox with auto=True, stride 32,
+pad 114, BGR→RGB, /255 — the predictor's preprocessing), and run with the checkpoint's text features and
+with a custom query set. Writes Tests/Fixtures/detector/<name>.safetensors holding the input tensor, the
+text features, the backbone outputs (layers 4, 6, 9), the neck outputs (15, 18, 21) and the raw output
+(1, 4 + K, anchors): boxes (cx, cy, w, h) in input pixels, then sigmoid scores.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import reference_env  # noqa: E402,F401
+
+import cv2  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+OUT = os.path.join(ROOT, "Tests", "Fixtures", "detector")
+
+
+def preprocess(path: str, size: int) -> torch.Tensor:
+    from ultralytics.data.augment import LetterBox
+
+    image = cv2.imread(path)
+    boxed = LetterBox((size, size), auto=True, stride=32)(image=image)
+    return torch.from_numpy(np.ascontiguousarray(boxed[:, :, ::-1].transpose(2, 0, 1))).float().unsqueeze(0) / 255
+
+
+def main() -> None:
+    import ultralytics
+    from safetensors.torch import save_file
+
+    reference_env.forget_torchvision()
+    checkpoint = torch.load(os.path.join(ROOT, "Tests", "Fixtures", "weights", "yolov8n-worldv2-random.pt"),
+                            map_location="cpu", weights_only=False)
+    model = (checkpoint.get("ema") or checkpoint["model"]).float()
+    model = model.fuse().eval()
+    assets = os.path.join(os.path.dirname(ultralytics.__file__), "assets")
+    torch.manual_seed(7)
+    queries = torch.nn.functional.normalize(torch.randn(1, 3, 512), dim=-1)
+    os.makedirs(OUT, exist_ok=True)
+    for name, image, size, text in [
+        ("n-bus-320", "bus.jpg", 320, None),
+        ("n-zidane-320-queries", "zidane.jpg", 320, queries),
+    ]:
+        x = preprocess(os.path.join(assets, image), size)
+        captured: dict[int, torch.Tensor] = {}
+        hooks = [model.model[i].register_forward_hook(
+            lambda module, inputs, output, i=i: captured.__setitem__(i, output)) for i in (4, 6, 9, 15, 18, 21)]
+        head = model.model[-1]
+        head.nc = 80 if text is None else text.shape[1]  # what set_classes does for a new query set
+        with torch.no_grad():
+            y = model.predict(x, txt_feats=text)
+        for hook in hooks:
+            hook.remove()
+        output = y[0] if isinstance(y, tuple) else y
+        tensors = {"input": x, "text": (model.txt_feats if text is None else text).float().contiguous(), "output": output}
+        for i, value in captured.items():
+            tensors[f"layer{i}"] = value.contiguous()
+        save_file({k: v.contiguous() for k, v in tensors.items()}, os.path.join(OUT, name + ".safetensors"),
+                  metadata={"ultralytics": ultralytics.__version__, "torch": torch.__version__, "image": image})
+        scores = output[0, 4:]
+        print(f"{name}: input {tuple(x.shape)}, output {tuple(output.shape)}, scores > 0.25: "
+              f"{int((scores > 0.25).sum())}, max score {float(scores.max()):.3f}")
+
+
+if __name__ == "__main__":
+    main()
