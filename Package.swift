@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "LookoutJSON", targets: ["LookoutJSON"]),
         .library(name: "LookoutWeights", targets: ["LookoutWeights"]),
         .library(name: "LookoutTextEncoder", targets: ["LookoutTextEncoder"]),
+        .library(name: "LookoutDetector", targets: ["LookoutDetector"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2")
@@ -38,6 +39,8 @@ let package = Package(
         .target(name: "LookoutTokenizer", dependencies: ["LookoutJSON"]),
         // Weight files: safetensors and PyTorch zip checkpoints (restricted unpickler), one interface.
         .target(name: "LookoutWeights", dependencies: ["LookoutJSON", "LookoutTensor"]),
+        // YOLO-World v2 network: backbone, text-guided neck, contrastive head.
+        .target(name: "LookoutDetector", dependencies: ["LookoutTensor", "LookoutWeights"]),
         // CLIP text transformer on OpenBLAS, and the text-embedding cache.
         .target(
             name: "LookoutTextEncoder",
@@ -74,6 +77,7 @@ let package = Package(
             exclude: ["Fixtures"]
         ),
         .testTarget(name: "LookoutCLITests", dependencies: ["LookoutJSON"]),
+        .testTarget(name: "LookoutDetectorTests", dependencies: ["LookoutDetector", "LookoutWeights"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -9,13 +9,14 @@ public enum BLAS {
     }
 
     /// `C = alpha · op(A) · op(B) + beta · C` on row-major matrices, `op` transposing when asked.
-    /// `a` is m×k (k×m when transposed), `b` is k×n (n×k when transposed), `c` is m×n with row stride
-    /// `ldc` (default n).
+    /// `a` is m×k (k×m when transposed), `b` is k×n (n×k when transposed), `c` is m×n; `lda`, `ldb`,
+    /// `ldc` are row strides (defaults: the matrices are dense).
     public static func gemm(
         m: Int, n: Int, k: Int,
         a: UnsafePointer<Float>, transposeA: Bool = false,
         b: UnsafePointer<Float>, transposeB: Bool = false,
-        c: UnsafeMutablePointer<Float>, ldc: Int? = nil, alpha: Float = 1, beta: Float = 0
+        c: UnsafeMutablePointer<Float>, lda: Int? = nil, ldb: Int? = nil, ldc: Int? = nil, alpha: Float = 1,
+        beta: Float = 0
     ) {
         precondition(m >= 0 && n >= 0 && k >= 0)
         guard m > 0 && n > 0 else { return }
@@ -24,8 +25,8 @@ public enum BLAS {
             transposeA ? CblasTrans : CblasNoTrans,
             transposeB ? CblasTrans : CblasNoTrans,
             Int32(m), Int32(n), Int32(k),
-            alpha, a, Int32(transposeA ? m : k),
-            b, Int32(transposeB ? k : n),
+            alpha, a, Int32(lda ?? (transposeA ? m : k)),
+            b, Int32(ldb ?? (transposeB ? k : n)),
             beta, c, Int32(ldc ?? n))
     }
 }

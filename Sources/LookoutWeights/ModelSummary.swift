@@ -57,7 +57,7 @@ public struct ModelSummary: Sendable {
     }
 
     /// Index of the detection head: the layer that has `cv4.0.bias` (BNContrastiveHead).
-    static func headIndex(_ tensors: [String: TensorView]) -> Int? {
+    public static func headIndex(_ tensors: [String: TensorView]) -> Int? {
         for index in stride(from: 40, through: 0, by: -1) where tensors["model.\(index).cv4.0.bias"] != nil {
             return index
         }

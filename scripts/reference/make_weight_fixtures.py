@@ -3,7 +3,8 @@
 
 Writes into Tests/Fixtures/weights/:
 
-  yolov8n-worldv2-random.pt   ultralytics `YOLOWorld("yolov8n-worldv2.yaml")`, BatchNorm statistics calibrated
+  yolov8n-worldv2-random.pt   ultralytics `YOLOWorld("yolov8n-worldv2.yaml")` with unit-norm random text features
+                              (as a released file's CLIP features are), BatchNorm statistics calibrated
                               on real photos (ultralytics' bus.jpg and zidane.jpg, letterboxed, flipped and
                               cropped, run in train mode), contrastive-head bias −3.5 and logit scale 1 (so that
                               scores spread), saved by `YOLOWorld.save` (fp16, as released)
@@ -77,6 +78,9 @@ def make_yolo(expected: dict) -> None:
     torch.manual_seed(1)
     model = YOLOWorld("yolov8n-worldv2.yaml")
     net = model.model
+    # A YAML-built model holds torch.randn text features; a released checkpoint holds CLIP features, which
+    # are L2-normalised (set_classes stores encode_text / norm). Keep the random directions, at unit norm.
+    net.txt_feats = torch.nn.functional.normalize(net.txt_feats, dim=-1)
     # Calibrate BatchNorm on real photos: cumulative averages over a few passes in train mode.
     for module in net.modules():
         if isinstance(module, torch.nn.BatchNorm2d):

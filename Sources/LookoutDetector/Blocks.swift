@@ -1,0 +1,157 @@
+import LookoutTensor
+import LookoutWeights
+
+/// `Bottleneck(c, c, shortcut, k=(3, 3), e=1)`: `x + cv2(cv1(x))` with the shortcut, else `cv2(cv1(x))`.
+struct Bottleneck: Sendable {
+    let cv1: Convolution
+    let cv2: Convolution
+    let shortcut: Bool
+
+    init(_ prefix: String, shortcut: Bool, in file: WeightFile) throws(WeightsError) {
+        cv1 = try Convolution(conv: prefix + ".cv1", stride: 1, in: file)
+        cv2 = try Convolution(conv: prefix + ".cv2", stride: 1, in: file)
+        self.shortcut = shortcut && cv1.inputs == cv2.outputs
+    }
+
+    func callAsFunction(_ x: FeatureMap) -> FeatureMap {
+        let y = cv2(cv1(x))
+        return shortcut ? x.adding(y) : y
+    }
+}
+
+/// Counts `prefix.m.0.`, `prefix.m.1.`, … in the file.
+func repeatCount(_ prefix: String, in file: WeightFile) -> Int {
+    var count = 0
+    while file.tensors["\(prefix).m.\(count).cv1.conv.weight"] != nil { count += 1 }
+    return count
+}
+
+/// `C2f(c1, c2, n, shortcut)`: `cv1` 1×1 to 2c, split in halves y0, y1, a chain of n Bottlenecks from y1,
+/// `cv2` 1×1 over the concatenation of all of them. `C2fAttn` adds the max-sigmoid attention of the last
+/// one, guided by the text, before `cv2`.
+struct C2f: Sendable {
+    let cv1: Convolution
+    let blocks: [Bottleneck]
+    let attention: MaxSigmoidAttention?
+    let cv2: Convolution
+
+    init(_ prefix: String, shortcut: Bool, attention: Bool, in file: WeightFile) throws(WeightsError) {
+        cv1 = try Convolution(conv: prefix + ".cv1", stride: 1, in: file)
+        var blocks: [Bottleneck] = []
+        for index in 0..<repeatCount(prefix, in: file) {
+            blocks.append(try Bottleneck("\(prefix).m.\(index)", shortcut: shortcut, in: file))
+        }
+        guard !blocks.isEmpty else { throw WeightsError(path: file.path, problem: "missing tensor \(prefix).m.0.cv1.conv.weight") }
+        self.blocks = blocks
+        self.attention = attention ? try MaxSigmoidAttention(prefix + ".attn", in: file) : nil
+        cv2 = try Convolution(conv: prefix + ".cv2", stride: 1, in: file)
+    }
+
+    func callAsFunction(_ x: FeatureMap, guide: [Float]? = nil, classes: Int = 0) -> FeatureMap {
+        let y = cv1(x)
+        let half = y.channels / 2
+        var parts = [y.channels(0..<half), y.channels(half..<y.channels)]
+        for block in blocks { parts.append(block(parts[parts.count - 1])) }
+        if let attention, let guide { parts.append(attention(parts[parts.count - 1], guide: guide, classes: classes)) }
+        return cv2(FeatureMap.concatenate(parts))
+    }
+}
+
+/// `SPPF(c1, c2, 5)`: `cv1` 1×1 (SiLU), three chained 5×5 max pools, `cv2` 1×1 over the four maps.
+struct SPPF: Sendable {
+    let cv1: Convolution
+    let cv2: Convolution
+
+    init(_ prefix: String, in file: WeightFile) throws(WeightsError) {
+        cv1 = try Convolution(conv: prefix + ".cv1", stride: 1, in: file)
+        cv2 = try Convolution(conv: prefix + ".cv2", stride: 1, in: file)
+    }
+
+    func callAsFunction(_ x: FeatureMap) -> FeatureMap {
+        let y0 = cv1(x)
+        let y1 = y0.maxPooled(size: 5)
+        let y2 = y1.maxPooled(size: 5)
+        let y3 = y2.maxPooled(size: 5)
+        return cv2(FeatureMap.concatenate([y0, y1, y2, y3]))
+    }
+}
+
+/// `MaxSigmoidAttnBlock(c, c, nh, ec=c, gc)` (model-facts C.3): the guide `g = gl(text)` (K × c, viewed
+/// K × nh × hc); per head m and pixel, `aw = max_k Σ_j x[m·hc + j]·g[k, m, j]`, divided by √hc, plus the
+/// head's bias, through a sigmoid; the output is `proj_conv(x)` (3×3 conv + BN, no activation) scaled by
+/// `aw` per head.
+struct MaxSigmoidAttention: Sendable {
+    let guideWeight: [Float]  // c × gc
+    let guideBias: [Float]
+    let bias: [Float]  // nh
+    let projection: Convolution
+    let heads: Int
+    let channels: Int
+    let guideChannels: Int
+
+    init(_ prefix: String, in file: WeightFile) throws(WeightsError) {
+        let gl = try file.view(prefix + ".gl.weight")
+        guard gl.shape.count == 2 else { throw WeightsError(path: file.path, problem: "tensor \(prefix).gl.weight has shape \(gl.shape)") }
+        channels = gl.shape[0]
+        guideChannels = gl.shape[1]
+        guideWeight = gl.floats()
+        guideBias = try file.floats(prefix + ".gl.bias", shape: [channels])
+        let biasView = try file.view(prefix + ".bias")
+        heads = biasView.shape.first ?? 0
+        guard heads > 0, channels % heads == 0 else {
+            throw WeightsError(path: file.path, problem: "tensor \(prefix).bias: \(heads) heads do not divide \(channels) channels")
+        }
+        guard file.tensors[prefix + ".ec.conv.weight"] == nil else {
+            throw WeightsError(path: file.path, problem: "\(prefix).ec (an embedding conv) is not supported: YOLO-World v2 has none")
+        }
+        bias = biasView.floats()
+        projection = try Convolution(conv: prefix + ".proj_conv", stride: 1, activation: false, in: file)
+    }
+
+    /// `guide` is K × gc, row-major.
+    func callAsFunction(_ x: FeatureMap, guide: [Float], classes: Int) -> FeatureMap {
+        let headSize = channels / heads
+        let plane = x.plane
+        // g = guide · glᵀ + b: K × c
+        var g = [Float](repeating: 0, count: classes * channels)
+        guide.withUnsafeBufferPointer { guide in
+            guideWeight.withUnsafeBufferPointer { w in
+                guideBias.withUnsafeBufferPointer { b in
+                    g.withUnsafeMutableBufferPointer { g in
+                        Kernels.linear(
+                            guide.baseAddress!, rows: classes, inputs: guideChannels, weight: w.baseAddress!, bias: b.baseAddress!,
+                            outputs: channels, into: g.baseAddress!)
+                    }
+                }
+            }
+        }
+        // Per head: scores[k, p] = g[k, head slice] · x[head slice, p], then the max over k.
+        var weights = [Float](repeating: 0, count: heads * plane)
+        var scores = [Float](repeating: 0, count: classes * plane)
+        let divisor = Float(Double(headSize).squareRoot())
+        for m in 0..<heads {
+            g.withUnsafeBufferPointer { g in
+                x.data.withUnsafeBufferPointer { data in
+                    scores.withUnsafeMutableBufferPointer { s in
+                        BLAS.gemm(
+                            m: classes, n: plane, k: headSize, a: g.baseAddress! + m * headSize, b: data.baseAddress! + m * headSize * plane,
+                            c: s.baseAddress!, lda: channels)
+                    }
+                }
+            }
+            for p in 0..<plane {
+                var best = -Float.infinity
+                for k in 0..<classes { best = max(best, scores[k * plane + p]) }
+                weights[m * plane + p] = sigmoid(best / divisor + bias[m])
+            }
+        }
+        var out = projection(x)
+        for m in 0..<heads {
+            for j in 0..<headSize {
+                let base = (m * headSize + j) * plane
+                for p in 0..<plane { out.data[base + p] *= weights[m * plane + p] }
+            }
+        }
+        return out
+    }
+}

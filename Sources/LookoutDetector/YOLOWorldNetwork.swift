@@ -1,0 +1,229 @@
+import LookoutTensor
+import LookoutWeights
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The ultralytics YOLO-World v2 network (`yolov8{n,s,m,l,x}-worldv2.yaml`, model-facts C.1), every width and
+/// repeat count read from the weights, BatchNorm folded into the convolutions at load as `fuse()` does.
+///
+/// The pass is split where the text enters: ``backbone(_:)`` (layers 0–9) depends on the image alone, so
+/// its outputs can be kept and a new query set runs only ``head(_:text:classes:)`` (layers 10–22).
+public final class YOLOWorldNetwork: Sendable {
+    /// Size of the text embeddings the neck and head consume (512 for CLIP ViT-B/32).
+    public let embeddingSize: Int
+    /// Strides of the three output levels.
+    public let strides: [Int]
+    /// The class names and text features stored in the checkpoint (ultralytics `names`, `txt_feats`), if any.
+    public let builtinText: [Float]?
+    public let builtinClassCount: Int
+
+    let stem: [Convolution]  // layers 0, 1, 3, 5, 7
+    let stages: [C2f]  // layers 2, 4, 6, 8
+    let sppf: SPPF  // 9
+    let neck12: C2f, neck15: C2f, neck18: C2f, neck21: C2f
+    let down16: Convolution, down19: Convolution
+    let head: WorldDetectHead
+
+    public init(weights file: WeightFile) throws(WeightsError) {
+        guard file.tensors["model.0.conv.weight"] != nil, ModelSummary.headIndex(file.tensors) == 22 else {
+            throw WeightsError(
+                path: file.path,
+                problem: "not a YOLO-World v2 detector: expected model.0.conv.weight and a WorldDetect head with BNContrastiveHead at model.22")
+        }
+        stem = try [0, 1, 3, 5, 7].map { index throws(WeightsError) in try Convolution(conv: "model.\(index)", stride: 2, in: file) }
+        stages = try [2, 4, 6, 8].map { index throws(WeightsError) in
+            try C2f("model.\(index)", shortcut: true, attention: false, in: file)
+        }
+        sppf = try SPPF("model.9", in: file)
+        neck12 = try C2f("model.12", shortcut: false, attention: true, in: file)
+        neck15 = try C2f("model.15", shortcut: false, attention: true, in: file)
+        down16 = try Convolution(conv: "model.16", stride: 2, in: file)
+        neck18 = try C2f("model.18", shortcut: false, attention: true, in: file)
+        down19 = try Convolution(conv: "model.19", stride: 2, in: file)
+        neck21 = try C2f("model.21", shortcut: false, attention: true, in: file)
+        head = try WorldDetectHead("model.22", in: file)
+        embeddingSize = head.embeddingSize
+        guard neck12.attention?.guideChannels == embeddingSize else {
+            throw WeightsError(path: file.path, problem: "the neck's text size (model.12.attn.gl) differs from the head's embedding size \(embeddingSize)")
+        }
+        if let stride = file.attributes["model.22.stride"], stride.count == 3 {
+            strides = stride.floats().map { Int($0) }
+        } else {
+            strides = [8, 16, 32]
+        }
+        if let text = file.attributes["txt_feats"], text.shape.count == 3, text.shape[2] == embeddingSize {
+            builtinText = text.floats()
+            builtinClassCount = text.shape[1]
+        } else {
+            builtinText = nil
+            builtinClassCount = 0
+        }
+    }
+
+    /// Layers 0–9. Returns the maps the rest of the network reads: P3 (layer 4), P4 (layer 6), P5 (layer 9).
+    public func backbone(_ image: FeatureMap) -> [FeatureMap] {
+        var x = stem[0](image)
+        x = stem[1](x)
+        x = stages[0](x)
+        x = stem[2](x)
+        let p3 = stages[1](x)
+        x = stem[3](p3)
+        let p4 = stages[2](x)
+        x = stem[4](p4)
+        let p5 = sppf(stages[3](x))
+        return [p3, p4, p5]
+    }
+
+    /// Layers 10–21: the text-guided neck. Returns the three head inputs (layers 15, 18, 21).
+    public func neck(_ features: [FeatureMap], text: [Float], classes: Int) -> [FeatureMap] {
+        let (p3, p4, p5) = (features[0], features[1], features[2])
+        let x12 = neck12(FeatureMap.concatenate([p5.upsampled(), p4]), guide: text, classes: classes)
+        let x15 = neck15(FeatureMap.concatenate([x12.upsampled(), p3]), guide: text, classes: classes)
+        let x18 = neck18(FeatureMap.concatenate([down16(x15), x12]), guide: text, classes: classes)
+        let x21 = neck21(FeatureMap.concatenate([down19(x18), p5]), guide: text, classes: classes)
+        return [x15, x18, x21]
+    }
+
+    /// Neck and head from backbone outputs: `(4 + classes) × anchors` values, row-major, as ultralytics'
+    /// inference output `(1, 4 + nc, A)`: box centre x, centre y, width, height in input pixels, then
+    /// one sigmoid score per class. `text` is `classes × embeddingSize`.
+    public func head(_ features: [FeatureMap], text: [Float], classes: Int) -> [Float] {
+        head(neck(features, text: text, classes: classes), text: text, classes: classes, strides: strides)
+    }
+
+    private func head(_ levels: [FeatureMap], text: [Float], classes: Int, strides: [Int]) -> [Float] {
+        head.callAsFunction(levels, text: text, classes: classes, strides: strides)
+    }
+}
+
+/// `WorldDetect` with `BNContrastiveHead`: per level a box branch (`cv2`: two 3×3 convs and a 1×1 conv to
+/// 4×16 distribution bins) and an embedding branch (`cv3`: two 3×3 convs and a 1×1 conv to the embedding
+/// size) whose output, batch-normalised, is dotted with each L2-normalised text feature, times
+/// `exp(logit_scale)` plus a bias; DFL turns the bins into distances, anchors and strides into boxes.
+struct WorldDetectHead: Sendable {
+    struct Level: Sendable {
+        let box: [Convolution]
+        let embedding: [Convolution]
+        let normScale: [Float]  // BN as y = x·scale + shift, per channel
+        let normShift: [Float]
+        let logitScale: Float
+        let bias: Float
+    }
+
+    let levels: [Level]
+    let embeddingSize: Int
+    let bins: Int
+
+    init(_ prefix: String, in file: WeightFile) throws(WeightsError) {
+        var levels: [Level] = []
+        var index = 0
+        while file.tensors["\(prefix).cv2.\(index).0.conv.weight"] != nil {
+            let p2 = "\(prefix).cv2.\(index)", p3 = "\(prefix).cv3.\(index)", p4 = "\(prefix).cv4.\(index)"
+            let box = [
+                try Convolution(conv: p2 + ".0", stride: 1, in: file), try Convolution(conv: p2 + ".1", stride: 1, in: file),
+                try Convolution(plain: p2 + ".2", in: file),
+            ]
+            let embedding = [
+                try Convolution(conv: p3 + ".0", stride: 1, in: file), try Convolution(conv: p3 + ".1", stride: 1, in: file),
+                try Convolution(plain: p3 + ".2", in: file),
+            ]
+            let width = embedding[2].outputs
+            let gamma = try file.floats(p4 + ".norm.weight", shape: [width])
+            let beta = try file.floats(p4 + ".norm.bias", shape: [width])
+            let mean = try file.floats(p4 + ".norm.running_mean", shape: [width])
+            let variance = try file.floats(p4 + ".norm.running_var", shape: [width])
+            let epsilon = Float(file.batchNormEpsilon[p4 + ".norm"] ?? 1e-3)
+            // PyTorch's eval BatchNorm (model-facts G.3): α = (1/√(var + eps))·γ, y = fma(x, α, fma(−μ, α, β)).
+            var scale = [Float](repeating: 0, count: width)
+            var shift = [Float](repeating: 0, count: width)
+            for c in 0..<width {
+                let inverse = 1 / (variance[c] + epsilon).squareRoot()
+                scale[c] = inverse * gamma[c]
+                shift[c] = beta[c].addingProduct(-mean[c], scale[c])
+            }
+            levels.append(
+                Level(
+                    box: box, embedding: embedding, normScale: scale, normShift: shift,
+                    logitScale: try file.floats(p4 + ".logit_scale", shape: []).first ?? 0,
+                    bias: try file.floats(p4 + ".bias", shape: [1]).first ?? 0))
+            index += 1
+        }
+        guard levels.count == 3 else {
+            throw WeightsError(path: file.path, problem: "\(prefix) has \(levels.count) output levels, expected 3")
+        }
+        self.levels = levels
+        embeddingSize = levels[0].embedding[2].outputs
+        bins = levels[0].box[2].outputs / 4
+        let dfl = try file.floats(prefix + ".dfl.conv.weight", shape: [1, bins, 1, 1])
+        guard dfl == (0..<bins).map(Float.init) else {
+            throw WeightsError(path: file.path, problem: "\(prefix).dfl.conv.weight is not 0, 1, …, \(bins - 1)")
+        }
+    }
+
+    func callAsFunction(_ inputs: [FeatureMap], text: [Float], classes: Int, strides: [Int]) -> [Float] {
+        // Normalised text features (F.normalize: x / max(‖x‖, 1e-12)).
+        var normalized = text
+        for k in 0..<classes {
+            var squares: Float = 0
+            for d in 0..<embeddingSize { squares += text[k * embeddingSize + d] * text[k * embeddingSize + d] }
+            let norm = max(squares.squareRoot(), 1e-12)
+            for d in 0..<embeddingSize { normalized[k * embeddingSize + d] = text[k * embeddingSize + d] / norm }
+        }
+        let anchors = inputs.reduce(0) { $0 + $1.plane }
+        var output = [Float](repeating: 0, count: (4 + classes) * anchors)
+        var offset = 0
+        for (index, (level, x)) in zip(levels, inputs).enumerated() {
+            let plane = x.plane
+            let box = level.box[2](level.box[1](level.box[0](x)))
+            var embedding = level.embedding[2](level.embedding[1](level.embedding[0](x)))
+            for c in 0..<embeddingSize {
+                let (scale, shift) = (level.normScale[c], level.normShift[c])
+                for p in 0..<plane { embedding.data[c * plane + p] = shift.addingProduct(embedding.data[c * plane + p], scale) }
+            }
+            // logits[k, p] = Σ_c w[k, c]·x[c, p]
+            var logits = [Float](repeating: 0, count: classes * plane)
+            normalized.withUnsafeBufferPointer { w in
+                embedding.data.withUnsafeBufferPointer { e in
+                    logits.withUnsafeMutableBufferPointer { l in
+                        BLAS.gemm(m: classes, n: plane, k: embeddingSize, a: w.baseAddress!, b: e.baseAddress!, c: l.baseAddress!)
+                    }
+                }
+            }
+            let scale = expf(level.logitScale)
+            let stride = Float(strides[index])
+            for p in 0..<plane {
+                let anchorX = Float(p % x.width) + 0.5
+                let anchorY = Float(p / x.width) + 0.5
+                var distances = [Float](repeating: 0, count: 4)
+                for side in 0..<4 {
+                    var maximum = -Float.infinity
+                    for b in 0..<bins { maximum = max(maximum, box.data[(side * bins + b) * plane + p]) }
+                    var total: Float = 0
+                    var weighted: Float = 0
+                    for b in 0..<bins {
+                        let e = expf(box.data[(side * bins + b) * plane + p] - maximum)
+                        total += e
+                        weighted += Float(b) * e
+                    }
+                    distances[side] = weighted / total
+                }
+                let x1 = anchorX - distances[0], y1 = anchorY - distances[1]
+                let x2 = anchorX + distances[2], y2 = anchorY + distances[3]
+                let anchor = offset + p
+                output[0 * anchors + anchor] = (x1 + x2) / 2 * stride
+                output[1 * anchors + anchor] = (y1 + y2) / 2 * stride
+                output[2 * anchors + anchor] = (x2 - x1) * stride
+                output[3 * anchors + anchor] = (y2 - y1) * stride
+                for k in 0..<classes {
+                    output[(4 + k) * anchors + anchor] = sigmoid(logits[k * plane + p] * scale + level.bias)
+                }
+            }
+            offset += plane
+        }
+        return output
+    }
+}
