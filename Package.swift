@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "LookoutWeights", targets: ["LookoutWeights"]),
         .library(name: "LookoutTextEncoder", targets: ["LookoutTextEncoder"]),
         .library(name: "LookoutDetector", targets: ["LookoutDetector"]),
+        .library(name: "LookoutImage", targets: ["LookoutImage"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2")
@@ -39,6 +40,8 @@ let package = Package(
         .target(name: "LookoutTokenizer", dependencies: ["LookoutJSON"]),
         // Weight files: safetensors and PyTorch zip checkpoints (restricted unpickler), one interface.
         .target(name: "LookoutWeights", dependencies: ["LookoutJSON", "LookoutTensor"]),
+        // Images: decoding, OpenCV-exact resizing, letterboxing. No tensor code.
+        .target(name: "LookoutImage"),
         // YOLO-World v2 network: backbone, text-guided neck, contrastive head.
         .target(name: "LookoutDetector", dependencies: ["LookoutTensor", "LookoutWeights"]),
         // CLIP text transformer on OpenBLAS, and the text-embedding cache.
@@ -77,7 +80,7 @@ let package = Package(
             exclude: ["Fixtures"]
         ),
         .testTarget(name: "LookoutCLITests", dependencies: ["LookoutJSON"]),
-        .testTarget(name: "LookoutDetectorTests", dependencies: ["LookoutDetector", "LookoutWeights"]),
+        .testTarget(name: "LookoutDetectorTests", dependencies: ["LookoutDetector", "LookoutWeights", "LookoutImage"]),
     ],
     swiftLanguageModes: [.v6]
 )
