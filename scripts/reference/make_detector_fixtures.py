@@ -44,10 +44,12 @@ def main() -> None:
     assets = os.path.join(os.path.dirname(ultralytics.__file__), "assets")
     torch.manual_seed(7)
     queries = torch.nn.functional.normalize(torch.randn(1, 3, 512), dim=-1)
+    five = torch.nn.functional.normalize(torch.randn(1, 5, 512), dim=-1)
     os.makedirs(OUT, exist_ok=True)
     for name, image, size, text in [
         ("n-bus-320", "bus.jpg", 320, None),
         ("n-zidane-320-queries", "zidane.jpg", 320, queries),
+        ("n-bus-416-queries", "bus.jpg", 416, five),
     ]:
         x = preprocess(os.path.join(assets, image), size)
         captured: dict[int, torch.Tensor] = {}
@@ -61,6 +63,17 @@ def main() -> None:
             hook.remove()
         output = y[0] if isinstance(y, tuple) else y
         tensors = {"input": x, "text": (model.txt_feats if text is None else text).float().contiguous(), "output": output}
+        # Post-processing as the predictor runs it: NMS (conf, iou 0.7, max_det 300, class-aware), then boxes
+        # scaled back to the original image.
+        from ultralytics.utils import ops
+        from ultralytics.utils.nms import non_max_suppression
+
+        original = cv2.imread(os.path.join(assets, image)).shape[:2]
+        for conf in (0.25, 0.05):
+            kept = non_max_suppression(output.clone(), conf, 0.7, max_det=300)[0]
+            kept[:, :4] = ops.scale_boxes(x.shape[2:], kept[:, :4].clone(), original)
+            tensors[f"detections_conf{int(conf * 100):03d}"] = kept.contiguous()
+        tensors["original_shape"] = torch.tensor(list(original), dtype=torch.int64)
         for i, value in captured.items():
             tensors[f"layer{i}"] = value.contiguous()
         save_file({k: v.contiguous() for k, v in tensors.items()}, os.path.join(OUT, name + ".safetensors"),

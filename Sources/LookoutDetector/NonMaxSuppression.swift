@@ -1,0 +1,109 @@
+/// One detection: a box in image pixels (`x1, y1, x2, y2`), a score and the index of its query.
+public struct Detection: Sendable, Equatable {
+    public var box: [Float]
+    public var score: Float
+    public var classIndex: Int
+
+    public init(box: [Float], score: Float, classIndex: Int) {
+        self.box = box
+        self.score = score
+        self.classIndex = classIndex
+    }
+}
+
+/// Thresholds of ultralytics' `non_max_suppression` as `predict` calls it (model-facts D.1, D.6).
+public struct SuppressionOptions: Sendable, Equatable {
+    /// Keep candidates whose best score is strictly above this (as float32).
+    public var confidence: Float = 0.25
+    /// Suppress a box whose IoU with a kept one is above this.
+    public var iou: Double = 0.7
+    public var maximumDetections = 300
+    /// One suppression over all queries instead of one per query.
+    public var agnostic = false
+    /// Per-query confidence thresholds replacing `confidence` (empty: none).
+    public var perClassConfidence: [Int: Float] = [:]
+    static let maximumCandidates = 30_000
+    static let classOffset: Float = 7680
+
+    public init() {}
+}
+
+public enum NonMaxSuppression {
+    /// `non_max_suppression` on one image's raw output (`(4 + classes) × anchors`, boxes as centre and size):
+    /// best query per anchor (the first on ties), strict `>` thresholds, at most 30,000 candidates by score,
+    /// boxes offset by `query × 7680` unless agnostic, greedy suppression in descending score order keeping
+    /// a box when its IoU with every kept box is ≤ the threshold, at most `maximumDetections`.
+    public static func run(_ output: [Float], classes: Int, options: SuppressionOptions = .init()) -> [Detection] {
+        let anchors = output.count / (4 + classes)
+        var candidates: [Detection] = []
+        for anchor in 0..<anchors {
+            var best: Float = -.infinity
+            var bestClass = 0
+            for k in 0..<classes {
+                let score = output[(4 + k) * anchors + anchor]
+                if score > best {
+                    best = score
+                    bestClass = k
+                }
+            }
+            guard best > (options.perClassConfidence[bestClass] ?? options.confidence) else { continue }
+            let cx = output[anchor], cy = output[anchors + anchor]
+            let halfWidth = output[2 * anchors + anchor] / 2, halfHeight = output[3 * anchors + anchor] / 2
+            candidates.append(
+                Detection(box: [cx - halfWidth, cy - halfHeight, cx + halfWidth, cy + halfHeight], score: best, classIndex: bestClass))
+        }
+        // Stable descending order by score (index order among equal scores).
+        var order = Array(candidates.indices)
+        order.sort { candidates[$0].score > candidates[$1].score || (candidates[$0].score == candidates[$1].score && $0 < $1) }
+        if order.count > SuppressionOptions.maximumCandidates { order.removeLast(order.count - SuppressionOptions.maximumCandidates) }
+
+        let shifted = order.map { index -> [Float] in
+            let offset = options.agnostic ? 0 : Float(candidates[index].classIndex) * SuppressionOptions.classOffset
+            return candidates[index].box.map { $0 + offset }
+        }
+        let areas = shifted.map { ($0[2] - $0[0]) * ($0[3] - $0[1]) }
+        var suppressed = [Bool](repeating: false, count: order.count)
+        var kept: [Detection] = []
+        for i in order.indices where !suppressed[i] {
+            kept.append(candidates[order[i]])
+            if kept.count == options.maximumDetections { break }
+            let a = shifted[i]
+            for j in (i + 1)..<order.count where !suppressed[j] {
+                let b = shifted[j]
+                let width = max(min(a[2], b[2]) - max(a[0], b[0]), 0)
+                let height = max(min(a[3], b[3]) - max(a[1], b[1]), 0)
+                let intersection = width * height
+                guard intersection > 0 else { continue }
+                let iou = intersection / (areas[i] + areas[j] - intersection)
+                if Double(iou) > options.iou { suppressed[j] = true }
+            }
+        }
+        return kept
+    }
+
+    /// Boxes from the letterboxed input back to the original image (`ops.scale_boxes`, ultralytics 8.4.190):
+    /// per-axis gains from the rounded resized size, padding `round((input − resized)/2 − 0.1)`, float32
+    /// arithmetic, clipped to the image.
+    public static func scaleBoxes(
+        _ detections: [Detection], inputWidth: Int, inputHeight: Int, imageWidth: Int, imageHeight: Int
+    ) -> [Detection] {
+        let gain = min(Double(inputHeight) / Double(imageHeight), Double(inputWidth) / Double(imageWidth))
+        let resizedHeight = max(Int((Double(imageHeight) * gain).rounded(.toNearestOrEven)), 1)
+        let resizedWidth = max(Int((Double(imageWidth) * gain).rounded(.toNearestOrEven)), 1)
+        let gainY = Float(Double(resizedHeight) / Double(imageHeight))
+        let gainX = Float(Double(resizedWidth) / Double(imageWidth))
+        let padX = Float(Int((Double(inputWidth - resizedWidth) / 2 - 0.1).rounded(.toNearestOrEven)))
+        let padY = Float(Int((Double(inputHeight - resizedHeight) / 2 - 0.1).rounded(.toNearestOrEven)))
+        return detections.map { detection in
+            var out = detection
+            let b = detection.box
+            out.box = [
+                min(max((b[0] - padX) / gainX, 0), Float(imageWidth)),
+                min(max((b[1] - padY) / gainY, 0), Float(imageHeight)),
+                min(max((b[2] - padX) / gainX, 0), Float(imageWidth)),
+                min(max((b[3] - padY) / gainY, 0), Float(imageHeight)),
+            ]
+            return out
+        }
+    }
+}
