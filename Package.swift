@@ -40,8 +40,13 @@ let package = Package(
         .target(name: "LookoutTokenizer", dependencies: ["LookoutJSON"]),
         // Weight files: safetensors and PyTorch zip checkpoints (restricted unpickler), one interface.
         .target(name: "LookoutWeights", dependencies: ["LookoutJSON", "LookoutTensor"]),
+        // JPEG (TurboJPEG) and PNG (libpng) decoding in C: libpng reports errors by longjmp.
+        .target(
+            name: "CLookoutCodecs",
+            linkerSettings: [.linkedLibrary("turbojpeg"), .linkedLibrary("png16")]
+        ),
         // Images: decoding, OpenCV-exact resizing, letterboxing. No tensor code.
-        .target(name: "LookoutImage"),
+        .target(name: "LookoutImage", dependencies: ["CLookoutCodecs"]),
         // YOLO-World v2 network: backbone, text-guided neck, contrastive head.
         .target(name: "LookoutDetector", dependencies: ["LookoutTensor", "LookoutWeights"]),
         // CLIP text transformer on OpenBLAS, and the text-embedding cache.

@@ -1,0 +1,194 @@
+#include "lookout_codecs.h"
+
+#include <png.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <turbojpeg.h>
+
+static int is_png(const uint8_t *data, size_t size) { return size >= 8 && png_sig_cmp(data, 0, 8) == 0; }
+static int is_jpeg(const uint8_t *data, size_t size) { return size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF; }
+
+void lookout_codecs_free(void *pointer) { free(pointer); }
+
+/* ---------- PNG (libpng's classic API; its longjmp errors stay inside this file) ---------- */
+
+typedef struct {
+    const uint8_t *data;
+    size_t size;
+    size_t offset;
+} png_source;
+
+static void png_read_memory(png_structp png, png_bytep target, png_size_t count) {
+    png_source *source = (png_source *)png_get_io_ptr(png);
+    if (count > source->size - source->offset) png_error(png, "file is truncated");
+    memcpy(target, source->data + source->offset, count);
+    source->offset += count;
+}
+
+typedef struct {
+    char *message;
+    size_t size;
+} png_messages;
+
+static void png_on_error(png_structp png, png_const_charp message) {
+    png_messages *messages = (png_messages *)png_get_error_ptr(png);
+    snprintf(messages->message, messages->size, "PNG: %s", message);
+    png_longjmp(png, 1);
+}
+
+static void png_on_warning(png_structp png, png_const_charp message) {
+    (void)png;
+    (void)message;
+}
+
+static int png_decode(const uint8_t *data, size_t size, long long max_pixels, lookout_decoded *result, int header_only) {
+    png_messages messages = {result->error, sizeof result->error};
+    png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &messages, png_on_error, png_on_warning);
+    if (!png) {
+        snprintf(result->error, sizeof result->error, "PNG: out of memory");
+        return -1;
+    }
+    png_infop info = png_create_info_struct(png);
+    png_bytep volatile pixels = NULL;
+    png_bytepp volatile rows = NULL;
+    png_source source = {data, size, 0};
+    if (!info || setjmp(png_jmpbuf(png))) {
+        free(pixels);
+        free(rows);
+        png_destroy_read_struct(&png, info ? &info : NULL, NULL);
+        if (!result->error[0]) snprintf(result->error, sizeof result->error, "PNG: cannot decode");
+        return -1;
+    }
+    png_set_read_fn(png, &source, png_read_memory);
+    png_set_user_limits(png, 1000000, 1000000);
+    png_read_info(png, info);
+    png_uint_32 width = png_get_image_width(png, info), height = png_get_image_height(png, info);
+    result->width = (int)width;
+    result->height = (int)height;
+    if ((long long)width * (long long)height > max_pixels) {
+        snprintf(result->error, sizeof result->error, "image of %ux%u pixels is over the %lld-pixel limit", width, height, max_pixels);
+        png_destroy_read_struct(&png, &info, NULL);
+        return -1;
+    }
+    if (header_only) {
+        png_destroy_read_struct(&png, &info, NULL);
+        return 0;
+    }
+    int color = png_get_color_type(png, info);
+    int depth = png_get_bit_depth(png, info);
+    if (depth == 16) png_set_strip_16(png);
+    if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+    if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+    if (color == PNG_COLOR_TYPE_GRAY || color == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_gray_to_rgb(png);
+    if (png_get_valid(png, info, PNG_INFO_tRNS)) png_set_tRNS_to_alpha(png);
+    png_set_strip_alpha(png);
+    png_set_bgr(png);
+    png_set_interlace_handling(png);
+    png_read_update_info(png, info);
+    if (png_get_rowbytes(png, info) != (size_t)width * 3) png_error(png, "unexpected row layout");
+    pixels = (png_bytep)malloc((size_t)width * height * 3);
+    rows = (png_bytepp)malloc(sizeof(png_bytep) * height);
+    if (!pixels || !rows) png_error(png, "out of memory");
+    for (png_uint_32 y = 0; y < height; y++) rows[y] = pixels + (size_t)y * width * 3;
+    png_read_image(png, rows);
+    png_read_end(png, NULL);
+    free(rows);
+    png_destroy_read_struct(&png, &info, NULL);
+    result->pixels = pixels;
+    return 0;
+}
+
+/* ---------- JPEG (TurboJPEG) ---------- */
+
+static int jpeg_decode(const uint8_t *data, size_t size, long long max_pixels, lookout_decoded *result, int header_only) {
+    tjhandle handle = tjInitDecompress();
+    if (!handle) {
+        snprintf(result->error, sizeof result->error, "JPEG: cannot start the decoder");
+        return -1;
+    }
+    int width = 0, height = 0, subsampling = 0, colorspace = 0;
+    if (tjDecompressHeader3(handle, data, (unsigned long)size, &width, &height, &subsampling, &colorspace) != 0) {
+        snprintf(result->error, sizeof result->error, "JPEG: %s", tjGetErrorStr2(handle));
+        tjDestroy(handle);
+        return -1;
+    }
+    result->width = width;
+    result->height = height;
+    if ((long long)width * (long long)height > max_pixels) {
+        snprintf(result->error, sizeof result->error, "image of %dx%d pixels is over the %lld-pixel limit", width, height, max_pixels);
+        tjDestroy(handle);
+        return -1;
+    }
+    if (header_only) {
+        tjDestroy(handle);
+        return 0;
+    }
+    int cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
+    int channels = cmyk ? 4 : 3;
+    uint8_t *buffer = (uint8_t *)malloc((size_t)width * height * channels);
+    if (!buffer) {
+        snprintf(result->error, sizeof result->error, "JPEG: out of memory");
+        tjDestroy(handle);
+        return -1;
+    }
+    int status = tjDecompress2(handle, data, (unsigned long)size, buffer, width, 0, height, cmyk ? TJPF_CMYK : TJPF_BGR,
+                               0 /* accurate integer IDCT, fancy upsampling: libjpeg defaults, as OpenCV */);
+    /* Warnings are accepted (OpenCV decodes through them), except a premature end: the file is cut. */
+    if (status != 0 && (tjGetErrorCode(handle) == TJERR_FATAL || strstr(tjGetErrorStr2(handle), "Premature end"))) {
+        snprintf(result->error, sizeof result->error, "JPEG: %s (file truncated or corrupt)", tjGetErrorStr2(handle));
+        free(buffer);
+        tjDestroy(handle);
+        return -1;
+    }
+    tjDestroy(handle);
+    if (cmyk) {
+        /* Inverted (Adobe) CMYK, converted as OpenCV does: channel = k − (255 − channel)·k / 256. */
+        uint8_t *bgr = (uint8_t *)malloc((size_t)width * height * 3);
+        if (!bgr) {
+            free(buffer);
+            snprintf(result->error, sizeof result->error, "JPEG: out of memory");
+            return -1;
+        }
+        for (size_t p = 0; p < (size_t)width * height; p++) {
+            int c = buffer[4 * p], m = buffer[4 * p + 1], y = buffer[4 * p + 2], k = buffer[4 * p + 3];
+            bgr[3 * p + 2] = (uint8_t)(k - ((255 - c) * k >> 8));
+            bgr[3 * p + 1] = (uint8_t)(k - ((255 - m) * k >> 8));
+            bgr[3 * p + 0] = (uint8_t)(k - ((255 - y) * k >> 8));
+        }
+        free(buffer);
+        buffer = bgr;
+    }
+    result->pixels = buffer;
+    return 0;
+}
+
+int lookout_image_size(const uint8_t *data, size_t size, int *width, int *height, char *error, size_t error_size) {
+    lookout_decoded result;
+    memset(&result, 0, sizeof result);
+    int status;
+    if (is_png(data, size)) {
+        status = png_decode(data, size, (long long)1 << 62, &result, 1);
+    } else if (is_jpeg(data, size)) {
+        status = jpeg_decode(data, size, (long long)1 << 62, &result, 1);
+    } else {
+        snprintf(result.error, sizeof result.error, "not a JPEG or PNG file");
+        status = -1;
+    }
+    *width = result.width;
+    *height = result.height;
+    if (error && error_size) snprintf(error, error_size, "%s", result.error);
+    return status;
+}
+
+void lookout_image_decode(const uint8_t *data, size_t size, long long max_pixels, lookout_decoded *result) {
+    memset(result, 0, sizeof *result);
+    if (is_png(data, size)) {
+        png_decode(data, size, max_pixels, result, 0);
+    } else if (is_jpeg(data, size)) {
+        jpeg_decode(data, size, max_pixels, result, 0);
+    } else {
+        snprintf(result->error, sizeof result->error, "not a JPEG or PNG file (unsupported format)");
+    }
+}

@@ -1,0 +1,23 @@
+#ifndef LOOKOUT_CODECS_H
+#define LOOKOUT_CODECS_H
+#include <stddef.h>
+#include <stdint.h>
+
+/// Result of decoding: BGR, 8 bits per channel, rows top to bottom (OpenCV's IMREAD_COLOR layout).
+typedef struct {
+    uint8_t *pixels;  /// malloc'ed width*height*3 bytes; free with lookout_codecs_free
+    int width;
+    int height;
+    char error[256];  /// empty on success
+} lookout_decoded;
+
+/// Reads the size of a JPEG or PNG without decoding it. Returns 0 on success.
+int lookout_image_size(const uint8_t *data, size_t size, int *width, int *height, char *error, size_t error_size);
+
+/// Decodes a JPEG (baseline or progressive; grayscale, YCbCr, CMYK/YCCK) or a PNG (palette, grayscale,
+/// 1–16 bits, with or without alpha) to BGR as cv2.imread(IMREAD_COLOR) would: gray replicated, alpha
+/// dropped, 16-bit reduced by keeping the high byte. `max_pixels` bounds width*height.
+void lookout_image_decode(const uint8_t *data, size_t size, long long max_pixels, lookout_decoded *result);
+
+void lookout_codecs_free(void *pointer);
+#endif
