@@ -26,7 +26,7 @@ import Testing
             kept, inputWidth: input.shape[3], inputHeight: input.shape[2], imageWidth: Int(original[1]), imageHeight: Int(original[0]))
     }
 
-    @Test(arguments: ["n-zidane-320-queries", "n-bus-416-queries", "n-bus-320"])
+    @Test(arguments: NetworkParityTests.fullComparisons)
     func sameInputsGiveTheSameDetections(fixture: String) throws {
         let file = try Self.reference(fixture)
         let classes = try file.view("text").shape[1]
@@ -39,7 +39,7 @@ import Testing
         }
     }
 
-    @Test(arguments: ["n-zidane-320-queries", "n-bus-416-queries"])
+    @Test(arguments: NetworkParityTests.fullComparisons)
     func endToEndMatchesUltralytics(fixture: String) throws {
         let file = try Self.reference(fixture)
         let textView = try file.view("text")

@@ -2,11 +2,18 @@
 """Reference outputs of the YOLO-World v2 network, as ultralytics' predictor runs it.
 
 For Tests/Fixtures/weights/yolov8n-worldv2-random.pt: the model is loaded like `AutoBackend` loads it
-(`ema or model`, `.float()`, `fuse()`, eval), fed letterboxed photos (LetterBox with auto=True, stride 32,
+(`ema or model`, `.float()`, `fuse()`, eval), fed letterboxed photos from examples/photos (LetterBox with auto=True, stride 32,
 pad 114, BGR→RGB, /255 — the predictor's preprocessing), and run with the checkpoint's text features and
 with a custom query set. Writes Tests/Fixtures/detector/<name>.safetensors holding the input tensor, the
 text features, the backbone outputs (layers 4, 6, 9), the neck outputs (15, 18, 21) and the raw output
 (1, 4 + K, anchors): boxes (cx, cy, w, h) in input pixels, then sigmoid scores.
+
+Conditioning: a random network can amplify float32 rounding far beyond what trained weights do. For each
+case the same model is also run in float64, and the reference's own float32 error is recorded in the
+metadata (`reference_error_boxes`, `reference_error_scores`). Cases meant for the full comparison (raw
+scores within 1e-4, boxes within 0.01 px) must have a reference error under a tenth of those tolerances;
+the script fails otherwise. The case with the checkpoint's 80 built-in text features is kept for the
+backbone comparison only: its scores saturate and its float32 error is about the tolerance itself.
 """
 from __future__ import annotations
 
@@ -41,27 +48,35 @@ def main() -> None:
                             map_location="cpu", weights_only=False)
     model = (checkpoint.get("ema") or checkpoint["model"]).float()
     model = model.fuse().eval()
-    assets = os.path.join(os.path.dirname(ultralytics.__file__), "assets")
+    exact = torch.load(os.path.join(ROOT, "Tests", "Fixtures", "weights", "yolov8n-worldv2-random.pt"),
+                       map_location="cpu", weights_only=False)
+    exact = (exact.get("ema") or exact["model"]).double().fuse().eval()
+    assets = os.path.join(ROOT, "examples", "photos")
     torch.manual_seed(7)
     queries = torch.nn.functional.normalize(torch.randn(1, 3, 512), dim=-1)
     five = torch.nn.functional.normalize(torch.randn(1, 5, 512), dim=-1)
     os.makedirs(OUT, exist_ok=True)
-    for name, image, size, text in [
-        ("n-bus-320", "bus.jpg", 320, None),
-        ("n-zidane-320-queries", "zidane.jpg", 320, queries),
-        ("n-bus-416-queries", "bus.jpg", 416, five),
+    for name, image, size, text, full in [
+        ("n-astronaut-320", "astronaut.jpg", 320, None, False),
+        ("n-rocket-416-queries", "rocket.jpg", 416, five, True),
+        ("n-chelsea-352-queries", "chelsea.jpg", 352, queries, True),
     ]:
         x = preprocess(os.path.join(assets, image), size)
         captured: dict[int, torch.Tensor] = {}
         hooks = [model.model[i].register_forward_hook(
             lambda module, inputs, output, i=i: captured.__setitem__(i, output)) for i in (4, 6, 9, 15, 18, 21)]
-        head = model.model[-1]
-        head.nc = 80 if text is None else text.shape[1]  # what set_classes does for a new query set
+        for m in (model, exact):
+            m.model[-1].nc = 80 if text is None else text.shape[1]  # what set_classes does for a new query set
         with torch.no_grad():
             y = model.predict(x, txt_feats=text)
+            y64 = exact.predict(x.double(), txt_feats=None if text is None else text.double())[0]
         for hook in hooks:
             hook.remove()
         output = y[0] if isinstance(y, tuple) else y
+        box_error = float((output[0, :4].double() - y64[0, :4]).abs().max())
+        score_error = float((output[0, 4:].double() - y64[0, 4:]).abs().max())
+        if full:
+            assert box_error < 0.001 and score_error < 1e-5, f"{name} is ill-conditioned: {box_error}, {score_error}"
         tensors = {"input": x, "text": (model.txt_feats if text is None else text).float().contiguous(), "output": output}
         # Post-processing as the predictor runs it: NMS (conf, iou 0.7, max_det 300, class-aware), then boxes
         # scaled back to the original image.
@@ -77,10 +92,13 @@ def main() -> None:
         for i, value in captured.items():
             tensors[f"layer{i}"] = value.contiguous()
         save_file({k: v.contiguous() for k, v in tensors.items()}, os.path.join(OUT, name + ".safetensors"),
-                  metadata={"ultralytics": ultralytics.__version__, "torch": torch.__version__, "image": image})
+                  metadata={"ultralytics": ultralytics.__version__, "torch": torch.__version__, "image": image,
+                            "full_comparison": str(full), "reference_error_boxes": f"{box_error:.3g}",
+                            "reference_error_scores": f"{score_error:.3g}"})
         scores = output[0, 4:]
         print(f"{name}: input {tuple(x.shape)}, output {tuple(output.shape)}, scores > 0.25: "
-              f"{int((scores > 0.25).sum())}, max score {float(scores.max()):.3f}")
+              f"{int((scores > 0.25).sum())}, max score {float(scores.max()):.3f}, float32 error of the reference: "
+              f"boxes {box_error:.2g} px, scores {score_error:.2g}")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ Writes into Tests/Fixtures/weights/:
 
   yolov8n-worldv2-random.pt   ultralytics `YOLOWorld("yolov8n-worldv2.yaml")` with unit-norm random text features
                               (as a released file's CLIP features are), BatchNorm statistics calibrated
-                              on real photos (ultralytics' bus.jpg and zidane.jpg, letterboxed, flipped and
+                              on real photos (examples/photos: scikit-image's public-domain and CC0 photos, letterboxed, flipped and
                               cropped, run in train mode), contrastive-head bias −3.5 and logit scale 1 (so that
                               scores spread), saved by `YOLOWorld.save` (fp16, as released)
   clip-tiny-openai.pt         OpenAI CLIP architecture (width 64, 2 text layers, the real 49,408-token vocabulary),
@@ -57,13 +57,12 @@ def describe(tensors: dict[str, torch.Tensor]) -> dict:
 
 def letterboxed_photos() -> torch.Tensor:
     import cv2
-    import ultralytics
     from ultralytics.data.augment import LetterBox
 
-    assets = os.path.join(os.path.dirname(ultralytics.__file__), "assets")
+    photos = os.path.join(ROOT, "examples", "photos")
     images = []
-    for name in ("bus.jpg", "zidane.jpg"):
-        image = cv2.imread(os.path.join(assets, name))
+    for name in ("astronaut.jpg", "coffee.jpg", "chelsea.jpg", "rocket.jpg"):
+        image = cv2.imread(os.path.join(photos, name))
         h, w = image.shape[:2]
         variants = [image, image[:, ::-1], image[: h // 2], image[h // 3 :, w // 4 :], image[:, : w // 2]]
         for variant in variants:

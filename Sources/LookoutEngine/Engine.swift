@@ -1,0 +1,179 @@
+import LookoutDetector
+import LookoutImage
+import LookoutTensor
+import LookoutTextEncoder
+import LookoutWeights
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Time spent in each stage of a detection, in seconds.
+public struct StageTimings: Sendable {
+    public var decode = 0.0
+    public var preprocess = 0.0
+    public var textEncode = 0.0
+    public var backbone = 0.0
+    public var neckAndHead = 0.0
+    public var suppression = 0.0
+
+    public init() {}
+
+    public var total: Double { decode + preprocess + textEncode + backbone + neckAndHead + suppression }
+
+    /// Named stages in pipeline order, in milliseconds.
+    public var milliseconds: [(String, Double)] {
+        [
+            ("decode", decode), ("preprocess", preprocess), ("text_encode", textEncode), ("backbone", backbone),
+            ("neck_head", neckAndHead), ("nms", suppression), ("total", total),
+        ].map { ($0.0, $0.1 * 1000) }
+    }
+}
+
+/// A decoded, letterboxed photo with its backbone features: what a new query set reuses.
+public struct PreparedImage: Sendable {
+    public let name: String
+    public let width: Int
+    public let height: Int
+    public let letterbox: Letterbox
+    public let features: [FeatureMap]
+    public var timings: StageTimings
+}
+
+/// Detections of one image for one query set.
+public struct ImageDetections: Sendable {
+    public struct Item: Sendable, Equatable {
+        public let label: String
+        public let queryIndex: Int
+        public let score: Float
+        /// `x1, y1, x2, y2` in the original image's pixels.
+        public let box: [Float]
+    }
+
+    public let image: String
+    public let width: Int
+    public let height: Int
+    public let detections: [Item]
+    public let timings: StageTimings
+}
+
+/// The detection pipeline: photo → letterbox → backbone → text-guided neck and head → NMS → original
+/// pixels (ultralytics `predict`), with the image features kept so that new queries skip the backbone.
+public final class Engine: Sendable {
+    public let network: YOLOWorldNetwork
+    public let embedder: TextEmbedder?
+
+    /// Checks that the detector and the text encoder fit together (embedding sizes).
+    public init(network: YOLOWorldNetwork, embedder: TextEmbedder?) throws(WeightsError) {
+        if let embedder, embedder.encoder.configuration.embeddingSize != network.embeddingSize {
+            throw WeightsError(
+                path: "model",
+                problem:
+                    "the text encoder makes \(embedder.encoder.configuration.embeddingSize)-d embeddings but the detector expects \(network.embeddingSize)-d: they do not belong together")
+        }
+        self.network = network
+        self.embedder = embedder
+    }
+
+    /// Decodes, letterboxes (`size`, auto padding to a multiple of 32) and runs the backbone.
+    public func prepare(path: String, size: Int = 640, pixelLimit: Int = ImageFile.defaultPixelLimit) throws(ImageError) -> PreparedImage {
+        var timings = StageTimings()
+        var clock = Clock()
+        let image = try ImageFile.read(path, pixelLimit: pixelLimit)
+        timings.decode = clock.lap()
+        var prepared = prepare(image: image, name: path, size: size)
+        prepared.timings.decode = timings.decode
+        return prepared
+    }
+
+    public func prepare(image: Image, name: String, size: Int = 640) -> PreparedImage {
+        var timings = StageTimings()
+        var clock = Clock()
+        let letterbox = Letterbox(width: image.width, height: image.height, size: size)
+        let boxed = letterbox.apply(to: image)
+        let input = FeatureMap(channels: 3, height: boxed.height, width: boxed.width, data: Letterbox.tensor(boxed))
+        timings.preprocess = clock.lap()
+        let features = network.backbone(input)
+        timings.backbone = clock.lap()
+        return PreparedImage(
+            name: name, width: image.width, height: image.height, letterbox: letterbox, features: features, timings: timings)
+    }
+
+    /// Embeds the queries (through the cache) and detects them in a prepared image.
+    public func detect(_ prepared: PreparedImage, queries: [String], options: SuppressionOptions = .init()) -> ImageDetections {
+        guard let embedder else { preconditionFailure("an engine without a text encoder needs text features") }
+        var clock = Clock()
+        let (embeddings, _) = embedder.embed(queries)
+        let seconds = clock.lap()
+        var result = detect(prepared, labels: queries, text: embeddings.flatMap { $0 }, options: options)
+        var timings = result.timings
+        timings.textEncode = seconds
+        result = ImageDetections(
+            image: result.image, width: result.width, height: result.height, detections: result.detections, timings: timings)
+        return result
+    }
+
+    /// Detects with given text features (`labels.count × embeddingSize`, L2-normalised as CLIP gives them).
+    public func detect(_ prepared: PreparedImage, labels: [String], text: [Float], options: SuppressionOptions = .init())
+        -> ImageDetections
+    {
+        precondition(text.count == labels.count * network.embeddingSize, "text features do not match the labels")
+        var timings = prepared.timings
+        var clock = Clock()
+        let output = network.head(prepared.features, text: text, classes: labels.count)
+        timings.neckAndHead = clock.lap()
+        let kept = NonMaxSuppression.run(output, classes: labels.count, options: options)
+        let scaled = NonMaxSuppression.scaleBoxes(
+            kept, inputWidth: prepared.letterbox.width, inputHeight: prepared.letterbox.height, imageWidth: prepared.width,
+            imageHeight: prepared.height)
+        timings.suppression = clock.lap()
+        let items = scaled.map {
+            ImageDetections.Item(label: labels[$0.classIndex], queryIndex: $0.classIndex, score: $0.score, box: $0.box)
+        }
+        return ImageDetections(image: prepared.name, width: prepared.width, height: prepared.height, detections: items, timings: timings)
+    }
+}
+
+/// Splits a query line as `lookout detect -q` takes it: comma-separated, trimmed, duplicates collapsed
+/// (first kept), empty parts dropped. Returns the queries and the number of empty parts dropped.
+public func parseQueries(_ line: String) -> (queries: [String], emptyParts: Int) {
+    var queries: [String] = []
+    var empty = 0
+    for part in line.split(separator: ",", omittingEmptySubsequences: false) {
+        let trimmed = part.trimmingCharacters(in: " \t\n\r")
+        if trimmed.isEmpty {
+            empty += 1
+        } else if !queries.contains(trimmed) {
+            queries.append(trimmed)
+        }
+    }
+    return (queries, empty)
+}
+
+extension Substring {
+    func trimmingCharacters(in set: String) -> String {
+        let characters = Set(set)
+        var slice = self[...]
+        while let first = slice.first, characters.contains(first) { slice = slice.dropFirst() }
+        while let last = slice.last, characters.contains(last) { slice = slice.dropLast() }
+        return String(slice)
+    }
+}
+
+struct Clock {
+    private var last = Clock.now()
+
+    static func now() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) * 1e-9
+    }
+
+    mutating func lap() -> Double {
+        let current = Clock.now()
+        defer { last = current }
+        return current - last
+    }
+}
