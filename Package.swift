@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "LookoutTextEncoder", targets: ["LookoutTextEncoder"]),
         .library(name: "LookoutDetector", targets: ["LookoutDetector"]),
         .library(name: "LookoutImage", targets: ["LookoutImage"]),
+        .library(name: "LookoutEngine", targets: ["LookoutEngine"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2")
@@ -49,6 +50,11 @@ let package = Package(
         .target(name: "LookoutImage", dependencies: ["CLookoutCodecs"]),
         // YOLO-World v2 network: backbone, text-guided neck, contrastive head.
         .target(name: "LookoutDetector", dependencies: ["LookoutTensor", "LookoutWeights"]),
+        // The pipeline: photo → letterbox → backbone → neck/head with the query embeddings → NMS.
+        .target(
+            name: "LookoutEngine",
+            dependencies: ["LookoutDetector", "LookoutImage", "LookoutTensor", "LookoutTextEncoder", "LookoutWeights"]
+        ),
         // CLIP text transformer on OpenBLAS, and the text-embedding cache.
         .target(
             name: "LookoutTextEncoder",
@@ -62,6 +68,9 @@ let package = Package(
                 "LookoutJSON",
                 "LookoutWeights",
                 "LookoutTextEncoder",
+                "LookoutEngine",
+                "LookoutDetector",
+                "LookoutImage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -85,7 +94,8 @@ let package = Package(
             exclude: ["Fixtures"]
         ),
         .testTarget(name: "LookoutCLITests", dependencies: ["LookoutJSON"]),
-        .testTarget(name: "LookoutDetectorTests", dependencies: ["LookoutDetector", "LookoutWeights", "LookoutImage"]),
+        .testTarget(
+            name: "LookoutDetectorTests", dependencies: ["LookoutDetector", "LookoutWeights", "LookoutImage", "LookoutEngine"]),
     ],
     swiftLanguageModes: [.v6]
 )

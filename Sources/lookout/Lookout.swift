@@ -11,6 +11,6 @@ struct Lookout: ParsableCommand {
             OpenAI's `clip.tokenize`.
             """,
         version: "0.1.0",
-        subcommands: [TokenizeCommand.self, EmbedCommand.self, ModelsCommand.self]
+        subcommands: [DetectCommand.self, TokenizeCommand.self, EmbedCommand.self, ModelsCommand.self]
     )
 }

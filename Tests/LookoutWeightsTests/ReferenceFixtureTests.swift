@@ -73,12 +73,12 @@ import Testing
         #expect(
             openai.kind
                 == .clipTextEncoder(
-                    layout: "openai", width: 64, layers: 2, heads: 1, vocabulary: 49408, context: 77, embedding: 64))
+                    layout: "openai", width: 64, layers: 2, heads: 1, vocabulary: 49408, context: 77, embedding: 512))
         let hf = ModelSummary(try WeightFile.open(Support.fixture("clip-tiny-hf.safetensors")))
         #expect(
             hf.kind
                 == .clipTextEncoder(
-                    layout: "huggingface", width: 64, layers: 2, heads: 1, vocabulary: 49408, context: 77, embedding: 64))
+                    layout: "huggingface", width: 64, layers: 2, heads: 1, vocabulary: 49408, context: 77, embedding: 512))
     }
 
     @Test func safetensorsMetadataAndDtypes() throws {

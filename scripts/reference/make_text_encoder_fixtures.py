@@ -6,8 +6,9 @@ builds the model from the archive's state dict, rounds Linear/attention weights 
 (`convert_weights`) and runs in fp32 (`model.float()`).
 
     python scripts/reference/make_text_encoder_fixtures.py
-        -> Tests/Fixtures/text/clip-tiny-expected.json for Tests/Fixtures/weights/clip-tiny-openai.pt and
-           clip-tiny-hf.safetensors (the HF file's tensors loaded into the same OpenAI computation)
+        -> Tests/Fixtures/text/clip-tiny-expected.safetensors (embeddings, F32) and clip-tiny-prompts.json for
+           Tests/Fixtures/weights/clip-tiny-openai.pt and clip-tiny-hf.safetensors (the HF file's tensors
+           loaded into the same OpenAI computation)
     python scripts/reference/make_text_encoder_fixtures.py --full DIR
         -> DIR/ViT-B-32-random.pt, a full-size random ViT-B/32 in the official format, and DIR/expected.json
 
@@ -92,12 +93,16 @@ def tiny() -> None:
     openai = encode(model, texts)
     hf_into_openai(model, os.path.join(weights, "clip-tiny-hf.safetensors"))
     hf = encode(model, texts)
+    from safetensors.torch import save_file
+
     out = os.path.join(ROOT, "Tests", "Fixtures", "text")
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "clip-tiny-expected.json"), "w", encoding="utf-8") as handle:
-        json.dump({"source": "clip.load(path, device='cpu', jit=False).encode_text, then x / x.norm()",
-                   "torch": torch.__version__, "prompts": texts,
-                   "clip-tiny-openai.pt": openai, "clip-tiny-hf.safetensors": hf}, handle)
+    with open(os.path.join(out, "clip-tiny-prompts.json"), "w", encoding="utf-8") as handle:
+        json.dump(texts, handle, ensure_ascii=True, indent=0)
+    save_file({"clip-tiny-openai.pt": torch.tensor(openai), "clip-tiny-hf.safetensors": torch.tensor(hf)},
+              os.path.join(out, "clip-tiny-expected.safetensors"),
+              metadata={"source": "clip.load(path, device='cpu', jit=False).encode_text, then x / x.norm()",
+                        "torch": torch.__version__})
     print(f"wrote {len(texts)} embeddings of size {len(openai[0])} for each layout")
 
 

@@ -8,7 +8,8 @@ Writes into Tests/Fixtures/weights/:
                               on real photos (examples/photos: scikit-image's public-domain and CC0 photos, letterboxed, flipped and
                               cropped, run in train mode), contrastive-head bias −3.5 and logit scale 1 (so that
                               scores spread), saved by `YOLOWorld.save` (fp16, as released)
-  clip-tiny-openai.pt         OpenAI CLIP architecture (width 64, 2 text layers, the real 49,408-token vocabulary),
+  clip-tiny-openai.pt         OpenAI CLIP architecture (width 64, 2 text layers, 512-d embeddings, the real
+                              49,408-token vocabulary),
                               random weights converted like the official file (`convert_weights`: fp16
                               Linear/Conv/MHA weights and projections, fp32 embeddings and norms), saved as a
                               TorchScript archive (`torch.jit.trace_module(...).save`)
@@ -125,7 +126,8 @@ def tiny_clip():
     from clip.model import CLIP, convert_weights
 
     torch.manual_seed(2)
-    model = CLIP(embed_dim=64, image_resolution=32, vision_layers=1, vision_width=64, vision_patch_size=16,
+    # embed_dim 512, as ViT-B/32's: the text features then fit the YOLO-World fixture's 512-d neck and head.
+    model = CLIP(embed_dim=512, image_resolution=32, vision_layers=1, vision_width=64, vision_patch_size=16,
                  context_length=77, vocab_size=49408, transformer_width=64, transformer_heads=1,
                  transformer_layers=2).eval()
     reference_env.realistic_random_clip_(model)

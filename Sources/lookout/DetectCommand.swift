@@ -1,0 +1,224 @@
+import ArgumentParser
+import LookoutDetector
+import LookoutEngine
+import LookoutJSON
+import LookoutTextEncoder
+import LookoutWeights
+
+/// Model choice shared by the commands that detect.
+struct ModelOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("Model directory with a lookout-model.json naming a detector and a text encoder.", valueName: "dir"))
+    var model: String?
+
+    @Option(help: ArgumentHelp("YOLO-World v2 detector weights (yolov8s-worldv2.pt, or safetensors).", valueName: "path"))
+    var detector: String?
+
+    @Option(help: ArgumentHelp("CLIP text encoder weights (ViT-B-32.pt, or safetensors).", valueName: "path"))
+    var textModel: String?
+
+    @Option(help: ArgumentHelp("CLIP vocabulary file (JSON).", valueName: "path"))
+    var vocab: String?
+
+    @Flag(help: "Do not read or write Lookout's caches (vocabulary, text embeddings).")
+    var noCache = false
+
+    func validate() throws {
+        if model != nil && (detector != nil || textModel != nil) {
+            throw ValidationError("Give --model DIR, or --detector and --text-model, not both.")
+        }
+        if model == nil && (detector == nil) != (textModel == nil) {
+            throw ValidationError("--detector and --text-model go together (or use --model DIR).")
+        }
+    }
+
+    /// Loads the detector and the text encoder, and checks that they fit together.
+    func engine() throws -> Engine {
+        let detectorPath: String
+        let textPath: String
+        if let model {
+            let manifest = try ModelManifest(directory: model)
+            (detectorPath, textPath) = (manifest.detector.path, manifest.textEncoder.path)
+        } else if let detector, let textModel {
+            (detectorPath, textPath) = (detector, textModel)
+        } else {
+            throw LookoutError(
+                """
+                No model given. Pass --model DIR (a folder with lookout-model.json), or --detector FILE and \
+                --text-model FILE. scripts/fetch-models downloads the official weights; see Models/README.md.
+                """)
+        }
+        let network = try YOLOWorldNetwork(weights: WeightFile.open(detectorPath))
+        let encoder = try CLIPTextEncoder(contentsOf: textPath)
+        let tokenizer = try loadTokenizer(vocab, cache: !noCache)
+        let cache = noCache ? nil : TextEmbeddingCache(directory: ResourceLocator.cacheDirectory().map { $0 + "/text-embeddings" })
+        return try Engine(network: network, embedder: TextEmbedder(tokenizer: tokenizer, encoder: encoder, cache: cache))
+    }
+}
+
+/// Thresholds shared by the commands that detect.
+struct ThresholdOptions: ParsableArguments {
+    @Option(help: "Confidence threshold: keep detections scoring above it.")
+    var conf: Float = 0.25
+
+    @Option(help: "IoU above which a lower-scoring box of the same query is suppressed.")
+    var iou: Double = 0.7
+
+    @Option(help: "At most this many detections per image.")
+    var maxDet = 300
+
+    @Flag(help: "Suppress overlapping boxes across queries too (one NMS for all queries).")
+    var agnostic = false
+
+    @Option(help: "Network input size: the longer side is scaled to it (multiple of 32).")
+    var imgsz = 640
+
+    @Option(
+        name: .customLong("query-conf"),
+        help: ArgumentHelp("A threshold for one query, as QUERY=VALUE (repeatable), e.g. --query-conf \"red car=0.1\".", valueName: "query=value"))
+    var queryThresholds: [String] = []
+
+    func validate() throws {
+        guard conf >= 0 && conf < 1 else { throw ValidationError("--conf must be in [0, 1).") }
+        guard iou > 0 && iou <= 1 else { throw ValidationError("--iou must be in (0, 1].") }
+        guard maxDet > 0 else { throw ValidationError("--max-det must be positive.") }
+        guard imgsz >= 32 && imgsz <= 4096 && imgsz % 32 == 0 else { throw ValidationError("--imgsz must be a multiple of 32 from 32 to 4096.") }
+        for entry in queryThresholds {
+            guard let equals = entry.lastIndex(of: "="), Float(entry[entry.index(after: equals)...]) != nil else {
+                throw ValidationError("--query-conf takes QUERY=VALUE, got \"\(entry)\".")
+            }
+        }
+    }
+
+    func options(for queries: [String]) throws -> SuppressionOptions {
+        var options = SuppressionOptions()
+        options.confidence = conf
+        options.iou = iou
+        options.maximumDetections = maxDet
+        options.agnostic = agnostic
+        for entry in queryThresholds {
+            let equals = entry.lastIndex(of: "=")!
+            let query = String(entry[..<equals]).trimmingCharacters(in: " ")
+            guard let index = queries.firstIndex(of: query) else {
+                throw LookoutError("--query-conf names \"\(query)\", which is not one of the queries: \(queries.joined(separator: ", "))")
+            }
+            options.perClassConfidence[index] = Float(entry[entry.index(after: equals)...])!
+        }
+        return options
+    }
+}
+
+extension String {
+    func trimmingCharacters(in set: String) -> String {
+        let characters = Set(set)
+        var slice = self[...]
+        while let first = slice.first, characters.contains(first) { slice = slice.dropFirst() }
+        while let last = slice.last, characters.contains(last) { slice = slice.dropLast() }
+        return String(slice)
+    }
+}
+
+struct DetectCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "detect",
+        abstract: "Find what you describe in photos.",
+        discussion: """
+            Queries are comma-separated ("dog, red car"), or one per line in --queries-file. Results match
+            ultralytics YOLO-World predict: letterbox, text-guided network, class-aware NMS, boxes in the
+            photo's pixels.
+
+            Examples:
+              lookout detect --model Models/official photo.jpg -q "dog, red car"
+              lookout detect --model Models/official *.jpg -q person --conf 0.1 --json
+            """
+    )
+
+    @Argument(help: "JPEG or PNG files.")
+    var images: [String]
+
+    @Option(name: [.customShort("q"), .long], help: "Comma-separated queries.")
+    var queries: String?
+
+    @Option(help: ArgumentHelp("A file with one query per line, taken verbatim.", valueName: "path"))
+    var queriesFile: String?
+
+    @OptionGroup var modelOptions: ModelOptions
+    @OptionGroup var thresholds: ThresholdOptions
+
+    @Flag(help: "One JSON object per image per line instead of a table.")
+    var json = false
+
+    func validate() throws {
+        if images.isEmpty { throw ValidationError("Give at least one image.") }
+        if (queries == nil) == (queriesFile == nil) { throw ValidationError("Give the queries with -q \"a, b\" or --queries-file FILE (one of them).") }
+    }
+
+    func run() throws {
+        let list = try queryList()
+        let engine = try modelOptions.engine()
+        let options = try thresholds.options(for: list)
+        var failures = 0
+        for path in images {
+            do {
+                let prepared = try engine.prepare(path: path, size: thresholds.imgsz)
+                let result = engine.detect(prepared, queries: list, options: options)
+                print(json ? Report.json(result) : Report.table(result), terminator: "")
+            } catch {
+                failures += 1
+                printError("lookout: \(error)")
+            }
+        }
+        if failures > 0 {
+            printError("lookout: \(failures) of \(images.count) images could not be read")
+            throw ExitCode.failure
+        }
+    }
+
+    private func queryList() throws -> [String] {
+        if let queriesFile {
+            let bytes = try FileContents.read(queriesFile, maximumSize: 1 << 20)
+            let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+                .map { $0.hasSuffix("\r") ? String($0.dropLast()) : String($0) }.filter { !$0.isEmpty }
+            guard !lines.isEmpty else { throw LookoutError("\(queriesFile): no queries (one per line)") }
+            return lines
+        }
+        let (list, empty) = parseQueries(queries!)
+        if empty > 0 { printError("lookout: ignoring \(empty) empty quer\(empty == 1 ? "y" : "ies") in \"\(queries!)\"") }
+        guard !list.isEmpty else { throw LookoutError("no queries: -q needs at least one non-empty, comma-separated query") }
+        return list
+    }
+}
+
+/// Text and JSON renderings of detections.
+enum Report {
+    static func table(_ result: ImageDetections) -> String {
+        var out = "\(result.image) (\(result.width)×\(result.height)): \(result.detections.count) detection\(result.detections.count == 1 ? "" : "s")\n"
+        let width = max(5, result.detections.map(\.label.count).max() ?? 0)
+        for item in result.detections {
+            let label = item.label + String(repeating: " ", count: width - item.label.count)
+            let box = item.box.map { String(format1($0)) }.joined(separator: " ")
+            out += "  \(label)  \(format3(item.score))  [\(box)]\n"
+        }
+        return out
+    }
+
+    static func json(_ result: ImageDetections) -> String {
+        let detections = result.detections.map { item -> JSONValue in
+            .object([
+                ("label", .string(item.label)), ("query_index", .int(Int64(item.queryIndex))), ("score", .double(Double(item.score))),
+                ("box", .array(item.box.map { .double(Double($0)) })),
+            ])
+        }
+        let timings = result.timings.milliseconds.map { ($0.0 + "_ms", JSONValue.double(($0.1 * 100).rounded() / 100)) }
+        let value = JSONValue.object([
+            ("image", .string(result.image)), ("width", .int(Int64(result.width))), ("height", .int(Int64(result.height))),
+            ("detections", .array(detections)), ("timings", .object(timings)),
+        ])
+        return value.serialized + "\n"
+    }
+
+    static func format1(_ value: Float) -> String { "\((value * 10).rounded() / 10)" }
+    static func format3(_ value: Float) -> String {
+        let text = "\((value * 1000).rounded() / 1000)"
+        return text.count < 5 ? text + String(repeating: "0", count: 5 - text.count) : text
+    }
+}
