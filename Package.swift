@@ -77,7 +77,9 @@ let package = Package(
 
         .executableTarget(
             name: "lookout-benchmarks",
-            dependencies: ["LookoutTokenizer", "LookoutJSON", "LookoutWeights", "LookoutTextEncoder"],
+            dependencies: [
+                "LookoutTokenizer", "LookoutJSON", "LookoutWeights", "LookoutTextEncoder", "LookoutDetector", "LookoutEngine",
+            ],
             path: "Benchmarks/LookoutBenchmarks"
         ),
 

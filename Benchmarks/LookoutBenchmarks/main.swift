@@ -1,5 +1,7 @@
 // Tokenizer benchmarks: `swift run -c release lookout-benchmarks [repository root]`.
 // Prints median and p95 over repeated runs; timings are for BENCHMARKS.md, never for tests.
+import LookoutDetector
+import LookoutEngine
 import LookoutJSON
 import LookoutTextEncoder
 import LookoutTokenizer
@@ -42,6 +44,36 @@ if CommandLine.arguments.count > 2 && CommandLine.arguments[1] == "weights" {
             for name in weights.names { _ = weights.tensors[name]!.floats() }
         }
     }
+    exit(0)
+}
+
+// `lookout-benchmarks detect DETECTOR IMAGE SIZE`: stages of a detection with 80 random unit queries.
+if CommandLine.arguments.count > 4 && CommandLine.arguments[1] == "detect" {
+    let network = try YOLOWorldNetwork(weights: WeightFile.open(CommandLine.arguments[2]))
+    let engine = try Engine(network: network, embedder: nil)
+    let size = Int(CommandLine.arguments[4]) ?? 640
+    var generator = SystemRandomNumberGenerator()
+    var text = (0..<(80 * 512)).map { _ in Float.random(in: -1...1, using: &generator) }
+    for k in 0..<80 {
+        let norm = (0..<512).reduce(Float(0)) { $0 + text[k * 512 + $1] * text[k * 512 + $1] }.squareRoot()
+        for d in 0..<512 { text[k * 512 + d] /= norm }
+    }
+    let labels = (0..<80).map { "q\($0)" }
+    var prepared = try engine.prepare(path: CommandLine.arguments[3], size: size)
+    try measure("full detect (decode → NMS), 80 queries, \(size)", repetitions: 5) {
+        prepared = try engine.prepare(path: CommandLine.arguments[3], size: size)
+        _ = engine.detect(prepared, labels: labels, text: text)
+    }
+    let result = engine.detect(prepared, labels: labels, text: text)
+    print("stages of the last run (ms): " + result.timings.milliseconds.map { "\($0.0) \(format3($0.1))" }.joined(separator: ", "))
+    measure("re-query (neck + head + NMS), 80 queries", repetitions: 5) { _ = engine.detect(prepared, labels: labels, text: text) }
+    var options = SuppressionOptions()
+    options.confidence = 0.1
+    let output = network.head(prepared.features, text: text, classes: 80)
+    measure("re-threshold (NMS + scaling only)", repetitions: 20) { _ = NonMaxSuppression.run(output, classes: 80, options: options) }
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    print("peak resident memory: \(usage.ru_maxrss / 1024) MB")
     exit(0)
 }
 

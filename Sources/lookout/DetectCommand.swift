@@ -204,8 +204,8 @@ enum Report {
     static func json(_ result: ImageDetections) -> String {
         let detections = result.detections.map { item -> JSONValue in
             .object([
-                ("label", .string(item.label)), ("query_index", .int(Int64(item.queryIndex))), ("score", .double(Double(item.score))),
-                ("box", .array(item.box.map { .double(Double($0)) })),
+                ("label", .string(item.label)), ("query_index", .int(Int64(item.queryIndex))), ("score", shortest(item.score)),
+                ("box", .array(item.box.map(shortest))),
             ])
         }
         let timings = result.timings.milliseconds.map { ($0.0 + "_ms", JSONValue.double(($0.1 * 100).rounded() / 100)) }
@@ -215,6 +215,9 @@ enum Report {
         ])
         return value.serialized + "\n"
     }
+
+    /// A Float as JSON with its shortest round-tripping digits (not the Double expansion).
+    static func shortest(_ value: Float) -> JSONValue { .double(Double("\(value)") ?? Double(value)) }
 
     static func format1(_ value: Float) -> String { "\((value * 10).rounded() / 10)" }
     static func format3(_ value: Float) -> String {

@@ -33,13 +33,16 @@ def _torchvision_ops_loadable() -> bool:
         return False
 
 
-if "torchvision" not in sys.modules and not _torchvision_ops_loadable():
+_STUB_NEEDED = "torchvision" not in sys.modules and not _torchvision_ops_loadable()
+if _STUB_NEEDED:
     sys.modules["torchvision._meta_registrations"] = types.ModuleType("torchvision._meta_registrations")
 
 
 def forget_torchvision() -> None:
     for name in [n for n in sys.modules if n == "torchvision" or n.startswith("torchvision.")]:
         del sys.modules[name]
+    if _STUB_NEEDED:  # a later import (e.g. by an exporter) must still skip the fake-kernel registrations
+        sys.modules["torchvision._meta_registrations"] = types.ModuleType("torchvision._meta_registrations")
 
 
 def realistic_random_clip_(model) -> None:

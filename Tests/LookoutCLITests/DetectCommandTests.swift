@@ -1,0 +1,57 @@
+import Foundation
+import LookoutJSON
+import Testing
+
+/// `lookout detect` run as a process with the random-weight fixtures (n detector, tiny CLIP).
+@Suite struct DetectCommandTests {
+    static let root = TokenizeCommandTests.repositoryRoot
+    static let model = [
+        "--detector", root + "/Tests/Fixtures/weights/yolov8n-worldv2-random.pt",
+        "--text-model", root + "/Tests/Fixtures/weights/clip-tiny-openai.pt", "--no-cache",
+    ]
+
+    @Test func jsonLinesPerImage() throws {
+        let result = try TokenizeCommandTests.run(
+            ["detect"] + Self.model + [
+                Self.root + "/examples/photos/rocket.jpg", Self.root + "/examples/photos/chelsea.jpg", "-q", "rocket, cat,, sky",
+                "--conf", "0.05", "--json",
+            ])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stderr.contains("ignoring 1 empty query"))
+        let lines = result.stdout.split(separator: "\n")
+        #expect(lines.count == 2)
+        for line in lines {
+            let object = try JSONDocument(text: String(line)).root
+            #expect(object["image"]?.string?.hasSuffix(".jpg") == true)
+            #expect(object["width"]?.int != nil && object["timings"]?["total_ms"]?.number != nil)
+            let detections = object["detections"]!
+            for index in 0..<detections.count {
+                let detection = detections[index]
+                #expect(["rocket", "cat", "sky"].contains(detection["label"]!.string!))
+                #expect(detection["score"]!.number! > 0.05)
+                #expect(detection["box"]!.count == 4)
+            }
+        }
+    }
+
+    @Test func unreadableImagesAreReportedAndTheOthersStillRun() throws {
+        let result = try TokenizeCommandTests.run(
+            ["detect"] + Self.model + [Self.root + "/Tests/Fixtures/image/files/truncated.jpg", Self.root + "/examples/photos/rocket.jpg", "-q", "rocket"])
+        #expect(result.status != 0)
+        #expect(result.stderr.contains("truncated.jpg"))
+        #expect(result.stdout.contains("rocket.jpg (640×427)"))
+    }
+
+    @Test func modelErrors() throws {
+        let none = try TokenizeCommandTests.run(["detect", Self.root + "/examples/photos/rocket.jpg", "-q", "rocket"])
+        #expect(none.status != 0 && none.stderr.contains("No model given"))
+        let mismatch = try TokenizeCommandTests.run(
+            ["detect", "--detector", Self.root + "/Tests/Fixtures/weights/clip-tiny-openai.pt", "--text-model",
+             Self.root + "/Tests/Fixtures/weights/clip-tiny-openai.pt", Self.root + "/examples/photos/rocket.jpg", "-q", "x"])
+        #expect(mismatch.status != 0 && mismatch.stderr.contains("not a YOLO-World v2 detector"))
+        let empty = try TokenizeCommandTests.run(["detect"] + Self.model + [Self.root + "/examples/photos/rocket.jpg", "-q", " , "])
+        #expect(empty.status != 0 && empty.stderr.contains("no queries"))
+        let badConf = try TokenizeCommandTests.run(["detect"] + Self.model + [Self.root + "/examples/photos/rocket.jpg", "-q", "x", "--conf", "2"])
+        #expect(badConf.status != 0)
+    }
+}
