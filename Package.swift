@@ -78,7 +78,8 @@ let package = Package(
         .executableTarget(
             name: "lookout-benchmarks",
             dependencies: [
-                "LookoutTokenizer", "LookoutJSON", "LookoutWeights", "LookoutTextEncoder", "LookoutDetector", "LookoutEngine",
+                "LookoutTokenizer", "LookoutJSON", "LookoutWeights", "LookoutTextEncoder", "LookoutDetector",
+                "LookoutEngine",
             ],
             path: "Benchmarks/LookoutBenchmarks"
         ),
@@ -97,7 +98,8 @@ let package = Package(
         ),
         .testTarget(name: "LookoutCLITests", dependencies: ["LookoutJSON"]),
         .testTarget(
-            name: "LookoutDetectorTests", dependencies: ["LookoutDetector", "LookoutWeights", "LookoutImage", "LookoutEngine"]),
+            name: "LookoutDetectorTests",
+            dependencies: ["LookoutDetector", "LookoutWeights", "LookoutImage", "LookoutEngine"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -65,12 +65,18 @@ if CommandLine.arguments.count > 4 && CommandLine.arguments[1] == "detect" {
         _ = engine.detect(prepared, labels: labels, text: text)
     }
     let result = engine.detect(prepared, labels: labels, text: text)
-    print("stages of the last run (ms): " + result.timings.milliseconds.map { "\($0.0) \(format3($0.1))" }.joined(separator: ", "))
-    measure("re-query (neck + head + NMS), 80 queries", repetitions: 5) { _ = engine.detect(prepared, labels: labels, text: text) }
+    print(
+        "stages of the last run (ms): "
+            + result.timings.milliseconds.map { "\($0.0) \(format3($0.1))" }.joined(separator: ", "))
+    measure("re-query (neck + head + NMS), 80 queries", repetitions: 5) {
+        _ = engine.detect(prepared, labels: labels, text: text)
+    }
     var options = SuppressionOptions()
     options.confidence = 0.1
     let output = network.head(prepared.features, text: text, classes: 80)
-    measure("re-threshold (NMS + scaling only)", repetitions: 20) { _ = NonMaxSuppression.run(output, classes: 80, options: options) }
+    measure("re-threshold (NMS + scaling only)", repetitions: 20) {
+        _ = NonMaxSuppression.run(output, classes: 80, options: options)
+    }
     var usage = rusage()
     getrusage(RUSAGE_SELF.rawValue, &usage)
     print("peak resident memory: \(usage.ru_maxrss / 1024) MB")

@@ -41,7 +41,9 @@ struct C2f: Sendable {
         for index in 0..<repeatCount(prefix, in: file) {
             blocks.append(try Bottleneck("\(prefix).m.\(index)", shortcut: shortcut, in: file))
         }
-        guard !blocks.isEmpty else { throw WeightsError(path: file.path, problem: "missing tensor \(prefix).m.0.cv1.conv.weight") }
+        guard !blocks.isEmpty else {
+            throw WeightsError(path: file.path, problem: "missing tensor \(prefix).m.0.cv1.conv.weight")
+        }
         self.blocks = blocks
         self.attention = attention ? try MaxSigmoidAttention(prefix + ".attn", in: file) : nil
         cv2 = try Convolution(conv: prefix + ".cv2", stride: 1, in: file)
@@ -91,7 +93,9 @@ struct MaxSigmoidAttention: Sendable {
 
     init(_ prefix: String, in file: WeightFile) throws(WeightsError) {
         let gl = try file.view(prefix + ".gl.weight")
-        guard gl.shape.count == 2 else { throw WeightsError(path: file.path, problem: "tensor \(prefix).gl.weight has shape \(gl.shape)") }
+        guard gl.shape.count == 2 else {
+            throw WeightsError(path: file.path, problem: "tensor \(prefix).gl.weight has shape \(gl.shape)")
+        }
         channels = gl.shape[0]
         guideChannels = gl.shape[1]
         guideWeight = gl.floats()
@@ -99,10 +103,12 @@ struct MaxSigmoidAttention: Sendable {
         let biasView = try file.view(prefix + ".bias")
         heads = biasView.shape.first ?? 0
         guard heads > 0, channels % heads == 0 else {
-            throw WeightsError(path: file.path, problem: "tensor \(prefix).bias: \(heads) heads do not divide \(channels) channels")
+            throw WeightsError(
+                path: file.path, problem: "tensor \(prefix).bias: \(heads) heads do not divide \(channels) channels")
         }
         guard file.tensors[prefix + ".ec.conv.weight"] == nil else {
-            throw WeightsError(path: file.path, problem: "\(prefix).ec (an embedding conv) is not supported: YOLO-World v2 has none")
+            throw WeightsError(
+                path: file.path, problem: "\(prefix).ec (an embedding conv) is not supported: YOLO-World v2 has none")
         }
         bias = biasView.floats()
         projection = try Convolution(conv: prefix + ".proj_conv", stride: 1, activation: false, in: file)
@@ -119,7 +125,8 @@ struct MaxSigmoidAttention: Sendable {
                 guideBias.withUnsafeBufferPointer { b in
                     g.withUnsafeMutableBufferPointer { g in
                         Kernels.linear(
-                            guide.baseAddress!, rows: classes, inputs: guideChannels, weight: w.baseAddress!, bias: b.baseAddress!,
+                            guide.baseAddress!, rows: classes, inputs: guideChannels, weight: w.baseAddress!,
+                            bias: b.baseAddress!,
                             outputs: channels, into: g.baseAddress!)
                     }
                 }
@@ -134,7 +141,8 @@ struct MaxSigmoidAttention: Sendable {
                 x.data.withUnsafeBufferPointer { data in
                     scores.withUnsafeMutableBufferPointer { s in
                         BLAS.gemm(
-                            m: classes, n: plane, k: headSize, a: g.baseAddress! + m * headSize, b: data.baseAddress! + m * headSize * plane,
+                            m: classes, n: plane, k: headSize, a: g.baseAddress! + m * headSize,
+                            b: data.baseAddress! + m * headSize * plane,
                             c: s.baseAddress!, lda: channels)
                     }
                 }

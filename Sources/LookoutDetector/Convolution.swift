@@ -18,7 +18,9 @@ struct Convolution: Sendable {
     init(conv prefix: String, stride: Int, activation: Bool = true, in file: WeightFile) throws(WeightsError) {
         let view = try file.view(prefix + ".conv.weight")
         guard view.shape.count == 4, view.shape[2] == view.shape[3] else {
-            throw WeightsError(path: file.path, problem: "tensor \(prefix).conv.weight has shape \(view.shape), expected [out, in, k, k]")
+            throw WeightsError(
+                path: file.path,
+                problem: "tensor \(prefix).conv.weight has shape \(view.shape), expected [out, in, k, k]")
         }
         let (outputs, inputs, kernel) = (view.shape[0], view.shape[1], view.shape[2])
         var weight = view.floats()
@@ -35,17 +37,21 @@ struct Convolution: Sendable {
             for index in (o * perOutput)..<((o + 1) * perOutput) { weight[index] *= scale }
             bias[o] = ((0 - mean[o]) * rs) * gamma[o] + beta[o]
         }
-        self.init(weight: weight, bias: bias, inputs: inputs, outputs: outputs, kernel: kernel, stride: stride, activation: activation)
+        self.init(
+            weight: weight, bias: bias, inputs: inputs, outputs: outputs, kernel: kernel, stride: stride,
+            activation: activation)
     }
 
     /// A plain `nn.Conv2d` with bias named `prefix` (`.weight`, `.bias`), no activation.
     init(plain prefix: String, in file: WeightFile) throws(WeightsError) {
         let view = try file.view(prefix + ".weight")
         guard view.shape.count == 4 else {
-            throw WeightsError(path: file.path, problem: "tensor \(prefix).weight has shape \(view.shape), expected [out, in, k, k]")
+            throw WeightsError(
+                path: file.path, problem: "tensor \(prefix).weight has shape \(view.shape), expected [out, in, k, k]")
         }
         self.init(
-            weight: view.floats(), bias: try file.floats(prefix + ".bias", shape: [view.shape[0]]), inputs: view.shape[1],
+            weight: view.floats(), bias: try file.floats(prefix + ".bias", shape: [view.shape[0]]),
+            inputs: view.shape[1],
             outputs: view.shape[0], kernel: view.shape[2], stride: 1, activation: false)
     }
 
@@ -106,7 +112,8 @@ struct Convolution: Sendable {
         weight.withUnsafeBufferPointer { w in
             lowered.withUnsafeBufferPointer { b in
                 out.data.withUnsafeMutableBufferPointer { c in
-                    let w = UnsafeSendable(w.baseAddress!), b = UnsafeSendable(b.baseAddress!), c = UnsafeSendable(c.baseAddress!)
+                    let w = UnsafeSendable(w.baseAddress!), b = UnsafeSendable(b.baseAddress!),
+                        c = UnsafeSendable(c.baseAddress!)
                     let chunk = max(256, (columns + pool.threadCount - 1) / pool.threadCount)
                     pool.parallelFor(columns, chunk: chunk) { range in
                         BLAS.gemm(

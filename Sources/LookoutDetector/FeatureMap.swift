@@ -22,7 +22,9 @@ public struct FeatureMap: Sendable {
     }
 
     init(channels: Int, height: Int, width: Int) {
-        self.init(channels: channels, height: height, width: width, data: [Float](repeating: 0, count: channels * height * width))
+        self.init(
+            channels: channels, height: height, width: width,
+            data: [Float](repeating: 0, count: channels * height * width))
     }
 
     var plane: Int { height * width }
@@ -30,7 +32,8 @@ public struct FeatureMap: Sendable {
     /// Channels `range` as a new map (`torch.chunk` halves, split outputs).
     func channels(_ range: Range<Int>) -> FeatureMap {
         FeatureMap(
-            channels: range.count, height: height, width: width, data: Array(data[(range.lowerBound * plane)..<(range.upperBound * plane)]))
+            channels: range.count, height: height, width: width,
+            data: Array(data[(range.lowerBound * plane)..<(range.upperBound * plane)]))
     }
 
     /// `torch.cat(maps, dim=1)`.
@@ -38,10 +41,12 @@ public struct FeatureMap: Sendable {
         var data: [Float] = []
         data.reserveCapacity(maps.reduce(0) { $0 + $1.data.count })
         for map in maps {
-            precondition(map.height == maps[0].height && map.width == maps[0].width, "concatenating maps of different sizes")
+            precondition(
+                map.height == maps[0].height && map.width == maps[0].width, "concatenating maps of different sizes")
             data += map.data
         }
-        return FeatureMap(channels: maps.reduce(0) { $0 + $1.channels }, height: maps[0].height, width: maps[0].width, data: data)
+        return FeatureMap(
+            channels: maps.reduce(0) { $0 + $1.channels }, height: maps[0].height, width: maps[0].width, data: data)
     }
 
     /// Nearest-neighbour upsampling by 2 (`nn.Upsample(scale_factor=2, mode="nearest")`).

@@ -50,12 +50,18 @@ public enum NonMaxSuppression {
             let cx = output[anchor], cy = output[anchors + anchor]
             let halfWidth = output[2 * anchors + anchor] / 2, halfHeight = output[3 * anchors + anchor] / 2
             candidates.append(
-                Detection(box: [cx - halfWidth, cy - halfHeight, cx + halfWidth, cy + halfHeight], score: best, classIndex: bestClass))
+                Detection(
+                    box: [cx - halfWidth, cy - halfHeight, cx + halfWidth, cy + halfHeight], score: best,
+                    classIndex: bestClass))
         }
         // Stable descending order by score (index order among equal scores).
         var order = Array(candidates.indices)
-        order.sort { candidates[$0].score > candidates[$1].score || (candidates[$0].score == candidates[$1].score && $0 < $1) }
-        if order.count > SuppressionOptions.maximumCandidates { order.removeLast(order.count - SuppressionOptions.maximumCandidates) }
+        order.sort {
+            candidates[$0].score > candidates[$1].score || (candidates[$0].score == candidates[$1].score && $0 < $1)
+        }
+        if order.count > SuppressionOptions.maximumCandidates {
+            order.removeLast(order.count - SuppressionOptions.maximumCandidates)
+        }
 
         let shifted = order.map { index -> [Float] in
             let offset = options.agnostic ? 0 : Float(candidates[index].classIndex) * SuppressionOptions.classOffset

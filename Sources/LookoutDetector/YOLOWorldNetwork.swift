@@ -32,9 +32,13 @@ public final class YOLOWorldNetwork: Sendable {
         guard file.tensors["model.0.conv.weight"] != nil, ModelSummary.headIndex(file.tensors) == 22 else {
             throw WeightsError(
                 path: file.path,
-                problem: "not a YOLO-World v2 detector: expected model.0.conv.weight and a WorldDetect head with BNContrastiveHead at model.22")
+                problem:
+                    "not a YOLO-World v2 detector: expected model.0.conv.weight and a WorldDetect head with BNContrastiveHead at model.22"
+            )
         }
-        stem = try [0, 1, 3, 5, 7].map { index throws(WeightsError) in try Convolution(conv: "model.\(index)", stride: 2, in: file) }
+        stem = try [0, 1, 3, 5, 7].map { index throws(WeightsError) in
+            try Convolution(conv: "model.\(index)", stride: 2, in: file)
+        }
         stages = try [2, 4, 6, 8].map { index throws(WeightsError) in
             try C2f("model.\(index)", shortcut: true, attention: false, in: file)
         }
@@ -48,7 +52,10 @@ public final class YOLOWorldNetwork: Sendable {
         head = try WorldDetectHead("model.22", in: file)
         embeddingSize = head.embeddingSize
         guard neck12.attention?.guideChannels == embeddingSize else {
-            throw WeightsError(path: file.path, problem: "the neck's text size (model.12.attn.gl) differs from the head's embedding size \(embeddingSize)")
+            throw WeightsError(
+                path: file.path,
+                problem:
+                    "the neck's text size (model.12.attn.gl) differs from the head's embedding size \(embeddingSize)")
         }
         if let stride = file.attributes["model.22.stride"], stride.count == 3 {
             strides = stride.floats().map { Int($0) }
@@ -124,11 +131,13 @@ struct WorldDetectHead: Sendable {
         while file.tensors["\(prefix).cv2.\(index).0.conv.weight"] != nil {
             let p2 = "\(prefix).cv2.\(index)", p3 = "\(prefix).cv3.\(index)", p4 = "\(prefix).cv4.\(index)"
             let box = [
-                try Convolution(conv: p2 + ".0", stride: 1, in: file), try Convolution(conv: p2 + ".1", stride: 1, in: file),
+                try Convolution(conv: p2 + ".0", stride: 1, in: file),
+                try Convolution(conv: p2 + ".1", stride: 1, in: file),
                 try Convolution(plain: p2 + ".2", in: file),
             ]
             let embedding = [
-                try Convolution(conv: p3 + ".0", stride: 1, in: file), try Convolution(conv: p3 + ".1", stride: 1, in: file),
+                try Convolution(conv: p3 + ".0", stride: 1, in: file),
+                try Convolution(conv: p3 + ".1", stride: 1, in: file),
                 try Convolution(plain: p3 + ".2", in: file),
             ]
             let width = embedding[2].outputs
@@ -182,14 +191,18 @@ struct WorldDetectHead: Sendable {
             var embedding = level.embedding[2](level.embedding[1](level.embedding[0](x)))
             for c in 0..<embeddingSize {
                 let (scale, shift) = (level.normScale[c], level.normShift[c])
-                for p in 0..<plane { embedding.data[c * plane + p] = shift.addingProduct(embedding.data[c * plane + p], scale) }
+                for p in 0..<plane {
+                    embedding.data[c * plane + p] = shift.addingProduct(embedding.data[c * plane + p], scale)
+                }
             }
             // logits[k, p] = Σ_c w[k, c]·x[c, p]
             var logits = [Float](repeating: 0, count: classes * plane)
             normalized.withUnsafeBufferPointer { w in
                 embedding.data.withUnsafeBufferPointer { e in
                     logits.withUnsafeMutableBufferPointer { l in
-                        BLAS.gemm(m: classes, n: plane, k: embeddingSize, a: w.baseAddress!, b: e.baseAddress!, c: l.baseAddress!)
+                        BLAS.gemm(
+                            m: classes, n: plane, k: embeddingSize, a: w.baseAddress!, b: e.baseAddress!,
+                            c: l.baseAddress!)
                     }
                 }
             }

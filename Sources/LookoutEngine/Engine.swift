@@ -71,16 +71,19 @@ public final class Engine: Sendable {
             throw WeightsError(
                 path: "model",
                 problem:
-                    "the text encoder makes \(embedder.encoder.configuration.embeddingSize)-d embeddings but the detector expects \(network.embeddingSize)-d: they do not belong together")
+                    "the text encoder makes \(embedder.encoder.configuration.embeddingSize)-d embeddings but the detector expects \(network.embeddingSize)-d: they do not belong together"
+            )
         }
         self.network = network
         self.embedder = embedder
     }
 
     /// Decodes, letterboxes (`size`, auto padding to a multiple of 32) and runs the backbone.
-    public func prepare(path: String, size: Int = 640, pixelLimit: Int = ImageFile.defaultPixelLimit) throws(ImageError) -> PreparedImage {
+    public func prepare(
+        path: String, size: Int = 640, pixelLimit: Int = ImageFile.defaultPixelLimit
+    ) throws(ImageError) -> PreparedImage {
         var timings = StageTimings()
-        var clock = Clock()
+        var clock = Stopwatch()
         let image = try ImageFile.read(path, pixelLimit: pixelLimit)
         timings.decode = clock.lap()
         var prepared = prepare(image: image, name: path, size: size)
@@ -90,7 +93,7 @@ public final class Engine: Sendable {
 
     public func prepare(image: Image, name: String, size: Int = 640) -> PreparedImage {
         var timings = StageTimings()
-        var clock = Clock()
+        var clock = Stopwatch()
         let letterbox = Letterbox(width: image.width, height: image.height, size: size)
         let boxed = letterbox.apply(to: image)
         let input = FeatureMap(channels: 3, height: boxed.height, width: boxed.width, data: Letterbox.tensor(boxed))
@@ -98,41 +101,49 @@ public final class Engine: Sendable {
         let features = network.backbone(input)
         timings.backbone = clock.lap()
         return PreparedImage(
-            name: name, width: image.width, height: image.height, letterbox: letterbox, features: features, timings: timings)
+            name: name, width: image.width, height: image.height, letterbox: letterbox, features: features,
+            timings: timings)
     }
 
     /// Embeds the queries (through the cache) and detects them in a prepared image.
-    public func detect(_ prepared: PreparedImage, queries: [String], options: SuppressionOptions = .init()) -> ImageDetections {
+    public func detect(
+        _ prepared: PreparedImage, queries: [String], options: SuppressionOptions = .init()
+    ) -> ImageDetections {
         guard let embedder else { preconditionFailure("an engine without a text encoder needs text features") }
-        var clock = Clock()
+        var clock = Stopwatch()
         let (embeddings, _) = embedder.embed(queries)
         let seconds = clock.lap()
         var result = detect(prepared, labels: queries, text: embeddings.flatMap { $0 }, options: options)
         var timings = result.timings
         timings.textEncode = seconds
         result = ImageDetections(
-            image: result.image, width: result.width, height: result.height, detections: result.detections, timings: timings)
+            image: result.image, width: result.width, height: result.height, detections: result.detections,
+            timings: timings)
         return result
     }
 
     /// Detects with given text features (`labels.count × embeddingSize`, L2-normalised as CLIP gives them).
-    public func detect(_ prepared: PreparedImage, labels: [String], text: [Float], options: SuppressionOptions = .init())
+    public func detect(
+        _ prepared: PreparedImage, labels: [String], text: [Float], options: SuppressionOptions = .init()
+    )
         -> ImageDetections
     {
         precondition(text.count == labels.count * network.embeddingSize, "text features do not match the labels")
         var timings = prepared.timings
-        var clock = Clock()
+        var clock = Stopwatch()
         let output = network.head(prepared.features, text: text, classes: labels.count)
         timings.neckAndHead = clock.lap()
         let kept = NonMaxSuppression.run(output, classes: labels.count, options: options)
         let scaled = NonMaxSuppression.scaleBoxes(
-            kept, inputWidth: prepared.letterbox.width, inputHeight: prepared.letterbox.height, imageWidth: prepared.width,
+            kept, inputWidth: prepared.letterbox.width, inputHeight: prepared.letterbox.height,
+            imageWidth: prepared.width,
             imageHeight: prepared.height)
         timings.suppression = clock.lap()
         let items = scaled.map {
             ImageDetections.Item(label: labels[$0.classIndex], queryIndex: $0.classIndex, score: $0.score, box: $0.box)
         }
-        return ImageDetections(image: prepared.name, width: prepared.width, height: prepared.height, detections: items, timings: timings)
+        return ImageDetections(
+            image: prepared.name, width: prepared.width, height: prepared.height, detections: items, timings: timings)
     }
 }
 
@@ -152,8 +163,9 @@ public func parseQueries(_ line: String) -> (queries: [String], emptyParts: Int)
     return (queries, empty)
 }
 
-extension Substring {
-    func trimmingCharacters(in set: String) -> String {
+extension StringProtocol {
+    /// The string without leading and trailing characters from `set`.
+    public func trimmingCharacters(in set: String) -> String {
         let characters = Set(set)
         var slice = self[...]
         while let first = slice.first, characters.contains(first) { slice = slice.dropFirst() }
@@ -162,17 +174,21 @@ extension Substring {
     }
 }
 
-struct Clock {
-    private var last = Clock.now()
+/// Wall-clock laps (CLOCK_MONOTONIC), for stage timings.
+public struct Stopwatch: Sendable {
+    private var last = Stopwatch.now()
 
-    static func now() -> Double {
+    public init() {}
+
+    public static func now() -> Double {
         var time = timespec()
         clock_gettime(CLOCK_MONOTONIC, &time)
         return Double(time.tv_sec) + Double(time.tv_nsec) * 1e-9
     }
 
-    mutating func lap() -> Double {
-        let current = Clock.now()
+    /// Seconds since the previous lap (or the start).
+    public mutating func lap() -> Double {
+        let current = Stopwatch.now()
         defer { last = current }
         return current - last
     }

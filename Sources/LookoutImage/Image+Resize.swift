@@ -40,7 +40,8 @@ extension Image {
                 let s = base + sourceX[dx] * channels
                 for c in 0..<channels {
                     if dx < xmax {
-                        buffer[dx * channels + c] = Int32(pixels[s + c]) * alpha0[dx] + Int32(pixels[s + channels + c]) * alpha1[dx]
+                        buffer[dx * channels + c] =
+                            Int32(pixels[s + c]) * alpha0[dx] + Int32(pixels[s + channels + c]) * alpha1[dx]
                     } else {
                         buffer[dx * channels + c] = Int32(pixels[s + c]) * 2048
                     }

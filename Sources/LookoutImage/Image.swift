@@ -8,7 +8,8 @@ public struct Image: Sendable, Equatable {
 
     public init(width: Int, height: Int, channels: Int = 3, pixels: [UInt8]) {
         precondition(width > 0 && height > 0 && channels > 0, "empty image")
-        precondition(pixels.count == width * height * channels, "pixel count does not match \(width)×\(height)×\(channels)")
+        precondition(
+            pixels.count == width * height * channels, "pixel count does not match \(width)×\(height)×\(channels)")
         self.width = width
         self.height = height
         self.channels = channels
@@ -16,7 +17,9 @@ public struct Image: Sendable, Equatable {
     }
 
     public init(width: Int, height: Int, channels: Int = 3, filledWith value: UInt8) {
-        self.init(width: width, height: height, channels: channels, pixels: [UInt8](repeating: value, count: width * height * channels))
+        self.init(
+            width: width, height: height, channels: channels,
+            pixels: [UInt8](repeating: value, count: width * height * channels))
     }
 }
 
@@ -57,7 +60,8 @@ public struct Letterbox: Sendable, Equatable {
 
     /// Resizes (when the size changes) and pads with 114, as ultralytics does with `cv2`.
     public func apply(to image: Image, padding: UInt8 = 114) -> Image {
-        precondition(image.width == sourceWidth && image.height == sourceHeight, "letterbox made for another image size")
+        precondition(
+            image.width == sourceWidth && image.height == sourceHeight, "letterbox made for another image size")
         let resized =
             resizedWidth == image.width && resizedHeight == image.height
             ? image : image.resizedBilinear(width: resizedWidth, height: resizedHeight)
@@ -65,7 +69,8 @@ public struct Letterbox: Sendable, Equatable {
         let rowBytes = resizedWidth * image.channels
         for y in 0..<resizedHeight {
             let target = ((y + top) * width + left) * image.channels
-            out.pixels.replaceSubrange(target..<(target + rowBytes), with: resized.pixels[(y * rowBytes)..<((y + 1) * rowBytes)])
+            out.pixels.replaceSubrange(
+                target..<(target + rowBytes), with: resized.pixels[(y * rowBytes)..<((y + 1) * rowBytes)])
         }
         return out
     }

@@ -30,7 +30,9 @@ public enum ImageFile {
         return try decode(bytes, name: path, pixelLimit: pixelLimit)
     }
 
-    public static func decode(_ bytes: [UInt8], name: String, pixelLimit: Int = defaultPixelLimit) throws(ImageError) -> Image {
+    public static func decode(
+        _ bytes: [UInt8], name: String, pixelLimit: Int = defaultPixelLimit
+    ) throws(ImageError) -> Image {
         var result = lookout_decoded()
         bytes.withUnsafeBufferPointer { buffer in
             lookout_image_decode(buffer.baseAddress, buffer.count, Int64(pixelLimit), &result)
@@ -68,7 +70,10 @@ public enum ImageFile {
         while filled < size {
             let count = bytes.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress! + filled, size - filled) }
             if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { throw ReadProblem(problem: count == 0 ? "file shrank while being read" : String(cString: strerror(errno))) }
+            guard count > 0 else {
+                throw ReadProblem(
+                    problem: count == 0 ? "file shrank while being read" : String(cString: strerror(errno)))
+            }
             filled += count
         }
         return bytes
@@ -86,7 +91,9 @@ enum ExifOrientation {
             let length = Int(bytes[position + 2]) << 8 | Int(bytes[position + 3])
             guard length >= 2, position + 2 + length <= bytes.count else { break }
             let segment = (position + 4)..<(position + 2 + length)
-            if marker == 0xE1, segment.count > 14, Array(bytes[segment.lowerBound..<(segment.lowerBound + 6)]) == Array("Exif\0\0".utf8) {
+            if marker == 0xE1, segment.count > 14,
+                Array(bytes[segment.lowerBound..<(segment.lowerBound + 6)]) == Array("Exif\0\0".utf8)
+            {
                 return orientation(tiff: Array(bytes[(segment.lowerBound + 6)..<segment.upperBound]))
             }
             position += 2 + length

@@ -52,7 +52,9 @@ public enum FileContents {
         guard descriptor >= 0 else { throw FileError(path: temporary, reason: systemReason()) }
         var written = 0
         while written < bytes.count {
-            let count = bytes.withUnsafeBytes { systemWrite(descriptor, $0.baseAddress! + written, bytes.count - written) }
+            let count = bytes.withUnsafeBytes {
+                systemWrite(descriptor, $0.baseAddress! + written, bytes.count - written)
+            }
             if count < 0 {
                 if errno == EINTR { continue }
                 let reason = systemReason()

@@ -1,9 +1,10 @@
+import Synchronization
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
     import Darwin
 #endif
-import Synchronization
 
 /// A persistent pool of worker threads for data-parallel loops.
 ///
@@ -55,11 +56,13 @@ public final class ComputePool: @unchecked Sendable {
         for _ in 1..<threadCount {
             let box = Unmanaged.passRetained(self)
             var thread = pthread_t()
-            pthread_create(&thread, nil, { argument in
-                let pool = Unmanaged<ComputePool>.fromOpaque(argument!).takeRetainedValue()
-                pool.workerLoop()
-                return nil
-            }, box.toOpaque())
+            pthread_create(
+                &thread, nil,
+                { argument in
+                    let pool = Unmanaged<ComputePool>.fromOpaque(argument!).takeRetainedValue()
+                    pool.workerLoop()
+                    return nil
+                }, box.toOpaque())
             pthread_detach(thread)
         }
     }

@@ -30,7 +30,9 @@ public enum Kernels {
         if rows <= 8 {
             let chunk = max(32, (outputs + 8 * pool.threadCount - 1) / (8 * pool.threadCount))
             pool.parallelFor(outputs, chunk: chunk) { range in
-                fewRowsLinear(x.pointer, rows: rows, inputs: inputs, weight: weight.pointer, outputs: outputs, columns: range, into: y.pointer)
+                fewRowsLinear(
+                    x.pointer, rows: rows, inputs: inputs, weight: weight.pointer, outputs: outputs, columns: range,
+                    into: y.pointer)
             }
         } else if rows >= 32 * pool.threadCount || pool.threadCount == 1 {
             // One call per thread: OpenBLAS packs the weight matrix once per call.
@@ -94,14 +96,17 @@ public enum Kernels {
                 var sum0 = SIMD8<Float>(), sum1 = SIMD8<Float>()
                 var index = 0
                 while index + 1 < vectors {
-                    sum0 += w.loadUnaligned(fromByteOffset: index * 32, as: SIMD8<Float>.self)
+                    sum0 +=
+                        w.loadUnaligned(fromByteOffset: index * 32, as: SIMD8<Float>.self)
                         * input.loadUnaligned(fromByteOffset: index * 32, as: SIMD8<Float>.self)
-                    sum1 += w.loadUnaligned(fromByteOffset: (index + 1) * 32, as: SIMD8<Float>.self)
+                    sum1 +=
+                        w.loadUnaligned(fromByteOffset: (index + 1) * 32, as: SIMD8<Float>.self)
                         * input.loadUnaligned(fromByteOffset: (index + 1) * 32, as: SIMD8<Float>.self)
                     index += 2
                 }
                 if index < vectors {
-                    sum0 += w.loadUnaligned(fromByteOffset: index * 32, as: SIMD8<Float>.self)
+                    sum0 +=
+                        w.loadUnaligned(fromByteOffset: index * 32, as: SIMD8<Float>.self)
                         * input.loadUnaligned(fromByteOffset: index * 32, as: SIMD8<Float>.self)
                 }
                 var total = (sum0 + sum1).sum()

@@ -56,7 +56,8 @@ public final class CLIPTextEncoder: Sendable {
                     let target = x.baseAddress! + (starts[query] + position) * width
                     weights.tokenEmbedding.withUnsafeBufferPointer { table in
                         weights.positionalEmbedding.withUnsafeBufferPointer { positions in
-                            let token = table.baseAddress! + (id >= 0 && id < configuration.vocabularySize ? id : 0) * width
+                            let token =
+                                table.baseAddress! + (id >= 0 && id < configuration.vocabularySize ? id : 0) * width
                             let place = positions.baseAddress! + position * width
                             for d in 0..<width { target[d] = token[d] + place[d] }
                         }
@@ -90,7 +91,8 @@ public final class CLIPTextEncoder: Sendable {
                                     let attentionShared = UnsafeSendable(attention)
                                     let startsCopy = starts, lengthsCopy = lengths
                                     pool.parallelFor(rows.count * heads, chunk: 1) { range in
-                                        let scratch = UnsafeMutablePointer<Float>.allocate(capacity: 128 + contextLength)
+                                        let scratch = UnsafeMutablePointer<Float>.allocate(
+                                            capacity: 128 + contextLength)
                                         defer { scratch.deallocate() }
                                         for item in range {
                                             let query = item / heads

@@ -138,14 +138,17 @@ struct CLIPTextWeights: Sendable {
         positionalEmbedding = try file.floats(positionName, shape: [context, width])
         func norm(_ name: String) throws(WeightsError) -> LayerNormWeights {
             LayerNormWeights(
-                gamma: try file.floats(name + ".weight", shape: [width]), beta: try file.floats(name + ".bias", shape: [width]))
+                gamma: try file.floats(name + ".weight", shape: [width]),
+                beta: try file.floats(name + ".bias", shape: [width]))
         }
         finalNorm = try norm(finalName)
         let projectionValues = try file.floats(projectionName, shape: hf ? [embedding, width] : [width, embedding])
         if hf {
             var transposed = [Float](repeating: 0, count: width * embedding)
             for row in 0..<embedding {
-                for column in 0..<width { transposed[column * embedding + row] = projectionValues[row * width + column] }
+                for column in 0..<width {
+                    transposed[column * embedding + row] = projectionValues[row * width + column]
+                }
             }
             projection = transposed
         } else {
@@ -177,7 +180,8 @@ struct CLIPTextWeights: Sendable {
                 inProjection = Linear(
                     weight: try file.floats(p + "attn.in_proj_weight", shape: [3 * width, width]),
                     halfWeight: try file.view(p + "attn.in_proj_weight").halfBits(),
-                    bias: try file.floats(p + "attn.in_proj_bias", shape: [3 * width]), inputs: width, outputs: 3 * width)
+                    bias: try file.floats(p + "attn.in_proj_bias", shape: [3 * width]), inputs: width,
+                    outputs: 3 * width)
             }
             let (ln1, ln2) = hf ? ("layer_norm1", "layer_norm2") : ("ln_1", "ln_2")
             layers.append(

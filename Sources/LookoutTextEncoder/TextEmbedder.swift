@@ -14,12 +14,16 @@ public final class TextEmbedder: Sendable {
         guard tokenizer.vocabulary.count == configuration.vocabularySize else {
             throw WeightsError(
                 path: "text encoder",
-                problem: "its token embedding has \(configuration.vocabularySize) rows but the vocabulary has \(tokenizer.vocabulary.count) tokens")
+                problem:
+                    "its token embedding has \(configuration.vocabularySize) rows but the vocabulary has \(tokenizer.vocabulary.count) tokens"
+            )
         }
         guard tokenizer.vocabulary.contextLength == configuration.contextLength else {
             throw WeightsError(
                 path: "text encoder",
-                problem: "its context length is \(configuration.contextLength) but the vocabulary's is \(tokenizer.vocabulary.contextLength)")
+                problem:
+                    "its context length is \(configuration.contextLength) but the vocabulary's is \(tokenizer.vocabulary.contextLength)"
+            )
         }
         self.tokenizer = tokenizer
         self.encoder = encoder
@@ -40,7 +44,8 @@ public final class TextEmbedder: Sendable {
         var missing: [(index: Int, ids: [Int32], key: String)] = []
         for (index, text) in texts.enumerated() {
             let ids = tokenizer.tokenize(text)
-            let key = TextEmbeddingCache.key(model: encoder.fingerprint, vocabulary: tokenizer.vocabulary.digest, ids: ids)
+            let key = TextEmbeddingCache.key(
+                model: encoder.fingerprint, vocabulary: tokenizer.vocabulary.digest, ids: ids)
             if let cache, let hit = cache.lookup(key, ids: ids, size: size) {
                 results[index] = hit
                 report.cached += 1

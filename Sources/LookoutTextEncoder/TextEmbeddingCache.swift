@@ -68,7 +68,9 @@ public final class TextEmbeddingCache: Sendable {
 
     static func encode(ids: [Int32], values: [Float]) -> [UInt8] {
         var out = magic
-        func put<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.littleEndian) { out.append(contentsOf: $0) } }
+        func put<T: FixedWidthInteger>(_ value: T) {
+            withUnsafeBytes(of: value.littleEndian) { out.append(contentsOf: $0) }
+        }
         put(UInt32(ids.count))
         put(UInt32(values.count))
         for id in ids { put(id) }
@@ -88,7 +90,9 @@ public final class TextEmbeddingCache: Sendable {
         func read<T: FixedWidthInteger>(_ offset: Int, as: T.Type) -> T {
             bytes.withUnsafeBytes { T(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: T.self)) }
         }
-        guard read(8, as: UInt32.self) == UInt32(ids.count), read(12, as: UInt32.self) == UInt32(size) else { return nil }
+        guard read(8, as: UInt32.self) == UInt32(ids.count), read(12, as: UInt32.self) == UInt32(size) else {
+            return nil
+        }
         for (index, id) in ids.enumerated() where read(16 + 4 * index, as: Int32.self) != id { return nil }
         let start = 16 + 4 * ids.count
         return (0..<size).map { Float(bitPattern: read(start + 4 * $0, as: UInt32.self)) }

@@ -12,7 +12,9 @@ extension CLIPVocabulary {
 
     /// Loads the vocabulary at `path`, using (and filling) a binary cache under `cacheDirectory`.
     /// Without a cache directory this is ``init(contentsOf:)``.
-    public static func load(contentsOf path: String, cacheDirectory: String?) throws(VocabularyError)
+    public static func load(
+        contentsOf path: String, cacheDirectory: String?
+    ) throws(VocabularyError)
         -> CLIPVocabulary
     {
         let json: [UInt8]
@@ -158,7 +160,8 @@ struct BinaryReader {
         var values = [T](repeating: .zero, count: Int(count))
         values.withUnsafeMutableBytes { target in
             data.withUnsafeBytes { source in
-                target.copyMemory(from: UnsafeRawBufferPointer(rebasing: source[position..<(position + Int(count) * size)]))
+                target.copyMemory(
+                    from: UnsafeRawBufferPointer(rebasing: source[position..<(position + Int(count) * size)]))
             }
         }
         position += Int(count) * size

@@ -94,27 +94,28 @@ public struct CLIPVocabulary: Sendable {
         var joined: [UInt8] = []
         for rank in 0..<mergeList.count {
             let item = mergeList[rank]
-            let outcome: String? = item.withStringBytes { text -> String? in
-                guard let space = text.firstIndex(of: 0x20), space > 0, space < text.count - 1,
-                    text[(space + 1)...].firstIndex(of: 0x20) == nil
-                else { return "merge \(rank) \(quoted(text)) is not two symbols" }
-                let left = UnsafeBufferPointer(rebasing: text[..<space])
-                let right = UnsafeBufferPointer(rebasing: text[(space + 1)...])
-                guard let leftID = table.id(of: left), let rightID = table.id(of: right) else {
-                    return "merge \(rank) \(quoted(text)) uses a symbol that is not in the vocabulary"
-                }
-                joined.removeAll(keepingCapacity: true)
-                joined.append(contentsOf: left)
-                joined.append(contentsOf: right)
-                guard let mergedID = joined.withUnsafeBufferPointer({ table.id(of: $0) }) else {
-                    return "merge \(rank) \(quoted(text)) does not produce a vocabulary entry"
-                }
-                let key = UInt64(UInt32(leftID)) << 32 | UInt64(UInt32(rightID))
-                guard merges.insert(key, UInt64(rank) << 32 | UInt64(UInt32(mergedID))) else {
-                    return "merge \(rank) \(quoted(text)) is listed twice"
-                }
-                return nil
-            } ?? "merge \(rank) is not a string"
+            let outcome: String? =
+                item.withStringBytes { text -> String? in
+                    guard let space = text.firstIndex(of: 0x20), space > 0, space < text.count - 1,
+                        text[(space + 1)...].firstIndex(of: 0x20) == nil
+                    else { return "merge \(rank) \(quoted(text)) is not two symbols" }
+                    let left = UnsafeBufferPointer(rebasing: text[..<space])
+                    let right = UnsafeBufferPointer(rebasing: text[(space + 1)...])
+                    guard let leftID = table.id(of: left), let rightID = table.id(of: right) else {
+                        return "merge \(rank) \(quoted(text)) uses a symbol that is not in the vocabulary"
+                    }
+                    joined.removeAll(keepingCapacity: true)
+                    joined.append(contentsOf: left)
+                    joined.append(contentsOf: right)
+                    guard let mergedID = joined.withUnsafeBufferPointer({ table.id(of: $0) }) else {
+                        return "merge \(rank) \(quoted(text)) does not produce a vocabulary entry"
+                    }
+                    let key = UInt64(UInt32(leftID)) << 32 | UInt64(UInt32(rightID))
+                    guard merges.insert(key, UInt64(rank) << 32 | UInt64(UInt32(mergedID))) else {
+                        return "merge \(rank) \(quoted(text)) is listed twice"
+                    }
+                    return nil
+                } ?? "merge \(rank) is not a string"
             if let outcome { throw fail(outcome) }
         }
 

@@ -41,10 +41,20 @@ public enum DType: String, Sendable, CaseIterable {
     @inline(__always)
     func float(_ base: UnsafeRawPointer, _ index: Int) -> Float {
         switch self {
-        case .float32: Float(bitPattern: UInt32(littleEndian: base.loadUnaligned(fromByteOffset: index * 4, as: UInt32.self)))
-        case .float16: Float(Float16(bitPattern: UInt16(littleEndian: base.loadUnaligned(fromByteOffset: index * 2, as: UInt16.self))))
-        case .bfloat16: Float(bitPattern: UInt32(UInt16(littleEndian: base.loadUnaligned(fromByteOffset: index * 2, as: UInt16.self))) << 16)
-        case .float64: Float(Double(bitPattern: UInt64(littleEndian: base.loadUnaligned(fromByteOffset: index * 8, as: UInt64.self))))
+        case .float32:
+            Float(bitPattern: UInt32(littleEndian: base.loadUnaligned(fromByteOffset: index * 4, as: UInt32.self)))
+        case .float16:
+            Float(
+                Float16(
+                    bitPattern: UInt16(littleEndian: base.loadUnaligned(fromByteOffset: index * 2, as: UInt16.self))))
+        case .bfloat16:
+            Float(
+                bitPattern: UInt32(UInt16(littleEndian: base.loadUnaligned(fromByteOffset: index * 2, as: UInt16.self)))
+                    << 16)
+        case .float64:
+            Float(
+                Double(bitPattern: UInt64(littleEndian: base.loadUnaligned(fromByteOffset: index * 8, as: UInt64.self)))
+            )
         case .int64: Float(Int64(littleEndian: base.loadUnaligned(fromByteOffset: index * 8, as: Int64.self)))
         case .int32: Float(Int32(littleEndian: base.loadUnaligned(fromByteOffset: index * 4, as: Int32.self)))
         case .int16: Float(Int16(littleEndian: base.loadUnaligned(fromByteOffset: index * 2, as: Int16.self)))

@@ -45,7 +45,9 @@ public struct ModelManifest: Sendable {
             if let sha, sha.count != 64 || !sha.allSatisfy(\.isHexDigit) {
                 throw fail("\(key).sha256 is not 64 hexadecimal digits")
             }
-            return Entry(path: file.hasPrefix("/") ? file : directory + "/" + file, sha256: sha?.lowercased(), url: node["url"]?.string)
+            return Entry(
+                path: file.hasPrefix("/") ? file : directory + "/" + file, sha256: sha?.lowercased(),
+                url: node["url"]?.string)
         }
         self.directory = directory
         self.name = root["name"]?.string ?? String(directory.split(separator: "/").last ?? "model")

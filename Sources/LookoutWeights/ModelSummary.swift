@@ -4,7 +4,8 @@ public struct ModelSummary: Sendable {
         /// ultralytics YOLO-World v2 (`WorldDetect` head with `BNContrastiveHead`), scale from the first conv.
         case yoloWorldDetector(scale: String, embedding: Int, classes: Int)
         /// CLIP text transformer (OpenAI or Hugging Face names).
-        case clipTextEncoder(layout: String, width: Int, layers: Int, heads: Int, vocabulary: Int, context: Int, embedding: Int)
+        case clipTextEncoder(
+            layout: String, width: Int, layers: Int, heads: Int, vocabulary: Int, context: Int, embedding: Int)
         case unknown
     }
 
@@ -36,14 +37,19 @@ public struct ModelSummary: Sendable {
                 embedding: embedding, classes: classes)
         }
         for (layout, prefix, layerPrefix, final, token, position) in [
-            ("openai", "", "transformer.resblocks.", "ln_final.weight", "token_embedding.weight", "positional_embedding"),
+            (
+                "openai", "", "transformer.resblocks.", "ln_final.weight", "token_embedding.weight",
+                "positional_embedding"
+            ),
             (
                 "huggingface", "text_model.", "text_model.encoder.layers.", "text_model.final_layer_norm.weight",
                 "text_model.embeddings.token_embedding.weight", "text_model.embeddings.position_embedding.weight"
             ),
         ] {
             _ = prefix
-            guard let norm = tensors[final], let tokens = tensors[token], let positions = tensors[position] else { continue }
+            guard let norm = tensors[final], let tokens = tensors[token], let positions = tensors[position] else {
+                continue
+            }
             let width = norm.shape.first ?? 0
             var layers = 0
             while tensors.keys.contains(where: { $0.hasPrefix("\(layerPrefix)\(layers).") }) { layers += 1 }

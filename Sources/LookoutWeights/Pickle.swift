@@ -358,7 +358,9 @@ public struct Unpickler {
             case 0x80: _ = try byte()  // PROTO
             case 0x95: _ = try integer(UInt64.self)  // FRAME
             case 0x2E:  // STOP
-                guard stack.count == 1, marks.isEmpty else { throw fail("STOP with \(stack.count) values on the stack") }
+                guard stack.count == 1, marks.isEmpty else {
+                    throw fail("STOP with \(stack.count) values on the stack")
+                }
                 return stack[0]
             case 0x28: marks.append(stack.count)  // MARK
             case 0x30: _ = try pop()  // POP
@@ -580,7 +582,9 @@ public struct Unpickler {
     }
 
     /// `REDUCE`: data constructors are evaluated by name; anything else becomes an inert object.
-    private func reduce(_ callable: PickleValue, _ arguments: [PickleValue], at offset: Int) throws(PickleError)
+    private func reduce(
+        _ callable: PickleValue, _ arguments: [PickleValue], at offset: Int
+    ) throws(PickleError)
         -> PickleValue
     {
         guard case .global(let module, let name) = callable else {
@@ -623,7 +627,8 @@ public struct Unpickler {
         else { throw fail("tensor size \(size.count) / stride \(stride.count) are not valid", at: offset) }
         return .tensor(
             TensorReference(
-                storage: storage, offset: Int(storageOffset), shape: shape.map(Int.init), strides: strides.map(Int.init)))
+                storage: storage, offset: Int(storageOffset), shape: shape.map(Int.init), strides: strides.map(Int.init)
+            ))
     }
 
     /// `persistent_load` of torch.save: `('storage', torch.<Type>Storage, key, location, numel)`.

@@ -67,7 +67,9 @@ public enum SafeTensors {
     private static func entry(
         _ name: String, _ value: JSONNode, file: MappedFile, dataStart: Int, dataSize: Int
     ) throws(WeightsError) -> (TensorView, Range<Int>) {
-        func fail(_ problem: String) -> WeightsError { WeightsError(path: file.path, problem: "tensor \(name): \(problem)") }
+        func fail(_ problem: String) -> WeightsError {
+            WeightsError(path: file.path, problem: "tensor \(name): \(problem)")
+        }
         guard value.kind == .object, let dtypeName = value["dtype"]?.string, let shapeNode = value["shape"],
             shapeNode.kind == .array, let offsets = value["data_offsets"], offsets.kind == .array, offsets.count == 2
         else { throw fail("entry needs \"dtype\", \"shape\" and two \"data_offsets\"") }
@@ -91,7 +93,9 @@ public enum SafeTensors {
             throw fail("\(end - begin) bytes do not hold \(dtypeName) \(shape) (\(count * dtype.size) bytes)")
         }
         var strides = [Int](repeating: 1, count: shape.count)
-        for axis in stride(from: shape.count - 2, through: 0, by: -1) { strides[axis] = strides[axis + 1] * shape[axis + 1] }
+        for axis in stride(from: shape.count - 2, through: 0, by: -1) {
+            strides[axis] = strides[axis + 1] * shape[axis + 1]
+        }
         let range = (dataStart + Int(begin))..<(dataStart + Int(end))
         let view = try TensorView(
             file: file, storageRange: range, dtype: dtype, shape: shape, strides: strides, elementOffset: 0, name: name)
@@ -105,7 +109,8 @@ public enum SafeTensors {
     ) throws(WeightsError) {
         var header: [(String, JSONValue)] = []
         if !metadata.isEmpty {
-            header.append(("__metadata__", .object(metadata.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })))
+            header.append(
+                ("__metadata__", .object(metadata.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })))
         }
         var offset = 0
         for tensor in tensors {

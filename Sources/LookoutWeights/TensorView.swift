@@ -17,7 +17,9 @@ public struct TensorView: Sendable {
         file: MappedFile, storageRange: Range<Int>, dtype: DType, shape: [Int], strides: [Int], elementOffset: Int,
         name: String
     ) throws(WeightsError) {
-        func fail(_ problem: String) -> WeightsError { WeightsError(path: file.path, problem: "tensor \(name): \(problem)") }
+        func fail(_ problem: String) -> WeightsError {
+            WeightsError(path: file.path, problem: "tensor \(name): \(problem)")
+        }
         guard shape.count == strides.count else { throw fail("shape \(shape) and strides \(strides) differ in rank") }
         guard shape.allSatisfy({ $0 >= 0 }), strides.allSatisfy({ $0 >= 0 }), elementOffset >= 0 else {
             throw fail("negative shape, stride or offset")

@@ -29,7 +29,8 @@ enum TorchArchive {
             throw fail("\(pickleEntry.name): \(error)")
         }
         let root = document.root
-        let isTorchScript = archive.entry(folder + "constants.pkl") != nil
+        let isTorchScript =
+            archive.entry(folder + "constants.pkl") != nil
             || archive.entries.contains { $0.name.hasPrefix(folder + "code/") }
 
         var collector = Collector(file: file, archive: archive, folder: folder)
@@ -110,7 +111,9 @@ enum TorchArchive {
 
         /// An nn.Module as torch.save pickles it: `__dict__` with `_parameters`, `_buffers`, `_modules`.
         mutating func collectModule(_ module: PickleObject, prefix: String, depth: Int) throws(WeightsError) {
-            guard depth < TorchArchive.maximumDepth else { throw fail("module tree deeper than \(TorchArchive.maximumDepth)") }
+            guard depth < TorchArchive.maximumDepth else {
+                throw fail("module tree deeper than \(TorchArchive.maximumDepth)")
+            }
             guard let attributes = module.attributes else { return }
             var nonPersistent = Set<String>()
             if case .list(let set) = attributes["_non_persistent_buffers_set"] ?? .none {
@@ -119,7 +122,9 @@ enum TorchArchive {
             for key in ["_parameters", "_buffers"] {
                 guard let dict = attributes[key]?.dict else { continue }
                 for entry in dict.entries {
-                    guard let name = entry.key.string, !(key == "_buffers" && nonPersistent.contains(name)) else { continue }
+                    guard let name = entry.key.string, !(key == "_buffers" && nonPersistent.contains(name)) else {
+                        continue
+                    }
                     if case .tensor(let reference) = entry.value { try add(prefix + name, reference) }
                 }
             }
@@ -128,7 +133,8 @@ enum TorchArchive {
             }
             // Plain tensor attributes that inference needs (ultralytics `txt_feats`, head `stride`).
             for entry in attributes.entries {
-                guard let name = entry.key.string, !name.hasPrefix("_"), case .tensor(let reference) = entry.value else {
+                guard let name = entry.key.string, !name.hasPrefix("_"), case .tensor(let reference) = entry.value
+                else {
                     continue
                 }
                 self.attributes[prefix + name] = try view(prefix + name, reference)
@@ -143,7 +149,9 @@ enum TorchArchive {
 
         /// A TorchScript object: tensors and submodules are direct attributes.
         mutating func collectScript(_ object: PickleObject, prefix: String, depth: Int) throws(WeightsError) {
-            guard depth < TorchArchive.maximumDepth else { throw fail("module tree deeper than \(TorchArchive.maximumDepth)") }
+            guard depth < TorchArchive.maximumDepth else {
+                throw fail("module tree deeper than \(TorchArchive.maximumDepth)")
+            }
             guard let attributes = object.attributes else { return }
             for entry in attributes.entries {
                 guard let name = entry.key.string else { continue }

@@ -23,9 +23,10 @@ extension WeightFile {
         metadata["lookout.format"] = "canonical-1"
         metadata["lookout.source_format"] = metadata["lookout.source_format"] ?? format.rawValue
         if !batchNormEpsilon.isEmpty {
-            metadata["lookout.batchnorm_eps"] = JSONValue.object(
-                batchNormEpsilon.sorted { $0.key < $1.key }.map { ($0.key, .double($0.value)) }
-            ).serialized
+            metadata["lookout.batchnorm_eps"] =
+                JSONValue.object(
+                    batchNormEpsilon.sorted { $0.key < $1.key }.map { ($0.key, .double($0.value)) }
+                ).serialized
         }
         try SafeTensors.write(entries, metadata: metadata, to: output)
     }

@@ -7,10 +7,13 @@ import LookoutWeights
 
 /// Model choice shared by the commands that detect.
 struct ModelOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("Model directory with a lookout-model.json naming a detector and a text encoder.", valueName: "dir"))
+    @Option(
+        help: ArgumentHelp(
+            "Model directory with a lookout-model.json naming a detector and a text encoder.", valueName: "dir"))
     var model: String?
 
-    @Option(help: ArgumentHelp("YOLO-World v2 detector weights (yolov8s-worldv2.pt, or safetensors).", valueName: "path"))
+    @Option(
+        help: ArgumentHelp("YOLO-World v2 detector weights (yolov8s-worldv2.pt, or safetensors).", valueName: "path"))
     var detector: String?
 
     @Option(help: ArgumentHelp("CLIP text encoder weights (ViT-B-32.pt, or safetensors).", valueName: "path"))
@@ -50,8 +53,11 @@ struct ModelOptions: ParsableArguments {
         let network = try YOLOWorldNetwork(weights: WeightFile.open(detectorPath))
         let encoder = try CLIPTextEncoder(contentsOf: textPath)
         let tokenizer = try loadTokenizer(vocab, cache: !noCache)
-        let cache = noCache ? nil : TextEmbeddingCache(directory: ResourceLocator.cacheDirectory().map { $0 + "/text-embeddings" })
-        return try Engine(network: network, embedder: TextEmbedder(tokenizer: tokenizer, encoder: encoder, cache: cache))
+        let cache =
+            noCache
+            ? nil : TextEmbeddingCache(directory: ResourceLocator.cacheDirectory().map { $0 + "/text-embeddings" })
+        return try Engine(
+            network: network, embedder: TextEmbedder(tokenizer: tokenizer, encoder: encoder, cache: cache))
     }
 }
 
@@ -74,14 +80,18 @@ struct ThresholdOptions: ParsableArguments {
 
     @Option(
         name: .customLong("query-conf"),
-        help: ArgumentHelp("A threshold for one query, as QUERY=VALUE (repeatable), e.g. --query-conf \"red car=0.1\".", valueName: "query=value"))
+        help: ArgumentHelp(
+            "A threshold for one query, as QUERY=VALUE (repeatable), e.g. --query-conf \"red car=0.1\".",
+            valueName: "query=value"))
     var queryThresholds: [String] = []
 
     func validate() throws {
         guard conf >= 0 && conf < 1 else { throw ValidationError("--conf must be in [0, 1).") }
         guard iou > 0 && iou <= 1 else { throw ValidationError("--iou must be in (0, 1].") }
         guard maxDet > 0 else { throw ValidationError("--max-det must be positive.") }
-        guard imgsz >= 32 && imgsz <= 4096 && imgsz % 32 == 0 else { throw ValidationError("--imgsz must be a multiple of 32 from 32 to 4096.") }
+        guard imgsz >= 32 && imgsz <= 4096 && imgsz % 32 == 0 else {
+            throw ValidationError("--imgsz must be a multiple of 32 from 32 to 4096.")
+        }
         for entry in queryThresholds {
             guard let equals = entry.lastIndex(of: "="), Float(entry[entry.index(after: equals)...]) != nil else {
                 throw ValidationError("--query-conf takes QUERY=VALUE, got \"\(entry)\".")
@@ -99,21 +109,13 @@ struct ThresholdOptions: ParsableArguments {
             let equals = entry.lastIndex(of: "=")!
             let query = String(entry[..<equals]).trimmingCharacters(in: " ")
             guard let index = queries.firstIndex(of: query) else {
-                throw LookoutError("--query-conf names \"\(query)\", which is not one of the queries: \(queries.joined(separator: ", "))")
+                throw LookoutError(
+                    "--query-conf names \"\(query)\", which is not one of the queries: \(queries.joined(separator: ", "))"
+                )
             }
             options.perClassConfidence[index] = Float(entry[entry.index(after: equals)...])!
         }
         return options
-    }
-}
-
-extension String {
-    func trimmingCharacters(in set: String) -> String {
-        let characters = Set(set)
-        var slice = self[...]
-        while let first = slice.first, characters.contains(first) { slice = slice.dropFirst() }
-        while let last = slice.last, characters.contains(last) { slice = slice.dropLast() }
-        return String(slice)
     }
 }
 
@@ -149,7 +151,9 @@ struct DetectCommand: ParsableCommand {
 
     func validate() throws {
         if images.isEmpty { throw ValidationError("Give at least one image.") }
-        if (queries == nil) == (queriesFile == nil) { throw ValidationError("Give the queries with -q \"a, b\" or --queries-file FILE (one of them).") }
+        if (queries == nil) == (queriesFile == nil) {
+            throw ValidationError("Give the queries with -q \"a, b\" or --queries-file FILE (one of them).")
+        }
     }
 
     func run() throws {
@@ -182,8 +186,12 @@ struct DetectCommand: ParsableCommand {
             return lines
         }
         let (list, empty) = parseQueries(queries!)
-        if empty > 0 { printError("lookout: ignoring \(empty) empty quer\(empty == 1 ? "y" : "ies") in \"\(queries!)\"") }
-        guard !list.isEmpty else { throw LookoutError("no queries: -q needs at least one non-empty, comma-separated query") }
+        if empty > 0 {
+            printError("lookout: ignoring \(empty) empty quer\(empty == 1 ? "y" : "ies") in \"\(queries!)\"")
+        }
+        guard !list.isEmpty else {
+            throw LookoutError("no queries: -q needs at least one non-empty, comma-separated query")
+        }
         return list
     }
 }
@@ -191,7 +199,8 @@ struct DetectCommand: ParsableCommand {
 /// Text and JSON renderings of detections.
 enum Report {
     static func table(_ result: ImageDetections) -> String {
-        var out = "\(result.image) (\(result.width)×\(result.height)): \(result.detections.count) detection\(result.detections.count == 1 ? "" : "s")\n"
+        var out =
+            "\(result.image) (\(result.width)×\(result.height)): \(result.detections.count) detection\(result.detections.count == 1 ? "" : "s")\n"
         let width = max(5, result.detections.map(\.label.count).max() ?? 0)
         for item in result.detections {
             let label = item.label + String(repeating: " ", count: width - item.label.count)
@@ -204,13 +213,15 @@ enum Report {
     static func json(_ result: ImageDetections) -> String {
         let detections = result.detections.map { item -> JSONValue in
             .object([
-                ("label", .string(item.label)), ("query_index", .int(Int64(item.queryIndex))), ("score", shortest(item.score)),
+                ("label", .string(item.label)), ("query_index", .int(Int64(item.queryIndex))),
+                ("score", shortest(item.score)),
                 ("box", .array(item.box.map(shortest))),
             ])
         }
         let timings = result.timings.milliseconds.map { ($0.0 + "_ms", JSONValue.double(($0.1 * 100).rounded() / 100)) }
         let value = JSONValue.object([
-            ("image", .string(result.image)), ("width", .int(Int64(result.width))), ("height", .int(Int64(result.height))),
+            ("image", .string(result.image)), ("width", .int(Int64(result.width))),
+            ("height", .int(Int64(result.height))),
             ("detections", .array(detections)), ("timings", .object(timings)),
         ])
         return value.serialized + "\n"

@@ -1,4 +1,5 @@
 import ArgumentParser
+import LookoutEngine
 import LookoutJSON
 import LookoutTextEncoder
 import LookoutTokenizer
@@ -25,10 +26,13 @@ struct EmbedCommand: ParsableCommand {
     @Argument(help: "Texts to embed.")
     var texts: [String] = []
 
-    @Option(help: ArgumentHelp("CLIP text encoder: OpenAI ViT-B-32.pt, Hugging Face or Lookout safetensors.", valueName: "path"))
+    @Option(
+        help: ArgumentHelp(
+            "CLIP text encoder: OpenAI ViT-B-32.pt, Hugging Face or Lookout safetensors.", valueName: "path"))
     var textModel: String?
 
-    @Option(help: ArgumentHelp("Model directory with a lookout-model.json (its text encoder is used).", valueName: "dir"))
+    @Option(
+        help: ArgumentHelp("Model directory with a lookout-model.json (its text encoder is used).", valueName: "dir"))
     var model: String?
 
     @Flag(help: "Read one JSON string per line from standard input; write one JSON array per line.")
@@ -45,7 +49,10 @@ struct EmbedCommand: ParsableCommand {
 
     func validate() throws {
         if jsonl == !texts.isEmpty {
-            throw ValidationError(jsonl ? "--jsonl reads texts from standard input; give no TEXT arguments with it." : "Give at least one TEXT, or --jsonl.")
+            throw ValidationError(
+                jsonl
+                    ? "--jsonl reads texts from standard input; give no TEXT arguments with it."
+                    : "Give at least one TEXT, or --jsonl.")
         }
         if (textModel == nil) == (model == nil) {
             throw ValidationError("Name the text encoder with --text-model PATH or --model DIR (one of them).")
@@ -61,7 +68,8 @@ struct EmbedCommand: ParsableCommand {
         let loadedEncoder = clock.lap()
         let cacheDirectory = noCache ? nil : ResourceLocator.cacheDirectory().map { $0 + "/text-embeddings" }
         let embedder = try TextEmbedder(
-            tokenizer: tokenizer, encoder: encoder, cache: noCache ? nil : TextEmbeddingCache(directory: cacheDirectory))
+            tokenizer: tokenizer, encoder: encoder, cache: noCache ? nil : TextEmbeddingCache(directory: cacheDirectory)
+        )
         let inputs = jsonl ? try readJSONLines() : texts
         let (embeddings, report) = embedder.embed(inputs)
         let embedded = clock.lap()
@@ -88,24 +96,6 @@ struct EmbedCommand: ParsableCommand {
             lines.append(text)
         }
         return lines
-    }
-}
-
-/// Wall-clock laps.
-struct Stopwatch {
-    private var last = Stopwatch.now()
-
-    static func now() -> Double {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return Double(time.tv_sec) + Double(time.tv_nsec) * 1e-9
-    }
-
-    /// Seconds since the previous lap (or the start).
-    mutating func lap() -> Double {
-        let current = Stopwatch.now()
-        defer { last = current }
-        return current - last
     }
 }
 

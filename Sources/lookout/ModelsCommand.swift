@@ -30,18 +30,25 @@ struct ModelsCommand: ParsableCommand {
             var out = "\(file)\n  file format: \(weights.format.rawValue)\n"
             switch summary.kind {
             case .yoloWorldDetector(let scale, let embedding, let classes):
-                out += "  model: YOLO-World v2 detector, scale \(scale), text embedding \(embedding), \(classes) built-in classes\n"
-            case .clipTextEncoder(let layout, let width, let layers, let heads, let vocabulary, let context, let embedding):
-                out += "  model: CLIP text encoder (\(layout) names): width \(width), \(layers) layers, \(heads) heads, "
+                out +=
+                    "  model: YOLO-World v2 detector, scale \(scale), text embedding \(embedding), \(classes) built-in classes\n"
+            case .clipTextEncoder(
+                let layout, let width, let layers, let heads, let vocabulary, let context, let embedding):
+                out +=
+                    "  model: CLIP text encoder (\(layout) names): width \(width), \(layers) layers, \(heads) heads, "
                 out += "vocabulary \(vocabulary), context \(context), embedding \(embedding)\n"
             case .unknown:
                 out += "  model: not recognised (neither a YOLO-World detector nor a CLIP text encoder)\n"
             }
-            let dtypes = summary.dtypes.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue) ×\($0.value)" }
-            out += "  tensors: \(summary.tensorCount) (\(dtypes.joined(separator: ", "))), \(summary.parameterCount) values\n"
+            let dtypes = summary.dtypes.sorted { $0.key.rawValue < $1.key.rawValue }.map {
+                "\($0.key.rawValue) ×\($0.value)"
+            }
+            out +=
+                "  tensors: \(summary.tensorCount) (\(dtypes.joined(separator: ", "))), \(summary.parameterCount) values\n"
             if !weights.attributes.isEmpty {
                 out += "  attributes: "
-                out += weights.attributes.keys.sorted().map { "\($0) \(weights.attributes[$0]!.shape)" }.joined(separator: ", ")
+                out += weights.attributes.keys.sorted().map { "\($0) \(weights.attributes[$0]!.shape)" }.joined(
+                    separator: ", ")
                 out += "\n"
             }
             if !weights.metadata.isEmpty { out += "  metadata:\n" }
@@ -63,7 +70,9 @@ struct ModelsCommand: ParsableCommand {
     struct Verify: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Check a model directory: its manifest, its files' SHA-256 digests, and what each file is.",
-            discussion: "A model directory holds lookout-model.json naming a detector and a text encoder (see Models/README.md).")
+            discussion:
+                "A model directory holds lookout-model.json naming a detector and a text encoder (see Models/README.md)."
+        )
 
         @Argument(help: "Model directory.")
         var directory: String
@@ -76,7 +85,8 @@ struct ModelsCommand: ParsableCommand {
                 let summary = ModelSummary(try WeightFile.open(entry.path))
                 var line = "\(role): \(entry.path)\n  sha256 \(digest)"
                 if let expected = entry.sha256 {
-                    line += expected == digest ? " (matches the manifest)" : " DOES NOT MATCH the manifest (\(expected))"
+                    line +=
+                        expected == digest ? " (matches the manifest)" : " DOES NOT MATCH the manifest (\(expected))"
                     failed = failed || expected != digest
                 } else {
                     line += " (the manifest records none)"

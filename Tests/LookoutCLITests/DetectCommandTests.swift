@@ -13,7 +13,8 @@ import Testing
     @Test func jsonLinesPerImage() throws {
         let result = try TokenizeCommandTests.run(
             ["detect"] + Self.model + [
-                Self.root + "/examples/photos/rocket.jpg", Self.root + "/examples/photos/chelsea.jpg", "-q", "rocket, cat,, sky",
+                Self.root + "/examples/photos/rocket.jpg", Self.root + "/examples/photos/chelsea.jpg", "-q",
+                "rocket, cat,, sky",
                 "--conf", "0.05", "--json",
             ])
         #expect(result.status == 0, "\(result.stderr)")
@@ -36,7 +37,10 @@ import Testing
 
     @Test func unreadableImagesAreReportedAndTheOthersStillRun() throws {
         let result = try TokenizeCommandTests.run(
-            ["detect"] + Self.model + [Self.root + "/Tests/Fixtures/image/files/truncated.jpg", Self.root + "/examples/photos/rocket.jpg", "-q", "rocket"])
+            ["detect"] + Self.model + [
+                Self.root + "/Tests/Fixtures/image/files/truncated.jpg", Self.root + "/examples/photos/rocket.jpg",
+                "-q", "rocket",
+            ])
         #expect(result.status != 0)
         #expect(result.stderr.contains("truncated.jpg"))
         #expect(result.stdout.contains("rocket.jpg (640×427)"))
@@ -46,12 +50,17 @@ import Testing
         let none = try TokenizeCommandTests.run(["detect", Self.root + "/examples/photos/rocket.jpg", "-q", "rocket"])
         #expect(none.status != 0 && none.stderr.contains("No model given"))
         let mismatch = try TokenizeCommandTests.run(
-            ["detect", "--detector", Self.root + "/Tests/Fixtures/weights/clip-tiny-openai.pt", "--text-model",
-             Self.root + "/Tests/Fixtures/weights/clip-tiny-openai.pt", Self.root + "/examples/photos/rocket.jpg", "-q", "x"])
+            [
+                "detect", "--detector", Self.root + "/Tests/Fixtures/weights/clip-tiny-openai.pt", "--text-model",
+                Self.root + "/Tests/Fixtures/weights/clip-tiny-openai.pt", Self.root + "/examples/photos/rocket.jpg",
+                "-q", "x",
+            ])
         #expect(mismatch.status != 0 && mismatch.stderr.contains("not a YOLO-World v2 detector"))
-        let empty = try TokenizeCommandTests.run(["detect"] + Self.model + [Self.root + "/examples/photos/rocket.jpg", "-q", " , "])
+        let empty = try TokenizeCommandTests.run(
+            ["detect"] + Self.model + [Self.root + "/examples/photos/rocket.jpg", "-q", " , "])
         #expect(empty.status != 0 && empty.stderr.contains("no queries"))
-        let badConf = try TokenizeCommandTests.run(["detect"] + Self.model + [Self.root + "/examples/photos/rocket.jpg", "-q", "x", "--conf", "2"])
+        let badConf = try TokenizeCommandTests.run(
+            ["detect"] + Self.model + [Self.root + "/examples/photos/rocket.jpg", "-q", "x", "--conf", "2"])
         #expect(badConf.status != 0)
     }
 }

@@ -37,9 +37,11 @@ import Testing
         var options = SuppressionOptions()
         options.confidence = 0.05
         let labels = ["a", "b", "c", "d", "e"]
-        _ = Self.engine.detect(prepared, labels: Array(labels.prefix(2)), text: Array(text.prefix(2 * 512)), options: options)
+        _ = Self.engine.detect(
+            prepared, labels: Array(labels.prefix(2)), text: Array(text.prefix(2 * 512)), options: options)
         let requery = Self.engine.detect(prepared, labels: labels, text: text, options: options)
-        let fresh = Self.engine.detect(try Self.engine.prepare(path: path, size: 416), labels: labels, text: text, options: options)
+        let fresh = Self.engine.detect(
+            try Self.engine.prepare(path: path, size: 416), labels: labels, text: text, options: options)
         #expect(requery.detections == fresh.detections)
         #expect(!fresh.detections.isEmpty)
     }

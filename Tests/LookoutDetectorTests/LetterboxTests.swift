@@ -10,16 +10,22 @@ import Testing
 
     static func image(_ name: String) -> Image {
         let view = file.tensors[name]!
-        return Image(width: view.shape[1], height: view.shape[0], channels: view.shape[2], pixels: view.integers().map { UInt8($0) })
+        return Image(
+            width: view.shape[1], height: view.shape[0], channels: view.shape[2],
+            pixels: view.integers().map { UInt8($0) })
     }
 
     @Test func everyCaseIsByteExact() throws {
-        guard case .array(let cases) = try JSONValue(parsing: Self.file.metadata["cases"]!) else { throw CancellationError() }
+        guard case .array(let cases) = try JSONValue(parsing: Self.file.metadata["cases"]!) else {
+            throw CancellationError()
+        }
         #expect(cases.count >= 30)
         var failures: [String] = []
         for case .object(let members) in cases {
             let fields = Dictionary(uniqueKeysWithValues: members)
-            guard case .string(let input) = fields["image"]!, case .string(let output) = fields["output"]! else { continue }
+            guard case .string(let input) = fields["image"]!, case .string(let output) = fields["output"]! else {
+                continue
+            }
             let source = Self.image(input)
             let expected = Self.image(output)
             let actual: Image
@@ -33,7 +39,9 @@ import Testing
             }
             if actual != expected {
                 let differing = zip(actual.pixels, expected.pixels).filter { $0 != $1 }.count
-                failures.append("\(output): \(actual.width)×\(actual.height) vs \(expected.width)×\(expected.height), \(differing) bytes differ")
+                failures.append(
+                    "\(output): \(actual.width)×\(actual.height) vs \(expected.width)×\(expected.height), \(differing) bytes differ"
+                )
             }
         }
         #expect(failures.isEmpty, "\(failures)")
@@ -44,7 +52,8 @@ import Testing
         let box = Letterbox(width: 1280, height: 720, size: 640)
         #expect(box.height == 384 && box.width == 640 && box.top == 12 && box.bottom == 12)
         let odd = Letterbox(width: 517, height: 333, size: 640)
-        #expect(odd.resizedHeight == 412 && odd.resizedWidth == 640 && odd.height == 416 && odd.top == 2 && odd.bottom == 2)
+        #expect(
+            odd.resizedHeight == 412 && odd.resizedWidth == 640 && odd.height == 416 && odd.top == 2 && odd.bottom == 2)
         let uneven = Letterbox(width: 640, height: 427, size: 640)
         #expect(uneven.height == 448 && uneven.top == 10 && uneven.bottom == 11)
         let tall = Letterbox(width: 37, height: 100, size: 640)

@@ -12,7 +12,8 @@ import Testing
         for _ in 0..<3 { path = String(path[..<path.lastIndex(of: "/")!]) }
         return path
     }()
-    static let network = try! YOLOWorldNetwork(weights: WeightFile.open(root + "/Tests/Fixtures/weights/yolov8n-worldv2-random.pt"))
+    static let network = try! YOLOWorldNetwork(
+        weights: WeightFile.open(root + "/Tests/Fixtures/weights/yolov8n-worldv2-random.pt"))
 
     static func map(_ view: TensorView) -> FeatureMap {
         FeatureMap(channels: view.shape[1], height: view.shape[2], width: view.shape[3], data: view.floats())

@@ -12,7 +12,9 @@ import Testing
     static func detections(_ view: TensorView) -> [Detection] {
         let values = view.floats()
         return (0..<view.shape[0]).map { row in
-            Detection(box: Array(values[(row * 6)..<(row * 6 + 4)]), score: values[row * 6 + 4], classIndex: Int(values[row * 6 + 5]))
+            Detection(
+                box: Array(values[(row * 6)..<(row * 6 + 4)]), score: values[row * 6 + 4],
+                classIndex: Int(values[row * 6 + 5]))
         }
     }
 
@@ -23,7 +25,8 @@ import Testing
         let original = try file.view("original_shape").integers()
         let kept = NonMaxSuppression.run(output, classes: classes, options: options)
         return NonMaxSuppression.scaleBoxes(
-            kept, inputWidth: input.shape[3], inputHeight: input.shape[2], imageWidth: Int(original[1]), imageHeight: Int(original[0]))
+            kept, inputWidth: input.shape[3], inputHeight: input.shape[2], imageWidth: Int(original[1]),
+            imageHeight: Int(original[0]))
     }
 
     @Test(arguments: NetworkParityTests.fullComparisons)
@@ -35,7 +38,10 @@ import Testing
             let expected = Self.detections(try file.view(key))
             let actual = try Self.run(output, classes: classes, confidence: confidence, file: file)
             #expect(actual.count == expected.count, "\(fixture) conf \(confidence)")
-            #expect(actual == expected, "\(fixture) conf \(confidence): first difference at \(Array(zip(actual, expected)).firstIndex { $0.0 != $0.1 } ?? -1)")
+            #expect(
+                actual == expected,
+                "\(fixture) conf \(confidence): first difference at \(Array(zip(actual, expected)).firstIndex { $0.0 != $0.1 } ?? -1)"
+            )
         }
     }
 
@@ -58,7 +64,8 @@ import Testing
             let near = { (d: Detection) in abs(d.score - confidence) <= 1e-4 }
             let expected = Self.detections(try file.view(key)).filter { !near($0) }
             let actual = try Self.run(output, classes: classes, confidence: confidence, file: file).filter { !near($0) }
-            #expect(actual.count == expected.count, "\(fixture) conf \(confidence): \(actual.count) vs \(expected.count)")
+            #expect(
+                actual.count == expected.count, "\(fixture) conf \(confidence): \(actual.count) vs \(expected.count)")
             // Order is compared up to runs of scores equal within 1e-4 (saturated scores of 1.0 are exactly
             // equal, and their order then follows float rounding): each run must hold the same detections.
             var start = 0
@@ -71,7 +78,9 @@ import Testing
                         a.classIndex == e.classIndex && abs(a.score - e.score) <= 1e-4
                             && zip(a.box, e.box).allSatisfy { abs($0 - $1) <= tolerance }
                     }
-                    #expect(match != nil, "\(fixture) conf \(confidence): no match for \(e) among positions \(start)..<\(end)")
+                    #expect(
+                        match != nil,
+                        "\(fixture) conf \(confidence): no match for \(e) among positions \(start)..<\(end)")
                     if let match { unmatched.remove(at: match) }
                 }
                 start = end

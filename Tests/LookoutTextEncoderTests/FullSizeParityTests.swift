@@ -12,16 +12,23 @@ import Testing
     @Test(.enabled(if: directory != nil, "set LOOKOUT_FULL_CLIP_DIR (scripts/check-full-clip)"))
     func fullSizeViTB32MatchesReference() throws {
         let directory = try #require(Self.directory)
-        let expected = try JSONDocument(bytes: try FileContents.read(directory + "/expected.json", maximumSize: 1 << 30)).root
+        let expected = try JSONDocument(
+            bytes: try FileContents.read(directory + "/expected.json", maximumSize: 1 << 30)
+        ).root
         let encoder = try CLIPTextEncoder(contentsOf: directory + "/ViT-B-32-random.pt")
         #expect(encoder.configuration.width == 512 && encoder.configuration.layers == 12)
         #expect(encoder.configuration.heads == 8 && encoder.configuration.embeddingSize == 512)
         let promptsNode = expected["prompts"]!
         let prompts = (0..<promptsNode.count).map { promptsNode[$0].string! }
         let rowsNode = expected["ViT-B-32-random.pt"]!
-        let reference = (0..<rowsNode.count).map { row in (0..<rowsNode[row].count).map { Float(rowsNode[row][$0].number!) } }
-        let (maxError, minCosine) = TextEncoderParityTests.compare(encoder: encoder, prompts: prompts, expected: reference)
-        print("full-size ViT-B/32: max |error| \(maxError), min cosine \(minCosine) over \(expected["prompts"]!.count) prompts")
+        let reference = (0..<rowsNode.count).map { row in
+            (0..<rowsNode[row].count).map { Float(rowsNode[row][$0].number!) }
+        }
+        let (maxError, minCosine) = TextEncoderParityTests.compare(
+            encoder: encoder, prompts: prompts, expected: reference)
+        print(
+            "full-size ViT-B/32: max |error| \(maxError), min cosine \(minCosine) over \(expected["prompts"]!.count) prompts"
+        )
         #expect(maxError <= 1e-5)
         #expect(minCosine >= 0.99999)
         let (singleError, singleCosine) = TextEncoderParityTests.compare(

@@ -15,7 +15,9 @@ import Testing
     }()
     static let tokenizer = try! CLIPTokenizer(vocabularyFile: root + "/Vocab/clip_vocab.json")
     static let prompts: [String] = {
-        let list = try! JSONDocument(bytes: try! FileContents.read(root + "/Tests/Fixtures/text/clip-tiny-prompts.json")).root
+        let list = try! JSONDocument(
+            bytes: try! FileContents.read(root + "/Tests/Fixtures/text/clip-tiny-prompts.json")
+        ).root
         return (0..<list.count).map { list[$0].string! }
     }()
     static let expected = try! WeightFile.open(root + "/Tests/Fixtures/text/clip-tiny-expected.safetensors")
@@ -34,7 +36,8 @@ import Testing
     ) -> (Float, Float) {
         let embeddings =
             oneByOne
-            ? texts.map { encoder.encode([tokenizer.tokenize($0)])[0] } : encoder.encode(texts.map { tokenizer.tokenize($0) })
+            ? texts.map { encoder.encode([tokenizer.tokenize($0)])[0] }
+            : encoder.encode(texts.map { tokenizer.tokenize($0) })
         var maxError: Float = 0
         var minCosine: Float = 1
         for (index, embedding) in embeddings.enumerated() {
@@ -100,7 +103,8 @@ import Testing
 
 /// A text-encoder file that does not fit is an error naming the key.
 @Suite struct TextEncoderLoadingTests {
-    static let source = try! WeightFile.open(TextEncoderParityTests.root + "/Tests/Fixtures/weights/clip-tiny-hf.safetensors")
+    static let source = try! WeightFile.open(
+        TextEncoderParityTests.root + "/Tests/Fixtures/weights/clip-tiny-hf.safetensors")
 
     func rewrite(dropping dropped: String? = nil, reshaping reshaped: String? = nil) throws -> String {
         var entries: [(name: String, shape: [Int], values: TensorValues)] = []
@@ -136,13 +140,15 @@ import Testing
         #expect {
             try CLIPTextEncoder(contentsOf: path)
         } throws: { error in
-            "\(error)".contains("text_model.encoder.layers.0.self_attn.k_proj.weight has shape [64, 63], expected [64, 64]")
+            "\(error)".contains(
+                "text_model.encoder.layers.0.self_attn.k_proj.weight has shape [64, 63], expected [64, 64]")
         }
     }
 
     @Test func aDetectorIsNotATextEncoder() {
         #expect {
-            try CLIPTextEncoder(contentsOf: TextEncoderParityTests.root + "/Tests/Fixtures/weights/yolov8n-worldv2-random.pt")
+            try CLIPTextEncoder(
+                contentsOf: TextEncoderParityTests.root + "/Tests/Fixtures/weights/yolov8n-worldv2-random.pt")
         } throws: { error in
             "\(error)".contains("not a CLIP text encoder")
         }

@@ -65,7 +65,9 @@ import Testing
 
     @Test func wellFormedHandMadeCheckpointLoads() throws {
         let pickle = Support.stateDictPickle(numel: 6, size: [2, 2], stride: [1, 2], offset: 1)
-        let zip = Support.zip([("archive/data.pkl", pickle), ("archive/data/0", Support.floatBytes([0, 1, 2, 3, 4, 5]))])
+        let zip = Support.zip([
+            ("archive/data.pkl", pickle), ("archive/data/0", Support.floatBytes([0, 1, 2, 3, 4, 5])),
+        ])
         let weights = try open(zip)
         // Column-major view starting at element 1: [[1, 3], [2, 4]].
         #expect(try weights.view("w").floats() == [1, 3, 2, 4])
@@ -103,9 +105,10 @@ import Testing
 
     @Test func cyclicPickleDoesNotHang() throws {
         // l = []; l.append(l); {"model": l}
-        let pickle: [UInt8] = [0x80, 0x02, 0x7D, 0x58, 5, 0, 0, 0] + Array("model".utf8) + [
-            0x5D, 0x71, 0x00, 0x68, 0x00, 0x61, 0x73, 0x2E,
-        ]
+        let pickle: [UInt8] =
+            [0x80, 0x02, 0x7D, 0x58, 5, 0, 0, 0] + Array("model".utf8) + [
+                0x5D, 0x71, 0x00, 0x68, 0x00, 0x61, 0x73, 0x2E,
+            ]
         let document = try pickle.withUnsafeBytes { try Unpickler.load($0) }
         let value = document.root  // the document keeps the graph; when it goes, cycles are broken
         #expect(value.dict?["model"]?.tuple?.count == 1)
@@ -118,9 +121,10 @@ import Testing
         weak var list: PickleList?
         do {
             // l = []; l.append(l); {"model": l}
-            let pickle: [UInt8] = [0x80, 0x02, 0x7D, 0x58, 5, 0, 0, 0] + Array("model".utf8) + [
-                0x5D, 0x71, 0x00, 0x68, 0x00, 0x61, 0x73, 0x2E,
-            ]
+            let pickle: [UInt8] =
+                [0x80, 0x02, 0x7D, 0x58, 5, 0, 0, 0] + Array("model".utf8) + [
+                    0x5D, 0x71, 0x00, 0x68, 0x00, 0x61, 0x73, 0x2E,
+                ]
             let document = try pickle.withUnsafeBytes { try Unpickler.load($0) }
             if case .list(let value) = document.root.dict!["model"]! { list = value }
             #expect(list != nil)
@@ -159,7 +163,10 @@ import Testing
         let cases: [(String, String)] = [
             (#"{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,32]}}"#, "outside"),
             (#"{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}}"#, "do not hold"),
-            (#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}"#, "overlap"),
+            (
+                #"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}"#,
+                "overlap"
+            ),
             (#"{"a":{"dtype":"Q8","shape":[4],"data_offsets":[0,16]}}"#, "unsupported dtype"),
             (#"{"a":{"dtype":"F32","shape":[-4],"data_offsets":[0,16]}}"#, "non-negative"),
             (#"{"a":{"dtype":"F32","shape":[4]}}"#, "data_offsets"),

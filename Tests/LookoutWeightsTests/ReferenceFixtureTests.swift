@@ -35,7 +35,9 @@ import Testing
             if view.dtype != Self.dtypeNames[entry["dtype"]!.string!] {
                 failures.append("\(name): dtype \(view.dtype) vs \(entry["dtype"]!.string!)")
             }
-            let crc = view.dtype.isFloatingPoint ? Support.crc32(floats: view.floats()) : Support.crc32(integers: view.integers())
+            let crc =
+                view.dtype.isFloatingPoint
+                ? Support.crc32(floats: view.floats()) : Support.crc32(integers: view.integers())
             if Int64(crc) != entry["crc32_f32"]!.int! { failures.append("\(name): values differ") }
         }
         #expect(failures.isEmpty, "\(failures.prefix(10))")
@@ -78,7 +80,8 @@ import Testing
         #expect(
             hf.kind
                 == .clipTextEncoder(
-                    layout: "huggingface", width: 64, layers: 2, heads: 1, vocabulary: 49408, context: 77, embedding: 512))
+                    layout: "huggingface", width: 64, layers: 2, heads: 1, vocabulary: 49408, context: 77,
+                    embedding: 512))
     }
 
     @Test func safetensorsMetadataAndDtypes() throws {

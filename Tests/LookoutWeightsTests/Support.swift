@@ -50,8 +50,12 @@ enum Support {
     static func zip(_ entries: [(String, [UInt8])]) -> [UInt8] {
         var out: [UInt8] = []
         var central: [UInt8] = []
-        func u16(_ value: Int, _ target: inout [UInt8]) { withUnsafeBytes(of: UInt16(value).littleEndian) { target.append(contentsOf: $0) } }
-        func u32(_ value: Int, _ target: inout [UInt8]) { withUnsafeBytes(of: UInt32(value).littleEndian) { target.append(contentsOf: $0) } }
+        func u16(_ value: Int, _ target: inout [UInt8]) {
+            withUnsafeBytes(of: UInt16(value).littleEndian) { target.append(contentsOf: $0) }
+        }
+        func u32(_ value: Int, _ target: inout [UInt8]) {
+            withUnsafeBytes(of: UInt32(value).littleEndian) { target.append(contentsOf: $0) }
+        }
         for (name, data) in entries {
             let offset = out.count
             let nameBytes = Array(name.utf8)
@@ -80,7 +84,10 @@ enum Support {
         stride: [Int], offset: Int = 0
     ) -> [UInt8] {
         var p: [UInt8] = [0x80, 0x02, 0x7D]  // PROTO 2, EMPTY_DICT
-        func unicode(_ text: String) { let b = Array(text.utf8); p.append(0x58); withUnsafeBytes(of: UInt32(b.count).littleEndian) { p += $0 }; p += b }
+        func unicode(_ text: String) {
+            let b = Array(text.utf8); p.append(0x58); withUnsafeBytes(of: UInt32(b.count).littleEndian) { p += $0 };
+            p += b
+        }
         func int(_ value: Int) {
             if let small = Int32(exactly: value) {
                 p.append(0x4A); withUnsafeBytes(of: small.littleEndian) { p += $0 }
