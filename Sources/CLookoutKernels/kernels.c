@@ -1,5 +1,6 @@
 #include "lookout_kernels.h"
 
+#include <math.h>
 #include <string.h>
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -89,6 +90,48 @@ __attribute__((target("avx2,fma,f16c"))) static void convert_avx2(const uint16_t
     for (; i < count; i++) target[i] = half_to_float(source[i]);
 }
 #endif
+
+#if defined(__x86_64__)
+/* exp(x) for 8 floats: x = n·ln2 + r with |r| ≤ ln2/2 (ln2 split in two parts for accuracy),
+   e^r by a degree-6 polynomial, 2^n through the exponent bits. Inputs are clamped to ±88. */
+__attribute__((target("avx2,fma"))) static __m256 exp8(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    __m256 r2 = _mm256_mul_ps(r, r);
+    p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+__attribute__((target("avx2,fma"))) static void silu_avx2(float *values, size_t count) {
+    size_t i = 0;
+    __m256 one = _mm256_set1_ps(1.0f);
+    for (; i + 8 <= count; i += 8) {
+        __m256 x = _mm256_loadu_ps(values + i);
+        __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+        _mm256_storeu_ps(values + i, _mm256_div_ps(x, _mm256_add_ps(one, e)));
+    }
+    for (; i < count; i++) values[i] = values[i] / (1.0f + expf(-values[i]));
+}
+#endif
+
+void lookout_silu(float *values, size_t count) {
+#if defined(__x86_64__)
+    if (lookout_kernels_vectorized()) {
+        silu_avx2(values, count);
+        return;
+    }
+#endif
+    for (size_t i = 0; i < count; i++) values[i] = values[i] / (1.0f + expf(-values[i]));
+}
 
 int lookout_kernels_vectorized(void) {
 #if defined(__x86_64__)

@@ -93,10 +93,7 @@ public struct FeatureMap: Sendable {
 
 /// SiLU in place: `x / (1 + exp(−x))` (PyTorch's form).
 func silu(_ values: inout [Float]) {
-    for index in values.indices {
-        let x = values[index]
-        values[index] = x / (1 + expf(-x))
-    }
+    values.withUnsafeMutableBufferPointer { Kernels.silu($0.baseAddress!, count: $0.count) }
 }
 
 func sigmoid(_ x: Float) -> Float { 1 / (1 + expf(-x)) }

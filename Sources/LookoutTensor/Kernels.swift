@@ -76,6 +76,11 @@ public enum Kernels {
         }
     }
 
+    /// SiLU in place, `x / (1 + exp(−x))` (vectorised where the CPU allows).
+    public static func silu(_ values: UnsafeMutablePointer<Float>, count: Int) {
+        lookout_silu(values, count)
+    }
+
     /// IEEE half bit patterns to Float32 (vectorised where the CPU has F16C).
     public static func halfToFloat(_ source: UnsafePointer<UInt16>, _ target: UnsafeMutablePointer<Float>, count: Int) {
         lookout_f16_to_f32(source, target, count)

@@ -11,6 +11,9 @@ void lookout_linear_f16_rows(const float *x, int rows, int inputs, const uint16_
 /// IEEE half → float for `count` values.
 void lookout_f16_to_f32(const uint16_t *source, float *target, size_t count);
 
+/// SiLU in place, x / (1 + exp(-x)); the vector path uses a polynomial exp accurate to about 2 ulp.
+void lookout_silu(float *values, size_t count);
+
 /// Whether the vector paths are used.
 int lookout_kernels_vectorized(void);
 #endif
