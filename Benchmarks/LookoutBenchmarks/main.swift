@@ -71,6 +71,9 @@ if CommandLine.arguments.count > 4 && CommandLine.arguments[1] == "detect" {
     measure("re-query (neck + head + NMS), 80 queries", repetitions: 5) {
         _ = engine.detect(prepared, labels: labels, text: text)
     }
+    measure("  of which the neck (layers 10–21)", repetitions: 5) {
+        _ = network.neck(prepared.features, text: text, classes: 80)
+    }
     var options = SuppressionOptions()
     options.confidence = 0.1
     let output = network.head(prepared.features, text: text, classes: 80)
