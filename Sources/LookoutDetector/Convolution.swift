@@ -1,6 +1,24 @@
 import LookoutTensor
 import LookoutWeights
 
+/// A `BatchNorm2d`'s parameters and running statistics, and its `eps` as the checkpoint records it
+/// (1e-3, ultralytics' setting, where it does not).
+struct BatchNormStatistics {
+    let gamma: [Float]
+    let beta: [Float]
+    let mean: [Float]
+    let variance: [Float]
+    let epsilon: Float
+
+    init(_ prefix: String, channels: Int, in file: WeightFile) throws(WeightsError) {
+        gamma = try file.floats(prefix + ".weight", shape: [channels])
+        beta = try file.floats(prefix + ".bias", shape: [channels])
+        mean = try file.floats(prefix + ".running_mean", shape: [channels])
+        variance = try file.floats(prefix + ".running_var", shape: [channels])
+        epsilon = Float(file.batchNormEpsilon[prefix] ?? 1e-3)
+    }
+}
+
 /// A 2-D convolution with bias (BatchNorm already folded in), square kernel, padding `kernel / 2`,
 /// optionally followed by SiLU: ultralytics' `Conv` after `fuse()`, or a plain `nn.Conv2d`.
 struct Convolution: Sendable {
@@ -24,18 +42,14 @@ struct Convolution: Sendable {
         }
         let (outputs, inputs, kernel) = (view.shape[0], view.shape[1], view.shape[2])
         var weight = view.floats()
-        let gamma = try file.floats(prefix + ".bn.weight", shape: [outputs])
-        let beta = try file.floats(prefix + ".bn.bias", shape: [outputs])
-        let mean = try file.floats(prefix + ".bn.running_mean", shape: [outputs])
-        let variance = try file.floats(prefix + ".bn.running_var", shape: [outputs])
-        let epsilon = Float(file.batchNormEpsilon[prefix + ".bn"] ?? 1e-3)
+        let bn = try BatchNormStatistics(prefix + ".bn", channels: outputs, in: file)
         var bias = [Float](repeating: 0, count: outputs)
         let perOutput = inputs * kernel * kernel
         for o in 0..<outputs {
-            let rs = 1 / (variance[o] + epsilon).squareRoot()
-            let scale = gamma[o] * rs
+            let rs = 1 / (bn.variance[o] + bn.epsilon).squareRoot()
+            let scale = bn.gamma[o] * rs
             for index in (o * perOutput)..<((o + 1) * perOutput) { weight[index] *= scale }
-            bias[o] = ((0 - mean[o]) * rs) * gamma[o] + beta[o]
+            bias[o] = ((0 - bn.mean[o]) * rs) * bn.gamma[o] + bn.beta[o]
         }
         self.init(
             weight: weight, bias: bias, inputs: inputs, outputs: outputs, kernel: kernel, stride: stride,

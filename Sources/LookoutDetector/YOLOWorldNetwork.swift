@@ -141,18 +141,13 @@ struct WorldDetectHead: Sendable {
                 try Convolution(plain: p3 + ".2", in: file),
             ]
             let width = embedding[2].outputs
-            let gamma = try file.floats(p4 + ".norm.weight", shape: [width])
-            let beta = try file.floats(p4 + ".norm.bias", shape: [width])
-            let mean = try file.floats(p4 + ".norm.running_mean", shape: [width])
-            let variance = try file.floats(p4 + ".norm.running_var", shape: [width])
-            let epsilon = Float(file.batchNormEpsilon[p4 + ".norm"] ?? 1e-3)
+            let bn = try BatchNormStatistics(p4 + ".norm", channels: width, in: file)
             // PyTorch's eval BatchNorm (model-facts G.3): α = (1/√(var + eps))·γ, y = fma(x, α, fma(−μ, α, β)).
             var scale = [Float](repeating: 0, count: width)
             var shift = [Float](repeating: 0, count: width)
             for c in 0..<width {
-                let inverse = 1 / (variance[c] + epsilon).squareRoot()
-                scale[c] = inverse * gamma[c]
-                shift[c] = beta[c].addingProduct(-mean[c], scale[c])
+                scale[c] = 1 / (bn.variance[c] + bn.epsilon).squareRoot() * bn.gamma[c]
+                shift[c] = bn.beta[c].addingProduct(-bn.mean[c], scale[c])
             }
             levels.append(
                 Level(
