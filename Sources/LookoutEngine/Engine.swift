@@ -129,22 +129,45 @@ public final class Engine: Sendable {
         -> ImageDetections
     {
         precondition(text.count == labels.count * network.embeddingSize, "text features do not match the labels")
+        let scored = score(prepared, labels: labels, text: text)
+        return detections(scored, options: options)
+    }
+
+    /// Neck and head for one query set: the raw scores that any threshold can then be applied to.
+    public func score(_ prepared: PreparedImage, labels: [String], text: [Float]) -> ScoredImage {
         var timings = prepared.timings
         var clock = Stopwatch()
         let output = network.head(prepared.features, text: text, classes: labels.count)
         timings.neckAndHead = clock.lap()
-        let kept = NonMaxSuppression.run(output, classes: labels.count, options: options)
+        return ScoredImage(prepared: prepared, labels: labels, output: output, timings: timings)
+    }
+
+    /// Thresholds, NMS and scaling to the photo's pixels (milliseconds: a new threshold costs only this).
+    public func detections(_ scored: ScoredImage, options: SuppressionOptions) -> ImageDetections {
+        var timings = scored.timings
+        var clock = Stopwatch()
+        let prepared = scored.prepared
+        let kept = NonMaxSuppression.run(scored.output, classes: scored.labels.count, options: options)
         let scaled = NonMaxSuppression.scaleBoxes(
             kept, inputWidth: prepared.letterbox.width, inputHeight: prepared.letterbox.height,
-            imageWidth: prepared.width,
-            imageHeight: prepared.height)
+            imageWidth: prepared.width, imageHeight: prepared.height)
         timings.suppression = clock.lap()
         let items = scaled.map {
-            ImageDetections.Item(label: labels[$0.classIndex], queryIndex: $0.classIndex, score: $0.score, box: $0.box)
+            ImageDetections.Item(
+                label: scored.labels[$0.classIndex], queryIndex: $0.classIndex, score: $0.score, box: $0.box)
         }
         return ImageDetections(
             image: prepared.name, width: prepared.width, height: prepared.height, detections: items, timings: timings)
     }
+}
+
+/// The network's raw output for one image and one query set.
+public struct ScoredImage: Sendable {
+    public let prepared: PreparedImage
+    public let labels: [String]
+    /// `(4 + labels.count) × anchors`, as ultralytics' inference output.
+    public let output: [Float]
+    public var timings: StageTimings
 }
 
 /// Splits a query line as `lookout detect -q` takes it: comma-separated, trimmed, duplicates collapsed

@@ -11,6 +11,8 @@ struct Lookout: ParsableCommand {
             OpenAI's `clip.tokenize`.
             """,
         version: "0.1.0",
-        subcommands: [DetectCommand.self, TokenizeCommand.self, EmbedCommand.self, ModelsCommand.self]
+        subcommands: [
+            DetectCommand.self, QueryCommand.self, TokenizeCommand.self, EmbedCommand.self, ModelsCommand.self,
+        ]
     )
 }

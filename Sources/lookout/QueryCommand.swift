@@ -1,0 +1,168 @@
+import ArgumentParser
+import LookoutDetector
+import LookoutEngine
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+struct QueryCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "query",
+        abstract: "Ask again and again: the photos are read and their image features computed once.",
+        discussion: """
+            Reads query lines — at a prompt on a terminal, or plain lines from a pipe — and answers each with
+            detections and per-stage timings. A new query set runs only the text-guided neck and head; a
+            new threshold runs only the suppression.
+
+            Commands:
+              :conf 0.1       confidence threshold        :iou 0.5      IoU threshold
+              :max-det 50     detections per image        :agnostic on  one NMS across queries (on/off)
+              :help           this list                   :quit         leave (so does end of input)
+
+            Example:
+              printf 'dog, cat\\n:conf 0.1\\nred car\\n' | lookout query --model Models/official photo.jpg
+            """
+    )
+
+    @Argument(help: "JPEG or PNG files.")
+    var images: [String]
+
+    @OptionGroup var modelOptions: ModelOptions
+    @OptionGroup var thresholds: ThresholdOptions
+
+    @Flag(help: "One JSON object per image per answer instead of a table.")
+    var json = false
+
+    func validate() throws {
+        if images.isEmpty { throw ValidationError("Give at least one image.") }
+        if !thresholds.queryThresholds.isEmpty {
+            throw ValidationError("--query-conf applies to a fixed query set; use it with lookout detect.")
+        }
+    }
+
+    func run() throws {
+        let engine = try modelOptions.engine()
+        guard let embedder = engine.embedder else { throw LookoutError("no text encoder") }
+        let interactive = isatty(0) != 0
+        var prepared: [PreparedImage] = []
+        for path in images {
+            do {
+                prepared.append(try engine.prepare(path: path, size: thresholds.imgsz))
+            } catch {
+                printError("lookout: \(error)")
+            }
+        }
+        guard !prepared.isEmpty else { throw LookoutError("none of the images could be read") }
+        let backbone = prepared.reduce(0) { $0 + $1.timings.backbone + $1.timings.decode + $1.timings.preprocess }
+        if interactive {
+            printError(
+                "\(prepared.count) image\(prepared.count == 1 ? "" : "s") ready (\(ms(backbone)) ms). "
+                    + "Type what to look for, comma-separated; :help lists commands.")
+        }
+        var options = try thresholds.options(for: [])
+        var last: [ScoredImage] = []
+        while true {
+            if interactive {
+                print("query> ", terminator: "")
+                fflush(nil)
+            }
+            guard let line = readLine(strippingNewline: true) else { break }
+            let text = line.trimmingCharacters(in: " \t\r")
+            if text.isEmpty { continue }
+            if text.hasPrefix(":") {
+                switch command(text, options: &options) {
+                case .quit: return
+                case .changed:
+                    if !last.isEmpty {
+                        answer(
+                            last.map { engine.detections($0, options: options) }, note: "re-threshold",
+                            reranNetwork: false)
+                    }
+                case .none: break
+                }
+                continue
+            }
+            let (queries, empty) = parseQueries(text)
+            if empty > 0 { printError("lookout: ignoring \(empty) empty quer\(empty == 1 ? "y" : "ies")") }
+            guard !queries.isEmpty else {
+                printError("lookout: no queries in that line")
+                continue
+            }
+            var clock = Stopwatch()
+            let (embeddings, report) = embedder.embed(queries)
+            let textSeconds = clock.lap()
+            let features = embeddings.flatMap { $0 }
+            last = prepared.map { image in
+                var scored = engine.score(image, labels: queries, text: features)
+                scored.timings.textEncode = textSeconds
+                scored.timings.backbone = 0
+                scored.timings.decode = 0
+                scored.timings.preprocess = 0
+                return scored
+            }
+            answer(
+                last.map { engine.detections($0, options: options) },
+                note: "text \(ms(textSeconds)) ms (\(report.cached) of \(queries.count) cached)")
+        }
+    }
+
+    private enum Outcome { case none, changed, quit }
+
+    private func command(_ text: String, options: inout SuppressionOptions) -> Outcome {
+        let parts = text.dropFirst().split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+        let name = parts.first ?? ""
+        let value = parts.count > 1 ? parts[1] : nil
+        switch name {
+        case "quit", "q", "exit": return .quit
+        case "help", "h", "?":
+            printError(":conf X  :iou X  :max-det N  :agnostic on|off  :quit")
+            return .none
+        case "conf":
+            guard let value, let number = Float(value), number >= 0, number < 1 else {
+                printError("lookout: :conf takes a number in [0, 1)")
+                return .none
+            }
+            options.confidence = number
+        case "iou":
+            guard let value, let number = Double(value), number > 0, number <= 1 else {
+                printError("lookout: :iou takes a number in (0, 1]")
+                return .none
+            }
+            options.iou = number
+        case "max-det":
+            guard let value, let number = Int(value), number > 0 else {
+                printError("lookout: :max-det takes a positive whole number")
+                return .none
+            }
+            options.maximumDetections = number
+        case "agnostic":
+            guard let value, value == "on" || value == "off" else {
+                printError("lookout: :agnostic takes on or off")
+                return .none
+            }
+            options.agnostic = value == "on"
+        default:
+            printError("lookout: unknown command :\(name) (:help lists them)")
+            return .none
+        }
+        printError(
+            "conf \(options.confidence), iou \(options.iou), max-det \(options.maximumDetections), agnostic \(options.agnostic ? "on" : "off")"
+        )
+        return .changed
+    }
+
+    private func answer(_ results: [ImageDetections], note: String, reranNetwork: Bool = true) {
+        var out = ""
+        for result in results {
+            out += json ? Report.json(result) : Report.table(result)
+        }
+        if !json {
+            let neck = results.reduce(0) { $0 + $1.timings.neckAndHead }
+            let nms = results.reduce(0) { $0 + $1.timings.suppression }
+            out += "  (\(note); " + (reranNetwork ? "neck + head \(ms(neck)) ms; " : "") + "nms \(ms(nms)) ms)\n"
+        }
+        print(out, terminator: "")
+        fflush(nil)
+    }
+}
