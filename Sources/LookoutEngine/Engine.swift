@@ -161,6 +161,27 @@ public final class Engine: Sendable {
     }
 }
 
+/// The padding query of the official YOLO-World demos (field notes, fact 2): appended to the query set
+/// because it changes the other queries' scores (the neck takes a max over all queries); its own
+/// detections are dropped.
+public enum PaddingQuery {
+    public static let text = " "
+
+    /// `queries` with the padding query appended (unless it is already there).
+    public static func appended(to queries: [String]) -> [String] {
+        queries.contains(text) ? queries : queries + [text]
+    }
+}
+
+extension ImageDetections {
+    /// The same detections without those of the padding query.
+    public func droppingPadding() -> ImageDetections {
+        ImageDetections(
+            image: image, width: width, height: height, detections: detections.filter { $0.label != PaddingQuery.text },
+            timings: timings)
+    }
+}
+
 /// The network's raw output for one image and one query set.
 public struct ScoredImage: Sendable {
     public let prepared: PreparedImage

@@ -149,6 +149,12 @@ struct DetectCommand: ParsableCommand {
     @Flag(help: "One JSON object per image per line instead of a table.")
     var json = false
 
+    @Flag(
+        help:
+            "Append the \" \" padding query of the official YOLO-World demos (changes the other scores); its boxes are not shown."
+    )
+    var pad = false
+
     func validate() throws {
         if images.isEmpty { throw ValidationError("Give at least one image.") }
         if (queries == nil) == (queriesFile == nil) {
@@ -157,14 +163,15 @@ struct DetectCommand: ParsableCommand {
     }
 
     func run() throws {
-        let list = try queryList()
+        let list = pad ? PaddingQuery.appended(to: try queryList()) : try queryList()
         let engine = try modelOptions.engine()
         let options = try thresholds.options(for: list)
         var failures = 0
         for path in images {
             do {
                 let prepared = try engine.prepare(path: path, size: thresholds.imgsz)
-                let result = engine.detect(prepared, queries: list, options: options)
+                var result = engine.detect(prepared, queries: list, options: options)
+                if pad { result = result.droppingPadding() }
                 print(json ? Report.json(result) : Report.table(result), terminator: "")
             } catch {
                 failures += 1

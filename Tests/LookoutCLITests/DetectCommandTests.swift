@@ -35,6 +35,21 @@ import Testing
         }
     }
 
+    @Test func paddingQueryChangesScoresButIsNotShown() throws {
+        let arguments =
+            ["detect"] + Self.model + [
+                Self.root + "/examples/photos/rocket.jpg", "-q", "rocket, sky", "--conf", "0.01", "--json",
+            ]
+        let plain = try TokenizeCommandTests.run(arguments)
+        let padded = try TokenizeCommandTests.run(arguments + ["--pad"])
+        #expect(plain.status == 0 && padded.status == 0, "\(padded.stderr)")
+        let a = try JSONDocument(text: plain.stdout.trimmingCharacters(in: .newlines)).root["detections"]!
+        let b = try JSONDocument(text: padded.stdout.trimmingCharacters(in: .newlines)).root["detections"]!
+        for index in 0..<b.count { #expect(b[index]["label"]!.string! != " ") }
+        #expect(a.count > 0 && b.count > 0)
+        #expect(a[0]["score"]!.number! != b[0]["score"]!.number!)
+    }
+
     @Test func unreadableImagesAreReportedAndTheOthersStillRun() throws {
         let result = try TokenizeCommandTests.run(
             ["detect"] + Self.model + [
