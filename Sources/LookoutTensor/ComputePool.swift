@@ -49,6 +49,8 @@ public final class ComputePool: @unchecked Sendable {
 
     public init(threads: Int) {
         threadCount = max(1, threads)
+        // Work is split here; OpenBLAS threads on top of the pool's would oversubscribe the CPUs.
+        BLAS.setThreadCount(1)
         pthread_mutex_init(lock, nil)
         pthread_mutex_init(submit, nil)
         pthread_cond_init(wake, nil)
