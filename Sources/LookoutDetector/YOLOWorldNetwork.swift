@@ -26,7 +26,7 @@ public final class YOLOWorldNetwork: Sendable {
     let sppf: SPPF  // 9
     let neck12: C2f, neck15: C2f, neck18: C2f, neck21: C2f
     let down16: Convolution, down19: Convolution
-    let head: WorldDetectHead
+    let detectHead: WorldDetectHead
 
     public init(weights file: WeightFile) throws(WeightsError) {
         guard file.tensors["model.0.conv.weight"] != nil, ModelSummary.headIndex(file.tensors) == 22 else {
@@ -49,8 +49,8 @@ public final class YOLOWorldNetwork: Sendable {
         neck18 = try C2f("model.18", shortcut: false, attention: true, in: file)
         down19 = try Convolution(conv: "model.19", stride: 2, in: file)
         neck21 = try C2f("model.21", shortcut: false, attention: true, in: file)
-        head = try WorldDetectHead("model.22", in: file)
-        embeddingSize = head.embeddingSize
+        detectHead = try WorldDetectHead("model.22", in: file)
+        embeddingSize = detectHead.embeddingSize
         guard neck12.attention?.guideChannels == embeddingSize else {
             throw WeightsError(
                 path: file.path,
@@ -99,11 +99,7 @@ public final class YOLOWorldNetwork: Sendable {
     /// inference output `(1, 4 + nc, A)`: box centre x, centre y, width, height in input pixels, then
     /// one sigmoid score per class. `text` is `classes × embeddingSize`.
     public func head(_ features: [FeatureMap], text: [Float], classes: Int) -> [Float] {
-        head(neck(features, text: text, classes: classes), text: text, classes: classes, strides: strides)
-    }
-
-    private func head(_ levels: [FeatureMap], text: [Float], classes: Int, strides: [Int]) -> [Float] {
-        head.callAsFunction(levels, text: text, classes: classes, strides: strides)
+        detectHead(neck(features, text: text, classes: classes), text: text, classes: classes, strides: strides)
     }
 }
 

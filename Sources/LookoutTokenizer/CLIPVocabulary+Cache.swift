@@ -29,7 +29,7 @@ extension CLIPVocabulary {
         if let bytes = try? FileContents.read(cachePath), let cached = CLIPVocabulary(cache: bytes, digest: digest) {
             return cached
         }
-        let vocabulary = try CLIPVocabulary(json: json, path: path)
+        let vocabulary = try CLIPVocabulary(json: json, path: path, digest: digest)
         try? FileContents.writeAtomically(vocabulary.cacheBytes(digest: digest), to: cachePath)
         return vocabulary
     }

@@ -32,6 +32,11 @@ public struct CLIPVocabulary: Sendable {
 
     /// Parses and validates vocabulary JSON; `path` names the source in errors.
     public init(json bytes: [UInt8], path: String) throws(VocabularyError) {
+        try self.init(json: bytes, path: path, digest: ContentDigest(bytes))
+    }
+
+    /// `digest` is the bytes' digest when the caller has already computed it.
+    init(json bytes: [UInt8], path: String, digest: ContentDigest) throws(VocabularyError) {
         func fail(_ problem: String) -> VocabularyError { VocabularyError(path: path, problem: problem) }
         let document: JSONDocument
         do {
@@ -138,7 +143,7 @@ public struct CLIPVocabulary: Sendable {
         }
 
         self.table = table
-        self.digest = ContentDigest(bytes).hex
+        self.digest = digest.hex
         self.startOfText = startID
         self.endOfText = endID
         self.contextLength = contextLength

@@ -53,9 +53,7 @@ struct ModelOptions: ParsableArguments {
         let network = try YOLOWorldNetwork(weights: WeightFile.open(detectorPath))
         let encoder = try CLIPTextEncoder(contentsOf: textPath)
         let tokenizer = try loadTokenizer(vocab, cache: !noCache)
-        let cache =
-            noCache
-            ? nil : TextEmbeddingCache(directory: ResourceLocator.cacheDirectory().map { $0 + "/text-embeddings" })
+        let cache = textEmbeddingCache(enabled: !noCache)
         return try Engine(
             network: network, embedder: TextEmbedder(tokenizer: tokenizer, encoder: encoder, cache: cache))
     }

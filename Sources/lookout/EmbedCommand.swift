@@ -66,9 +66,8 @@ struct EmbedCommand: ParsableCommand {
         let path = try textModel ?? ModelManifest(directory: model!).textEncoder.path
         let encoder = try CLIPTextEncoder(contentsOf: path)
         let loadedEncoder = clock.lap()
-        let cacheDirectory = noCache ? nil : ResourceLocator.cacheDirectory().map { $0 + "/text-embeddings" }
         let embedder = try TextEmbedder(
-            tokenizer: tokenizer, encoder: encoder, cache: noCache ? nil : TextEmbeddingCache(directory: cacheDirectory)
+            tokenizer: tokenizer, encoder: encoder, cache: textEmbeddingCache(enabled: !noCache)
         )
         let inputs = jsonl ? try readJSONLines() : texts
         let (embeddings, report) = embedder.embed(inputs)
@@ -90,10 +89,7 @@ struct EmbedCommand: ParsableCommand {
         var number = 0
         while let line = readLine(strippingNewline: true) {
             number += 1
-            guard let text = try? JSONDocument(text: line).root.string else {
-                throw LookoutError("standard input line \(number): not a JSON string")
-            }
-            lines.append(text)
+            lines.append(try jsonString(line, number: number))
         }
         return lines
     }

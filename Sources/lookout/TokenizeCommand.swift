@@ -1,5 +1,6 @@
 import ArgumentParser
 import LookoutJSON
+import LookoutTextEncoder
 import LookoutTokenizer
 
 #if canImport(Glibc)
@@ -81,14 +82,7 @@ struct TokenizeCommand: ParsableCommand {
             lineNumber += 1
             let text: String
             do {
-                let document = try JSONDocument(text: line)
-                guard let string = document.root.string else {
-                    throw LookoutError("standard input line \(lineNumber): not a JSON string")
-                }
-                text = string
-            } catch let error as JSONError {
-                print(out, terminator: "")
-                throw LookoutError("standard input line \(lineNumber): not a JSON string (\(error))")
+                text = try jsonString(line, number: lineNumber)
             } catch {
                 print(out, terminator: "")
                 throw error
@@ -101,6 +95,24 @@ struct TokenizeCommand: ParsableCommand {
         }
         print(out, terminator: "")
     }
+}
+
+/// The JSON string on standard-input line `number` (1-based), or an error naming the line.
+func jsonString(_ line: String, number: Int) throws -> String {
+    do {
+        guard let string = try JSONDocument(text: line).root.string else {
+            throw LookoutError("standard input line \(number): not a JSON string")
+        }
+        return string
+    } catch let error as JSONError {
+        throw LookoutError("standard input line \(number): not a JSON string (\(error))")
+    }
+}
+
+/// Lookout's text-embedding cache, or nil when caching is off or no cache folder can be named.
+func textEmbeddingCache(enabled: Bool) -> TextEmbeddingCache? {
+    guard enabled else { return nil }
+    return TextEmbeddingCache(directory: ResourceLocator.cacheDirectory().map { $0 + "/text-embeddings" })
 }
 
 /// Loads the tokenizer from `path`, or from the vocabulary that ships with Lookout.
