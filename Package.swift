@@ -53,7 +53,7 @@ let package = Package(
         // The pipeline: photo → letterbox → backbone → neck/head with the query embeddings → NMS.
         .target(
             name: "LookoutEngine",
-            dependencies: ["LookoutDetector", "LookoutImage", "LookoutTensor", "LookoutTextEncoder", "LookoutWeights"]
+            dependencies: ["LookoutDetector", "LookoutImage", "LookoutJSON", "LookoutTensor", "LookoutTextEncoder", "LookoutWeights"]
         ),
         // CLIP text transformer on OpenBLAS, and the text-embedding cache.
         .target(

@@ -116,6 +116,45 @@ if CommandLine.arguments.count > 3 && CommandLine.arguments[1] == "text" {
     exit(0)
 }
 
+// `lookout-benchmarks map MODEL_DIR TRUTH.json [IMGSZ]`: mAP50 of a model on a generated scene set, every
+// label of the set queried at once (conf 0.001, IoU 0.7, max 300), seen and held-out labels apart.
+if CommandLine.arguments.count > 3 && CommandLine.arguments[1] == "map" {
+    let manifest = try ModelManifest(directory: CommandLine.arguments[2])
+    let truth = try SceneTruth(contentsOf: CommandLine.arguments[3])
+    let size = CommandLine.arguments.count > 4 ? Int(CommandLine.arguments[4]) ?? 640 : 640
+    let network = try YOLOWorldNetwork(weights: WeightFile.open(manifest.detector.path))
+    let tokenizer = try CLIPTokenizer(vocabularyFile: "Vocab/clip_vocab.json")  // run from the repository root
+    let embedder = try TextEmbedder(
+        tokenizer: tokenizer, encoder: CLIPTextEncoder(contentsOf: manifest.textEncoder.path),
+        cache: TextEmbeddingCache(directory: nil))
+    let engine = try Engine(network: network, embedder: embedder)
+    let labels = Array(Set(truth.scenes.flatMap { $0.objects.map(\.label) }).union(truth.heldOut)).sorted()
+    var options = SuppressionOptions()
+    options.confidence = 0.001
+    var evaluation = DetectionEvaluation(iouThreshold: 0.5)
+    let start = now()
+    for (index, scene) in truth.scenes.enumerated() {
+        let prepared = try engine.prepare(path: scene.file, size: size)
+        let result = engine.detect(prepared, queries: labels, options: options)
+        evaluation.add(
+            predictions: result.detections.map { .init(label: $0.label, score: $0.score, box: $0.box) },
+            truth: scene.objects)
+        if (index + 1) % 100 == 0 { print("  \(index + 1) images, \(format3(now() - start)) s") }
+    }
+    let held = Set(truth.heldOut)
+    let seen = labels.filter { !held.contains($0) }
+    let unseen = labels.filter { held.contains($0) }
+    let seenMAP = evaluation.meanAveragePrecision(over: seen)
+    let unseenMAP = evaluation.meanAveragePrecision(over: unseen)
+    let seenPR = evaluation.precisionRecall(above: 0.25, over: seen)
+    let unseenPR = evaluation.precisionRecall(above: 0.25, over: unseen)
+    print("\(truth.scenes.count) images, \(labels.count) queries at once, imgsz \(size), \(format3(now() - start)) s")
+    print("seen combinations:     mAP50 \(format3(seenMAP.value)) over \(seenMAP.labels) labels; at conf 0.25 precision \(format3(seenPR.precision)), recall \(format3(seenPR.recall))")
+    print("held-out combinations: mAP50 \(format3(unseenMAP.value)) over \(unseenMAP.labels) labels; at conf 0.25 precision \(format3(unseenPR.precision)), recall \(format3(unseenPR.recall))")
+    for label in unseen { print("  \(label): AP50 \(format3(evaluation.averagePrecision(label) ?? 0))") }
+    exit(0)
+}
+
 let root = CommandLine.arguments.count > 1 ? CommandLine.arguments[1] : "."
 let vocabularyPath = root + "/Vocab/clip_vocab.json"
 let corpus = try FileContents.read(root + "/Tests/LookoutTokenizerTests/Fixtures/clip_tokenizer_golden.jsonl")

@@ -192,3 +192,92 @@ void lookout_image_decode(const uint8_t *data, size_t size, long long max_pixels
         snprintf(result->error, sizeof result->error, "not a JPEG or PNG file (unsupported format)");
     }
 }
+
+// ------------------------------------------------------------------------------------------------ encoding
+
+void lookout_jpeg_encode(const uint8_t *bgr, int width, int height, int quality, lookout_encoded *result) {
+    memset(result, 0, sizeof(*result));
+    tjhandle handle = tjInitCompress();
+    if (!handle) {
+        snprintf(result->error, sizeof(result->error), "cannot start the JPEG encoder");
+        return;
+    }
+    unsigned char *out = NULL;
+    unsigned long size = 0;
+    if (tjCompress2(handle, bgr, width, width * 3, height, TJPF_BGR, &out, &size, TJSAMP_420, quality,
+                    TJFLAG_ACCURATEDCT) != 0) {
+        snprintf(result->error, sizeof(result->error), "JPEG encoding failed: %s", tjGetErrorStr2(handle));
+        if (out) tjFree(out);
+        tjDestroy(handle);
+        return;
+    }
+    result->bytes = malloc(size ? size : 1);
+    if (!result->bytes) {
+        snprintf(result->error, sizeof(result->error), "out of memory");
+    } else {
+        memcpy(result->bytes, out, size);
+        result->size = size;
+    }
+    tjFree(out);
+    tjDestroy(handle);
+}
+
+typedef struct {
+    uint8_t *bytes;
+    size_t size, capacity;
+    int failed;
+} png_sink;
+
+static void png_write_memory(png_structp png, png_bytep data, png_size_t count) {
+    png_sink *sink = png_get_io_ptr(png);
+    if (sink->failed) return;
+    if (sink->size + count > sink->capacity) {
+        size_t capacity = sink->capacity ? sink->capacity * 2 : 65536;
+        while (capacity < sink->size + count) capacity *= 2;
+        uint8_t *grown = realloc(sink->bytes, capacity);
+        if (!grown) {
+            sink->failed = 1;
+            return;
+        }
+        sink->bytes = grown;
+        sink->capacity = capacity;
+    }
+    memcpy(sink->bytes + sink->size, data, count);
+    sink->size += count;
+}
+
+static void png_flush_memory(png_structp png) { (void)png; }
+
+void lookout_png_encode(const uint8_t *bgr, int width, int height, lookout_encoded *result) {
+    memset(result, 0, sizeof(*result));
+    png_sink sink = {0};
+    png_messages messages = {result->error, sizeof(result->error)};
+    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &messages, png_on_error, png_on_warning);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    if (!png || !info) {
+        snprintf(result->error, sizeof(result->error), "cannot start the PNG encoder");
+        png_destroy_write_struct(&png, &info);
+        return;
+    }
+    if (setjmp(png_jmpbuf(png))) {
+        if (!result->error[0]) snprintf(result->error, sizeof(result->error), "PNG encoding failed");
+        png_destroy_write_struct(&png, &info);
+        free(sink.bytes);
+        return;
+    }
+    png_set_write_fn(png, &sink, png_write_memory, png_flush_memory);
+    png_set_IHDR(png, info, (png_uint_32)width, (png_uint_32)height, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
+                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    png_set_bgr(png);
+    png_write_info(png, info);
+    for (int y = 0; y < height; y++) png_write_row(png, (png_const_bytep)(bgr + (size_t)y * width * 3));
+    png_write_end(png, NULL);
+    png_destroy_write_struct(&png, &info);
+    if (sink.failed) {
+        snprintf(result->error, sizeof(result->error), "out of memory");
+        free(sink.bytes);
+        return;
+    }
+    result->bytes = sink.bytes;
+    result->size = sink.size;
+}

@@ -142,14 +142,16 @@ public enum SafeTensors {
     }
 }
 
-/// Values to write: Float32 or Int64.
+/// Values to write: Float32, IEEE half (bit patterns) or Int64.
 public enum TensorValues: Sendable {
     case float32([Float])
+    case float16Bits([UInt16])
     case int64([Int64])
 
     var dtype: DType {
         switch self {
         case .float32: .float32
+        case .float16Bits: .float16
         case .int64: .int64
         }
     }
@@ -157,6 +159,7 @@ public enum TensorValues: Sendable {
     var byteCount: Int {
         switch self {
         case .float32(let values): values.count * 4
+        case .float16Bits(let values): values.count * 2
         case .int64(let values): values.count * 8
         }
     }
@@ -165,6 +168,8 @@ public enum TensorValues: Sendable {
         switch self {
         case .float32(let values):
             for value in values { withUnsafeBytes(of: value.bitPattern.littleEndian) { bytes.append(contentsOf: $0) } }
+        case .float16Bits(let values):
+            for value in values { withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) } }
         case .int64(let values):
             for value in values { withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) } }
         }

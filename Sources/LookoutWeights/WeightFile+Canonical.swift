@@ -6,10 +6,14 @@ extension WeightFile {
     /// Writes Lookout's canonical safetensors: every tensor as F32 (I64 kept for integer tensors such as
     /// `num_batches_tracked`) under its state-dict name, attributes as `attribute.<name>`, and metadata:
     /// the source format and file, class names, and BatchNorm epsilons (a JSON object).
-    public func writeCanonical(to output: String) throws(WeightsError) {
+    ///
+    /// With `keepHalf`, tensors stored as F16 stay F16 (their bits copied, nothing rounded): half the size,
+    /// the same values.
+    public func writeCanonical(to output: String, keepHalf: Bool = false) throws(WeightsError) {
         var entries: [(name: String, shape: [Int], values: TensorValues)] = []
         func values(_ view: TensorView) -> TensorValues {
-            view.dtype.isFloatingPoint ? .float32(view.floats()) : .int64(view.integers())
+            if keepHalf, let bits = view.halfBits() { return .float16Bits(bits) }
+            return view.dtype.isFloatingPoint ? .float32(view.floats()) : .int64(view.integers())
         }
         for name in names {
             let view = tensors[name]!

@@ -1,6 +1,7 @@
 import ArgumentParser
 import LookoutDetector
 import LookoutEngine
+import LookoutImage
 import LookoutJSON
 import LookoutTextEncoder
 import LookoutWeights
@@ -44,11 +45,21 @@ struct ModelOptions: ParsableArguments {
         } else if let detector, let textModel {
             (detectorPath, textPath) = (detector, textModel)
         } else {
-            throw LookoutError(
+            let manifestPath = try ResourceLocator.find(
+                "Models/demo/lookout-model.json", environment: "LOOKOUT_DEFAULT_MODEL", what: "The demo model",
+                hint: """
+                    Pass --model DIR (a folder with lookout-model.json), or --detector FILE and --text-model FILE. \
+                    scripts/fetch-models downloads the official weights; see Models/README.md.
+                    """)
+            let directory = String(manifestPath.dropLast("/lookout-model.json".count))
+            printError(
                 """
-                No model given. Pass --model DIR (a folder with lookout-model.json), or --detector FILE and \
-                --text-model FILE. scripts/fetch-models downloads the official weights; see Models/README.md.
+                lookout: no model given, using the demo model in \(directory): it knows coloured shapes \
+                ("red star", "ring"), not real objects. For photos, get the official weights (Models/README.md) \
+                and pass --model DIR.
                 """)
+            let manifest = try ModelManifest(directory: directory)
+            (detectorPath, textPath) = (manifest.detector.path, manifest.textEncoder.path)
         }
         let network = try YOLOWorldNetwork(weights: WeightFile.open(detectorPath))
         let encoder = try CLIPTextEncoder(contentsOf: textPath)
@@ -126,7 +137,11 @@ struct DetectCommand: ParsableCommand {
             ultralytics YOLO-World predict: letterbox, text-guided network, class-aware NMS, boxes in the
             photo's pixels.
 
+            Without --model or --detector/--text-model, the demo model in Models/demo is used: it knows
+            coloured shapes only.
+
             Examples:
+              lookout detect examples/scenes/scene-0000.jpg -q "red star, ring" --save annotated
               lookout detect --model Models/official photo.jpg -q "dog, red car"
               lookout detect --model Models/official *.jpg -q person --conf 0.1 --json
             """
@@ -147,6 +162,12 @@ struct DetectCommand: ParsableCommand {
     @Flag(help: "One JSON object per image per line instead of a table.")
     var json = false
 
+    @Option(
+        help: ArgumentHelp(
+            "Write each image with its boxes drawn into this folder (created if needed), as JPEG or PNG like the input.",
+            valueName: "dir"))
+    var save: String?
+
     @Flag(
         help:
             "Append the \" \" padding query of the official YOLO-World demos (changes the other scores); its boxes are not shown."
@@ -165,12 +186,15 @@ struct DetectCommand: ParsableCommand {
         let engine = try modelOptions.engine()
         let options = try thresholds.options(for: list)
         var failures = 0
+        var savedNames: Set<String> = []
+        if let save { try FileContents.makeDirectories(save) }
         for path in images {
             do {
                 let prepared = try engine.prepare(path: path, size: thresholds.imgsz)
                 var result = engine.detect(prepared, queries: list, options: options)
                 if pad { result = result.droppingPadding() }
                 print(json ? Report.json(result) : Report.table(result), terminator: "")
+                if let save { try saveAnnotated(result, source: path, into: save, names: &savedNames) }
             } catch {
                 failures += 1
                 printError("lookout: \(error)")
@@ -180,6 +204,32 @@ struct DetectCommand: ParsableCommand {
             printError("lookout: \(failures) of \(images.count) images could not be read")
             throw ExitCode.failure
         }
+    }
+
+    /// Writes `DIR/<name of the photo>` (JPEG unless the photo is a PNG), numbering names that repeat.
+    private func saveAnnotated(
+        _ result: ImageDetections, source: String, into directory: String, names: inout Set<String>
+    ) throws {
+        let image = try ImageFile.read(source)
+        let annotated = image.annotated(
+            with: result.detections.map {
+                BoxAnnotation(box: $0.box, label: "\($0.label) \(Report.format2($0.score))", colorIndex: $0.queryIndex)
+            })
+        let base = String(source.split(separator: "/").last ?? "image")
+        let isPNG = base.lowercased().hasSuffix(".png")
+        var stem = base
+        if let dot = base.lastIndex(of: "."), dot != base.startIndex { stem = String(base[..<dot]) }
+        let ext = isPNG ? ".png" : ".jpg"
+        var name = stem + ext
+        var counter = 2
+        while names.contains(name) {
+            name = "\(stem)-\(counter)\(ext)"
+            counter += 1
+        }
+        names.insert(name)
+        let output = directory.hasSuffix("/") ? directory + name : directory + "/" + name
+        try ImageFile.write(annotated, to: output)
+        if !json { print("  saved \(output)") }
     }
 
     private func queryList() throws -> [String] {
@@ -236,6 +286,10 @@ enum Report {
     static func shortest(_ value: Float) -> JSONValue { .double(Double("\(value)") ?? Double(value)) }
 
     static func format1(_ value: Float) -> String { "\((value * 10).rounded() / 10)" }
+    static func format2(_ value: Float) -> String {
+        let text = "\((value * 100).rounded() / 100)"
+        return text.count < 4 ? text + String(repeating: "0", count: 4 - text.count) : text
+    }
     static func format3(_ value: Float) -> String {
         let text = "\((value * 1000).rounded() / 1000)"
         return text.count < 5 ? text + String(repeating: "0", count: 5 - text.count) : text

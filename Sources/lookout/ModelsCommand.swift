@@ -112,9 +112,12 @@ struct ModelsCommand: ParsableCommand {
         @Option(name: .shortAndLong, help: ArgumentHelp("Output .safetensors file.", valueName: "path"))
         var output: String
 
+        @Flag(help: "Keep F16 tensors as F16 (bits copied, values unchanged): half the size of all-F32.")
+        var keepHalf = false
+
         func run() throws {
             let weights = try WeightFile.open(file)
-            try weights.writeCanonical(to: output)
+            try weights.writeCanonical(to: output, keepHalf: keepHalf)
             print("wrote \(output): \(weights.names.count) tensors")
         }
     }

@@ -19,5 +19,18 @@ int lookout_image_size(const uint8_t *data, size_t size, int *width, int *height
 /// dropped, 16-bit reduced by keeping the high byte. `max_pixels` bounds width*height.
 void lookout_image_decode(const uint8_t *data, size_t size, long long max_pixels, lookout_decoded *result);
 
+/// Result of encoding: the bytes of a JPEG or PNG file.
+typedef struct {
+    uint8_t *bytes;  /// malloc'ed; free with lookout_codecs_free
+    size_t size;
+    char error[256];  /// empty on success
+} lookout_encoded;
+
+/// Encodes BGR pixels (8 bits, rows top to bottom) as a baseline JPEG, 4:2:0, at `quality` (1–100).
+void lookout_jpeg_encode(const uint8_t *bgr, int width, int height, int quality, lookout_encoded *result);
+
+/// Encodes BGR pixels as an 8-bit RGB PNG.
+void lookout_png_encode(const uint8_t *bgr, int width, int height, lookout_encoded *result);
+
 void lookout_codecs_free(void *pointer);
 #endif
