@@ -98,6 +98,12 @@ let package = Package(
         ),
         .testTarget(name: "LookoutCLITests", dependencies: ["LookoutJSON"]),
         .testTarget(
+            name: "LookoutDemoTests",
+            dependencies: [
+                "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutJSON", "LookoutTextEncoder", "LookoutTokenizer",
+                "LookoutWeights",
+            ]),
+        .testTarget(
             name: "LookoutDetectorTests",
             dependencies: ["LookoutDetector", "LookoutWeights", "LookoutImage", "LookoutEngine"]),
     ],

@@ -62,8 +62,11 @@ import Testing
     }
 
     @Test func modelErrors() throws {
-        let none = try TokenizeCommandTests.run(["detect", Self.root + "/examples/photos/rocket.jpg", "-q", "rocket"])
-        #expect(none.status != 0 && none.stderr.contains("No model given"))
+        let none = try TokenizeCommandTests.run(
+            ["detect", Self.root + "/examples/photos/rocket.jpg", "-q", "rocket"],
+            environment: ["LOOKOUT_DEFAULT_MODEL": "/nonexistent/lookout-model.json"])
+        #expect(none.status != 0 && none.stderr.contains("The demo model not found"))
+        #expect(none.stderr.contains("--model DIR"))
         let mismatch = try TokenizeCommandTests.run(
             [
                 "detect", "--detector", Self.root + "/Tests/Fixtures/weights/clip-tiny-openai.pt", "--text-model",
@@ -77,5 +80,35 @@ import Testing
         let badConf = try TokenizeCommandTests.run(
             ["detect"] + Self.model + [Self.root + "/examples/photos/rocket.jpg", "-q", "x", "--conf", "2"])
         #expect(badConf.status != 0)
+    }
+
+    /// With no model named, the demo model answers, and says so once on stderr.
+    @Test func theDemoModelIsTheDefault() throws {
+        let result = try TokenizeCommandTests.run(
+            ["detect", Self.root + "/examples/scenes/scene-0002.jpg", "-q", "pink square, brown ring", "--no-cache"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stderr.components(separatedBy: "using the demo model").count == 2)
+        #expect(result.stdout.contains("pink square") && result.stdout.contains("brown ring"))
+    }
+
+    @Test func saveWritesAnnotatedImages() throws {
+        let directory = NSTemporaryDirectory() + "lookout-save-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let png = Self.root + "/Tests/Fixtures/demo/scene-0007-rgba.png"
+        let jpeg = Self.root + "/examples/scenes/scene-0002.jpg"
+        let result = try TokenizeCommandTests.run(
+            ["detect", jpeg, png, jpeg, "-q", "square, ring", "--save", directory + "/out", "--no-cache"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory + "/out").sorted()
+        #expect(names == ["scene-0002-2.jpg", "scene-0002.jpg", "scene-0007-rgba.png"])
+        let jpegBytes = try Data(contentsOf: URL(fileURLWithPath: directory + "/out/scene-0002.jpg"))
+        #expect(jpegBytes.prefix(3) == Data([0xFF, 0xD8, 0xFF]))
+        let pngBytes = try Data(contentsOf: URL(fileURLWithPath: directory + "/out/scene-0007-rgba.png"))
+        #expect(pngBytes.prefix(4) == Data([0x89, 0x50, 0x4E, 0x47]))
+        #expect(result.stdout.contains("saved \(directory)/out/scene-0002.jpg"))
+
+        let blocked = try TokenizeCommandTests.run(
+            ["detect", jpeg, "-q", "square", "--save", "/proc/lookout-cannot-write-here", "--no-cache"])
+        #expect(blocked.status != 0 && blocked.stderr.contains("/proc/lookout-cannot-write-here"))
     }
 }
