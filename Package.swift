@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "LookoutDetector", targets: ["LookoutDetector"]),
         .library(name: "LookoutImage", targets: ["LookoutImage"]),
         .library(name: "LookoutEngine", targets: ["LookoutEngine"]),
+        .library(name: "LookoutIndex", targets: ["LookoutIndex"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2")
@@ -30,6 +31,14 @@ let package = Package(
             pkgConfig: "openblas",
             providers: [.apt(["libopenblas-dev"])]
         ),
+
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // A photo folder's index in SQLite: candidate regions with their embeddings, searched by text.
+        .target(
+            name: "LookoutIndex",
+            dependencies: [
+                "CSQLite", "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutJSON", "LookoutTensor", "LookoutWeights",
+            ]),
 
         // JSON through json-c (vocabulary files, JSON lines on the command line).
         .target(name: "LookoutJSON", dependencies: ["CJSONC"]),
@@ -69,6 +78,7 @@ let package = Package(
                 "LookoutWeights",
                 "LookoutTextEncoder",
                 "LookoutEngine",
+                "LookoutIndex",
                 "LookoutDetector",
                 "LookoutImage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

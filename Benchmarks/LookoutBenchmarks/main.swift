@@ -116,7 +116,7 @@ if CommandLine.arguments.count > 3 && CommandLine.arguments[1] == "text" {
     exit(0)
 }
 
-// `lookout-benchmarks map MODEL_DIR TRUTH.json [IMGSZ]`: mAP50 of a model on a generated scene set, every
+// `lookout-benchmarks map MODEL_DIR TRUTH.json [IMGSZ] [pad] [single]`: mAP50 of a model on a generated scene set, every
 // label of the set queried at once (conf 0.001, IoU 0.7, max 300), seen and held-out labels apart.
 if CommandLine.arguments.count > 3 && CommandLine.arguments[1] == "map" {
     let manifest = try ModelManifest(directory: CommandLine.arguments[2])
@@ -129,16 +129,24 @@ if CommandLine.arguments.count > 3 && CommandLine.arguments[1] == "map" {
         cache: TextEmbeddingCache(directory: nil))
     let engine = try Engine(network: network, embedder: embedder)
     let labels = Array(Set(truth.scenes.flatMap { $0.objects.map(\.label) }).union(truth.heldOut)).sorted()
+    // "pad": append the " " query of the official demos and drop its boxes. "single": one query per run, each
+    // label alone (as a user asking for one thing), instead of all labels at once.
+    let pad = CommandLine.arguments.contains("pad")
+    let single = CommandLine.arguments.contains("single")
     var options = SuppressionOptions()
     options.confidence = 0.001
     var evaluation = DetectionEvaluation(iouThreshold: 0.5)
     let start = now()
     for (index, scene) in truth.scenes.enumerated() {
         let prepared = try engine.prepare(path: scene.file, size: size)
-        let result = engine.detect(prepared, queries: labels, options: options)
-        evaluation.add(
-            predictions: result.detections.map { .init(label: $0.label, score: $0.score, box: $0.box) },
-            truth: scene.objects)
+        let sets = single ? labels.map { [$0] } : [labels]
+        var predictions: [DetectionEvaluation.Prediction] = []
+        for set in sets {
+            var result = engine.detect(prepared, queries: pad ? PaddingQuery.appended(to: set) : set, options: options)
+            if pad { result = result.droppingPadding() }
+            predictions += result.detections.map { .init(label: $0.label, score: $0.score, box: $0.box) }
+        }
+        evaluation.add(predictions: predictions, truth: scene.objects)
         if (index + 1) % 100 == 0 { print("  \(index + 1) images, \(format3(now() - start)) s") }
     }
     let held = Set(truth.heldOut)
@@ -148,7 +156,7 @@ if CommandLine.arguments.count > 3 && CommandLine.arguments[1] == "map" {
     let unseenMAP = evaluation.meanAveragePrecision(over: unseen)
     let seenPR = evaluation.precisionRecall(above: 0.25, over: seen)
     let unseenPR = evaluation.precisionRecall(above: 0.25, over: unseen)
-    print("\(truth.scenes.count) images, \(labels.count) queries at once, imgsz \(size), \(format3(now() - start)) s")
+    print("\(truth.scenes.count) images, \(single ? "each of \(labels.count) queries alone" : "\(labels.count) queries at once")\(pad ? " + \" \" padding" : ""), imgsz \(size), \(format3(now() - start)) s")
     print("seen combinations:     mAP50 \(format3(seenMAP.value)) over \(seenMAP.labels) labels; at conf 0.25 precision \(format3(seenPR.precision)), recall \(format3(seenPR.recall))")
     print("held-out combinations: mAP50 \(format3(unseenMAP.value)) over \(unseenMAP.labels) labels; at conf 0.25 precision \(format3(unseenPR.precision)), recall \(format3(unseenPR.recall))")
     for label in unseen { print("  \(label): AP50 \(format3(evaluation.averagePrecision(label) ?? 0))") }

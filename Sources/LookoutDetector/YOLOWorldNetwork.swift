@@ -101,6 +101,37 @@ public final class YOLOWorldNetwork: Sendable {
     public func head(_ features: [FeatureMap], text: [Float], classes: Int) -> [Float] {
         detectHead(neck(features, text: text, classes: classes), text: text, classes: classes, strides: strides)
     }
+
+    /// `head`, plus the region embeddings of every anchor (`anchors × embeddingSize`, row-major, in the
+    /// output's anchor order) and each anchor's level. A region's score for any text t is
+    /// `sigmoid(⟨e, t/‖t‖⟩·exp(logitScale) + bias)` with its level's `scoreParameters`: exact for the
+    /// query set that conditioned the neck, an approximation for others.
+    public func headWithRegions(_ features: [FeatureMap], text: [Float], classes: Int)
+        -> (output: [Float], embeddings: [Float], levels: [UInt8])
+    {
+        let neckOutputs = neck(features, text: text, classes: classes)
+        var kept: [[Float]]? = []
+        let output = detectHead.run(neckOutputs, text: text, classes: classes, strides: strides, embeddings: &kept)
+        let size = embeddingSize
+        let anchors = neckOutputs.reduce(0) { $0 + $1.plane }
+        var embeddings = [Float](repeating: 0, count: anchors * size)
+        var levels = [UInt8](repeating: 0, count: anchors)
+        var offset = 0
+        for (level, (map, data)) in zip(neckOutputs, kept!).enumerated() {
+            let plane = map.plane
+            for p in 0..<plane {
+                levels[offset + p] = UInt8(level)
+                for c in 0..<size { embeddings[(offset + p) * size + c] = data[c * plane + p] }
+            }
+            offset += plane
+        }
+        return (output, embeddings, levels)
+    }
+
+    /// Per level, the contrastive head's `(logitScale, bias)`: score = sigmoid(similarity·exp(logitScale) + bias).
+    public var scoreParameters: [(logitScale: Float, bias: Float)] {
+        detectHead.levels.map { ($0.logitScale, $0.bias) }
+    }
 }
 
 /// `WorldDetect` with `BNContrastiveHead`: per level a box branch (`cv2`: two 3×3 convs and a 1×1 conv to
@@ -165,6 +196,15 @@ struct WorldDetectHead: Sendable {
     }
 
     func callAsFunction(_ inputs: [FeatureMap], text: [Float], classes: Int, strides: [Int]) -> [Float] {
+        var unused: [[Float]]? = nil
+        return run(inputs, text: text, classes: classes, strides: strides, embeddings: &unused)
+    }
+
+    /// As `callAsFunction`; when `embeddings` is non-nil on entry it receives each level's batch-normalised
+    /// region embeddings (`embeddingSize × plane`, channel-major): what the contrastive head dots with text.
+    func run(
+        _ inputs: [FeatureMap], text: [Float], classes: Int, strides: [Int], embeddings kept: inout [[Float]]?
+    ) -> [Float] {
         // Normalised text features (F.normalize: x / max(‖x‖, 1e-12)).
         var normalized = text
         for k in 0..<classes {
@@ -186,6 +226,7 @@ struct WorldDetectHead: Sendable {
                     embedding.data[c * plane + p] = shift.addingProduct(embedding.data[c * plane + p], scale)
                 }
             }
+            kept?.append(embedding.data)
             // logits[k, p] = Σ_c w[k, c]·x[c, p]
             var logits = [Float](repeating: 0, count: classes * plane)
             normalized.withUnsafeBufferPointer { w in

@@ -159,7 +159,7 @@ public struct SceneTruth: Sendable {
                 }
                 truth.append(.init(label: label, box: (0..<4).map { Float(box[$0].number ?? .nan) }))
             }
-            scenes.append(Scene(file: folder + file, objects: truth))
+            scenes.append(Scene(file: file.hasPrefix("/") ? file : folder + file, objects: truth))
         }
     }
 }

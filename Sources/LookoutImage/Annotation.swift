@@ -180,14 +180,10 @@ extension ImageFile {
         }
     }
 
-    /// Encodes a BGR image as JPEG or PNG (by the extension unless `format` is given) and writes it
-    /// atomically: to a temporary file in the same folder, then renamed into place.
-    public static func write(_ image: Image, to path: String, format: OutputFormat? = nil) throws(ImageError) {
+    /// Encodes a BGR image as JPEG or PNG.
+    public static func encode(_ image: Image, format: OutputFormat) throws(ImageError) -> [UInt8] {
         guard image.channels == 3, image.width > 0, image.height > 0 else {
-            throw ImageError(path: path, problem: "only 3-channel images can be written")
-        }
-        guard let format = format ?? OutputFormat(path: path) else {
-            throw ImageError(path: path, problem: "unsupported output format (use .jpg, .jpeg or .png)")
+            throw ImageError(path: "image", problem: "only 3-channel images can be encoded")
         }
         var result = lookout_encoded()
         image.pixels.withUnsafeBufferPointer { buffer in
@@ -205,14 +201,29 @@ extension ImageFile {
             String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
         }
         guard message.isEmpty, let bytes = result.bytes else {
-            throw ImageError(path: path, problem: message.isEmpty ? "cannot encode the image" : message)
+            throw ImageError(path: "image", problem: message.isEmpty ? "cannot encode the image" : message)
+        }
+        return Array(UnsafeBufferPointer(start: bytes, count: result.size))
+    }
+
+    /// Encodes a BGR image as JPEG or PNG (by the extension unless `format` is given) and writes it
+    /// atomically: to a temporary file in the same folder, then renamed into place.
+    public static func write(_ image: Image, to path: String, format: OutputFormat? = nil) throws(ImageError) {
+        guard let format = format ?? OutputFormat(path: path) else {
+            throw ImageError(path: path, problem: "unsupported output format (use .jpg, .jpeg or .png)")
+        }
+        let bytes: [UInt8]
+        do {
+            bytes = try encode(image, format: format)
+        } catch {
+            throw ImageError(path: path, problem: error.problem)
         }
         let temporary = path + ".partial-\(getpid())"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else { throw ImageError(path: path, problem: String(cString: strerror(errno))) }
         var written = 0
-        while written < result.size {
-            let count = Glibc.write(descriptor, bytes + written, result.size - written)
+        while written < bytes.count {
+            let count = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + written, bytes.count - written) }
             if count < 0 {
                 if errno == EINTR { continue }
                 let problem = String(cString: strerror(errno))

@@ -61,7 +61,29 @@ public enum SafeTensors {
         for (first, second) in zip(ranges, ranges.dropFirst()) where first.range.upperBound > second.range.lowerBound {
             throw fail("tensors \(first.name) and \(second.name) overlap")
         }
-        return WeightFile(path: file.path, format: .safetensors, names: names, tensors: tensors, metadata: metadata)
+        guard metadata["lookout.format"] != nil else {
+            return WeightFile(path: file.path, format: .safetensors, names: names, tensors: tensors, metadata: metadata)
+        }
+        // Lookout's canonical file (`writeCanonical`): attributes come back as attributes, BatchNorm epsilons
+        // from the metadata.
+        var attributes: [String: TensorView] = [:]
+        let prefix = WeightFile.attributePrefix
+        for name in names where name.hasPrefix(prefix) {
+            attributes[String(name.dropFirst(prefix.count))] = tensors.removeValue(forKey: name)
+        }
+        names.removeAll { $0.hasPrefix(prefix) }
+        var epsilons: [String: Double] = [:]
+        if let text = metadata["lookout.batchnorm_eps"] {
+            guard let document = try? JSONDocument(text: text), document.root.kind == .object else {
+                throw fail("lookout.batchnorm_eps is not a JSON object")
+            }
+            document.root.forEachMember { key, value in
+                if let number = value.number { epsilons[String(decoding: key, as: UTF8.self)] = number }
+            }
+        }
+        return WeightFile(
+            path: file.path, format: .safetensors, names: names, tensors: tensors, metadata: metadata,
+            attributes: attributes, batchNormEpsilon: epsilons)
     }
 
     private static func entry(

@@ -36,7 +36,10 @@ struct ModelOptions: ParsableArguments {
     }
 
     /// Loads the detector and the text encoder, and checks that they fit together.
-    func engine() throws -> Engine {
+    func engine() throws -> Engine { try load().engine }
+
+    /// The engine and the detector file's fingerprint (what an index records about the model).
+    func load() throws -> (engine: Engine, detectorFingerprint: String) {
         let detectorPath: String
         let textPath: String
         if let model {
@@ -61,12 +64,14 @@ struct ModelOptions: ParsableArguments {
             let manifest = try ModelManifest(directory: directory)
             (detectorPath, textPath) = (manifest.detector.path, manifest.textEncoder.path)
         }
-        let network = try YOLOWorldNetwork(weights: WeightFile.open(detectorPath))
+        let weights = try WeightFile.open(detectorPath)
+        let network = try YOLOWorldNetwork(weights: weights)
         let encoder = try CLIPTextEncoder(contentsOf: textPath)
         let tokenizer = try loadTokenizer(vocab, cache: !noCache)
         let cache = textEmbeddingCache(enabled: !noCache)
-        return try Engine(
+        let engine = try Engine(
             network: network, embedder: TextEmbedder(tokenizer: tokenizer, encoder: encoder, cache: cache))
+        return (engine, weights.fingerprint())
     }
 }
 

@@ -12,7 +12,7 @@ struct Lookout: ParsableCommand {
             """,
         version: "0.1.0",
         subcommands: [
-            DetectCommand.self, QueryCommand.self, TokenizeCommand.self, EmbedCommand.self, ModelsCommand.self,
+            DetectCommand.self, QueryCommand.self, IndexCommand.self, SearchCommand.self, TokenizeCommand.self, EmbedCommand.self, ModelsCommand.self,
         ]
     )
 }

@@ -1,0 +1,169 @@
+import ArgumentParser
+import LookoutEngine
+import LookoutIndex
+import LookoutJSON
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Where the photo index lives unless --db says otherwise: `$LOOKOUT_DB`, else
+/// `$XDG_DATA_HOME/lookout/index.sqlite`, else `~/.local/share/lookout/index.sqlite`.
+func defaultIndexPath() throws -> String {
+    func variable(_ name: String) -> String? {
+        guard let value = getenv(name).map({ String(cString: $0) }), !value.isEmpty else { return nil }
+        return value
+    }
+    if let explicit = variable("LOOKOUT_DB") { return explicit }
+    if let data = variable("XDG_DATA_HOME") { return data + "/lookout/index.sqlite" }
+    if let home = variable("HOME") { return home + "/.local/share/lookout/index.sqlite" }
+    throw LookoutError("no place for the index: set --db PATH (or $LOOKOUT_DB, or $HOME)")
+}
+
+struct IndexCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "index",
+        abstract: "Index the photos of a folder so that `lookout search` can find things in them.",
+        discussion: """
+            Scans FOLDER recursively for JPEG and PNG files (hidden files and folders are skipped; other files
+            are counted). For each new or changed photo it runs the detector once under a broad built-in
+            vocabulary and stores its best candidate regions (box and 512-d region embedding, about 33 KB)
+            in an SQLite file. A later search is then a dot product per stored region, no image work.
+
+            Incremental: a file whose size and modification time are unchanged is skipped; a changed, renamed
+            or duplicated file whose content (SHA-256) is already indexed reuses the stored regions; deleted
+            files leave the index. Each photo is committed on its own, so Ctrl-C or a crash loses nothing
+            already done: run the command again to go on. A photo that cannot be read is recorded (see
+            --failures) and the run goes on. Indexing with another model redoes what depends on it.
+
+            Examples:
+              lookout index ~/Pictures
+              lookout index examples/scenes --db /tmp/scenes.sqlite
+            """
+    )
+
+    @Argument(help: "Folder to index (recursively).")
+    var folder: String?
+
+    @Option(help: ArgumentHelp("Index database (default: $LOOKOUT_DB or ~/.local/share/lookout/index.sqlite).", valueName: "path"))
+    var db: String?
+
+    @OptionGroup var modelOptions: ModelOptions
+
+    @Option(help: "Network input size for indexing (multiple of 32).")
+    var imgsz = 640
+
+    @Option(help: "Candidate regions kept per photo.")
+    var regions = 32
+
+    @Flag(help: "List the files that could not be indexed, with the reason, and stop.")
+    var failures = false
+
+    @Flag(help: "Plain progress lines even on a terminal.")
+    var plain = false
+
+    func validate() throws {
+        if !failures && folder == nil { throw ValidationError("Give the folder to index.") }
+        guard imgsz >= 32 && imgsz % 32 == 0 && imgsz <= 4096 else {
+            throw ValidationError("--imgsz must be a multiple of 32 between 32 and 4096.")
+        }
+        guard (1...1000).contains(regions) else { throw ValidationError("--regions must be between 1 and 1000.") }
+    }
+
+    func run() throws {
+        let path = try db ?? defaultIndexPath()
+        if failures {
+            let index = try PhotoIndex(path: path, readOnly: true)
+            let list = try index.failures()
+            for (file, error) in list { print("\(file): \(error)") }
+            if list.isEmpty { print("no failures recorded in \(path)") }
+            return
+        }
+        let (engine, detectorFingerprint) = try modelOptions.load()
+        guard let builtin = engine.network.builtinText, engine.network.builtinClassCount > 0 else {
+            throw LookoutError("the detector holds no built-in text features (txt_feats) to index under")
+        }
+        var extractor = RegionExtractor(engine: engine, vocabulary: builtin)
+        extractor.imageSize = imgsz
+        extractor.maximumRegions = regions
+        let model = IndexModel(
+            detectorFingerprint: detectorFingerprint, textEncoderFingerprint: engine.embedder!.encoder.fingerprint,
+            vocabulary: "built-in:\(engine.network.builtinClassCount)", imageSize: imgsz, maximumRegions: regions,
+            embeddingSize: engine.network.embeddingSize, scoreParameters: engine.network.scoreParameters)
+        let index = try PhotoIndex(path: path)
+        let reporter = ProgressReporter(terminal: !plain && isatty(2) == 1)
+        var clock = Stopwatch()
+        let summary = try index.update(
+            root: folder!, model: model, regions: { extractor.regions(of: $0, name: $1) },
+            progress: { reporter.report($0) })
+        reporter.finish()
+        let seconds = clock.lap()
+        let statistics = try index.statistics()
+        var lines = [
+            "\(path): \(statistics.files) photos indexed (\(summary.computed) computed, \(summary.reused) reused, \(summary.unchanged) unchanged, \(summary.removed) removed) in \(String(format1(seconds))) s"
+        ]
+        if summary.computed > 0 {
+            lines.append("  \(format1(Double(summary.computed) / max(seconds, 1e-9))) photos/s computed")
+        }
+        if statistics.images > 0 {
+            lines.append(
+                "  \(statistics.regionBytes / statistics.images) bytes of regions per photo, database \(statistics.databaseBytes / 1024) KiB"
+            )
+        }
+        if summary.failed + summary.stillFailing > 0 {
+            lines.append(
+                "  \(summary.failed + summary.stillFailing) files could not be indexed (`lookout index --failures` lists them)")
+        }
+        if summary.skippedFiles > 0 { lines.append("  \(summary.skippedFiles) files skipped: not JPEG or PNG") }
+        for folder in summary.unreadableFolders { lines.append("  folder not readable, skipped: \(folder)") }
+        printError(lines.joined(separator: "\n"))
+    }
+
+    private func format1(_ value: Double) -> String { "\((value * 10).rounded() / 10)" }
+}
+
+/// Progress on standard error: a redrawn bar with rate and ETA on a terminal, otherwise a plain line every
+/// 5 seconds (and at the end).
+final class ProgressReporter {
+    let terminal: Bool
+    let start = Stopwatch.now()
+    var lastLine = -1.0
+    var started = false
+    var shownTotal = 0
+
+    init(terminal: Bool) { self.terminal = terminal }
+
+    func report(_ progress: PhotoIndex.Progress) {
+        let elapsed = Stopwatch.now() - start
+        guard progress.total > 0 else { return }
+        shownTotal = progress.total
+        let rate = progress.done > 0 ? Double(progress.done) / max(elapsed, 1e-9) : 0
+        let remaining = rate > 0 ? Double(progress.total - progress.done) / rate : 0
+        let eta = rate > 0 ? Self.duration(remaining) : "?"
+        let rateText = "\((rate * 10).rounded() / 10) photos/s"
+        if terminal {
+            let width = 30
+            let filled = progress.total == 0 ? width : progress.done * width / progress.total
+            let bar = String(repeating: "█", count: filled) + String(repeating: "·", count: width - filled)
+            var line = "\r\(bar) \(progress.done)/\(progress.total)  \(rateText)  ETA \(eta)"
+            line += String(repeating: " ", count: 8)
+            line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+            started = true
+        } else if progress.done == 0 && lastLine < 0 {
+            printError("indexing \(progress.total) photos")
+            lastLine = elapsed
+        } else if elapsed - lastLine >= 5 || progress.done == progress.total {
+            printError("indexed \(progress.done)/\(progress.total) (\(rateText), ETA \(eta))")
+            lastLine = elapsed
+        }
+    }
+
+    func finish() {
+        if terminal && started { printError("") }
+    }
+
+    static func duration(_ seconds: Double) -> String {
+        let total = Int(seconds.rounded())
+        return total >= 60 ? "\(total / 60)m\(total % 60)s" : "\(total)s"
+    }
+}
