@@ -108,6 +108,12 @@ let package = Package(
         ),
         .testTarget(name: "LookoutCLITests", dependencies: ["LookoutJSON"]),
         .testTarget(
+            name: "LookoutIndexTests",
+            dependencies: [
+                "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutIndex", "LookoutJSON", "LookoutTextEncoder",
+                "LookoutTokenizer", "LookoutWeights",
+            ]),
+        .testTarget(
             name: "LookoutDemoTests",
             dependencies: [
                 "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutJSON", "LookoutTextEncoder", "LookoutTokenizer",

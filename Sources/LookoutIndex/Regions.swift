@@ -111,6 +111,19 @@ public struct RegionScorer: Sendable {
         self.parameters = parameters
     }
 
+    /// The score of one region.
+    public func score(_ region: Region) -> Float {
+        var embedding = [Float](repeating: 0, count: region.embedding.count)
+        region.embedding.withUnsafeBufferPointer { source in
+            embedding.withUnsafeMutableBufferPointer { Kernels.halfToFloat(source.baseAddress!, $0.baseAddress!, count: source.count) }
+        }
+        var dot: Float = 0
+        for d in 0..<min(embedding.count, query.count) { dot += embedding[d] * query[d] }
+        let level = Int(region.level)
+        let (logitScale, bias) = level < parameters.count ? parameters[level] : (0, 0)
+        return 1 / (1 + expf(-(dot * expf(logitScale) + bias)))
+    }
+
     /// Scores of every region in a serialised blob, with their boxes.
     func score(blob: UnsafeRawBufferPointer, embeddingSize: Int, scratch: inout [Float]) -> [(score: Float, box: [Float])] {
         guard blob.count >= 4 else { return [] }

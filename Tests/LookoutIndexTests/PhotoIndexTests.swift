@@ -1,0 +1,172 @@
+import LookoutDetector
+import LookoutEngine
+import LookoutImage
+import LookoutIndex
+import LookoutJSON
+import LookoutTextEncoder
+import LookoutTokenizer
+import LookoutWeights
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The photo index with the demo model on generated scenes whose truth is known.
+@Suite(.serialized) struct PhotoIndexTests {
+    static let root: String = {
+        var path = #filePath
+        for _ in 0..<3 { path = String(path[..<path.lastIndex(of: "/")!]) }
+        return path
+    }()
+
+    struct Loaded: @unchecked Sendable {
+        let engine: Engine
+        let model: IndexModel
+        let extractor: RegionExtractor
+    }
+
+    static let loaded: Loaded = {
+        let manifest = try! ModelManifest(directory: root + "/Models/demo")
+        let weights = try! WeightFile.open(manifest.detector.path)
+        let network = try! YOLOWorldNetwork(weights: weights)
+        let tokenizer = try! CLIPTokenizer(vocabularyFile: root + "/Vocab/clip_vocab.json")
+        let encoder = try! CLIPTextEncoder(contentsOf: manifest.textEncoder.path)
+        let embedder = try! TextEmbedder(tokenizer: tokenizer, encoder: encoder, cache: TextEmbeddingCache(directory: nil))
+        let engine = try! Engine(network: network, embedder: embedder)
+        let model = IndexModel(
+            detectorFingerprint: weights.fingerprint(), textEncoderFingerprint: encoder.fingerprint,
+            vocabulary: "built-in", imageSize: 640, maximumRegions: 32, embeddingSize: 512,
+            scoreParameters: network.scoreParameters)
+        return Loaded(engine: engine, model: model, extractor: RegionExtractor(engine: engine, vocabulary: network.builtinText!))
+    }()
+
+    static let truth = try! SceneTruth(contentsOf: root + "/examples/scenes/truth.json")
+
+    /// A scratch folder with the first `count` example scenes.
+    static func folder(count: Int) throws -> String {
+        let folder = "/tmp/lookout-index-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileContents.makeDirectories(folder + "/photos/nested")
+        for (index, scene) in truth.scenes.prefix(count).enumerated() {
+            let name = String(scene.file.split(separator: "/").last!)
+            let target = folder + "/photos/" + (index % 2 == 0 ? "" : "nested/") + name
+            try FileContents.writeAtomically(try FileContents.read(scene.file), to: target)
+        }
+        return folder
+    }
+
+    static func update(_ index: PhotoIndex, _ folder: String) throws -> PhotoIndex.Summary {
+        try index.update(root: folder + "/photos", model: loaded.model, regions: { loaded.extractor.regions(of: $0, name: $1) })
+    }
+
+    static func remove(_ folder: String) {
+        _ = folder.withCString { system("rm -rf '\(String(cString: $0))'") }
+    }
+
+    @Test func searchRanksPhotosThatHoldTheQueryFirst() throws {
+        let folder = try Self.folder(count: 24)
+        defer { Self.remove(folder) }
+        let index = try PhotoIndex(path: folder + "/index.sqlite")
+        let summary = try Self.update(index, folder)
+        #expect(summary.computed == 24 && summary.failed == 0)
+        // Precision at k for every colour–shape label present in the set, k = min(5, photos holding it).
+        var hits = 0
+        var total = 0
+        let labels = Set(Self.truth.scenes.flatMap { $0.objects.map(\.label) }).sorted()
+        for label in labels {
+            let holding = Set(Self.truth.scenes.filter { $0.objects.contains { $0.label == label } }.map { String($0.file.split(separator: "/").last!) })
+            let k = min(5, holding.count)
+            let text = Self.loaded.engine.embedder!.embed([label]).embeddings[0]
+            let results = try index.search(text: text, confidence: 0.01, top: k)
+            hits += results.filter { holding.contains(String($0.path.split(separator: "/").last!)) }.count
+            total += k
+        }
+        let precision = Double(hits) / Double(total)
+        #expect(precision >= 0.8, "precision at k over \(labels.count) labels: \(precision)")
+        let statistics = try index.statistics()
+        #expect(statistics.files == 24 && statistics.images == 24)
+        #expect(try index.integrityCheck() == "ok")
+    }
+
+    @Test func updatesAreIncremental() throws {
+        let folder = try Self.folder(count: 4)
+        defer { Self.remove(folder) }
+        let path = folder + "/index.sqlite"
+        var summary = try Self.update(try PhotoIndex(path: path), folder)
+        #expect(summary.computed == 4)
+
+        summary = try Self.update(try PhotoIndex(path: path), folder)
+        #expect(summary.computed == 0 && summary.unchanged == 4)
+
+        // Touched (same content, new mtime), renamed, duplicated: nothing recomputed.
+        let photos = folder + "/photos/"
+        var times = [timespec(tv_sec: 1_000_000, tv_nsec: 0), timespec(tv_sec: 1_000_000, tv_nsec: 0)]
+        #expect(utimensat(AT_FDCWD, photos + "scene-0000.jpg", &times, 0) == 0)
+        #expect(rename(photos + "scene-0002.jpg", photos + "renamed.jpg") == 0)
+        try FileContents.writeAtomically(try FileContents.read(photos + "nested/scene-0001.jpg"), to: photos + "copy.jpg")
+        // A changed photo, an unreadable one, and a file that is not a photo.
+        try FileContents.writeAtomically(
+            try FileContents.read(Self.root + "/examples/scenes/scene-0010.jpg"), to: photos + "nested/scene-0003.jpg")
+        try FileContents.writeAtomically(Array(repeating: 0xFF, count: 100), to: photos + "broken.jpg")
+        try FileContents.writeAtomically(Array("notes".utf8), to: photos + "notes.txt")
+        summary = try Self.update(try PhotoIndex(path: path), folder)
+        #expect(summary.computed == 1, "\(summary)")
+        #expect(summary.reused == 3, "\(summary)")  // touched, renamed, copy
+        #expect(summary.unchanged == 1 && summary.failed == 1 && summary.removed == 1 && summary.skippedFiles == 1)
+        let failures = try PhotoIndex(path: path).failures()
+        #expect(failures.count == 1 && failures[0].path.hasSuffix("broken.jpg"))
+
+        // The failure is remembered, not retried, while the file is unchanged; deleted files leave.
+        unlink(photos + "copy.jpg")
+        summary = try Self.update(try PhotoIndex(path: path), folder)
+        #expect(summary.computed == 0 && summary.stillFailing == 1 && summary.removed == 1, "\(summary)")
+        let statistics = try PhotoIndex(path: path).statistics()
+        #expect(statistics.files == 4 && statistics.images == 4 && statistics.failedFiles == 1)
+    }
+
+    @Test func anotherModelRedoesTheWork() throws {
+        let folder = try Self.folder(count: 2)
+        defer { Self.remove(folder) }
+        let path = folder + "/index.sqlite"
+        _ = try Self.update(try PhotoIndex(path: path), folder)
+        var other = Self.loaded.model
+        other.maximumRegions = 8
+        let summary = try PhotoIndex(path: path).update(
+            root: folder + "/photos", model: other, regions: { Self.loaded.extractor.regions(of: $0, name: $1) })
+        #expect(summary.computed == 2 && summary.unchanged == 0)
+        #expect(try PhotoIndex(path: path).statistics().images == 2)  // the old model's regions are gone
+        #expect(try PhotoIndex(path: path).storedModel() == other)
+    }
+
+    @Test func badPlacesAreClearErrors() throws {
+        #expect(throws: IndexError.self) { _ = try PhotoIndex(path: "/nonexistent-dir/x/index.sqlite", readOnly: true) }
+        let folder = try Self.folder(count: 0)
+        defer { Self.remove(folder) }
+        let index = try PhotoIndex(path: folder + "/index.sqlite")
+        #expect(throws: IndexError.self) {
+            _ = try index.update(root: folder + "/missing", model: Self.loaded.model, regions: { _, _ in [] })
+        }
+        try FileContents.writeAtomically(Array("not a database, just text that is long enough".utf8), to: folder + "/bad.sqlite")
+        #expect(throws: IndexError.self) { _ = try PhotoIndex(path: folder + "/bad.sqlite") }
+    }
+
+    /// The stored regions score a query as the network's own head does when the neck saw the same texts.
+    @Test func regionScoresEqualTheHeadForTheIndexVocabulary() throws {
+        let scene = Self.truth.scenes[1]
+        let image = try ImageFile.read(scene.file)
+        let regions = Self.loaded.extractor.regions(of: image, name: scene.file)
+        #expect(!regions.isEmpty)
+        let folder = try Self.folder(count: 0)
+        defer { Self.remove(folder) }
+        // Score region 0 against the built-in vocabulary entry it matched best: equals its stored score
+        // up to the F16 rounding of the embedding.
+        let network = Self.loaded.engine.network
+        let text = network.builtinText!
+        var best: Float = 0
+        for k in 0..<network.builtinClassCount {
+            let scorer = RegionScorer(text: Array(text[(k * 512)..<((k + 1) * 512)]), parameters: network.scoreParameters)
+            best = max(best, scorer.score(regions[0]))
+        }
+        #expect(abs(best - regions[0].vocabularyScore) < 2e-3, "\(best) vs \(regions[0].vocabularyScore)")
+    }
+}
