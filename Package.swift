@@ -89,7 +89,7 @@ let package = Package(
             name: "lookout-benchmarks",
             dependencies: [
                 "LookoutTokenizer", "LookoutJSON", "LookoutWeights", "LookoutTextEncoder", "LookoutDetector",
-                "LookoutEngine",
+                "LookoutEngine", "LookoutIndex",
             ],
             path: "Benchmarks/LookoutBenchmarks"
         ),

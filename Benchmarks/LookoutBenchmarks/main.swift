@@ -2,6 +2,7 @@
 // Prints median and p95 over repeated runs; timings are for BENCHMARKS.md, never for tests.
 import LookoutDetector
 import LookoutEngine
+import LookoutIndex
 import LookoutJSON
 import LookoutTextEncoder
 import LookoutTokenizer
@@ -160,6 +161,61 @@ if CommandLine.arguments.count > 3 && CommandLine.arguments[1] == "map" {
     print("seen combinations:     mAP50 \(format3(seenMAP.value)) over \(seenMAP.labels) labels; at conf 0.25 precision \(format3(seenPR.precision)), recall \(format3(seenPR.recall))")
     print("held-out combinations: mAP50 \(format3(unseenMAP.value)) over \(unseenMAP.labels) labels; at conf 0.25 precision \(format3(unseenPR.precision)), recall \(format3(unseenPR.recall))")
     for label in unseen { print("  \(label): AP50 \(format3(evaluation.averagePrecision(label) ?? 0))") }
+    exit(0)
+}
+
+// `lookout-benchmarks search MODEL_DIR DB TRUTH.json`: an indexed generated collection. Warm search time over
+// the whole index (query embedding excluded), precision@5 of the fast ranking for every colour–shape label,
+// and for every 4th label the exact ranking (detector re-run on the 15 best fast candidates) and how far
+// the two agree.
+if CommandLine.arguments.count > 4 && CommandLine.arguments[1] == "search" {
+    let manifest = try ModelManifest(directory: CommandLine.arguments[2])
+    let index = try PhotoIndex(path: CommandLine.arguments[3], readOnly: true)
+    let truth = try SceneTruth(contentsOf: CommandLine.arguments[4])
+    let network = try YOLOWorldNetwork(weights: WeightFile.open(manifest.detector.path))
+    let tokenizer = try CLIPTokenizer(vocabularyFile: "Vocab/clip_vocab.json")
+    let embedder = try TextEmbedder(
+        tokenizer: tokenizer, encoder: CLIPTextEncoder(contentsOf: manifest.textEncoder.path),
+        cache: TextEmbeddingCache(directory: nil))
+    let engine = try Engine(network: network, embedder: embedder)
+    let statistics = try index.statistics()
+    print("\(statistics.files) photos, \(statistics.regionBytes / max(1, statistics.images)) bytes of regions per photo, database \(statistics.databaseBytes / 1024) KiB (\(statistics.databaseBytes / max(1, statistics.files)) bytes per photo)")
+    var holding: [String: Set<String>] = [:]
+    for scene in truth.scenes {
+        let name = String(scene.file.split(separator: "/").last!)
+        for object in scene.objects { holding[object.label, default: []].insert(name) }
+    }
+    let labels = holding.keys.sorted()
+    let texts = embedder.embed(labels).embeddings
+    try measure("search the whole index (20 queries, each)", repetitions: 20) {
+        _ = try index.search(text: texts[Int.random(in: 0..<texts.count)], confidence: 0.1, top: 20)
+    }
+    func name(_ path: String) -> String { String(path.split(separator: "/").last!) }
+    var fastHits = 0
+    var exactHits = 0
+    var fastSubset = 0
+    var overlap = 0
+    var exactLabels = 0
+    let start = now()
+    for (k, label) in labels.enumerated() {
+        let fast = try index.search(text: texts[k], confidence: 0.001, top: 15)
+        fastHits += fast.prefix(5).filter { holding[label]!.contains(name($0.path)) }.count
+        guard k % 4 == 0 else { continue }
+        exactLabels += 1
+        fastSubset += fast.prefix(5).filter { holding[label]!.contains(name($0.path)) }.count
+        var options = SuppressionOptions()
+        options.confidence = 0.001
+        var rescored: [(String, Float)] = []
+        for hit in fast {
+            let result = engine.detect(try engine.prepare(path: hit.path, size: 640), queries: [label], options: options)
+            rescored.append((hit.path, result.detections.first?.score ?? 0))
+        }
+        let exact = rescored.sorted { $0.1 > $1.1 }.prefix(5).map(\.0)
+        exactHits += exact.filter { holding[label]!.contains(name($0)) }.count
+        overlap += Set(exact).intersection(fast.prefix(5).map(\.path)).count
+    }
+    print("precision@5, fast ranking, all \(labels.count) labels: \(format3(Double(fastHits) / Double(5 * labels.count)))")
+    print("on \(exactLabels) labels: fast \(format3(Double(fastSubset) / Double(5 * exactLabels))), exact \(format3(Double(exactHits) / Double(5 * exactLabels))), top-5 overlap fast/exact \(format3(Double(overlap) / Double(5 * exactLabels))) (\(format3(now() - start)) s)")
     exit(0)
 }
 

@@ -79,6 +79,10 @@ struct Convolution: Sendable {
         self.activation = activation
     }
 
+    /// Output pixels lowered and multiplied at a time: a tile's lowered input (depth × tile) stays in cache
+    /// between im2col and the GEMM that reads it.
+    static let tileColumns = 192
+
     func callAsFunction(_ x: FeatureMap, pool: ComputePool = .shared) -> FeatureMap {
         precondition(x.channels == inputs, "convolution expects \(inputs) channels, got \(x.channels)")
         let padding = kernel / 2
@@ -87,57 +91,98 @@ struct Convolution: Sendable {
         let columns = outHeight * outWidth
         let depth = inputs * kernel * kernel
         var out = FeatureMap(channels: outputs, height: outHeight, width: outWidth)
-        // Lowered input: depth × columns (for 1×1 stride 1, the input itself).
-        let lowered: [Float]
-        if kernel == 1 && stride == 1 {
-            lowered = x.data
-        } else {
-            var buffer = [Float](repeating: 0, count: depth * columns)
-            buffer.withUnsafeMutableBufferPointer { target in
+        let pointwise = kernel == 1 && stride == 1
+        let tile = pointwise ? max(256, (columns + pool.threadCount - 1) / pool.threadCount) : Self.tileColumns
+        let tiles = (columns + tile - 1) / tile
+        let (height, width, kernel, stride, inputs, outputs, activation) =
+            (x.height, x.width, kernel, stride, inputs, outputs, activation)
+        weight.withUnsafeBufferPointer { w in
+            bias.withUnsafeBufferPointer { bias in
                 x.data.withUnsafeBufferPointer { source in
-                    let target = UnsafeSendable(target.baseAddress!), source = UnsafeSendable(source.baseAddress!)
-                    let (height, width, kernel, stride) = (x.height, x.width, kernel, stride)
-                    pool.parallelFor(inputs, chunk: 1) { range in
-                        for c in range {
-                            for ky in 0..<kernel {
-                                for kx in 0..<kernel {
-                                    let row = target.pointer + ((c * kernel + ky) * kernel + kx) * columns
-                                    for oy in 0..<outHeight {
-                                        let iy = oy * stride - padding + ky
-                                        for ox in 0..<outWidth {
-                                            let ix = ox * stride - padding + kx
-                                            row[oy * outWidth + ox] =
-                                                iy >= 0 && iy < height && ix >= 0 && ix < width
-                                                ? source.pointer[(c * height + iy) * width + ix] : 0
-                                        }
-                                    }
+                    out.data.withUnsafeMutableBufferPointer { c in
+                        let w = UnsafeSendable(w.baseAddress!), bias = UnsafeSendable(bias.baseAddress!)
+                        let source = UnsafeSendable(source.baseAddress!), c = UnsafeSendable(c.baseAddress!)
+                        pool.parallelFor(tiles, chunk: 1) { range in
+                            let buffer = pointwise ? nil : UnsafeMutablePointer<Float>.allocate(capacity: depth * tile)
+                            defer { buffer?.deallocate() }
+                            for t in range {
+                                let p0 = t * tile
+                                let n = min(tile, columns - p0)
+                                let b: UnsafePointer<Float>
+                                let ldb: Int
+                                if let buffer {
+                                    Self.lower(
+                                        source.pointer, channels: inputs, height: height, width: width, kernel: kernel,
+                                        stride: stride, padding: padding, outWidth: outWidth, first: p0, count: n,
+                                        into: buffer)
+                                    b = UnsafePointer(buffer)
+                                    ldb = n
+                                } else {
+                                    b = source.pointer + p0
+                                    ldb = columns
+                                }
+                                for o in 0..<outputs {
+                                    let row = c.pointer + o * columns + p0
+                                    row.update(repeating: bias.pointer[o], count: n)
+                                }
+                                BLAS.gemm(
+                                    m: outputs, n: n, k: depth, a: w.pointer, b: b, c: c.pointer + p0, lda: depth,
+                                    ldb: ldb, ldc: columns, beta: 1)
+                                if activation {
+                                    for o in 0..<outputs { Kernels.silu(c.pointer + o * columns + p0, count: n) }
                                 }
                             }
                         }
                     }
                 }
             }
-            lowered = buffer
         }
-        // out[o, :] = bias[o] + W[o, :]·lowered, split by output columns across the pool.
-        for o in 0..<outputs {
-            for p in 0..<columns { out.data[o * columns + p] = bias[o] }
-        }
-        weight.withUnsafeBufferPointer { w in
-            lowered.withUnsafeBufferPointer { b in
-                out.data.withUnsafeMutableBufferPointer { c in
-                    let w = UnsafeSendable(w.baseAddress!), b = UnsafeSendable(b.baseAddress!),
-                        c = UnsafeSendable(c.baseAddress!)
-                    let chunk = max(256, (columns + pool.threadCount - 1) / pool.threadCount)
-                    pool.parallelFor(columns, chunk: chunk) { range in
-                        BLAS.gemm(
-                            m: outputs, n: range.count, k: depth, a: w.pointer, b: b.pointer + range.lowerBound,
-                            c: c.pointer + range.lowerBound, lda: depth, ldb: columns, ldc: columns, beta: 1)
+        return out
+    }
+
+    /// im2col of output pixels `first ..< first + count` (row-major over the output): row
+    /// `(c·k + ky)·k + kx` of `target` (`count` wide) holds input `(c, oy·s − pad + ky, ox·s − pad + kx)`, 0
+    /// outside the image.
+    static func lower(
+        _ source: UnsafePointer<Float>, channels: Int, height: Int, width: Int, kernel: Int, stride: Int,
+        padding: Int, outWidth: Int, first: Int, count: Int, into target: UnsafeMutablePointer<Float>
+    ) {
+        for c in 0..<channels {
+            let plane = source + c * height * width
+            for ky in 0..<kernel {
+                for kx in 0..<kernel {
+                    var row = target + ((c * kernel + ky) * kernel + kx) * count
+                    var p = first
+                    let end = first + count
+                    while p < end {
+                        let oy = p / outWidth
+                        let ox0 = p - oy * outWidth
+                        let ox1 = min(outWidth, ox0 + (end - p))
+                        let segment = ox1 - ox0
+                        let iy = oy * stride - padding + ky
+                        if iy < 0 || iy >= height {
+                            row.update(repeating: 0, count: segment)
+                        } else {
+                            let line = plane + iy * width
+                            if stride == 1 {
+                                // ix = ox − pad + kx is inside [0, width) for ox in [lo, hi).
+                                let lo = min(max(ox0, padding - kx), ox1)
+                                let hi = max(min(ox1, width + padding - kx), lo)
+                                if lo > ox0 { row.update(repeating: 0, count: lo - ox0) }
+                                if hi > lo { (row + (lo - ox0)).update(from: line + (lo - padding + kx), count: hi - lo) }
+                                if ox1 > hi { (row + (hi - ox0)).update(repeating: 0, count: ox1 - hi) }
+                            } else {
+                                for ox in ox0..<ox1 {
+                                    let ix = ox * stride - padding + kx
+                                    row[ox - ox0] = ix >= 0 && ix < width ? line[ix] : 0
+                                }
+                            }
+                        }
+                        row += segment
+                        p += segment
                     }
                 }
             }
         }
-        if activation { silu(&out.data) }
-        return out
     }
 }

@@ -38,7 +38,7 @@ public struct PreparedImage: Sendable {
     public let width: Int
     public let height: Int
     public let letterbox: Letterbox
-    public let features: [FeatureMap]
+    public internal(set) var features: [FeatureMap]
     public var timings: StageTimings
 }
 
@@ -189,6 +189,13 @@ public struct ScoredImage: Sendable {
     /// `(4 + labels.count) × anchors`, as ultralytics' inference output.
     public let output: [Float]
     public var timings: StageTimings
+
+    /// The same scores without the image features (enough to re-threshold; frees the backbone outputs).
+    public func withoutFeatures() -> ScoredImage {
+        var light = prepared
+        light.features = []
+        return ScoredImage(prepared: light, labels: labels, output: output, timings: timings)
+    }
 }
 
 /// Splits a query line as `lookout detect -q` takes it: comma-separated, trimmed, duplicates collapsed

@@ -11,6 +11,11 @@ public struct ImageError: Error, CustomStringConvertible, Sendable {
     public let path: String
     public let problem: String
     public var description: String { "\(path): \(problem)" }
+
+    public init(path: String, problem: String) {
+        self.path = path
+        self.problem = problem
+    }
 }
 
 /// Reading photos as ultralytics does (`cv2.imdecode(…, IMREAD_COLOR)`): JPEG and PNG to BGR, grayscale

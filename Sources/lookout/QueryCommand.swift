@@ -34,30 +34,41 @@ struct QueryCommand: ParsableCommand {
     @Flag(help: "One JSON object per image per answer instead of a table.")
     var json = false
 
+    @Option(help: "Memory for kept image features, in MiB; beyond it the least recently used are dropped and recomputed.")
+    var featureMemory = 1024
+
+    @Option(help: ArgumentHelp("Also keep image features on disk in this folder (reused across runs).", valueName: "dir"))
+    var featureCache: String?
+
     func validate() throws {
         if images.isEmpty { throw ValidationError("Give at least one image.") }
+        guard featureMemory >= 0 else { throw ValidationError("--feature-memory must not be negative.") }
         if !thresholds.queryThresholds.isEmpty {
             throw ValidationError("--query-conf applies to a fixed query set; use it with lookout detect.")
         }
     }
 
     func run() throws {
-        let engine = try modelOptions.engine()
+        let (engine, detectorFingerprint) = try modelOptions.load()
         guard let embedder = engine.embedder else { throw LookoutError("no text encoder") }
         let interactive = isatty(0) != 0
-        var prepared: [PreparedImage] = []
+        let store = FeatureStore(
+            modelKey: detectorFingerprint, memoryLimit: featureMemory << 20, directory: featureCache)
+        var readable: [String] = []
+        var backbone = 0.0
         for path in images {
             do {
-                prepared.append(try engine.prepare(path: path, size: thresholds.imgsz))
+                let prepared = try store.prepared(path: path, size: thresholds.imgsz, engine: engine)
+                backbone += prepared.timings.backbone + prepared.timings.decode + prepared.timings.preprocess
+                readable.append(path)
             } catch {
                 printError("lookout: \(error)")
             }
         }
-        guard !prepared.isEmpty else { throw LookoutError("none of the images could be read") }
-        let backbone = prepared.reduce(0) { $0 + $1.timings.backbone + $1.timings.decode + $1.timings.preprocess }
+        guard !readable.isEmpty else { throw LookoutError("none of the images could be read") }
         if interactive {
             printError(
-                "\(prepared.count) image\(prepared.count == 1 ? "" : "s") ready (\(ms(backbone)) ms). "
+                "\(readable.count) image\(readable.count == 1 ? "" : "s") ready (\(ms(backbone)) ms). "
                     + "Type what to look for, comma-separated; :help lists commands.")
         }
         var options = try thresholds.options(for: [])
@@ -93,13 +104,20 @@ struct QueryCommand: ParsableCommand {
             let (embeddings, report) = embedder.embed(queries)
             let textSeconds = clock.lap()
             let features = embeddings.flatMap { $0 }
-            last = prepared.map { image in
-                var scored = engine.score(image, labels: queries, text: features)
+            last = []
+            for path in readable {
+                var stage = Stopwatch()
+                guard let image = try? store.prepared(path: path, size: thresholds.imgsz, engine: engine) else {
+                    printError("lookout: \(path) can no longer be read")
+                    continue
+                }
+                let fetch = stage.lap()
+                var scored = engine.score(image, labels: queries, text: features).withoutFeatures()
                 scored.timings.textEncode = textSeconds
-                scored.timings.backbone = 0
+                scored.timings.backbone = fetch  // 0 when the features were kept in memory
                 scored.timings.decode = 0
                 scored.timings.preprocess = 0
-                return scored
+                last.append(scored)
             }
             answer(
                 last.map { engine.detections($0, options: options) },
