@@ -1,4 +1,8 @@
 import LookoutTensor
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 import LookoutWeights
 
 /// A `BatchNorm2d`'s parameters and running statistics, and its `eps` as the checkpoint records it
@@ -81,6 +85,14 @@ struct Convolution: Sendable {
 
     /// Output pixels lowered and multiplied at a time: a tile's lowered input (depth × tile) stays in cache
     /// between im2col and the GEMM that reads it.
+    /// `LOOKOUT_PROFILE=1`: every convolution prints its shape, time and GFLOP/s on standard error.
+    static let profiling = getenv("LOOKOUT_PROFILE") != nil
+    static func clock() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) * 1e-9
+    }
+
     static let tileColumns = 192
 
     func callAsFunction(_ x: FeatureMap, pool: ComputePool = .shared) -> FeatureMap {
@@ -91,6 +103,15 @@ struct Convolution: Sendable {
         let columns = outHeight * outWidth
         let depth = inputs * kernel * kernel
         var out = FeatureMap(channels: outputs, height: outHeight, width: outWidth)
+        let profileStart = Self.profiling ? Self.clock() : 0
+        defer {
+            if Self.profiling {
+                let seconds = Self.clock() - profileStart
+                let flops = 2.0 * Double(outputs) * Double(depth) * Double(columns)
+                var line = "conv \(inputs)->\(outputs) k\(kernel) s\(stride) \(outHeight)x\(outWidth): \(Int(seconds * 1e6)) us, \(Int(flops / seconds / 1e9)) GFLOP/s, \(Int(flops / 1e6)) MFLOP\n"
+                line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+            }
+        }
         let pointwise = kernel == 1 && stride == 1
         let tile = pointwise ? max(256, (columns + pool.threadCount - 1) / pool.threadCount) : Self.tileColumns
         let tiles = (columns + tile - 1) / tile
@@ -172,10 +193,19 @@ struct Convolution: Sendable {
                                 if hi > lo { (row + (lo - ox0)).update(from: line + (lo - padding + kx), count: hi - lo) }
                                 if ox1 > hi { (row + (hi - ox0)).update(repeating: 0, count: ox1 - hi) }
                             } else {
-                                for ox in ox0..<ox1 {
-                                    let ix = ox * stride - padding + kx
-                                    row[ox - ox0] = ix >= 0 && ix < width ? line[ix] : 0
+                                // ix = ox·s − pad + kx is inside [0, width) for ox in [lo, hi).
+                                let shift = kx - padding
+                                let first = shift >= 0 ? 0 : (-shift + stride - 1) / stride
+                                let last = width - 1 - shift < 0 ? -1 : (width - 1 - shift) / stride
+                                let lo = min(max(ox0, first), ox1)
+                                let hi = max(min(ox1, last + 1), lo)
+                                if lo > ox0 { row.update(repeating: 0, count: lo - ox0) }
+                                var ix = lo * stride + shift
+                                for ox in lo..<hi {
+                                    row[ox - ox0] = line[ix]
+                                    ix += stride
                                 }
+                                if ox1 > hi { (row + (hi - ox0)).update(repeating: 0, count: ox1 - hi) }
                             }
                         }
                         row += segment

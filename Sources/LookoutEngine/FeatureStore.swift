@@ -20,6 +20,13 @@ public final class FeatureStore: @unchecked Sendable {
         public var diskHits = 0
         public var computed = 0
         public var evicted = 0
+
+        public init(memoryHits: Int = 0, diskHits: Int = 0, computed: Int = 0, evicted: Int = 0) {
+            self.memoryHits = memoryHits
+            self.diskHits = diskHits
+            self.computed = computed
+            self.evicted = evicted
+        }
     }
 
     public let memoryLimit: Int
