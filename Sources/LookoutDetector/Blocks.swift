@@ -132,25 +132,37 @@ struct MaxSigmoidAttention: Sendable {
                 }
             }
         }
-        // Per head: scores[k, p] = g[k, head slice] · x[head slice, p], then the max over k.
+        // Per head: scores[k, p] = g[k, head slice] · x[head slice, p], then the max over k; heads and
+        // column blocks spread across the pool.
         var weights = [Float](repeating: 0, count: heads * plane)
-        var scores = [Float](repeating: 0, count: classes * plane)
         let divisor = Float(Double(headSize).squareRoot())
-        for m in 0..<heads {
-            g.withUnsafeBufferPointer { g in
-                x.data.withUnsafeBufferPointer { data in
-                    scores.withUnsafeMutableBufferPointer { s in
-                        BLAS.gemm(
-                            m: classes, n: plane, k: headSize, a: g.baseAddress! + m * headSize,
-                            b: data.baseAddress! + m * headSize * plane,
-                            c: s.baseAddress!, lda: channels)
+        let block = 512
+        let blocks = (plane + block - 1) / block
+        let (headCount, channelCount, headBias) = (heads, channels, bias)
+        g.withUnsafeBufferPointer { g in
+            x.data.withUnsafeBufferPointer { data in
+                weights.withUnsafeMutableBufferPointer { weights in
+                    let g = UnsafeSendable(g.baseAddress!), data = UnsafeSendable(data.baseAddress!)
+                    let weights = UnsafeSendable(weights.baseAddress!)
+                    ComputePool.shared.parallelFor(headCount * blocks, chunk: 1) { range in
+                        let scores = UnsafeMutablePointer<Float>.allocate(capacity: classes * block)
+                        defer { scores.deallocate() }
+                        for item in range {
+                            let m = item / blocks
+                            let p0 = (item % blocks) * block
+                            let n = min(block, plane - p0)
+                            BLAS.gemm(
+                                m: classes, n: n, k: headSize, a: g.pointer + m * headSize,
+                                b: data.pointer + m * headSize * plane + p0, c: scores, lda: channelCount, ldb: plane,
+                                ldc: n)
+                            for p in 0..<n {
+                                var best = -Float.infinity
+                                for k in 0..<classes { best = max(best, scores[k * n + p]) }
+                                weights.pointer[m * plane + p0 + p] = sigmoid(best / divisor + headBias[m])
+                            }
+                        }
                     }
                 }
-            }
-            for p in 0..<plane {
-                var best = -Float.infinity
-                for k in 0..<classes { best = max(best, scores[k * plane + p]) }
-                weights[m * plane + p] = sigmoid(best / divisor + bias[m])
             }
         }
         var out = projection(x)

@@ -220,51 +220,84 @@ struct WorldDetectHead: Sendable {
             let plane = x.plane
             let box = level.box[2](level.box[1](level.box[0](x)))
             var embedding = level.embedding[2](level.embedding[1](level.embedding[0](x)))
-            for c in 0..<embeddingSize {
-                let (scale, shift) = (level.normScale[c], level.normShift[c])
-                for p in 0..<plane {
-                    embedding.data[c * plane + p] = shift.addingProduct(embedding.data[c * plane + p], scale)
+            let pool = ComputePool.shared
+            let chunk = 256
+            level.normScale.withUnsafeBufferPointer { scale in
+                level.normShift.withUnsafeBufferPointer { shift in
+                    embedding.data.withUnsafeMutableBufferPointer { e in
+                        let scale = UnsafeSendable(scale.baseAddress!), shift = UnsafeSendable(shift.baseAddress!)
+                        let e = UnsafeSendable(e.baseAddress!)
+                        pool.parallelFor(embeddingSize, chunk: 16) { range in
+                            for c in range {
+                                let (a, b) = (scale.pointer[c], shift.pointer[c])
+                                let row = e.pointer + c * plane
+                                for p in 0..<plane { row[p] = b.addingProduct(row[p], a) }
+                            }
+                        }
+                    }
                 }
             }
             kept?.append(embedding.data)
-            // logits[k, p] = Σ_c w[k, c]·x[c, p]
+            // logits[k, p] = Σ_c w[k, c]·x[c, p], columns split across the pool; then per anchor the DFL
+            // box and the class scores.
             var logits = [Float](repeating: 0, count: classes * plane)
+            let scale = expf(level.logitScale)
+            let levelBias = level.bias
+            let stride = Float(strides[index])
+            let (bins, mapWidth, anchorOffset) = (bins, x.width, offset)
             normalized.withUnsafeBufferPointer { w in
                 embedding.data.withUnsafeBufferPointer { e in
                     logits.withUnsafeMutableBufferPointer { l in
-                        BLAS.gemm(
-                            m: classes, n: plane, k: embeddingSize, a: w.baseAddress!, b: e.baseAddress!,
-                            c: l.baseAddress!)
+                        box.data.withUnsafeBufferPointer { boxData in
+                            output.withUnsafeMutableBufferPointer { out in
+                                let w = UnsafeSendable(w.baseAddress!), e = UnsafeSendable(e.baseAddress!)
+                                let l = UnsafeSendable(l.baseAddress!), boxData = UnsafeSendable(boxData.baseAddress!)
+                                let out = UnsafeSendable(out.baseAddress!)
+                                pool.parallelFor(plane, chunk: chunk) { range in
+                                    BLAS.gemm(
+                                        m: classes, n: range.count, k: embeddingSize, a: w.pointer,
+                                        b: e.pointer + range.lowerBound, c: l.pointer + range.lowerBound,
+                                        lda: embeddingSize, ldb: plane, ldc: plane)
+                                    for p in range {
+                                        let anchorX = Float(p % mapWidth) + 0.5
+                                        let anchorY = Float(p / mapWidth) + 0.5
+                                        var distances: (Float, Float, Float, Float) = (0, 0, 0, 0)
+                                        for side in 0..<4 {
+                                            var maximum = -Float.infinity
+                                            for b in 0..<bins {
+                                                maximum = max(maximum, boxData.pointer[(side * bins + b) * plane + p])
+                                            }
+                                            var total: Float = 0
+                                            var weighted: Float = 0
+                                            for b in 0..<bins {
+                                                let v = expf(boxData.pointer[(side * bins + b) * plane + p] - maximum)
+                                                total += v
+                                                weighted += Float(b) * v
+                                            }
+                                            let d = weighted / total
+                                            switch side {
+                                            case 0: distances.0 = d
+                                            case 1: distances.1 = d
+                                            case 2: distances.2 = d
+                                            default: distances.3 = d
+                                            }
+                                        }
+                                        let x1 = anchorX - distances.0, y1 = anchorY - distances.1
+                                        let x2 = anchorX + distances.2, y2 = anchorY + distances.3
+                                        let anchor = anchorOffset + p
+                                        out.pointer[0 * anchors + anchor] = (x1 + x2) / 2 * stride
+                                        out.pointer[1 * anchors + anchor] = (y1 + y2) / 2 * stride
+                                        out.pointer[2 * anchors + anchor] = (x2 - x1) * stride
+                                        out.pointer[3 * anchors + anchor] = (y2 - y1) * stride
+                                        for k in 0..<classes {
+                                            out.pointer[(4 + k) * anchors + anchor] =
+                                                sigmoid(l.pointer[k * plane + p] * scale + levelBias)
+                                        }
+                                    }
+                                }
+                            }
+                        }
                     }
-                }
-            }
-            let scale = expf(level.logitScale)
-            let stride = Float(strides[index])
-            for p in 0..<plane {
-                let anchorX = Float(p % x.width) + 0.5
-                let anchorY = Float(p / x.width) + 0.5
-                var distances = [Float](repeating: 0, count: 4)
-                for side in 0..<4 {
-                    var maximum = -Float.infinity
-                    for b in 0..<bins { maximum = max(maximum, box.data[(side * bins + b) * plane + p]) }
-                    var total: Float = 0
-                    var weighted: Float = 0
-                    for b in 0..<bins {
-                        let e = expf(box.data[(side * bins + b) * plane + p] - maximum)
-                        total += e
-                        weighted += Float(b) * e
-                    }
-                    distances[side] = weighted / total
-                }
-                let x1 = anchorX - distances[0], y1 = anchorY - distances[1]
-                let x2 = anchorX + distances[2], y2 = anchorY + distances[3]
-                let anchor = offset + p
-                output[0 * anchors + anchor] = (x1 + x2) / 2 * stride
-                output[1 * anchors + anchor] = (y1 + y2) / 2 * stride
-                output[2 * anchors + anchor] = (x2 - x1) * stride
-                output[3 * anchors + anchor] = (y2 - y1) * stride
-                for k in 0..<classes {
-                    output[(4 + k) * anchors + anchor] = sigmoid(logits[k * plane + p] * scale + level.bias)
                 }
             }
             offset += plane
