@@ -201,9 +201,21 @@ struct Convolution: Sendable {
                                 let hi = max(min(ox1, last + 1), lo)
                                 if lo > ox0 { row.update(repeating: 0, count: lo - ox0) }
                                 var ix = lo * stride + shift
-                                for ox in lo..<hi {
+                                var ox = lo
+                                if stride == 2 {
+                                    // Eight outputs from sixteen contiguous inputs: their even lanes.
+                                    while ox + 8 <= hi && ix + 16 <= width {
+                                        let wide = UnsafeRawPointer(line + ix).loadUnaligned(as: SIMD16<Float>.self)
+                                        UnsafeMutableRawPointer(row + (ox - ox0)).storeBytes(
+                                            of: wide.evenHalf, as: SIMD8<Float>.self)
+                                        ox += 8
+                                        ix += 16
+                                    }
+                                }
+                                while ox < hi {
                                     row[ox - ox0] = line[ix]
                                     ix += stride
+                                    ox += 1
                                 }
                                 if ox1 > hi { (row + (hi - ox0)).update(repeating: 0, count: ox1 - hi) }
                             }
