@@ -115,11 +115,40 @@ import Testing
                     #expect(converted.integers() == original.integers(), "\(name)")
                 }
             }
+            // Attributes come back as attributes (not as tensors), BatchNorm epsilons from the metadata.
+            #expect(canonical.names.count == source.names.count)
+            #expect(Set(canonical.attributes.keys) == Set(source.attributes.keys))
             for (name, view) in source.attributes {
-                #expect(canonical.tensors["attribute." + name]?.floats() == view.floats(), "\(name)")
+                #expect(canonical.attributes[name]?.floats() == view.floats(), "\(name)")
             }
+            #expect(canonical.batchNormEpsilon == source.batchNormEpsilon)
             #expect(canonical.metadata["lookout.format"] == "canonical-1")
             #expect(canonical.metadata["names"] == source.metadata["names"])
         }
+    }
+
+    /// `keepHalf`: F16 tensors stay F16 with the same bits (half the file), others as in the F32 form.
+    @Test func canonicalConversionCanKeepHalfPrecision() throws {
+        let directory = Support.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let source = try WeightFile.open(Support.fixture("yolov8n-worldv2-random.pt"))
+        let half = directory + "/half.safetensors", full = directory + "/full.safetensors"
+        try source.writeCanonical(to: half, keepHalf: true)
+        try source.writeCanonical(to: full)
+        let converted = try WeightFile.open(half)
+        var halfCount = 0
+        for name in source.names {
+            let original = source.tensors[name]!
+            let view = try #require(converted.tensors[name])
+            if original.dtype == .float16 {
+                halfCount += 1
+                #expect(view.dtype == .float16 && view.halfBits() == original.halfBits(), "\(name)")
+            } else if original.dtype.isFloatingPoint {
+                #expect(view.floats() == original.floats(), "\(name)")
+            }
+        }
+        #expect(halfCount > 100)
+        let sizes = try [half, full].map { try FileManager.default.attributesOfItem(atPath: $0)[.size] as! Int }
+        #expect(Double(sizes[0]) < 0.6 * Double(sizes[1]), "\(sizes)")
     }
 }
