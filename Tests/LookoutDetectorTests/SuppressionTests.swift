@@ -45,6 +45,40 @@ import Testing
         }
     }
 
+    /// `--query-conf`: each query keeps its own threshold. An anchor belongs to its best-scoring query (as
+    /// with ultralytics' single-label NMS) and is kept when it beats that query's threshold; with class-aware
+    /// NMS a query's detections then depend only on its own candidates, so, with no cap on the count, each
+    /// query's result must equal a plain run at its threshold.
+    @Test(arguments: NetworkParityTests.fullComparisons)
+    func perQueryThresholdsActPerQuery(fixture: String) throws {
+        let file = try Self.reference(fixture)
+        let classes = try file.view("text").shape[1]
+        let output = try file.view("output").floats()
+        var options = SuppressionOptions()
+        options.confidence = 0.25
+        options.perClassConfidence = [0: 0.6, 1: 0.02]
+        options.maximumDetections = 1_000_000
+        let mixed = NonMaxSuppression.run(output, classes: classes, options: options)
+        var checked = 0
+        for k in 0..<classes {
+            var plain = SuppressionOptions()
+            plain.confidence = options.perClassConfidence[k] ?? 0.25
+            plain.maximumDetections = 1_000_000
+            let alone = NonMaxSuppression.run(output, classes: classes, options: plain).filter { $0.classIndex == k }
+            let part = mixed.filter { $0.classIndex == k }
+            #expect(part == alone, "\(fixture) query \(k)")
+            #expect(part.allSatisfy { $0.score > plain.confidence })
+            checked += part.count
+        }
+        #expect(checked == mixed.count && checked > 0)
+        // The thresholds matter: query 1 gains detections below 0.25, query 0 loses those below 0.6.
+        var base = SuppressionOptions()
+        base.confidence = 0.25
+        let baseline = NonMaxSuppression.run(output, classes: classes, options: base)
+        #expect(mixed.filter { $0.classIndex == 1 }.count > baseline.filter { $0.classIndex == 1 }.count)
+        #expect(mixed.filter { $0.classIndex == 0 }.count <= baseline.filter { $0.classIndex == 0 }.count)
+    }
+
     @Test(arguments: NetworkParityTests.fullComparisons)
     func endToEndMatchesUltralytics(fixture: String) throws {
         let file = try Self.reference(fixture)

@@ -40,26 +40,32 @@ def preprocess(path: str, size: int) -> torch.Tensor:
 
 
 def main() -> None:
+    import argparse
+
     import ultralytics
     from safetensors.torch import save_file
 
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--checkpoint", default=os.path.join(ROOT, "Tests", "Fixtures", "weights", "yolov8n-worldv2-random.pt"))
+    parser.add_argument("--out", default=OUT)
+    parser.add_argument("--prefix", default="n", help="fixture names start with it (the scale)")
+    args = parser.parse_args()
+    out = args.out
     reference_env.forget_torchvision()
-    checkpoint = torch.load(os.path.join(ROOT, "Tests", "Fixtures", "weights", "yolov8n-worldv2-random.pt"),
-                            map_location="cpu", weights_only=False)
+    checkpoint = torch.load(args.checkpoint, map_location="cpu", weights_only=False)
     model = (checkpoint.get("ema") or checkpoint["model"]).float()
     model = model.fuse().eval()
-    exact = torch.load(os.path.join(ROOT, "Tests", "Fixtures", "weights", "yolov8n-worldv2-random.pt"),
-                       map_location="cpu", weights_only=False)
+    exact = torch.load(args.checkpoint, map_location="cpu", weights_only=False)
     exact = (exact.get("ema") or exact["model"]).double().fuse().eval()
     assets = os.path.join(ROOT, "examples", "photos")
     torch.manual_seed(7)
     queries = torch.nn.functional.normalize(torch.randn(1, 3, 512), dim=-1)
     five = torch.nn.functional.normalize(torch.randn(1, 5, 512), dim=-1)
-    os.makedirs(OUT, exist_ok=True)
+    os.makedirs(out, exist_ok=True)
     for name, image, size, text, full in [
-        ("n-astronaut-320", "astronaut.jpg", 320, None, False),
-        ("n-rocket-416-queries", "rocket.jpg", 416, five, True),
-        ("n-chelsea-352-queries", "chelsea.jpg", 352, queries, True),
+        (f"{args.prefix}-astronaut-320", "astronaut.jpg", 320, None, False),
+        (f"{args.prefix}-rocket-416-queries", "rocket.jpg", 416, five, True),
+        (f"{args.prefix}-chelsea-352-queries", "chelsea.jpg", 352, queries, True),
     ]:
         x = preprocess(os.path.join(assets, image), size)
         captured: dict[int, torch.Tensor] = {}
@@ -91,7 +97,7 @@ def main() -> None:
         tensors["original_shape"] = torch.tensor(list(original), dtype=torch.int64)
         for i, value in captured.items():
             tensors[f"layer{i}"] = value.contiguous()
-        save_file({k: v.contiguous() for k, v in tensors.items()}, os.path.join(OUT, name + ".safetensors"),
+        save_file({k: v.contiguous() for k, v in tensors.items()}, os.path.join(out, name + ".safetensors"),
                   metadata={"ultralytics": ultralytics.__version__, "torch": torch.__version__, "image": image,
                             "full_comparison": str(full), "reference_error_boxes": f"{box_error:.3g}",
                             "reference_error_scores": f"{score_error:.3g}"})

@@ -72,11 +72,12 @@ def letterboxed_photos() -> torch.Tensor:
     return torch.stack(images)
 
 
-def make_yolo(expected: dict) -> None:
+def make_yolo(expected: dict | None, scale: str = "n", out: str = OUT) -> str:
+    """A random yolov8{scale}-worldv2 with calibrated BatchNorm, saved by YOLOWorld.save into `out`."""
     from ultralytics import YOLOWorld
 
     torch.manual_seed(1)
-    model = YOLOWorld("yolov8n-worldv2.yaml")
+    model = YOLOWorld(f"yolov8{scale}-worldv2.yaml")
     net = model.model
     # A YAML-built model holds torch.randn text features; a released checkpoint holds CLIP features, which
     # are L2-normalised (set_classes stores encode_text / norm). Keep the random directions, at unit norm.
@@ -102,8 +103,11 @@ def make_yolo(expected: dict) -> None:
         for head in net.model[-1].cv4:
             head.bias.fill_(-3.5)
             head.logit_scale.fill_(0.0)
-    path = os.path.join(OUT, "yolov8n-worldv2-random.pt")
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, f"yolov8{scale}-worldv2-random.pt")
     model.save(path)
+    if expected is None:
+        return path
 
     checkpoint = torch.load(path, map_location="cpu", weights_only=False)
     saved = checkpoint.get("ema") or checkpoint["model"]
@@ -119,6 +123,7 @@ def make_yolo(expected: dict) -> None:
         "bn_eps": sorted({float(m.eps) for m in saved.modules() if isinstance(m, torch.nn.BatchNorm2d)}),
         "scale": "n",
     }
+    return path
 
 
 def tiny_clip():
