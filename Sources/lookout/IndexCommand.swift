@@ -10,10 +10,7 @@ import LookoutJSON
 /// Where the photo index lives unless --db says otherwise: `$LOOKOUT_DB`, else
 /// `$XDG_DATA_HOME/lookout/index.sqlite`, else `~/.local/share/lookout/index.sqlite`.
 func defaultIndexPath() throws -> String {
-    func variable(_ name: String) -> String? {
-        guard let value = getenv(name).map({ String(cString: $0) }), !value.isEmpty else { return nil }
-        return value
-    }
+    let variable = ResourceLocator.variable
     if let explicit = variable("LOOKOUT_DB") { return explicit }
     if let data = variable("XDG_DATA_HOME") { return data + "/lookout/index.sqlite" }
     if let home = variable("HOME") { return home + "/.local/share/lookout/index.sqlite" }

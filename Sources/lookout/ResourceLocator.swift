@@ -43,14 +43,16 @@ struct ResourceLocator {
     /// Lookout's cache folder: `$LOOKOUT_CACHE_DIR`, else `$XDG_CACHE_HOME/lookout`, else
     /// `$HOME/.cache/lookout`; nil when none can be named.
     static func cacheDirectory() -> String? {
-        func variable(_ name: String) -> String? {
-            guard let value = getenv(name).map({ String(cString: $0) }), !value.isEmpty else { return nil }
-            return value
-        }
         if let explicit = variable("LOOKOUT_CACHE_DIR") { return explicit }
         if let xdg = variable("XDG_CACHE_HOME") { return xdg + "/lookout" }
         if let home = variable("HOME") { return home + "/.cache/lookout" }
         return nil
+    }
+
+    /// An environment variable's value, nil when unset or empty.
+    static func variable(_ name: String) -> String? {
+        guard let value = getenv(name).map({ String(cString: $0) }), !value.isEmpty else { return nil }
+        return value
     }
 
     private static func isFile(_ path: String) -> Bool {
