@@ -219,25 +219,60 @@ struct WorldDetectHead: Sendable {
         for (index, (level, x)) in zip(levels, inputs).enumerated() {
             let plane = x.plane
             let box = level.box[2](level.box[1](level.box[0](x)))
-            var embedding = level.embedding[2](level.embedding[1](level.embedding[0](x)))
             let pool = ComputePool.shared
             let chunk = 256
-            level.normScale.withUnsafeBufferPointer { scale in
-                level.normShift.withUnsafeBufferPointer { shift in
-                    embedding.data.withUnsafeMutableBufferPointer { e in
-                        let scale = UnsafeSendable(scale.baseAddress!), shift = UnsafeSendable(shift.baseAddress!)
-                        let e = UnsafeSendable(e.baseAddress!)
-                        pool.parallelFor(embeddingSize, chunk: 16) { range in
-                            for c in range {
-                                let (a, b) = (scale.pointer[c], shift.pointer[c])
-                                let row = e.pointer + c * plane
-                                for p in 0..<plane { row[p] = b.addingProduct(row[p], a) }
+            // The class logits are t̂·BN(W·h + b) for the embedding branch's last 1×1 convolution W, b. Without
+            // a request for the embeddings, that is folded into the text side: logits = A·h + c with
+            // A = (t̂ ⊙ s)·W (classes × depth) and c = (t̂ ⊙ s)·b + t̂·shift; no 512-d map is formed.
+            let hidden = level.embedding[1](level.embedding[0](x))
+            var textWeights = normalized
+            var depth = embeddingSize
+            var constants = [Float](repeating: 0, count: classes)
+            var source: [Float]
+            if kept == nil {
+                let last = level.embedding[2]
+                depth = last.inputs
+                var scaled = normalized
+                for k in 0..<classes {
+                    var constant: Float = 0
+                    for c in 0..<embeddingSize {
+                        let t = normalized[k * embeddingSize + c]
+                        scaled[k * embeddingSize + c] = t * level.normScale[c]
+                        constant += scaled[k * embeddingSize + c] * last.bias[c] + t * level.normShift[c]
+                    }
+                    constants[k] = constant
+                }
+                textWeights = [Float](repeating: 0, count: classes * depth)
+                scaled.withUnsafeBufferPointer { a in
+                    last.weight.withUnsafeBufferPointer { b in
+                        textWeights.withUnsafeMutableBufferPointer { c in
+                            BLAS.gemm(
+                                m: classes, n: depth, k: embeddingSize, a: a.baseAddress!, b: b.baseAddress!,
+                                c: c.baseAddress!)
+                        }
+                    }
+                }
+                source = hidden.data
+            } else {
+                var embedding = level.embedding[2](hidden)
+                level.normScale.withUnsafeBufferPointer { scale in
+                    level.normShift.withUnsafeBufferPointer { shift in
+                        embedding.data.withUnsafeMutableBufferPointer { e in
+                            let scale = UnsafeSendable(scale.baseAddress!), shift = UnsafeSendable(shift.baseAddress!)
+                            let e = UnsafeSendable(e.baseAddress!)
+                            pool.parallelFor(embeddingSize, chunk: 16) { range in
+                                for c in range {
+                                    let (a, b) = (scale.pointer[c], shift.pointer[c])
+                                    let row = e.pointer + c * plane
+                                    for p in 0..<plane { row[p] = b.addingProduct(row[p], a) }
+                                }
                             }
                         }
                     }
                 }
+                kept?.append(embedding.data)
+                source = embedding.data
             }
-            kept?.append(embedding.data)
             // logits[k, p] = Σ_c w[k, c]·x[c, p], columns split across the pool; then per anchor the DFL
             // box and the class scores.
             var logits = [Float](repeating: 0, count: classes * plane)
@@ -245,8 +280,9 @@ struct WorldDetectHead: Sendable {
             let levelBias = level.bias
             let stride = Float(strides[index])
             let (bins, mapWidth, anchorOffset) = (bins, x.width, offset)
-            normalized.withUnsafeBufferPointer { w in
-                embedding.data.withUnsafeBufferPointer { e in
+            let depthCount = depth
+            textWeights.withUnsafeBufferPointer { w in
+                source.withUnsafeBufferPointer { e in
                     logits.withUnsafeMutableBufferPointer { l in
                         box.data.withUnsafeBufferPointer { boxData in
                             output.withUnsafeMutableBufferPointer { out in
@@ -255,9 +291,9 @@ struct WorldDetectHead: Sendable {
                                 let out = UnsafeSendable(out.baseAddress!)
                                 pool.parallelFor(plane, chunk: chunk) { range in
                                     BLAS.gemm(
-                                        m: classes, n: range.count, k: embeddingSize, a: w.pointer,
+                                        m: classes, n: range.count, k: depthCount, a: w.pointer,
                                         b: e.pointer + range.lowerBound, c: l.pointer + range.lowerBound,
-                                        lda: embeddingSize, ldb: plane, ldc: plane)
+                                        lda: depthCount, ldb: plane, ldc: plane)
                                     for p in range {
                                         let anchorX = Float(p % mapWidth) + 0.5
                                         let anchorY = Float(p / mapWidth) + 0.5
@@ -291,7 +327,7 @@ struct WorldDetectHead: Sendable {
                                         out.pointer[3 * anchors + anchor] = (y2 - y1) * stride
                                         for k in 0..<classes {
                                             out.pointer[(4 + k) * anchors + anchor] =
-                                                sigmoid(l.pointer[k * plane + p] * scale + levelBias)
+                                                sigmoid((l.pointer[k * plane + p] + constants[k]) * scale + levelBias)
                                         }
                                     }
                                 }
