@@ -61,7 +61,7 @@ if CommandLine.arguments.count > 4 && CommandLine.arguments[1] == "detect" {
     }
     let labels = (0..<80).map { "q\($0)" }
     var prepared = try engine.prepare(path: CommandLine.arguments[3], size: size)
-    try measure("full detect (decode → NMS), 80 queries, \(size)", repetitions: 5) {
+    try measure("full detect (decode → NMS), 80 queries, \(size)", repetitions: 11) {
         prepared = try engine.prepare(path: CommandLine.arguments[3], size: size)
         _ = engine.detect(prepared, labels: labels, text: text)
     }
@@ -69,10 +69,10 @@ if CommandLine.arguments.count > 4 && CommandLine.arguments[1] == "detect" {
     print(
         "stages of the last run (ms): "
             + result.timings.milliseconds.map { "\($0.0) \(format3($0.1))" }.joined(separator: ", "))
-    measure("re-query (neck + head + NMS), 80 queries", repetitions: 5) {
+    measure("re-query (neck + head + NMS), 80 queries", repetitions: 11) {
         _ = engine.detect(prepared, labels: labels, text: text)
     }
-    measure("  of which the neck (layers 10–21)", repetitions: 5) {
+    measure("  of which the neck (layers 10–21)", repetitions: 11) {
         _ = network.neck(prepared.features, text: text, classes: 80)
     }
     var options = SuppressionOptions()
