@@ -6,13 +6,20 @@ struct Lookout: ParsableCommand {
         commandName: "lookout",
         abstract: "Open-vocabulary object detection: type what you are looking for, and Lookout finds it.",
         discussion: """
-            Lookout pairs the YOLO-World v2 detector with the CLIP text encoder, on the CPU.
-            Its first building block is the CLIP tokenizer, which gives exactly the token ids of
-            OpenAI's `clip.tokenize`.
+            Lookout pairs the YOLO-World v2 detector with the CLIP text encoder, on the CPU, and gives
+            the boxes ultralytics gives for the same weights. Without --model it uses the embedded demo
+            model (Models/demo), which knows coloured shapes only; Models/README.md tells how to get the
+            official weights.
+
+            Start here:
+              lookout detect examples/scenes/scene-0001.jpg -q "green star, blue circle" --save out
+              lookout query photo.jpg                 (new queries without recomputing the image)
+              lookout index ~/Pictures && lookout search "red car"
             """,
         version: "0.1.0",
         subcommands: [
-            DetectCommand.self, QueryCommand.self, IndexCommand.self, SearchCommand.self, TokenizeCommand.self, EmbedCommand.self, ModelsCommand.self,
+            DetectCommand.self, QueryCommand.self, IndexCommand.self, SearchCommand.self, TokenizeCommand.self,
+            EmbedCommand.self, ModelsCommand.self,
         ]
     )
 }
