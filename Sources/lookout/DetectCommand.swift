@@ -138,15 +138,15 @@ struct DetectCommand: ParsableCommand {
         commandName: "detect",
         abstract: "Find what you describe in photos.",
         discussion: """
-            Queries are comma-separated ("dog, red car"), or one per line in --queries-file. Results match
-            ultralytics YOLO-World predict: letterbox, text-guided network, class-aware NMS, boxes in the
+            Queries are comma-separated ("dog, red car"), or one per line in --queries-file. Results match \
+            ultralytics YOLO-World predict: letterbox, text-guided network, class-aware NMS, boxes in the \
             photo's pixels.
 
-            Without --model or --detector/--text-model, the demo model in Models/demo is used: it knows
+            Without --model or --detector/--text-model, the demo model in Models/demo is used: it knows \
             coloured shapes only.
 
             Examples:
-              lookout detect examples/scenes/scene-0000.jpg -q "red star, ring" --save annotated
+              lookout detect examples/scenes/scene-0000.jpg -q "red star, ring" --save out
               lookout detect --model Models/official photo.jpg -q "dog, red car"
               lookout detect --model Models/official *.jpg -q person --conf 0.1 --json
             """

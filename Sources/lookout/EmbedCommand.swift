@@ -14,7 +14,7 @@ struct EmbedCommand: ParsableCommand {
         commandName: "embed",
         abstract: "Print the CLIP text embedding of each text (L2-normalised, as YOLO-World consumes it).",
         discussion: """
-            One JSON array of floats per text, in order. Embeddings are cached in memory and on disk
+            One JSON array of floats per text, in order. Embeddings are cached in memory and on disk \
             (keyed by the weights, the vocabulary and the token ids), so repeated queries cost a look-up.
 
             Examples:

@@ -6,15 +6,15 @@ struct Lookout: ParsableCommand {
         commandName: "lookout",
         abstract: "Open-vocabulary object detection: type what you are looking for, and Lookout finds it.",
         discussion: """
-            Lookout pairs the YOLO-World v2 detector with the CLIP text encoder, on the CPU, and gives
-            the boxes ultralytics gives for the same weights. Without --model it uses the embedded demo
-            model (Models/demo), which knows coloured shapes only; Models/README.md tells how to get the
+            Lookout pairs the YOLO-World v2 detector with the CLIP text encoder, on the CPU, and gives \
+            the boxes ultralytics gives for the same weights. Without --model it uses the embedded demo \
+            model (Models/demo), which knows coloured shapes only; Models/README.md tells how to get the \
             official weights.
 
             Start here:
-              lookout detect examples/scenes/scene-0001.jpg -q "green star, blue circle" --save out
-              lookout query photo.jpg                 (new queries without recomputing the image)
-              lookout index ~/Pictures && lookout search "red car"
+              lookout detect examples/scenes/scene-0001.jpg -q "green star" --save out
+              lookout query photo.jpg        new queries, image features kept
+              lookout index ~/Pictures       then: lookout search "red car"
             """,
         version: "0.1.0",
         subcommands: [

@@ -13,8 +13,8 @@ struct ModelsCommand: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Say what a weight file is: detector scale or text-encoder size, dtypes, tensors, metadata.",
             discussion: """
-                Reads ultralytics checkpoints (yolov8s-worldv2.pt, …), OpenAI CLIP TorchScript archives
-                (ViT-B-32.pt), Hugging Face safetensors and Lookout's own safetensors. Nothing in a file is
+                Reads ultralytics checkpoints (yolov8s-worldv2.pt, …), OpenAI CLIP TorchScript archives \
+                (ViT-B-32.pt), Hugging Face safetensors and Lookout's own safetensors. Nothing in a file is \
                 executed: pickles are read by a restricted reader that only builds data.
                 """)
 
@@ -99,10 +99,10 @@ struct ModelsCommand: ParsableCommand {
 
     struct Convert: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Write a weight file as Lookout's canonical safetensors (F32, state-dict names).",
+            abstract: "Write a weight file as Lookout's canonical safetensors (F32, or F16 kept with --keep-half; state-dict names).",
             discussion: """
-                The result loads with one memory map and no conversion. Attributes that inference needs
-                (ultralytics txt_feats and head stride) are kept as tensors named "attribute.<name>", and
+                The result loads with one memory map and no conversion. Attributes that inference needs \
+                (ultralytics txt_feats and head stride) are kept as tensors named "attribute.<name>", and \
                 class names, BatchNorm epsilons and the source format as metadata.
                 """)
 

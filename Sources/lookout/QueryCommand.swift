@@ -11,17 +11,20 @@ struct QueryCommand: ParsableCommand {
         commandName: "query",
         abstract: "Ask again and again: the photos are read and their image features computed once.",
         discussion: """
-            Reads query lines — at a prompt on a terminal, or plain lines from a pipe — and answers each with
-            detections and per-stage timings. A new query set runs only the text-guided neck and head; a
+            Reads query lines — at a prompt on a terminal, or plain lines from a pipe — and answers each with \
+            detections and per-stage timings. A new query set runs only the text-guided neck and head; a \
             new threshold runs only the suppression.
 
             Commands:
-              :conf 0.1       confidence threshold        :iou 0.5      IoU threshold
-              :max-det 50     detections per image        :agnostic on  one NMS across queries (on/off)
-              :help           this list                   :quit         leave (so does end of input)
+              :conf 0.1       confidence threshold
+              :iou 0.5        IoU threshold
+              :max-det 50     detections per image
+              :agnostic on    one NMS across queries (on/off)
+              :help           this list
+              :quit           leave (so does end of input)
 
             Example:
-              printf 'dog, cat\\n:conf 0.1\\nred car\\n' | lookout query --model Models/official photo.jpg
+              printf 'dog, cat\\n:conf 0.1\\nred car\\n' | lookout query photo.jpg
             """
     )
 

@@ -14,11 +14,11 @@ struct SearchCommand: ParsableCommand {
         commandName: "search",
         abstract: "Find photos in the index by text: ranked photos with the matching boxes.",
         discussion: """
-            Scores every stored region of every indexed photo against the query, as the detector's
-            contrastive head would, and lists the photos best first with the boxes above --conf. The query
-            embedding comes from the text-embedding cache. The index was built with the detector's neck
-            conditioned on its built-in vocabulary, so these scores approximate what a fresh detection with
-            the query gives; --exact re-runs the real, query-conditioned detector on the best candidates
+            Scores every stored region of every indexed photo against the query, as the detector's \
+            contrastive head would, and lists the photos best first with the boxes above --conf. The query \
+            embedding comes from the text-embedding cache. The index was built with the detector's neck \
+            conditioned on its built-in vocabulary, so these scores approximate what a fresh detection with \
+            the query gives; --exact re-runs the real, query-conditioned detector on the best candidates \
             (about 0.2 s per photo for the demo model) and ranks by its scores.
 
             Examples:

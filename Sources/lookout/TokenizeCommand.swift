@@ -14,8 +14,8 @@ struct TokenizeCommand: ParsableCommand {
         commandName: "tokenize",
         abstract: "Print the CLIP token ids of each text.",
         discussion: """
-            The ids are those of OpenAI CLIP `clip.tokenize(text, truncate=True)`, which ultralytics'
-            YOLO-World uses: a start token (49406), the text's tokens, an end token (49407), cut to
+            The ids are those of OpenAI CLIP `clip.tokenize(text, truncate=True)`, which ultralytics' \
+            YOLO-World uses: a start token (49406), the text's tokens, an end token (49407), cut to \
             77 positions and padded with 0.
 
             Examples:
