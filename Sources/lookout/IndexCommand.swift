@@ -7,14 +7,21 @@ import LookoutJSON
     import Glibc
 #endif
 
-/// Where the photo index lives unless --db says otherwise: `$LOOKOUT_DB`, else
-/// `$XDG_DATA_HOME/lookout/index.sqlite`, else `~/.local/share/lookout/index.sqlite`.
-func defaultIndexPath() throws -> String {
-    let variable = ResourceLocator.variable
-    if let explicit = variable("LOOKOUT_DB") { return explicit }
-    if let data = variable("XDG_DATA_HOME") { return data + "/lookout/index.sqlite" }
-    if let home = variable("HOME") { return home + "/.local/share/lookout/index.sqlite" }
-    throw LookoutError("no place for the index: set --db PATH (or $LOOKOUT_DB, or $HOME)")
+/// `--db`: the photo index file, shared by `index` and `search`.
+struct IndexDatabaseOption: ParsableArguments {
+    @Option(help: ArgumentHelp("Index database (default: $LOOKOUT_DB or ~/.local/share/lookout/index.sqlite).", valueName: "path"))
+    var db: String?
+
+    /// `--db`, else `$LOOKOUT_DB`, else `$XDG_DATA_HOME/lookout/index.sqlite`, else
+    /// `~/.local/share/lookout/index.sqlite`.
+    func path() throws -> String {
+        if let db { return db }
+        let variable = ResourceLocator.variable
+        if let explicit = variable("LOOKOUT_DB") { return explicit }
+        if let data = variable("XDG_DATA_HOME") { return data + "/lookout/index.sqlite" }
+        if let home = variable("HOME") { return home + "/.local/share/lookout/index.sqlite" }
+        throw LookoutError("no place for the index: set --db PATH (or $LOOKOUT_DB, or $HOME)")
+    }
 }
 
 struct IndexCommand: ParsableCommand {
@@ -42,8 +49,7 @@ struct IndexCommand: ParsableCommand {
     @Argument(help: "Folder to index (recursively).")
     var folder: String?
 
-    @Option(help: ArgumentHelp("Index database (default: $LOOKOUT_DB or ~/.local/share/lookout/index.sqlite).", valueName: "path"))
-    var db: String?
+    @OptionGroup var database: IndexDatabaseOption
 
     @OptionGroup var modelOptions: ModelOptions
 
@@ -68,7 +74,7 @@ struct IndexCommand: ParsableCommand {
     }
 
     func run() throws {
-        let path = try db ?? defaultIndexPath()
+        let path = try database.path()
         if failures {
             let index = try PhotoIndex(path: path, readOnly: true)
             let list = try index.failures()

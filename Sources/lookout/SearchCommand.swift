@@ -31,8 +31,7 @@ struct SearchCommand: ParsableCommand {
     @Argument(help: "What to look for (one query).")
     var query: String
 
-    @Option(help: ArgumentHelp("Index database (default: $LOOKOUT_DB or ~/.local/share/lookout/index.sqlite).", valueName: "path"))
-    var db: String?
+    @OptionGroup var database: IndexDatabaseOption
 
     @OptionGroup var modelOptions: ModelOptions
 
@@ -58,7 +57,7 @@ struct SearchCommand: ParsableCommand {
     }
 
     func run() throws {
-        let path = try db ?? defaultIndexPath()
+        let path = try database.path()
         let index = try PhotoIndex(path: path, readOnly: true)
         guard let stored = try index.storedModel() else {
             throw LookoutError("\(path) holds no indexed photos yet: run `lookout index FOLDER` first")
