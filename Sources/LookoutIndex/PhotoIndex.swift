@@ -132,7 +132,6 @@ public final class PhotoIndex {
         try setMeta("max_regions", String(model.maximumRegions))
         try setMeta("embedding_size", String(model.embeddingSize))
         try setMeta("score_parameters", model.encodedParameters)
-        try setMeta("model_key", model.key)
     }
 
     // MARK: - Updating
@@ -214,7 +213,7 @@ public final class PhotoIndex {
                 [.text(file.path), .integer(file.size), .integer(file.mtime)] + tail
             }
             do {
-                let bytes = try readWhole(file.path)
+                let bytes = try FileContents.read(file.path, maximumSize: 1 << 30)
                 var hasher = SHA256()
                 hasher.update(bytes)
                 let hash = hasher.finalize()
@@ -276,7 +275,8 @@ public final class PhotoIndex {
     /// Every indexed photo with a region scoring above `confidence` for the query embedding, best first
     /// (a photo's score is its best region's), at most `top`.
     public func search(text: [Float], confidence: Float, top: Int) throws(IndexError) -> [Hit] {
-        guard let model = try storedModel(), let key = try meta("model_key") else { return [] }
+        guard let model = try storedModel() else { return [] }
+        let key = model.key
         let scorer = RegionScorer(text: text, parameters: model.scoreParameters)
         let statement = try database.prepare(
             """
@@ -392,28 +392,5 @@ public final class PhotoIndex {
                 found.append((path, Int64(info.st_size), mtime))
             }
         }
-    }
-
-    struct ReadFailure: Error, CustomStringConvertible {
-        let description: String
-    }
-
-    private func readWhole(_ path: String) throws -> [UInt8] {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw ReadFailure(description: "\(path): \(String(cString: strerror(errno)))") }
-        defer { close(descriptor) }
-        var info = stat()
-        guard fstat(descriptor, &info) == 0 else { throw ReadFailure(description: "\(path): cannot stat") }
-        let size = Int(info.st_size)
-        guard size <= 1 << 30 else { throw ReadFailure(description: "\(path): larger than 1 GiB") }
-        var bytes = [UInt8](repeating: 0, count: size)
-        var done = 0
-        while done < size {
-            let count = bytes.withUnsafeMutableBytes { read(descriptor, $0.baseAddress! + done, size - done) }
-            if count < 0 && errno == EINTR { continue }
-            if count <= 0 { throw ReadFailure(description: "\(path): read failed") }
-            done += count
-        }
-        return bytes
     }
 }

@@ -119,9 +119,13 @@ public struct RegionScorer: Sendable {
         }
         var dot: Float = 0
         for d in 0..<min(embedding.count, query.count) { dot += embedding[d] * query[d] }
-        let level = Int(region.level)
+        return probability(similarity: dot, level: Int(region.level))
+    }
+
+    /// The head's score for a region of output `level` whose embedding dots with the query to `similarity`.
+    func probability(similarity: Float, level: Int) -> Float {
         let (logitScale, bias) = level < parameters.count ? parameters[level] : (0, 0)
-        return 1 / (1 + expf(-(dot * expf(logitScale) + bias)))
+        return 1 / (1 + expf(-(similarity * expf(logitScale) + bias)))
     }
 
     /// Scores of every region in a serialised blob, with their boxes.
@@ -145,9 +149,7 @@ public struct RegionScorer: Sendable {
             }
             var dot: Float = 0
             for d in 0..<embeddingSize { dot += scratch[d] * query[d] }
-            let (logitScale, bias) = level < parameters.count ? parameters[level] : (0, 0)
-            let logit = dot * expf(logitScale) + bias
-            results.append((1 / (1 + expf(-logit)), box))
+            results.append((probability(similarity: dot, level: level), box))
         }
         return results
     }
