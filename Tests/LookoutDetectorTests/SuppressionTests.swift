@@ -1,3 +1,4 @@
+import Foundation
 import LookoutDetector
 import LookoutWeights
 import Testing
@@ -18,9 +19,30 @@ import Testing
         }
     }
 
-    static func run(_ output: [Float], classes: Int, confidence: Float, file: WeightFile) throws -> [Detection] {
-        var options = SuppressionOptions()
-        options.confidence = confidence
+    /// The fixture's reference detections: each threshold in its `confidences` (each with at least one
+    /// detection), then class-agnostic NMS and the max-det cap, with the options ultralytics ran them with.
+    static func cases(_ file: WeightFile) throws -> [(name: String, options: SuppressionOptions, expected: [Detection])] {
+        let confidences = try #require(file.metadata["confidences"]).split(separator: ",").map { Float(String($0))! }
+        #expect(confidences.count == 2)
+        var result: [(String, SuppressionOptions, [Detection])] = []
+        for confidence in confidences {
+            var options = SuppressionOptions()
+            options.confidence = confidence
+            let key = "detections_conf" + String(format: "%03d", Int((confidence * 100).rounded()))
+            result.append(("conf \(confidence)", options, detections(try file.view(key))))
+        }
+        var agnostic = SuppressionOptions()
+        agnostic.confidence = Float(try #require(file.metadata["agnostic_conf"]))!
+        agnostic.agnostic = true
+        result.append(("agnostic", agnostic, detections(try file.view("detections_agnostic"))))
+        var capped = SuppressionOptions()
+        capped.confidence = 0.05
+        capped.maximumDetections = Int(try #require(file.metadata["max_det"]))!
+        result.append(("max-det \(capped.maximumDetections)", capped, detections(try file.view("detections_maxdet"))))
+        return result
+    }
+
+    static func run(_ output: [Float], classes: Int, options: SuppressionOptions, file: WeightFile) throws -> [Detection] {
         let input = try file.view("input")
         let original = try file.view("original_shape").integers()
         let kept = NonMaxSuppression.run(output, classes: classes, options: options)
@@ -29,19 +51,62 @@ import Testing
             imageHeight: Int(original[0]))
     }
 
+    /// Box tolerance in the original image's pixels: ten times the reference's own float32 error of the raw
+    /// boxes (input pixels), divided by the letterbox gain.
+    static func boxTolerance(_ file: WeightFile) throws -> Float {
+        let input = try file.view("input")
+        let original = try file.view("original_shape").integers()
+        let gain = min(Float(input.shape[2]) / Float(original[0]), Float(input.shape[3]) / Float(original[1]))
+        return NetworkParityTests.tolerance(file, "boxes") / gain
+    }
+
     @Test(arguments: NetworkParityTests.fullComparisons)
     func sameInputsGiveTheSameDetections(fixture: String) throws {
         let file = try Self.reference(fixture)
         let classes = try file.view("text").shape[1]
         let output = try file.view("output").floats()
-        for (confidence, key) in [(Float(0.25), "detections_conf025"), (0.05, "detections_conf005")] {
-            let expected = Self.detections(try file.view(key))
-            let actual = try Self.run(output, classes: classes, confidence: confidence, file: file)
-            #expect(actual.count == expected.count, "\(fixture) conf \(confidence)")
+        let cases = try Self.cases(file)
+        #expect(cases.count == 4)
+        for (name, options, expected) in cases {
+            let actual = try Self.run(output, classes: classes, options: options, file: file)
+            #expect(!expected.isEmpty, "\(fixture) \(name): an empty reference proves nothing")
+            #expect(actual.count == expected.count, "\(fixture) \(name)")
             #expect(
                 actual == expected,
-                "\(fixture) conf \(confidence): first difference at \(Array(zip(actual, expected)).firstIndex { $0.0 != $0.1 } ?? -1)"
+                "\(fixture) \(name): first difference at \(Array(zip(actual, expected)).firstIndex { $0.0 != $0.1 } ?? -1)"
             )
+        }
+        // The options matter: agnostic NMS keeps fewer boxes than class-aware NMS, the cap keeps max-det.
+        #expect(cases[2].expected.count < cases[1].expected.count)
+        #expect(cases[3].expected.count == cases[3].options.maximumDetections)
+    }
+
+    /// Compares detections up to the order within runs of scores equal within `scoreTolerance` (saturated
+    /// scores of 1.0 are exactly equal, and their order then follows float rounding): each run must hold the
+    /// same detections, query for query, within the tolerances. Detections within `scoreTolerance` of
+    /// `threshold` may fall either way and are left out of both sides.
+    static func expectSame(
+        _ actualAll: [Detection], _ expectedAll: [Detection], threshold: Float, scoreTolerance: Float,
+        boxTolerance: Float, _ name: String
+    ) {
+        let near = { (d: Detection) in abs(d.score - threshold) <= scoreTolerance }
+        let expected = expectedAll.filter { !near($0) }
+        let actual = actualAll.filter { !near($0) }
+        #expect(actual.count == expected.count, "\(name): \(actual.count) vs \(expected.count) detections")
+        var start = 0
+        while start < min(actual.count, expected.count) {
+            var end = start + 1
+            while end < expected.count && abs(expected[end].score - expected[start].score) <= scoreTolerance { end += 1 }
+            var unmatched = Array(actual[start..<min(end, actual.count)])
+            for e in expected[start..<end] {
+                let match = unmatched.firstIndex { a in
+                    a.classIndex == e.classIndex && abs(a.score - e.score) <= scoreTolerance
+                        && zip(a.box, e.box).allSatisfy { abs($0 - $1) <= boxTolerance }
+                }
+                #expect(match != nil, "\(name): no match for \(e) among positions \(start)..<\(end)")
+                if let match { unmatched.remove(at: match) }
+            }
+            start = end
         }
     }
 
@@ -87,38 +152,14 @@ import Testing
         let input = NetworkParityTests.map(try file.view("input"))
         let network = NetworkParityTests.network
         let output = network.head(network.backbone(input), text: textView.floats(), classes: classes)
-        // Boxes: within 0.01 px in the network's input (letterboxed) pixels, i.e. 0.01 / gain in the
-        // original image's pixels (scale_boxes itself is checked exactly in the test above).
-        let inputView = try file.view("input")
-        let original = try file.view("original_shape").integers()
-        let gain = min(Float(inputView.shape[2]) / Float(original[0]), Float(inputView.shape[3]) / Float(original[1]))
-        let tolerance = 0.01 / gain
-        for (confidence, key) in [(Float(0.25), "detections_conf025"), (0.05, "detections_conf005")] {
-            // Detections whose score lies within 1e-4 of the threshold may fall either way.
-            let near = { (d: Detection) in abs(d.score - confidence) <= 1e-4 }
-            let expected = Self.detections(try file.view(key)).filter { !near($0) }
-            let actual = try Self.run(output, classes: classes, confidence: confidence, file: file).filter { !near($0) }
-            #expect(
-                actual.count == expected.count, "\(fixture) conf \(confidence): \(actual.count) vs \(expected.count)")
-            // Order is compared up to runs of scores equal within 1e-4 (saturated scores of 1.0 are exactly
-            // equal, and their order then follows float rounding): each run must hold the same detections.
-            var start = 0
-            while start < min(actual.count, expected.count) {
-                var end = start + 1
-                while end < expected.count && abs(expected[end].score - expected[start].score) <= 1e-4 { end += 1 }
-                var unmatched = Array(actual[start..<min(end, actual.count)])
-                for e in expected[start..<end] {
-                    let match = unmatched.firstIndex { a in
-                        a.classIndex == e.classIndex && abs(a.score - e.score) <= 1e-4
-                            && zip(a.box, e.box).allSatisfy { abs($0 - $1) <= tolerance }
-                    }
-                    #expect(
-                        match != nil,
-                        "\(fixture) conf \(confidence): no match for \(e) among positions \(start)..<\(end)")
-                    if let match { unmatched.remove(at: match) }
-                }
-                start = end
-            }
+        let scoreTolerance = NetworkParityTests.tolerance(file, "scores")
+        let boxTolerance = try Self.boxTolerance(file)
+        for (name, options, expected) in try Self.cases(file) {
+            #expect(!expected.isEmpty)
+            let actual = try Self.run(output, classes: classes, options: options, file: file)
+            Self.expectSame(
+                actual, expected, threshold: options.confidence, scoreTolerance: scoreTolerance,
+                boxTolerance: boxTolerance, "\(fixture) \(name)")
         }
     }
 }

@@ -1,19 +1,27 @@
 #!/usr/bin/env python3
 """Reference outputs of the embedded demo model (Models/demo) for Lookout's parity tests.
 
-Reads the committed safetensors with the safetensors library (not with Lookout): the detector into
-ultralytics' WorldModel built from `yolov8n-worldv2.yaml` (then `.float()`, `fuse()`, eval, as AutoBackend
-loads a checkpoint), the text encoder into the PyTorch module the model was trained with (scripts/demo/train.py).
-Queries are tokenized with OpenAI's `clip.tokenize`. Each case runs the predictor's steps: LetterBox (auto,
-stride 32, pad 114), BGR→RGB, /255, `predict(x, txt_feats)`, `non_max_suppression` (conf, IoU 0.7, max 300,
-class-aware), `scale_boxes`.
+The detector reference runs from an ultralytics checkpoint, `Tests/Fixtures/demo/demo-detector.pt`, loaded
+as AutoBackend loads one (`torch.load`, `ema or model`, `.float()`, `fuse()`, eval), never from the
+converted file Lookout ships. The training run's own checkpoint was not kept, so `--checkpoint` re-makes it
+with ultralytics itself: `YOLOWorld("yolov8n-worldv2.yaml")`, the shipped tensors read by the safetensors
+library (not by Lookout) into it, then `YOLOWorld.save` (fp16, as released). Lookout's converter test then
+requires `lookout models convert demo-detector.pt --keep-half` to reproduce the shipped file tensor for
+tensor, and the per-tensor CRC-32s of the checkpoint as torch reads it (`checkpoint` in expected.json).
 
+The text reference is OpenAI's own `clip.model.CLIP` (text tower width 64, 3 layers, 1 head, the real
+vocabulary; a minimal vision tower that is not used), with the shipped text-encoder tensors loaded into it,
+queries tokenized by `clip.tokenize`, `encode_text`, then L2 normalisation as ultralytics does.
+
+Each case runs the predictor's steps: LetterBox (auto, stride 32, pad 114), BGR→RGB, /255,
+`predict(x, txt_feats)`, `non_max_suppression` (conf, IoU 0.7, max 300, class-aware), `scale_boxes`.
 Cases: scenes from examples/scenes, one saved as grayscale JPEG and one as RGBA PNG (alpha dropped on read,
 as cv2.imread does), query sets with fine, coarse and absent captions, one ending with the " " padding
 query, and confidences 0.25 and 0.05. Each case also runs in float64; the float32 error of the reference
-itself is recorded and must stay under a tenth of the test tolerances.
+itself is recorded (boxes, scores, text embeddings) and the tests' tolerances are ten times it.
 
-Writes Tests/Fixtures/demo/expected.json and the converted images.
+    python scripts/demo/make_demo_fixtures.py [--checkpoint]
+        -> Tests/Fixtures/demo/expected.json, the converted images (and demo-detector.pt with --checkpoint)
 """
 
 from __future__ import annotations
@@ -35,22 +43,61 @@ import torch  # noqa: E402
 OUT = os.path.join(ROOT, "Tests", "Fixtures", "demo")
 
 
-def load_models():
+CHECKPOINT = os.path.join(OUT, "demo-detector.pt")
+
+
+def make_checkpoint() -> None:
+    """The demo detector as an ultralytics checkpoint, written by ultralytics from the shipped tensors."""
+    from safetensors import safe_open
     from safetensors.torch import load_file
-    from ultralytics.nn.tasks import WorldModel
+    from ultralytics import YOLOWorld
 
-    from train import TextEncoder
+    path = os.path.join(ROOT, "Models", "demo", "detector.safetensors")
+    state = load_file(path)
+    with safe_open(path, "pt") as f:
+        metadata = f.metadata()
+    torch.manual_seed(0)
+    model = YOLOWorld("yolov8n-worldv2.yaml")
+    net = model.model
+    net.load_state_dict({k: v.float() for k, v in state.items() if not k.startswith("attribute.")}, strict=True)
+    net.txt_feats = state["attribute.txt_feats"].float()
+    net.names = dict(enumerate(json.loads(metadata["names"])))
+    head = net.model[-1]
+    head.anchors = state["attribute.model.22.anchors"].float()
+    head.strides = state["attribute.model.22.strides"].float()
+    eps = json.loads(metadata["lookout.batchnorm_eps"])
+    for name, module in net.named_modules():
+        if isinstance(module, torch.nn.BatchNorm2d):
+            assert abs(module.eps - eps[name]) < 1e-12, f"{name}: eps {module.eps} vs {eps[name]}"
+    model.save(CHECKPOINT)
 
-    state = load_file(os.path.join(ROOT, "Models", "demo", "detector.safetensors"))
-    model = WorldModel("yolov8n-worldv2.yaml", nc=80, verbose=False)
-    model.load_state_dict({k: v for k, v in state.items() if not k.startswith("attribute.")}, strict=True)
-    model = model.float().fuse().eval()
-    model64 = WorldModel("yolov8n-worldv2.yaml", nc=80, verbose=False)
-    model64.load_state_dict({k: v for k, v in state.items() if not k.startswith("attribute.")}, strict=True)
-    model64 = model64.double().fuse().eval()
-    text = TextEncoder()
-    text.load_state_dict({k: v.float() for k, v in load_file(os.path.join(ROOT, "Models", "demo", "text-encoder.safetensors")).items()})
-    return model, model64, text.eval()
+
+def load_models():
+    from clip.model import CLIP
+    from safetensors.torch import load_file
+
+    def detector(dtype):
+        checkpoint = torch.load(CHECKPOINT, map_location="cpu", weights_only=False)
+        return (checkpoint.get("ema") or checkpoint["model"]).to(dtype).fuse().eval()
+
+    def text(dtype):
+        state = {k: v.float() for k, v in load_file(os.path.join(ROOT, "Models", "demo", "text-encoder.safetensors")).items()}
+        width = state["ln_final.weight"].shape[0]
+        layers = len({k.split(".")[2] for k in state if k.startswith("transformer.resblocks.")})
+        model = CLIP(embed_dim=state["text_projection"].shape[1], image_resolution=32, vision_layers=1, vision_width=64,
+                     vision_patch_size=32, context_length=state["positional_embedding"].shape[0],
+                     vocab_size=state["token_embedding.weight"].shape[0], transformer_width=width,
+                     transformer_heads=width // 64, transformer_layers=layers)
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        assert not unexpected, unexpected
+        assert all(k.startswith("visual.") or k == "logit_scale" for k in missing), missing
+        if dtype == torch.float64:  # clip.model.LayerNorm computes in float32 whatever its input; not here
+            for module in model.modules():
+                if isinstance(module, torch.nn.LayerNorm):
+                    module.forward = lambda x, m=module: torch.nn.LayerNorm.forward(m, x)
+        return model.to(dtype).eval()
+
+    return detector(torch.float32), detector(torch.float64), text(torch.float32), text(torch.float64)
 
 
 def preprocess(image: np.ndarray, size: int) -> torch.Tensor:
@@ -77,7 +124,13 @@ def main() -> None:
     alpha = np.full(colour.shape[:2], 200, np.uint8)
     cv2.imwrite(os.path.join(OUT, "scene-0007-rgba.png"), np.dstack([colour, alpha]))
 
-    model, model64, text = load_models()
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--checkpoint", action="store_true", help="re-make demo-detector.pt first")
+    if parser.parse_args().checkpoint or not os.path.exists(CHECKPOINT):
+        make_checkpoint()
+    model, model64, text, text64 = load_models()
     fine = [f"{c} {s}" for s in ["circle", "square", "triangle", "star", "hexagon", "heart", "cross", "ring"]
             for c in ["red", "orange", "yellow", "green", "blue", "purple", "pink", "brown", "black", "white"]]
     query_sets = {
@@ -93,14 +146,27 @@ def main() -> None:
         ("Tests/Fixtures/demo/scene-0007-rgba.png", "fine", 512),
     ]
     embeddings = {}
+    text_error = 0.0
     for name, queries in query_sets.items():
         with torch.no_grad():
-            embeddings[name] = text(clip.tokenize(queries, truncate=True))
+            tokens = clip.tokenize(queries, truncate=True)
+            e = text.encode_text(tokens)
+            embeddings[name] = e / e.norm(dim=-1, keepdim=True)
+            e64 = text64.encode_text(tokens)
+            text_error = max(text_error, float((embeddings[name].double() - e64 / e64.norm(dim=-1, keepdim=True)).abs().max()))
+
+    from make_weight_fixtures import describe
+
+    checkpoint = torch.load(CHECKPOINT, map_location="cpu", weights_only=False)
+    saved = checkpoint.get("ema") or checkpoint["model"]
     out = {
         "ultralytics": ultralytics.__version__,
         "torch": torch.__version__,
         "query_sets": query_sets,
         "embeddings": {k: [[round(float(x), 9) for x in row] for row in v] for k, v in embeddings.items()},
+        "text_reference_error": text_error,
+        "checkpoint": {"tensors": describe(saved.state_dict()), "txt_feats": describe({"t": saved.txt_feats})["t"],
+                       "names": [saved.names[k] for k in sorted(saved.names)]},
         "cases": [],
     }
     for path, set_name, size in cases:
@@ -119,13 +185,26 @@ def main() -> None:
         assert box_error < 0.001 and score_error < 1e-5, f"{path}: reference float32 error {box_error}, {score_error}"
         case = {"image": path, "queries": set_name, "imgsz": size, "input_shape": list(x.shape[2:]),
                 "reference_error_boxes": box_error, "reference_error_scores": score_error, "detections": {}}
-        for conf in (0.25, 0.05):
-            kept = non_max_suppression(y.clone(), conf, 0.7, max_det=300)[0]
+        def detections(conf: float, iou: float = 0.7, agnostic: bool = False, max_det: int = 300) -> list[dict]:
+            kept = non_max_suppression(y.clone(), conf, iou, agnostic=agnostic, max_det=max_det)[0]
             kept[:, :4] = ops.scale_boxes(x.shape[2:], kept[:, :4].clone(), image.shape[:2])
-            case["detections"][f"{conf}"] = [
-                {"box": [float(v) for v in row[:4]], "score": float(row[4]), "query_index": int(row[5])}
-                for row in kept
-            ]
+            return [{"box": [float(v) for v in row[:4]], "score": float(row[4]), "query_index": int(row[5])}
+                    for row in kept]
+
+        for conf in (0.25, 0.05):
+            case["detections"][f"{conf}"] = detections(conf)
+        if not out["cases"]:
+            # The predictor's other options, for the command-line tests (--agnostic, --iou, --max-det), at a
+            # low threshold where each changes the result.
+            case["options"] = {
+                "agnostic": detections(0.01, agnostic=True),
+                "iou 0.1": detections(0.01, iou=0.1),
+                "max-det 3": detections(0.01, max_det=3),
+                "conf 0.01": detections(0.01),
+            }
+            counts = {k: len(v) for k, v in case["options"].items()}
+            assert len({counts["agnostic"], counts["iou 0.1"], counts["conf 0.01"]}) == 3 and counts["max-det 3"] == 3, counts
+            print(f"options at conf 0.01: {counts}")
         out["cases"].append(case)
         print(f"{path} [{set_name}] {tuple(x.shape[2:])}: {len(case['detections']['0.25'])} detections at 0.25, "
               f"{len(case['detections']['0.05'])} at 0.05; reference error boxes {box_error:.2g}, scores {score_error:.2g}")

@@ -29,6 +29,8 @@ import torch  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "Tests", "Fixtures", "detector")
+LAYERS = (4, 6, 9, 15, 18, 21)  # backbone outputs P3, P4, P5; neck outputs fed to the head
+MAX_DET = 5
 
 
 def preprocess(path: str, size: int) -> torch.Tensor:
@@ -69,8 +71,11 @@ def main() -> None:
     ]:
         x = preprocess(os.path.join(assets, image), size)
         captured: dict[int, torch.Tensor] = {}
+        captured64: dict[int, torch.Tensor] = {}
         hooks = [model.model[i].register_forward_hook(
-            lambda module, inputs, output, i=i: captured.__setitem__(i, output)) for i in (4, 6, 9, 15, 18, 21)]
+            lambda module, inputs, output, i=i: captured.__setitem__(i, output)) for i in LAYERS]
+        hooks += [exact.model[i].register_forward_hook(
+            lambda module, inputs, output, i=i: captured64.__setitem__(i, output)) for i in LAYERS]
         for m in (model, exact):
             m.model[-1].nc = 80 if text is None else text.shape[1]  # what set_classes does for a new query set
         with torch.no_grad():
@@ -90,21 +95,41 @@ def main() -> None:
         from ultralytics.utils.nms import non_max_suppression
 
         original = cv2.imread(os.path.join(assets, image)).shape[:2]
-        for conf in (0.25, 0.05):
-            kept = non_max_suppression(output.clone(), conf, 0.7, max_det=300)[0]
+
+        def detections(conf: float, agnostic: bool = False, max_det: int = 300) -> torch.Tensor:
+            kept = non_max_suppression(output.clone(), conf, 0.7, agnostic=agnostic, max_det=max_det)[0]
             kept[:, :4] = ops.scale_boxes(x.shape[2:], kept[:, :4].clone(), original)
-            tensors[f"detections_conf{int(conf * 100):03d}"] = kept.contiguous()
+            return kept.contiguous()
+
+        # Two thresholds, each with at least one detection (an empty reference proves nothing): 0.25, the
+        # predictor's default, where it keeps something, else the highest of 0.2, 0.15, 0.1, 0.09, ... that does;
+        # and 0.05.
+        high = next(c for c in (0.25, 0.2, 0.15, 0.1, 0.09, 0.08, 0.07, 0.06) if len(detections(c)) > 0)
+        confidences = [high, 0.05]
+        for conf in confidences:
+            tensors[f"detections_conf{round(conf * 100):03d}"] = detections(conf)
+        # Class-agnostic NMS and a cap on the count, as the predictor's `agnostic_nms` and `max_det` run them.
+        tensors["detections_agnostic"] = detections(0.05, agnostic=True)
+        tensors["detections_maxdet"] = detections(0.05, max_det=MAX_DET)
+        if full:
+            assert len(tensors["detections_agnostic"]) < len(tensors["detections_conf005"]), "agnostic NMS changes nothing"
+            assert len(tensors["detections_conf005"]) > MAX_DET, "the cap changes nothing"
         tensors["original_shape"] = torch.tensor(list(original), dtype=torch.int64)
+        layer_errors = {}
         for i, value in captured.items():
             tensors[f"layer{i}"] = value.contiguous()
+            layer_errors[f"reference_error_layer{i}"] = f"{float((value.double() - captured64[i]).abs().max()):.3g}"
         save_file({k: v.contiguous() for k, v in tensors.items()}, os.path.join(out, name + ".safetensors"),
                   metadata={"ultralytics": ultralytics.__version__, "torch": torch.__version__, "image": image,
                             "full_comparison": str(full), "reference_error_boxes": f"{box_error:.3g}",
-                            "reference_error_scores": f"{score_error:.3g}"})
+                            "reference_error_scores": f"{score_error:.3g}",
+                            "confidences": ",".join(f"{c:g}" for c in confidences),
+                            "agnostic_conf": "0.05", "max_det": str(MAX_DET), **layer_errors})
         scores = output[0, 4:]
         print(f"{name}: input {tuple(x.shape)}, output {tuple(output.shape)}, scores > 0.25: "
               f"{int((scores > 0.25).sum())}, max score {float(scores.max()):.3f}, float32 error of the reference: "
-              f"boxes {box_error:.2g} px, scores {score_error:.2g}")
+              f"boxes {box_error:.2g} px, scores {score_error:.2g}; layers {layer_errors}; detections at "
+              f"{confidences}: {[len(tensors[f'detections_conf{round(c * 100):03d}']) for c in confidences]}")
 
 
 if __name__ == "__main__":
