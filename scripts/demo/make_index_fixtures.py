@@ -14,6 +14,9 @@ checkpoint (Tests/Fixtures/demo/demo-detector.pt, see make_demo_fixtures.py) and
   `sigmoid(<e, t/|t|> * exp(logit_scale[level]) + bias[level])`, in float64 on the fp16 embedding; a photo's
   score is its best region's; photos with a region above `conf` are ranked by score (ties by path), and
   each lists its regions above `conf`, best first.
+- The reference's own float32 error of the region embeddings (against the same model in float64) is
+  recorded as `reference_error_embeddings`: a stored F16 value may differ from the reference's rounding by
+  one F16 step plus (ten times) that.
 - **`--exact`**: the candidates are the photos with a region above min(conf, 0.01), at most max(3·top, 30) of
   them; each is run through ultralytics with the query's own text features (`predict`, NMS at conf, IoU
   0.7, `scale_boxes`), ranked by its best detection.
@@ -68,7 +71,7 @@ def main() -> None:
     from ultralytics.utils import ops
     from ultralytics.utils.nms import non_max_suppression
 
-    model, _, text, _ = load_models()
+    model, model64, text, _ = load_models()
     head = model.model[-1]
     levels = len(head.cv4)
     parameters = [(float(head.cv4[i].logit_scale.detach()), float(head.cv4[i].bias.detach())) for i in range(levels)]
@@ -76,6 +79,7 @@ def main() -> None:
     scenes = os.path.join(ROOT, "examples", "scenes")
 
     regions: dict[str, dict] = {}
+    embedding_error = 0.0
     tensors: dict[str, torch.Tensor] = {}
     for name in PHOTOS:
         image = cv2.imread(os.path.join(scenes, name))
@@ -88,6 +92,18 @@ def main() -> None:
             y = model.predict(x, txt_feats=vocabulary)
         for hook in hooks:
             hook.remove()
+        # The same photo in float64: the reference's own float32 error of the region embeddings.
+        captured64: dict[int, torch.Tensor] = {}
+        head64 = model64.model[-1]
+        hooks = [head64.cv4[i].norm.register_forward_hook(
+            lambda module, inputs, output, i=i: captured64.__setitem__(i, output)) for i in range(levels)]
+        head64.nc = vocabulary.shape[1]
+        with torch.no_grad():
+            model64.predict(x.double(), txt_feats=vocabulary.double())
+        for hook in hooks:
+            hook.remove()
+        embedding_error = max(embedding_error, max(
+            float((captured[i].double() - captured64[i]).abs().max()) for i in range(levels)))
         output = (y[0] if isinstance(y, tuple) else y)[0].numpy()  # (4 + K, anchors)
         embeddings = np.concatenate([captured[i][0].flatten(1).T.numpy() for i in range(levels)])  # (anchors, 512)
         level_of = np.concatenate([np.full(captured[i].shape[2] * captured[i].shape[3], i) for i in range(levels)])
@@ -167,7 +183,8 @@ def main() -> None:
     with open(os.path.join(OUT, "expected.json"), "w") as f:
         json.dump({"photos": PHOTOS, "imgsz": IMGSZ, "max_regions": MAX_REGIONS, "min_score": MIN_SCORE,
                    "suppression_iou": SUPPRESSION_IOU, "conf": CONF, "top": TOP,
-                   "score_parameters": parameters, "regions": regions, "searches": searches}, f)
+                   "score_parameters": parameters, "reference_error_embeddings": embedding_error,
+                   "regions": regions, "searches": searches}, f)
         f.write("\n")
 
 

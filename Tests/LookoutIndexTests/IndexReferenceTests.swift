@@ -1,0 +1,112 @@
+import Foundation
+import LookoutDetector
+import LookoutImage
+import LookoutIndex
+import LookoutJSON
+import LookoutWeights
+import Testing
+
+/// The index against an independent reference (`scripts/demo/make_index_fixtures.py`: ultralytics' outputs
+/// and numpy on the demo model's ultralytics checkpoint): the regions stored for each photo, and the search
+/// ranking with its scores for several queries. Photos are compared by name, regions in order.
+@Suite(.serialized) struct IndexReferenceTests {
+    static let expected = try! JSONDocument(
+        bytes: FileContents.read(PhotoIndexTests.root + "/Tests/Fixtures/index/expected.json")
+    ).root
+    static let embeddings = try! WeightFile.open(PhotoIndexTests.root + "/Tests/Fixtures/index/regions.safetensors")
+
+    static var photos: [String] { (0..<expected["photos"]!.count).map { expected["photos"]![$0].string! } }
+
+    static func floats(_ node: JSONNode) -> [Float] { (0..<node.count).map { Float(node[$0].number!) } }
+
+    /// One F16 step at `value`'s magnitude: the most two correct roundings of nearly equal floats can differ by.
+    static func halfStep(_ value: Float) -> Float {
+        let magnitude = max(abs(value), Float(Float16.leastNormalMagnitude))
+        return Float(Float16(magnitude).ulp)
+    }
+
+    @Test func theExtractorsSettingsAreTheReferences() {
+        let extractor = PhotoIndexTests.loaded.extractor
+        #expect(extractor.imageSize == Int(Self.expected["imgsz"]!.int!))
+        #expect(extractor.maximumRegions == Int(Self.expected["max_regions"]!.int!))
+        #expect(abs(Double(extractor.minimumScore) - Self.expected["min_score"]!.number!) < 1e-9)
+        #expect(abs(Double(extractor.suppressionIoU) - Self.expected["suppression_iou"]!.number!) < 1e-6)
+        let parameters = PhotoIndexTests.loaded.model.scoreParameters
+        let reference = Self.expected["score_parameters"]!
+        #expect(parameters.count == reference.count)
+        for (k, p) in parameters.enumerated() {
+            #expect(abs(Double(p.logitScale) - reference[k][0].number!) < 1e-6)
+            #expect(abs(Double(p.bias) - reference[k][1].number!) < 1e-6)
+        }
+    }
+
+    @Test func storedRegionsEqualTheReference() throws {
+        var regionsCompared = 0
+        // One F16 step, plus ten times the reference's own float32 error of the unrounded embeddings.
+        let embeddingTolerance = 10 * Float(Self.expected["reference_error_embeddings"]!.number!)
+        for name in Self.photos {
+            let path = PhotoIndexTests.root + "/examples/scenes/" + name
+            let image = try ImageFile.decode(try FileContents.read(path), name: path)
+            let regions = PhotoIndexTests.loaded.extractor.regions(of: image, name: path)
+            let reference = Self.expected["regions"]![name]!
+            let levels = reference["levels"]!, scores = reference["scores"]!, boxes = reference["boxes"]!
+            #expect(regions.count == levels.count, "\(name): \(regions.count) regions vs \(levels.count)")
+            let stored = try Self.embeddings.view(name + ".embeddings")
+            let vectors = stored.floats()
+            let size = stored.shape[1]
+            for (k, region) in regions.enumerated() where k < levels.count {
+                #expect(Int(region.level) == Int(levels[k].int!), "\(name) region \(k)")
+                #expect(abs(Double(region.vocabularyScore) - scores[k].number!) <= 1e-4, "\(name) region \(k)")
+                let box = Self.floats(boxes[k])
+                #expect(zip(region.box, box).allSatisfy { abs($0 - $1) <= 0.002 }, "\(name) region \(k): \(region.box) vs \(box)")
+                let embedding = region.embedding.map { Float(Float16(bitPattern: $0)) }
+                #expect(embedding.count == size)
+                let reference = Array(vectors[(k * size)..<((k + 1) * size)])
+                let off = zip(embedding, reference).filter { abs($0 - $1) > Self.halfStep($1) + embeddingTolerance }
+                #expect(off.isEmpty, "\(name) region \(k): \(off.count) embedding values beyond one F16 step and the tolerance: \(off)")
+                regionsCompared += 1
+            }
+        }
+        #expect(regionsCompared >= 50)
+    }
+
+    @Test func searchEqualsTheReferenceRanking() throws {
+        let folder = NSTemporaryDirectory() + "lookout-index-reference-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        defer { PhotoIndexTests.remove(folder) }
+        try FileContents.makeDirectories(folder + "/photos")
+        for name in Self.photos {
+            try FileContents.writeAtomically(
+                try FileContents.read(PhotoIndexTests.root + "/examples/scenes/" + name), to: folder + "/photos/" + name)
+        }
+        let index = try PhotoIndex(path: folder + "/index.sqlite")
+        let summary = try PhotoIndexTests.update(index, folder)
+        #expect(summary.computed == Self.photos.count && summary.failed == 0)
+        let searches = Self.expected["searches"]!
+        #expect(searches.count >= 5)
+        var nonEmpty = 0
+        for s in 0..<searches.count {
+            let search = searches[s]
+            let query = search["query"]!.string!
+            let results = search["results"]!
+            let hits = try index.search(
+                text: Self.floats(search["embedding"]!), confidence: Float(Self.expected["conf"]!.number!),
+                top: Int(Self.expected["top"]!.int!))
+            let names = hits.map { String($0.path.split(separator: "/").last!) }
+            let expectedNames = (0..<results.count).map { results[$0]["image"]!.string! }
+            #expect(names == expectedNames, "\(query): \(names) vs \(expectedNames)")
+            if !expectedNames.isEmpty { nonEmpty += 1 }
+            for (k, hit) in hits.enumerated() where k < results.count {
+                let result = results[k]
+                #expect(abs(Double(hit.score) - result["score"]!.number!) <= 1e-4, "\(query) #\(k)")
+                let detections = result["detections"]!
+                #expect(hit.detections.count == detections.count, "\(query) \(names[k])")
+                for (j, detection) in hit.detections.enumerated() where j < detections.count {
+                    #expect(abs(Double(detection.score) - detections[j]["score"]!.number!) <= 1e-4, "\(query) \(names[k]) #\(j)")
+                    let box = Self.floats(detections[j]["box"]!)
+                    #expect(zip(detection.box, box).allSatisfy { abs($0 - $1) <= 0.002 }, "\(query) \(names[k]) #\(j)")
+                }
+            }
+        }
+        #expect(nonEmpty >= 4, "most reference searches must find something")
+    }
+}
