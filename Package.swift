@@ -106,7 +106,8 @@ let package = Package(
             dependencies: ["LookoutTokenizer", "LookoutJSON"],
             exclude: ["Fixtures"]
         ),
-        .testTarget(name: "LookoutCLITests", dependencies: ["LookoutJSON"]),
+        // Runs the built `lookout` executable (a dependency, so that it is built before these tests run).
+        .testTarget(name: "LookoutCLITests", dependencies: ["lookout", "LookoutJSON", "LookoutIndex", "LookoutWeights"]),
         .testTarget(
             name: "LookoutIndexTests",
             dependencies: [

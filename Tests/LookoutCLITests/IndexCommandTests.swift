@@ -4,7 +4,7 @@ import Testing
 
 /// `lookout index` and `lookout search` as processes, with the demo model on the example scenes.
 @Suite struct IndexCommandTests {
-    static let root = TokenizeCommandTests.repositoryRoot
+    static let root = CLI.root
 
     static func scratch() throws -> String {
         let folder = NSTemporaryDirectory() + "lookout-index-cli-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
@@ -20,7 +20,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let db = folder + "/index.sqlite"
         let process = Process()
-        process.executableURL = TokenizeCommandTests.executable
+        process.executableURL = CLI.executable
         process.arguments = ["index", folder + "/photos", "--db", db, "--plain", "--no-cache"]
         let errors = Pipe()
         process.standardError = errors
@@ -39,14 +39,14 @@ import Testing
         errors.fileHandleForReading.readabilityHandler = nil
         #expect(process.terminationReason == .uncaughtSignal, "\(log.text)")
 
-        let resumed = try TokenizeCommandTests.run(["index", folder + "/photos", "--db", db, "--plain", "--no-cache"])
+        let resumed = try CLI.run(["index", folder + "/photos", "--db", db, "--plain", "--no-cache"])
         #expect(resumed.status == 0, "\(resumed.stderr)")
         #expect(resumed.stderr.contains("24 photos indexed"), "\(resumed.stderr)")
         let computed = resumed.stderr.components(separatedBy: "photos indexed (").dropFirst().first
             .flatMap { Int($0.split(separator: " ")[0]) }
         #expect(computed != nil && computed! < 24, "the resumed run redid everything: \(resumed.stderr)")
 
-        let search = try TokenizeCommandTests.run(
+        let search = try CLI.run(
             ["search", "red square", "--db", db, "--json", "--top", "3", "--no-cache", "--html", folder + "/sheet.html"])
         #expect(search.status == 0, "\(search.stderr)")
         let lines = search.stdout.split(separator: "\n")
@@ -74,11 +74,11 @@ import Testing
     }
 
     @Test func clearErrors() throws {
-        let missing = try TokenizeCommandTests.run(["search", "red star", "--db", "/nonexistent/index.sqlite"])
+        let missing = try CLI.run(["search", "red star", "--db", "/nonexistent/index.sqlite"])
         #expect(missing.status != 0 && missing.stderr.contains("no index here"))
-        let empty = try TokenizeCommandTests.run(["search", "  ", "--db", "/tmp/x.sqlite"])
+        let empty = try CLI.run(["search", "  ", "--db", "/tmp/x.sqlite"])
         #expect(empty.status != 0 && empty.stderr.contains("empty"))
-        let folder = try TokenizeCommandTests.run(["index", "/nonexistent-folder", "--db", NSTemporaryDirectory() + "lookout-never-\(getpid()).sqlite"])
+        let folder = try CLI.run(["index", "/nonexistent-folder", "--db", NSTemporaryDirectory() + "lookout-never-\(getpid()).sqlite"])
         #expect(folder.status != 0 && folder.stderr.contains("/nonexistent-folder"))
     }
 }

@@ -5,9 +5,9 @@ import Testing
 /// `lookout query` fed from a pipe: one answer per query line, thresholds changed in place.
 @Suite struct QueryCommandTests {
     @Test func answersEachLineAndRethresholds() throws {
-        let root = TokenizeCommandTests.repositoryRoot
+        let root = CLI.root
         let input = "rocket, sky\n:conf 0.01\n:bogus\n , \ncat\n:quit\nnever reached\n"
-        let result = try TokenizeCommandTests.run(
+        let result = try CLI.run(
             ["query"] + DetectCommandTests.model + [root + "/examples/photos/rocket.jpg", "--imgsz", "320", "--json"],
             input: input)
         #expect(result.status == 0, "\(result.stderr)")
