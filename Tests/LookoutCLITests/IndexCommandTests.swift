@@ -1,84 +1,211 @@
 import Foundation
+import LookoutIndex
 import LookoutJSON
 import Testing
 
-/// `lookout index` and `lookout search` as processes, with the demo model on the example scenes.
+/// `lookout index` and `lookout search` as processes with the demo model, against the independent index
+/// reference (Tests/Fixtures/index, scripts/demo/make_index_fixtures.py): the search ranking, scores and
+/// boxes, `--exact` against ultralytics predict on the candidates; and the index's options, environment,
+/// failures, interruption and errors.
 @Suite struct IndexCommandTests {
     static let root = CLI.root
+    static let photos = Reference.strings(Reference.index["photos"]!)
 
-    static func scratch() throws -> String {
-        let folder = NSTemporaryDirectory() + "lookout-index-cli-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+    /// A scratch folder with `photos/` holding the reference photos (or the named ones).
+    static func scratch(_ names: [String] = photos) throws -> String {
+        let folder = try CLI.scratch("index-cli")
         try FileManager.default.createDirectory(atPath: folder + "/photos", withIntermediateDirectories: true)
-        for name in try FileManager.default.contentsOfDirectory(atPath: root + "/examples/scenes") where name.hasSuffix(".jpg") {
+        for name in names {
             try FileManager.default.copyItem(atPath: root + "/examples/scenes/" + name, toPath: folder + "/photos/" + name)
         }
         return folder
     }
 
-    @Test func killedMidwayThenResumedGivesACompleteIndex() throws {
+    static func name(_ path: String) -> String { String(path.split(separator: "/").last!) }
+
+    /// A search's JSON lines against a reference list of results (photos by name, in order).
+    static func expectResults(_ stdout: String, _ results: JSONNode, _ label: String) throws {
+        let lines = try Reference.lines(stdout)
+        let names = lines.map { name($0["image"]!.string!) }
+        let expectedNames = (0..<results.count).map { results[$0]["image"]!.string! }
+        #expect(names == expectedNames, "\(label): \(names) vs \(expectedNames)")
+        for (line, k) in zip(lines, 0..<results.count) {
+            let result = results[k]
+            #expect(abs(line["score"]!.number! - result["score"]!.number!) <= 1e-4, "\(label) \(names[k])")
+            let detections = line["detections"]!, reference = result["detections"]!
+            #expect(detections.count == reference.count, "\(label) \(names[k])")
+            for j in 0..<min(detections.count, reference.count) {
+                #expect(abs(detections[j]["score"]!.number! - reference[j]["score"]!.number!) <= 1e-4, "\(label) \(names[k]) #\(j)")
+                let a = Reference.numbers(detections[j]["box"]!), b = Reference.numbers(reference[j]["box"]!)
+                #expect(zip(a, b).allSatisfy { abs($0 - $1) <= 0.002 }, "\(label) \(names[k]) #\(j): \(a) vs \(b)")
+            }
+        }
+    }
+
+    @Test func searchAndExactEqualTheReference() throws {
         let folder = try Self.scratch()
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        defer { CLI.remove(folder) }
+        let db = folder + "/index.sqlite"
+        let indexed = try CLI.run(["index", folder + "/photos", "--db", db, "--plain"])
+        #expect(indexed.status == 0, "\(indexed.stderr)")
+        #expect(indexed.stderr.contains("\(db): \(Self.photos.count) photos indexed (\(Self.photos.count) computed, 0 reused"))
+        let searches = Reference.index["searches"]!
+        var found = 0
+        for s in 0..<searches.count {
+            let search = searches[s]
+            let query = search["query"]!.string!
+            let plain = try CLI.run(["search", query, "--db", db, "--json"])
+            #expect(plain.status == 0, "\(plain.stderr)")
+            try Self.expectResults(plain.stdout, search["results"]!, query)
+            let exact = try CLI.run(["search", query, "--db", db, "--json", "--exact"])
+            #expect(exact.status == 0, "\(exact.stderr)")
+            try Self.expectResults(exact.stdout, search["exact"]!, query + " --exact")
+            found += search["results"]!.count + search["exact"]!.count
+        }
+        #expect(found >= 20)
+        // The plain listing: score, path and box count, then each box.
+        let ring = try CLI.run(["search", "ring", "--db", db])
+        let first = searches[1]["results"]![0]
+        #expect(searches[1]["query"]!.string! == "ring")
+        let head = ring.stdout.split(separator: "\n").first.map(String.init) ?? ""
+        let count = first["detections"]!.count
+        #expect(head.hasSuffix("\(folder)/photos/\(first["image"]!.string!)  (\(count) box\(count == 1 ? "" : "es"))"), "\(head)")
+        #expect(abs(Double(head.split(separator: " ")[0])! - first["score"]!.number!) <= 0.0006)
+        let nothing = try CLI.run(["search", "dog", "--db", db])
+        #expect(nothing.status == 0 && nothing.stdout == "nothing found for \"dog\" above conf 0.1\n")
+        // --conf: a higher cutoff keeps the reference's photos whose best region beats it, boxes above it.
+        let strict = try CLI.run(["search", "ring", "--db", db, "--json", "--conf", "0.5"])
+        let lines = try Reference.lines(strict.stdout)
+        let results = searches[1]["results"]!
+        let expected = (0..<results.count).map { results[$0] }.filter { $0["score"]!.number! > 0.5 }
+        #expect(lines.map { Self.name($0["image"]!.string!) } == expected.map { $0["image"]!.string! })
+        #expect(!expected.isEmpty && expected.count < results.count)
+        for line in lines {
+            let detections = line["detections"]!
+            #expect(detections.count > 0 && (0..<detections.count).allSatisfy { detections[$0]["score"]!.number! > 0.5 })
+        }
+        let html = folder + "/sheet.html"
+        let sheet = try CLI.run(["search", "ring", "--db", db, "--html", html])
+        #expect(sheet.status == 0)
+        let page = try String(contentsOfFile: html, encoding: .utf8)
+        #expect(page.components(separatedBy: "data:image/jpeg;base64,").count == results.count + 1)
+    }
+
+    /// $LOOKOUT_DB names the database when --db is not given; --regions caps the regions per photo;
+    /// another --imgsz is another model (everything recomputed).
+    @Test func environmentRegionsAndInputSize() throws {
+        let names = Array(Self.photos.prefix(4))
+        let folder = try Self.scratch(names)
+        defer { CLI.remove(folder) }
+        let db = folder + "/by-environment.sqlite"
+        let environment = ["LOOKOUT_DB": db]
+        let indexed = try CLI.run(["index", folder + "/photos", "--plain", "--regions", "2"], environment: environment)
+        #expect(indexed.status == 0, "\(indexed.stderr)")
+        #expect(FileManager.default.fileExists(atPath: db))
+        #expect(indexed.stderr.contains("\(db): 4 photos indexed (4 computed"))
+        let search = try CLI.run(["search", "shape", "--json", "--conf", "0.0001", "--top", "10"], environment: environment)
+        #expect(search.status == 0, "\(search.stderr)")
+        let lines = try Reference.lines(search.stdout)
+        #expect(lines.count == 4)
+        // Each photo keeps its first two reference regions (the greedy choice stops after two).
+        for line in lines {
+            let regions = Reference.index["regions"]![Self.name(line["image"]!.string!)]!["boxes"]!
+            let boxes = (0..<line["detections"]!.count).map { Reference.numbers(line["detections"]![$0]["box"]!) }
+            #expect(boxes.count == min(2, regions.count))
+            for box in boxes {
+                #expect((0..<min(2, regions.count)).contains { k in zip(box, Reference.numbers(regions[k])).allSatisfy { abs($0 - $1) <= 0.002 } })
+            }
+        }
+        let again = try CLI.run(["index", folder + "/photos", "--plain", "--regions", "2"], environment: environment)
+        #expect(again.stderr.contains("4 photos indexed (0 computed, 0 reused, 4 unchanged"), "\(again.stderr)")
+        let resized = try CLI.run(["index", folder + "/photos", "--plain", "--imgsz", "320"], environment: environment)
+        #expect(resized.stderr.contains("4 photos indexed (4 computed"), "\(resized.stderr)")
+    }
+
+    @Test func failuresAreRecordedAndListed() throws {
+        let folder = try Self.scratch(["scene-0001.jpg"])
+        defer { CLI.remove(folder) }
+        try FileManager.default.copyItem(atPath: Self.root + "/Tests/Fixtures/image/files/truncated.jpg", toPath: folder + "/photos/broken.jpg")
+        try "not a photo".write(toFile: folder + "/photos/notes.txt", atomically: true, encoding: .utf8)
+        let db = folder + "/index.sqlite"
+        let run = try CLI.run(["index", folder + "/photos", "--db", db, "--plain"])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stderr.contains("1 photos indexed (1 computed"), "\(run.stderr)")
+        #expect(run.stderr.contains("1 files could not be indexed"))
+        #expect(run.stderr.contains("1 files skipped: not JPEG or PNG"))
+        let list = try CLI.run(["index", "--failures", "--db", db])
+        #expect(list.status == 0)
+        let lines = list.stdout.split(separator: "\n")
+        #expect(lines.count == 1 && lines[0].hasPrefix("\(folder)/photos/broken.jpg: "), "\(list.stdout)")
+        #expect(lines.first?.contains("truncated") == true || lines.first?.contains("decode") == true, "\(list.stdout)")
+        let clean = try Self.scratch(["scene-0002.jpg"])
+        defer { CLI.remove(clean) }
+        _ = try CLI.run(["index", clean + "/photos", "--db", clean + "/index.sqlite"])
+        let none = try CLI.run(["index", "--failures", "--db", clean + "/index.sqlite"])
+        #expect(none.stdout == "no failures recorded in \(clean)/index.sqlite\n")
+    }
+
+    /// `kill -9` while indexing, once the database holds a few photos (polled, not timed), then a resumed
+    /// run completes the index without redoing what was committed.
+    @Test func killedMidwayThenResumedGivesACompleteIndex() throws {
+        let names = try FileManager.default.contentsOfDirectory(atPath: Self.root + "/examples/scenes").filter { $0.hasSuffix(".jpg") }
+        let folder = try Self.scratch(names)
+        defer { CLI.remove(folder) }
+        let home = try CLI.scratch("home")
+        defer { CLI.remove(home) }
         let db = folder + "/index.sqlite"
         let process = Process()
         process.executableURL = CLI.executable
-        process.arguments = ["index", folder + "/photos", "--db", db, "--plain", "--no-cache"]
-        let errors = Pipe()
-        process.standardError = errors
+        process.arguments = ["index", folder + "/photos", "--db", db, "--plain"]
+        process.environment = CLI.environment(home: home)
+        process.standardError = FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice
-        let log = Log()
-        errors.fileHandleForReading.readabilityHandler = { handle in log.append(handle.availableData) }
         try process.run()
-        // Wait for the first progress line ("indexed k/24", every 5 s), then kill -9 in the middle of the run.
-        var waited = 0.0
-        while waited < 120 && !log.text.contains("indexed ") {
-            Thread.sleep(forTimeInterval: 0.2)
-            waited += 0.2
+        var committed = 0
+        let deadline = Date().addingTimeInterval(300)
+        while committed < 3 && process.isRunning && Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.02)
+            committed = (try? PhotoIndex(path: db, readOnly: true).statistics().files) ?? 0
         }
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
-        errors.fileHandleForReading.readabilityHandler = nil
-        #expect(process.terminationReason == .uncaughtSignal, "\(log.text)")
+        #expect(process.terminationReason == .uncaughtSignal, "the run ended before it could be killed")
+        let atKill = try PhotoIndex(path: db, readOnly: true).statistics().files
+        #expect(atKill >= 3 && atKill < names.count, "\(atKill) of \(names.count) committed when killed")
 
-        let resumed = try CLI.run(["index", folder + "/photos", "--db", db, "--plain", "--no-cache"])
+        let resumed = try CLI.run(["index", folder + "/photos", "--db", db, "--plain"], home: home)
         #expect(resumed.status == 0, "\(resumed.stderr)")
-        #expect(resumed.stderr.contains("24 photos indexed"), "\(resumed.stderr)")
+        #expect(resumed.stderr.contains("\(names.count) photos indexed ("), "\(resumed.stderr)")
         let computed = resumed.stderr.components(separatedBy: "photos indexed (").dropFirst().first
             .flatMap { Int($0.split(separator: " ")[0]) }
-        #expect(computed != nil && computed! < 24, "the resumed run redid everything: \(resumed.stderr)")
-
-        let search = try CLI.run(
-            ["search", "red square", "--db", db, "--json", "--top", "3", "--no-cache", "--html", folder + "/sheet.html"])
-        #expect(search.status == 0, "\(search.stderr)")
-        let lines = search.stdout.split(separator: "\n")
-        #expect(!lines.isEmpty && lines.count <= 3)
-        var previous = Double.infinity
-        for line in lines {
-            let object = try JSONDocument(text: String(line)).root
-            let score = object["score"]!.number!
-            #expect(score <= previous)
-            previous = score
-            #expect(object["image"]!.string!.hasPrefix("/"))
-            #expect(object["detections"]![0]["label"]!.string! == "red square")
-        }
-        let first = try JSONDocument(text: String(lines[0])).root["image"]!.string!
-        #expect(first.hasSuffix("scene-0003.jpg") || first.hasSuffix("scene-0018.jpg"), "\(first)")
-        let html = try String(contentsOfFile: folder + "/sheet.html", encoding: .utf8)
-        #expect(html.contains("data:image/jpeg;base64,") && html.contains("red square"))
-    }
-
-    final class Log: @unchecked Sendable {
-        private let lock = NSLock()
-        private var data = Data()
-        func append(_ chunk: Data) { lock.withLock { data.append(chunk) } }
-        var text: String { lock.withLock { String(decoding: data, as: UTF8.self) } }
+        #expect(computed != nil && computed! <= names.count - atKill, "the resumed run redid committed work: \(resumed.stderr)")
+        #expect(try PhotoIndex(path: db, readOnly: true).integrityCheck() == "ok")
     }
 
     @Test func clearErrors() throws {
-        let missing = try CLI.run(["search", "red star", "--db", "/nonexistent/index.sqlite"])
-        #expect(missing.status != 0 && missing.stderr.contains("no index here"))
-        let empty = try CLI.run(["search", "  ", "--db", "/tmp/x.sqlite"])
-        #expect(empty.status != 0 && empty.stderr.contains("empty"))
-        let folder = try CLI.run(["index", "/nonexistent-folder", "--db", NSTemporaryDirectory() + "lookout-never-\(getpid()).sqlite"])
-        #expect(folder.status != 0 && folder.stderr.contains("/nonexistent-folder"))
+        let folder = try CLI.scratch("index-errors")
+        defer { CLI.remove(folder) }
+        let missing = try CLI.run(["search", "red star", "--db", folder + "/nothing/index.sqlite"])
+        #expect(missing.status != 0 && missing.stderr.contains("no index here") && missing.stderr.contains(folder + "/nothing/index.sqlite"))
+        let empty = try CLI.run(["search", "  ", "--db", folder + "/x.sqlite"])
+        #expect(empty.status != 0 && empty.stderr.contains("The query is empty"))
+        let top = try CLI.run(["search", "ring", "--db", folder + "/x.sqlite", "--top", "0"])
+        #expect(top.status != 0 && top.stderr.contains("--top must be positive"))
+        let nonexistent = folder + "/no-such-folder"
+        let noFolder = try CLI.run(["index", nonexistent, "--db", folder + "/x.sqlite"])
+        #expect(noFolder.status != 0 && noFolder.stderr.contains(nonexistent))
+        let noArgument = try CLI.run(["index", "--db", folder + "/x.sqlite"])
+        #expect(noArgument.status != 0 && noArgument.stderr.contains("Give the folder to index"))
+        // An index made with another model is refused by search.
+        let photos = try Self.scratch(["scene-0002.jpg"])
+        defer { CLI.remove(photos) }
+        let made = try CLI.run(["index", photos + "/photos", "--db", photos + "/index.sqlite"])
+        #expect(made.status == 0, "\(made.stderr)")
+        let other = try CLI.run(
+            [
+                "search", "ring", "--db", photos + "/index.sqlite", "--detector", Self.root + "/Tests/Fixtures/weights/yolov8n-worldv2-random.pt",
+                "--text-model", Self.root + "/Tests/Fixtures/weights/clip-tiny-openai.pt",
+            ])
+        #expect(other.status != 0 && other.stderr.contains("was indexed with another model"), "\(other.stderr)")
     }
 }

@@ -2,26 +2,86 @@ import Foundation
 import LookoutJSON
 import Testing
 
-/// `lookout query` fed from a pipe: one answer per query line, thresholds changed in place.
+/// `lookout query` fed from a pipe: one answer per query line and per photo, thresholds changed in place,
+/// each answer compared with ultralytics predict on the same photo (Tests/Fixtures/demo/expected.json).
 @Suite struct QueryCommandTests {
+    static let fine = Reference.demoQueries("fine")
+    static let case0 = Reference.demo["cases"]![0]
+
+    static func expectAnswer(
+        _ answer: JSONNode, case item: JSONNode, expected: JSONNode, queries: [String], _ name: String,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        #expect(answer["image"]!.string! == CLI.root + "/" + item["image"]!.string!, sourceLocation: sourceLocation)
+        let (score, box) = Reference.tolerances(
+            case: item, width: Int(answer["width"]!.int!), height: Int(answer["height"]!.int!))
+        Reference.expectSame(
+            Reference.detections(of: answer), Reference.demoDetections(expected, queries: queries), score: score, box: box,
+            name, sourceLocation: sourceLocation)
+    }
+
     @Test func answersEachLineAndRethresholds() throws {
-        let root = CLI.root
-        let input = "rocket, sky\n:conf 0.01\n:bogus\n , \ncat\n:quit\nnever reached\n"
-        let result = try CLI.run(
-            ["query"] + DetectCommandTests.model + [root + "/examples/photos/rocket.jpg", "--imgsz", "320", "--json"],
-            input: input)
+        let input = [
+            Self.fine.joined(separator: ", "), ":conf 0.05", ":conf 0.01", ":agnostic on", ":agnostic off", ":iou 0.1",
+            ":iou 0.7", ":max-det 3", ":bogus", ":conf 7", " , ", ":quit", "never reached",
+        ].joined(separator: "\n") + "\n"
+        let result = try CLI.run(["query", CLI.root + "/" + Self.case0["image"]!.string!, "--json"], input: input)
         #expect(result.status == 0, "\(result.stderr)")
-        let answers = try result.stdout.split(separator: "\n").map { try JSONDocument(text: String($0)).root }
-        #expect(answers.count == 3)  // the first query set, its re-threshold, the second query set
-        let first = answers[0]["detections"]!
-        let rethresholded = answers[1]["detections"]!
-        #expect(rethresholded.count >= first.count)
-        for index in 0..<rethresholded.count {
-            #expect(["rocket", "sky"].contains(rethresholded[index]["label"]!.string!))
+        let answers = try Reference.lines(result.stdout)
+        let expected = [
+            ("first query set", Self.case0["detections"]!["0.25"]!), (":conf 0.05", Self.case0["detections"]!["0.05"]!),
+            (":conf 0.01", Self.case0["options"]!["conf 0.01"]!), (":agnostic on", Self.case0["options"]!["agnostic"]!),
+            (":agnostic off", Self.case0["options"]!["conf 0.01"]!), (":iou 0.1", Self.case0["options"]!["iou 0.1"]!),
+            (":iou 0.7", Self.case0["options"]!["conf 0.01"]!), (":max-det 3", Self.case0["options"]!["max-det 3"]!),
+        ]
+        #expect(answers.count == expected.count)
+        for (answer, (name, reference)) in zip(answers, expected) {
+            Self.expectAnswer(answer, case: Self.case0, expected: reference, queries: Self.fine, name)
         }
-        let second = answers[2]["detections"]!
-        for index in 0..<second.count { #expect(second[index]["label"]!.string! == "cat") }
         #expect(result.stderr.contains("unknown command :bogus"))
+        #expect(result.stderr.contains(":conf takes a number in [0, 1)"))
         #expect(result.stderr.contains("no queries in that line"))
+    }
+
+    /// Two photos, a second query set, features kept on disk (--feature-cache) and a memory bound too small
+    /// for one photo's features (--feature-memory 1): each answer still equals the reference, and a second
+    /// session answers from the disk cache.
+    @Test func featureMemoryAndDiskCache() throws {
+        let cache = try CLI.scratch("feature-cache")
+        defer { CLI.remove(cache) }
+        let cases = [Reference.demo["cases"]![1], Reference.demo["cases"]![3]]  // "mixed" at 640: scene-0005, gray scene-0003
+        let mixed = Reference.demoQueries("mixed")
+        let photos = cases.map { CLI.root + "/" + $0["image"]!.string! }
+        let input = mixed.joined(separator: ",") + "\n:conf 0.05\n" + mixed.joined(separator: ",") + "\n"
+        var files: [String] = []
+        for session in 0..<2 {
+            let result = try CLI.run(
+                ["query"] + photos + ["--json", "--feature-memory", "1", "--feature-cache", cache], input: input)
+            #expect(result.status == 0, "\(result.stderr)")
+            let answers = try Reference.lines(result.stdout)
+            #expect(answers.count == 6, "session \(session)")
+            for (k, answer) in answers.enumerated() {
+                let item = cases[k % 2]
+                Self.expectAnswer(
+                    answer, case: item, expected: item["detections"]![k < 2 ? "0.25" : "0.05"]!, queries: mixed,
+                    "session \(session) answer \(k)")
+            }
+            let now = try FileManager.default.contentsOfDirectory(atPath: cache).sorted()
+            #expect(now.count >= 2, "\(now)")
+            if session == 1 { #expect(now == files, "the second session reused the first's files") }
+            files = now
+        }
+        let bad = try CLI.run(["query", photos[0], "--feature-memory", "-1"], input: "")
+        #expect(bad.status != 0 && bad.stderr.contains("--feature-memory"), "\(bad.stderr)")
+    }
+
+    @Test func unreadablePhotosAreSkippedOrFatalWhenAllAre() throws {
+        let one = try CLI.run(
+            ["query", CLI.root + "/Tests/Fixtures/image/files/truncated.jpg", CLI.root + "/" + Self.case0["image"]!.string!, "--json"],
+            input: Self.fine.joined(separator: ",") + "\n")
+        #expect(one.status == 0 && one.stderr.contains("truncated.jpg"), "\(one.stderr)")
+        #expect(try Reference.lines(one.stdout).count == 1)
+        let none = try CLI.run(["query", CLI.root + "/Tests/Fixtures/image/files/truncated.jpg"], input: "red star\n")
+        #expect(none.status != 0 && none.stderr.contains("none of the images could be read"))
     }
 }
