@@ -24,17 +24,19 @@ import Testing
         let reference = (0..<rowsNode.count).map { row in
             (0..<rowsNode[row].count).map { Float(rowsNode[row][$0].number!) }
         }
+        // Ten times the reference's own float32 error (against float64), recorded by the fixture script.
+        let tolerance = 10 * Float(try #require(expected["reference_error"]?.number))
         let (maxError, minCosine) = TextEncoderParityTests.compare(
             encoder: encoder, prompts: prompts, expected: reference)
         print(
-            "full-size ViT-B/32: max |error| \(maxError), min cosine \(minCosine) over \(expected["prompts"]!.count) prompts"
+            "full-size ViT-B/32: max |error| \(maxError), min cosine \(minCosine) over \(expected["prompts"]!.count) prompts, tolerance \(tolerance)"
         )
-        #expect(maxError <= 1e-5)
+        #expect(maxError <= tolerance)
         #expect(minCosine >= 0.99999)
         let (singleError, singleCosine) = TextEncoderParityTests.compare(
             encoder: encoder, prompts: prompts, expected: reference, oneByOne: true)
         print("full-size ViT-B/32, one prompt at a time: max |error| \(singleError), min cosine \(singleCosine)")
-        #expect(singleError <= 1e-5)
+        #expect(singleError <= tolerance)
         #expect(singleCosine >= 0.99999)
     }
 }

@@ -21,6 +21,8 @@ import Testing
         return (0..<list.count).map { list[$0].string! }
     }()
     static let expected = try! WeightFile.open(root + "/Tests/Fixtures/text/clip-tiny-expected.safetensors")
+    /// Ten times the reference's own float32 error (its embeddings against the same model in float64).
+    static let tolerance = 10 * Float(expected.metadata["reference_error"]!)!
 
     /// Reference embeddings as rows.
     static func rows(_ view: TensorView) -> [[Float]] {
@@ -65,13 +67,13 @@ import Testing
         #expect(Self.prompts.count >= 200)
         let expected = Self.rows(try Self.expected.view(file))
         let (maxError, minCosine) = Self.compare(encoder: encoder, prompts: Self.prompts, expected: expected)
-        print("\(file): max |error| \(maxError), min cosine \(minCosine) over \(Self.prompts.count) prompts")
-        #expect(maxError <= 1e-5)
+        print("\(file): max |error| \(maxError) (≤ \(Self.tolerance)), min cosine \(minCosine) over \(Self.prompts.count) prompts")
+        #expect(maxError <= Self.tolerance)
         #expect(minCosine >= 0.99999)
         let (singleError, singleCosine) = Self.compare(
             encoder: encoder, prompts: Self.prompts, expected: expected, oneByOne: true)
         print("\(file), one prompt at a time: max |error| \(singleError), min cosine \(singleCosine)")
-        #expect(singleError <= 1e-5)
+        #expect(singleError <= Self.tolerance)
         #expect(singleCosine >= 0.99999)
     }
 
@@ -85,7 +87,7 @@ import Testing
         let (maxError, minCosine) = Self.compare(
             encoder: encoder, prompts: Self.prompts, expected: Self.rows(try Self.expected.view("clip-tiny-openai.pt")),
             oneByOne: true)
-        #expect(maxError <= 1e-5)
+        #expect(maxError <= Self.tolerance)
         #expect(minCosine >= 0.99999)
     }
 

@@ -52,6 +52,21 @@ def encode(model, texts: list[str]) -> list[list[float]]:
     return features.tolist()
 
 
+def float64_error(model, texts: list[str], embeddings: list[list[float]]) -> float:
+    """The reference's own float32 error: the largest difference from the same model run in float64
+    (clip.model.LayerNorm computes in float32 whatever its input; here it computes in float64)."""
+    import copy
+
+    exact = copy.deepcopy(model).double()
+    for module in exact.modules():
+        if isinstance(module, torch.nn.LayerNorm):
+            module.forward = lambda x, m=module: torch.nn.LayerNorm.forward(m, x)
+    with torch.no_grad():
+        features = exact.encode_text(clip.tokenize(texts, truncate=True))
+        features = features / features.norm(p=2, dim=-1, keepdim=True)
+    return float((torch.tensor(embeddings, dtype=torch.float64) - features).abs().max())
+
+
 def load_reference(path: str):
     model, _ = clip.load(path, device="cpu", jit=False)
     return model.eval()
@@ -91,8 +106,10 @@ def tiny() -> None:
     weights = os.path.join(ROOT, "Tests", "Fixtures", "weights")
     model = load_reference(os.path.join(weights, "clip-tiny-openai.pt"))
     openai = encode(model, texts)
+    error = float64_error(model, texts, openai)
     hf_into_openai(model, os.path.join(weights, "clip-tiny-hf.safetensors"))
     hf = encode(model, texts)
+    error = max(error, float64_error(model, texts, hf))
     from safetensors.torch import save_file
 
     out = os.path.join(ROOT, "Tests", "Fixtures", "text")
@@ -102,8 +119,8 @@ def tiny() -> None:
     save_file({"clip-tiny-openai.pt": torch.tensor(openai), "clip-tiny-hf.safetensors": torch.tensor(hf)},
               os.path.join(out, "clip-tiny-expected.safetensors"),
               metadata={"source": "clip.load(path, device='cpu', jit=False).encode_text, then x / x.norm()",
-                        "torch": torch.__version__})
-    print(f"wrote {len(texts)} embeddings of size {len(openai[0])} for each layout")
+                        "torch": torch.__version__, "reference_error": f"{error:.3g}"})
+    print(f"wrote {len(texts)} embeddings of size {len(openai[0])} for each layout; float32 error of the reference {error:.3g}")
 
 
 def full(directory: str) -> None:
@@ -124,9 +141,12 @@ def full(directory: str) -> None:
             model, {"forward": (image, text), "encode_text": (text,), "encode_image": (image,)}, check_trace=False)
         traced.save(path)
     texts = prompts()
-    embeddings = encode(load_reference(path), texts)
+    model = load_reference(path)
+    embeddings = encode(model, texts)
+    error = float64_error(model, texts, embeddings)
     with open(os.path.join(directory, "expected.json"), "w", encoding="utf-8") as handle:
-        json.dump({"prompts": texts, "ViT-B-32-random.pt": embeddings, "torch": torch.__version__}, handle)
+        json.dump({"prompts": texts, "ViT-B-32-random.pt": embeddings, "torch": torch.__version__,
+                   "reference_error": error}, handle)
     print(f"wrote {path} ({os.path.getsize(path):,} bytes) and {len(texts)} reference embeddings")
 
 

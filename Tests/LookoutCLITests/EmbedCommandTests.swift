@@ -1,0 +1,84 @@
+import Foundation
+import LookoutJSON
+import LookoutWeights
+import Testing
+
+/// `lookout embed` as a process: its embeddings against OpenAI's `encode_text` (the tiny random CLIP's
+/// fixtures) and `clip.model` (the demo text encoder's), from arguments and from JSON lines, with the
+/// embedding cache; and its errors.
+@Suite struct EmbedCommandTests {
+    static let expected = try! WeightFile.open(CLI.root + "/Tests/Fixtures/text/clip-tiny-expected.safetensors")
+    static let prompts: [String] = Reference.strings(
+        try! JSONDocument(bytes: FileContents.read(CLI.root + "/Tests/Fixtures/text/clip-tiny-prompts.json")).root)
+
+    static func rows(_ stdout: String) throws -> [[Double]] {
+        try stdout.split(separator: "\n").map { Reference.numbers(try JSONDocument(text: String($0)).root) }
+    }
+
+    static func maxError(_ rows: [[Double]], _ reference: [[Double]]) -> Double {
+        zip(rows, reference).reduce(0) { worst, pair in
+            zip(pair.0, pair.1).reduce(worst) { max($0, abs($1.0 - $1.1)) }
+        }
+    }
+
+    @Test func tinyCLIPFromArgumentsAndJSONLines() throws {
+        let view = try Self.expected.view("clip-tiny-openai.pt")
+        let values = view.floats().map(Double.init)
+        let size = view.shape[1]
+        let chosen = [0, 5, 17, 100, 200, 239]
+        let reference = chosen.map { Array(values[($0 * size)..<(($0 + 1) * size)]) }
+        let tolerance = 10 * Double(Self.expected.metadata["reference_error"]!)!
+        let texts = chosen.map { Self.prompts[$0] }
+        let model = CLI.root + "/Tests/Fixtures/weights/clip-tiny-openai.pt"
+        let home = try CLI.scratch("embed-home")
+        defer { CLI.remove(home) }
+        let direct = try CLI.run(["embed", "--text-model", model] + texts + ["--timings"], home: home)
+        #expect(direct.status == 0, "\(direct.stderr)")
+        let rows = try Self.rows(direct.stdout)
+        #expect(rows.count == chosen.count && rows.allSatisfy { $0.count == 512 })
+        #expect(Self.maxError(rows, reference) <= tolerance, "\(Self.maxError(rows, reference))")
+        #expect(direct.stderr.contains("(0 cached, \(chosen.count) computed)"), "\(direct.stderr)")
+        // The same texts as JSON lines on standard input: the same rows, now from the embedding cache.
+        var input = ""
+        for text in texts {
+            JSONValue.string(text).write(to: &input)
+            input += "\n"
+        }
+        let piped = try CLI.run(["embed", "--text-model", model, "--jsonl", "--timings"], input: input, home: home)
+        #expect(piped.status == 0, "\(piped.stderr)")
+        #expect(try Self.rows(piped.stdout) == rows)
+        #expect(piped.stderr.contains("(\(chosen.count) cached, 0 computed)"), "\(piped.stderr)")
+        let uncached = try CLI.run(["embed", "--text-model", model, "--no-cache", "--timings"] + texts, home: home)
+        #expect(uncached.stderr.contains("(0 cached, \(chosen.count) computed)"))
+        #expect(try Self.rows(uncached.stdout) == rows)
+    }
+
+    @Test func demoModelDirectoryMatchesCLIP() throws {
+        let queries = Reference.demoQueries("mixed")
+        let result = try CLI.run(["embed", "--model", CLI.root + "/Models/demo"] + queries)
+        #expect(result.status == 0, "\(result.stderr)")
+        let rows = try Self.rows(result.stdout)
+        let node = Reference.demo["embeddings"]!["mixed"]!
+        let reference = (0..<node.count).map { Reference.numbers(node[$0]) }
+        #expect(rows.count == queries.count)
+        let error = Self.maxError(rows, reference)
+        #expect(error <= 10 * Reference.demo["text_reference_error"]!.number!, "\(error)")
+    }
+
+    @Test func errors() throws {
+        let model = CLI.root + "/Tests/Fixtures/weights/clip-tiny-openai.pt"
+        let none = try CLI.run(["embed", "--text-model", model])
+        #expect(none.status != 0 && none.stderr.contains("Give at least one TEXT, or --jsonl"))
+        let both = try CLI.run(["embed", "--jsonl", "--text-model", model, "dog"])
+        #expect(both.status != 0 && both.stderr.contains("give no TEXT arguments with it"))
+        let noModel = try CLI.run(["embed", "dog"])
+        #expect(noModel.status != 0 && noModel.stderr.contains("--text-model PATH or --model DIR"))
+        let missing = try CLI.run(["embed", "--text-model", "/nonexistent/ViT-B-32.pt", "dog"])
+        #expect(missing.status != 0 && missing.stderr.contains("/nonexistent/ViT-B-32.pt"))
+        let detector = try CLI.run(["embed", "--text-model", CLI.root + "/Tests/Fixtures/weights/yolov8n-worldv2-random.pt", "dog"])
+        #expect(detector.status != 0 && detector.stderr.contains("not a CLIP text encoder"))
+        let badLine = try CLI.run(["embed", "--text-model", model, "--jsonl"], input: "\"dog\"\n42\n")
+        #expect(badLine.status != 0 && badLine.stderr.contains("line 2"), "\(badLine.stderr)")
+        #expect(badLine.stdout.isEmpty)
+    }
+}
