@@ -1,4 +1,6 @@
 import Foundation
+import LookoutJSON
+import LookoutWeights
 import Testing
 
 /// `lookout models …` run as a process.
@@ -60,5 +62,93 @@ import Testing
         let missing = try CLI.run(["models", "verify", directory + "/nowhere"])
         #expect(missing.status != 0)
         #expect(missing.stderr.contains("lookout-model.json"))
+    }
+
+    /// CRC-32 (IEEE, as Python's zlib.crc32) of the little-endian bytes of `values` as F32.
+    static func crc32(_ values: [Float]) -> UInt32 {
+        var crc: UInt32 = 0xFFFF_FFFF
+        for value in values {
+            var bits = value.bitPattern.littleEndian
+            for _ in 0..<4 {
+                crc ^= bits & 0xFF
+                for _ in 0..<8 { crc = (crc >> 1) ^ (0xEDB8_8320 & (0 &- (crc & 1))) }
+                bits >>= 8
+            }
+        }
+        return ~crc
+    }
+
+    /// Every state-dict tensor of `converted` against the reference's description of it (shape, CRC-32 of its
+    /// values as F32, computed by torch from the source checkpoint), and no tensor more or fewer.
+    static func expectTensors(_ converted: WeightFile, equal reference: JSONNode, _ name: String) {
+        var expectedNames: [String] = []
+        var failures: [String] = []
+        reference.forEachMember { keyBytes, entry in
+            let key = String(decoding: keyBytes, as: UTF8.self)
+            expectedNames.append(key)
+            guard let view = converted.tensors[key] else { return failures.append("\(key) missing") }
+            let shape = (0..<entry["shape"]!.count).map { Int(entry["shape"]![$0].int!) }
+            if view.shape != shape { failures.append("\(key): shape \(view.shape) vs \(shape)") }
+            let crc = view.dtype.isFloatingPoint ? Self.crc32(view.floats()) : Self.crc32Integers(view.integers())
+            if Int64(crc) != entry["crc32_f32"]!.int! { failures.append("\(key): values differ") }
+        }
+        #expect(failures.isEmpty, "\(name): \(failures.prefix(10))")
+        #expect(Set(converted.names) == Set(expectedNames), "\(name): names differ")
+        #expect(expectedNames.count >= 20)
+    }
+
+    /// CRC-32 of the little-endian bytes of `values` as I64 (how the reference describes integer tensors).
+    static func crc32Integers(_ values: [Int64]) -> UInt32 {
+        crc32Bytes(values.flatMap { v in (0..<8).map { UInt8(truncatingIfNeeded: UInt64(bitPattern: v) >> (8 * UInt64($0))) } })
+    }
+
+    static func crc32Bytes(_ bytes: [UInt8]) -> UInt32 {
+        var crc: UInt32 = 0xFFFF_FFFF
+        for byte in bytes {
+            crc ^= UInt32(byte)
+            for _ in 0..<8 { crc = (crc >> 1) ^ (0xEDB8_8320 & (0 &- (crc & 1))) }
+        }
+        return ~crc
+    }
+
+    /// `models convert` against the reference's own reading of each checkpoint: the random n detector and the
+    /// tiny CLIP (F32, weights_expected.json), and the demo detector's ultralytics checkpoint with --keep-half,
+    /// which must give back the shipped Models/demo/detector.safetensors tensor for tensor, bit for bit.
+    @Test func convertMatchesTheReferenceTensors() throws {
+        let folder = try CLI.scratch("convert")
+        defer { CLI.remove(folder) }
+        let expected = try JSONDocument(bytes: FileContents.read(Self.weights + "/weights_expected.json")).root
+        for file in ["yolov8n-worldv2-random.pt", "clip-tiny-openai.pt"] {
+            let output = folder + "/" + file + ".safetensors"
+            let convert = try CLI.run(["models", "convert", Self.weights + "/" + file, "-o", output])
+            #expect(convert.status == 0, "\(convert.stderr)")
+            let converted = try WeightFile.open(output)
+            #expect(converted.format == .safetensors)
+            #expect(converted.names.allSatisfy { converted.tensors[$0]!.dtype == .float32 || converted.tensors[$0]!.dtype == .int64 })
+            Self.expectTensors(converted, equal: expected[file]!["tensors"]!, file)
+        }
+        let demo = try JSONDocument(bytes: FileContents.read(CLI.root + "/Tests/Fixtures/demo/expected.json")).root["checkpoint"]!
+        let output = folder + "/demo.safetensors"
+        let convert = try CLI.run(
+            ["models", "convert", CLI.root + "/Tests/Fixtures/demo/demo-detector.pt", "-o", output, "--keep-half"])
+        #expect(convert.status == 0, "\(convert.stderr)")
+        let converted = try WeightFile.open(output)
+        Self.expectTensors(converted, equal: demo["tensors"]!, "demo-detector.pt")
+        let txt = try #require(converted.attributes["txt_feats"])
+        #expect(Int64(Self.crc32(txt.floats())) == demo["txt_feats"]!["crc32_f32"]!.int!)
+        let shipped = try WeightFile.open(CLI.root + "/Models/demo/detector.safetensors")
+        #expect(shipped.names == converted.names)
+        var differing: [String] = []
+        for name in shipped.names {
+            let a = shipped.tensors[name]!, b = converted.tensors[name]!
+            if a.dtype != b.dtype || a.shape != b.shape || (a.halfBits() ?? []) != (b.halfBits() ?? [])
+                || (a.halfBits() == nil && a.floats() != b.floats() && a.integers() != b.integers())
+            {
+                differing.append(name)
+            }
+        }
+        #expect(differing.isEmpty, "\(differing.prefix(10))")
+        #expect(shipped.metadata["names"] == converted.metadata["names"])
+        #expect(shipped.metadata["lookout.batchnorm_eps"] == converted.metadata["lookout.batchnorm_eps"])
     }
 }
