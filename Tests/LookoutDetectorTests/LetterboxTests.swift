@@ -21,9 +21,16 @@ import Testing
         }
         #expect(cases.count >= 30)
         var failures: [String] = []
-        for case .object(let members) in cases {
+        var letterboxes = 0
+        var resizes = 0
+        for (number, item) in cases.enumerated() {
+            guard case .object(let members) = item else {
+                failures.append("case \(number) is not an object")
+                continue
+            }
             let fields = Dictionary(uniqueKeysWithValues: members)
-            guard case .string(let input) = fields["image"]!, case .string(let output) = fields["output"]! else {
+            guard case .string(let input) = fields["image"], case .string(let output) = fields["output"] else {
+                failures.append("case \(number) has no image or output")
                 continue
             }
             let source = Self.image(input)
@@ -32,9 +39,12 @@ import Testing
             if case .int(let size) = fields["size"], case .bool(let auto) = fields["auto"] {
                 let box = Letterbox(width: source.width, height: source.height, size: Int(size), auto: auto)
                 actual = box.apply(to: source)
+                letterboxes += 1
             } else if case .int(let width) = fields["width"], case .int(let height) = fields["height"] {
                 actual = source.resizedBilinear(width: Int(width), height: Int(height))
+                resizes += 1
             } else {
+                failures.append("case \(number) (\(output)) is neither a letterbox nor a resize")
                 continue
             }
             if actual != expected {
@@ -44,6 +54,8 @@ import Testing
                 )
             }
         }
+        #expect(letterboxes + resizes == cases.count, "every case compared")
+        #expect(letterboxes >= 30 && resizes >= 4, "\(letterboxes) letterboxes, \(resizes) resizes")
         #expect(failures.isEmpty, "\(failures)")
     }
 
