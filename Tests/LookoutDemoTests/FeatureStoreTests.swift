@@ -1,3 +1,4 @@
+import Foundation
 import LookoutDetector
 import LookoutEngine
 import LookoutImage
@@ -13,7 +14,7 @@ import Testing
     static let scenes = DemoModelTests.root + "/examples/scenes/"
 
     static func scratch() -> String {
-        let folder = "/tmp/lookout-features-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let folder = NSTemporaryDirectory() + "lookout-features-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         try! FileContents.makeDirectories(folder)
         return folder
     }

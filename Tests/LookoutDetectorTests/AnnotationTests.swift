@@ -1,3 +1,4 @@
+import Foundation
 import LookoutImage
 import Testing
 
@@ -18,7 +19,7 @@ import Testing
     }
 
     static func temporaryPath(_ name: String) -> String {
-        "/tmp/lookout-annotation-\(getpid())-\(UInt32.random(in: 0...UInt32.max))-\(name)"
+        NSTemporaryDirectory() + "lookout-annotation-\(getpid())-\(UInt32.random(in: 0...UInt32.max))-\(name)"
     }
 
     @Test func pngRoundTripIsExact() throws {

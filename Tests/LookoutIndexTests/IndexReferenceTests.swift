@@ -70,6 +70,27 @@ import Testing
         #expect(regionsCompared >= 50)
     }
 
+    /// A cap on the regions per photo (`index --regions N`) keeps the reference's first N: the greedy choice
+    /// stops after N.
+    @Test func fewerRegionsAreTheReferencesFirst() throws {
+        var extractor = PhotoIndexTests.loaded.extractor
+        extractor.maximumRegions = 3
+        var compared = 0
+        for name in Self.photos.prefix(4) {
+            let path = PhotoIndexTests.root + "/examples/scenes/" + name
+            let regions = extractor.regions(of: try ImageFile.decode(try FileContents.read(path), name: path), name: path)
+            let reference = Self.expected["regions"]![name]!
+            #expect(regions.count == min(3, reference["levels"]!.count))
+            for (k, region) in regions.enumerated() {
+                #expect(abs(Double(region.vocabularyScore) - reference["scores"]![k].number!) <= 1e-4, "\(name) region \(k)")
+                let box = Self.floats(reference["boxes"]![k])
+                #expect(zip(region.box, box).allSatisfy { abs($0 - $1) <= 0.002 }, "\(name) region \(k)")
+                compared += 1
+            }
+        }
+        #expect(compared >= 10)
+    }
+
     @Test func searchEqualsTheReferenceRanking() throws {
         let folder = NSTemporaryDirectory() + "lookout-index-reference-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         defer { PhotoIndexTests.remove(folder) }

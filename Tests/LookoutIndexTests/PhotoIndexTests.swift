@@ -1,3 +1,4 @@
+import Foundation
 import LookoutDetector
 import LookoutEngine
 import LookoutImage
@@ -45,7 +46,7 @@ import Testing
 
     /// A scratch folder with the first `count` example scenes.
     static func folder(count: Int) throws -> String {
-        let folder = "/tmp/lookout-index-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let folder = NSTemporaryDirectory() + "lookout-index-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         try FileContents.makeDirectories(folder + "/photos/nested")
         for (index, scene) in truth.scenes.prefix(count).enumerated() {
             let name = String(scene.file.split(separator: "/").last!)
