@@ -4,20 +4,13 @@ import LookoutEngine
 import LookoutWeights
 import Testing
 
-#if DEBUG
-    let optimisedBuild = false
-#else
-    let optimisedBuild = true
-#endif
-
 /// The same comparisons as NetworkParityTests and EngineTests on a random yolov8s-worldv2 with calibrated
 /// BatchNorm (`Tests/Fixtures/s-scale`, made by `scripts/check-s-parity`): backbone and neck maps, the raw
 /// output, and the final detections from the photo file.
 ///
-/// Runs in optimised builds (`swift test -c release`, as the README's test command does); a debug build
-/// takes minutes for it and skips it. `LOOKOUT_S_PARITY_DIR` points it at freshly generated fixtures.
-@Suite(.enabled(if: optimisedBuild || ProcessInfo.processInfo.environment["LOOKOUT_S_PARITY_DIR"] != nil))
-struct SScaleParityTests {
+/// Runs in every build (about 2 s in debug); the README's test command runs it again in release mode, the
+/// build users run. `LOOKOUT_S_PARITY_DIR` points it at freshly generated fixtures.
+@Suite struct SScaleParityTests {
     static let directory =
         ProcessInfo.processInfo.environment["LOOKOUT_S_PARITY_DIR"] ?? NetworkParityTests.root + "/Tests/Fixtures/s-scale"
     static let network = try! YOLOWorldNetwork(weights: WeightFile.open(directory + "/yolov8s-worldv2-random.pt"))
