@@ -140,15 +140,32 @@ import Testing
     }
 
     @Test func badPlacesAreClearErrors() throws {
-        #expect(throws: IndexError.self) { _ = try PhotoIndex(path: "/nonexistent-dir/x/index.sqlite", readOnly: true) }
+        func expectError(_ fragment: String, path: String, _ body: () throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) {
+            do {
+                try body()
+                Issue.record("expected an error containing \(fragment)", sourceLocation: sourceLocation)
+            } catch let error as IndexError {
+                #expect(error.path == path, sourceLocation: sourceLocation)
+                #expect(error.problem.contains(fragment), "\(error.problem)", sourceLocation: sourceLocation)
+            } catch {
+                Issue.record("not an IndexError: \(error)", sourceLocation: sourceLocation)
+            }
+        }
+        expectError("no index here", path: "/nonexistent-dir/x/index.sqlite") {
+            _ = try PhotoIndex(path: "/nonexistent-dir/x/index.sqlite", readOnly: true)
+        }
         let folder = try Self.folder(count: 0)
         defer { Self.remove(folder) }
         let index = try PhotoIndex(path: folder + "/index.sqlite")
-        #expect(throws: IndexError.self) {
+        expectError("cannot open the folder: No such file or directory", path: folder + "/missing") {
             _ = try index.update(root: folder + "/missing", model: Self.loaded.model, regions: { _, _ in [] })
         }
+        try FileContents.writeAtomically(Array("x".utf8), to: folder + "/file.jpg")
+        expectError("not a folder", path: folder + "/file.jpg") {
+            _ = try index.update(root: folder + "/file.jpg", model: Self.loaded.model, regions: { _, _ in [] })
+        }
         try FileContents.writeAtomically(Array("not a database, just text that is long enough".utf8), to: folder + "/bad.sqlite")
-        #expect(throws: IndexError.self) { _ = try PhotoIndex(path: folder + "/bad.sqlite") }
+        expectError("not a database", path: folder + "/bad.sqlite") { _ = try PhotoIndex(path: folder + "/bad.sqlite") }
     }
 
     /// The stored regions score a query as the network's own head does when the neck saw the same texts.
