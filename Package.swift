@@ -37,7 +37,8 @@ let package = Package(
         .target(
             name: "LookoutIndex",
             dependencies: [
-                "CSQLite", "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutJSON", "LookoutTensor", "LookoutWeights",
+                "CSQLite", "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutJSON", "LookoutTensor",
+                "LookoutWeights",
             ]),
 
         // JSON through json-c (vocabulary files, JSON lines on the command line).
@@ -62,7 +63,10 @@ let package = Package(
         // The pipeline: photo → letterbox → backbone → neck/head with the query embeddings → NMS.
         .target(
             name: "LookoutEngine",
-            dependencies: ["LookoutDetector", "LookoutImage", "LookoutJSON", "LookoutTensor", "LookoutTextEncoder", "LookoutWeights"]
+            dependencies: [
+                "LookoutDetector", "LookoutImage", "LookoutJSON", "LookoutTensor", "LookoutTextEncoder",
+                "LookoutWeights",
+            ]
         ),
         // CLIP text transformer on OpenBLAS, and the text-embedding cache.
         .target(
@@ -107,7 +111,8 @@ let package = Package(
             exclude: ["Fixtures"]
         ),
         // Runs the built `lookout` executable (a dependency, so that it is built before these tests run).
-        .testTarget(name: "LookoutCLITests", dependencies: ["lookout", "LookoutJSON", "LookoutIndex", "LookoutWeights"]),
+        .testTarget(
+            name: "LookoutCLITests", dependencies: ["lookout", "LookoutJSON", "LookoutIndex", "LookoutWeights"]),
         .testTarget(
             name: "LookoutIndexTests",
             dependencies: [
@@ -117,7 +122,8 @@ let package = Package(
         .testTarget(
             name: "LookoutDemoTests",
             dependencies: [
-                "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutJSON", "LookoutTextEncoder", "LookoutTokenizer",
+                "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutJSON", "LookoutTextEncoder",
+                "LookoutTokenizer",
                 "LookoutWeights",
             ]),
         .testTarget(

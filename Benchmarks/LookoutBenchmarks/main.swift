@@ -157,9 +157,15 @@ if CommandLine.arguments.count > 3 && CommandLine.arguments[1] == "map" {
     let unseenMAP = evaluation.meanAveragePrecision(over: unseen)
     let seenPR = evaluation.precisionRecall(above: 0.25, over: seen)
     let unseenPR = evaluation.precisionRecall(above: 0.25, over: unseen)
-    print("\(truth.scenes.count) images, \(single ? "each of \(labels.count) queries alone" : "\(labels.count) queries at once")\(pad ? " + \" \" padding" : ""), imgsz \(size), \(format3(now() - start)) s")
-    print("seen combinations:     mAP50 \(format3(seenMAP.value)) over \(seenMAP.labels) labels; at conf 0.25 precision \(format3(seenPR.precision)), recall \(format3(seenPR.recall))")
-    print("held-out combinations: mAP50 \(format3(unseenMAP.value)) over \(unseenMAP.labels) labels; at conf 0.25 precision \(format3(unseenPR.precision)), recall \(format3(unseenPR.recall))")
+    print(
+        "\(truth.scenes.count) images, \(single ? "each of \(labels.count) queries alone" : "\(labels.count) queries at once")\(pad ? " + \" \" padding" : ""), imgsz \(size), \(format3(now() - start)) s"
+    )
+    print(
+        "seen combinations:     mAP50 \(format3(seenMAP.value)) over \(seenMAP.labels) labels; at conf 0.25 precision \(format3(seenPR.precision)), recall \(format3(seenPR.recall))"
+    )
+    print(
+        "held-out combinations: mAP50 \(format3(unseenMAP.value)) over \(unseenMAP.labels) labels; at conf 0.25 precision \(format3(unseenPR.precision)), recall \(format3(unseenPR.recall))"
+    )
     for label in unseen { print("  \(label): AP50 \(format3(evaluation.averagePrecision(label) ?? 0))") }
     exit(0)
 }
@@ -179,7 +185,9 @@ if CommandLine.arguments.count > 4 && CommandLine.arguments[1] == "search" {
         cache: TextEmbeddingCache(directory: nil))
     let engine = try Engine(network: network, embedder: embedder)
     let statistics = try index.statistics()
-    print("\(statistics.files) photos, \(statistics.regionBytes / max(1, statistics.images)) bytes of regions per photo, database \(statistics.databaseBytes / 1024) KiB (\(statistics.databaseBytes / max(1, statistics.files)) bytes per photo)")
+    print(
+        "\(statistics.files) photos, \(statistics.regionBytes / max(1, statistics.images)) bytes of regions per photo, database \(statistics.databaseBytes / 1024) KiB (\(statistics.databaseBytes / max(1, statistics.files)) bytes per photo)"
+    )
     var holding: [String: Set<String>] = [:]
     for scene in truth.scenes {
         let name = String(scene.file.split(separator: "/").last!)
@@ -207,15 +215,20 @@ if CommandLine.arguments.count > 4 && CommandLine.arguments[1] == "search" {
         options.confidence = 0.001
         var rescored: [(String, Float)] = []
         for hit in fast {
-            let result = engine.detect(try engine.prepare(path: hit.path, size: 640), queries: [label], options: options)
+            let result = engine.detect(
+                try engine.prepare(path: hit.path, size: 640), queries: [label], options: options)
             rescored.append((hit.path, result.detections.first?.score ?? 0))
         }
         let exact = rescored.sorted { $0.1 > $1.1 }.prefix(5).map(\.0)
         exactHits += exact.filter { holding[label]!.contains(name($0)) }.count
         overlap += Set(exact).intersection(fast.prefix(5).map(\.path)).count
     }
-    print("precision@5, fast ranking, all \(labels.count) labels: \(format3(Double(fastHits) / Double(5 * labels.count)))")
-    print("on \(exactLabels) labels: fast \(format3(Double(fastSubset) / Double(5 * exactLabels))), exact \(format3(Double(exactHits) / Double(5 * exactLabels))), top-5 overlap fast/exact \(format3(Double(overlap) / Double(5 * exactLabels))) (\(format3(now() - start)) s)")
+    print(
+        "precision@5, fast ranking, all \(labels.count) labels: \(format3(Double(fastHits) / Double(5 * labels.count)))"
+    )
+    print(
+        "on \(exactLabels) labels: fast \(format3(Double(fastSubset) / Double(5 * exactLabels))), exact \(format3(Double(exactHits) / Double(5 * exactLabels))), top-5 overlap fast/exact \(format3(Double(overlap) / Double(5 * exactLabels))) (\(format3(now() - start)) s)"
+    )
     exit(0)
 }
 

@@ -1,9 +1,9 @@
 import LookoutTensor
+import LookoutWeights
 
 #if canImport(Glibc)
     import Glibc
 #endif
-import LookoutWeights
 
 /// A `BatchNorm2d`'s parameters and running statistics, and its `eps` as the checkpoint records it
 /// (1e-3, ultralytics' setting, where it does not).
@@ -108,7 +108,8 @@ struct Convolution: Sendable {
             if Self.profiling {
                 let seconds = Self.clock() - profileStart
                 let flops = 2.0 * Double(outputs) * Double(depth) * Double(columns)
-                var line = "conv \(inputs)->\(outputs) k\(kernel) s\(stride) \(outHeight)x\(outWidth): \(Int(seconds * 1e6)) us, \(Int(flops / seconds / 1e9)) GFLOP/s, \(Int(flops / 1e6)) MFLOP\n"
+                var line =
+                    "conv \(inputs)->\(outputs) k\(kernel) s\(stride) \(outHeight)x\(outWidth): \(Int(seconds * 1e6)) us, \(Int(flops / seconds / 1e9)) GFLOP/s, \(Int(flops / 1e6)) MFLOP\n"
                 line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
             }
         }
@@ -190,7 +191,9 @@ struct Convolution: Sendable {
                                 let lo = min(max(ox0, padding - kx), ox1)
                                 let hi = max(min(ox1, width + padding - kx), lo)
                                 if lo > ox0 { row.update(repeating: 0, count: lo - ox0) }
-                                if hi > lo { (row + (lo - ox0)).update(from: line + (lo - padding + kx), count: hi - lo) }
+                                if hi > lo {
+                                    (row + (lo - ox0)).update(from: line + (lo - padding + kx), count: hi - lo)
+                                }
                                 if ox1 > hi { (row + (hi - ox0)).update(repeating: 0, count: ox1 - hi) }
                             } else {
                                 // ix = ox·s − pad + kx is inside [0, width) for ox in [lo, hi).

@@ -106,7 +106,9 @@ public final class YOLOWorldNetwork: Sendable {
     /// output's anchor order) and each anchor's level. A region's score for any text t is
     /// `sigmoid(⟨e, t/‖t‖⟩·exp(logitScale) + bias)` with its level's `scoreParameters`: exact for the
     /// query set that conditioned the neck, an approximation for others.
-    public func headWithRegions(_ features: [FeatureMap], text: [Float], classes: Int)
+    public func headWithRegions(
+        _ features: [FeatureMap], text: [Float], classes: Int
+    )
         -> (output: [Float], embeddings: [Float], levels: [UInt8])
     {
         let neckOutputs = neck(features, text: text, classes: classes)

@@ -72,7 +72,9 @@ public struct DetectionEvaluation: Sendable {
         }
         var envelope = precision
         if envelope.count > 1 {
-            for i in stride(from: envelope.count - 2, through: 0, by: -1) { envelope[i] = max(envelope[i], envelope[i + 1]) }
+            for i in stride(from: envelope.count - 2, through: 0, by: -1) {
+                envelope[i] = max(envelope[i], envelope[i + 1])
+            }
         }
         var sum = 0.0
         var cursor = 0
@@ -155,7 +157,8 @@ public struct SceneTruth: Sendable {
             for k in 0..<objects.count {
                 let object = objects[k]
                 guard let label = object["label"]?.string, let box = object["box"], box.count == 4 else {
-                    throw SceneTruth.Problem(path: path, reason: "image \(index) object \(k) lacks \"label\" or a 4-number \"box\"")
+                    throw SceneTruth.Problem(
+                        path: path, reason: "image \(index) object \(k) lacks \"label\" or a 4-number \"box\"")
                 }
                 truth.append(.init(label: label, box: (0..<4).map { Float(box[$0].number ?? .nan) }))
             }

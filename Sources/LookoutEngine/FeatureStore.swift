@@ -139,14 +139,17 @@ public final class FeatureStore: @unchecked Sendable {
         func next() -> Int? {
             guard offset + 8 <= bytes.count else { return nil }
             defer { offset += 8 }
-            return Int(Int64(littleEndian: bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: Int64.self) }))
+            return Int(
+                Int64(littleEndian: bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: Int64.self) }))
         }
         guard let width = next(), let height = next(), let stored = next(), stored == size, let count = next(),
             (1...8).contains(count), width > 0, height > 0
         else { return nil }
         var shapes: [(Int, Int, Int)] = []
         for _ in 0..<count {
-            guard let c = next(), let h = next(), let w = next(), c > 0, h > 0, w > 0, c * h * w < 1 << 28 else { return nil }
+            guard let c = next(), let h = next(), let w = next(), c > 0, h > 0, w > 0, c * h * w < 1 << 28 else {
+                return nil
+            }
             shapes.append((c, h, w))
         }
         let total = shapes.reduce(0) { $0 + $1.0 * $1.1 * $1.2 }
@@ -172,7 +175,9 @@ public final class FeatureStore: @unchecked Sendable {
         guard let directory, let folder = opendir(directory) else { return }
         var files: [(path: String, size: Int, time: Int)] = []
         while let entry = readdir(folder) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
             guard name.hasSuffix(".features") else { continue }
             var info = stat()
             let path = directory + "/" + name

@@ -85,7 +85,8 @@ extension Image {
         let scale = max(1, Int((Double(shortSide) / 720).rounded(.up)))
         for annotation in annotations {
             guard annotation.box.count == 4, annotation.box.allSatisfy(\.isFinite) else { continue }
-            let color = Self.palette[((annotation.colorIndex % Self.palette.count) + Self.palette.count) % Self.palette.count]
+            let color = Self.palette[
+                ((annotation.colorIndex % Self.palette.count) + Self.palette.count) % Self.palette.count]
             let x1 = clampX(annotation.box[0]), y1 = clampY(annotation.box[1])
             let x2 = clampX(annotation.box[2]), y2 = clampY(annotation.box[3])
             out.strokeRectangle(x1: x1, y1: y1, x2: x2, y2: y2, thickness: thickness, color: color)
@@ -223,7 +224,9 @@ extension ImageFile {
         guard descriptor >= 0 else { throw ImageError(path: path, problem: String(cString: strerror(errno))) }
         var written = 0
         while written < bytes.count {
-            let count = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + written, bytes.count - written) }
+            let count = bytes.withUnsafeBytes {
+                Glibc.write(descriptor, $0.baseAddress! + written, bytes.count - written)
+            }
             if count < 0 {
                 if errno == EINTR { continue }
                 let problem = String(cString: strerror(errno))

@@ -32,11 +32,14 @@ public struct IndexModel: Sendable, Equatable {
 
     public var key: String {
         var hash = SHA256()
-        hash.update(Array("\(detectorFingerprint)|\(textEncoderFingerprint)|\(vocabulary)|\(imageSize)|\(maximumRegions)".utf8))
+        hash.update(
+            Array("\(detectorFingerprint)|\(textEncoderFingerprint)|\(vocabulary)|\(imageSize)|\(maximumRegions)".utf8))
         return String(hash.finalize().prefix(32))
     }
 
-    var encodedParameters: String { scoreParameters.map { "\($0.logitScale.bitPattern),\($0.bias.bitPattern)" }.joined(separator: ";") }
+    var encodedParameters: String {
+        scoreParameters.map { "\($0.logitScale.bitPattern),\($0.bias.bitPattern)" }.joined(separator: ";")
+    }
 
     static func decodeParameters(_ text: String) -> [(logitScale: Float, bias: Float)] {
         text.split(separator: ";").compactMap { pair in
@@ -92,7 +95,9 @@ public final class PhotoIndex {
             } else if let version, version != String(Self.schemaVersion) {
                 throw IndexError(
                     path: path,
-                    problem: "index schema version \(version), this Lookout reads version \(Self.schemaVersion): delete the file and index again")
+                    problem:
+                        "index schema version \(version), this Lookout reads version \(Self.schemaVersion): delete the file and index again"
+                )
             }
         } catch let error as IndexError {
             throw error
@@ -108,8 +113,10 @@ public final class PhotoIndex {
     }
 
     func setMeta(_ key: String, _ value: String) throws(IndexError) {
-        try database.prepare("INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
-            .run([.text(key), .text(value)])
+        try database.prepare(
+            "INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value"
+        )
+        .run([.text(key), .text(value)])
     }
 
     /// The model whose regions the index holds (nil before the first update).
@@ -117,7 +124,8 @@ public final class PhotoIndex {
         guard let detector = try meta("detector"), let text = try meta("text_encoder"),
             let vocabulary = try meta("vocabulary"), let size = try meta("imgsz").flatMap({ Int($0) }),
             let regions = try meta("max_regions").flatMap({ Int($0) }),
-            let embedding = try meta("embedding_size").flatMap({ Int($0) }), let parameters = try meta("score_parameters")
+            let embedding = try meta("embedding_size").flatMap({ Int($0) }),
+            let parameters = try meta("score_parameters")
         else { return nil }
         return IndexModel(
             detectorFingerprint: detector, textEncoderFingerprint: text, vocabulary: vocabulary, imageSize: size,
@@ -174,10 +182,13 @@ public final class PhotoIndex {
 
         var known: [String: (size: Int64, mtime: Int64, hash: String, model: String, status: String)] = [:]
         let prefix = root == "/" ? "/" : root + "/"
-        let select = try database.prepare("SELECT path, size, mtime_ns, hash, model, status FROM files WHERE substr(path, 1, ?) = ?")
+        let select = try database.prepare(
+            "SELECT path, size, mtime_ns, hash, model, status FROM files WHERE substr(path, 1, ?) = ?")
         select.bind([.integer(Int64(prefix.utf8.count)), .text(prefix)])
         while try select.step() {
-            known[select.text(0)] = (select.integer(1), select.integer(2), select.text(3), select.text(4), select.text(5))
+            known[select.text(0)] = (
+                select.integer(1), select.integer(2), select.text(3), select.text(4), select.text(5)
+            )
         }
         var indexed = Set<String>()
         let hashes = try database.prepare("SELECT hash FROM images WHERE model = ?")
@@ -226,7 +237,10 @@ public final class PhotoIndex {
                 let found = regions(image, file.path)
                 let blob = Region.encode(found, embeddingSize: model.embeddingSize)
                 try database.transaction {
-                    try insertImage.run([.text(hash), .text(key), .integer(Int64(image.width)), .integer(Int64(image.height)), .blob(blob)])
+                    try insertImage.run([
+                        .text(hash), .text(key), .integer(Int64(image.width)), .integer(Int64(image.height)),
+                        .blob(blob),
+                    ])
                     try upsertFile.run(fileRow([.text(hash), .text(key), .text("ok"), .null]))
                 }
                 indexed.insert(hash)
@@ -249,7 +263,8 @@ public final class PhotoIndex {
             }
             // Regions no file refers to any more, and regions of other models.
             try database.execute(
-                "DELETE FROM images WHERE model != '\(key)' OR hash NOT IN (SELECT hash FROM files WHERE status = 'ok' AND hash IS NOT NULL)")
+                "DELETE FROM images WHERE model != '\(key)' OR hash NOT IN (SELECT hash FROM files WHERE status = 'ok' AND hash IS NOT NULL)"
+            )
         }
         return summary
     }
@@ -287,11 +302,14 @@ public final class PhotoIndex {
         var hits: [Hit] = []
         var scratch: [Float] = []
         while try statement.step() {
-            let scored = statement.withBlob(3) { scorer.score(blob: $0, embeddingSize: model.embeddingSize, scratch: &scratch) }
+            let scored = statement.withBlob(3) {
+                scorer.score(blob: $0, embeddingSize: model.embeddingSize, scratch: &scratch)
+            }
             let kept = scored.filter { $0.score > confidence }.sorted { $0.score > $1.score }
             guard let best = kept.first else { continue }
             hits.append(
-                Hit(path: statement.text(0), width: Int(statement.integer(1)), height: Int(statement.integer(2)),
+                Hit(
+                    path: statement.text(0), width: Int(statement.integer(1)), height: Int(statement.integer(2)),
                     score: best.score, detections: kept))
         }
         hits.sort { $0.score != $1.score ? $0.score > $1.score : $0.path < $1.path }
@@ -357,7 +375,9 @@ public final class PhotoIndex {
         return result
     }
 
-    private func walk(_ folder: String, into found: inout [(path: String, size: Int64, mtime: Int64)], summary: inout Summary) {
+    private func walk(
+        _ folder: String, into found: inout [(path: String, size: Int64, mtime: Int64)], summary: inout Summary
+    ) {
         var pending = [folder]
         while let current = pending.popLast() {
             guard let directory = opendir(current) else {

@@ -87,14 +87,17 @@ public struct RegionExtractor: Sendable {
             if kept.count == maximumRegions { break }
         }
         let scaled = NonMaxSuppression.scaleBoxes(
-            kept.enumerated().map { Detection(box: $0.element.box, score: best[$0.element.anchor], classIndex: $0.offset) },
+            kept.enumerated().map {
+                Detection(box: $0.element.box, score: best[$0.element.anchor], classIndex: $0.offset)
+            },
             inputWidth: prepared.letterbox.width, inputHeight: prepared.letterbox.height,
             imageWidth: prepared.width, imageHeight: prepared.height)
         let size = network.embeddingSize
         return scaled.map { detection in
             let anchor = kept[detection.classIndex].anchor
             let embedding = (0..<size).map { Float16(embeddings[anchor * size + $0]).bitPattern }
-            return Region(box: detection.box, level: levels[anchor], vocabularyScore: detection.score, embedding: embedding)
+            return Region(
+                box: detection.box, level: levels[anchor], vocabularyScore: detection.score, embedding: embedding)
         }
     }
 }
@@ -115,7 +118,9 @@ public struct RegionScorer: Sendable {
     public func score(_ region: Region) -> Float {
         var embedding = [Float](repeating: 0, count: region.embedding.count)
         region.embedding.withUnsafeBufferPointer { source in
-            embedding.withUnsafeMutableBufferPointer { Kernels.halfToFloat(source.baseAddress!, $0.baseAddress!, count: source.count) }
+            embedding.withUnsafeMutableBufferPointer {
+                Kernels.halfToFloat(source.baseAddress!, $0.baseAddress!, count: source.count)
+            }
         }
         var dot: Float = 0
         for d in 0..<min(embedding.count, query.count) { dot += embedding[d] * query[d] }
@@ -129,7 +134,9 @@ public struct RegionScorer: Sendable {
     }
 
     /// Scores of every region in a serialised blob, with their boxes.
-    func score(blob: UnsafeRawBufferPointer, embeddingSize: Int, scratch: inout [Float]) -> [(score: Float, box: [Float])] {
+    func score(
+        blob: UnsafeRawBufferPointer, embeddingSize: Int, scratch: inout [Float]
+    ) -> [(score: Float, box: [Float])] {
         guard blob.count >= 4 else { return [] }
         let count = Int(UInt32(littleEndian: blob.loadUnaligned(as: UInt32.self)))
         let record = Region.recordSize(embeddingSize: embeddingSize)
@@ -140,7 +147,9 @@ public struct RegionScorer: Sendable {
         for r in 0..<count {
             let base = 4 + r * record
             let box = (0..<4).map {
-                Float(bitPattern: UInt32(littleEndian: blob.loadUnaligned(fromByteOffset: base + 4 * $0, as: UInt32.self)))
+                Float(
+                    bitPattern: UInt32(littleEndian: blob.loadUnaligned(fromByteOffset: base + 4 * $0, as: UInt32.self))
+                )
             }
             let level = Int(blob[base + 20])
             scratch.withUnsafeMutableBufferPointer { target in

@@ -97,7 +97,8 @@ final class Statement {
             case .text(let v): sqlite3_bind_text(handle, index, v, -1, transientDestructor)
             case .blob(let v):
                 v.withUnsafeBytes { raw in
-                    _ = sqlite3_bind_blob64(handle, index, raw.baseAddress, sqlite3_uint64(raw.count), transientDestructor)
+                    _ = sqlite3_bind_blob64(
+                        handle, index, raw.baseAddress, sqlite3_uint64(raw.count), transientDestructor)
                 }
             case .null: sqlite3_bind_null(handle, index)
             }

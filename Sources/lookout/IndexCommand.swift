@@ -9,7 +9,9 @@ import LookoutJSON
 
 /// `--db`: the photo index file, shared by `index` and `search`.
 struct IndexDatabaseOption: ParsableArguments {
-    @Option(help: ArgumentHelp("Index database (default: $LOOKOUT_DB or ~/.local/share/lookout/index.sqlite).", valueName: "path"))
+    @Option(
+        help: ArgumentHelp(
+            "Index database (default: $LOOKOUT_DB or ~/.local/share/lookout/index.sqlite).", valueName: "path"))
     var db: String?
 
     /// `--db`, else `$LOOKOUT_DB`, else `$XDG_DATA_HOME/lookout/index.sqlite`, else
@@ -115,7 +117,8 @@ struct IndexCommand: ParsableCommand {
         }
         if summary.failed + summary.stillFailing > 0 {
             lines.append(
-                "  \(summary.failed + summary.stillFailing) files could not be indexed (`lookout index --failures` lists them)")
+                "  \(summary.failed + summary.stillFailing) files could not be indexed (`lookout index --failures` lists them)"
+            )
         }
         if summary.skippedFiles > 0 { lines.append("  \(summary.skippedFiles) files skipped: not JPEG or PNG") }
         for folder in summary.unreadableFolders { lines.append("  folder not readable, skipped: \(folder)") }

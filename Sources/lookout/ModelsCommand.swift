@@ -99,7 +99,8 @@ struct ModelsCommand: ParsableCommand {
 
     struct Convert: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Write a weight file as Lookout's canonical safetensors (F32, or F16 kept with --keep-half; state-dict names).",
+            abstract:
+                "Write a weight file as Lookout's canonical safetensors (F32, or F16 kept with --keep-half; state-dict names).",
             discussion: """
                 The result loads with one memory map and no conversion. Attributes that inference needs \
                 (ultralytics txt_feats and head stride) are kept as tensors named "attribute.<name>", and \

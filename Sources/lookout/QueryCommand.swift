@@ -37,10 +37,14 @@ struct QueryCommand: ParsableCommand {
     @Flag(help: "One JSON object per image per answer instead of a table.")
     var json = false
 
-    @Option(help: "Memory for kept image features, in MiB; beyond it the least recently used are dropped and recomputed.")
+    @Option(
+        help: "Memory for kept image features, in MiB; beyond it the least recently used are dropped and recomputed.")
     var featureMemory = 1024
 
-    @Option(help: ArgumentHelp("Also keep image features on disk in this folder (reused across runs; the oldest go beyond 4 GiB).", valueName: "dir"))
+    @Option(
+        help: ArgumentHelp(
+            "Also keep image features on disk in this folder (reused across runs; the oldest go beyond 4 GiB).",
+            valueName: "dir"))
     var featureCache: String?
 
     func validate() throws {

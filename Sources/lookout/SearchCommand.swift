@@ -47,7 +47,9 @@ struct SearchCommand: ParsableCommand {
     @Flag(help: "One JSON object per photo per line, best first.")
     var json = false
 
-    @Option(help: ArgumentHelp("Also write a self-contained HTML contact sheet (thumbnails with boxes).", valueName: "file"))
+    @Option(
+        help: ArgumentHelp("Also write a self-contained HTML contact sheet (thumbnails with boxes).", valueName: "file")
+    )
     var html: String?
 
     func validate() throws {
@@ -68,12 +70,14 @@ struct SearchCommand: ParsableCommand {
             detectorFingerprint == stored.detectorFingerprint
         else {
             throw LookoutError(
-                "\(path) was indexed with another model: search with the same --model, or index the folder again with this one")
+                "\(path) was indexed with another model: search with the same --model, or index the folder again with this one"
+            )
         }
         var clock = Stopwatch()
         let text = embedder.embed([query]).embeddings[0]
         let embedSeconds = clock.lap()
-        var hits = try index.search(text: text, confidence: exact ? min(conf, 0.01) : conf, top: exact ? max(top * 3, 30) : top)
+        var hits = try index.search(
+            text: text, confidence: exact ? min(conf, 0.01) : conf, top: exact ? max(top * 3, 30) : top)
         let searchSeconds = clock.lap()
         if exact {
             var options = SuppressionOptions()
@@ -109,15 +113,20 @@ struct SearchCommand: ParsableCommand {
                         ("detections", .array(detections)),
                     ]).serialized)
             } else {
-                print("\(Report.format3(hit.score))  \(hit.path)  (\(hit.detections.count) box\(hit.detections.count == 1 ? "" : "es"))")
+                print(
+                    "\(Report.format3(hit.score))  \(hit.path)  (\(hit.detections.count) box\(hit.detections.count == 1 ? "" : "es"))"
+                )
                 for item in hit.detections {
-                    print("         \(Report.format3(item.score))  [\(item.box.map { Report.format1($0) }.joined(separator: " "))]")
+                    print(
+                        "         \(Report.format3(item.score))  [\(item.box.map { Report.format1($0) }.joined(separator: " "))]"
+                    )
                 }
             }
         }
         if hits.isEmpty && !json { print("nothing found for \"\(query)\" above conf \(conf)") }
         let timing =
-            "lookout: embed \(ms(embedSeconds)) ms, search \(ms(searchSeconds)) ms" + (exact ? ", exact re-scoring \(ms(exactSeconds)) ms" : "")
+            "lookout: embed \(ms(embedSeconds)) ms, search \(ms(searchSeconds)) ms"
+            + (exact ? ", exact re-scoring \(ms(exactSeconds)) ms" : "")
         printError(timing)
         if let html {
             try ContactSheet.write(hits: hits, query: query, to: html)
@@ -158,7 +167,8 @@ enum ContactSheet {
                         box: item.box.map { $0 * Float(scale) }, label: Report.format2(item.score), colorIndex: 0)
                 }
                 let annotated = small.annotated(with: boxes)
-                thumbnail = "data:image/jpeg;base64," + base64(try ImageFile.encode(annotated, format: .jpeg(quality: 85)))
+                thumbnail =
+                    "data:image/jpeg;base64," + base64(try ImageFile.encode(annotated, format: .jpeg(quality: 85)))
             } catch {
                 thumbnail = ""
             }

@@ -34,13 +34,16 @@ import Testing
         let photo = Self.root + "/" + Self.case0["image"]!.string!
         let expected = Reference.demoDetections(Self.case0["detections"]!["0.25"]!, queries: Self.fine)
         // The default model, then the same model named by --model, and by $LOOKOUT_DEFAULT_MODEL.
-        try Self.expectDetect(["-q", Self.fine.joined(separator: ", ")], photo: photo, case: Self.case0, expected: expected, "default")
         try Self.expectDetect(
-            ["-q", Self.fine.joined(separator: ","), "--model", Self.root + "/Models/demo"], photo: photo, case: Self.case0,
+            ["-q", Self.fine.joined(separator: ", ")], photo: photo, case: Self.case0, expected: expected, "default")
+        try Self.expectDetect(
+            ["-q", Self.fine.joined(separator: ","), "--model", Self.root + "/Models/demo"], photo: photo,
+            case: Self.case0,
             expected: expected, "--model")
         try Self.expectDetect(
             ["-q", Self.fine.joined(separator: ",")], photo: photo, case: Self.case0, expected: expected,
-            "$LOOKOUT_DEFAULT_MODEL", environment: ["LOOKOUT_DEFAULT_MODEL": Self.root + "/Models/demo/lookout-model.json"])
+            "$LOOKOUT_DEFAULT_MODEL",
+            environment: ["LOOKOUT_DEFAULT_MODEL": Self.root + "/Models/demo/lookout-model.json"])
         // --detector and --text-model naming the demo's two files.
         try Self.expectDetect(
             [
@@ -52,11 +55,13 @@ import Testing
     @Test func queriesFileAndConfidence() throws {
         let folder = try CLI.scratch("queries-file")
         defer { CLI.remove(folder) }
-        try (Self.fine.joined(separator: "\n") + "\n").write(toFile: folder + "/queries.txt", atomically: true, encoding: .utf8)
+        try (Self.fine.joined(separator: "\n") + "\n").write(
+            toFile: folder + "/queries.txt", atomically: true, encoding: .utf8)
         let photo = Self.root + "/" + Self.case0["image"]!.string!
         try Self.expectDetect(
             ["--queries-file", folder + "/queries.txt", "--conf", "0.05"], photo: photo, case: Self.case0,
-            expected: Reference.demoDetections(Self.case0["detections"]!["0.05"]!, queries: Self.fine), "--queries-file --conf 0.05")
+            expected: Reference.demoDetections(Self.case0["detections"]!["0.05"]!, queries: Self.fine),
+            "--queries-file --conf 0.05")
     }
 
     @Test(arguments: [
@@ -136,9 +141,11 @@ import Testing
         #expect(result.status == 0, "\(result.stderr)")
         let expected = Reference.demoDetections(Self.case0["detections"]!["0.25"]!, queries: Self.fine)
         let lines = result.stdout.split(separator: "\n").map(String.init)
-        let truth = try JSONDocument(bytes: FileContents.read(Self.root + "/examples/scenes/truth.json")).root["images"]!
+        let truth = try JSONDocument(bytes: FileContents.read(Self.root + "/examples/scenes/truth.json")).root[
+            "images"]!
         let scene = try #require((0..<truth.count).map { truth[$0] }.first { $0["file"]!.string! == "scene-0001.jpg" })
-        #expect(lines.first == "\(photo) (\(scene["width"]!.int!)×\(scene["height"]!.int!)): \(expected.count) detections")
+        #expect(
+            lines.first == "\(photo) (\(scene["width"]!.int!)×\(scene["height"]!.int!)): \(expected.count) detections")
         #expect(lines.count == expected.count + 1)
         for (line, e) in zip(lines.dropFirst(), expected) {
             let fields = line.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
@@ -195,7 +202,8 @@ import Testing
             ("--max-det", "0", "--max-det must be positive"), ("--imgsz", "100", "--imgsz must be a multiple of 32"),
             ("--query-conf", "dog", "--query-conf takes QUERY=VALUE"),
         ] {
-            let bad = try CLI.run(["detect"] + Self.model + [Self.root + "/examples/photos/rocket.jpg", "-q", "x", option, value])
+            let bad = try CLI.run(
+                ["detect"] + Self.model + [Self.root + "/examples/photos/rocket.jpg", "-q", "x", option, value])
             #expect(bad.status != 0 && bad.stderr.contains(message), "\(option) \(value): \(bad.stderr)")
             #expect(bad.stdout.isEmpty)
         }
@@ -203,7 +211,9 @@ import Testing
 
     /// With no model named, the demo model answers, and says so once on stderr.
     @Test func theDemoModelIsTheDefaultAndSaysSo() throws {
-        let result = try CLI.run(["detect", Self.root + "/examples/scenes/scene-0002.jpg", "-q", "pink square, brown ring"])
+        let result = try CLI.run([
+            "detect", Self.root + "/examples/scenes/scene-0002.jpg", "-q", "pink square, brown ring",
+        ])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stderr.components(separatedBy: "using the demo model").count == 2)
         let lines = result.stdout.split(separator: "\n")
@@ -234,7 +244,8 @@ import Testing
 
     /// $LOOKOUT_PROFILE prints each convolution's time on standard error, and changes nothing else.
     @Test func profileEnvironmentVariable() throws {
-        let arguments = ["detect"] + Self.model + [Self.root + "/examples/photos/rocket.jpg", "-q", "rocket", "--conf", "0.05"]
+        let arguments =
+            ["detect"] + Self.model + [Self.root + "/examples/photos/rocket.jpg", "-q", "rocket", "--conf", "0.05"]
         let plain = try CLI.run(arguments)
         let profiled = try CLI.run(arguments, environment: ["LOOKOUT_PROFILE": "1"])
         #expect(plain.status == 0 && profiled.status == 0)

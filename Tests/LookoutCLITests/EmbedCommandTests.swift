@@ -75,7 +75,9 @@ import Testing
         #expect(noModel.status != 0 && noModel.stderr.contains("--text-model PATH or --model DIR"))
         let missing = try CLI.run(["embed", "--text-model", "/nonexistent/ViT-B-32.pt", "dog"])
         #expect(missing.status != 0 && missing.stderr.contains("/nonexistent/ViT-B-32.pt"))
-        let detector = try CLI.run(["embed", "--text-model", CLI.root + "/Tests/Fixtures/weights/yolov8n-worldv2-random.pt", "dog"])
+        let detector = try CLI.run([
+            "embed", "--text-model", CLI.root + "/Tests/Fixtures/weights/yolov8n-worldv2-random.pt", "dog",
+        ])
         #expect(detector.status != 0 && detector.stderr.contains("not a CLIP text encoder"))
         let badLine = try CLI.run(["embed", "--text-model", model, "--jsonl"], input: "\"dog\"\n42\n")
         #expect(badLine.status != 0 && badLine.stderr.contains("line 2"), "\(badLine.stderr)")

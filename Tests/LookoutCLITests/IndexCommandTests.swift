@@ -16,7 +16,8 @@ import Testing
         let folder = try CLI.scratch("index-cli")
         try FileManager.default.createDirectory(atPath: folder + "/photos", withIntermediateDirectories: true)
         for name in names {
-            try FileManager.default.copyItem(atPath: root + "/examples/scenes/" + name, toPath: folder + "/photos/" + name)
+            try FileManager.default.copyItem(
+                atPath: root + "/examples/scenes/" + name, toPath: folder + "/photos/" + name)
         }
         return folder
     }
@@ -35,7 +36,9 @@ import Testing
             let detections = line["detections"]!, reference = result["detections"]!
             #expect(detections.count == reference.count, "\(label) \(names[k])")
             for j in 0..<min(detections.count, reference.count) {
-                #expect(abs(detections[j]["score"]!.number! - reference[j]["score"]!.number!) <= 1e-4, "\(label) \(names[k]) #\(j)")
+                #expect(
+                    abs(detections[j]["score"]!.number! - reference[j]["score"]!.number!) <= 1e-4,
+                    "\(label) \(names[k]) #\(j)")
                 let a = Reference.numbers(detections[j]["box"]!), b = Reference.numbers(reference[j]["box"]!)
                 #expect(zip(a, b).allSatisfy { abs($0 - $1) <= 0.002 }, "\(label) \(names[k]) #\(j): \(a) vs \(b)")
             }
@@ -48,7 +51,9 @@ import Testing
         let db = folder + "/index.sqlite"
         let indexed = try CLI.run(["index", folder + "/photos", "--db", db, "--plain"])
         #expect(indexed.status == 0, "\(indexed.stderr)")
-        #expect(indexed.stderr.contains("\(db): \(Self.photos.count) photos indexed (\(Self.photos.count) computed, 0 reused"))
+        #expect(
+            indexed.stderr.contains(
+                "\(db): \(Self.photos.count) photos indexed (\(Self.photos.count) computed, 0 reused"))
         let searches = Reference.index["searches"]!
         var found = 0
         for s in 0..<searches.count {
@@ -69,7 +74,9 @@ import Testing
         #expect(searches[1]["query"]!.string! == "ring")
         let head = ring.stdout.split(separator: "\n").first.map(String.init) ?? ""
         let count = first["detections"]!.count
-        #expect(head.hasSuffix("\(folder)/photos/\(first["image"]!.string!)  (\(count) box\(count == 1 ? "" : "es"))"), "\(head)")
+        #expect(
+            head.hasSuffix("\(folder)/photos/\(first["image"]!.string!)  (\(count) box\(count == 1 ? "" : "es"))"),
+            "\(head)")
         #expect(abs(Double(head.split(separator: " ")[0])! - first["score"]!.number!) <= 0.0006)
         let nothing = try CLI.run(["search", "dog", "--db", db])
         #expect(nothing.status == 0 && nothing.stdout == "nothing found for \"dog\" above conf 0.1\n")
@@ -82,7 +89,8 @@ import Testing
         #expect(!expected.isEmpty && expected.count < results.count)
         for line in lines {
             let detections = line["detections"]!
-            #expect(detections.count > 0 && (0..<detections.count).allSatisfy { detections[$0]["score"]!.number! > 0.5 })
+            #expect(
+                detections.count > 0 && (0..<detections.count).allSatisfy { detections[$0]["score"]!.number! > 0.5 })
         }
         let html = folder + "/sheet.html"
         let sheet = try CLI.run(["search", "ring", "--db", db, "--html", html])
@@ -103,7 +111,8 @@ import Testing
         #expect(indexed.status == 0, "\(indexed.stderr)")
         #expect(FileManager.default.fileExists(atPath: db))
         #expect(indexed.stderr.contains("\(db): 4 photos indexed (4 computed"))
-        let search = try CLI.run(["search", "shape", "--json", "--conf", "0.0001", "--top", "10"], environment: environment)
+        let search = try CLI.run(
+            ["search", "shape", "--json", "--conf", "0.0001", "--top", "10"], environment: environment)
         #expect(search.status == 0, "\(search.stderr)")
         let lines = try Reference.lines(search.stdout)
         #expect(lines.count == 4)
@@ -113,7 +122,10 @@ import Testing
             let boxes = (0..<line["detections"]!.count).map { Reference.numbers(line["detections"]![$0]["box"]!) }
             #expect(boxes.count == min(2, regions.count))
             for box in boxes {
-                #expect((0..<min(2, regions.count)).contains { k in zip(box, Reference.numbers(regions[k])).allSatisfy { abs($0 - $1) <= 0.002 } })
+                #expect(
+                    (0..<min(2, regions.count)).contains { k in
+                        zip(box, Reference.numbers(regions[k])).allSatisfy { abs($0 - $1) <= 0.002 }
+                    })
             }
         }
         let again = try CLI.run(["index", folder + "/photos", "--plain", "--regions", "2"], environment: environment)
@@ -125,7 +137,8 @@ import Testing
     @Test func failuresAreRecordedAndListed() throws {
         let folder = try Self.scratch(["scene-0001.jpg"])
         defer { CLI.remove(folder) }
-        try FileManager.default.copyItem(atPath: Self.root + "/Tests/Fixtures/image/files/truncated.jpg", toPath: folder + "/photos/broken.jpg")
+        try FileManager.default.copyItem(
+            atPath: Self.root + "/Tests/Fixtures/image/files/truncated.jpg", toPath: folder + "/photos/broken.jpg")
         try "not a photo".write(toFile: folder + "/photos/notes.txt", atomically: true, encoding: .utf8)
         let db = folder + "/index.sqlite"
         let run = try CLI.run(["index", folder + "/photos", "--db", db, "--plain"])
@@ -148,7 +161,9 @@ import Testing
     /// `kill -9` while indexing, once the database holds a few photos (polled, not timed), then a resumed
     /// run completes the index without redoing what was committed.
     @Test func killedMidwayThenResumedGivesACompleteIndex() throws {
-        let names = try FileManager.default.contentsOfDirectory(atPath: Self.root + "/examples/scenes").filter { $0.hasSuffix(".jpg") }
+        let names = try FileManager.default.contentsOfDirectory(atPath: Self.root + "/examples/scenes").filter {
+            $0.hasSuffix(".jpg")
+        }
         let folder = try Self.scratch(names)
         defer { CLI.remove(folder) }
         let home = try CLI.scratch("home")
@@ -178,7 +193,9 @@ import Testing
         #expect(resumed.stderr.contains("\(names.count) photos indexed ("), "\(resumed.stderr)")
         let computed = resumed.stderr.components(separatedBy: "photos indexed (").dropFirst().first
             .flatMap { Int($0.split(separator: " ")[0]) }
-        #expect(computed != nil && computed! <= names.count - atKill, "the resumed run redid committed work: \(resumed.stderr)")
+        #expect(
+            computed != nil && computed! <= names.count - atKill,
+            "the resumed run redid committed work: \(resumed.stderr)")
         #expect(try PhotoIndex(path: db, readOnly: true).integrityCheck() == "ok")
     }
 
@@ -186,7 +203,9 @@ import Testing
         let folder = try CLI.scratch("index-errors")
         defer { CLI.remove(folder) }
         let missing = try CLI.run(["search", "red star", "--db", folder + "/nothing/index.sqlite"])
-        #expect(missing.status != 0 && missing.stderr.contains("no index here") && missing.stderr.contains(folder + "/nothing/index.sqlite"))
+        #expect(
+            missing.status != 0 && missing.stderr.contains("no index here")
+                && missing.stderr.contains(folder + "/nothing/index.sqlite"))
         let empty = try CLI.run(["search", "  ", "--db", folder + "/x.sqlite"])
         #expect(empty.status != 0 && empty.stderr.contains("The query is empty"))
         let top = try CLI.run(["search", "ring", "--db", folder + "/x.sqlite", "--top", "0"])
@@ -203,7 +222,8 @@ import Testing
         #expect(made.status == 0, "\(made.stderr)")
         let other = try CLI.run(
             [
-                "search", "ring", "--db", photos + "/index.sqlite", "--detector", Self.root + "/Tests/Fixtures/weights/yolov8n-worldv2-random.pt",
+                "search", "ring", "--db", photos + "/index.sqlite", "--detector",
+                Self.root + "/Tests/Fixtures/weights/yolov8n-worldv2-random.pt",
                 "--text-model", Self.root + "/Tests/Fixtures/weights/clip-tiny-openai.pt",
             ])
         #expect(other.status != 0 && other.stderr.contains("was indexed with another model"), "\(other.stderr)")

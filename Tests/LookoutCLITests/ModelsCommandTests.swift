@@ -99,7 +99,9 @@ import Testing
 
     /// CRC-32 of the little-endian bytes of `values` as I64 (how the reference describes integer tensors).
     static func crc32Integers(_ values: [Int64]) -> UInt32 {
-        crc32Bytes(values.flatMap { v in (0..<8).map { UInt8(truncatingIfNeeded: UInt64(bitPattern: v) >> (8 * UInt64($0))) } })
+        crc32Bytes(
+            values.flatMap { v in (0..<8).map { UInt8(truncatingIfNeeded: UInt64(bitPattern: v) >> (8 * UInt64($0))) } }
+        )
     }
 
     static func crc32Bytes(_ bytes: [UInt8]) -> UInt32 {
@@ -124,10 +126,14 @@ import Testing
             #expect(convert.status == 0, "\(convert.stderr)")
             let converted = try WeightFile.open(output)
             #expect(converted.format == .safetensors)
-            #expect(converted.names.allSatisfy { converted.tensors[$0]!.dtype == .float32 || converted.tensors[$0]!.dtype == .int64 })
+            #expect(
+                converted.names.allSatisfy {
+                    converted.tensors[$0]!.dtype == .float32 || converted.tensors[$0]!.dtype == .int64
+                })
             Self.expectTensors(converted, equal: expected[file]!["tensors"]!, file)
         }
-        let demo = try JSONDocument(bytes: FileContents.read(CLI.root + "/Tests/Fixtures/demo/expected.json")).root["checkpoint"]!
+        let demo = try JSONDocument(bytes: FileContents.read(CLI.root + "/Tests/Fixtures/demo/expected.json")).root[
+            "checkpoint"]!
         let output = folder + "/demo.safetensors"
         let convert = try CLI.run(
             ["models", "convert", CLI.root + "/Tests/Fixtures/demo/demo-detector.pt", "-o", output, "--keep-half"])

@@ -16,15 +16,18 @@ import Testing
         let (score, box) = Reference.tolerances(
             case: item, width: Int(answer["width"]!.int!), height: Int(answer["height"]!.int!))
         Reference.expectSame(
-            Reference.detections(of: answer), Reference.demoDetections(expected, queries: queries), score: score, box: box,
+            Reference.detections(of: answer), Reference.demoDetections(expected, queries: queries), score: score,
+            box: box,
             name, sourceLocation: sourceLocation)
     }
 
     @Test func answersEachLineAndRethresholds() throws {
-        let input = [
-            Self.fine.joined(separator: ", "), ":conf 0.05", ":conf 0.01", ":agnostic on", ":agnostic off", ":iou 0.1",
-            ":iou 0.7", ":max-det 3", ":bogus", ":conf 7", " , ", ":quit", "never reached",
-        ].joined(separator: "\n") + "\n"
+        let input =
+            [
+                Self.fine.joined(separator: ", "), ":conf 0.05", ":conf 0.01", ":agnostic on", ":agnostic off",
+                ":iou 0.1",
+                ":iou 0.7", ":max-det 3", ":bogus", ":conf 7", " , ", ":quit", "never reached",
+            ].joined(separator: "\n") + "\n"
         let result = try CLI.run(["query", CLI.root + "/" + Self.case0["image"]!.string!, "--json"], input: input)
         #expect(result.status == 0, "\(result.stderr)")
         let answers = try Reference.lines(result.stdout)
@@ -49,7 +52,8 @@ import Testing
     @Test func featureMemoryAndDiskCache() throws {
         let cache = try CLI.scratch("feature-cache")
         defer { CLI.remove(cache) }
-        let cases = [Reference.demo["cases"]![1], Reference.demo["cases"]![3]]  // "mixed" at 640: scene-0005, gray scene-0003
+        // The "mixed" cases at 640: scene-0005 and the grayscale scene-0003.
+        let cases = [Reference.demo["cases"]![1], Reference.demo["cases"]![3]]
         let mixed = Reference.demoQueries("mixed")
         let photos = cases.map { CLI.root + "/" + $0["image"]!.string! }
         let input = mixed.joined(separator: ",") + "\n:conf 0.05\n" + mixed.joined(separator: ",") + "\n"
@@ -77,7 +81,10 @@ import Testing
 
     @Test func unreadablePhotosAreSkippedOrFatalWhenAllAre() throws {
         let one = try CLI.run(
-            ["query", CLI.root + "/Tests/Fixtures/image/files/truncated.jpg", CLI.root + "/" + Self.case0["image"]!.string!, "--json"],
+            [
+                "query", CLI.root + "/Tests/Fixtures/image/files/truncated.jpg",
+                CLI.root + "/" + Self.case0["image"]!.string!, "--json",
+            ],
             input: Self.fine.joined(separator: ",") + "\n")
         #expect(one.status == 0 && one.stderr.contains("truncated.jpg"), "\(one.stderr)")
         #expect(try Reference.lines(one.stdout).count == 1)

@@ -14,7 +14,8 @@ enum Reference {
     }
 
     static let demo = try! JSONDocument(bytes: FileContents.read(CLI.root + "/Tests/Fixtures/demo/expected.json")).root
-    static let index = try! JSONDocument(bytes: FileContents.read(CLI.root + "/Tests/Fixtures/index/expected.json")).root
+    static let index = try! JSONDocument(bytes: FileContents.read(CLI.root + "/Tests/Fixtures/index/expected.json"))
+        .root
 
     static func strings(_ node: JSONNode) -> [String] { (0..<node.count).map { node[$0].string! } }
     static func numbers(_ node: JSONNode) -> [Double] { (0..<node.count).map { node[$0].number! } }
@@ -56,7 +57,8 @@ enum Reference {
     ) {
         #expect(!expected.isEmpty, "\(name): empty reference", sourceLocation: sourceLocation)
         #expect(
-            actual.count == expected.count, "\(name): \(actual.count) vs \(expected.count) detections\n\(actual)\n\(expected)",
+            actual.count == expected.count,
+            "\(name): \(actual.count) vs \(expected.count) detections\n\(actual)\n\(expected)",
             sourceLocation: sourceLocation)
         var start = 0
         while start < min(actual.count, expected.count) {

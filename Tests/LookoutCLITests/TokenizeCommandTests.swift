@@ -86,7 +86,9 @@ import Testing
         #expect(wrong.status != 0 && wrong.stderr.contains(folder + "/nothing.json"))
 
         func cached(_ directory: String) -> [String] {
-            ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { $0.hasPrefix("clip-vocab-") }
+            ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter {
+                $0.hasPrefix("clip-vocab-")
+            }
         }
         let explicit = folder + "/explicit-cache"
         _ = try CLI.run(["tokenize", "dog"], environment: ["LOOKOUT_CACHE_DIR": explicit])

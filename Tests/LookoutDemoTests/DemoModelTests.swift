@@ -22,7 +22,8 @@ import Testing
         let network = try! YOLOWorldNetwork(weights: WeightFile.open(manifest.detector.path))
         let tokenizer = try! CLIPTokenizer(vocabularyFile: root + "/Vocab/clip_vocab.json")
         let encoder = try! CLIPTextEncoder(contentsOf: manifest.textEncoder.path)
-        let embedder = try! TextEmbedder(tokenizer: tokenizer, encoder: encoder, cache: TextEmbeddingCache(directory: nil))
+        let embedder = try! TextEmbedder(
+            tokenizer: tokenizer, encoder: encoder, cache: TextEmbeddingCache(directory: nil))
         return try! Engine(network: network, embedder: embedder)
     }()
 
@@ -57,7 +58,9 @@ import Testing
     static func detections(_ node: JSONNode) -> [(box: [Float], score: Float, query: Int)] {
         (0..<node.count).map { k in
             let e = node[k]
-            return ((0..<4).map { Float(e["box"]![$0].number!) }, Float(e["score"]!.number!), Int(e["query_index"]!.int!))
+            return (
+                (0..<4).map { Float(e["box"]![$0].number!) }, Float(e["score"]!.number!), Int(e["query_index"]!.int!)
+            )
         }
     }
 
@@ -71,7 +74,9 @@ import Testing
         var start = 0
         while start < min(actual.count, expected.count) {
             var end = start + 1
-            while end < expected.count && abs(expected[end].score - expected[start].score) <= scoreTolerance { end += 1 }
+            while end < expected.count && abs(expected[end].score - expected[start].score) <= scoreTolerance {
+                end += 1
+            }
             var unmatched = Array(actual[start..<min(end, actual.count)])
             for e in expected[start..<end] {
                 let match = unmatched.firstIndex { a in
@@ -88,9 +93,11 @@ import Testing
     /// Tolerances of a case: ten times the reference's own float32 error; boxes in the photo's pixels.
     static func tolerances(_ item: JSONNode, prepared: PreparedImage) -> (score: Float, box: Float) {
         let gain = min(
-            Float(prepared.letterbox.height) / Float(prepared.height), Float(prepared.letterbox.width) / Float(prepared.width))
+            Float(prepared.letterbox.height) / Float(prepared.height),
+            Float(prepared.letterbox.width) / Float(prepared.width))
         return (
-            10 * Float(item["reference_error_scores"]!.number!), 10 * Float(item["reference_error_boxes"]!.number!) / gain
+            10 * Float(item["reference_error_scores"]!.number!),
+            10 * Float(item["reference_error_boxes"]!.number!) / gain
         )
     }
 
@@ -140,7 +147,8 @@ import Testing
             let expected = Self.detections(item["options"]![name]!)
             counts.append(expected.count)
             let result = Self.engine.detect(prepared, queries: queries, options: options)
-            Self.expectSame(result.detections, expected, scoreTolerance: scoreTolerance, boxTolerance: boxTolerance, name)
+            Self.expectSame(
+                result.detections, expected, scoreTolerance: scoreTolerance, boxTolerance: boxTolerance, name)
         }
         #expect(Set(counts).count == 4, "each option changes the reference: \(counts)")
     }
@@ -175,7 +183,9 @@ import Testing
 @Suite struct EvaluationTests {
     @Test func averagePrecisionOfAHandWorkedCase() {
         var evaluation = DetectionEvaluation(iouThreshold: 0.5)
-        let truth: [DetectionEvaluation.Truth] = [.init(label: "a", box: [0, 0, 10, 10]), .init(label: "a", box: [20, 20, 30, 30])]
+        let truth: [DetectionEvaluation.Truth] = [
+            .init(label: "a", box: [0, 0, 10, 10]), .init(label: "a", box: [20, 20, 30, 30]),
+        ]
         evaluation.add(
             predictions: [
                 .init(label: "a", score: 0.9, box: [0, 0, 10, 10]),  // TP

@@ -12,7 +12,9 @@ import Testing
         var pixels: [UInt8] = []
         for y in 0..<height {
             for x in 0..<width {
-                pixels += [UInt8((x * 255) / max(1, width - 1)), UInt8((y * 255) / max(1, height - 1)), UInt8((x + y) % 256)]
+                pixels += [
+                    UInt8((x * 255) / max(1, width - 1)), UInt8((y * 255) / max(1, height - 1)), UInt8((x + y) % 256),
+                ]
             }
         }
         return Image(width: width, height: height, pixels: pixels)
@@ -38,7 +40,9 @@ import Testing
         let back = try ImageFile.read(path)
         #expect(back.width == 64 && back.height == 48)
         let error = zip(back.pixels, image.pixels).reduce(0) { $0 + abs(Int($1.0) - Int($1.1)) }
-        #expect(Double(error) / Double(image.pixels.count) < 4, "mean |error| \(Double(error) / Double(image.pixels.count))")
+        #expect(
+            Double(error) / Double(image.pixels.count) < 4, "mean |error| \(Double(error) / Double(image.pixels.count))"
+        )
     }
 
     @Test func unsupportedOrUnwritableOutputIsAnError() {
@@ -49,7 +53,9 @@ import Testing
 
     @Test func boxesAndLabelsChangeOnlyTheirSurroundings() {
         let image = Image(width: 200, height: 150, filledWith: 40)
-        let annotated = image.annotated(with: [BoxAnnotation(box: [50, 60, 120, 130], label: "red star 0.91", colorIndex: 0)])
+        let annotated = image.annotated(with: [
+            BoxAnnotation(box: [50, 60, 120, 130], label: "red star 0.91", colorIndex: 0)
+        ])
         var changed = 0
         for y in 0..<150 {
             for x in 0..<200 {
@@ -73,7 +79,8 @@ import Testing
     @Test func boxesOutsideTheImageAreClampedNotFatal() {
         let image = Image(width: 30, height: 20, filledWith: 0)
         let annotated = image.annotated(with: [
-            BoxAnnotation(box: [-50, -50, 500, 500], label: "huge ✓ label that is longer than the image", colorIndex: 7),
+            BoxAnnotation(
+                box: [-50, -50, 500, 500], label: "huge ✓ label that is longer than the image", colorIndex: 7),
             BoxAnnotation(box: [.nan, 0, 1, 1], label: "nan", colorIndex: -3),
         ])
         #expect(annotated.width == 30 && annotated.pixels != image.pixels)

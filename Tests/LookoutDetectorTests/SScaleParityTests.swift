@@ -12,13 +12,17 @@ import Testing
 /// build users run. `LOOKOUT_S_PARITY_DIR` points it at freshly generated fixtures.
 @Suite struct SScaleParityTests {
     static let directory =
-        ProcessInfo.processInfo.environment["LOOKOUT_S_PARITY_DIR"] ?? NetworkParityTests.root + "/Tests/Fixtures/s-scale"
+        ProcessInfo.processInfo.environment["LOOKOUT_S_PARITY_DIR"] ?? NetworkParityTests.root
+        + "/Tests/Fixtures/s-scale"
     static let network = try! YOLOWorldNetwork(weights: WeightFile.open(directory + "/yolov8s-worldv2-random.pt"))
 
     @Test func theModelIsTheSScale() {
         // s: width multiple 0.5, so the stem has 32 output channels (n: 16).
         #expect(Self.network.embeddingSize == 512)
-        #expect(Self.network.backbone(FeatureMap(channels: 3, height: 64, width: 64, data: [Float](repeating: 0.5, count: 3 * 64 * 64)))[0].channels == 128)
+        #expect(
+            Self.network.backbone(
+                FeatureMap(channels: 3, height: 64, width: 64, data: [Float](repeating: 0.5, count: 3 * 64 * 64)))[0]
+                .channels == 128)
     }
 
     @Test(arguments: ["s-astronaut-320", "s-rocket-416-queries", "s-chelsea-352-queries"])

@@ -21,7 +21,8 @@ import Testing
 
     /// The fixture's reference detections: each threshold in its `confidences` (each with at least one
     /// detection), then class-agnostic NMS and the max-det cap, with the options ultralytics ran them with.
-    static func cases(_ file: WeightFile) throws -> [(name: String, options: SuppressionOptions, expected: [Detection])] {
+    static func cases(_ file: WeightFile) throws -> [(name: String, options: SuppressionOptions, expected: [Detection])]
+    {
         let confidences = try #require(file.metadata["confidences"]).split(separator: ",").map { Float(String($0))! }
         #expect(confidences.count == 2)
         var result: [(String, SuppressionOptions, [Detection])] = []
@@ -42,7 +43,9 @@ import Testing
         return result
     }
 
-    static func run(_ output: [Float], classes: Int, options: SuppressionOptions, file: WeightFile) throws -> [Detection] {
+    static func run(
+        _ output: [Float], classes: Int, options: SuppressionOptions, file: WeightFile
+    ) throws -> [Detection] {
         let input = try file.view("input")
         let original = try file.view("original_shape").integers()
         let kept = NonMaxSuppression.run(output, classes: classes, options: options)
@@ -96,7 +99,9 @@ import Testing
         var start = 0
         while start < min(actual.count, expected.count) {
             var end = start + 1
-            while end < expected.count && abs(expected[end].score - expected[start].score) <= scoreTolerance { end += 1 }
+            while end < expected.count && abs(expected[end].score - expected[start].score) <= scoreTolerance {
+                end += 1
+            }
             var unmatched = Array(actual[start..<min(end, actual.count)])
             for e in expected[start..<end] {
                 let match = unmatched.firstIndex { a in

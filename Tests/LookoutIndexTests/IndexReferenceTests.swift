@@ -58,12 +58,16 @@ import Testing
                 #expect(Int(region.level) == Int(levels[k].int!), "\(name) region \(k)")
                 #expect(abs(Double(region.vocabularyScore) - scores[k].number!) <= 1e-4, "\(name) region \(k)")
                 let box = Self.floats(boxes[k])
-                #expect(zip(region.box, box).allSatisfy { abs($0 - $1) <= 0.002 }, "\(name) region \(k): \(region.box) vs \(box)")
+                #expect(
+                    zip(region.box, box).allSatisfy { abs($0 - $1) <= 0.002 },
+                    "\(name) region \(k): \(region.box) vs \(box)")
                 let embedding = region.embedding.map { Float(Float16(bitPattern: $0)) }
                 #expect(embedding.count == size)
                 let reference = Array(vectors[(k * size)..<((k + 1) * size)])
                 let off = zip(embedding, reference).filter { abs($0 - $1) > Self.halfStep($1) + embeddingTolerance }
-                #expect(off.isEmpty, "\(name) region \(k): \(off.count) embedding values beyond one F16 step and the tolerance: \(off)")
+                #expect(
+                    off.isEmpty,
+                    "\(name) region \(k): \(off.count) embedding values beyond one F16 step and the tolerance: \(off)")
                 regionsCompared += 1
             }
         }
@@ -78,11 +82,14 @@ import Testing
         var compared = 0
         for name in Self.photos.prefix(4) {
             let path = PhotoIndexTests.root + "/examples/scenes/" + name
-            let regions = extractor.regions(of: try ImageFile.decode(try FileContents.read(path), name: path), name: path)
+            let regions = extractor.regions(
+                of: try ImageFile.decode(try FileContents.read(path), name: path), name: path)
             let reference = Self.expected["regions"]![name]!
             #expect(regions.count == min(3, reference["levels"]!.count))
             for (k, region) in regions.enumerated() {
-                #expect(abs(Double(region.vocabularyScore) - reference["scores"]![k].number!) <= 1e-4, "\(name) region \(k)")
+                #expect(
+                    abs(Double(region.vocabularyScore) - reference["scores"]![k].number!) <= 1e-4, "\(name) region \(k)"
+                )
                 let box = Self.floats(reference["boxes"]![k])
                 #expect(zip(region.box, box).allSatisfy { abs($0 - $1) <= 0.002 }, "\(name) region \(k)")
                 compared += 1
@@ -97,7 +104,8 @@ import Testing
         try FileContents.makeDirectories(folder + "/photos")
         for name in Self.photos {
             try FileContents.writeAtomically(
-                try FileContents.read(PhotoIndexTests.root + "/examples/scenes/" + name), to: folder + "/photos/" + name)
+                try FileContents.read(PhotoIndexTests.root + "/examples/scenes/" + name), to: folder + "/photos/" + name
+            )
         }
         let index = try PhotoIndex(path: folder + "/index.sqlite")
         let summary = try PhotoIndexTests.update(index, folder)
@@ -122,7 +130,9 @@ import Testing
                 let detections = result["detections"]!
                 #expect(hit.detections.count == detections.count, "\(query) \(names[k])")
                 for (j, detection) in hit.detections.enumerated() where j < detections.count {
-                    #expect(abs(Double(detection.score) - detections[j]["score"]!.number!) <= 1e-4, "\(query) \(names[k]) #\(j)")
+                    #expect(
+                        abs(Double(detection.score) - detections[j]["score"]!.number!) <= 1e-4,
+                        "\(query) \(names[k]) #\(j)")
                     let box = Self.floats(detections[j]["box"]!)
                     #expect(zip(detection.box, box).allSatisfy { abs($0 - $1) <= 0.002 }, "\(query) \(names[k]) #\(j)")
                 }

@@ -33,13 +33,15 @@ import Testing
         let network = try! YOLOWorldNetwork(weights: weights)
         let tokenizer = try! CLIPTokenizer(vocabularyFile: root + "/Vocab/clip_vocab.json")
         let encoder = try! CLIPTextEncoder(contentsOf: manifest.textEncoder.path)
-        let embedder = try! TextEmbedder(tokenizer: tokenizer, encoder: encoder, cache: TextEmbeddingCache(directory: nil))
+        let embedder = try! TextEmbedder(
+            tokenizer: tokenizer, encoder: encoder, cache: TextEmbeddingCache(directory: nil))
         let engine = try! Engine(network: network, embedder: embedder)
         let model = IndexModel(
             detectorFingerprint: weights.fingerprint(), textEncoderFingerprint: encoder.fingerprint,
             vocabulary: "built-in", imageSize: 640, maximumRegions: 32, embeddingSize: 512,
             scoreParameters: network.scoreParameters)
-        return Loaded(engine: engine, model: model, extractor: RegionExtractor(engine: engine, vocabulary: network.builtinText!))
+        return Loaded(
+            engine: engine, model: model, extractor: RegionExtractor(engine: engine, vocabulary: network.builtinText!))
     }()
 
     static let truth = try! SceneTruth(contentsOf: root + "/examples/scenes/truth.json")
@@ -57,7 +59,8 @@ import Testing
     }
 
     static func update(_ index: PhotoIndex, _ folder: String) throws -> PhotoIndex.Summary {
-        try index.update(root: folder + "/photos", model: loaded.model, regions: { loaded.extractor.regions(of: $0, name: $1) })
+        try index.update(
+            root: folder + "/photos", model: loaded.model, regions: { loaded.extractor.regions(of: $0, name: $1) })
     }
 
     static func remove(_ folder: String) {
@@ -75,7 +78,10 @@ import Testing
         var total = 0
         let labels = Set(Self.truth.scenes.flatMap { $0.objects.map(\.label) }).sorted()
         for label in labels {
-            let holding = Set(Self.truth.scenes.filter { $0.objects.contains { $0.label == label } }.map { String($0.file.split(separator: "/").last!) })
+            let holding = Set(
+                Self.truth.scenes.filter { $0.objects.contains { $0.label == label } }.map {
+                    String($0.file.split(separator: "/").last!)
+                })
             let k = min(5, holding.count)
             let text = Self.loaded.engine.embedder!.embed([label]).embeddings[0]
             let results = try index.search(text: text, confidence: 0.01, top: k)
@@ -104,7 +110,8 @@ import Testing
         var times = [timespec(tv_sec: 1_000_000, tv_nsec: 0), timespec(tv_sec: 1_000_000, tv_nsec: 0)]
         #expect(utimensat(AT_FDCWD, photos + "scene-0000.jpg", &times, 0) == 0)
         #expect(rename(photos + "scene-0002.jpg", photos + "renamed.jpg") == 0)
-        try FileContents.writeAtomically(try FileContents.read(photos + "nested/scene-0001.jpg"), to: photos + "copy.jpg")
+        try FileContents.writeAtomically(
+            try FileContents.read(photos + "nested/scene-0001.jpg"), to: photos + "copy.jpg")
         // A changed photo, an unreadable one, and a file that is not a photo.
         try FileContents.writeAtomically(
             try FileContents.read(Self.root + "/examples/scenes/scene-0010.jpg"), to: photos + "nested/scene-0003.jpg")
@@ -140,7 +147,10 @@ import Testing
     }
 
     @Test func badPlacesAreClearErrors() throws {
-        func expectError(_ fragment: String, path: String, _ body: () throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) {
+        func expectError(
+            _ fragment: String, path: String, _ body: () throws -> Void,
+            sourceLocation: SourceLocation = #_sourceLocation
+        ) {
             do {
                 try body()
                 Issue.record("expected an error containing \(fragment)", sourceLocation: sourceLocation)
@@ -164,7 +174,8 @@ import Testing
         expectError("not a folder", path: folder + "/file.jpg") {
             _ = try index.update(root: folder + "/file.jpg", model: Self.loaded.model, regions: { _, _ in [] })
         }
-        try FileContents.writeAtomically(Array("not a database, just text that is long enough".utf8), to: folder + "/bad.sqlite")
+        try FileContents.writeAtomically(
+            Array("not a database, just text that is long enough".utf8), to: folder + "/bad.sqlite")
         expectError("not a database", path: folder + "/bad.sqlite") { _ = try PhotoIndex(path: folder + "/bad.sqlite") }
     }
 
@@ -182,7 +193,8 @@ import Testing
         let text = network.builtinText!
         var best: Float = 0
         for k in 0..<network.builtinClassCount {
-            let scorer = RegionScorer(text: Array(text[(k * 512)..<((k + 1) * 512)]), parameters: network.scoreParameters)
+            let scorer = RegionScorer(
+                text: Array(text[(k * 512)..<((k + 1) * 512)]), parameters: network.scoreParameters)
             best = max(best, scorer.score(regions[0]))
         }
         #expect(abs(best - regions[0].vocabularyScore) < 2e-3, "\(best) vs \(regions[0].vocabularyScore)")

@@ -67,7 +67,9 @@ import Testing
         #expect(Self.prompts.count >= 200)
         let expected = Self.rows(try Self.expected.view(file))
         let (maxError, minCosine) = Self.compare(encoder: encoder, prompts: Self.prompts, expected: expected)
-        print("\(file): max |error| \(maxError) (≤ \(Self.tolerance)), min cosine \(minCosine) over \(Self.prompts.count) prompts")
+        print(
+            "\(file): max |error| \(maxError) (≤ \(Self.tolerance)), min cosine \(minCosine) over \(Self.prompts.count) prompts"
+        )
         #expect(maxError <= Self.tolerance)
         #expect(minCosine >= 0.99999)
         let (singleError, singleCosine) = Self.compare(

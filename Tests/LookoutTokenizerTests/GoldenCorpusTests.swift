@@ -51,7 +51,8 @@ import Testing
         #expect(mismatches.isEmpty, "\(mismatches.count) differ:\n\(mismatches.prefix(20).joined(separator: "\n"))")
         // The cost of the omission, measured: Lookout equals the full reference exactly where the repair
         // leaves the ids alone, and nowhere else.
-        let unaffected = records.filter { Fixtures.ids($0["ids"]) == Fixtures.ids($0["ids_without_mojibake_repair"]) }.count
+        let unaffected = records.filter { Fixtures.ids($0["ids"]) == Fixtures.ids($0["ids_without_mojibake_repair"]) }
+            .count
         print("mojibake sample: \(matchingRepaired) of \(records.count) match the reference with ftfy's repair")
         #expect(matchingRepaired == unaffected)
         #expect(unaffected < records.count, "the sample holds strings the repair changes")
