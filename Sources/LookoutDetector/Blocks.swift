@@ -7,7 +7,7 @@ struct Bottleneck: Sendable {
     let cv2: Convolution
     let shortcut: Bool
 
-    init(_ prefix: String, shortcut: Bool, in file: WeightFile) throws(WeightsError) {
+    init(_ prefix: String, shortcut: Bool, in file: WeightBinding) throws(WeightsError) {
         cv1 = try Convolution(conv: prefix + ".cv1", stride: 1, in: file)
         cv2 = try Convolution(conv: prefix + ".cv2", stride: 1, in: file)
         self.shortcut = shortcut && cv1.inputs == cv2.outputs
@@ -20,9 +20,9 @@ struct Bottleneck: Sendable {
 }
 
 /// Counts `prefix.m.0.`, `prefix.m.1.`, … in the file.
-func repeatCount(_ prefix: String, in file: WeightFile) -> Int {
+func repeatCount(_ prefix: String, in file: WeightBinding) -> Int {
     var count = 0
-    while file.tensors["\(prefix).m.\(count).cv1.conv.weight"] != nil { count += 1 }
+    while file.has("\(prefix).m.\(count).cv1.conv.weight") { count += 1 }
     return count
 }
 
@@ -35,7 +35,7 @@ struct C2f: Sendable {
     let attention: MaxSigmoidAttention?
     let cv2: Convolution
 
-    init(_ prefix: String, shortcut: Bool, attention: Bool, in file: WeightFile) throws(WeightsError) {
+    init(_ prefix: String, shortcut: Bool, attention: Bool, in file: WeightBinding) throws(WeightsError) {
         cv1 = try Convolution(conv: prefix + ".cv1", stride: 1, in: file)
         var blocks: [Bottleneck] = []
         for index in 0..<repeatCount(prefix, in: file) {
@@ -64,7 +64,7 @@ struct SPPF: Sendable {
     let cv1: Convolution
     let cv2: Convolution
 
-    init(_ prefix: String, in file: WeightFile) throws(WeightsError) {
+    init(_ prefix: String, in file: WeightBinding) throws(WeightsError) {
         cv1 = try Convolution(conv: prefix + ".cv1", stride: 1, in: file)
         cv2 = try Convolution(conv: prefix + ".cv2", stride: 1, in: file)
     }
@@ -91,7 +91,7 @@ struct MaxSigmoidAttention: Sendable {
     let channels: Int
     let guideChannels: Int
 
-    init(_ prefix: String, in file: WeightFile) throws(WeightsError) {
+    init(_ prefix: String, in file: WeightBinding) throws(WeightsError) {
         let gl = try file.view(prefix + ".gl.weight")
         guard gl.shape.count == 2 else {
             throw WeightsError(path: file.path, problem: "tensor \(prefix).gl.weight has shape \(gl.shape)")
@@ -106,7 +106,7 @@ struct MaxSigmoidAttention: Sendable {
             throw WeightsError(
                 path: file.path, problem: "tensor \(prefix).bias: \(heads) heads do not divide \(channels) channels")
         }
-        guard file.tensors[prefix + ".ec.conv.weight"] == nil else {
+        guard !file.has(prefix + ".ec.conv.weight") else {
             throw WeightsError(
                 path: file.path, problem: "\(prefix).ec (an embedding conv) is not supported: YOLO-World v2 has none")
         }

@@ -14,7 +14,7 @@ struct BatchNormStatistics {
     let variance: [Float]
     let epsilon: Float
 
-    init(_ prefix: String, channels: Int, in file: WeightFile) throws(WeightsError) {
+    init(_ prefix: String, channels: Int, in file: WeightBinding) throws(WeightsError) {
         gamma = try file.floats(prefix + ".weight", shape: [channels])
         beta = try file.floats(prefix + ".bias", shape: [channels])
         mean = try file.floats(prefix + ".running_mean", shape: [channels])
@@ -37,7 +37,7 @@ struct Convolution: Sendable {
     /// ultralytics `Conv` named `prefix` (`prefix.conv.weight`, `prefix.bn.*`), with BatchNorm folded as
     /// `torch.nn.utils.fusion.fuse_conv_bn_weights` does (ultralytics 8.4.190): `rs = 1/√(var + eps)`,
     /// `W' = W·(γ·rs)`, `b' = ((0 − μ)·rs)·γ + β`.
-    init(conv prefix: String, stride: Int, activation: Bool = true, in file: WeightFile) throws(WeightsError) {
+    init(conv prefix: String, stride: Int, activation: Bool = true, in file: WeightBinding) throws(WeightsError) {
         let view = try file.view(prefix + ".conv.weight")
         guard view.shape.count == 4, view.shape[2] == view.shape[3] else {
             throw WeightsError(
@@ -61,7 +61,7 @@ struct Convolution: Sendable {
     }
 
     /// A plain `nn.Conv2d` with bias named `prefix` (`.weight`, `.bias`), no activation.
-    init(plain prefix: String, in file: WeightFile) throws(WeightsError) {
+    init(plain prefix: String, in file: WeightBinding) throws(WeightsError) {
         let view = try file.view(prefix + ".weight")
         guard view.shape.count == 4 else {
             throw WeightsError(

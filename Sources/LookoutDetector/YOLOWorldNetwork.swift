@@ -28,8 +28,12 @@ public final class YOLOWorldNetwork: Sendable {
     let down16: Convolution, down19: Convolution
     let detectHead: WorldDetectHead
 
-    public init(weights file: WeightFile) throws(WeightsError) {
-        guard file.tensors["model.0.conv.weight"] != nil, ModelSummary.headIndex(file.tensors) == 22 else {
+    /// Binds the network to `weights` strictly: every tensor it takes has the shape the layers around it
+    /// imply (a file whose layers do not fit together is an error naming them, never a read out of bounds),
+    /// and a tensor it does not take is an error too (BatchNorm's `num_batches_tracked` aside).
+    public init(weights: WeightFile) throws(WeightsError) {
+        let file = WeightBinding(weights)
+        guard file.has("model.0.conv.weight"), ModelSummary.headIndex(weights.tensors) == 22 else {
             throw WeightsError(
                 path: file.path,
                 problem:
@@ -58,7 +62,13 @@ public final class YOLOWorldNetwork: Sendable {
                     "the neck's text size (model.12.attn.gl) differs from the head's embedding size \(embeddingSize)")
         }
         if let stride = file.attributes["model.22.stride"], stride.count == 3 {
-            strides = stride.floats().map { Int($0) }
+            let values = stride.floats()
+            guard values.allSatisfy({ $0.isFinite && $0 >= 1 && $0 <= 1024 && $0.rounded() == $0 }) else {
+                throw WeightsError(
+                    path: file.path,
+                    problem: "model.22.stride holds \(values): expected three whole numbers from 1 to 1024")
+            }
+            strides = values.map { Int($0) }
         } else {
             strides = [8, 16, 32]
         }
@@ -69,6 +79,9 @@ public final class YOLOWorldNetwork: Sendable {
             builtinText = nil
             builtinClassCount = 0
         }
+        try checkConnections(path: file.path)
+        try file.requireEverythingTaken(
+            ignoring: { $0.hasSuffix(".num_batches_tracked") }, model: "YOLO-World v2 detector")
     }
 
     /// Layers 0–9. Returns the maps the rest of the network reads: P3 (layer 4), P4 (layer 6), P5 (layer 9).
@@ -154,10 +167,10 @@ struct WorldDetectHead: Sendable {
     let embeddingSize: Int
     let bins: Int
 
-    init(_ prefix: String, in file: WeightFile) throws(WeightsError) {
+    init(_ prefix: String, in file: WeightBinding) throws(WeightsError) {
         var levels: [Level] = []
         var index = 0
-        while file.tensors["\(prefix).cv2.\(index).0.conv.weight"] != nil {
+        while file.has("\(prefix).cv2.\(index).0.conv.weight") {
             let p2 = "\(prefix).cv2.\(index)", p3 = "\(prefix).cv3.\(index)", p4 = "\(prefix).cv4.\(index)"
             let box = [
                 try Convolution(conv: p2 + ".0", stride: 1, in: file),

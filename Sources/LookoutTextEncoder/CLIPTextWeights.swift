@@ -96,11 +96,12 @@ struct CLIPTextWeights: Sendable {
     /// width × embedding, multiplied on the right.
     let projection: [Float]
 
-    init(_ file: WeightFile) throws(WeightsError) {
+    init(_ weights: WeightFile) throws(WeightsError) {
+        let file = WeightBinding(weights)
         let layout: CLIPTextConfiguration.Layout
-        if file.tensors["ln_final.weight"] != nil {
+        if file.has("ln_final.weight") {
             layout = .openAI
-        } else if file.tensors["text_model.final_layer_norm.weight"] != nil {
+        } else if file.has("text_model.final_layer_norm.weight") {
             layout = .huggingFace
         } else {
             throw WeightsError(
@@ -128,7 +129,7 @@ struct CLIPTextWeights: Sendable {
         let embedding = hf ? projectionView.shape[0] : projectionView.shape[1]
         let layerPrefix = hf ? "text_model.encoder.layers." : "transformer.resblocks."
         var layerCount = 0
-        while file.tensors.keys.contains(where: { $0.hasPrefix("\(layerPrefix)\(layerCount).") }) { layerCount += 1 }
+        while weights.tensors.keys.contains(where: { $0.hasPrefix("\(layerPrefix)\(layerCount).") }) { layerCount += 1 }
         guard layerCount > 0 else { throw WeightsError(path: file.path, problem: "no \(layerPrefix)0.* tensors") }
 
         configuration = CLIPTextConfiguration(
@@ -195,5 +196,14 @@ struct CLIPTextWeights: Sendable {
                     projection: try linear(p + (hf ? "mlp.fc2" : "mlp.c_proj"), inputs: 4 * width, outputs: width)))
         }
         self.layers = layers
+        // The rest of a full CLIP file (the image tower, the logit scale, OpenAI's size buffers) is not the
+        // text encoder's; anything else is a tensor this encoder does not understand.
+        let otherTowers =
+            hf
+            ? ["vision_model.", "visual_projection.", "logit_scale", "text_model.embeddings.position_ids"]
+            : ["visual.", "logit_scale", "input_resolution", "context_length", "vocab_size"]
+        try file.requireEverythingTaken(
+            ignoring: { name in otherTowers.contains { name == $0 || ($0.hasSuffix(".") && name.hasPrefix($0)) } },
+            model: "CLIP text encoder")
     }
 }

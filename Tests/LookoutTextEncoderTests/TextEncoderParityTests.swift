@@ -110,7 +110,9 @@ import Testing
     static let source = try! WeightFile.open(
         TextEncoderParityTests.root + "/Tests/Fixtures/weights/clip-tiny-hf.safetensors")
 
-    func rewrite(dropping dropped: String? = nil, reshaping reshaped: String? = nil) throws -> String {
+    func rewrite(
+        dropping dropped: String? = nil, reshaping reshaped: String? = nil, adding added: [String] = []
+    ) throws -> String {
         var entries: [(name: String, shape: [Int], values: TensorValues)] = []
         for name in Self.source.names where name != dropped {
             let view = Self.source.tensors[name]!
@@ -123,6 +125,7 @@ import Testing
             }
             entries.append((name, shape, .float32(values)))
         }
+        for name in added { entries.append((name, [1], .float32([0]))) }
         let path = NSTemporaryDirectory() + "lookout-text-\(UUID().uuidString).safetensors"
         try SafeTensors.write(entries, metadata: [:], to: path)
         return path
@@ -146,6 +149,24 @@ import Testing
         } throws: { error in
             "\(error)".contains(
                 "text_model.encoder.layers.0.self_attn.k_proj.weight has shape [64, 63], expected [64, 64]")
+        }
+    }
+
+    /// The other tower of a full CLIP file is not the text encoder's and is left alone; any other tensor is
+    /// one the encoder does not understand.
+    @Test func unknownTensorsAreNamedAndTheImageTowerIsLeftAlone() throws {
+        let full = try rewrite(adding: [
+            "vision_model.embeddings.patch_embedding.weight", "logit_scale", "visual_projection.weight",
+        ])
+        defer { try? FileManager.default.removeItem(atPath: full) }
+        _ = try CLIPTextEncoder(contentsOf: full)
+        let odd = try rewrite(adding: ["text_model.encoder.layers.0.extra.weight"])
+        defer { try? FileManager.default.removeItem(atPath: odd) }
+        #expect {
+            try CLIPTextEncoder(contentsOf: odd)
+        } throws: { error in
+            "\(error)"
+                == "\(odd): 1 tensor that a CLIP text encoder does not use: text_model.encoder.layers.0.extra.weight"
         }
     }
 

@@ -1,0 +1,136 @@
+import Foundation
+import LookoutDetector
+import LookoutWeights
+import Testing
+
+/// Weight files whose layers do not fit together, or that hold tensors the detector does not take, are
+/// errors naming the file and the layer, never a read out of bounds or a trap. Includes a seeded fuzz of
+/// model construction: shapes changed consistently within a layer (weights and their BatchNorm), so that
+/// only the checks between layers can catch them.
+@Suite struct StrictBindingTests {
+    typealias Entry = (name: String, shape: [Int], values: TensorValues)
+
+    static let source = try! WeightFile.open(
+        NetworkParityTests.root + "/Tests/Fixtures/weights/yolov8n-worldv2-random.pt")
+
+    /// The source as canonical safetensors entries (attributes under `attribute.`).
+    static func entries() -> [Entry] {
+        var entries: [Entry] = source.names.map { name in
+            let view = source.tensors[name]!
+            return (name, view.shape, view.dtype.isFloatingPoint ? .float32(view.floats()) : .int64(view.integers()))
+        }
+        for (name, view) in source.attributes.sorted(by: { $0.key < $1.key }) {
+            entries.append(("attribute." + name, view.shape, .float32(view.floats())))
+        }
+        return entries
+    }
+
+    static func write(_ entries: [Entry]) throws -> String {
+        let path =
+            NSTemporaryDirectory() + "lookout-binding-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).safetensors"
+        try SafeTensors.write(entries, metadata: ["lookout.format": "canonical-1"], to: path)
+        return path
+    }
+
+    /// Loads `entries` as a detector and returns the error's text (nil when it loaded).
+    static func loadError(_ entries: [Entry]) throws -> String? {
+        let path = try write(entries)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        do {
+            _ = try YOLOWorldNetwork(weights: WeightFile.open(path))
+            return nil
+        } catch {
+            #expect(error.path == path)
+            return error.problem
+        }
+    }
+
+    /// `entries` with the tensor `name` resized along `axis` to `size` (zeros where new).
+    static func resized(_ entries: [Entry], _ name: String, axis: Int, to size: Int) -> [Entry] {
+        entries.map { entry in
+            guard entry.name == name, case .float32 = entry.values else { return entry }
+            var shape = entry.shape
+            shape[axis] = size
+            return (name, shape, .float32([Float](repeating: 0.01, count: shape.reduce(1, *))))
+        }
+    }
+
+    @Test func theUnchangedFileLoads() throws {
+        #expect(try Self.loadError(Self.entries()) == nil)
+    }
+
+    @Test func aTensorTheDetectorDoesNotTakeIsNamed() throws {
+        let problem = try Self.loadError(Self.entries() + [("model.99.surprise", [2], .float32([1, 2]))])
+        #expect(problem == "1 tensor that a YOLO-World v2 detector does not use: model.99.surprise")
+    }
+
+    @Test func layersThatDoNotFitTogetherAreNamed() throws {
+        let entries = Self.entries()
+        let weight = Self.source.tensors["model.4.cv1.conv.weight"]!.shape
+        let wider = Self.resized(entries, "model.4.cv1.conv.weight", axis: 1, to: weight[1] + 8)
+        #expect(
+            try Self.loadError(wider)
+                == "model.4.cv1 takes \(weight[1] + 8) input channels but the layers before it give \(weight[1])")
+        let guide = Self.source.tensors["model.15.attn.gl.weight"]!.shape
+        let text = Self.resized(entries, "model.15.attn.gl.weight", axis: 1, to: guide[1] - 1)
+        #expect(try Self.loadError(text)?.contains("model.15.attn.gl takes \(guide[1] - 1)-d text") == true)
+    }
+
+    @Test func strideAttributesMustBeWholeNumbers() throws {
+        for bad: [Float] in [[.nan, 16, 32], [8, .infinity, 32], [8, 16, 1e30], [0, 16, 32], [8.5, 16, 32]] {
+            let entries = Self.entries().map { entry -> Entry in
+                entry.name == "attribute.model.22.stride" ? (entry.name, [3], .float32(bad)) : entry
+            }
+            #expect(try Self.loadError(entries)?.contains("model.22.stride holds") == true, "\(bad)")
+        }
+    }
+
+    /// Seeded fuzz: change one convolution's output channels (its weight, bias or BatchNorm consistently), or
+    /// drop a tensor the network needs, 40 times. Every such file must be refused with an error, not load and not trap.
+    @Test func fuzzedShapesAreRefused() throws {
+        let entries = Self.entries()
+        let convolutions = entries.map(\.name).filter { $0.hasSuffix("conv.weight") && !$0.contains("dfl") }
+        // BatchNorm's step counter is not needed, so a file without it loads.
+        let needed = entries.map(\.name).filter { !$0.hasSuffix("num_batches_tracked") }
+        var generator = SystemRandomNumberGenerator.Seeded(seed: 12)
+        var refused = 0
+        for round in 0..<40 {
+            var mutated = entries
+            let description: String
+            if round % 4 == 3 {
+                let victim = needed[Int(generator.next() % UInt64(needed.count))]
+                mutated.removeAll { $0.name == victim }
+                description = "without \(victim)"
+            } else {
+                let weight = convolutions[Int(generator.next() % UInt64(convolutions.count))]
+                let outputs = Self.source.tensors[weight]!.shape[0]
+                let size = max(1, outputs + [-2, -1, 1, 3][Int(generator.next() % 4)])
+                let prefix = String(weight.dropLast(".conv.weight".count))
+                mutated = Self.resized(mutated, weight, axis: 0, to: size)
+                for part in ["weight", "bias", "running_mean", "running_var"] {
+                    mutated = Self.resized(mutated, "\(prefix).bn.\(part)", axis: 0, to: size)
+                }
+                description = "\(prefix) with \(size) outputs instead of \(outputs)"
+            }
+            let problem = try Self.loadError(mutated)
+            #expect(problem != nil, "loaded: \(description)")
+            if problem != nil { refused += 1 }
+        }
+        #expect(refused == 40)
+    }
+}
+
+extension SystemRandomNumberGenerator {
+    /// SplitMix64, for reproducible test inputs.
+    struct Seeded: RandomNumberGenerator {
+        var state: UInt64
+        init(seed: UInt64) { state = seed }
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+}
