@@ -1,18 +1,20 @@
 // swift-tools-version: 6.0
 import PackageDescription
 
+// Targets in layer order: C libraries and small utilities first, then the modules that build on them, then
+// the command line and the benchmarks, then the tests. A module depends only on modules above it.
 let package = Package(
     name: "Lookout",
-    platforms: [.macOS(.v15)],
     products: [
         .executable(name: "lookout", targets: ["lookout"]),
-        .library(name: "LookoutTokenizer", targets: ["LookoutTokenizer"]),
-        .library(name: "LookoutTensor", targets: ["LookoutTensor"]),
+        .library(name: "LookoutSupport", targets: ["LookoutSupport"]),
         .library(name: "LookoutJSON", targets: ["LookoutJSON"]),
+        .library(name: "LookoutTensor", targets: ["LookoutTensor"]),
+        .library(name: "LookoutTokenizer", targets: ["LookoutTokenizer"]),
         .library(name: "LookoutWeights", targets: ["LookoutWeights"]),
+        .library(name: "LookoutImage", targets: ["LookoutImage"]),
         .library(name: "LookoutTextEncoder", targets: ["LookoutTextEncoder"]),
         .library(name: "LookoutDetector", targets: ["LookoutDetector"]),
-        .library(name: "LookoutImage", targets: ["LookoutImage"]),
         .library(name: "LookoutEngine", targets: ["LookoutEngine"]),
         .library(name: "LookoutIndex", targets: ["LookoutIndex"]),
     ],
@@ -20,19 +22,50 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2")
     ],
     targets: [
-        // C libraries, each imported by exactly one Swift module.
-        .systemLibrary(
-            name: "CJSONC",
-            pkgConfig: "json-c",
-            providers: [.apt(["libjson-c-dev"])]
-        ),
-        .systemLibrary(
-            name: "COpenBLAS",
-            pkgConfig: "openblas",
-            providers: [.apt(["libopenblas-dev"])]
-        ),
-
+        // Layer 0: C libraries (each imported by exactly one Swift module) and Lookout's own C code.
+        .systemLibrary(name: "CJSONC", pkgConfig: "json-c", providers: [.apt(["libjson-c-dev"])]),
+        .systemLibrary(name: "COpenBLAS", pkgConfig: "openblas", providers: [.apt(["libopenblas-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // Vector kernels in C with run-time CPU dispatch (AVX2/FMA/F16C or portable C).
+        .target(name: "CLookoutKernels"),
+        // JPEG (TurboJPEG) and PNG (libpng) decoding and encoding in C: libpng reports errors by longjmp.
+        .target(name: "CLookoutCodecs", linkerSettings: [.linkedLibrary("turbojpeg"), .linkedLibrary("png16")]),
+
+        // Layer 1: utilities every layer may use (resource lookup, environment, stopwatch, trimming).
+        .target(name: "LookoutSupport"),
+        // JSON through json-c (vocabulary files, JSON lines, manifests), and file reading.
+        .target(name: "LookoutJSON", dependencies: ["CJSONC"]),
+        // Tensor storage, the OpenBLAS wrapper, the compute pool and row kernels.
+        .target(name: "LookoutTensor", dependencies: ["COpenBLAS", "CLookoutKernels"]),
+
+        // Layer 2: formats and inputs.
+        // CLIP BPE tokenizer: text cleaning, pre-tokenisation, byte map, merges. No tensor code.
+        .target(name: "LookoutTokenizer", dependencies: ["LookoutJSON"]),
+        // Weight files: safetensors and PyTorch zip checkpoints (restricted unpickler), strict binding.
+        .target(name: "LookoutWeights", dependencies: ["LookoutJSON", "LookoutTensor"]),
+        // Images: decoding, OpenCV-exact resizing, letterboxing, annotation. No tensor code.
+        .target(name: "LookoutImage", dependencies: ["CLookoutCodecs"]),
+
+        // Layer 3: the models.
+        // CLIP text transformer on OpenBLAS, and the text-embedding cache.
+        .target(
+            name: "LookoutTextEncoder",
+            dependencies: ["LookoutTensor", "LookoutWeights", "LookoutTokenizer", "LookoutJSON"]
+        ),
+        // YOLO-World v2 network: backbone, text-guided neck, contrastive head, NMS.
+        .target(name: "LookoutDetector", dependencies: ["LookoutTensor", "LookoutWeights"]),
+
+        // Layer 4: what programs use.
+        // The pipeline (photo → letterbox → backbone → neck/head with the query embeddings → NMS), its
+        // configuration and loading, the feature store, evaluation.
+        .target(
+            name: "LookoutEngine",
+            dependencies: [
+                "LookoutDetector", "LookoutImage", "LookoutJSON", "LookoutSupport", "LookoutTensor",
+                "LookoutTextEncoder",
+                "LookoutTokenizer", "LookoutWeights",
+            ]
+        ),
         // A photo folder's index in SQLite: candidate regions with their embeddings, searched by text.
         .target(
             name: "LookoutIndex",
@@ -41,84 +74,37 @@ let package = Package(
                 "LookoutWeights",
             ]),
 
-        // JSON through json-c (vocabulary files, JSON lines on the command line).
-        .target(name: "LookoutJSON", dependencies: ["CJSONC"]),
-        // Lookout's own vector kernels in C (run-time CPU dispatch: AVX2/FMA/F16C or portable C).
-        .target(name: "CLookoutKernels", cSettings: [.unsafeFlags(["-O3"])]),
-        // Tensor storage, the OpenBLAS wrapper, the compute pool and row kernels.
-        .target(name: "LookoutTensor", dependencies: ["COpenBLAS", "CLookoutKernels"]),
-        // CLIP BPE tokenizer: text cleaning, pre-tokenisation, byte map, merges. No tensor code.
-        .target(name: "LookoutTokenizer", dependencies: ["LookoutJSON"]),
-        // Weight files: safetensors and PyTorch zip checkpoints (restricted unpickler), one interface.
-        .target(name: "LookoutWeights", dependencies: ["LookoutJSON", "LookoutTensor"]),
-        // JPEG (TurboJPEG) and PNG (libpng) decoding in C: libpng reports errors by longjmp.
-        .target(
-            name: "CLookoutCodecs",
-            linkerSettings: [.linkedLibrary("turbojpeg"), .linkedLibrary("png16")]
-        ),
-        // Images: decoding, OpenCV-exact resizing, letterboxing. No tensor code.
-        .target(name: "LookoutImage", dependencies: ["CLookoutCodecs"]),
-        // YOLO-World v2 network: backbone, text-guided neck, contrastive head.
-        .target(name: "LookoutDetector", dependencies: ["LookoutTensor", "LookoutWeights"]),
-        // The pipeline: photo → letterbox → backbone → neck/head with the query embeddings → NMS.
-        .target(
-            name: "LookoutEngine",
-            dependencies: [
-                "LookoutDetector", "LookoutImage", "LookoutJSON", "LookoutTensor", "LookoutTextEncoder",
-                "LookoutWeights",
-            ]
-        ),
-        // CLIP text transformer on OpenBLAS, and the text-embedding cache.
-        .target(
-            name: "LookoutTextEncoder",
-            dependencies: ["LookoutTensor", "LookoutWeights", "LookoutTokenizer", "LookoutJSON"]
-        ),
-
+        // Layer 5: the command line (a thin shell over the libraries) and the benchmarks.
         .executableTarget(
             name: "lookout",
             dependencies: [
-                "LookoutTokenizer",
-                "LookoutJSON",
-                "LookoutWeights",
-                "LookoutTextEncoder",
-                "LookoutEngine",
-                "LookoutIndex",
-                "LookoutDetector",
-                "LookoutImage",
+                "LookoutSupport", "LookoutTokenizer", "LookoutJSON", "LookoutWeights", "LookoutTextEncoder",
+                "LookoutEngine", "LookoutIndex", "LookoutDetector", "LookoutImage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
-
         .executableTarget(
             name: "lookout-benchmarks",
             dependencies: [
-                "LookoutTokenizer", "LookoutJSON", "LookoutWeights", "LookoutTextEncoder", "LookoutDetector",
-                "LookoutEngine", "LookoutIndex",
+                "LookoutSupport", "LookoutTokenizer", "LookoutJSON", "LookoutWeights", "LookoutTextEncoder",
+                "LookoutDetector", "LookoutEngine", "LookoutIndex",
             ],
             path: "Benchmarks/LookoutBenchmarks"
         ),
 
+        // Tests (Tests/README.md says what each proves).
         .testTarget(name: "LookoutJSONTests", dependencies: ["LookoutJSON"]),
         .testTarget(name: "LookoutTensorTests", dependencies: ["LookoutTensor"]),
+        .testTarget(
+            name: "LookoutTokenizerTests", dependencies: ["LookoutTokenizer", "LookoutJSON"], exclude: ["Fixtures"]),
         .testTarget(name: "LookoutWeightsTests", dependencies: ["LookoutWeights", "LookoutJSON"]),
         .testTarget(
             name: "LookoutTextEncoderTests",
             dependencies: ["LookoutTextEncoder", "LookoutTokenizer", "LookoutWeights", "LookoutJSON"]
         ),
         .testTarget(
-            name: "LookoutTokenizerTests",
-            dependencies: ["LookoutTokenizer", "LookoutJSON"],
-            exclude: ["Fixtures"]
-        ),
-        // Runs the built `lookout` executable (a dependency, so that it is built before these tests run).
-        .testTarget(
-            name: "LookoutCLITests", dependencies: ["lookout", "LookoutJSON", "LookoutIndex", "LookoutWeights"]),
-        .testTarget(
-            name: "LookoutIndexTests",
-            dependencies: [
-                "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutIndex", "LookoutJSON", "LookoutTextEncoder",
-                "LookoutTokenizer", "LookoutWeights",
-            ]),
+            name: "LookoutDetectorTests",
+            dependencies: ["LookoutDetector", "LookoutWeights", "LookoutImage", "LookoutEngine"]),
         .testTarget(
             name: "LookoutDemoTests",
             dependencies: [
@@ -127,8 +113,14 @@ let package = Package(
                 "LookoutWeights",
             ]),
         .testTarget(
-            name: "LookoutDetectorTests",
-            dependencies: ["LookoutDetector", "LookoutWeights", "LookoutImage", "LookoutEngine"]),
+            name: "LookoutIndexTests",
+            dependencies: [
+                "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutIndex", "LookoutJSON", "LookoutTextEncoder",
+                "LookoutTokenizer", "LookoutWeights",
+            ]),
+        // Runs the built `lookout` executable (a dependency, so that it is built before these tests run).
+        .testTarget(
+            name: "LookoutCLITests", dependencies: ["lookout", "LookoutJSON", "LookoutIndex", "LookoutWeights"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -3,6 +3,7 @@ import LookoutDetector
 import LookoutEngine
 import LookoutImage
 import LookoutJSON
+import LookoutSupport
 import LookoutTextEncoder
 import LookoutWeights
 
@@ -35,43 +36,34 @@ struct ModelOptions: ParsableArguments {
         }
     }
 
+    /// The library's configuration for these options.
+    var configuration: EngineConfiguration {
+        let choice: EngineConfiguration.Model
+        if let model {
+            choice = .directory(model)
+        } else if let detector, let textModel {
+            choice = .files(detector: detector, textEncoder: textModel)
+        } else {
+            choice = .demo
+        }
+        return EngineConfiguration(model: choice, vocabulary: vocab, caches: !noCache)
+    }
+
     /// Loads the detector and the text encoder, and checks that they fit together.
     func engine() throws -> Engine { try load().engine }
 
     /// The engine and the detector file's fingerprint (what an index records about the model).
     func load() throws -> (engine: Engine, detectorFingerprint: String) {
-        let detectorPath: String
-        let textPath: String
-        if let model {
-            let manifest = try ModelManifest(directory: model)
-            (detectorPath, textPath) = (manifest.detector.path, manifest.textEncoder.path)
-        } else if let detector, let textModel {
-            (detectorPath, textPath) = (detector, textModel)
-        } else {
-            let manifestPath = try ResourceLocator.find(
-                "Models/demo/lookout-model.json", environment: "LOOKOUT_DEFAULT_MODEL", what: "The demo model",
-                hint: """
-                    Pass --model DIR (a folder with lookout-model.json), or --detector FILE and --text-model FILE. \
-                    scripts/fetch-models downloads the official weights; see Models/README.md.
-                    """)
-            let directory = String(manifestPath.dropLast("/lookout-model.json".count))
+        let (engine, loaded) = try Engine.load(configuration)
+        if loaded.isDemo {
             printError(
                 """
-                lookout: no model given, using the demo model in \(directory): it knows coloured shapes \
-                ("red star", "ring"), not real objects. For photos, get the official weights (Models/README.md) \
+                lookout: no model given, using the demo model in \(loaded.directory ?? "Models/demo"): it knows coloured \
+                shapes ("red star", "ring"), not real objects. For photos, get the official weights (Models/README.md) \
                 and pass --model DIR.
                 """)
-            let manifest = try ModelManifest(directory: directory)
-            (detectorPath, textPath) = (manifest.detector.path, manifest.textEncoder.path)
         }
-        let weights = try WeightFile.open(detectorPath)
-        let network = try YOLOWorldNetwork(weights: weights)
-        let encoder = try CLIPTextEncoder(contentsOf: textPath)
-        let tokenizer = try loadTokenizer(vocab, cache: !noCache)
-        let cache = textEmbeddingCache(enabled: !noCache)
-        let engine = try Engine(
-            network: network, embedder: TextEmbedder(tokenizer: tokenizer, encoder: encoder, cache: cache))
-        return (engine, weights.fingerprint())
+        return (engine, loaded.detectorFingerprint)
     }
 }
 

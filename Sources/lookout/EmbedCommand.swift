@@ -1,6 +1,7 @@
 import ArgumentParser
 import LookoutEngine
 import LookoutJSON
+import LookoutSupport
 import LookoutTextEncoder
 import LookoutTokenizer
 import LookoutWeights

@@ -2,6 +2,7 @@ import ArgumentParser
 import LookoutEngine
 import LookoutIndex
 import LookoutJSON
+import LookoutSupport
 
 #if canImport(Glibc)
     import Glibc

@@ -1,6 +1,7 @@
 import ArgumentParser
 import LookoutDetector
 import LookoutEngine
+import LookoutSupport
 
 #if canImport(Glibc)
     import Glibc

@@ -1,4 +1,5 @@
 import ArgumentParser
+import LookoutEngine
 import LookoutJSON
 import LookoutTextEncoder
 import LookoutTokenizer
@@ -109,22 +110,14 @@ func jsonString(_ line: String, number: Int) throws -> String {
     }
 }
 
-/// Lookout's text-embedding cache, or nil when caching is off or no cache folder can be named.
-func textEmbeddingCache(enabled: Bool) -> TextEmbeddingCache? {
-    guard enabled else { return nil }
-    return TextEmbeddingCache(directory: ResourceLocator.cacheDirectory().map { $0 + "/text-embeddings" })
+/// The tokenizer of `path` (or of the vocabulary that ships with Lookout), through the cache unless `cache` is off.
+func loadTokenizer(_ path: String?, cache: Bool) throws -> CLIPTokenizer {
+    try EngineConfiguration(vocabulary: path, caches: cache).loadTokenizer()
 }
 
-/// Loads the tokenizer from `path`, or from the vocabulary that ships with Lookout.
-func loadTokenizer(_ path: String?, cache: Bool) throws -> CLIPTokenizer {
-    let file =
-        try path
-        ?? ResourceLocator.find(
-            "Vocab/clip_vocab.json", environment: "LOOKOUT_VOCAB", what: "CLIP vocabulary",
-            hint: "Pass --vocab PATH, or set LOOKOUT_VOCAB.")
-    let vocabulary = try CLIPVocabulary.load(
-        contentsOf: file, cacheDirectory: cache ? ResourceLocator.cacheDirectory() : nil)
-    return CLIPTokenizer(vocabulary: vocabulary)
+/// The text-embedding cache in force, nil when caches are off.
+func textEmbeddingCache(enabled: Bool) -> TextEmbeddingCache? {
+    EngineConfiguration(caches: enabled).textEmbeddingCache()
 }
 
 /// An error for the user: printed as is, exit status 1.

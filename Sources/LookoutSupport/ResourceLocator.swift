@@ -4,23 +4,24 @@
     import Darwin
 #endif
 
-/// Finds files that ship with Lookout (the vocabulary, later the demo model) when the user names none.
+/// Finds files that ship with Lookout (the vocabulary, the demo model) when the user names none.
 ///
 /// Looks, in order: at the environment variable, then in each parent folder of the executable
 /// (a checkout's `.build/<config>/lookout` finds the checkout's `Vocab/`), under `share/lookout/`
 /// there (an installed copy), and finally in the working directory.
-struct ResourceLocator {
-    struct NotFound: Error, CustomStringConvertible {
-        let what: String
-        let searched: [String]
-        let hint: String
-        var description: String {
+public enum ResourceLocator {
+    public struct NotFound: Error, CustomStringConvertible {
+        public let what: String
+        public let searched: [String]
+        public let hint: String
+        public var description: String {
             "\(what) not found; looked at:\n" + searched.map { "  \($0)" }.joined(separator: "\n") + "\n\(hint)"
         }
     }
 
-    static func find(_ relativePath: String, environment variable: String, what: String, hint: String) throws -> String
-    {
+    public static func find(
+        _ relativePath: String, environment variable: String, what: String, hint: String
+    ) throws -> String {
         var searched: [String] = []
         if let override = getenv(variable).map({ String(cString: $0) }), !override.isEmpty {
             if isFile(override) { return override }
@@ -42,7 +43,7 @@ struct ResourceLocator {
 
     /// Lookout's cache folder: `$LOOKOUT_CACHE_DIR`, else `$XDG_CACHE_HOME/lookout`, else
     /// `$HOME/.cache/lookout`; nil when none can be named.
-    static func cacheDirectory() -> String? {
+    public static func cacheDirectory() -> String? {
         if let explicit = variable("LOOKOUT_CACHE_DIR") { return explicit }
         if let xdg = variable("XDG_CACHE_HOME") { return xdg + "/lookout" }
         if let home = variable("HOME") { return home + "/.cache/lookout" }
@@ -50,7 +51,7 @@ struct ResourceLocator {
     }
 
     /// An environment variable's value, nil when unset or empty.
-    static func variable(_ name: String) -> String? {
+    public static func variable(_ name: String) -> String? {
         guard let value = getenv(name).map({ String(cString: $0) }), !value.isEmpty else { return nil }
         return value
     }

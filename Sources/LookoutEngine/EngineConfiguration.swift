@@ -1,0 +1,114 @@
+import LookoutDetector
+import LookoutSupport
+import LookoutTextEncoder
+import LookoutTokenizer
+import LookoutWeights
+
+/// Which model an engine runs and where its supporting files are: everything a program needs to say to
+/// get an ``Engine`` (the command line, a server, or any other Swift program), resolved by
+/// ``Engine/load(_:)``.
+public struct EngineConfiguration: Sendable, Equatable {
+    public enum Model: Sendable, Equatable {
+        /// The demo model that ships with Lookout (`Models/demo`, found beside the executable or its
+        /// checkout, under `share/lookout/`, or through `$LOOKOUT_DEFAULT_MODEL`).
+        case demo
+        /// A model directory with a `lookout-model.json` naming the detector and the text encoder.
+        case directory(String)
+        /// A detector and a text encoder file.
+        case files(detector: String, textEncoder: String)
+    }
+
+    public var model: Model
+    /// The CLIP vocabulary file; nil: the one that ships with Lookout (or `$LOOKOUT_VOCAB`).
+    public var vocabulary: String?
+    /// Whether to read and write the caches (the vocabulary's binary form, text embeddings).
+    public var caches: Bool
+    /// The cache folder; nil: `$LOOKOUT_CACHE_DIR`, else `$XDG_CACHE_HOME/lookout`, else `~/.cache/lookout`.
+    public var cacheDirectory: String?
+
+    public init(model: Model = .demo, vocabulary: String? = nil, caches: Bool = true, cacheDirectory: String? = nil) {
+        self.model = model
+        self.vocabulary = vocabulary
+        self.caches = caches
+        self.cacheDirectory = cacheDirectory
+    }
+
+    /// The cache folder in force (nil when caches are off or no folder can be named).
+    public var resolvedCacheDirectory: String? {
+        guard caches else { return nil }
+        return cacheDirectory ?? ResourceLocator.cacheDirectory()
+    }
+
+    /// The detector and text-encoder files this configuration names, and the model directory when there is
+    /// one. For `.demo`, the demo model's directory.
+    public func resolveModel() throws -> (detector: String, textEncoder: String, directory: String?) {
+        switch model {
+        case .files(let detector, let textEncoder):
+            return (detector, textEncoder, nil)
+        case .directory(let directory):
+            let manifest = try ModelManifest(directory: directory)
+            return (manifest.detector.path, manifest.textEncoder.path, directory)
+        case .demo:
+            let directory = try Self.demoDirectory()
+            let manifest = try ModelManifest(directory: directory)
+            return (manifest.detector.path, manifest.textEncoder.path, directory)
+        }
+    }
+
+    /// The demo model's directory.
+    public static func demoDirectory() throws -> String {
+        let manifest = try ResourceLocator.find(
+            "Models/demo/lookout-model.json", environment: "LOOKOUT_DEFAULT_MODEL", what: "The demo model",
+            hint: """
+                Pass --model DIR (a folder with lookout-model.json), or --detector FILE and --text-model FILE. \
+                scripts/fetch-models downloads the official weights; see Models/README.md.
+                """)
+        return String(manifest.dropLast("/lookout-model.json".count))
+    }
+
+    /// The tokenizer of `vocabulary` (or the one that ships with Lookout), through the binary cache.
+    public func loadTokenizer() throws -> CLIPTokenizer {
+        let file =
+            try vocabulary
+            ?? ResourceLocator.find(
+                "Vocab/clip_vocab.json", environment: "LOOKOUT_VOCAB", what: "CLIP vocabulary",
+                hint: "Pass --vocab PATH, or set LOOKOUT_VOCAB.")
+        return CLIPTokenizer(
+            vocabulary: try CLIPVocabulary.load(contentsOf: file, cacheDirectory: resolvedCacheDirectory))
+    }
+
+    /// The text-embedding cache (memory and, with a cache folder, disk); nil when caches are off.
+    public func textEmbeddingCache() -> TextEmbeddingCache? {
+        guard caches else { return nil }
+        return TextEmbeddingCache(directory: resolvedCacheDirectory.map { $0 + "/text-embeddings" })
+    }
+}
+
+/// What ``Engine/load(_:)`` loaded.
+public struct LoadedModel: Sendable {
+    public let detectorPath: String
+    public let textEncoderPath: String
+    /// The model directory, when the model came from one (the demo model's included).
+    public let directory: String?
+    /// Identity of the detector file (what an index records about the model).
+    public let detectorFingerprint: String
+    public let isDemo: Bool
+}
+
+extension Engine {
+    /// Loads the detector, the text encoder and the tokenizer that `configuration` names, and checks that
+    /// they fit together.
+    public static func load(_ configuration: EngineConfiguration) throws -> (engine: Engine, model: LoadedModel) {
+        let (detectorPath, textPath, directory) = try configuration.resolveModel()
+        let weights = try WeightFile.open(detectorPath)
+        let network = try YOLOWorldNetwork(weights: weights)
+        let encoder = try CLIPTextEncoder(contentsOf: textPath)
+        let embedder = try TextEmbedder(
+            tokenizer: configuration.loadTokenizer(), encoder: encoder, cache: configuration.textEmbeddingCache())
+        let engine = try Engine(network: network, embedder: embedder)
+        let model = LoadedModel(
+            detectorPath: detectorPath, textEncoderPath: textPath, directory: directory,
+            detectorFingerprint: weights.fingerprint(), isDemo: configuration.model == .demo)
+        return (engine, model)
+    }
+}
