@@ -6,31 +6,56 @@ import Synchronization
     import Darwin
 #endif
 
-/// A persistent pool of worker threads for data-parallel loops.
+/// A pool of worker threads for data-parallel loops.
 ///
 /// Workers sleep on a condition variable between jobs (they never spin), and a job's iterations are
-/// handed out in chunks from a shared atomic counter, so a worker that is descheduled — the second
-/// vCPU of these machines sometimes is, for minutes — simply takes fewer chunks. The calling thread
-/// works too. One job runs at a time; `parallelFor` may be called from any thread.
+/// handed out in chunks from an atomic counter, so a worker that is descheduled — the second vCPU of these
+/// machines sometimes is, for minutes — simply takes fewer chunks. The calling thread works too.
+///
+/// Several threads may submit loops at once (several engines or requests sharing the cores): each loop is
+/// a job in a queue, idle workers join the oldest job with chunks left, and each caller returns when its
+/// own job is done; no lock is held while a loop runs. A loop started from inside a loop of the same pool
+/// runs inline on the calling thread (it would otherwise wait for workers that are busy with its parent).
+/// Releasing the last reference to a pool stops its threads.
 public final class ComputePool: @unchecked Sendable {
-    /// The pool for the whole process, one thread per available CPU.
+    /// A process-wide pool, one thread per available CPU: the default where no pool is passed.
     public static let shared = ComputePool(threads: ComputePool.availableCPUs())
 
     public let threadCount: Int
+    private let state: State
 
-    private let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private let wake = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-    private let done = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-    private let submit = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private var generation = 0
-    private var job: Job?
-    private var activeWorkers = 0
+    /// What the workers share with the pool; it outlives the pool object until the workers have stopped.
+    private final class State: @unchecked Sendable {
+        let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+        let wake = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+        let done = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+        var jobs: [Job] = []
+        var stopping = false
+        var running = 0
+
+        init() {
+            pthread_mutex_init(lock, nil)
+            pthread_cond_init(wake, nil)
+            pthread_cond_init(done, nil)
+        }
+
+        deinit {
+            pthread_mutex_destroy(lock)
+            pthread_cond_destroy(wake)
+            pthread_cond_destroy(done)
+            lock.deallocate()
+            wake.deallocate()
+            done.deallocate()
+        }
+    }
 
     private final class Job: @unchecked Sendable {
         let count: Int
         let chunk: Int
         let body: (Range<Int>) -> Void
         let next = Atomic<Int>(0)
+        /// Workers inside `work()` (changed under the state's lock).
+        var participants = 0
 
         init(count: Int, chunk: Int, body: @escaping (Range<Int>) -> Void) {
             self.count = count
@@ -38,7 +63,12 @@ public final class ComputePool: @unchecked Sendable {
             self.body = body
         }
 
-        func work() {
+        var hasChunksLeft: Bool { next.load(ordering: .relaxed) < count }
+
+        func work(in state: State) {
+            let outer = ComputePool.currentState()
+            ComputePool.setCurrentState(state)
+            defer { ComputePool.setCurrentState(outer) }
             while true {
                 let start = next.add(chunk, ordering: .relaxed).oldValue
                 guard start < count else { return }
@@ -49,64 +79,104 @@ public final class ComputePool: @unchecked Sendable {
 
     public init(threads: Int) {
         threadCount = max(1, threads)
+        state = State()
         // Work is split here; OpenBLAS threads on top of the pool's would oversubscribe the CPUs.
         BLAS.setThreadCount(1)
-        pthread_mutex_init(lock, nil)
-        pthread_mutex_init(submit, nil)
-        pthread_cond_init(wake, nil)
-        pthread_cond_init(done, nil)
         for _ in 1..<threadCount {
-            let box = Unmanaged.passRetained(self)
+            let box = Unmanaged.passRetained(state)
             var thread = pthread_t()
             pthread_create(
                 &thread, nil,
                 { argument in
-                    let pool = Unmanaged<ComputePool>.fromOpaque(argument!).takeRetainedValue()
-                    pool.workerLoop()
+                    let state = Unmanaged<State>.fromOpaque(argument!).takeRetainedValue()
+                    ComputePool.workerLoop(state)
                     return nil
                 }, box.toOpaque())
             pthread_detach(thread)
         }
+        pthread_mutex_lock(state.lock)
+        while state.running < threadCount - 1 { pthread_cond_wait(state.done, state.lock) }
+        pthread_mutex_unlock(state.lock)
+    }
+
+    deinit {
+        pthread_mutex_lock(state.lock)
+        state.stopping = true
+        pthread_cond_broadcast(state.wake)
+        while state.running > 0 { pthread_cond_wait(state.done, state.lock) }
+        pthread_mutex_unlock(state.lock)
+    }
+
+    /// Worker threads of all pools running now in this process.
+    public static var workersInProcess: Int { liveWorkers.load(ordering: .acquiring) }
+    private static let liveWorkers = Atomic<Int>(0)
+
+    /// This pool's worker threads running now.
+    public var runningWorkers: Int {
+        pthread_mutex_lock(state.lock)
+        defer { pthread_mutex_unlock(state.lock) }
+        return state.running
     }
 
     /// Runs `body` over `0..<count` in chunks of `chunk` iterations, in parallel; returns when all are done.
     public func parallelFor(_ count: Int, chunk: Int = 1, _ body: @escaping (Range<Int>) -> Void) {
         guard count > 0 else { return }
         let chunk = max(1, chunk)
-        if threadCount == 1 || count <= chunk {
+        if threadCount == 1 || count <= chunk || Self.currentState() === state {
             body(0..<count)
             return
         }
-        pthread_mutex_lock(submit)
-        defer { pthread_mutex_unlock(submit) }
         let job = Job(count: count, chunk: chunk, body: body)
-        pthread_mutex_lock(lock)
-        self.job = job
-        generation += 1
-        activeWorkers = threadCount - 1
-        pthread_cond_broadcast(wake)
-        pthread_mutex_unlock(lock)
-        job.work()
-        pthread_mutex_lock(lock)
-        while activeWorkers > 0 { pthread_cond_wait(done, lock) }
-        self.job = nil
-        pthread_mutex_unlock(lock)
+        pthread_mutex_lock(state.lock)
+        state.jobs.append(job)
+        pthread_cond_broadcast(state.wake)
+        pthread_mutex_unlock(state.lock)
+        job.work(in: state)
+        pthread_mutex_lock(state.lock)
+        while job.participants > 0 { pthread_cond_wait(state.done, state.lock) }
+        state.jobs.removeAll { $0 === job }
+        pthread_mutex_unlock(state.lock)
     }
 
-    private func workerLoop() {
-        var seen = 0
+    private static func workerLoop(_ state: State) {
+        liveWorkers.add(1, ordering: .releasing)
+        defer { liveWorkers.subtract(1, ordering: .releasing) }
+        pthread_mutex_lock(state.lock)
+        state.running += 1
+        pthread_cond_broadcast(state.done)
         while true {
-            pthread_mutex_lock(lock)
-            while generation == seen { pthread_cond_wait(wake, lock) }
-            seen = generation
-            let current = job
-            pthread_mutex_unlock(lock)
-            current?.work()
-            pthread_mutex_lock(lock)
-            activeWorkers -= 1
-            if activeWorkers == 0 { pthread_cond_signal(done) }
-            pthread_mutex_unlock(lock)
+            var job = state.jobs.first { $0.hasChunksLeft }
+            while job == nil && !state.stopping {
+                pthread_cond_wait(state.wake, state.lock)
+                job = state.jobs.first { $0.hasChunksLeft }
+            }
+            guard let current = job else { break }
+            current.participants += 1
+            pthread_mutex_unlock(state.lock)
+            current.work(in: state)
+            pthread_mutex_lock(state.lock)
+            current.participants -= 1
+            if current.participants == 0 { pthread_cond_broadcast(state.done) }
         }
+        state.running -= 1
+        pthread_cond_broadcast(state.done)
+        pthread_mutex_unlock(state.lock)
+    }
+
+    // The pool whose loop the current thread is running, if any (to run nested loops inline).
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
+
+    private static func currentState() -> State? {
+        guard let pointer = pthread_getspecific(key) else { return nil }
+        return Unmanaged<State>.fromOpaque(pointer).takeUnretainedValue()
+    }
+
+    private static func setCurrentState(_ state: State?) {
+        pthread_setspecific(key, state.map { Unmanaged.passUnretained($0).toOpaque() })
     }
 
     /// Online CPUs, or `$LOOKOUT_THREADS` when set.

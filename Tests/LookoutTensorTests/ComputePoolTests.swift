@@ -1,0 +1,66 @@
+import Foundation
+import LookoutTensor
+import Testing
+
+/// The compute pool: every iteration runs exactly once, loops nested inside loops run (inline), several
+/// threads can submit loops at once, and a released pool stops its threads.
+@Suite(.serialized) struct ComputePoolTests {
+    /// Integers updated from many threads.
+    final class Counters: @unchecked Sendable {
+        private let lock = NSLock()
+        private var values: [Int]
+        init(_ count: Int) { values = [Int](repeating: 0, count: count) }
+        func add(_ index: Int, _ amount: Int) { lock.withLock { values[index] += amount } }
+        var all: [Int] { lock.withLock { values } }
+    }
+
+    @Test func everyIterationRunsOnce() {
+        let pool = ComputePool(threads: 4)
+        let counts = Counters(1000)
+        pool.parallelFor(1000, chunk: 7) { range in
+            for i in range { counts.add(i, 1) }
+        }
+        #expect(counts.all == [Int](repeating: 1, count: 1000))
+    }
+
+    @Test func nestedLoopsRunInline() {
+        let pool = ComputePool(threads: 3)
+        let total = Counters(1)
+        pool.parallelFor(8) { outer in
+            for _ in outer {
+                pool.parallelFor(100, chunk: 3) { inner in total.add(0, inner.count) }
+            }
+        }
+        #expect(total.all == [800])
+    }
+
+    @Test func severalThreadsShareOnePool() {
+        let pool = ComputePool(threads: 2)
+        let sums = Counters(6)
+        DispatchQueue.concurrentPerform(iterations: 6) { caller in
+            for _ in 0..<20 {
+                pool.parallelFor(500, chunk: 11) { range in sums.add(caller, range.reduce(0, +)) }
+            }
+        }
+        let expected = 20 * (499 * 500 / 2)
+        #expect(sums.all == [Int](repeating: expected, count: 6))
+    }
+
+    @Test func aReleasedPoolStopsItsThreads() {
+        _ = ComputePool.shared.threadCount  // created now, not during the count below
+        let before = ComputePool.workersInProcess
+        do {
+            let pools = (0..<3).map { _ in ComputePool(threads: 4) }
+            #expect(pools.allSatisfy { $0.runningWorkers == 3 })
+            #expect(ComputePool.workersInProcess == before + 9)
+            pools[0].parallelFor(10) { _ in }
+        }
+        // The pools are gone: releasing a pool waits for its workers to leave their loops.
+        var after = ComputePool.workersInProcess
+        for _ in 0..<100 where after > before {
+            Thread.sleep(forTimeInterval: 0.01)
+            after = ComputePool.workersInProcess
+        }
+        #expect(after == before, "\(before) workers before, \(after) after")
+    }
+}
