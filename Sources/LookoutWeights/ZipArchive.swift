@@ -31,9 +31,13 @@ struct ZipArchive {
             position -= 1
         }
         guard eocd >= 0 else { throw fail("no end-of-central-directory record (file truncated?)") }
-        var count = Int(file.integer(at: eocd + 10, as: UInt16.self)!)
-        var directorySize = Int(file.integer(at: eocd + 12, as: UInt32.self)!)
-        var directoryOffset = Int(file.integer(at: eocd + 16, as: UInt32.self)!)
+        guard let count16 = file.integer(at: eocd + 10, as: UInt16.self),
+            let size32 = file.integer(at: eocd + 12, as: UInt32.self),
+            let offset32 = file.integer(at: eocd + 16, as: UInt32.self)
+        else { throw fail("end-of-central-directory record cut short") }
+        var count = Int(count16)
+        var directorySize = Int(size32)
+        var directoryOffset = Int(offset32)
         if count == 0xFFFF || directorySize == 0xFFFF_FFFF || directoryOffset == 0xFFFF_FFFF {
             let locator = eocd - 20
             guard file.integer(at: locator, as: UInt32.self) == 0x0706_4B50,
@@ -77,8 +81,10 @@ struct ZipArchive {
             // ZIP64 extended information: 8-byte values for the fields saturated above, in this order.
             var extra = extraStart
             while extra + 4 <= extraStart + Int(extraLength) {
-                let id = file.integer(at: extra, as: UInt16.self)!
-                let length = Int(file.integer(at: extra + 2, as: UInt16.self)!)
+                guard let id = file.integer(at: extra, as: UInt16.self),
+                    let length16 = file.integer(at: extra + 2, as: UInt16.self)
+                else { throw fail("extra field runs past the end of the file") }
+                let length = Int(length16)
                 if id == 0x0001 {
                     var field = extra + 4
                     for target in 0..<3 {

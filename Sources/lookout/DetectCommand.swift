@@ -99,7 +99,7 @@ struct ThresholdOptions: ParsableArguments {
             throw ValidationError("--imgsz must be a multiple of 32 from 32 to 4096.")
         }
         for entry in queryThresholds {
-            guard let equals = entry.lastIndex(of: "="), Float(entry[entry.index(after: equals)...]) != nil else {
+            guard Self.queryThreshold(entry) != nil else {
                 throw ValidationError("--query-conf takes QUERY=VALUE, got \"\(entry)\".")
             }
         }
@@ -112,16 +112,25 @@ struct ThresholdOptions: ParsableArguments {
         options.maximumDetections = maxDet
         options.agnostic = agnostic
         for entry in queryThresholds {
-            let equals = entry.lastIndex(of: "=")!
-            let query = String(entry[..<equals]).trimmingCharacters(in: " ")
+            guard let (query, value) = Self.queryThreshold(entry) else {
+                throw LookoutError("--query-conf takes QUERY=VALUE, got \"\(entry)\"")
+            }
             guard let index = queries.firstIndex(of: query) else {
                 throw LookoutError(
                     "--query-conf names \"\(query)\", which is not one of the queries: \(queries.joined(separator: ", "))"
                 )
             }
-            options.perClassConfidence[index] = Float(entry[entry.index(after: equals)...])!
+            options.perClassConfidence[index] = value
         }
         return options
+    }
+
+    /// `QUERY=VALUE` (the last `=` splits) with VALUE a number; nil otherwise.
+    static func queryThreshold(_ entry: String) -> (query: String, value: Float)? {
+        guard let equals = entry.lastIndex(of: "="), let value = Float(entry[entry.index(after: equals)...]) else {
+            return nil
+        }
+        return (String(entry[..<equals]).trimmingCharacters(in: " "), value)
     }
 }
 
