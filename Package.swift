@@ -115,7 +115,8 @@ let package = Package(
         .testTarget(
             name: "LookoutIndexTests",
             dependencies: [
-                "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutIndex", "LookoutJSON", "LookoutTextEncoder",
+                "CSQLite", "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutIndex", "LookoutJSON",
+                "LookoutTextEncoder",
                 "LookoutTokenizer", "LookoutWeights",
             ]),
         // Runs the built `lookout` executable (a dependency, so that it is built before these tests run).

@@ -1,0 +1,95 @@
+/// A photo file as a scan of the folder found it.
+public struct FoundPhoto: Sendable, Equatable {
+    public var path: String
+    public var size: Int64
+    /// Modification time in nanoseconds since 1970.
+    public var mtime: Int64
+
+    public init(path: String, size: Int64, mtime: Int64) {
+        self.path = path
+        self.size = size
+        self.mtime = mtime
+    }
+}
+
+/// What a store holds about one photo path.
+public struct StoredFile: Sendable, Equatable {
+    public var size: Int64
+    public var mtime: Int64
+    /// The content's SHA-256 (nil for a file that could not be read).
+    public var hash: String?
+    /// The key of the model it was indexed with.
+    public var model: String
+    public var failed: Bool
+
+    public init(size: Int64, mtime: Int64, hash: String?, model: String, failed: Bool) {
+        self.size = size
+        self.mtime = mtime
+        self.hash = hash
+        self.model = model
+        self.failed = failed
+    }
+}
+
+/// What computing one photo gave.
+public enum PhotoOutcome: Sendable {
+    /// Regions computed for new content (`regions` serialised as ``Region/encode(_:embeddingSize:)`` does).
+    case indexed(hash: String, width: Int, height: Int, regions: [UInt8])
+    /// Content already indexed under the same model (a renamed, copied or touched file).
+    case reused(hash: String)
+    /// The file could not be read or decoded.
+    case failed(error: String)
+}
+
+/// Counts for reports.
+public struct IndexStatistics: Sendable {
+    public var files: Int
+    public var failedFiles: Int
+    public var images: Int
+    public var regionBytes: Int
+    public var databaseBytes: Int
+
+    public init(files: Int, failedFiles: Int, images: Int, regionBytes: Int, databaseBytes: Int) {
+        self.files = files
+        self.failedFiles = failedFiles
+        self.images = images
+        self.regionBytes = regionBytes
+        self.databaseBytes = databaseBytes
+    }
+}
+
+/// Where an index keeps its photos, their regions and the model that made them: the seam between the
+/// index's logic (``PhotoIndex``: scanning, computing, searching) and a storage engine. ``SQLiteIndexStore``
+/// is the one Lookout ships; a store opens (and migrates) its own schema.
+///
+/// Each call is atomic on its own: in particular ``record(_:outcome:model:)`` commits one photo, so an
+/// interrupted update loses at most the photo in hand.
+public protocol IndexStore: AnyObject {
+    /// Where the store is, for messages (a file path, a URL).
+    var location: String { get }
+
+    /// The model whose regions the store holds (nil before the first update).
+    func storedModel() throws(IndexError) -> IndexModel?
+    /// Records `model` as the store's model.
+    func setModel(_ model: IndexModel) throws(IndexError)
+
+    /// The stored files whose paths start with `prefix`.
+    func files(withPrefix prefix: String) throws(IndexError) -> [String: StoredFile]
+    /// The content hashes that have regions under the model `key`.
+    func indexedContents(model key: String) throws(IndexError) -> Set<String>
+    /// Records one photo's outcome (its regions with it, for new content), atomically.
+    func record(_ photo: FoundPhoto, outcome: PhotoOutcome, model key: String) throws(IndexError)
+    /// Forgets `paths`, then the regions that no file refers to and those of other models than `key`.
+    func remove(paths: [String], keepingModel key: String) throws(IndexError)
+
+    /// Calls `body` with every indexed photo of the model `key`: its path, size and serialised regions.
+    func forEachPhoto(
+        model key: String,
+        _ body: (_ path: String, _ width: Int, _ height: Int, _ regions: UnsafeRawBufferPointer) -> Void
+    ) throws(IndexError)
+
+    func statistics() throws(IndexError) -> IndexStatistics
+    func failures() throws(IndexError) -> [(path: String, error: String)]
+    /// A storage-level consistency check: "ok" when sound.
+    func integrityCheck() throws(IndexError) -> String
+}

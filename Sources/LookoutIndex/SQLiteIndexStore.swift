@@ -1,0 +1,241 @@
+import LookoutJSON
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The index in one SQLite file.
+///
+/// Tables: `meta` (schema version, the model that made the regions and how to score them), `files` (one row
+/// per photo path: size, modification time, content SHA-256, model, status and error), `images` (one row per
+/// distinct content and model: size and the serialised regions). Renamed or duplicated files share an
+/// `images` row. WAL journal; every photo is its own transaction. Every SQL value is a bound parameter.
+///
+/// Schema versions: a file of an older version is migrated in place by ``migrations`` on opening (for
+/// writing); a newer one is refused.
+public final class SQLiteIndexStore: IndexStore {
+    public static let schemaVersion = 1
+    /// Steps from version n to n + 1, each run in one transaction: `migrations[n - 1]` upgrades version n.
+    static let migrations: [String] = []
+
+    public let path: String
+    public var location: String { path }
+    let database: Database
+
+    /// Opens (creating it and its folder if needed) the index at `path`.
+    public init(path: String, readOnly: Bool = false) throws(IndexError) {
+        self.path = path
+        if !readOnly, let slash = path.lastIndex(of: "/"), slash != path.startIndex {
+            try? FileContents.makeDirectories(String(path[..<slash]))
+        }
+        if readOnly && access(path, R_OK) != 0 {
+            throw IndexError(path: path, problem: "no index here (run `lookout index FOLDER` first, or pass --db)")
+        }
+        database = try Database(path: path, readOnly: readOnly)
+        do {
+            if !readOnly {
+                try database.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
+                try database.execute(
+                    """
+                    CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                    CREATE TABLE IF NOT EXISTS files (
+                        path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
+                        hash TEXT, model TEXT, status TEXT NOT NULL, error TEXT);
+                    CREATE INDEX IF NOT EXISTS files_hash ON files(hash);
+                    CREATE TABLE IF NOT EXISTS images (
+                        hash TEXT NOT NULL, model TEXT NOT NULL, width INTEGER NOT NULL, height INTEGER NOT NULL,
+                        regions BLOB NOT NULL, PRIMARY KEY (hash, model));
+                    """)
+            }
+            try migrate(readOnly: readOnly)
+        } catch let error as IndexError {
+            throw error
+        } catch {
+            throw IndexError(path: path, problem: "\(error)")
+        }
+    }
+
+    private func migrate(readOnly: Bool) throws(IndexError) {
+        guard let text = try meta("schema_version") else {
+            if !readOnly { try setMeta("schema_version", String(Self.schemaVersion)) }
+            return
+        }
+        guard var version = Int(text), version >= 1 else {
+            throw IndexError(path: path, problem: "index schema version \"\(text)\" is not one Lookout wrote")
+        }
+        if version > Self.schemaVersion {
+            throw IndexError(
+                path: path,
+                problem:
+                    "index schema version \(version) is newer than this Lookout's (\(Self.schemaVersion)): update Lookout"
+            )
+        }
+        guard version < Self.schemaVersion else { return }
+        if readOnly {
+            throw IndexError(
+                path: path, problem: "index schema version \(version) needs upgrading: run `lookout index` on it once")
+        }
+        while version < Self.schemaVersion {
+            let step = Self.migrations[version - 1]
+            do {
+                try database.transaction {
+                    try database.execute(step)
+                    try setMeta("schema_version", String(version + 1))
+                }
+            } catch {
+                throw IndexError(path: path, problem: "upgrading the index from version \(version): \(error)")
+            }
+            version += 1
+        }
+    }
+
+    func meta(_ key: String) throws(IndexError) -> String? {
+        let statement = try database.prepare("SELECT value FROM meta WHERE key = ?")
+        statement.bind([.text(key)])
+        return try statement.step() ? statement.text(0) : nil
+    }
+
+    func setMeta(_ key: String, _ value: String) throws(IndexError) {
+        try database.prepare(
+            "INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value"
+        )
+        .run([.text(key), .text(value)])
+    }
+
+    public func storedModel() throws(IndexError) -> IndexModel? {
+        guard let detector = try meta("detector"), let text = try meta("text_encoder"),
+            let vocabulary = try meta("vocabulary"), let size = try meta("imgsz").flatMap({ Int($0) }),
+            let regions = try meta("max_regions").flatMap({ Int($0) }),
+            let embedding = try meta("embedding_size").flatMap({ Int($0) }),
+            let parameters = try meta("score_parameters")
+        else { return nil }
+        return IndexModel(
+            detectorFingerprint: detector, textEncoderFingerprint: text, vocabulary: vocabulary, imageSize: size,
+            maximumRegions: regions, embeddingSize: embedding, scoreParameters: IndexModel.decodeParameters(parameters))
+    }
+
+    public func setModel(_ model: IndexModel) throws(IndexError) {
+        try setMeta("detector", model.detectorFingerprint)
+        try setMeta("text_encoder", model.textEncoderFingerprint)
+        try setMeta("vocabulary", model.vocabulary)
+        try setMeta("imgsz", String(model.imageSize))
+        try setMeta("max_regions", String(model.maximumRegions))
+        try setMeta("embedding_size", String(model.embeddingSize))
+        try setMeta("score_parameters", model.encodedParameters)
+    }
+
+    public func files(withPrefix prefix: String) throws(IndexError) -> [String: StoredFile] {
+        let select = try database.prepare(
+            "SELECT path, size, mtime_ns, hash, model, status FROM files WHERE substr(path, 1, ?) = ?")
+        select.bind([.integer(Int64(prefix.utf8.count)), .text(prefix)])
+        var known: [String: StoredFile] = [:]
+        while try select.step() {
+            known[select.text(0)] = StoredFile(
+                size: select.integer(1), mtime: select.integer(2), hash: select.isNull(3) ? nil : select.text(3),
+                model: select.text(4), failed: select.text(5) == "failed")
+        }
+        return known
+    }
+
+    public func indexedContents(model key: String) throws(IndexError) -> Set<String> {
+        let hashes = try database.prepare("SELECT hash FROM images WHERE model = ?")
+        hashes.bind([.text(key)])
+        var indexed = Set<String>()
+        while try hashes.step() { indexed.insert(hashes.text(0)) }
+        return indexed
+    }
+
+    private lazy var upsertFile = try? database.prepare(
+        """
+        INSERT INTO files(path, size, mtime_ns, hash, model, status, error) VALUES(?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT(path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, hash = excluded.hash,
+          model = excluded.model, status = excluded.status, error = excluded.error
+        """)
+    private lazy var insertImage = try? database.prepare(
+        "INSERT OR REPLACE INTO images(hash, model, width, height, regions) VALUES(?, ?, ?, ?, ?)")
+
+    public func record(_ photo: FoundPhoto, outcome: PhotoOutcome, model key: String) throws(IndexError) {
+        guard let upsertFile, let insertImage else { throw IndexError(path: path, problem: database.lastError) }
+        let file: [Statement.Value] = [.text(photo.path), .integer(photo.size), .integer(photo.mtime)]
+        do {
+            switch outcome {
+            case .indexed(let hash, let width, let height, let regions):
+                try database.transaction {
+                    try insertImage.run(
+                        [.text(hash), .text(key), .integer(Int64(width)), .integer(Int64(height)), .blob(regions)])
+                    try upsertFile.run(file + [.text(hash), .text(key), .text("ok"), .null])
+                }
+            case .reused(let hash):
+                try upsertFile.run(file + [.text(hash), .text(key), .text("ok"), .null])
+            case .failed(let error):
+                try upsertFile.run(file + [.null, .text(key), .text("failed"), .text(error)])
+            }
+        } catch let error as IndexError {
+            throw error
+        } catch {
+            throw IndexError(path: path, problem: "\(error)")
+        }
+    }
+
+    public func remove(paths: [String], keepingModel key: String) throws(IndexError) {
+        let delete = try database.prepare("DELETE FROM files WHERE path = ?")
+        let prune = try database.prepare(
+            "DELETE FROM images WHERE model != ? OR hash NOT IN (SELECT hash FROM files WHERE status = 'ok' AND hash IS NOT NULL)"
+        )
+        do {
+            try database.transaction {
+                for path in paths { try delete.run([.text(path)]) }
+                try prune.run([.text(key)])
+            }
+        } catch let error as IndexError {
+            throw error
+        } catch {
+            throw IndexError(path: path, problem: "\(error)")
+        }
+    }
+
+    public func forEachPhoto(
+        model key: String,
+        _ body: (_ path: String, _ width: Int, _ height: Int, _ regions: UnsafeRawBufferPointer) -> Void
+    ) throws(IndexError) {
+        let statement = try database.prepare(
+            """
+            SELECT f.path, i.width, i.height, i.regions FROM files f JOIN images i ON i.hash = f.hash AND i.model = f.model
+            WHERE f.status = 'ok' AND f.model = ?
+            """)
+        statement.bind([.text(key)])
+        while try statement.step() {
+            let (path, width, height) = (statement.text(0), Int(statement.integer(1)), Int(statement.integer(2)))
+            statement.withBlob(3) { body(path, width, height, $0) }
+        }
+    }
+
+    public func statistics() throws(IndexError) -> IndexStatistics {
+        func count(_ sql: String) throws(IndexError) -> Int {
+            let statement = try database.prepare(sql)
+            return try statement.step() ? Int(statement.integer(0)) : 0
+        }
+        var info = stat()
+        let size = stat(path, &info) == 0 ? Int(info.st_size) : 0
+        var wal = stat()
+        let walSize = stat(path + "-wal", &wal) == 0 ? Int(wal.st_size) : 0
+        return IndexStatistics(
+            files: try count("SELECT count(*) FROM files WHERE status = 'ok'"),
+            failedFiles: try count("SELECT count(*) FROM files WHERE status = 'failed'"),
+            images: try count("SELECT count(*) FROM images"),
+            regionBytes: try count("SELECT coalesce(sum(length(regions)), 0) FROM images"),
+            databaseBytes: size + walSize)
+    }
+
+    public func failures() throws(IndexError) -> [(path: String, error: String)] {
+        let statement = try database.prepare("SELECT path, error FROM files WHERE status = 'failed' ORDER BY path")
+        var out: [(String, String)] = []
+        while try statement.step() { out.append((statement.text(0), statement.text(1))) }
+        return out
+    }
+
+    public func integrityCheck() throws(IndexError) -> String {
+        let statement = try database.prepare("PRAGMA integrity_check")
+        return try statement.step() ? statement.text(0) : "no answer"
+    }
+}
