@@ -12,7 +12,7 @@ import LookoutWeights
 #endif
 
 /// Time spent in each stage of a detection, in seconds.
-public struct StageTimings: Sendable {
+public struct StageTimings: Sendable, Codable, Equatable {
     public var decode = 0.0
     public var preprocess = 0.0
     public var textEncode = 0.0
@@ -44,8 +44,8 @@ public struct PreparedImage: Sendable {
 }
 
 /// Detections of one image for one query set.
-public struct ImageDetections: Sendable {
-    public struct Item: Sendable, Equatable {
+public struct ImageDetections: Sendable, Codable, Equatable {
+    public struct Item: Sendable, Codable, Equatable {
         public let label: String
         public let queryIndex: Int
         public let score: Float

@@ -58,29 +58,20 @@ struct QueryCommand: ParsableCommand {
 
     func run() throws {
         let (engine, detectorFingerprint) = try modelOptions.load()
-        guard let embedder = engine.embedder else { throw LookoutError("no text encoder") }
+        guard engine.embedder != nil else { throw LookoutError("no text encoder") }
         let interactive = isatty(0) != 0
         let store = FeatureStore(
             modelKey: detectorFingerprint, memoryLimit: featureMemory << 20, directory: featureCache)
-        var readable: [String] = []
-        var backbone = 0.0
-        for path in images {
-            do {
-                let prepared = try store.prepared(path: path, size: thresholds.imgsz, engine: engine)
-                backbone += prepared.timings.backbone + prepared.timings.decode + prepared.timings.preprocess
-                readable.append(path)
-            } catch {
-                printError("lookout: \(error)")
-            }
-        }
-        guard !readable.isEmpty else { throw LookoutError("none of the images could be read") }
+        let session = QuerySession(
+            engine: engine, store: store, imageSize: thresholds.imgsz, options: try thresholds.options(for: []))
+        let (failures, backbone) = session.add(images)
+        for failure in failures { printError("lookout: \(failure.error)") }
+        guard !session.photos.isEmpty else { throw LookoutError("none of the images could be read") }
         if interactive {
             printError(
-                "\(readable.count) image\(readable.count == 1 ? "" : "s") ready (\(ms(backbone)) ms). "
+                "\(session.photos.count) image\(session.photos.count == 1 ? "" : "s") ready (\(ms(backbone)) ms). "
                     + "Type what to look for, comma-separated; :help lists commands.")
         }
-        var options = try thresholds.options(for: [])
-        var last: [ScoredImage] = []
         while true {
             if interactive {
                 print("query> ", terminator: "")
@@ -90,13 +81,12 @@ struct QueryCommand: ParsableCommand {
             let text = line.trimmingCharacters(in: " \t\r")
             if text.isEmpty { continue }
             if text.hasPrefix(":") {
+                var options = session.options
                 switch command(text, options: &options) {
                 case .quit: return
                 case .changed:
-                    if !last.isEmpty {
-                        answer(
-                            last.map { engine.detections($0, options: options) }, note: "re-threshold",
-                            reranNetwork: false)
+                    if let results = session.rethreshold(options) {
+                        answer(results, note: "re-threshold", reranNetwork: false)
                     }
                 case .none: break
                 }
@@ -108,28 +98,11 @@ struct QueryCommand: ParsableCommand {
                 printError("lookout: no queries in that line")
                 continue
             }
-            var clock = Stopwatch()
-            let (embeddings, report) = embedder.embed(queries)
-            let textSeconds = clock.lap()
-            let features = embeddings.flatMap { $0 }
-            last = []
-            for path in readable {
-                var stage = Stopwatch()
-                guard let image = try? store.prepared(path: path, size: thresholds.imgsz, engine: engine) else {
-                    printError("lookout: \(path) can no longer be read")
-                    continue
-                }
-                let fetch = stage.lap()
-                var scored = engine.score(image, labels: queries, text: features).withoutFeatures()
-                scored.timings.textEncode = textSeconds
-                scored.timings.backbone = fetch  // 0 when the features were kept in memory
-                scored.timings.decode = 0
-                scored.timings.preprocess = 0
-                last.append(scored)
-            }
+            let reply = session.ask(queries)
+            for path in reply.unreadable { printError("lookout: \(path) can no longer be read") }
             answer(
-                last.map { engine.detections($0, options: options) },
-                note: "text \(ms(textSeconds)) ms (\(report.cached) of \(queries.count) cached)")
+                reply.results,
+                note: "text \(ms(reply.textSeconds)) ms (\(reply.cachedEmbeddings) of \(queries.count) cached)")
         }
     }
 

@@ -81,23 +81,10 @@ struct SearchCommand: ParsableCommand {
             text: text, confidence: exact ? min(conf, 0.01) : conf, top: exact ? max(top * 3, 30) : top)
         let searchSeconds = clock.lap()
         if exact {
-            var options = SuppressionOptions()
-            options.confidence = conf
-            var rescored: [PhotoIndex.Hit] = []
-            for hit in hits {
-                do {
-                    let prepared = try engine.prepare(path: hit.path, size: stored.imageSize)
-                    let result = engine.detect(prepared, queries: [query], options: options)
-                    guard let best = result.detections.first else { continue }
-                    rescored.append(
-                        PhotoIndex.Hit(
-                            path: hit.path, width: hit.width, height: hit.height, score: best.score,
-                            detections: result.detections.map { ($0.score, $0.box) }))
-                } catch {
-                    printError("lookout: \(error)")
-                }
-            }
-            hits = Array(rescored.sorted { $0.score > $1.score }.prefix(top))
+            let rescored = index.exact(
+                hits, query: query, engine: engine, confidence: conf, imageSize: stored.imageSize)
+            for failure in rescored.failures { printError("lookout: \(failure.error)") }
+            hits = Array(rescored.hits.prefix(top))
         }
         let exactSeconds = clock.lap()
         for hit in hits {
@@ -130,90 +117,10 @@ struct SearchCommand: ParsableCommand {
             + (exact ? ", exact re-scoring \(ms(exactSeconds)) ms" : "")
         printError(timing)
         if let html {
-            try ContactSheet.write(hits: hits, query: query, to: html)
+            try FileContents.writeAtomically(Array(ContactSheet.page(hits: hits, query: query).utf8), to: html)
             printError("lookout: wrote \(html)")
         }
     }
 
     private func ms(_ seconds: Double) -> String { "\((seconds * 10000).rounded() / 10)" }
-}
-
-/// A self-contained HTML page: one card per photo, a JPEG thumbnail (boxes drawn in) embedded as a data URL.
-enum ContactSheet {
-    static func write(hits: [PhotoIndex.Hit], query: String, to path: String) throws {
-        var page = """
-            <!doctype html>
-            <html><head><meta charset="utf-8"><title>Lookout: \(escape(query))</title>
-            <style>
-            body { font: 14px system-ui, sans-serif; margin: 16px; background: #f4f4f4; }
-            .grid { display: flex; flex-wrap: wrap; gap: 12px; }
-            .card { background: white; padding: 8px; border-radius: 6px; box-shadow: 0 1px 3px #0003; max-width: 340px; }
-            .card img { display: block; max-width: 320px; max-height: 320px; }
-            .path { word-break: break-all; color: #444; font-size: 12px; }
-            </style></head><body>
-            <h1>“\(escape(query))”: \(hits.count) photo\(hits.count == 1 ? "" : "s")</h1>
-            <div class="grid">
-
-            """
-        for hit in hits {
-            var thumbnail = ""
-            do {
-                let image = try ImageFile.read(hit.path)
-                let scale = min(1, 320 / Double(max(image.width, image.height)))
-                let width = max(1, Int((Double(image.width) * scale).rounded()))
-                let height = max(1, Int((Double(image.height) * scale).rounded()))
-                let small = image.resizedBilinear(width: width, height: height)
-                let boxes = hit.detections.map { item in
-                    BoxAnnotation(
-                        box: item.box.map { $0 * Float(scale) }, label: Report.format2(item.score), colorIndex: 0)
-                }
-                let annotated = small.annotated(with: boxes)
-                thumbnail =
-                    "data:image/jpeg;base64," + base64(try ImageFile.encode(annotated, format: .jpeg(quality: 85)))
-            } catch {
-                thumbnail = ""
-            }
-            page += """
-                <div class="card">\(thumbnail.isEmpty ? "<p>(photo not readable)</p>" : "<img src=\"\(thumbnail)\" alt=\"\">")
-                <div><b>\(Report.format3(hit.score))</b> · \(hit.detections.count) box\(hit.detections.count == 1 ? "" : "es")</div>
-                <div class="path">\(escape(hit.path))</div></div>
-
-                """
-        }
-        page += "</div></body></html>\n"
-        try FileContents.writeAtomically(Array(page.utf8), to: path)
-    }
-
-    static func escape(_ text: String) -> String {
-        var out = ""
-        for character in text {
-            switch character {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            default: out.append(character)
-            }
-        }
-        return out
-    }
-
-    static func base64(_ bytes: [UInt8]) -> String {
-        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity((bytes.count + 2) / 3 * 4)
-        var index = 0
-        while index < bytes.count {
-            let a = UInt32(bytes[index])
-            let b = index + 1 < bytes.count ? UInt32(bytes[index + 1]) : 0
-            let c = index + 2 < bytes.count ? UInt32(bytes[index + 2]) : 0
-            let value = a << 16 | b << 8 | c
-            out.append(alphabet[Int(value >> 18 & 63)])
-            out.append(alphabet[Int(value >> 12 & 63)])
-            out.append(index + 1 < bytes.count ? alphabet[Int(value >> 6 & 63)] : UInt8(ascii: "="))
-            out.append(index + 2 < bytes.count ? alphabet[Int(value & 63)] : UInt8(ascii: "="))
-            index += 3
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import LookoutDetector
 import LookoutEngine
 import LookoutImage
@@ -51,6 +52,23 @@ import Testing
         // The first query set really was another one: its answer differs from the second's.
         #expect(firstSet.detections != requery.detections)
         #expect(Set(requery.detections.map(\.queryIndex)).count > 2)
+    }
+
+    /// Results and timings are Codable: a program can hand them on as JSON and read them back unchanged.
+    @Test func resultsRoundTripThroughCodable() throws {
+        let file = try SuppressionTests.reference("n-rocket-416-queries")
+        let prepared = try Self.engine.prepare(path: NetworkParityTests.root + "/examples/photos/rocket.jpg", size: 416)
+        var options = SuppressionOptions()
+        options.confidence = 0.05
+        let result = Self.engine.detect(
+            prepared, labels: ["a", "b", "c", "d", "e"], text: try file.view("text").floats(), options: options)
+        #expect(!result.detections.isEmpty)
+        let data = try JSONEncoder().encode(result)
+        #expect(try JSONDecoder().decode(ImageDetections.self, from: data) == result)
+        let object = try JSONSerialization.jsonObject(with: data) as? [String: Any]
+        #expect(
+            object?["image"] as? String == result.image
+                && (object?["detections"] as? [Any])?.count == result.detections.count)
     }
 
     @Test func queryParsing() {

@@ -1,0 +1,86 @@
+import LookoutDetector
+import LookoutImage
+import LookoutSupport
+
+/// Re-query state: photos prepared once (their backbone features kept in a ``FeatureStore``), then asked
+/// again and again with new query sets, and re-thresholded without running the network. What
+/// `lookout query` runs, usable by any program (a server keeps one per client).
+public final class QuerySession {
+    public let engine: Engine
+    public let store: FeatureStore
+    public let imageSize: Int
+    /// The photos that could be prepared, in the order given.
+    public private(set) var photos: [String] = []
+    /// Thresholds applied to every answer; change them with ``rethreshold(_:)``.
+    public private(set) var options: SuppressionOptions
+    private var last: [ScoredImage] = []
+
+    public init(engine: Engine, store: FeatureStore, imageSize: Int = 640, options: SuppressionOptions = .init()) {
+        self.engine = engine
+        self.store = store
+        self.imageSize = imageSize
+        self.options = options
+    }
+
+    /// Prepares `paths` (decode, letterbox, backbone), keeping those that can be read; returns the failures
+    /// and the seconds spent.
+    @discardableResult
+    public func add(_ paths: [String]) -> (failures: [(path: String, error: ImageError)], seconds: Double) {
+        var failures: [(String, ImageError)] = []
+        var seconds = 0.0
+        for path in paths {
+            do {
+                let prepared = try store.prepared(path: path, size: imageSize, engine: engine)
+                seconds += prepared.timings.backbone + prepared.timings.decode + prepared.timings.preprocess
+                photos.append(path)
+            } catch {
+                failures.append((path, error))
+            }
+        }
+        return (failures, seconds)
+    }
+
+    public struct Answer: Sendable {
+        public var results: [ImageDetections]
+        /// Photos whose features had to be prepared again and could not be (the file changed or went away).
+        public var unreadable: [String]
+        public var textSeconds: Double
+        public var cachedEmbeddings: Int
+    }
+
+    /// Detects `queries` in every photo: the text through the embedding cache, the neck and head on the kept
+    /// features (recomputed where the store dropped them).
+    public func ask(_ queries: [String]) -> Answer {
+        guard let embedder = engine.embedder else { preconditionFailure("a query session needs a text encoder") }
+        var clock = Stopwatch()
+        let (embeddings, report) = embedder.embed(queries)
+        let textSeconds = clock.lap()
+        let features = embeddings.flatMap { $0 }
+        var unreadable: [String] = []
+        last = []
+        for path in photos {
+            var stage = Stopwatch()
+            guard let image = try? store.prepared(path: path, size: imageSize, engine: engine) else {
+                unreadable.append(path)
+                continue
+            }
+            let fetch = stage.lap()
+            var scored = engine.score(image, labels: queries, text: features).withoutFeatures()
+            scored.timings.textEncode = textSeconds
+            scored.timings.backbone = fetch  // 0 when the features were kept in memory
+            scored.timings.decode = 0
+            scored.timings.preprocess = 0
+            last.append(scored)
+        }
+        return Answer(
+            results: last.map { engine.detections($0, options: options) }, unreadable: unreadable,
+            textSeconds: textSeconds, cachedEmbeddings: report.cached)
+    }
+
+    /// New thresholds for this and later answers; the last answer again under them (NMS only), or nil
+    /// before the first question.
+    public func rethreshold(_ options: SuppressionOptions) -> [ImageDetections]? {
+        self.options = options
+        return last.isEmpty ? nil : last.map { engine.detections($0, options: options) }
+    }
+}
