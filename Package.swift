@@ -104,11 +104,12 @@ let package = Package(
         ),
         .testTarget(
             name: "LookoutDetectorTests",
-            dependencies: ["LookoutDetector", "LookoutWeights", "LookoutImage", "LookoutEngine"]),
+            dependencies: ["LookoutDetector", "LookoutWeights", "LookoutImage", "LookoutEngine", "LookoutTensor"]),
         .testTarget(
             name: "LookoutDemoTests",
             dependencies: [
-                "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutJSON", "LookoutTextEncoder",
+                "LookoutTensor", "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutJSON",
+                "LookoutTextEncoder",
                 "LookoutTokenizer",
                 "LookoutWeights",
             ]),

@@ -1,6 +1,7 @@
 import LookoutDetector
 import LookoutImage
 import LookoutJSON
+import LookoutTensor
 import LookoutWeights
 
 #if canImport(Glibc)

@@ -1,5 +1,6 @@
 import Foundation
 import LookoutDetector
+import LookoutTensor
 import LookoutWeights
 import Testing
 

@@ -1,6 +1,7 @@
 import Foundation
 import LookoutDetector
 import LookoutEngine
+import LookoutTensor
 import LookoutWeights
 import Testing
 

@@ -1,5 +1,3 @@
-import LookoutTensor
-
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
@@ -7,6 +5,9 @@ import LookoutTensor
 #endif
 
 /// A feature map of one image: `channels × height × width` floats, channel-major (PyTorch's NCHW with N = 1).
+///
+/// The layout the layers exchange; a kernel that computes in another layout (blocked channels, Winograd
+/// tiles) converts at its boundary, so model code never depends on it.
 public struct FeatureMap: Sendable {
     public let channels: Int
     public let height: Int
@@ -21,23 +22,24 @@ public struct FeatureMap: Sendable {
         self.data = data
     }
 
-    init(channels: Int, height: Int, width: Int) {
+    /// A map of zeros.
+    public init(channels: Int, height: Int, width: Int) {
         self.init(
             channels: channels, height: height, width: width,
             data: [Float](repeating: 0, count: channels * height * width))
     }
 
-    var plane: Int { height * width }
+    public var plane: Int { height * width }
 
     /// Channels `range` as a new map (`torch.chunk` halves, split outputs).
-    func channels(_ range: Range<Int>) -> FeatureMap {
+    public func channels(_ range: Range<Int>) -> FeatureMap {
         FeatureMap(
             channels: range.count, height: height, width: width,
             data: Array(data[(range.lowerBound * plane)..<(range.upperBound * plane)]))
     }
 
     /// `torch.cat(maps, dim=1)`.
-    static func concatenate(_ maps: [FeatureMap]) -> FeatureMap {
+    public static func concatenate(_ maps: [FeatureMap]) -> FeatureMap {
         var data: [Float] = []
         data.reserveCapacity(maps.reduce(0) { $0 + $1.data.count })
         for map in maps {
@@ -50,7 +52,7 @@ public struct FeatureMap: Sendable {
     }
 
     /// Nearest-neighbour upsampling by 2 (`nn.Upsample(scale_factor=2, mode="nearest")`).
-    func upsampled() -> FeatureMap {
+    public func upsampled() -> FeatureMap {
         var out = FeatureMap(channels: channels, height: height * 2, width: width * 2)
         for c in 0..<channels {
             for y in 0..<(height * 2) {
@@ -63,7 +65,7 @@ public struct FeatureMap: Sendable {
     }
 
     /// Max pooling with a `size`×`size` window, stride 1 and padding `size / 2` that never wins (−∞).
-    func maxPooled(size: Int) -> FeatureMap {
+    public func maxPooled(size: Int) -> FeatureMap {
         let radius = size / 2
         var out = FeatureMap(channels: channels, height: height, width: width)
         for c in 0..<channels {
@@ -84,7 +86,7 @@ public struct FeatureMap: Sendable {
     }
 
     /// `x + other`.
-    func adding(_ other: FeatureMap) -> FeatureMap {
+    public func adding(_ other: FeatureMap) -> FeatureMap {
         var out = self
         for index in out.data.indices { out.data[index] += other.data[index] }
         return out
@@ -92,8 +94,8 @@ public struct FeatureMap: Sendable {
 }
 
 /// SiLU in place: `x / (1 + exp(−x))` (PyTorch's form).
-func silu(_ values: inout [Float]) {
+public func silu(_ values: inout [Float]) {
     values.withUnsafeMutableBufferPointer { Kernels.silu($0.baseAddress!, count: $0.count) }
 }
 
-func sigmoid(_ x: Float) -> Float { 1 / (1 + expf(-x)) }
+public func sigmoid(_ x: Float) -> Float { 1 / (1 + expf(-x)) }

@@ -1,0 +1,163 @@
+import Foundation
+import LookoutTensor
+import Testing
+
+/// Every layer kernel against a naive reference written from its definition (loops in Double): the
+/// convolution (each path of the lowered kernel: 1×1 GEMM, stride 1, stride 2 with the wide copies,
+/// 5×5, maps smaller than the kernel), max pooling, upsampling, concatenation, SiLU, LayerNorm and causal
+/// attention. Compared with one all-close rule.
+@Suite struct LayerKernelTests {
+    /// `|a − b| ≤ atol + rtol·|b|` everywhere; the worst offender in the message.
+    static func expectAllClose(
+        _ actual: [Float], _ expected: [Float], rtol: Float = 1e-5, atol: Float = 1e-5, _ name: String,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        #expect(
+            actual.count == expected.count, "\(name): \(actual.count) vs \(expected.count) values",
+            sourceLocation: sourceLocation)
+        var worst: (index: Int, excess: Float) = (-1, 0)
+        for (index, (a, b)) in zip(actual, expected).enumerated() {
+            let excess = abs(a - b) - (atol + rtol * abs(b))
+            if !(excess <= 0) && (worst.index < 0 || excess > worst.excess || excess.isNaN) { worst = (index, excess) }
+        }
+        #expect(
+            worst.index < 0,
+            "\(name): value \(worst.index) is \(worst.index >= 0 ? actual[worst.index] : 0), expected \(worst.index >= 0 ? expected[worst.index] : 0)",
+            sourceLocation: sourceLocation)
+    }
+
+    struct Seeded: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    static func random(_ count: Int, seed: UInt64, scale: Float = 1) -> [Float] {
+        var generator = Seeded(state: seed)
+        return (0..<count).map { _ in Float.random(in: -scale...scale, using: &generator) }
+    }
+
+    @Test(arguments: [
+        (3, 5, 3, 2, 17, 23, true), (8, 4, 1, 1, 9, 7, false), (6, 6, 5, 1, 11, 13, true), (4, 7, 3, 1, 1, 1, true),
+        (16, 8, 3, 2, 40, 37, true), (32, 16, 1, 1, 20, 30, true), (5, 3, 3, 1, 64, 3, false),
+        (12, 9, 3, 2, 6, 66, false),
+    ])
+    func convolutionMatchesItsDefinition(
+        inputs: Int, outputs: Int, kernel: Int, stride: Int, height: Int, width: Int, activation: Bool
+    ) {
+        let seed = UInt64(inputs * 1000 + outputs * 100 + kernel * 10 + stride)
+        let weights = ConvolutionWeights(
+            weight: Self.random(outputs * inputs * kernel * kernel, seed: seed, scale: 0.5),
+            bias: Self.random(outputs, seed: seed + 1), inputs: inputs, outputs: outputs, kernel: kernel,
+            stride: stride, activation: activation)
+        let x = FeatureMap(
+            channels: inputs, height: height, width: width, data: Self.random(inputs * height * width, seed: seed + 2))
+        let pool = ComputePool(threads: 2)
+        let actual = LoweredConvolution().convolve(x, weights, pool: pool)
+        let expected = DirectConvolution().convolve(x, weights, pool: pool)
+        #expect(actual.channels == outputs && actual.height == expected.height && actual.width == expected.width)
+        Self.expectAllClose(
+            actual.data, expected.data, "conv \(inputs)→\(outputs) k\(kernel) s\(stride) \(height)×\(width)")
+        #expect(ConvolutionKernels.default is LoweredConvolution)
+    }
+
+    @Test func poolingUpsamplingAndConcatenation() {
+        let x = FeatureMap(channels: 3, height: 7, width: 9, data: Self.random(3 * 7 * 9, seed: 5))
+        for size in [3, 5] {
+            var expected = [Float]()
+            for c in 0..<3 {
+                for y in 0..<7 {
+                    for xx in 0..<9 {
+                        var best = -Float.infinity
+                        for dy in -(size / 2)...(size / 2) {
+                            for dx in -(size / 2)...(size / 2) {
+                                let (yy, xxx) = (y + dy, xx + dx)
+                                if yy >= 0 && yy < 7 && xxx >= 0 && xxx < 9 {
+                                    best = max(best, x.data[(c * 7 + yy) * 9 + xxx])
+                                }
+                            }
+                        }
+                        expected.append(best)
+                    }
+                }
+            }
+            #expect(x.maxPooled(size: size).data == expected, "max pool \(size)")
+        }
+        let up = x.upsampled()
+        #expect(up.height == 14 && up.width == 18)
+        var upExpected = [Float]()
+        for c in 0..<3 {
+            for y in 0..<14 { for xx in 0..<18 { upExpected.append(x.data[(c * 7 + y / 2) * 9 + xx / 2]) } }
+        }
+        #expect(up.data == upExpected)
+        let joined = FeatureMap.concatenate([x, x.channels(1..<3)])
+        #expect(joined.channels == 5 && joined.data == x.data + Array(x.data[63..<189]))
+        #expect(x.adding(x).data == x.data.map { $0 + $0 })
+    }
+
+    @Test func siluMatchesItsDefinition() {
+        var values =
+            Self.random(4099, seed: 9, scale: 12) + [0, -0.0, 1e-8, -1e-8, 30, -30, 88, -88, 100, -100, 1e30, -1e30]
+        let expected = values.map { Float(Double($0) / (1 + exp(-Double($0)))) }
+        values.withUnsafeMutableBufferPointer { Kernels.silu($0.baseAddress!, count: $0.count) }
+        Self.expectAllClose(values, expected, rtol: 2e-6, atol: 1e-7, "SiLU")
+    }
+
+    @Test func layerNormMatchesItsDefinition() {
+        let (rows, width) = (5, 67)
+        let x = Self.random(rows * width, seed: 11, scale: 3).enumerated().map { $0.element + Float($0.offset % 7) }
+        let gamma = Self.random(width, seed: 12), beta = Self.random(width, seed: 13)
+        var y = [Float](repeating: 0, count: rows * width)
+        Kernels.layerNorm(x, rows: rows, width: width, gamma: gamma, beta: beta, epsilon: 1e-5, into: &y)
+        var expected = [Float]()
+        for r in 0..<rows {
+            let row = x[(r * width)..<((r + 1) * width)].map(Double.init)
+            let mean = row.reduce(0, +) / Double(width)
+            let variance = row.map { ($0 - mean) * ($0 - mean) }.reduce(0, +) / Double(width)
+            for (i, v) in row.enumerated() {
+                expected.append(Float((v - mean) / (variance + 1e-5).squareRoot() * Double(gamma[i]) + Double(beta[i])))
+            }
+        }
+        Self.expectAllClose(y, expected, rtol: 1e-5, atol: 2e-6, "LayerNorm")
+    }
+
+    @Test func causalAttentionMatchesItsDefinition() {
+        let (length, width, heads) = (9, 16, 2)
+        let headSize = width / heads
+        let qkv = Self.random(length * 3 * width, seed: 21)
+        var output = [Float](repeating: 0, count: length * width)
+        var scratch = [Float](repeating: 0, count: length)
+        let scale = 1 / Float(headSize).squareRoot()
+        for head in 0..<heads {
+            Kernels.causalAttentionHead(
+                qkv: qkv, length: length, width: width, head: head, headSize: headSize, scale: scale, into: &output,
+                scratch: &scratch)
+        }
+        var expected = [Float](repeating: 0, count: length * width)
+        for head in 0..<heads {
+            for i in 0..<length {
+                let scores = (0...i).map { j -> Double in
+                    (0..<headSize).reduce(0.0) { sum, d in
+                        sum + Double(qkv[i * 3 * width + head * headSize + d])
+                            * Double(qkv[j * 3 * width + width + head * headSize + d])
+                    } * Double(scale)
+                }
+                let top = scores.max()!
+                let weights = scores.map { exp($0 - top) }
+                let total = weights.reduce(0, +)
+                for d in 0..<headSize {
+                    let value = (0...i).reduce(0.0) {
+                        $0 + weights[$1] / total * Double(qkv[$1 * 3 * width + 2 * width + head * headSize + d])
+                    }
+                    expected[i * width + head * headSize + d] = Float(value)
+                }
+            }
+        }
+        Self.expectAllClose(output, expected, "causal attention")
+    }
+}
