@@ -13,8 +13,8 @@ struct Bottleneck: Sendable {
         self.shortcut = shortcut && cv1.inputs == cv2.outputs
     }
 
-    func callAsFunction(_ x: FeatureMap) -> FeatureMap {
-        let y = cv2(cv1(x))
+    func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
+        let y = cv2(cv1(x, pool: pool), pool: pool)
         return shortcut ? x.adding(y) : y
     }
 }
@@ -49,13 +49,15 @@ struct C2f: Sendable {
         cv2 = try Convolution(conv: prefix + ".cv2", stride: 1, in: file)
     }
 
-    func callAsFunction(_ x: FeatureMap, guide: [Float]? = nil, classes: Int = 0) -> FeatureMap {
-        let y = cv1(x)
+    func callAsFunction(_ x: FeatureMap, guide: [Float]? = nil, classes: Int = 0, pool: ComputePool) -> FeatureMap {
+        let y = cv1(x, pool: pool)
         let half = y.channels / 2
         var parts = [y.channels(0..<half), y.channels(half..<y.channels)]
-        for block in blocks { parts.append(block(parts[parts.count - 1])) }
-        if let attention, let guide { parts.append(attention(parts[parts.count - 1], guide: guide, classes: classes)) }
-        return cv2(FeatureMap.concatenate(parts))
+        for block in blocks { parts.append(block(parts[parts.count - 1], pool: pool)) }
+        if let attention, let guide {
+            parts.append(attention(parts[parts.count - 1], guide: guide, classes: classes, pool: pool))
+        }
+        return cv2(FeatureMap.concatenate(parts), pool: pool)
     }
 }
 
@@ -69,12 +71,12 @@ struct SPPF: Sendable {
         cv2 = try Convolution(conv: prefix + ".cv2", stride: 1, in: file)
     }
 
-    func callAsFunction(_ x: FeatureMap) -> FeatureMap {
-        let y0 = cv1(x)
+    func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
+        let y0 = cv1(x, pool: pool)
         let y1 = y0.maxPooled(size: 5)
         let y2 = y1.maxPooled(size: 5)
         let y3 = y2.maxPooled(size: 5)
-        return cv2(FeatureMap.concatenate([y0, y1, y2, y3]))
+        return cv2(FeatureMap.concatenate([y0, y1, y2, y3]), pool: pool)
     }
 }
 
@@ -115,7 +117,7 @@ struct MaxSigmoidAttention: Sendable {
     }
 
     /// `guide` is K × gc, row-major.
-    func callAsFunction(_ x: FeatureMap, guide: [Float], classes: Int) -> FeatureMap {
+    func callAsFunction(_ x: FeatureMap, guide: [Float], classes: Int, pool: ComputePool) -> FeatureMap {
         let headSize = channels / heads
         let plane = x.plane
         // g = guide · glᵀ + b: K × c
@@ -144,7 +146,7 @@ struct MaxSigmoidAttention: Sendable {
                 weights.withUnsafeMutableBufferPointer { weights in
                     let g = UnsafeSendable(g.baseAddress!), data = UnsafeSendable(data.baseAddress!)
                     let weights = UnsafeSendable(weights.baseAddress!)
-                    ComputePool.shared.parallelFor(headCount * blocks, chunk: 1) { range in
+                    pool.parallelFor(headCount * blocks, chunk: 1) { range in
                         let scores = UnsafeMutablePointer<Float>.allocate(capacity: classes * block)
                         defer { scores.deallocate() }
                         for item in range {
@@ -165,7 +167,7 @@ struct MaxSigmoidAttention: Sendable {
                 }
             }
         }
-        var out = projection(x)
+        var out = projection(x, pool: pool)
         for m in 0..<heads {
             for j in 0..<headSize {
                 let base = (m * headSize + j) * plane

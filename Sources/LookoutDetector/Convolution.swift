@@ -83,7 +83,7 @@ struct Convolution: Sendable {
         self.weights = implementation.prepare(weights)
     }
 
-    func callAsFunction(_ x: FeatureMap, pool: ComputePool = .shared) -> FeatureMap {
+    func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
         implementation.convolve(x, weights, pool: pool)
     }
 }

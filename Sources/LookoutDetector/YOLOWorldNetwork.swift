@@ -85,34 +85,40 @@ public final class YOLOWorldNetwork: Sendable {
     }
 
     /// Layers 0–9. Returns the maps the rest of the network reads: P3 (layer 4), P4 (layer 6), P5 (layer 9).
-    public func backbone(_ image: FeatureMap) -> [FeatureMap] {
-        var x = stem[0](image)
-        x = stem[1](x)
-        x = stages[0](x)
-        x = stem[2](x)
-        let p3 = stages[1](x)
-        x = stem[3](p3)
-        let p4 = stages[2](x)
-        x = stem[4](p4)
-        let p5 = sppf(stages[3](x))
+    public func backbone(_ image: FeatureMap, pool: ComputePool = .shared) -> [FeatureMap] {
+        var x = stem[0](image, pool: pool)
+        x = stem[1](x, pool: pool)
+        x = stages[0](x, pool: pool)
+        x = stem[2](x, pool: pool)
+        let p3 = stages[1](x, pool: pool)
+        x = stem[3](p3, pool: pool)
+        let p4 = stages[2](x, pool: pool)
+        x = stem[4](p4, pool: pool)
+        let p5 = sppf(stages[3](x, pool: pool), pool: pool)
         return [p3, p4, p5]
     }
 
     /// Layers 10–21: the text-guided neck. Returns the three head inputs (layers 15, 18, 21).
-    public func neck(_ features: [FeatureMap], text: [Float], classes: Int) -> [FeatureMap] {
+    public func neck(_ features: [FeatureMap], text: [Float], classes: Int, pool: ComputePool = .shared) -> [FeatureMap]
+    {
         let (p3, p4, p5) = (features[0], features[1], features[2])
-        let x12 = neck12(FeatureMap.concatenate([p5.upsampled(), p4]), guide: text, classes: classes)
-        let x15 = neck15(FeatureMap.concatenate([x12.upsampled(), p3]), guide: text, classes: classes)
-        let x18 = neck18(FeatureMap.concatenate([down16(x15), x12]), guide: text, classes: classes)
-        let x21 = neck21(FeatureMap.concatenate([down19(x18), p5]), guide: text, classes: classes)
+        let x12 = neck12(FeatureMap.concatenate([p5.upsampled(), p4]), guide: text, classes: classes, pool: pool)
+        let x15 = neck15(FeatureMap.concatenate([x12.upsampled(), p3]), guide: text, classes: classes, pool: pool)
+        let x18 = neck18(
+            FeatureMap.concatenate([down16(x15, pool: pool), x12]), guide: text, classes: classes, pool: pool)
+        let x21 = neck21(
+            FeatureMap.concatenate([down19(x18, pool: pool), p5]), guide: text, classes: classes, pool: pool)
         return [x15, x18, x21]
     }
 
     /// Neck and head from backbone outputs: `(4 + classes) × anchors` values, row-major, as ultralytics'
     /// inference output `(1, 4 + nc, A)`: box centre x, centre y, width, height in input pixels, then
     /// one sigmoid score per class. `text` is `classes × embeddingSize`.
-    public func head(_ features: [FeatureMap], text: [Float], classes: Int) -> [Float] {
-        detectHead(neck(features, text: text, classes: classes), text: text, classes: classes, strides: strides)
+    public func head(_ features: [FeatureMap], text: [Float], classes: Int, pool: ComputePool = .shared) -> [Float] {
+        var unused: [[Float]]? = nil
+        return detectHead.run(
+            neck(features, text: text, classes: classes, pool: pool), text: text, classes: classes, strides: strides,
+            embeddings: &unused, pool: pool)
     }
 
     /// `head`, plus the region embeddings of every anchor (`anchors × embeddingSize`, row-major, in the
@@ -120,13 +126,14 @@ public final class YOLOWorldNetwork: Sendable {
     /// `sigmoid(⟨e, t/‖t‖⟩·exp(logitScale) + bias)` with its level's `scoreParameters`: exact for the
     /// query set that conditioned the neck, an approximation for others.
     public func headWithRegions(
-        _ features: [FeatureMap], text: [Float], classes: Int
+        _ features: [FeatureMap], text: [Float], classes: Int, pool: ComputePool = .shared
     )
         -> (output: [Float], embeddings: [Float], levels: [UInt8])
     {
-        let neckOutputs = neck(features, text: text, classes: classes)
+        let neckOutputs = neck(features, text: text, classes: classes, pool: pool)
         var kept: [[Float]]? = []
-        let output = detectHead.run(neckOutputs, text: text, classes: classes, strides: strides, embeddings: &kept)
+        let output = detectHead.run(
+            neckOutputs, text: text, classes: classes, strides: strides, embeddings: &kept, pool: pool)
         let size = embeddingSize
         let anchors = neckOutputs.reduce(0) { $0 + $1.plane }
         var embeddings = [Float](repeating: 0, count: anchors * size)
@@ -210,15 +217,12 @@ struct WorldDetectHead: Sendable {
         }
     }
 
-    func callAsFunction(_ inputs: [FeatureMap], text: [Float], classes: Int, strides: [Int]) -> [Float] {
-        var unused: [[Float]]? = nil
-        return run(inputs, text: text, classes: classes, strides: strides, embeddings: &unused)
-    }
-
-    /// As `callAsFunction`; when `embeddings` is non-nil on entry it receives each level's batch-normalised
-    /// region embeddings (`embeddingSize × plane`, channel-major): what the contrastive head dots with text.
+    /// The head's output for the neck's maps; when `embeddings` is non-nil on entry it receives each level's
+    /// batch-normalised region embeddings (`embeddingSize × plane`, channel-major): what the contrastive head
+    /// dots with text.
     func run(
-        _ inputs: [FeatureMap], text: [Float], classes: Int, strides: [Int], embeddings kept: inout [[Float]]?
+        _ inputs: [FeatureMap], text: [Float], classes: Int, strides: [Int], embeddings kept: inout [[Float]]?,
+        pool: ComputePool
     ) -> [Float] {
         // Normalised text features (F.normalize: x / max(‖x‖, 1e-12)).
         var normalized = text
@@ -233,13 +237,12 @@ struct WorldDetectHead: Sendable {
         var offset = 0
         for (index, (level, x)) in zip(levels, inputs).enumerated() {
             let plane = x.plane
-            let box = level.box[2](level.box[1](level.box[0](x)))
-            let pool = ComputePool.shared
+            let box = level.box[2](level.box[1](level.box[0](x, pool: pool), pool: pool), pool: pool)
             let chunk = 256
             // The class logits are t̂·BN(W·h + b) for the embedding branch's last 1×1 convolution W, b. Without
             // a request for the embeddings, that is folded into the text side: logits = A·h + c with
             // A = (t̂ ⊙ s)·W (classes × depth) and c = (t̂ ⊙ s)·b + t̂·shift; no 512-d map is formed.
-            let hidden = level.embedding[1](level.embedding[0](x))
+            let hidden = level.embedding[1](level.embedding[0](x, pool: pool), pool: pool)
             var textWeights = normalized
             var depth = embeddingSize
             var constants = [Float](repeating: 0, count: classes)
@@ -269,7 +272,7 @@ struct WorldDetectHead: Sendable {
                 }
                 source = hidden.data
             } else {
-                var embedding = level.embedding[2](hidden)
+                var embedding = level.embedding[2](hidden, pool: pool)
                 level.normScale.withUnsafeBufferPointer { scale in
                     level.normShift.withUnsafeBufferPointer { shift in
                         embedding.data.withUnsafeMutableBufferPointer { e in

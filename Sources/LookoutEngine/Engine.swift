@@ -1,3 +1,4 @@
+import Dispatch
 import LookoutDetector
 import LookoutImage
 import LookoutSupport
@@ -65,9 +66,11 @@ public struct ImageDetections: Sendable, Codable, Equatable {
 public final class Engine: Sendable {
     public let network: YOLOWorldNetwork
     public let embedder: TextEmbedder?
+    /// The threads the network's loops run on (several engines may share one).
+    public let pool: ComputePool
 
     /// Checks that the detector and the text encoder fit together (embedding sizes).
-    public init(network: YOLOWorldNetwork, embedder: TextEmbedder?) throws(WeightsError) {
+    public init(network: YOLOWorldNetwork, embedder: TextEmbedder?, pool: ComputePool = .shared) throws(WeightsError) {
         if let embedder, embedder.encoder.configuration.embeddingSize != network.embeddingSize {
             throw WeightsError(
                 path: "model",
@@ -77,6 +80,7 @@ public final class Engine: Sendable {
         }
         self.network = network
         self.embedder = embedder
+        self.pool = pool
     }
 
     /// Decodes, letterboxes (`size`, auto padding to a multiple of 32) and runs the backbone.
@@ -99,7 +103,7 @@ public final class Engine: Sendable {
         let boxed = letterbox.apply(to: image)
         let input = FeatureMap(channels: 3, height: boxed.height, width: boxed.width, data: Letterbox.tensor(boxed))
         timings.preprocess = clock.lap()
-        let features = network.backbone(input)
+        let features = network.backbone(input, pool: pool)
         timings.backbone = clock.lap()
         return PreparedImage(
             name: name, width: image.width, height: image.height, letterbox: letterbox, features: features,
@@ -138,7 +142,7 @@ public final class Engine: Sendable {
     public func score(_ prepared: PreparedImage, labels: [String], text: [Float]) -> ScoredImage {
         var timings = prepared.timings
         var clock = Stopwatch()
-        let output = network.head(prepared.features, text: text, classes: labels.count)
+        let output = network.head(prepared.features, text: text, classes: labels.count, pool: pool)
         timings.neckAndHead = clock.lap()
         return ScoredImage(prepared: prepared, labels: labels, output: output, timings: timings)
     }
@@ -213,4 +217,47 @@ public func parseQueries(_ line: String) -> (queries: [String], emptyParts: Int)
         }
     }
     return (queries, empty)
+}
+
+/// The engine for async callers (a server): each call runs on a thread outside Swift's cooperative pool,
+/// since the network's loops block their thread until the compute pool is done.
+extension Engine {
+    public func prepare(path: String, size: Int = 640) async throws(ImageError) -> PreparedImage {
+        try await Self.offCooperativePool { () throws(ImageError) in try self.prepare(path: path, size: size) }
+    }
+
+    public func prepare(image: Image, name: String, size: Int = 640) async -> PreparedImage {
+        await Self.offCooperativePool { self.prepare(image: image, name: name, size: size) }
+    }
+
+    public func detect(
+        _ prepared: PreparedImage, queries: [String], options: SuppressionOptions = .init()
+    ) async
+        -> ImageDetections
+    {
+        await Self.offCooperativePool { self.detect(prepared, queries: queries, options: options) }
+    }
+
+    static func offCooperativePool<T: Sendable, E: Error>(
+        _ body: @escaping @Sendable () throws(E) -> T
+    ) async throws(E)
+        -> T
+    {
+        let result: Result<T, E> = await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                do throws(E) {
+                    continuation.resume(returning: .success(try body()))
+                } catch {
+                    continuation.resume(returning: .failure(error))
+                }
+            }
+        }
+        return try result.get()
+    }
+
+    static func offCooperativePool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: body()) }
+        }
+    }
 }

@@ -8,6 +8,9 @@ public enum BLAS {
         openblas_set_num_threads(Int32(count))
     }
 
+    /// OpenBLAS single-threaded, set once before the first GEMM (no initializer has to remember it).
+    private static let singleThreaded: Void = openblas_set_num_threads(1)
+
     /// `C = alpha · op(A) · op(B) + beta · C` on row-major matrices, `op` transposing when asked.
     /// `a` is m×k (k×m when transposed), `b` is k×n (n×k when transposed), `c` is m×n; `lda`, `ldb`,
     /// `ldc` are row strides (defaults: the matrices are dense).
@@ -20,6 +23,7 @@ public enum BLAS {
     ) {
         precondition(m >= 0 && n >= 0 && k >= 0)
         guard m > 0 && n > 0 else { return }
+        _ = singleThreaded
         cblas_sgemm(
             CblasRowMajor,
             transposeA ? CblasTrans : CblasNoTrans,

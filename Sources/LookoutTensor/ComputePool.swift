@@ -80,8 +80,6 @@ public final class ComputePool: @unchecked Sendable {
     public init(threads: Int) {
         threadCount = max(1, threads)
         state = State()
-        // Work is split here; OpenBLAS threads on top of the pool's would oversubscribe the CPUs.
-        BLAS.setThreadCount(1)
         for _ in 1..<threadCount {
             let box = Unmanaged.passRetained(state)
             var thread = pthread_t()

@@ -21,7 +21,6 @@ public final class CLIPTextEncoder: Sendable {
         self.weights = weights
         self.configuration = weights.configuration
         self.fingerprint = file.fingerprint()
-        BLAS.setThreadCount(1)
     }
 
     public convenience init(contentsOf path: String) throws(WeightsError) {

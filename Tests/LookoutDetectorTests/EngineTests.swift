@@ -2,6 +2,7 @@ import Foundation
 import LookoutDetector
 import LookoutEngine
 import LookoutImage
+import LookoutTensor
 import LookoutWeights
 import Testing
 
@@ -69,6 +70,37 @@ import Testing
         #expect(
             object?["image"] as? String == result.image
                 && (object?["detections"] as? [Any])?.count == result.detections.count)
+    }
+
+    /// An engine on a pool of its own, and the async face with several requests at once, give exactly the
+    /// detections of the synchronous engine.
+    @Test func ownPoolAndAsyncRequestsGiveTheSameDetections() async throws {
+        let text = try SuppressionTests.reference("n-rocket-416-queries").view("text").floats()
+        let labels = ["a", "b", "c", "d", "e"]
+        let options = {
+            var options = SuppressionOptions()
+            options.confidence = 0.05
+            return options
+        }()
+        let path = NetworkParityTests.root + "/examples/photos/rocket.jpg"
+        // The synchronous overloads (an async context would pick the async ones).
+        let prepareNow: (Engine) throws -> PreparedImage = { try $0.prepare(path: path, size: 416) }
+        let expected = Self.engine.detect(try prepareNow(Self.engine), labels: labels, text: text, options: options)
+        #expect(!expected.detections.isEmpty)
+        let own = try Engine(network: NetworkParityTests.network, embedder: nil, pool: ComputePool(threads: 3))
+        let ownResult = own.detect(try prepareNow(own), labels: labels, text: text, options: options)
+        #expect(ownResult.detections == expected.detections)
+        let results = try await withThrowingTaskGroup(of: [ImageDetections.Item].self) { group in
+            for _ in 0..<3 {
+                group.addTask {
+                    let prepared = try await Self.engine.prepare(path: path, size: 416)
+                    return Self.engine.detect(prepared, labels: labels, text: text, options: options).detections
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(results.count == 3 && results.allSatisfy { $0 == expected.detections })
+        await #expect(throws: ImageError.self) { try await Self.engine.prepare(path: "/nonexistent.jpg") }
     }
 
     @Test func queryParsing() {
