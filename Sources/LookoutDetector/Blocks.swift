@@ -80,7 +80,7 @@ struct SPPF: Sendable {
     }
 }
 
-/// `MaxSigmoidAttnBlock(c, c, nh, ec=c, gc)` (model-facts C.3): the guide `g = gl(text)` (K × c, viewed
+/// `MaxSigmoidAttnBlock(c, c, nh, ec=c, gc)` (ultralytics `nn/modules/block.py`): the guide `g = gl(text)` (K × c, viewed
 /// K × nh × hc); per head m and pixel, `aw = max_k Σ_j x[m·hc + j]·g[k, m, j]`, divided by √hc, plus the
 /// head's bias, through a sigmoid; the output is `proj_conv(x)` (3×3 conv + BN, no activation) scaled by
 /// `aw` per head.

@@ -11,7 +11,7 @@ public struct Detection: Sendable, Equatable {
     }
 }
 
-/// Thresholds of ultralytics' `non_max_suppression` as `predict` calls it (model-facts D.1, D.6).
+/// Thresholds of ultralytics' `non_max_suppression` as `predict` calls it (ultralytics `utils/nms.py`; kept boxes have IoU ≤ the threshold).
 public struct SuppressionOptions: Sendable, Equatable {
     /// Keep candidates whose best score is strictly above this (as float32).
     public var confidence: Float = 0.25

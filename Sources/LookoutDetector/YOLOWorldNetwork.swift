@@ -7,7 +7,7 @@ import LookoutWeights
     import Darwin
 #endif
 
-/// The ultralytics YOLO-World v2 network (`yolov8{n,s,m,l,x}-worldv2.yaml`, model-facts C.1), every width and
+/// The ultralytics YOLO-World v2 network (`cfg/models/v8/yolov8{n,s,m,l,x}-worldv2.yaml`), every width and
 /// repeat count read from the weights, BatchNorm folded into the convolutions at load as `fuse()` does.
 ///
 /// The pass is split where the text enters: ``backbone(_:)`` (layers 0–9) depends on the image alone, so
@@ -191,7 +191,7 @@ struct WorldDetectHead: Sendable {
             ]
             let width = embedding[2].outputs
             let bn = try BatchNormStatistics(p4 + ".norm", channels: width, in: file)
-            // PyTorch's eval BatchNorm (model-facts G.3): α = (1/√(var + eps))·γ, y = fma(x, α, fma(−μ, α, β)).
+            // PyTorch's eval BatchNorm (ATen `batch_norm_cpu` inference): α = (1/√(var + eps))·γ, y = fma(x, α, fma(−μ, α, β)).
             var scale = [Float](repeating: 0, count: width)
             var shift = [Float](repeating: 0, count: width)
             for c in 0..<width {

@@ -1,5 +1,5 @@
 extension Image {
-    /// `cv2.resize(…, INTER_LINEAR)` on 8-bit images, reproduced bit for bit (model-facts D.4, from OpenCV's
+    /// `cv2.resize(…, INTER_LINEAR)` on 8-bit images, reproduced bit for bit (OpenCV `resize.cpp`, from OpenCV's
     /// `resize.cpp`): 11-bit fixed-point weights from float32 source positions, an int32 horizontal pass,
     /// and the vertical pass in the form of OpenCV's SIMD code,
     /// `((H0 >> 4)·b0 >> 16) + ((H1 >> 4)·b1 >> 16) + 2 >> 2`.

@@ -23,7 +23,7 @@ public struct Image: Sendable, Equatable {
     }
 }
 
-/// Where a letterboxed image sits in the network input (ultralytics `LetterBox`, model-facts D.3).
+/// Where a letterboxed image sits in the network input (ultralytics `data/augment.py` `LetterBox`).
 public struct Letterbox: Sendable, Equatable {
     public let sourceWidth: Int
     public let sourceHeight: Int

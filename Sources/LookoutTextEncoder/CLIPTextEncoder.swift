@@ -3,7 +3,7 @@ import LookoutWeights
 
 /// The CLIP text transformer (OpenAI `CLIP.encode_text`), followed by ultralytics' `x / ‖x‖`.
 ///
-/// Forward pass (model-facts B.2), for each query: token embeddings plus positional embeddings; `layers`
+/// Forward pass (OpenAI `clip/model.py` `encode_text`), for each query: token embeddings plus positional embeddings; `layers`
 /// pre-LayerNorm residual blocks of causal multi-head attention and a QuickGELU MLP; the final LayerNorm
 /// on the row of the first end token (`argmax` of the ids); the projection `x·P`; division by the norm.
 ///

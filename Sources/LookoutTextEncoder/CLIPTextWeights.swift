@@ -79,7 +79,7 @@ struct CLIPTextLayer: Sendable {
 
 /// The text encoder's tensors under Swift names, converted to Float32 and checked at load.
 ///
-/// Key mapping (model-facts B.4), OpenAI → Hugging Face:
+/// Key mapping, OpenAI → Hugging Face (transformers `convert_clip_original_pytorch_to_hf.py`):
 /// `token_embedding.weight` → `text_model.embeddings.token_embedding.weight`;
 /// `positional_embedding` → `text_model.embeddings.position_embedding.weight`;
 /// `transformer.resblocks.N.attn.in_proj_{weight,bias}` → `…layers.N.self_attn.{q,k,v}_proj.*` stacked in

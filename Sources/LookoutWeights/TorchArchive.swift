@@ -2,7 +2,7 @@ import LookoutJSON
 
 /// PyTorch zip checkpoints (`torch.save`) and TorchScript archives (`torch.jit.save`), read without Python.
 ///
-/// Layout (model-facts E.1–E.2): one top-level folder (its name read from the file), `data.pkl`
+/// Layout (`torch.save`'s zip format): one top-level folder (its name read from the file), `data.pkl`
 /// (pickle protocol 2), and `data/<key>` holding each storage's raw little-endian bytes. The pickle
 /// is read by the restricted ``Unpickler``; tensors are views of the storages through their offset
 /// and strides. Three layouts of the object graph are recognised:

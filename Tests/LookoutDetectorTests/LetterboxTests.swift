@@ -60,7 +60,7 @@ import Testing
     }
 
     @Test func geometryOfPublishedExamples() {
-        // model-facts D.3 (verified with ultralytics' LetterBox): input h×w → padded h×w, padding.
+        // Verified with ultralytics' LetterBox: input h×w → padded h×w, padding.
         let box = Letterbox(width: 1280, height: 720, size: 640)
         #expect(box.height == 384 && box.width == 640 && box.top == 12 && box.bottom == 12)
         let odd = Letterbox(width: 517, height: 333, size: 640)

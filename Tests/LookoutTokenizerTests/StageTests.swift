@@ -3,7 +3,7 @@ import LookoutTokenizer
 import Testing
 
 /// Each stage of the tokenizer against the reference's output for that stage
-/// (`clip_tokenizer_stages.jsonl`), then hand-picked edge cases from model-facts A.9.
+/// (`clip_tokenizer_stages.jsonl`), then hand-picked edge cases of the reference's cleaning rules.
 @Suite struct StageTests {
     static let stages: [JSONNode] = (try? Fixtures.records("clip_tokenizer_stages.jsonl")) ?? []
 

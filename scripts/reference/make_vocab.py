@@ -6,7 +6,7 @@ The layout is the one the iOS YOLO-World demo app reads:
     {"encoder": {token: id}, "merges": ["a b", ...], "bos_token": ..., "eos_token": ...,
      "context_length": 77, "source": {...}}
 
-The vocabulary is built exactly as `clip/simple_tokenizer.py` builds it (model-facts A.1-A.3): the 256
+The vocabulary is built exactly as `clip/simple_tokenizer.py` builds it: the 256
 byte symbols in `bytes_to_unicode` order, the same with `</w>`, one entry per merge (items 1...48894 of
 the file), then `<|startoftext|>` and `<|endoftext|>`. When the reference package is importable, the
 result is checked against `SimpleTokenizer().encoder` and `.bpe_ranks`.

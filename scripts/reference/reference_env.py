@@ -5,8 +5,7 @@ PyPI's torchvision wheels are CUDA builds: on a CPU-only torch their compiled op
 needs only torchvision's pure-Python parts (`clip` imports `torchvision.transforms`), so when the
 compiled ops are unavailable the fake-kernel registration module is skipped. ultralytics uses
 torchvision's NMS only when torchvision is already imported; `forget_torchvision()` removes it again
-so that ultralytics takes its own `TorchNMS` path (same rule: keep if IoU <= threshold,
-model-facts D.6).
+so that ultralytics takes its own `TorchNMS` path (same rule: keep if IoU <= threshold).
 """
 import importlib.util
 import sys
