@@ -6,7 +6,9 @@ import LookoutWeights
 struct ConnectionCheck {
     let path: String
 
-    func fail(_ problem: String) -> WeightsError { WeightsError(path: path, problem: problem) }
+    func fail(_ problem: String) -> WeightsError {
+        WeightsError(path: path, kind: .layersDoNotConnect, problem: problem)
+    }
 
     func expect(_ name: String, inputs: Int, receives channels: Int) throws(WeightsError) {
         guard inputs == channels else {

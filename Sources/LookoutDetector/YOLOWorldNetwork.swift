@@ -13,6 +13,8 @@ import LookoutWeights
 /// The pass is split where the text enters: ``backbone(_:)`` (layers 0–9) depends on the image alone, so
 /// its outputs can be kept and a new query set runs only ``head(_:text:classes:)`` (layers 10–22).
 public final class YOLOWorldNetwork: Sendable {
+    /// The weight file the network was loaded from.
+    public let path: String
     /// Size of the text embeddings the neck and head consume (512 for CLIP ViT-B/32).
     public let embeddingSize: Int
     /// Strides of the three output levels.
@@ -33,9 +35,10 @@ public final class YOLOWorldNetwork: Sendable {
     /// and a tensor it does not take is an error too (BatchNorm's `num_batches_tracked` aside).
     public init(weights: WeightFile) throws(WeightsError) {
         let file = WeightBinding(weights)
+        path = weights.path
         guard file.has("model.0.conv.weight"), ModelSummary.headIndex(weights.tensors) == 22 else {
             throw WeightsError(
-                path: file.path,
+                path: file.path, kind: .wrongModel,
                 problem:
                     "not a YOLO-World v2 detector: expected model.0.conv.weight and a WorldDetect head with BNContrastiveHead at model.22"
             )

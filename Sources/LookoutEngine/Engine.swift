@@ -73,9 +73,9 @@ public final class Engine: Sendable {
     public init(network: YOLOWorldNetwork, embedder: TextEmbedder?, pool: ComputePool = .shared) throws(WeightsError) {
         if let embedder, embedder.encoder.configuration.embeddingSize != network.embeddingSize {
             throw WeightsError(
-                path: "model",
+                path: embedder.encoder.path, kind: .incompatibleModels,
                 problem:
-                    "the text encoder makes \(embedder.encoder.configuration.embeddingSize)-d embeddings but the detector expects \(network.embeddingSize)-d: they do not belong together"
+                    "this text encoder makes \(embedder.encoder.configuration.embeddingSize)-d embeddings but the detector \(network.path) expects \(network.embeddingSize)-d: they do not belong together"
             )
         }
         self.network = network

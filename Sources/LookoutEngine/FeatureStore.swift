@@ -57,7 +57,7 @@ public final class FeatureStore: @unchecked Sendable {
     public func prepared(path: String, size: Int, engine: Engine) throws(ImageError) -> PreparedImage {
         var info = stat()
         guard stat(path, &info) == 0 else {
-            throw ImageError(path: path, problem: String(cString: strerror(errno)))
+            throw ImageError(path: path, kind: .unreadable, problem: String(cString: strerror(errno)))
         }
         let mtime = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
         let key = "\(modelKey)|\(size)|\(info.st_size)|\(mtime)|\(path)"

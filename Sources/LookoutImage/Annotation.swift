@@ -181,10 +181,10 @@ extension ImageFile {
         }
     }
 
-    /// Encodes a BGR image as JPEG or PNG.
-    public static func encode(_ image: Image, format: OutputFormat) throws(ImageError) -> [UInt8] {
+    /// Encodes a BGR image as JPEG or PNG; errors name the image `name`.
+    public static func encode(_ image: Image, format: OutputFormat, name: String) throws(ImageError) -> [UInt8] {
         guard image.channels == 3, image.width > 0, image.height > 0 else {
-            throw ImageError(path: "image", problem: "only 3-channel images can be encoded")
+            throw ImageError(path: name, kind: .notWritten, problem: "only 3-channel images can be encoded")
         }
         var result = lookout_encoded()
         image.pixels.withUnsafeBufferPointer { buffer in
@@ -202,7 +202,8 @@ extension ImageFile {
             String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
         }
         guard message.isEmpty, let bytes = result.bytes else {
-            throw ImageError(path: "image", problem: message.isEmpty ? "cannot encode the image" : message)
+            throw ImageError(
+                path: name, kind: .notWritten, problem: message.isEmpty ? "cannot encode the image" : message)
         }
         return Array(UnsafeBufferPointer(start: bytes, count: result.size))
     }
@@ -211,17 +212,15 @@ extension ImageFile {
     /// atomically: to a temporary file in the same folder, then renamed into place.
     public static func write(_ image: Image, to path: String, format: OutputFormat? = nil) throws(ImageError) {
         guard let format = format ?? OutputFormat(path: path) else {
-            throw ImageError(path: path, problem: "unsupported output format (use .jpg, .jpeg or .png)")
+            throw ImageError(
+                path: path, kind: .notWritten, problem: "unsupported output format (use .jpg, .jpeg or .png)")
         }
-        let bytes: [UInt8]
-        do {
-            bytes = try encode(image, format: format)
-        } catch {
-            throw ImageError(path: path, problem: error.problem)
-        }
+        let bytes = try encode(image, format: format, name: path)
         let temporary = path + ".partial-\(getpid())"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else { throw ImageError(path: path, problem: String(cString: strerror(errno))) }
+        guard descriptor >= 0 else {
+            throw ImageError(path: path, kind: .notWritten, problem: String(cString: strerror(errno)))
+        }
         var written = 0
         while written < bytes.count {
             let count = bytes.withUnsafeBytes {
@@ -232,7 +231,7 @@ extension ImageFile {
                 let problem = String(cString: strerror(errno))
                 close(descriptor)
                 unlink(temporary)
-                throw ImageError(path: path, problem: problem)
+                throw ImageError(path: path, kind: .notWritten, problem: problem)
             }
             written += count
         }
@@ -240,7 +239,7 @@ extension ImageFile {
         guard rename(temporary, path) == 0 else {
             let problem = String(cString: strerror(errno))
             unlink(temporary)
-            throw ImageError(path: path, problem: problem)
+            throw ImageError(path: path, kind: .notWritten, problem: problem)
         }
     }
 }

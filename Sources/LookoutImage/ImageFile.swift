@@ -6,15 +6,38 @@ import CLookoutCodecs
     import Darwin
 #endif
 
-/// A photo that cannot be read, with the file and the reason.
+/// A photo that cannot be read or written, with the file, the reason in a sentence, and its ``kind`` for
+/// callers that handle them apart.
 public struct ImageError: Error, CustomStringConvertible, Sendable {
+    public enum Kind: Sendable, Equatable {
+        /// The file cannot be opened or read.
+        case unreadable
+        /// Not a JPEG or PNG.
+        case unsupportedFormat
+        /// A JPEG or PNG that cannot be decoded (truncated, corrupt).
+        case damaged
+        /// Over the pixel limit.
+        case tooLarge
+        /// The image could not be encoded or written.
+        case notWritten
+    }
+
     public let path: String
+    public let kind: Kind
     public let problem: String
     public var description: String { "\(path): \(problem)" }
 
-    public init(path: String, problem: String) {
+    public init(path: String, kind: Kind, problem: String) {
         self.path = path
+        self.kind = kind
         self.problem = problem
+    }
+
+    /// The kind of a decoder's message.
+    static func decodingKind(_ message: String) -> Kind {
+        if message.contains("not a JPEG or PNG") { return .unsupportedFormat }
+        if message.contains("-pixel limit") { return .tooLarge }
+        return .damaged
     }
 }
 
@@ -30,7 +53,7 @@ public enum ImageFile {
         do {
             bytes = try readFile(path)
         } catch {
-            throw ImageError(path: path, problem: error.problem)
+            throw ImageError(path: path, kind: .unreadable, problem: error.problem)
         }
         return try decode(bytes, name: path, pixelLimit: pixelLimit)
     }
@@ -47,7 +70,9 @@ public enum ImageFile {
             String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
         }
         guard message.isEmpty, let pixels = result.pixels, result.width > 0, result.height > 0 else {
-            throw ImageError(path: name, problem: message.isEmpty ? "cannot decode the image" : message)
+            throw ImageError(
+                path: name, kind: message.isEmpty ? .damaged : ImageError.decodingKind(message),
+                problem: message.isEmpty ? "cannot decode the image" : message)
         }
         let image = Image(
             width: Int(result.width), height: Int(result.height), channels: 3,

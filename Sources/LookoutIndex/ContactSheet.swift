@@ -32,7 +32,8 @@ public enum ContactSheet {
                 }
                 let annotated = small.annotated(with: boxes)
                 thumbnail =
-                    "data:image/jpeg;base64," + base64(try ImageFile.encode(annotated, format: .jpeg(quality: 85)))
+                    "data:image/jpeg;base64,"
+                    + base64(try ImageFile.encode(annotated, format: .jpeg(quality: 85), name: hit.path))
             } catch {
                 thumbnail = ""
             }

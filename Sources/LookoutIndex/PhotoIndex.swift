@@ -217,16 +217,18 @@ public final class PhotoIndex {
 
     private func canonicalFolder(_ path: String) throws(IndexError) -> String {
         guard let resolved = realpath(path, nil) else {
-            throw IndexError(path: path, problem: "cannot open the folder: \(String(cString: strerror(errno)))")
+            throw IndexError(
+                path: path, kind: .folder, problem: "cannot open the folder: \(String(cString: strerror(errno)))")
         }
         defer { free(resolved) }
         let result = String(cString: resolved)
         var info = stat()
         guard stat(result, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
-            throw IndexError(path: path, problem: "not a folder")
+            throw IndexError(path: path, kind: .folder, problem: "not a folder")
         }
         guard let directory = opendir(result) else {
-            throw IndexError(path: path, problem: "cannot read the folder: \(String(cString: strerror(errno)))")
+            throw IndexError(
+                path: path, kind: .folder, problem: "cannot read the folder: \(String(cString: strerror(errno)))")
         }
         closedir(directory)
         return result

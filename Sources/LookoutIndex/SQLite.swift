@@ -1,10 +1,29 @@
 import CSQLite
 
-/// An SQLite failure, with the database file and SQLite's message.
+/// Why the index could not be opened, updated or searched: the file (database or folder), the reason in a
+/// sentence, and its ``kind`` for callers that handle them apart.
 public struct IndexError: Error, CustomStringConvertible, Sendable {
+    public enum Kind: Sendable, Equatable {
+        /// No index at that place (nothing indexed yet).
+        case noIndex
+        /// The folder to index cannot be opened or read, or is not a folder.
+        case folder
+        /// The index was written by another schema version.
+        case schemaVersion
+        /// The storage engine failed (SQLite's message).
+        case storage
+    }
+
     public let path: String
+    public let kind: Kind
     public let problem: String
     public var description: String { "\(path): \(problem)" }
+
+    public init(path: String, kind: Kind = .storage, problem: String) {
+        self.path = path
+        self.kind = kind
+        self.problem = problem
+    }
 }
 
 private let transientDestructor = unsafeBitCast(-1, to: sqlite3_destructor_type.self)

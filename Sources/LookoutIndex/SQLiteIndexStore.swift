@@ -29,7 +29,8 @@ public final class SQLiteIndexStore: IndexStore {
             try? FileContents.makeDirectories(String(path[..<slash]))
         }
         if readOnly && access(path, R_OK) != 0 {
-            throw IndexError(path: path, problem: "no index here (run `lookout index FOLDER` first, or pass --db)")
+            throw IndexError(
+                path: path, kind: .noIndex, problem: "no index here (run `lookout index FOLDER` first, or pass --db)")
         }
         database = try Database(path: path, readOnly: readOnly)
         do {
@@ -61,7 +62,8 @@ public final class SQLiteIndexStore: IndexStore {
             return
         }
         guard var version = Int(text), version >= 1 else {
-            throw IndexError(path: path, problem: "index schema version \"\(text)\" is not one Lookout wrote")
+            throw IndexError(
+                path: path, kind: .schemaVersion, problem: "index schema version \"\(text)\" is not one Lookout wrote")
         }
         if version > Self.schemaVersion {
             throw IndexError(
@@ -73,7 +75,8 @@ public final class SQLiteIndexStore: IndexStore {
         guard version < Self.schemaVersion else { return }
         if readOnly {
             throw IndexError(
-                path: path, problem: "index schema version \(version) needs upgrading: run `lookout index` on it once")
+                path: path, kind: .schemaVersion,
+                problem: "index schema version \(version) needs upgrading: run `lookout index` on it once")
         }
         while version < Self.schemaVersion {
             let step = Self.migrations[version - 1]

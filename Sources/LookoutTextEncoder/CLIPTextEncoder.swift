@@ -12,12 +12,15 @@ import LookoutWeights
 /// attention runs per query and head.
 public final class CLIPTextEncoder: Sendable {
     public let configuration: CLIPTextConfiguration
+    /// The weight file the encoder was loaded from.
+    public let path: String
     /// Identity of the weights, for caches (``WeightFile/fingerprint()``).
     public let fingerprint: String
     let weights: CLIPTextWeights
 
     public init(weights file: WeightFile) throws(WeightsError) {
         let weights = try CLIPTextWeights(file)
+        self.path = file.path
         self.weights = weights
         self.configuration = weights.configuration
         self.fingerprint = file.fingerprint()

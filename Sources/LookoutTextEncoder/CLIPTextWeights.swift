@@ -105,7 +105,7 @@ struct CLIPTextWeights: Sendable {
             layout = .huggingFace
         } else {
             throw WeightsError(
-                path: file.path,
+                path: file.path, kind: .wrongModel,
                 problem: "not a CLIP text encoder: neither ln_final.weight (OpenAI names) nor "
                     + "text_model.final_layer_norm.weight (Hugging Face names) is present")
         }

@@ -13,14 +13,14 @@ public final class TextEmbedder: Sendable {
         let configuration = encoder.configuration
         guard tokenizer.vocabulary.count == configuration.vocabularySize else {
             throw WeightsError(
-                path: "text encoder",
+                path: encoder.path, kind: .incompatibleModels,
                 problem:
                     "its token embedding has \(configuration.vocabularySize) rows but the vocabulary has \(tokenizer.vocabulary.count) tokens"
             )
         }
         guard tokenizer.vocabulary.contextLength == configuration.contextLength else {
             throw WeightsError(
-                path: "text encoder",
+                path: encoder.path, kind: .incompatibleModels,
                 problem:
                     "its context length is \(configuration.contextLength) but the vocabulary's is \(tokenizer.vocabulary.contextLength)"
             )

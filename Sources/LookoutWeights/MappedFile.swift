@@ -12,20 +12,25 @@ public final class MappedFile: @unchecked Sendable {
     public init(path: String) throws(WeightsError) {
         self.path = path
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw WeightsError(path: path, problem: String(cString: strerror(errno))) }
+        guard descriptor >= 0 else {
+            throw WeightsError(path: path, kind: .unreadable, problem: String(cString: strerror(errno)))
+        }
         defer { close(descriptor) }
         var info = stat()
         guard fstat(descriptor, &info) == 0 else {
-            throw WeightsError(path: path, problem: String(cString: strerror(errno)))
+            throw WeightsError(path: path, kind: .unreadable, problem: String(cString: strerror(errno)))
         }
-        guard (info.st_mode & S_IFMT) == S_IFREG else { throw WeightsError(path: path, problem: "not a regular file") }
+        guard (info.st_mode & S_IFMT) == S_IFREG else {
+            throw WeightsError(path: path, kind: .unreadable, problem: "not a regular file")
+        }
         let size = Int(info.st_size)
         if size == 0 {
             bytes = UnsafeRawBufferPointer(start: nil, count: 0)
             return
         }
         guard let address = mmap(nil, size, PROT_READ, MAP_PRIVATE, descriptor, 0), address != MAP_FAILED else {
-            throw WeightsError(path: path, problem: "cannot map the file: \(String(cString: strerror(errno)))")
+            throw WeightsError(
+                path: path, kind: .unreadable, problem: "cannot map the file: \(String(cString: strerror(errno)))")
         }
         bytes = UnsafeRawBufferPointer(start: address, count: size)
     }

@@ -41,7 +41,7 @@ public final class WeightBinding {
         guard !left.isEmpty else { return }
         let shown = left.prefix(5).joined(separator: ", ")
         throw WeightsError(
-            path: path,
+            path: path, kind: .unusedTensors(left),
             problem:
                 "\(left.count) tensor\(left.count == 1 ? "" : "s") that a \(model) does not use: \(shown)\(left.count > 5 ? ", …" : "")"
         )

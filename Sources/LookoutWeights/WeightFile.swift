@@ -50,14 +50,16 @@ public struct WeightFile: Sendable {
             return try SafeTensors.load(file)
         }
         throw WeightsError(
-            path: file.path,
+            path: file.path, kind: .unsupportedFormat,
             problem: "not a weight file Lookout reads (expected a PyTorch zip checkpoint or safetensors; "
                 + "legacy non-zip PyTorch files are not supported)")
     }
 
     /// The tensor `name`, or an error naming the key.
     public func view(_ name: String) throws(WeightsError) -> TensorView {
-        guard let view = tensors[name] else { throw WeightsError(path: path, problem: "missing tensor \(name)") }
+        guard let view = tensors[name] else {
+            throw WeightsError(path: path, kind: .missingTensor(name), problem: "missing tensor \(name)")
+        }
         return view
     }
 
@@ -65,7 +67,9 @@ public struct WeightFile: Sendable {
     public func floats(_ name: String, shape expected: [Int]? = nil) throws(WeightsError) -> [Float] {
         let view = try view(name)
         if let expected, view.shape != expected {
-            throw WeightsError(path: path, problem: "tensor \(name) has shape \(view.shape), expected \(expected)")
+            throw WeightsError(
+                path: path, kind: .shapeMismatch(tensor: name, shape: view.shape, expected: expected),
+                problem: "tensor \(name) has shape \(view.shape), expected \(expected)")
         }
         return view.floats()
     }

@@ -23,12 +23,16 @@ import Testing
         #expect(differing == 0, "\(name): \(differing) bytes differ, by at most \(largest)")
     }
 
-    @Test(arguments: ["truncated.jpg", "truncated.png", "not-an-image.jpg", "missing.jpg"])
-    func unreadableFilesAreErrorsNamingTheFile(name: String) {
+    @Test(arguments: [
+        ("truncated.jpg", ImageError.Kind.damaged), ("truncated.png", .damaged),
+        ("not-an-image.jpg", .unsupportedFormat),
+        ("missing.jpg", .unreadable),
+    ])
+    func unreadableFilesAreErrorsNamingTheFile(name: String, kind: ImageError.Kind) {
         #expect {
             try ImageFile.read(Self.directory + "/" + name)
         } throws: { error in
-            "\(error)".contains(name)
+            "\(error)".contains(name) && (error as? ImageError)?.kind == kind
         }
     }
 
@@ -36,7 +40,7 @@ import Testing
         #expect {
             try ImageFile.read(Self.directory + "/color.jpg", pixelLimit: 1000)
         } throws: { error in
-            "\(error)".contains("over the 1000-pixel limit")
+            "\(error)".contains("over the 1000-pixel limit") && (error as? ImageError)?.kind == .tooLarge
         }
     }
 }

@@ -33,7 +33,9 @@ import Testing
     }
 
     /// Loads `entries` as a detector and returns the error's text (nil when it loaded).
-    static func loadError(_ entries: [Entry]) throws -> String? {
+    static func loadError(_ entries: [Entry]) throws -> String? { try loadFailure(entries)?.problem }
+
+    static func loadFailure(_ entries: [Entry]) throws -> WeightsError? {
         let path = try write(entries)
         defer { try? FileManager.default.removeItem(atPath: path) }
         do {
@@ -41,7 +43,7 @@ import Testing
             return nil
         } catch {
             #expect(error.path == path)
-            return error.problem
+            return error
         }
     }
 
@@ -60,8 +62,31 @@ import Testing
     }
 
     @Test func aTensorTheDetectorDoesNotTakeIsNamed() throws {
-        let problem = try Self.loadError(Self.entries() + [("model.99.surprise", [2], .float32([1, 2]))])
-        #expect(problem == "1 tensor that a YOLO-World v2 detector does not use: model.99.surprise")
+        let failure = try Self.loadFailure(Self.entries() + [("model.99.surprise", [2], .float32([1, 2]))])
+        #expect(failure?.problem == "1 tensor that a YOLO-World v2 detector does not use: model.99.surprise")
+        #expect(failure?.kind == .unusedTensors(["model.99.surprise"]))
+    }
+
+    /// Each sort of problem has its kind, for callers that handle them apart.
+    @Test func errorKinds() throws {
+        let entries = Self.entries()
+        let weight = Self.source.tensors["model.4.cv1.conv.weight"]!.shape
+        #expect(
+            try Self.loadFailure(Self.resized(entries, "model.4.cv1.conv.weight", axis: 1, to: weight[1] + 8))?.kind
+                == .layersDoNotConnect)
+        #expect(
+            try Self.loadFailure(entries.filter { $0.name != "model.8.cv2.bn.running_var" })?.kind
+                == .missingTensor("model.8.cv2.bn.running_var"))
+        let bias = Self.resized(entries, "model.8.cv2.bn.bias", axis: 0, to: 3)
+        let expectedShape = Self.source.tensors["model.8.cv2.bn.bias"]!.shape
+        #expect(
+            try Self.loadFailure(bias)?.kind
+                == .shapeMismatch(tensor: "model.8.cv2.bn.bias", shape: [3], expected: expectedShape))
+        #expect(try Self.loadFailure(entries.filter { !$0.name.hasPrefix("model.0.") })?.kind == .wrongModel)
+        #expect { try WeightFile.open("/nonexistent.pt") } throws: { ($0 as? WeightsError)?.kind == .unreadable }
+        #expect {
+            try WeightFile.open(NetworkParityTests.root + "/Tests/Fixtures/image/files/color.png")
+        } throws: { ($0 as? WeightsError)?.kind == .unsupportedFormat }
     }
 
     @Test func layersThatDoNotFitTogetherAreNamed() throws {

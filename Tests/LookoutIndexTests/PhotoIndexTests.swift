@@ -148,30 +148,30 @@ import Testing
 
     @Test func badPlacesAreClearErrors() throws {
         func expectError(
-            _ fragment: String, path: String, _ body: () throws -> Void,
+            _ fragment: String, path: String, kind: IndexError.Kind = .storage, _ body: () throws -> Void,
             sourceLocation: SourceLocation = #_sourceLocation
         ) {
             do {
                 try body()
                 Issue.record("expected an error containing \(fragment)", sourceLocation: sourceLocation)
             } catch let error as IndexError {
-                #expect(error.path == path, sourceLocation: sourceLocation)
+                #expect(error.path == path && error.kind == kind, sourceLocation: sourceLocation)
                 #expect(error.problem.contains(fragment), "\(error.problem)", sourceLocation: sourceLocation)
             } catch {
                 Issue.record("not an IndexError: \(error)", sourceLocation: sourceLocation)
             }
         }
-        expectError("no index here", path: "/nonexistent-dir/x/index.sqlite") {
+        expectError("no index here", path: "/nonexistent-dir/x/index.sqlite", kind: .noIndex) {
             _ = try PhotoIndex(path: "/nonexistent-dir/x/index.sqlite", readOnly: true)
         }
         let folder = try Self.folder(count: 0)
         defer { Self.remove(folder) }
         let index = try PhotoIndex(path: folder + "/index.sqlite")
-        expectError("cannot open the folder: No such file or directory", path: folder + "/missing") {
+        expectError("cannot open the folder: No such file or directory", path: folder + "/missing", kind: .folder) {
             _ = try index.update(root: folder + "/missing", model: Self.loaded.model, regions: { _, _ in [] })
         }
         try FileContents.writeAtomically(Array("x".utf8), to: folder + "/file.jpg")
-        expectError("not a folder", path: folder + "/file.jpg") {
+        expectError("not a folder", path: folder + "/file.jpg", kind: .folder) {
             _ = try index.update(root: folder + "/file.jpg", model: Self.loaded.model, regions: { _, _ in [] })
         }
         try FileContents.writeAtomically(
