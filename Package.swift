@@ -34,15 +34,15 @@ let package = Package(
         // Layer 1: utilities every layer may use (resource lookup, environment, stopwatch, trimming).
         .target(name: "LookoutSupport"),
         // JSON through json-c (vocabulary files, JSON lines, manifests), and file reading.
-        .target(name: "LookoutJSON", dependencies: ["CJSONC"]),
+        .target(name: "LookoutJSON", dependencies: ["CJSONC", "LookoutSupport"]),
         // Tensor storage, the OpenBLAS wrapper, the compute pool and row kernels.
         .target(name: "LookoutTensor", dependencies: ["COpenBLAS", "CLookoutKernels"]),
 
         // Layer 2: formats and inputs.
         // CLIP BPE tokenizer: text cleaning, pre-tokenisation, byte map, merges. No tensor code.
-        .target(name: "LookoutTokenizer", dependencies: ["LookoutJSON"]),
+        .target(name: "LookoutTokenizer", dependencies: ["LookoutJSON", "LookoutSupport"]),
         // Weight files: safetensors and PyTorch zip checkpoints (restricted unpickler), strict binding.
-        .target(name: "LookoutWeights", dependencies: ["LookoutJSON", "LookoutTensor"]),
+        .target(name: "LookoutWeights", dependencies: ["LookoutJSON", "LookoutSupport", "LookoutTensor"]),
         // Images: decoding, OpenCV-exact resizing, letterboxing, annotation. No tensor code.
         .target(name: "LookoutImage", dependencies: ["CLookoutCodecs"]),
 
@@ -70,8 +70,8 @@ let package = Package(
         .target(
             name: "LookoutIndex",
             dependencies: [
-                "CSQLite", "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutJSON", "LookoutTensor",
-                "LookoutWeights",
+                "CSQLite", "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutJSON", "LookoutSupport",
+                "LookoutTensor", "LookoutWeights",
             ]),
 
         // Layer 5: the command line (a thin shell over the libraries) and the benchmarks.
@@ -93,21 +93,25 @@ let package = Package(
         ),
 
         // Tests (Tests/README.md says what each proves).
-        .testTarget(name: "LookoutJSONTests", dependencies: ["LookoutJSON"]),
-        .testTarget(name: "LookoutTensorTests", dependencies: ["LookoutTensor"]),
+        .testTarget(name: "LookoutJSONTests", dependencies: ["LookoutSupport", "LookoutJSON"]),
+        .testTarget(name: "LookoutTensorTests", dependencies: ["LookoutSupport", "LookoutTensor"]),
         .testTarget(
-            name: "LookoutTokenizerTests", dependencies: ["LookoutTokenizer", "LookoutJSON"], exclude: ["Fixtures"]),
-        .testTarget(name: "LookoutWeightsTests", dependencies: ["LookoutWeights", "LookoutJSON"]),
+            name: "LookoutTokenizerTests", dependencies: ["LookoutSupport", "LookoutTokenizer", "LookoutJSON"],
+            exclude: ["Fixtures"]),
+        .testTarget(name: "LookoutWeightsTests", dependencies: ["LookoutSupport", "LookoutWeights", "LookoutJSON"]),
         .testTarget(
             name: "LookoutTextEncoderTests",
-            dependencies: ["LookoutTextEncoder", "LookoutTokenizer", "LookoutWeights", "LookoutJSON"]
+            dependencies: ["LookoutSupport", "LookoutTextEncoder", "LookoutTokenizer", "LookoutWeights", "LookoutJSON"]
         ),
         .testTarget(
             name: "LookoutDetectorTests",
-            dependencies: ["LookoutDetector", "LookoutWeights", "LookoutImage", "LookoutEngine", "LookoutTensor"]),
+            dependencies: [
+                "LookoutSupport", "LookoutDetector", "LookoutWeights", "LookoutImage", "LookoutEngine", "LookoutTensor",
+            ]),
         .testTarget(
             name: "LookoutDemoTests",
             dependencies: [
+                "LookoutSupport",
                 "LookoutTensor", "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutJSON",
                 "LookoutTextEncoder",
                 "LookoutTokenizer",
@@ -116,13 +120,15 @@ let package = Package(
         .testTarget(
             name: "LookoutIndexTests",
             dependencies: [
+                "LookoutSupport",
                 "CSQLite", "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutIndex", "LookoutJSON",
                 "LookoutTextEncoder",
                 "LookoutTokenizer", "LookoutWeights",
             ]),
         // Runs the built `lookout` executable (a dependency, so that it is built before these tests run).
         .testTarget(
-            name: "LookoutCLITests", dependencies: ["lookout", "LookoutJSON", "LookoutIndex", "LookoutWeights"]),
+            name: "LookoutCLITests",
+            dependencies: ["LookoutSupport", "lookout", "LookoutJSON", "LookoutIndex", "LookoutWeights"]),
     ],
     swiftLanguageModes: [.v6]
 )

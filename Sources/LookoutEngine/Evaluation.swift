@@ -1,4 +1,5 @@
 import LookoutJSON
+import LookoutSupport
 
 /// Detection quality against ground truth: COCO-style matching and average precision at one IoU threshold.
 ///

@@ -1,6 +1,7 @@
 import LookoutDetector
 import LookoutImage
 import LookoutJSON
+import LookoutSupport
 import LookoutTensor
 import LookoutWeights
 

@@ -1,5 +1,6 @@
 import LookoutImage
 import LookoutJSON
+import LookoutSupport
 import LookoutWeights
 
 #if canImport(Glibc)

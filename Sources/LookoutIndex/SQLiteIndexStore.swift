@@ -1,4 +1,5 @@
 import LookoutJSON
+import LookoutSupport
 
 #if canImport(Glibc)
     import Glibc

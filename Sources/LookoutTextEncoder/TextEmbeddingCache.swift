@@ -1,4 +1,5 @@
 import LookoutJSON
+import LookoutSupport
 import LookoutWeights
 import Synchronization
 

@@ -1,4 +1,5 @@
 import LookoutJSON
+import LookoutSupport
 
 /// A binary copy of a validated vocabulary, so that a process start does not parse 1.5 MB of JSON.
 ///

@@ -1,4 +1,5 @@
 import LookoutJSON
+import LookoutSupport
 
 /// A CLIP BPE vocabulary: token strings, merge ranks and special tokens.
 ///

@@ -1,4 +1,5 @@
 import LookoutJSON
+import LookoutSupport
 
 /// A model directory: a detector and a text encoder that belong together, named by `lookout-model.json`:
 ///

@@ -1,4 +1,5 @@
 import LookoutJSON
+import LookoutSupport
 
 /// safetensors: an 8-byte little-endian header length N, N bytes of JSON
 /// (`{name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {str: str}}`), then the data,

@@ -1,3 +1,5 @@
+import LookoutSupport
+
 extension WeightFile {
     /// An identity for caches derived from the weights themselves: SHA-256 over every tensor's name,
     /// dtype and shape and over up to 4 KiB of its bytes (the first and last 2 KiB). Far cheaper than

@@ -1,5 +1,6 @@
 import ArgumentParser
 import LookoutJSON
+import LookoutSupport
 import LookoutWeights
 
 struct ModelsCommand: ParsableCommand {

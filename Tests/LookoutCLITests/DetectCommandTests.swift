@@ -1,5 +1,6 @@
 import Foundation
 import LookoutJSON
+import LookoutSupport
 import Testing
 
 /// `lookout detect` run as a process: the demo model's detections against ultralytics predict on the same

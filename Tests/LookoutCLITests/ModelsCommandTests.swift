@@ -1,5 +1,6 @@
 import Foundation
 import LookoutJSON
+import LookoutSupport
 import LookoutWeights
 import Testing
 

@@ -1,5 +1,6 @@
 import Foundation
 import LookoutJSON
+import LookoutSupport
 import Testing
 
 /// Reference outputs computed by the reference implementations (scripts/demo/make_demo_fixtures.py,

@@ -2,6 +2,7 @@ import LookoutDetector
 import LookoutEngine
 import LookoutImage
 import LookoutJSON
+import LookoutSupport
 import LookoutTextEncoder
 import LookoutTokenizer
 import LookoutWeights

@@ -3,6 +3,7 @@ import LookoutDetector
 import LookoutEngine
 import LookoutImage
 import LookoutJSON
+import LookoutSupport
 import Testing
 
 #if canImport(Glibc)

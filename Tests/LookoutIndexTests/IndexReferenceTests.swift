@@ -3,6 +3,7 @@ import LookoutDetector
 import LookoutImage
 import LookoutIndex
 import LookoutJSON
+import LookoutSupport
 import LookoutWeights
 import Testing
 

@@ -2,6 +2,7 @@ import CSQLite
 import Foundation
 import LookoutIndex
 import LookoutJSON
+import LookoutSupport
 import Testing
 
 /// The index store seam: a second implementation of ``IndexStore`` (in memory, here) gives the same

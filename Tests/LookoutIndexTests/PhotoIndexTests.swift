@@ -4,6 +4,7 @@ import LookoutEngine
 import LookoutImage
 import LookoutIndex
 import LookoutJSON
+import LookoutSupport
 import LookoutTextEncoder
 import LookoutTokenizer
 import LookoutWeights

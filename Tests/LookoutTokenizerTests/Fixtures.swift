@@ -1,4 +1,5 @@
 import LookoutJSON
+import LookoutSupport
 import LookoutTokenizer
 
 /// Paths of the repository and the reference fixtures (made by `scripts/reference/make_tokenizer_corpus.py`).

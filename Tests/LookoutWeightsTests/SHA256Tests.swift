@@ -1,3 +1,4 @@
+import LookoutSupport
 import LookoutWeights
 import Testing
 

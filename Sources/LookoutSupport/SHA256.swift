@@ -81,12 +81,4 @@ public struct SHA256: Sendable {
 
     @inline(__always)
     private func rotate(_ value: UInt32, _ count: UInt32) -> UInt32 { (value >> count) | (value << (32 - count)) }
-
-    /// SHA-256 of a whole file, read through a memory map.
-    public static func hex(ofFile path: String) throws(WeightsError) -> String {
-        let file = try MappedFile(path: path)
-        var hasher = SHA256()
-        hasher.update(file.bytes)
-        return hasher.finalize()
-    }
 }
