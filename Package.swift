@@ -88,6 +88,7 @@ let package = Package(
             dependencies: [
                 "LookoutSupport", "LookoutTokenizer", "LookoutJSON", "LookoutWeights", "LookoutTextEncoder",
                 "LookoutDetector", "LookoutEngine", "LookoutIndex",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/LookoutBenchmarks"
         ),

@@ -28,7 +28,7 @@ PHOTO = os.path.join(ROOT, "examples", "photos", "rocket.jpg")
 
 def main():
     pt = os.path.join(WORK, "yolov8s-worldv2.pt")
-    subprocess.run([os.path.join(ROOT, ".build", "release", "lookout-benchmarks"), "detect", pt, PHOTO, "640"], check=True)
+    subprocess.run([os.path.join(ROOT, ".build", "release", "lookout-benchmarks"), "detect", "--detector", pt, "--image", PHOTO, "--imgsz", "640"], check=True)
     reference_env.forget_torchvision()
     from ultralytics import YOLOWorld
 

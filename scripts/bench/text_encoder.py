@@ -27,7 +27,7 @@ import torch  # noqa: E402
 def main():
     directory = sys.argv[1] if len(sys.argv) > 1 else "/tmp/lookout-full-clip"
     model_path = os.path.join(directory, "ViT-B-32-random.pt")
-    subprocess.run([os.path.join(ROOT, ".build", "release", "lookout-benchmarks"), "text", model_path, ROOT], check=True)
+    subprocess.run([os.path.join(ROOT, ".build", "release", "lookout-benchmarks"), "text", "--model", model_path, "--root", ROOT], check=True)
 
     torch.set_num_threads(2)
     model, _ = clip.load(model_path, device="cpu", jit=False)

@@ -53,7 +53,7 @@ def main():
         samples.append(time.perf_counter() - start)
     print(f"LVIS {len(lvis)} names, python clip.tokenize (BPE cache cleared each run): "
           f"{statistics.median(samples) * 1000:7.1f} ms")
-    subprocess.run([os.path.join(ROOT, ".build", "release", "lookout-benchmarks"), ROOT], check=True)
+    subprocess.run([os.path.join(ROOT, ".build", "release", "lookout-benchmarks"), "tokenizer", "--root", ROOT], check=True)
 
 
 if __name__ == "__main__":

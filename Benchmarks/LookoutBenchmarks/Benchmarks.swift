@@ -1,0 +1,314 @@
+// Timing runs for BENCHMARKS.md (never for tests): `swift run -c release lookout-benchmarks SUBCOMMAND …`.
+// Each prints medians and p95 over repeated runs.
+import ArgumentParser
+import LookoutDetector
+import LookoutEngine
+import LookoutIndex
+import LookoutJSON
+import LookoutSupport
+import LookoutTextEncoder
+import LookoutTokenizer
+import LookoutWeights
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+@main
+struct Benchmarks: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "lookout-benchmarks",
+        abstract: "Timing runs recorded in BENCHMARKS.md.",
+        subcommands: [Tokenizer.self, Weights.self, Detect.self, Text.self, MeanAveragePrecision.self, Search.self]
+    )
+}
+
+func now() -> Double {
+    var time = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &time)
+    return Double(time.tv_sec) + Double(time.tv_nsec) * 1e-9
+}
+
+func measure(_ name: String, repetitions: Int, _ body: () throws -> Void) rethrows {
+    var samples: [Double] = []
+    for _ in 0..<repetitions {
+        let start = now()
+        try body()
+        samples.append(now() - start)
+    }
+    samples.sort()
+    let median = samples[samples.count / 2] * 1000
+    let p95 = samples[min(samples.count - 1, Int(Double(samples.count) * 0.95))] * 1000
+    print("\(name): median \(format3(median)) ms, p95 \(format3(p95)) ms (\(repetitions) runs)")
+}
+
+func format3(_ value: Double) -> String {
+    let scaled = (value * 1000).rounded() / 1000
+    return "\(scaled)"
+}
+
+/// Peak resident memory of this process, in MB.
+func peakMegabytes() -> Int {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return usage.ru_maxrss / 1024
+}
+
+/// Vocabulary loading and tokenizing (the reference corpus's LVIS names).
+struct Tokenizer: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Vocabulary loading and tokenizing (the corpus's LVIS names).")
+    @Option(help: "The repository root (for Vocab/ and the tokenizer corpus).") var root = "."
+
+    func run() throws {
+        let vocabularyPath = root + "/Vocab/clip_vocab.json"
+        let corpus = try FileContents.read(root + "/Tests/LookoutTokenizerTests/Fixtures/clip_tokenizer_golden.jsonl")
+        var lvis: [String] = []
+        for line in corpus.split(separator: UInt8(ascii: "\n")) {
+            let record = try JSONDocument(bytes: Array(line)).root
+            if record["category"]?.string == "lvis" { lvis.append(record["text"]!.string!) }
+        }
+
+        try measure("load vocabulary (read + parse + validate)", repetitions: 20) {
+            _ = try CLIPVocabulary(contentsOf: vocabularyPath)
+        }
+        let cacheDirectory = "/tmp/lookout-benchmark-cache"
+        _ = try CLIPVocabulary.load(contentsOf: vocabularyPath, cacheDirectory: cacheDirectory)
+        try measure("load vocabulary through the binary cache (read JSON bytes + digest + cache)", repetitions: 20) {
+            _ = try CLIPVocabulary.load(contentsOf: vocabularyPath, cacheDirectory: cacheDirectory)
+        }
+        let tokenizer = try CLIPTokenizer(vocabularyFile: vocabularyPath)
+        measure("tokenize \"a photo of a red car\"", repetitions: 200) {
+            _ = tokenizer.tokenize("a photo of a red car")
+        }
+        measure("tokenize LVIS class names (\(lvis.count))", repetitions: 30) {
+            for name in lvis { _ = tokenizer.tokenize(name) }
+        }
+        let vocabularyBytes = try FileContents.read(vocabularyPath)
+        try measure("  of which: json-c parse", repetitions: 20) {
+            _ = try JSONDocument(bytes: vocabularyBytes)
+        }
+    }
+}
+
+/// Opening weight files, and reading every tensor as F32.
+struct Weights: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Opening weight files, and reading every tensor as F32.")
+    @Argument(help: "Weight files.") var files: [String]
+
+    func run() throws {
+        for path in files {
+            try measure("open \(path)", repetitions: 10) { _ = try WeightFile.open(path) }
+            try measure("open + every tensor as F32 \(path)", repetitions: 5) {
+                let weights = try WeightFile.open(path)
+                for name in weights.names { _ = weights.tensors[name]!.floats() }
+            }
+        }
+    }
+}
+
+/// The stages of a detection with 80 random unit queries, re-query, re-threshold, peak memory.
+struct Detect: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Stages of a detection with 80 random queries, re-query, re-threshold, peak memory.")
+    @Option(help: "Detector weights.") var detector: String
+    @Option(help: "A photo.") var image: String
+    @Option(help: "Network input size.") var imgsz = 640
+
+    func run() throws {
+        let network = try YOLOWorldNetwork(weights: WeightFile.open(detector))
+        let engine = try Engine(network: network, embedder: nil)
+        let size = imgsz
+        var generator = SystemRandomNumberGenerator()
+        var text = (0..<(80 * 512)).map { _ in Float.random(in: -1...1, using: &generator) }
+        for k in 0..<80 {
+            let norm = (0..<512).reduce(Float(0)) { $0 + text[k * 512 + $1] * text[k * 512 + $1] }.squareRoot()
+            for d in 0..<512 { text[k * 512 + d] /= norm }
+        }
+        let labels = (0..<80).map { "q\($0)" }
+        var prepared = try engine.prepare(path: image, size: size)
+        try measure("full detect (decode → NMS), 80 queries, \(size)", repetitions: 11) {
+            prepared = try engine.prepare(path: image, size: size)
+            _ = engine.detect(prepared, labels: labels, text: text)
+        }
+        let result = engine.detect(prepared, labels: labels, text: text)
+        print(
+            "stages of the last run (ms): "
+                + result.timings.milliseconds.map { "\($0.0) \(format3($0.1))" }.joined(separator: ", "))
+        measure("re-query (neck + head + NMS), 80 queries", repetitions: 11) {
+            _ = engine.detect(prepared, labels: labels, text: text)
+        }
+        measure("  of which the neck (layers 10–21)", repetitions: 11) {
+            _ = network.neck(prepared.features, text: text, classes: 80)
+        }
+        var options = SuppressionOptions()
+        options.confidence = 0.1
+        let output = network.head(prepared.features, text: text, classes: 80)
+        measure("re-threshold (NMS + scaling only)", repetitions: 20) {
+            _ = NonMaxSuppression.run(output, classes: 80, options: options)
+        }
+        print("peak resident memory: \(peakMegabytes()) MB")
+    }
+}
+
+/// The CLIP text encoder: one query, the COCO names, cached look-ups.
+struct Text: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "The CLIP text encoder: one query, the COCO names, cached look-ups.")
+    @Option(help: "Text encoder weights.") var model: String
+    @Option(help: "The repository root (vocabulary and corpus).") var root = "."
+
+    func run() throws {
+        let start = now()
+        let encoder = try CLIPTextEncoder(contentsOf: model)
+        print("load text encoder \(model): \(format3((now() - start) * 1000)) ms")
+        let tokenizer = try CLIPTokenizer(vocabularyFile: root + "/Vocab/clip_vocab.json")
+        let corpus = try FileContents.read(root + "/Tests/LookoutTokenizerTests/Fixtures/clip_tokenizer_golden.jsonl")
+        var coco: [String] = []
+        for line in corpus.split(separator: UInt8(ascii: "\n")) {
+            let record = try JSONDocument(bytes: Array(line)).root
+            if record["category"]?.string == "coco" { coco.append(record["text"]!.string!) }
+        }
+        let one = [tokenizer.tokenize("red car")]
+        measure("encode \"red car\" (not cached)", repetitions: 30) { _ = encoder.encode(one) }
+        let rows = coco.map { tokenizer.tokenize($0) }
+        measure("encode the \(coco.count) COCO class names (not cached)", repetitions: 10) { _ = encoder.encode(rows) }
+        let embedder = try TextEmbedder(
+            tokenizer: tokenizer, encoder: encoder, cache: TextEmbeddingCache(directory: nil))
+        _ = embedder.embed(coco)
+        measure("embed the \(coco.count) COCO class names, cached (tokenize + look-up)", repetitions: 30) {
+            _ = embedder.embed(coco)
+        }
+        print("peak resident memory: \(peakMegabytes()) MB")
+    }
+}
+
+/// mAP50 of a model on a generated scene set, every label queried at once (conf 0.001, IoU 0.7, max 300),
+/// seen and held-out labels apart.
+struct MeanAveragePrecision: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "map", abstract: "mAP50 of a model on a generated scene set, seen and held-out labels apart.")
+    @Option(help: "Model directory.") var model: String
+    @Option(help: "The scene set's truth.json.") var truth: String
+    @Option(help: "Network input size.") var imgsz = 640
+    @Option(help: "CLIP vocabulary.") var vocab = "Vocab/clip_vocab.json"
+    @Flag(help: "Append the official demos' \" \" query and drop its boxes.") var pad = false
+    @Flag(help: "One query per run (each label alone) instead of all labels at once.") var single = false
+
+    func run() throws {
+        let manifest = try ModelManifest(directory: model)
+        let scenes = try SceneTruth(contentsOf: truth)
+        let size = imgsz
+        let network = try YOLOWorldNetwork(weights: WeightFile.open(manifest.detector.path))
+        let tokenizer = try CLIPTokenizer(vocabularyFile: vocab)
+        let embedder = try TextEmbedder(
+            tokenizer: tokenizer, encoder: CLIPTextEncoder(contentsOf: manifest.textEncoder.path),
+            cache: TextEmbeddingCache(directory: nil))
+        let engine = try Engine(network: network, embedder: embedder)
+        let labels = Array(Set(scenes.scenes.flatMap { $0.objects.map(\.label) }).union(scenes.heldOut)).sorted()
+        // "pad": append the " " query of the official demos and drop its boxes. "single": one query per run, each
+        // label alone (as a user asking for one thing), instead of all labels at once.
+        var options = SuppressionOptions()
+        options.confidence = 0.001
+        var evaluation = DetectionEvaluation(iouThreshold: 0.5)
+        let start = now()
+        for (index, scene) in scenes.scenes.enumerated() {
+            let prepared = try engine.prepare(path: scene.file, size: size)
+            let sets = single ? labels.map { [$0] } : [labels]
+            var predictions: [DetectionEvaluation.Prediction] = []
+            for set in sets {
+                var result = engine.detect(
+                    prepared, queries: pad ? PaddingQuery.appended(to: set) : set, options: options)
+                if pad { result = result.droppingPadding() }
+                predictions += result.detections.map { .init(label: $0.label, score: $0.score, box: $0.box) }
+            }
+            evaluation.add(predictions: predictions, truth: scene.objects)
+            if (index + 1) % 100 == 0 { print("  \(index + 1) images, \(format3(now() - start)) s") }
+        }
+        let held = Set(scenes.heldOut)
+        let seen = labels.filter { !held.contains($0) }
+        let unseen = labels.filter { held.contains($0) }
+        let seenMAP = evaluation.meanAveragePrecision(over: seen)
+        let unseenMAP = evaluation.meanAveragePrecision(over: unseen)
+        let seenPR = evaluation.precisionRecall(above: 0.25, over: seen)
+        let unseenPR = evaluation.precisionRecall(above: 0.25, over: unseen)
+        print(
+            "\(scenes.scenes.count) images, \(single ? "each of \(labels.count) queries alone" : "\(labels.count) queries at once")\(pad ? " + \" \" padding" : ""), imgsz \(size), \(format3(now() - start)) s"
+        )
+        print(
+            "seen combinations:     mAP50 \(format3(seenMAP.value)) over \(seenMAP.labels) labels; at conf 0.25 precision \(format3(seenPR.precision)), recall \(format3(seenPR.recall))"
+        )
+        print(
+            "held-out combinations: mAP50 \(format3(unseenMAP.value)) over \(unseenMAP.labels) labels; at conf 0.25 precision \(format3(unseenPR.precision)), recall \(format3(unseenPR.recall))"
+        )
+        for label in unseen { print("  \(label): AP50 \(format3(evaluation.averagePrecision(label) ?? 0))") }
+    }
+}
+
+/// An indexed generated collection: warm search time, precision@5 of the fast ranking, and for every 4th
+/// label the exact ranking (detector re-run on the 15 best candidates) and how far the two agree.
+struct Search: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Warm search time and precision@5 of an indexed generated collection, fast and exact.")
+    @Option(help: "Model directory.") var model: String
+    @Option(help: "Index database.") var db: String
+    @Option(help: "The scene set's truth.json.") var truth: String
+    @Option(help: "CLIP vocabulary.") var vocab = "Vocab/clip_vocab.json"
+
+    func run() throws {
+        let manifest = try ModelManifest(directory: model)
+        let index = try PhotoIndex(path: db, readOnly: true)
+        let scenes = try SceneTruth(contentsOf: truth)
+        let network = try YOLOWorldNetwork(weights: WeightFile.open(manifest.detector.path))
+        let tokenizer = try CLIPTokenizer(vocabularyFile: vocab)
+        let embedder = try TextEmbedder(
+            tokenizer: tokenizer, encoder: CLIPTextEncoder(contentsOf: manifest.textEncoder.path),
+            cache: TextEmbeddingCache(directory: nil))
+        let engine = try Engine(network: network, embedder: embedder)
+        let statistics = try index.statistics()
+        print(
+            "\(statistics.files) photos, \(statistics.regionBytes / max(1, statistics.images)) bytes of regions per photo, database \(statistics.databaseBytes / 1024) KiB (\(statistics.databaseBytes / max(1, statistics.files)) bytes per photo)"
+        )
+        var holding: [String: Set<String>] = [:]
+        for scene in scenes.scenes {
+            let name = String(scene.file.split(separator: "/").last!)
+            for object in scene.objects { holding[object.label, default: []].insert(name) }
+        }
+        let labels = holding.keys.sorted()
+        let texts = embedder.embed(labels).embeddings
+        try measure("search the whole index (20 queries, each)", repetitions: 20) {
+            _ = try index.search(text: texts[Int.random(in: 0..<texts.count)], confidence: 0.1, top: 20)
+        }
+        func name(_ path: String) -> String { String(path.split(separator: "/").last!) }
+        var fastHits = 0
+        var exactHits = 0
+        var fastSubset = 0
+        var overlap = 0
+        var exactLabels = 0
+        let start = now()
+        for (k, label) in labels.enumerated() {
+            let fast = try index.search(text: texts[k], confidence: 0.001, top: 15)
+            fastHits += fast.prefix(5).filter { holding[label]!.contains(name($0.path)) }.count
+            guard k % 4 == 0 else { continue }
+            exactLabels += 1
+            fastSubset += fast.prefix(5).filter { holding[label]!.contains(name($0.path)) }.count
+            var options = SuppressionOptions()
+            options.confidence = 0.001
+            var rescored: [(String, Float)] = []
+            for hit in fast {
+                let result = engine.detect(
+                    try engine.prepare(path: hit.path, size: 640), queries: [label], options: options)
+                rescored.append((hit.path, result.detections.first?.score ?? 0))
+            }
+            let exact = rescored.sorted { $0.1 > $1.1 }.prefix(5).map(\.0)
+            exactHits += exact.filter { holding[label]!.contains(name($0)) }.count
+            overlap += Set(exact).intersection(fast.prefix(5).map(\.path)).count
+        }
+        print(
+            "precision@5, fast ranking, all \(labels.count) labels: \(format3(Double(fastHits) / Double(5 * labels.count)))"
+        )
+        print(
+            "on \(exactLabels) labels: fast \(format3(Double(fastSubset) / Double(5 * exactLabels))), exact \(format3(Double(exactHits) / Double(5 * exactLabels))), top-5 overlap fast/exact \(format3(Double(overlap) / Double(5 * exactLabels))) (\(format3(now() - start)) s)"
+        )
+    }
+}
