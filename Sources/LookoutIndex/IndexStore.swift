@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// A photo file as a scan of the folder found it.
 public struct FoundPhoto: Sendable, Equatable {
     public var path: String
@@ -41,6 +47,37 @@ public enum PhotoOutcome: Sendable {
     case failed(error: String)
 }
 
+/// A process taking part in an update: what a claim on a photo records.
+public struct IndexWorker: Sendable, Equatable {
+    public var host: String
+    public var pid: Int32
+    /// Unique per update run (two runs of one process are two workers).
+    public var run: String
+
+    public init(host: String, pid: Int32, run: String) {
+        self.host = host
+        self.pid = pid
+        self.run = run
+    }
+
+    /// This process, for a new run.
+    public static func current() -> IndexWorker {
+        var name = [CChar](repeating: 0, count: 256)
+        gethostname(&name, name.count - 1)
+        let host = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return IndexWorker(host: host, pid: getpid(), run: String(UInt64.random(in: 0...UInt64.max), radix: 36))
+    }
+
+    /// Whether this worker's process still runs (only knowable on its own host; elsewhere assumed so).
+    public var isAlive: Bool {
+        var name = [CChar](repeating: 0, count: 256)
+        gethostname(&name, name.count - 1)
+        let here = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        guard here == host else { return true }
+        return kill(pid, 0) == 0 || errno == EPERM
+    }
+}
+
 /// Counts for reports.
 public struct IndexStatistics: Sendable {
     public var files: Int
@@ -75,10 +112,18 @@ public protocol IndexStore: AnyObject {
 
     /// The stored files whose paths start with `prefix`.
     func files(withPrefix prefix: String) throws(IndexError) -> [String: StoredFile]
+    /// What the store holds about `path` now (another process may have recorded it since it was listed).
+    func storedFile(at path: String) throws(IndexError) -> StoredFile?
     /// The content hashes that have regions under the model `key`.
     func indexedContents(model key: String) throws(IndexError) -> Set<String>
     /// Records one photo's outcome (its regions with it, for new content), atomically.
     func record(_ photo: FoundPhoto, outcome: PhotoOutcome, model key: String) throws(IndexError)
+    /// Claims `path` for `worker` until `expires` (seconds since 1970): true when nobody holds it, or its
+    /// holder's claim has run out, or its holder's process is gone, or `worker` holds it already. Processes
+    /// indexing one store share the work this way: each photo is computed by the worker that claimed it.
+    func claim(_ path: String, worker: IndexWorker, until expires: Double) throws(IndexError) -> Bool
+    /// Gives up `worker`'s claim on `path`.
+    func release(_ path: String, worker: IndexWorker) throws(IndexError)
     /// Forgets `paths`, then the regions that no file refers to and those of other models than `key`.
     func remove(paths: [String], keepingModel key: String) throws(IndexError)
 

@@ -58,7 +58,8 @@ public struct IndexModel: Sendable, Equatable {
 /// An update runs in three stages: **scan** the folder (paths, sizes, modification times), **compute** what
 /// changed (read, hash, decode, extract regions: the expensive part, with no storage access), and **write**
 /// each photo's outcome in its own transaction, so that an interrupted run — Ctrl-C, `kill -9`, power loss —
-/// leaves a consistent index and the next run goes on from there.
+/// leaves a consistent index and the next run goes on from there. Each photo is claimed before it is
+/// computed, so several processes updating one index share the work instead of repeating it.
 public final class PhotoIndex {
     public static let schemaVersion = SQLiteIndexStore.schemaVersion
     public let store: any IndexStore
@@ -70,6 +71,10 @@ public final class PhotoIndex {
     }
 
     public init(store: any IndexStore) { self.store = store }
+
+    /// How long a claim on a photo lasts (seconds): after that, or once its process is gone, another
+    /// process may take the photo over.
+    public var claimLease: Double = 600
 
     /// The model whose regions the index holds (nil before the first update).
     public func storedModel() throws(IndexError) -> IndexModel? { try store.storedModel() }
@@ -90,6 +95,8 @@ public final class PhotoIndex {
         /// Failures from earlier runs on files that have not changed since.
         public var stillFailing = 0
         public var removed = 0
+        /// Photos another process was indexing (it holds their claims; they are its work).
+        public var claimedElsewhere = 0
         /// Files that are not JPEG or PNG, and folders that could not be read.
         public var skippedFiles = 0
         public var unreadableFolders: [String] = []
@@ -151,10 +158,24 @@ public final class PhotoIndex {
             work.append(photo)
         }
 
+        let worker = IndexWorker.current()
         for (done, photo) in work.enumerated() {
             progress(Progress(done: done, total: work.count, current: photo.path))
+            guard try store.claim(photo.path, worker: worker, until: SQLiteIndexStore.now() + claimLease) else {
+                summary.claimedElsewhere += 1
+                continue
+            }
+            // Done by another process since the plan was made: leave it.
+            if let now = try store.storedFile(at: photo.path), now.size == photo.size, now.mtime == photo.mtime,
+                now.model == key, known[photo.path] != now
+            {
+                try store.release(photo.path, worker: worker)
+                summary.claimedElsewhere += 1
+                continue
+            }
             let outcome = Self.compute(photo, indexed: indexed, embeddingSize: model.embeddingSize, regions: regions)
             try store.record(photo, outcome: outcome, model: key)
+            try store.release(photo.path, worker: worker)
             switch outcome {
             case .indexed(let hash, _, _, _):
                 indexed.insert(hash)

@@ -12,12 +12,15 @@ import LookoutSupport
 /// distinct content and model: size and the serialised regions). Renamed or duplicated files share an
 /// `images` row. WAL journal; every photo is its own transaction. Every SQL value is a bound parameter.
 ///
-/// Schema versions: a file of an older version is migrated in place by ``migrations`` on opening (for
-/// writing); a newer one is refused.
+/// Schema versions: a file of an older version is migrated in place by ``migrations`` when opened for
+/// writing, and read as it is otherwise (every version so far reads the same); a newer one is refused.
 public final class SQLiteIndexStore: IndexStore {
-    public static let schemaVersion = 1
+    public static let schemaVersion = 2
     /// Steps from version n to n + 1, each run in one transaction: `migrations[n - 1]` upgrades version n.
-    static let migrations: [String] = []
+    static let migrations: [String] = [
+        // 1 → 2: claims, for several processes indexing one database.
+        "CREATE TABLE IF NOT EXISTS claims (path TEXT PRIMARY KEY, worker TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL, expires REAL NOT NULL);"
+    ]
 
     public let path: String
     public var location: String { path }
@@ -48,6 +51,7 @@ public final class SQLiteIndexStore: IndexStore {
                         hash TEXT NOT NULL, model TEXT NOT NULL, width INTEGER NOT NULL, height INTEGER NOT NULL,
                         regions BLOB NOT NULL, PRIMARY KEY (hash, model));
                     """)
+                if try meta("schema_version") == nil { try database.execute(Self.migrations.joined(separator: "\n")) }
             }
             try migrate(readOnly: readOnly)
         } catch let error as IndexError {
@@ -73,12 +77,7 @@ public final class SQLiteIndexStore: IndexStore {
                     "index schema version \(version) is newer than this Lookout's (\(Self.schemaVersion)): update Lookout"
             )
         }
-        guard version < Self.schemaVersion else { return }
-        if readOnly {
-            throw IndexError(
-                path: path, kind: .schemaVersion,
-                problem: "index schema version \(version) needs upgrading: run `lookout index` on it once")
-        }
+        guard version < Self.schemaVersion, !readOnly else { return }
         while version < Self.schemaVersion {
             let step = Self.migrations[version - 1]
             do {
@@ -141,6 +140,15 @@ public final class SQLiteIndexStore: IndexStore {
         return known
     }
 
+    public func storedFile(at path: String) throws(IndexError) -> StoredFile? {
+        let select = try database.prepare("SELECT size, mtime_ns, hash, model, status FROM files WHERE path = ?")
+        select.bind([.text(path)])
+        guard try select.step() else { return nil }
+        return StoredFile(
+            size: select.integer(0), mtime: select.integer(1), hash: select.isNull(2) ? nil : select.text(2),
+            model: select.text(3), failed: select.text(4) == "failed")
+    }
+
     public func indexedContents(model key: String) throws(IndexError) -> Set<String> {
         let hashes = try database.prepare("SELECT hash FROM images WHERE model = ?")
         hashes.bind([.text(key)])
@@ -179,6 +187,47 @@ public final class SQLiteIndexStore: IndexStore {
         } catch {
             throw IndexError(path: path, problem: "\(error)")
         }
+    }
+
+    public func claim(_ path: String, worker: IndexWorker, until expires: Double) throws(IndexError) -> Bool {
+        let me = "\(worker.host):\(worker.pid):\(worker.run)"
+        let select = try database.prepare("SELECT worker, host, pid, expires FROM claims WHERE path = ?")
+        let upsert = try database.prepare(
+            "INSERT INTO claims(path, worker, host, pid, expires) VALUES(?, ?, ?, ?, ?) "
+                + "ON CONFLICT(path) DO UPDATE SET worker = excluded.worker, host = excluded.host, pid = excluded.pid, "
+                + "expires = excluded.expires")
+        do {
+            return try database.transaction { () throws(IndexError) -> Bool in
+                select.bind([.text(path)])
+                if try select.step() {
+                    let holder = IndexWorker(
+                        host: select.text(1), pid: Int32(truncatingIfNeeded: select.integer(2)), run: "")
+                    let mine = select.text(0) == me
+                    let expired = select.real(3) < Self.now()
+                    if !mine && !expired && holder.isAlive { return false }
+                }
+                try upsert.run([
+                    .text(path), .text(me), .text(worker.host), .integer(Int64(worker.pid)), .real(expires),
+                ])
+                return true
+            }
+        } catch let error as IndexError {
+            throw error
+        } catch {
+            throw IndexError(path: self.path, problem: "\(error)")
+        }
+    }
+
+    public func release(_ path: String, worker: IndexWorker) throws(IndexError) {
+        try database.prepare("DELETE FROM claims WHERE path = ? AND worker = ?").run(
+            [.text(path), .text("\(worker.host):\(worker.pid):\(worker.run)")])
+    }
+
+    /// Seconds since 1970 (claims' clock).
+    public static func now() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_REALTIME, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) * 1e-9
     }
 
     public func remove(paths: [String], keepingModel key: String) throws(IndexError) {

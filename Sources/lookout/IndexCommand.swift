@@ -43,6 +43,10 @@ struct IndexCommand: ParsableCommand {
             already done: run the command again to go on. A photo that cannot be read is recorded (see
             --failures) and the run goes on. Indexing with another model redoes what depends on it.
 
+            Several runs on one database (in other terminals, or started together) share the work: each photo \
+            is claimed by the run that computes it, and a claim is free again once its run ends or after 10 \
+            minutes.
+
             Examples:
               lookout index ~/Pictures
               lookout index examples/scenes --db /tmp/scenes.sqlite
@@ -120,6 +124,9 @@ struct IndexCommand: ParsableCommand {
             lines.append(
                 "  \(summary.failed + summary.stillFailing) files could not be indexed (`lookout index --failures` lists them)"
             )
+        }
+        if summary.claimedElsewhere > 0 {
+            lines.append("  \(summary.claimedElsewhere) photos left to another process indexing this database")
         }
         if summary.skippedFiles > 0 { lines.append("  \(summary.skippedFiles) files skipped: not JPEG or PNG") }
         for folder in summary.unreadableFolders { lines.append("  folder not readable, skipped: \(folder)") }

@@ -199,6 +199,36 @@ import Testing
         #expect(try PhotoIndex(path: db, readOnly: true).integrityCheck() == "ok")
     }
 
+    /// Two `lookout index` runs on one database at the same moment share the work: every photo is computed
+    /// once, by one of them, and both finish with the whole folder indexed.
+    @Test func twoRunsAtOnceShareTheWork() throws {
+        let names = try FileManager.default.contentsOfDirectory(atPath: Self.root + "/examples/scenes").filter {
+            $0.hasSuffix(".jpg")
+        }
+        let folder = try Self.scratch(names)
+        defer { CLI.remove(folder) }
+        let db = folder + "/index.sqlite"
+        _ = try PhotoIndex(path: db)  // the schema in place before both start
+        final class Results: @unchecked Sendable {
+            let lock = NSLock()
+            var values: [CLI.Result] = []
+        }
+        let results = Results()
+        DispatchQueue.concurrentPerform(iterations: 2) { _ in
+            let result = try? CLI.run(["index", folder + "/photos", "--db", db, "--plain"])
+            if let result { results.lock.withLock { results.values.append(result) } }
+        }
+        let both = results.values
+        #expect(both.count == 2 && both.allSatisfy { $0.status == 0 }, "\(both.map(\.stderr))")
+        let computed = both.compactMap { result in
+            result.stderr.components(separatedBy: "photos indexed (").dropFirst().first.flatMap {
+                Int($0.split(separator: " ")[0])
+            }
+        }
+        #expect(computed.count == 2 && computed.reduce(0, +) == names.count, "\(both.map(\.stderr))")
+        #expect(try PhotoIndex(path: db, readOnly: true).statistics().files == names.count)
+    }
+
     @Test func clearErrors() throws {
         let folder = try CLI.scratch("index-errors")
         defer { CLI.remove(folder) }

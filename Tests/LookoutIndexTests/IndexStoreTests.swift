@@ -21,6 +21,7 @@ import Testing
         func files(withPrefix prefix: String) -> [String: StoredFile] {
             files.filter { $0.key.hasPrefix(prefix) }.mapValues(\.stored)
         }
+        func storedFile(at path: String) -> StoredFile? { files[path]?.stored }
         func indexedContents(model key: String) -> Set<String> {
             Set(images.keys.filter { $0.hasSuffix("|" + key) }.map { String($0.split(separator: "|")[0]) })
         }
@@ -64,6 +65,13 @@ import Testing
             files.filter(\.value.stored.failed).map { ($0.key, $0.value.error ?? "") }.sorted { $0.0 < $1.0 }
         }
         func integrityCheck() -> String { "ok" }
+        var claims: [String: IndexWorker] = [:]
+        func claim(_ path: String, worker: IndexWorker, until expires: Double) -> Bool {
+            if let holder = claims[path], holder != worker { return false }
+            claims[path] = worker
+            return true
+        }
+        func release(_ path: String, worker: IndexWorker) { if claims[path] == worker { claims[path] = nil } }
     }
 
     @Test func anotherStoreGivesTheSameIndex() throws {
@@ -95,6 +103,37 @@ import Testing
         #expect(try sqlite.statistics().files == memory.statistics().files)
     }
 
+    /// A claim holds against other workers until it runs out or its process is gone; its holder may renew it.
+    @Test func claims() throws {
+        let folder = try PhotoIndexTests.folder(count: 0)
+        defer { PhotoIndexTests.remove(folder) }
+        let store = try SQLiteIndexStore(path: folder + "/index.sqlite")
+        let a = IndexWorker.current(), b = IndexWorker.current()
+        let later = SQLiteIndexStore.now() + 600
+        #expect(try store.claim("/p/1.jpg", worker: a, until: later))
+        #expect(try !store.claim("/p/1.jpg", worker: b, until: later))
+        #expect(try store.claim("/p/1.jpg", worker: a, until: later))
+        #expect(try store.claim("/p/2.jpg", worker: b, until: later))
+        try store.release("/p/1.jpg", worker: a)
+        #expect(try store.claim("/p/1.jpg", worker: b, until: later))
+        // Run out.
+        #expect(try store.claim("/p/3.jpg", worker: a, until: SQLiteIndexStore.now() - 1))
+        #expect(try store.claim("/p/3.jpg", worker: b, until: later))
+        // A process that has ended: its claims are free at once.
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: "/bin/true")
+        try child.run()
+        child.waitUntilExit()
+        let gone = IndexWorker(host: a.host, pid: child.processIdentifier, run: "x")
+        #expect(!gone.isAlive && a.isAlive)
+        #expect(try store.claim("/p/4.jpg", worker: gone, until: later))
+        #expect(try store.claim("/p/4.jpg", worker: a, until: later))
+        // Another host's worker is taken to be alive until its claim runs out.
+        let remote = IndexWorker(host: a.host + "-elsewhere", pid: gone.pid, run: "y")
+        #expect(try store.claim("/p/5.jpg", worker: remote, until: later))
+        #expect(try !store.claim("/p/5.jpg", worker: a, until: later))
+    }
+
     /// Writes `version` as the file's schema version, with SQLite itself.
     static func setSchemaVersion(_ version: String, in path: String) {
         var handle: OpaquePointer?
@@ -103,12 +142,28 @@ import Testing
         sqlite3_close(handle)
     }
 
+    static func schemaVersion(in path: String) throws -> String? {
+        var handle: OpaquePointer?
+        sqlite3_open(path, &handle)
+        defer { sqlite3_close(handle) }
+        var statement: OpaquePointer?
+        sqlite3_prepare_v2(handle, "SELECT value FROM meta WHERE key = 'schema_version'", -1, &statement, nil)
+        defer { sqlite3_finalize(statement) }
+        guard sqlite3_step(statement) == SQLITE_ROW, let text = sqlite3_column_text(statement, 0) else { return nil }
+        return String(cString: text)
+    }
+
     @Test func schemaVersions() throws {
         let folder = try PhotoIndexTests.folder(count: 0)
         defer { PhotoIndexTests.remove(folder) }
         let path = folder + "/index.sqlite"
         _ = try PhotoIndex(path: path)
         _ = try PhotoIndex(path: path, readOnly: true)
+        // A version-1 file (before claims) is read as it is and upgraded when opened for writing.
+        Self.setSchemaVersion("1", in: path)
+        _ = try PhotoIndex(path: path, readOnly: true)
+        _ = try PhotoIndex(path: path)
+        #expect(try Self.schemaVersion(in: path) == "2")
         Self.setSchemaVersion("99", in: path)
         #expect {
             _ = try PhotoIndex(path: path)
