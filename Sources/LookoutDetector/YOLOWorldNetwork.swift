@@ -227,7 +227,37 @@ struct WorldDetectHead: Sendable {
         _ inputs: [FeatureMap], text: [Float], classes: Int, strides: [Int], embeddings kept: inout [[Float]]?,
         pool: ComputePool
     ) -> [Float] {
-        // Normalised text features (F.normalize: x / max(‖x‖, 1e-12)).
+        let normalized = normalizedText(text, classes: classes)
+        let anchors = inputs.reduce(0) { $0 + $1.plane }
+        var output = [Float](repeating: 0, count: (4 + classes) * anchors)
+        var offset = 0
+        for (index, (level, x)) in zip(levels, inputs).enumerated() {
+            let box = level.box[2](level.box[1](level.box[0](x, pool: pool), pool: pool), pool: pool)
+            let hidden = level.embedding[1](level.embedding[0](x, pool: pool), pool: pool)
+            // Class logits = weights · source + constants, per anchor.
+            let weights: [Float], depth: Int, constants: [Float], source: [Float]
+            if kept == nil {
+                (weights, depth, constants) = foldedText(normalized, classes: classes, level: level)
+                source = hidden.data
+            } else {
+                let embedding = regionEmbeddings(hidden, level: level, pool: pool)
+                kept?.append(embedding)
+                (weights, depth, constants, source) =
+                    (normalized, embeddingSize, [Float](repeating: 0, count: classes), embedding)
+            }
+            let geometry = LevelGeometry(
+                plane: x.plane, width: x.width, anchors: anchors, offset: offset, stride: Float(strides[index]),
+                bins: bins, classes: classes)
+            decode(
+                box: box.data, weights: weights, depth: depth, source: source, constants: constants,
+                scale: expf(level.logitScale), bias: level.bias, geometry: geometry, into: &output, pool: pool)
+            offset += x.plane
+        }
+        return output
+    }
+
+    /// F.normalize of each text feature: x / max(‖x‖, 1e-12).
+    func normalizedText(_ text: [Float], classes: Int) -> [Float] {
         var normalized = text
         for k in 0..<classes {
             var squares: Float = 0
@@ -235,130 +265,145 @@ struct WorldDetectHead: Sendable {
             let norm = max(squares.squareRoot(), 1e-12)
             for d in 0..<embeddingSize { normalized[k * embeddingSize + d] = text[k * embeddingSize + d] / norm }
         }
-        let anchors = inputs.reduce(0) { $0 + $1.plane }
-        var output = [Float](repeating: 0, count: (4 + classes) * anchors)
-        var offset = 0
-        for (index, (level, x)) in zip(levels, inputs).enumerated() {
-            let plane = x.plane
-            let box = level.box[2](level.box[1](level.box[0](x, pool: pool), pool: pool), pool: pool)
-            let chunk = 256
-            // The class logits are t̂·BN(W·h + b) for the embedding branch's last 1×1 convolution W, b. Without
-            // a request for the embeddings, that is folded into the text side: logits = A·h + c with
-            // A = (t̂ ⊙ s)·W (classes × depth) and c = (t̂ ⊙ s)·b + t̂·shift; no 512-d map is formed.
-            let hidden = level.embedding[1](level.embedding[0](x, pool: pool), pool: pool)
-            var textWeights = normalized
-            var depth = embeddingSize
-            var constants = [Float](repeating: 0, count: classes)
-            var source: [Float]
-            if kept == nil {
-                let last = level.embedding[2]
-                depth = last.inputs
-                var scaled = normalized
-                for k in 0..<classes {
-                    var constant: Float = 0
-                    for c in 0..<embeddingSize {
-                        let t = normalized[k * embeddingSize + c]
-                        scaled[k * embeddingSize + c] = t * level.normScale[c]
-                        constant += scaled[k * embeddingSize + c] * last.bias[c] + t * level.normShift[c]
-                    }
-                    constants[k] = constant
-                }
-                textWeights = [Float](repeating: 0, count: classes * depth)
-                scaled.withUnsafeBufferPointer { a in
-                    last.weight.withUnsafeBufferPointer { b in
-                        textWeights.withUnsafeMutableBufferPointer { c in
-                            BLAS.gemm(
-                                m: classes, n: depth, k: embeddingSize, a: a.baseAddress!, b: b.baseAddress!,
-                                c: c.baseAddress!)
-                        }
-                    }
-                }
-                source = hidden.data
-            } else {
-                var embedding = level.embedding[2](hidden, pool: pool)
-                level.normScale.withUnsafeBufferPointer { scale in
-                    level.normShift.withUnsafeBufferPointer { shift in
-                        embedding.data.withUnsafeMutableBufferPointer { e in
-                            let scale = UnsafeSendable(scale.baseAddress!), shift = UnsafeSendable(shift.baseAddress!)
-                            let e = UnsafeSendable(e.baseAddress!)
-                            pool.parallelFor(embeddingSize, chunk: 16) { range in
-                                for c in range {
-                                    let (a, b) = (scale.pointer[c], shift.pointer[c])
-                                    let row = e.pointer + c * plane
-                                    for p in 0..<plane { row[p] = b.addingProduct(row[p], a) }
-                                }
-                            }
-                        }
-                    }
-                }
-                kept?.append(embedding.data)
-                source = embedding.data
+        return normalized
+    }
+
+    /// The class logits are t̂·BN(W·h + b) for the embedding branch's last 1×1 convolution W, b. Without a
+    /// request for the embeddings, that is folded into the text side: logits = A·h + c with
+    /// A = (t̂ ⊙ s)·W (classes × depth) and c = (t̂ ⊙ s)·b + t̂·shift; no 512-d map is formed.
+    func foldedText(_ normalized: [Float], classes: Int, level: Level) -> (weights: [Float], depth: Int, constants: [Float])
+    {
+        let last = level.embedding[2]
+        let depth = last.inputs
+        var constants = [Float](repeating: 0, count: classes)
+        var scaled = normalized
+        for k in 0..<classes {
+            var constant: Float = 0
+            for c in 0..<embeddingSize {
+                let t = normalized[k * embeddingSize + c]
+                scaled[k * embeddingSize + c] = t * level.normScale[c]
+                constant += scaled[k * embeddingSize + c] * last.bias[c] + t * level.normShift[c]
             }
-            // logits[k, p] = Σ_c w[k, c]·x[c, p], columns split across the pool; then per anchor the DFL
-            // box and the class scores.
-            var logits = [Float](repeating: 0, count: classes * plane)
-            let scale = expf(level.logitScale)
-            let levelBias = level.bias
-            let stride = Float(strides[index])
-            let (bins, mapWidth, anchorOffset) = (bins, x.width, offset)
-            let depthCount = depth
-            textWeights.withUnsafeBufferPointer { w in
-                source.withUnsafeBufferPointer { e in
-                    logits.withUnsafeMutableBufferPointer { l in
-                        box.data.withUnsafeBufferPointer { boxData in
-                            output.withUnsafeMutableBufferPointer { out in
-                                let w = UnsafeSendable(w.baseAddress!), e = UnsafeSendable(e.baseAddress!)
-                                let l = UnsafeSendable(l.baseAddress!), boxData = UnsafeSendable(boxData.baseAddress!)
-                                let out = UnsafeSendable(out.baseAddress!)
-                                pool.parallelFor(plane, chunk: chunk) { range in
-                                    BLAS.gemm(
-                                        m: classes, n: range.count, k: depthCount, a: w.pointer,
-                                        b: e.pointer + range.lowerBound, c: l.pointer + range.lowerBound,
-                                        lda: depthCount, ldb: plane, ldc: plane)
-                                    for p in range {
-                                        let anchorX = Float(p % mapWidth) + 0.5
-                                        let anchorY = Float(p / mapWidth) + 0.5
-                                        var distances: (Float, Float, Float, Float) = (0, 0, 0, 0)
-                                        for side in 0..<4 {
-                                            var maximum = -Float.infinity
-                                            for b in 0..<bins {
-                                                maximum = max(maximum, boxData.pointer[(side * bins + b) * plane + p])
-                                            }
-                                            var total: Float = 0
-                                            var weighted: Float = 0
-                                            for b in 0..<bins {
-                                                let v = expf(boxData.pointer[(side * bins + b) * plane + p] - maximum)
-                                                total += v
-                                                weighted += Float(b) * v
-                                            }
-                                            let d = weighted / total
-                                            switch side {
-                                            case 0: distances.0 = d
-                                            case 1: distances.1 = d
-                                            case 2: distances.2 = d
-                                            default: distances.3 = d
-                                            }
-                                        }
-                                        let x1 = anchorX - distances.0, y1 = anchorY - distances.1
-                                        let x2 = anchorX + distances.2, y2 = anchorY + distances.3
-                                        let anchor = anchorOffset + p
-                                        out.pointer[0 * anchors + anchor] = (x1 + x2) / 2 * stride
-                                        out.pointer[1 * anchors + anchor] = (y1 + y2) / 2 * stride
-                                        out.pointer[2 * anchors + anchor] = (x2 - x1) * stride
-                                        out.pointer[3 * anchors + anchor] = (y2 - y1) * stride
-                                        for k in 0..<classes {
-                                            out.pointer[(4 + k) * anchors + anchor] =
-                                                sigmoid((l.pointer[k * plane + p] + constants[k]) * scale + levelBias)
-                                        }
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-            offset += plane
+            constants[k] = constant
         }
-        return output
+        var weights = [Float](repeating: 0, count: classes * depth)
+        scaled.withUnsafeBufferPointer { a in
+            last.weight.withUnsafeBufferPointer { b in
+                weights.withUnsafeMutableBufferPointer { c in
+                    BLAS.gemm(
+                        m: classes, n: depth, k: embeddingSize, a: a.baseAddress!, b: b.baseAddress!, c: c.baseAddress!)
+                }
+            }
+        }
+        return (weights, depth, constants)
+    }
+
+    /// The batch-normalised region embeddings of a level (`embeddingSize × plane`): the last 1×1 convolution,
+    /// then PyTorch's eval BatchNorm.
+    func regionEmbeddings(_ hidden: FeatureMap, level: Level, pool: ComputePool) -> [Float] {
+        var embedding = level.embedding[2](hidden, pool: pool)
+        let plane = embedding.plane
+        level.normScale.withUnsafeBufferPointer { scale in
+            level.normShift.withUnsafeBufferPointer { shift in
+                embedding.data.withUnsafeMutableBufferPointer { e in
+                    let scale = UnsafeSendable(scale.baseAddress!), shift = UnsafeSendable(shift.baseAddress!)
+                    let e = UnsafeSendable(e.baseAddress!)
+                    pool.parallelFor(embeddingSize, chunk: 16) { range in
+                        for c in range {
+                            let (a, b) = (scale.pointer[c], shift.pointer[c])
+                            let row = e.pointer + c * plane
+                            for p in 0..<plane { row[p] = b.addingProduct(row[p], a) }
+                        }
+                    }
+                }
+            }
+        }
+        return embedding.data
+    }
+
+    /// Where a level's anchors go in the output.
+    struct LevelGeometry: Sendable {
+        let plane: Int
+        let width: Int
+        let anchors: Int
+        let offset: Int
+        let stride: Float
+        let bins: Int
+        let classes: Int
+    }
+
+    /// logits[k, p] = Σ_c w[k, c]·x[c, p], columns split across the pool; then per anchor the DFL box and the
+    /// class scores, written into the output at the level's anchors.
+    func decode(
+        box: [Float], weights: [Float], depth: Int, source: [Float], constants: [Float], scale: Float, bias: Float,
+        geometry g: LevelGeometry, into output: inout [Float], pool: ComputePool
+    ) {
+        var logits = [Float](repeating: 0, count: g.classes * g.plane)
+        weights.withUnsafeBufferPointer { w in
+            source.withUnsafeBufferPointer { e in
+                logits.withUnsafeMutableBufferPointer { l in
+                    box.withUnsafeBufferPointer { boxData in
+                        output.withUnsafeMutableBufferPointer { out in
+                            let w = UnsafeSendable(w.baseAddress!), e = UnsafeSendable(e.baseAddress!)
+                            let l = UnsafeSendable(l.baseAddress!), boxData = UnsafeSendable(boxData.baseAddress!)
+                            let out = UnsafeSendable(out.baseAddress!)
+                            pool.parallelFor(g.plane, chunk: 256) { range in
+                                BLAS.gemm(
+                                    m: g.classes, n: range.count, k: depth, a: w.pointer,
+                                    b: e.pointer + range.lowerBound, c: l.pointer + range.lowerBound,
+                                    lda: depth, ldb: g.plane, ldc: g.plane)
+                                for p in range {
+                                    Self.decodeAnchor(
+                                        p, box: boxData.pointer, logits: l.pointer, constants: constants, scale: scale,
+                                        bias: bias, geometry: g, into: out.pointer)
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// One anchor: DFL expectation of each side's distance bins, the box (centre, size) in input pixels, and
+    /// the sigmoid class scores.
+    @inline(__always)
+    static func decodeAnchor(
+        _ p: Int, box: UnsafePointer<Float>, logits: UnsafePointer<Float>, constants: [Float], scale: Float,
+        bias: Float, geometry g: LevelGeometry, into out: UnsafeMutablePointer<Float>
+    ) {
+        let (bins, plane) = (g.bins, g.plane)
+        let anchorX = Float(p % g.width) + 0.5
+        let anchorY = Float(p / g.width) + 0.5
+        var distances: (Float, Float, Float, Float) = (0, 0, 0, 0)
+        for side in 0..<4 {
+            var maximum = -Float.infinity
+            for b in 0..<bins { maximum = max(maximum, box[(side * bins + b) * plane + p]) }
+            var total: Float = 0
+            var weighted: Float = 0
+            for b in 0..<bins {
+                let v = expf(box[(side * bins + b) * plane + p] - maximum)
+                total += v
+                weighted += Float(b) * v
+            }
+            let d = weighted / total
+            switch side {
+            case 0: distances.0 = d
+            case 1: distances.1 = d
+            case 2: distances.2 = d
+            default: distances.3 = d
+            }
+        }
+        let x1 = anchorX - distances.0, y1 = anchorY - distances.1
+        let x2 = anchorX + distances.2, y2 = anchorY + distances.3
+        let anchor = g.offset + p
+        let anchors = g.anchors
+        out[0 * anchors + anchor] = (x1 + x2) / 2 * g.stride
+        out[1 * anchors + anchor] = (y1 + y2) / 2 * g.stride
+        out[2 * anchors + anchor] = (x2 - x1) * g.stride
+        out[3 * anchors + anchor] = (y2 - y1) * g.stride
+        for k in 0..<g.classes {
+            out[(4 + k) * anchors + anchor] = sigmoid((logits[k * plane + p] + constants[k]) * scale + bias)
+        }
     }
 }
