@@ -271,8 +271,9 @@ struct WorldDetectHead: Sendable {
     /// The class logits are t̂·BN(W·h + b) for the embedding branch's last 1×1 convolution W, b. Without a
     /// request for the embeddings, that is folded into the text side: logits = A·h + c with
     /// A = (t̂ ⊙ s)·W (classes × depth) and c = (t̂ ⊙ s)·b + t̂·shift; no 512-d map is formed.
-    func foldedText(_ normalized: [Float], classes: Int, level: Level) -> (weights: [Float], depth: Int, constants: [Float])
-    {
+    func foldedText(
+        _ normalized: [Float], classes: Int, level: Level
+    ) -> (weights: [Float], depth: Int, constants: [Float]) {
         let last = level.embedding[2]
         let depth = last.inputs
         var constants = [Float](repeating: 0, count: classes)

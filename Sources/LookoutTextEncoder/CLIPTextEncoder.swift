@@ -34,9 +34,6 @@ public final class CLIPTextEncoder: Sendable {
     /// `CLIPTokenizer.tokenize` gives), one `embeddingSize` vector per row.
     public func encode(_ rows: [[Int32]], pool: ComputePool = .shared) -> [[Float]] {
         guard !rows.isEmpty else { return [] }
-        let width = configuration.width
-        let heads = configuration.heads
-        let headSize = width / heads
         // Rows 0…EOT of each query, where EOT is the first position of the largest id (torch.argmax).
         let lengths = rows.map { ids -> Int in
             var best = 0
@@ -49,15 +46,25 @@ public final class CLIPTextEncoder: Sendable {
             starts.append(total)
             total += length
         }
+        var x = embed(rows, lengths: lengths, starts: starts, total: total)
+        var buffers = LayerBuffers(rows: total, width: configuration.width)
+        for layer in weights.layers {
+            apply(layer, to: &x, buffers: &buffers, lengths: lengths, starts: starts, pool: pool)
+        }
+        return project(x, lengths: lengths, starts: starts)
+    }
 
+    /// Token plus positional embeddings of every query's rows, packed one query after another.
+    func embed(_ rows: [[Int32]], lengths: [Int], starts: [Int], total: Int) -> [Float] {
+        let width = configuration.width
         var x = [Float](repeating: 0, count: total * width)
         x.withUnsafeMutableBufferPointer { x in
-            for (query, ids) in rows.enumerated() {
-                for position in 0..<lengths[query] {
-                    let id = Int(ids[position])
-                    let target = x.baseAddress! + (starts[query] + position) * width
-                    weights.tokenEmbedding.withUnsafeBufferPointer { table in
-                        weights.positionalEmbedding.withUnsafeBufferPointer { positions in
+            weights.tokenEmbedding.withUnsafeBufferPointer { table in
+                weights.positionalEmbedding.withUnsafeBufferPointer { positions in
+                    for (query, ids) in rows.enumerated() {
+                        for position in 0..<lengths[query] {
+                            let id = Int(ids[position])
+                            let target = x.baseAddress! + (starts[query] + position) * width
                             let token =
                                 table.baseAddress! + (id >= 0 && id < configuration.vocabularySize ? id : 0) * width
                             let place = positions.baseAddress! + position * width
@@ -67,83 +74,106 @@ public final class CLIPTextEncoder: Sendable {
                 }
             }
         }
+        return x
+    }
 
-        var normed = [Float](repeating: 0, count: total * width)
-        var qkv = [Float](repeating: 0, count: total * 3 * width)
-        var attention = [Float](repeating: 0, count: total * width)
-        var hidden = [Float](repeating: 0, count: total * 4 * width)
-        var projected = [Float](repeating: 0, count: total * width)
+    /// Scratch space of one forward pass, reused by every layer.
+    struct LayerBuffers {
+        var normed: [Float]
+        var qkv: [Float]
+        var attention: [Float]
+        var hidden: [Float]
+        var projected: [Float]
+
+        init(rows: Int, width: Int) {
+            normed = [Float](repeating: 0, count: rows * width)
+            qkv = [Float](repeating: 0, count: rows * 3 * width)
+            attention = [Float](repeating: 0, count: rows * width)
+            hidden = [Float](repeating: 0, count: rows * 4 * width)
+            projected = [Float](repeating: 0, count: rows * width)
+        }
+    }
+
+    /// One residual attention block: x += attn(ln_1(x)); x += mlp(ln_2(x)), causal attention within each query.
+    func apply(
+        _ layer: CLIPTextLayer, to x: inout [Float], buffers: inout LayerBuffers, lengths: [Int], starts: [Int],
+        pool: ComputePool
+    ) {
+        let width = configuration.width
+        let heads = configuration.heads
+        let headSize = width / heads
+        let total = x.count / width
         let scale = 1 / Float(headSize).squareRoot()
         let epsilon = configuration.layerNormEpsilon
         let contextLength = configuration.contextLength
-
-        for layer in weights.layers {
-            x.withUnsafeMutableBufferPointer { x in
-                normed.withUnsafeMutableBufferPointer { normed in
-                    qkv.withUnsafeMutableBufferPointer { qkv in
-                        attention.withUnsafeMutableBufferPointer { attention in
-                            hidden.withUnsafeMutableBufferPointer { hidden in
-                                projected.withUnsafeMutableBufferPointer { projected in
-                                    let x = x.baseAddress!, normed = normed.baseAddress!, qkv = qkv.baseAddress!
-                                    let attention = attention.baseAddress!, hidden = hidden.baseAddress!
-                                    let projected = projected.baseAddress!
-                                    layer.ln1.apply(x, rows: total, epsilon: epsilon, into: normed)
-                                    layer.inProjection.linear(normed, rows: total, into: qkv, pool: pool)
-                                    let qkvShared = UnsafeSendable(UnsafePointer(qkv))
-                                    let attentionShared = UnsafeSendable(attention)
-                                    let startsCopy = starts, lengthsCopy = lengths
-                                    pool.parallelFor(rows.count * heads, chunk: 1) { range in
-                                        let scratch = UnsafeMutablePointer<Float>.allocate(
-                                            capacity: 128 + contextLength)
-                                        defer { scratch.deallocate() }
-                                        for item in range {
-                                            let query = item / heads
-                                            let head = item % heads
-                                            let start = startsCopy[query]
-                                            Kernels.causalAttentionHead(
-                                                qkv: qkvShared.pointer + start * 3 * width, length: lengthsCopy[query],
-                                                width: width, head: head, headSize: headSize, scale: scale,
-                                                into: attentionShared.pointer + start * width, scratch: scratch)
-                                        }
+        let queries = lengths.count
+        x.withUnsafeMutableBufferPointer { x in
+            buffers.normed.withUnsafeMutableBufferPointer { normed in
+                buffers.qkv.withUnsafeMutableBufferPointer { qkv in
+                    buffers.attention.withUnsafeMutableBufferPointer { attention in
+                        buffers.hidden.withUnsafeMutableBufferPointer { hidden in
+                            buffers.projected.withUnsafeMutableBufferPointer { projected in
+                                let x = x.baseAddress!, normed = normed.baseAddress!, qkv = qkv.baseAddress!
+                                let attention = attention.baseAddress!, hidden = hidden.baseAddress!
+                                let projected = projected.baseAddress!
+                                layer.ln1.apply(x, rows: total, epsilon: epsilon, into: normed)
+                                layer.inProjection.linear(normed, rows: total, into: qkv, pool: pool)
+                                let qkvShared = UnsafeSendable(UnsafePointer(qkv))
+                                let attentionShared = UnsafeSendable(attention)
+                                pool.parallelFor(queries * heads, chunk: 1) { range in
+                                    let scratch = UnsafeMutablePointer<Float>.allocate(capacity: 128 + contextLength)
+                                    defer { scratch.deallocate() }
+                                    for item in range {
+                                        let query = item / heads
+                                        let head = item % heads
+                                        let start = starts[query]
+                                        Kernels.causalAttentionHead(
+                                            qkv: qkvShared.pointer + start * 3 * width, length: lengths[query],
+                                            width: width, head: head, headSize: headSize, scale: scale,
+                                            into: attentionShared.pointer + start * width, scratch: scratch)
                                     }
-                                    layer.outProjection.linear(attention, rows: total, into: projected, pool: pool)
-                                    Kernels.add(projected, into: x, count: total * width)
-                                    layer.ln2.apply(x, rows: total, epsilon: epsilon, into: normed)
-                                    layer.fc.linear(normed, rows: total, into: hidden, pool: pool)
-                                    Kernels.quickGELU(hidden, count: total * 4 * width)
-                                    layer.projection.linear(hidden, rows: total, into: projected, pool: pool)
-                                    Kernels.add(projected, into: x, count: total * width)
                                 }
+                                layer.outProjection.linear(attention, rows: total, into: projected, pool: pool)
+                                Kernels.add(projected, into: x, count: total * width)
+                                layer.ln2.apply(x, rows: total, epsilon: epsilon, into: normed)
+                                layer.fc.linear(normed, rows: total, into: hidden, pool: pool)
+                                Kernels.quickGELU(hidden, count: total * 4 * width)
+                                layer.projection.linear(hidden, rows: total, into: projected, pool: pool)
+                                Kernels.add(projected, into: x, count: total * width)
                             }
                         }
                     }
                 }
             }
         }
+    }
 
-        // Final LayerNorm on each query's EOT row, projection, L2 normalisation.
+    /// Final LayerNorm on each query's EOT row, the text projection, L2 normalisation.
+    func project(_ x: [Float], lengths: [Int], starts: [Int]) -> [[Float]] {
+        let width = configuration.width
         let embedding = configuration.embeddingSize
-        var pooled = [Float](repeating: 0, count: rows.count * width)
+        let queries = lengths.count
+        var pooled = [Float](repeating: 0, count: queries * width)
         x.withUnsafeBufferPointer { x in
             pooled.withUnsafeMutableBufferPointer { pooled in
-                for query in rows.indices {
+                for query in 0..<queries {
                     weights.finalNorm.apply(
-                        x.baseAddress! + (starts[query] + lengths[query] - 1) * width, rows: 1, epsilon: epsilon,
-                        into: pooled.baseAddress! + query * width)
+                        x.baseAddress! + (starts[query] + lengths[query] - 1) * width, rows: 1,
+                        epsilon: configuration.layerNormEpsilon, into: pooled.baseAddress! + query * width)
                 }
             }
         }
-        var features = [Float](repeating: 0, count: rows.count * embedding)
+        var features = [Float](repeating: 0, count: queries * embedding)
         pooled.withUnsafeBufferPointer { pooled in
             weights.projection.withUnsafeBufferPointer { projection in
                 features.withUnsafeMutableBufferPointer { features in
                     BLAS.gemm(
-                        m: rows.count, n: embedding, k: width, a: pooled.baseAddress!, b: projection.baseAddress!,
+                        m: queries, n: embedding, k: width, a: pooled.baseAddress!, b: projection.baseAddress!,
                         c: features.baseAddress!)
                 }
             }
         }
-        return (0..<rows.count).map { query in
+        return (0..<queries).map { query in
             let vector = Array(features[(query * embedding)..<((query + 1) * embedding)])
             var squares: Float = 0
             for value in vector { squares += value * value }
