@@ -2,13 +2,8 @@ import COpenBLAS
 
 /// The single place where Lookout calls OpenBLAS.
 public enum BLAS {
-    /// Sets OpenBLAS' own thread count. Lookout parallelises in its own pool and runs OpenBLAS
-    /// single-threaded (skinny GEMMs ran slower with two OpenBLAS threads on these machines).
-    public static func setThreadCount(_ count: Int) {
-        openblas_set_num_threads(Int32(count))
-    }
-
-    /// OpenBLAS single-threaded, set once before the first GEMM (no initializer has to remember it).
+    /// OpenBLAS single-threaded, set once before the first GEMM: Lookout parallelises in its own pool (skinny
+    /// GEMMs ran slower with two OpenBLAS threads on these machines, and two pools would oversubscribe).
     private static let singleThreaded: Void = openblas_set_num_threads(1)
 
     /// `C = alpha · op(A) · op(B) + beta · C` on row-major matrices, `op` transposing when asked.

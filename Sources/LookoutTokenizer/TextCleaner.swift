@@ -26,11 +26,6 @@ public enum TextCleaner {
         String(scalars: HTMLUnescape.unescape(HTMLUnescape.unescape(text.unicodeScalars.map(\.value))))
     }
 
-    /// `regex.sub(r"\s+", " ", text).strip()`, where `.strip()` removes Python `str.isspace()` characters.
-    public static func whitespaceClean(_ text: String) -> String {
-        String(scalars: collapseWhitespace(text.unicodeScalars.map(\.value)))
-    }
-
     /// Python's `str.lower()`, including the final-sigma rule.
     public static func lowercased(_ text: String) -> String {
         String(scalars: pythonLowercased(text.unicodeScalars.map(\.value)))
