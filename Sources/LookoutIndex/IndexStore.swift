@@ -39,8 +39,9 @@ public struct StoredFile: Sendable, Equatable {
 
 /// What computing one photo gave.
 public enum PhotoOutcome: Sendable {
-    /// Regions computed for new content (`regions` serialised as ``Region/encode(_:embeddingSize:)`` does).
-    case indexed(hash: String, width: Int, height: Int, regions: [UInt8])
+    /// Regions computed for new content (`regions` serialised as ``Region/encode(_:embeddingSize:)`` does),
+    /// and the whole photo's image embedding (F16 bits) when an image tower made one.
+    case indexed(hash: String, width: Int, height: Int, regions: [UInt8], imageEmbedding: [UInt16]? = nil)
     /// Content already indexed under the same model (a renamed, copied or touched file).
     case reused(hash: String)
     /// The file could not be read or decoded.
@@ -116,6 +117,8 @@ public protocol IndexStore: AnyObject {
     func storedFile(at path: String) throws(IndexError) -> StoredFile?
     /// The content hashes that have regions under the model `key`.
     func indexedContents(model key: String) throws(IndexError) -> Set<String>
+    /// The image embedding stored with the content `hash` under the model `key` (nil when none was made).
+    func imageEmbedding(hash: String, model key: String) throws(IndexError) -> [UInt16]?
     /// Records one photo's outcome (its regions with it, for new content), atomically.
     func record(_ photo: FoundPhoto, outcome: PhotoOutcome, model key: String) throws(IndexError)
     /// Claims `path` for `worker` until `expires` (seconds since 1970): true when nobody holds it, or its

@@ -177,7 +177,7 @@ public final class PhotoIndex {
             try store.record(photo, outcome: outcome, model: key)
             try store.release(photo.path, worker: worker)
             switch outcome {
-            case .indexed(let hash, _, _, _):
+            case .indexed(let hash, _, _, _, _):
                 indexed.insert(hash)
                 summary.computed += 1
             case .reused: summary.reused += 1

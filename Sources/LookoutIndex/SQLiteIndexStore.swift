@@ -18,8 +18,12 @@ public final class SQLiteIndexStore: IndexStore {
     public static let schemaVersion = 2
     /// Steps from version n to n + 1, each run in one transaction: `migrations[n - 1]` upgrades version n.
     static let migrations: [String] = [
-        // 1 → 2: claims, for several processes indexing one database.
-        "CREATE TABLE IF NOT EXISTS claims (path TEXT PRIMARY KEY, worker TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL, expires REAL NOT NULL);"
+        // 1 → 2: claims, for several processes indexing one database; a photo's image embedding.
+        """
+        CREATE TABLE IF NOT EXISTS claims (
+            path TEXT PRIMARY KEY, worker TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL, expires REAL NOT NULL);
+        ALTER TABLE images ADD COLUMN image_embedding BLOB;
+        """
     ]
 
     public let path: String
@@ -149,6 +153,15 @@ public final class SQLiteIndexStore: IndexStore {
             model: select.text(3), failed: select.text(4) == "failed")
     }
 
+    public func imageEmbedding(hash: String, model key: String) throws(IndexError) -> [UInt16]? {
+        let select = try database.prepare("SELECT image_embedding FROM images WHERE hash = ? AND model = ?")
+        select.bind([.text(hash), .text(key)])
+        guard try select.step(), !select.isNull(0) else { return nil }
+        return select.withBlob(0) { raw in
+            (0..<(raw.count / 2)).map { UInt16(raw[2 * $0]) | UInt16(raw[2 * $0 + 1]) << 8 }
+        }
+    }
+
     public func indexedContents(model key: String) throws(IndexError) -> Set<String> {
         let hashes = try database.prepare("SELECT hash FROM images WHERE model = ?")
         hashes.bind([.text(key)])
@@ -164,17 +177,22 @@ public final class SQLiteIndexStore: IndexStore {
           model = excluded.model, status = excluded.status, error = excluded.error
         """)
     private lazy var insertImage = try? database.prepare(
-        "INSERT OR REPLACE INTO images(hash, model, width, height, regions) VALUES(?, ?, ?, ?, ?)")
+        "INSERT OR REPLACE INTO images(hash, model, width, height, regions, image_embedding) VALUES(?, ?, ?, ?, ?, ?)")
 
     public func record(_ photo: FoundPhoto, outcome: PhotoOutcome, model key: String) throws(IndexError) {
         guard let upsertFile, let insertImage else { throw IndexError(path: path, problem: database.lastError) }
         let file: [Statement.Value] = [.text(photo.path), .integer(photo.size), .integer(photo.mtime)]
         do {
             switch outcome {
-            case .indexed(let hash, let width, let height, let regions):
+            case .indexed(let hash, let width, let height, let regions, let imageEmbedding):
+                let image: Statement.Value =
+                    imageEmbedding.map { bits in .blob(bits.flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] }) } ?? .null
                 try database.transaction {
                     try insertImage.run(
-                        [.text(hash), .text(key), .integer(Int64(width)), .integer(Int64(height)), .blob(regions)])
+                        [
+                            .text(hash), .text(key), .integer(Int64(width)), .integer(Int64(height)), .blob(regions),
+                            image,
+                        ])
                     try upsertFile.run(file + [.text(hash), .text(key), .text("ok"), .null])
                 }
             case .reused(let hash):

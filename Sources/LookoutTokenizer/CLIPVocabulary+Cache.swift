@@ -22,7 +22,7 @@ extension CLIPVocabulary {
         do {
             json = try FileContents.read(path, maximumSize: 256 << 20)
         } catch {
-            throw VocabularyError(path: path, problem: error.reason)
+            throw VocabularyError(path: path, kind: .unreadable, problem: error.reason)
         }
         guard let cacheDirectory else { return try CLIPVocabulary(json: json, path: path) }
         let digest = ContentDigest(json)

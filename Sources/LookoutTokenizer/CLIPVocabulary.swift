@@ -26,7 +26,7 @@ public struct CLIPVocabulary: Sendable {
         do {
             bytes = try FileContents.read(path, maximumSize: 256 << 20)
         } catch {
-            throw VocabularyError(path: path, problem: error.reason)
+            throw VocabularyError(path: path, kind: .unreadable, problem: error.reason)
         }
         try self.init(json: bytes, path: path)
     }
@@ -38,7 +38,9 @@ public struct CLIPVocabulary: Sendable {
 
     /// `digest` is the bytes' digest when the caller has already computed it.
     init(json bytes: [UInt8], path: String, digest: ContentDigest) throws(VocabularyError) {
-        func fail(_ problem: String) -> VocabularyError { VocabularyError(path: path, problem: problem) }
+        func fail(_ problem: String) -> VocabularyError {
+            VocabularyError(path: path, kind: .invalid, problem: problem)
+        }
         let document: JSONDocument
         do {
             document = try JSONDocument(bytes: bytes)
@@ -211,11 +213,25 @@ public struct CLIPVocabulary: Sendable {
     }
 }
 
-/// A vocabulary file that cannot be used, with the file and the problem.
+/// A vocabulary file that cannot be used, with the file, the problem, and its ``kind``.
 public struct VocabularyError: Error, CustomStringConvertible, Sendable {
+    public enum Kind: Sendable, Equatable {
+        /// The file cannot be opened or read.
+        case unreadable
+        /// The file is read, but it is not a valid vocabulary (JSON, layout, ids, merges).
+        case invalid
+    }
+
     public let path: String
+    public let kind: Kind
     public let problem: String
     public var description: String { "vocabulary \(path): \(problem)" }
+
+    public init(path: String, kind: Kind, problem: String) {
+        self.path = path
+        self.kind = kind
+        self.problem = problem
+    }
 }
 
 private func quoted(_ bytes: UnsafeBufferPointer<UInt8>) -> String {

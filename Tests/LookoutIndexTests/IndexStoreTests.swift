@@ -13,7 +13,7 @@ import Testing
     final class MemoryStore: IndexStore {
         var model: IndexModel?
         var files: [String: (photo: FoundPhoto, stored: StoredFile, error: String?)] = [:]
-        var images: [String: (width: Int, height: Int, regions: [UInt8])] = [:]  // by "hash|model"
+        var images: [String: (width: Int, height: Int, regions: [UInt8], image: [UInt16]?)] = [:]  // by "hash|model"
 
         var location: String { "memory" }
         func storedModel() -> IndexModel? { model }
@@ -22,13 +22,14 @@ import Testing
             files.filter { $0.key.hasPrefix(prefix) }.mapValues(\.stored)
         }
         func storedFile(at path: String) -> StoredFile? { files[path]?.stored }
+        func imageEmbedding(hash: String, model key: String) -> [UInt16]? { images[hash + "|" + key]?.image ?? nil }
         func indexedContents(model key: String) -> Set<String> {
             Set(images.keys.filter { $0.hasSuffix("|" + key) }.map { String($0.split(separator: "|")[0]) })
         }
         func record(_ photo: FoundPhoto, outcome: PhotoOutcome, model key: String) {
             switch outcome {
-            case .indexed(let hash, let width, let height, let regions):
-                images[hash + "|" + key] = (width, height, regions)
+            case .indexed(let hash, let width, let height, let regions, let image):
+                images[hash + "|" + key] = (width, height, regions, image)
                 files[photo.path] = (
                     photo, StoredFile(size: photo.size, mtime: photo.mtime, hash: hash, model: key, failed: false), nil
                 )
@@ -103,6 +104,28 @@ import Testing
         #expect(try sqlite.statistics().files == memory.statistics().files)
     }
 
+    /// A photo's image embedding is stored with its regions and read back bit for bit (absent: nil), in
+    /// both stores.
+    @Test func imageEmbeddingsAreKept() throws {
+        let folder = try PhotoIndexTests.folder(count: 0)
+        defer { PhotoIndexTests.remove(folder) }
+        let stores: [any IndexStore] = [try SQLiteIndexStore(path: folder + "/index.sqlite"), MemoryStore()]
+        let bits: [UInt16] = (0..<512).map { UInt16(truncatingIfNeeded: $0 &* 40503) }
+        for store in stores {
+            let photo = FoundPhoto(path: "/p/a.jpg", size: 10, mtime: 20)
+            try store.record(
+                photo, outcome: .indexed(hash: "h1", width: 4, height: 3, regions: [0, 0, 0, 0], imageEmbedding: bits),
+                model: "m")
+            try store.record(
+                FoundPhoto(path: "/p/b.jpg", size: 1, mtime: 2),
+                outcome: .indexed(hash: "h2", width: 4, height: 3, regions: [0, 0, 0, 0]),
+                model: "m")
+            #expect(try store.imageEmbedding(hash: "h1", model: "m") == bits)
+            #expect(try store.imageEmbedding(hash: "h2", model: "m") == nil)
+            #expect(try store.imageEmbedding(hash: "h1", model: "other") == nil)
+        }
+    }
+
     /// A claim holds against other workers until it runs out or its process is gone; its holder may renew it.
     @Test func claims() throws {
         let folder = try PhotoIndexTests.folder(count: 0)
@@ -159,11 +182,28 @@ import Testing
         let path = folder + "/index.sqlite"
         _ = try PhotoIndex(path: path)
         _ = try PhotoIndex(path: path, readOnly: true)
-        // A version-1 file (before claims) is read as it is and upgraded when opened for writing.
-        Self.setSchemaVersion("1", in: path)
-        _ = try PhotoIndex(path: path, readOnly: true)
-        _ = try PhotoIndex(path: path)
-        #expect(try Self.schemaVersion(in: path) == "2")
+        // A version-1 file (as Lookout wrote it before claims and image embeddings) is read as it is and
+        // upgraded when opened for writing.
+        let old = folder + "/version1.sqlite"
+        var handle: OpaquePointer?
+        sqlite3_open(old, &handle)
+        sqlite3_exec(
+            handle,
+            """
+            CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+            CREATE TABLE files (path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
+                hash TEXT, model TEXT, status TEXT NOT NULL, error TEXT);
+            CREATE TABLE images (hash TEXT NOT NULL, model TEXT NOT NULL, width INTEGER NOT NULL, height INTEGER NOT NULL,
+                regions BLOB NOT NULL, PRIMARY KEY (hash, model));
+            INSERT INTO meta VALUES ('schema_version', '1');
+            """, nil, nil, nil)
+        sqlite3_close(handle)
+        _ = try PhotoIndex(path: old, readOnly: true)
+        #expect(try Self.schemaVersion(in: old) == "1")
+        let upgraded = try SQLiteIndexStore(path: old)
+        #expect(try Self.schemaVersion(in: old) == "2")
+        #expect(try upgraded.claim("/p/x.jpg", worker: IndexWorker.current(), until: SQLiteIndexStore.now() + 60))
+        #expect(try upgraded.imageEmbedding(hash: "none", model: "m") == nil)
         Self.setSchemaVersion("99", in: path)
         #expect {
             _ = try PhotoIndex(path: path)
