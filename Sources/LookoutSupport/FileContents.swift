@@ -14,7 +14,8 @@ public enum FileContents {
 
     /// The bytes of the regular file at `path`.
     public static func read(_ path: String, maximumSize: Int = 1 << 30) throws(FileError) -> [UInt8] {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        // O_NONBLOCK: opening a named pipe must not wait for a writer (it is then refused as not a regular file).
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard descriptor >= 0 else { throw FileError(path: path, reason: systemReason()) }
         defer { close(descriptor) }
         var info = stat()

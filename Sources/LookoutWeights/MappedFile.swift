@@ -11,7 +11,7 @@ public final class MappedFile: @unchecked Sendable {
 
     public init(path: String) throws(WeightsError) {
         self.path = path
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)  // a named pipe must not block
         guard descriptor >= 0 else {
             throw WeightsError(path: path, kind: .unreadable, problem: String(cString: strerror(errno)))
         }

@@ -7,6 +7,10 @@ import LookoutSupport
 import LookoutTextEncoder
 import LookoutWeights
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Model choice shared by the commands that detect.
 struct ModelOptions: ParsableArguments {
     @Option(
@@ -170,7 +174,7 @@ struct DetectCommand: ParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "Write each image with its boxes drawn into this folder (created if needed), as JPEG or PNG like the input.",
+            "Write each image with its boxes drawn into this folder (created if needed), as JPEG or PNG like the input; a name already taken gets -2, -3, … (no file is ever replaced, the photos included).",
             valueName: "dir"))
     var save: String?
 
@@ -212,7 +216,13 @@ struct DetectCommand: ParsableCommand {
         }
     }
 
-    /// Writes `DIR/<name of the photo>` (JPEG unless the photo is a PNG), numbering names that repeat.
+    static func exists(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0
+    }
+
+    /// Writes `DIR/<name of the photo>` (JPEG unless the photo is a PNG), numbered (-2, -3, …) where that name
+    /// is taken: in this run, or by any file already in DIR, so no file is ever replaced.
     private func saveAnnotated(
         _ result: ImageDetections, source: String, into directory: String, names: inout Set<String>
     ) throws {
@@ -226,14 +236,16 @@ struct DetectCommand: ParsableCommand {
         var stem = base
         if let dot = base.lastIndex(of: "."), dot != base.startIndex { stem = String(base[..<dot]) }
         let ext = isPNG ? ".png" : ".jpg"
+        let folder = directory.hasSuffix("/") ? directory : directory + "/"
         var name = stem + ext
         var counter = 2
-        while names.contains(name) {
+        // Never over an existing file (the photos themselves when OUT is their folder, earlier outputs).
+        while names.contains(name) || Self.exists(folder + name) {
             name = "\(stem)-\(counter)\(ext)"
             counter += 1
         }
         names.insert(name)
-        let output = directory.hasSuffix("/") ? directory + name : directory + "/" + name
+        let output = folder + name
         try ImageFile.write(annotated, to: output)
         if !json { print("  saved \(output)") }
     }
@@ -241,8 +253,10 @@ struct DetectCommand: ParsableCommand {
     private func queryList() throws -> [String] {
         if let queriesFile {
             let bytes = try FileContents.read(queriesFile, maximumSize: 1 << 20)
-            let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
-                .map { $0.hasSuffix("\r") ? String($0.dropLast()) : String($0) }.filter { !$0.isEmpty }
+            // Split the bytes, not the String: Swift reads "\r\n" as one Character, so a CRLF file would not split.
+            let lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+                .map { String(decoding: $0.last == UInt8(ascii: "\r") ? $0.dropLast() : $0, as: UTF8.self) }
+                .filter { !$0.isEmpty }
             guard !lines.isEmpty else { throw LookoutError("\(queriesFile): no queries (one per line)") }
             return lines
         }

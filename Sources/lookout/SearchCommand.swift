@@ -78,7 +78,8 @@ struct SearchCommand: ParsableCommand {
         let text = embedder.embed([query]).embeddings[0]
         let embedSeconds = clock.lap()
         var hits = try index.search(
-            text: text, confidence: exact ? min(conf, 0.01) : conf, top: exact ? max(top * 3, 30) : top)
+            text: text, confidence: exact ? min(conf, 0.01) : conf,
+            top: exact ? max(top > Int.max / 3 ? Int.max : top * 3, 30) : top)
         let searchSeconds = clock.lap()
         if exact {
             let rescored = index.exact(

@@ -52,8 +52,10 @@ enum CLI {
 
     /// Runs `lookout arguments` with `input` on standard input; `home` is the home folder (a fresh one
     /// that is removed afterwards when nil).
+    /// A process still running after `timeout` seconds is killed (its status then records the signal).
     static func run(
-        _ arguments: [String], input: String? = nil, environment extra: [String: String] = [:], home: String? = nil
+        _ arguments: [String], input: String? = nil, environment extra: [String: String] = [:], home: String? = nil,
+        timeout: Double = 600
     ) throws -> Result {
         let ownHome = home == nil ? try scratch("home") : nil
         defer { if let ownHome { remove(ownHome) } }
@@ -68,6 +70,10 @@ enum CLI {
         process.standardError = stderr
         process.standardInput = stdin
         try process.run()
+        let pid = process.processIdentifier
+        let watchdog = DispatchWorkItem { kill(pid, SIGKILL) }
+        DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: watchdog)
+        defer { watchdog.cancel() }
         // Read both pipes while the process runs (a full pipe would block it), then wait.
         let group = DispatchGroup()
         nonisolated(unsafe) var out = Data()
@@ -79,7 +85,9 @@ enum CLI {
         group.wait()
         process.waitUntilExit()
         return Result(
-            status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
+            status: process.terminationReason == .uncaughtSignal
+                ? 128 + process.terminationStatus : process.terminationStatus,
+            stdout: String(decoding: out, as: UTF8.self),
             stderr: String(decoding: err, as: UTF8.self))
     }
 }

@@ -1,0 +1,79 @@
+import Foundation
+import LookoutJSON
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// What a careful new user ran into (issue 14): each case failed before its fix.
+@Suite struct HardeningTests {
+    /// A named pipe given as a photo, a queries file or a `query` photo is refused at once, not waited on.
+    @Test func namedPipesAreRefusedNotWaitedOn() throws {
+        let folder = try CLI.scratch("fifo")
+        defer { CLI.remove(folder) }
+        let pipe = folder + "/pipe.jpg"
+        #expect(mkfifo(pipe, 0o600) == 0)
+        let started = Date()
+        let photo = try CLI.run(["detect", pipe, "-q", "star"], timeout: 60)
+        #expect(
+            photo.status == 1 && photo.stderr.contains("\(pipe): not a regular file"), "\(photo.status) \(photo.stderr)"
+        )
+        let queries = try CLI.run(
+            ["detect", CLI.root + "/examples/scenes/scene-0001.jpg", "--queries-file", pipe], timeout: 60)
+        #expect(queries.status != 0 && queries.status < 128 && queries.stderr.contains(pipe), "\(queries.stderr)")
+        let query = try CLI.run(["query", pipe], input: "star\n", timeout: 60)
+        #expect(query.status != 0 && query.status < 128 && query.stderr.contains(pipe), "\(query.stderr)")
+        #expect(Date().timeIntervalSince(started) < 60)
+    }
+
+    /// A queries file with Windows line endings holds one query per line.
+    @Test func crlfQueriesFiles() throws {
+        let folder = try CLI.scratch("crlf")
+        defer { CLI.remove(folder) }
+        try "green star\r\nblue circle\r\nring\r\n".write(toFile: folder + "/q.txt", atomically: true, encoding: .utf8)
+        let result = try CLI.run(
+            [
+                "detect", CLI.root + "/examples/scenes/scene-0001.jpg", "--queries-file", folder + "/q.txt", "--json",
+                "--conf", "0.01",
+            ])
+        #expect(result.status == 0, "\(result.stderr)")
+        let labels = Set(Reference.detections(of: try Reference.lines(result.stdout)[0]).map(\.label))
+        #expect(!labels.isEmpty && labels.isSubset(of: ["green star", "blue circle", "ring"]), "\(labels)")
+        #expect(labels.count >= 2)
+    }
+
+    /// `--save` into the photos' own folder, twice: the photos are untouched, the outputs numbered.
+    @Test func saveNeverReplacesAFile() throws {
+        let folder = try CLI.scratch("save-own")
+        defer { CLI.remove(folder) }
+        let photo = folder + "/scene-0001.jpg"
+        try FileManager.default.copyItem(atPath: CLI.root + "/examples/scenes/scene-0001.jpg", toPath: photo)
+        let original = try Data(contentsOf: URL(fileURLWithPath: photo))
+        for round in 2...3 {
+            let result = try CLI.run(["detect", photo, "-q", "star", "--save", folder])
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(result.stdout.contains("saved \(folder)/scene-0001-\(round).jpg"), "\(result.stdout)")
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: photo)) == original)
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: folder).sorted() == [
+                "scene-0001-2.jpg", "scene-0001-3.jpg", "scene-0001.jpg",
+            ])
+    }
+
+    /// A huge --top with --exact is a long list, not a trap.
+    @Test func hugeTopWithExact() throws {
+        let folder = try CLI.scratch("top")
+        defer { CLI.remove(folder) }
+        try FileManager.default.createDirectory(atPath: folder + "/photos", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(
+            atPath: CLI.root + "/examples/scenes/scene-0002.jpg", toPath: folder + "/photos/a.jpg")
+        #expect(try CLI.run(["index", folder + "/photos", "--db", folder + "/i.sqlite"]).status == 0)
+        let result = try CLI.run([
+            "search", "ring", "--db", folder + "/i.sqlite", "--top", "9223372036854775807", "--exact", "--json",
+        ])
+        #expect(result.status == 0, "\(result.status) \(result.stderr)")
+        #expect(try Reference.lines(result.stdout).count == 1)
+    }
+}
