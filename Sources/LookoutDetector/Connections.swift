@@ -59,8 +59,9 @@ struct ConnectionCheck {
 }
 
 extension YOLOWorldNetwork {
-    /// Follows the channel counts from the 3-channel image through backbone, neck and head.
-    func checkConnections(path: String) throws(WeightsError) {
+    /// Follows the channel counts from the 3-channel image through backbone, neck and head; returns the
+    /// backbone outputs' channels.
+    func checkConnections(path: String) throws(WeightsError) -> [Int] {
         let check = ConnectionCheck(path: path)
         let text = embeddingSize
         var channels = try check.check(stem[0], "model.0", receives: 3)
@@ -98,5 +99,6 @@ extension YOLOWorldNetwork {
                 throw check.fail("model.22 level \(index) has a strided convolution")
             }
         }
+        return [p3, p4, p5]
     }
 }

@@ -19,6 +19,8 @@ public final class YOLOWorldNetwork: Sendable {
     public let embeddingSize: Int
     /// Strides of the three output levels.
     public let strides: [Int]
+    /// Channels of the backbone's three outputs (P3, P4, P5), at strides 8, 16 and 32 of the input.
+    public let featureChannels: [Int]
     /// The class names and text features stored in the checkpoint (ultralytics `names`, `txt_feats`), if any.
     public let builtinText: [Float]?
     public let builtinClassCount: Int
@@ -50,6 +52,7 @@ public final class YOLOWorldNetwork: Sendable {
             try C2f("model.\(index)", shortcut: true, attention: false, in: file)
         }
         sppf = try SPPF("model.9", in: file)
+        featureChannels = [stages[1].cv2.outputs, stages[2].cv2.outputs, sppf.cv2.outputs]
         neck12 = try C2f("model.12", shortcut: false, attention: true, in: file)
         neck15 = try C2f("model.15", shortcut: false, attention: true, in: file)
         down16 = try Convolution(conv: "model.16", stride: 2, in: file)
@@ -82,7 +85,8 @@ public final class YOLOWorldNetwork: Sendable {
             builtinText = nil
             builtinClassCount = 0
         }
-        try checkConnections(path: file.path)
+        let connected = try checkConnections(path: file.path)
+        assert(connected == featureChannels)
         try file.requireEverythingTaken(
             ignoring: { $0.hasSuffix(".num_batches_tracked") }, model: "YOLO-World v2 detector")
     }

@@ -73,7 +73,7 @@ public final class FeatureStore: @unchecked Sendable {
             return hit
         }
         let file = directory.map { $0 + "/" + Self.fileName(key) }
-        if let file, let loaded = Self.load(file, name: path, size: size) {
+        if let file, let loaded = Self.load(file, name: path, size: size, channels: engine.network.featureChannels) {
             lock.locked { counters.diskHits += 1 }
             insert(loaded, key: key)
             return loaded
@@ -133,7 +133,9 @@ public final class FeatureStore: @unchecked Sendable {
         try? FileContents.writeAtomically(bytes, to: path)
     }
 
-    static func load(_ path: String, name: String, size: Int) -> PreparedImage? {
+    /// A disk entry, or nil when it is missing or not exactly what the network would have made for a photo of
+    /// its recorded size (any damage or edit: the features are then computed again).
+    static func load(_ path: String, name: String, size: Int, channels: [Int]) -> PreparedImage? {
         guard let bytes = try? FileContents.read(path, maximumSize: 1 << 32), bytes.count > 40,
             Array(bytes.prefix(8)) == magic
         else { return nil }
@@ -145,13 +147,17 @@ public final class FeatureStore: @unchecked Sendable {
                 Int64(littleEndian: bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: Int64.self) }))
         }
         guard let width = next(), let height = next(), let stored = next(), stored == size, let count = next(),
-            (1...8).contains(count), width > 0, height > 0
+            count == channels.count, (1...100_000).contains(width), (1...100_000).contains(height),
+            width * height <= ImageFile.defaultPixelLimit
         else { return nil }
+        // The maps the backbone makes for that photo: strides 8, 16, 32 of the letterboxed input.
+        let letterbox = Letterbox(width: width, height: height, size: size)
         var shapes: [(Int, Int, Int)] = []
-        for _ in 0..<count {
-            guard let c = next(), let h = next(), let w = next(), c > 0, h > 0, w > 0, c * h * w < 1 << 28 else {
-                return nil
-            }
+        for (level, expected) in channels.enumerated() {
+            let stride = 8 << level
+            guard let c = next(), let h = next(), let w = next(), c == expected, h == letterbox.height / stride,
+                w == letterbox.width / stride
+            else { return nil }
             shapes.append((c, h, w))
         }
         let total = shapes.reduce(0) { $0 + $1.0 * $1.1 * $1.2 }

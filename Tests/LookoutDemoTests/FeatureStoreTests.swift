@@ -80,6 +80,37 @@ import Testing
         #expect(engine.detect(again, queries: queries).detections == fresh.detections)
     }
 
+    /// Edited headers (a width of 2^50, other channel counts, map sizes, map counts, sizes that overflow) are
+    /// never trusted: the features are computed again and the detections are a fresh run's.
+    @Test func editedHeadersAreRecomputedNotTrusted() throws {
+        let engine = DemoModelTests.engine
+        let folder = Self.scratch()
+        defer { _ = system("rm -rf '\(folder)'") }
+        let path = Self.scenes + "scene-0003.jpg"
+        let queries = ["green circle", "black star", "red square", "ring"]
+        let fresh = engine.detect(try engine.prepare(path: path, size: 512), queries: queries)
+        _ = try FeatureStore(modelKey: "demo", directory: folder).prepared(path: path, size: 512, engine: engine)
+        let file = folder + "/" + Self.files(in: folder)[0]
+        let original = try FileContents.read(file)
+        // Header: magic (8), width, height, size, count, then channels/height/width per map: Int64 little-endian.
+        let edits: [(field: Int, value: Int64)] = [
+            (0, 1 << 50), (1, 1 << 50), (0, 0), (3, 2), (3, 1 << 40), (4, 65), (4, 1 << 62), (5, 1 << 31), (6, 3),
+            (7, -1),
+        ]
+        for (field, value) in edits {
+            var bytes = original
+            withUnsafeBytes(of: value.littleEndian) { raw in
+                for k in 0..<8 { bytes[8 + 8 * field + k] = raw[k] }
+            }
+            try FileContents.writeAtomically(bytes, to: file)
+            let store = FeatureStore(modelKey: "demo", directory: folder)
+            let prepared = try store.prepared(path: path, size: 512, engine: engine)
+            #expect(store.counters.computed == 1 && store.counters.diskHits == 0, "field \(field) = \(value)")
+            #expect(
+                engine.detect(prepared, queries: queries).detections == fresh.detections, "field \(field) = \(value)")
+        }
+    }
+
     @Test func aMissingPhotoIsAnError() {
         let store = FeatureStore(modelKey: "demo")
         #expect(throws: ImageError.self) {
