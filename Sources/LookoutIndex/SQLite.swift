@@ -26,6 +26,22 @@ public struct IndexError: Error, CustomStringConvertible, Sendable {
     }
 }
 
+extension String {
+    /// The path with `%`, `?` and `#` escaped for an SQLite file URI.
+    func replacingPercentEscapes() -> String {
+        var out = ""
+        for character in self {
+            switch character {
+            case "%": out += "%25"
+            case "?": out += "%3f"
+            case "#": out += "%23"
+            default: out.append(character)
+            }
+        }
+        return out
+    }
+}
+
 private let transientDestructor = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
 /// A thin wrapper over the SQLite C API: one connection, prepared statements, transactions.
@@ -33,10 +49,17 @@ final class Database {
     let path: String
     private var handle: OpaquePointer?
 
-    init(path: String, readOnly: Bool = false) throws(IndexError) {
+    /// `immutable`: open read-only without locks or WAL files (for a file this process may not write).
+    init(path: String, readOnly: Bool = false, immutable: Bool = false) throws(IndexError) {
         self.path = path
-        let flags = readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
-        let status = sqlite3_open_v2(path, &handle, flags | SQLITE_OPEN_NOMUTEX, nil)
+        var flags = readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
+        var name = path
+        if immutable {
+            flags |= SQLITE_OPEN_URI
+            let escaped = path.replacingPercentEscapes()
+            name = "file:\(escaped)?immutable=1"
+        }
+        let status = sqlite3_open_v2(name, &handle, flags | SQLITE_OPEN_NOMUTEX, nil)
         guard status == SQLITE_OK else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
             sqlite3_close(handle)

@@ -40,7 +40,13 @@ public final class SQLiteIndexStore: IndexStore {
             throw IndexError(
                 path: path, kind: .noIndex, problem: "no index here (run `lookout index FOLDER` first, or pass --db)")
         }
-        database = try Database(path: path, readOnly: readOnly)
+        var database = try Database(path: path, readOnly: readOnly)
+        if readOnly, (try? database.prepare("SELECT count(*) FROM meta").step()) == nil {
+            // A WAL index in a place this process may not write (no -shm file can be made): read it as an
+            // immutable file instead.
+            database = try Database(path: path, readOnly: true, immutable: true)
+        }
+        self.database = database
         do {
             if !readOnly {
                 try database.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
@@ -116,6 +122,13 @@ public final class SQLiteIndexStore: IndexStore {
             let embedding = try meta("embedding_size").flatMap({ Int($0) }),
             let parameters = try meta("score_parameters")
         else { return nil }
+        guard (32...4096).contains(size), (1...1000).contains(regions), (1...65536).contains(embedding) else {
+            throw IndexError(
+                path: path,
+                problem:
+                    "the index's settings are damaged (imgsz \(size), max_regions \(regions), embedding_size \(embedding))"
+            )
+        }
         return IndexModel(
             detectorFingerprint: detector, textEncoderFingerprint: text, vocabulary: vocabulary, imageSize: size,
             maximumRegions: regions, embeddingSize: embedding, scoreParameters: IndexModel.decodeParameters(parameters))

@@ -103,8 +103,11 @@ struct ThresholdOptions: ParsableArguments {
             throw ValidationError("--imgsz must be a multiple of 32 from 32 to 4096.")
         }
         for entry in queryThresholds {
-            guard Self.queryThreshold(entry) != nil else {
+            guard let (_, value) = Self.queryThreshold(entry) else {
                 throw ValidationError("--query-conf takes QUERY=VALUE, got \"\(entry)\".")
+            }
+            guard value.isFinite && value >= 0 && value < 1 else {
+                throw ValidationError("--query-conf \"\(entry)\": the threshold must be a number in [0, 1).")
             }
         }
     }

@@ -18,12 +18,26 @@ struct IndexDatabaseOption: ParsableArguments {
     /// `--db`, else `$LOOKOUT_DB`, else `$XDG_DATA_HOME/lookout/index.sqlite`, else
     /// `~/.local/share/lookout/index.sqlite`.
     func path() throws -> String {
-        if let db { return db }
+        if let db { return try Self.checked(db) }
         let variable = ResourceLocator.variable
-        if let explicit = variable("LOOKOUT_DB") { return explicit }
+        if let explicit = variable("LOOKOUT_DB") { return try Self.checked(explicit) }
         if let data = variable("XDG_DATA_HOME") { return data + "/lookout/index.sqlite" }
         if let home = variable("HOME") { return home + "/.local/share/lookout/index.sqlite" }
         throw LookoutError("no place for the index: set --db PATH (or $LOOKOUT_DB, or $HOME)")
+    }
+
+    /// An index is a file: an empty name, SQLite's in-memory names and URLs are refused (they would index into
+    /// nothing, or into a folder named after the scheme).
+    static func checked(_ path: String) throws -> String {
+        guard !path.isEmpty else { throw ValidationError("--db needs a file path (it is empty).") }
+        if path == ":memory:" || path.hasPrefix("file:") {
+            throw ValidationError("--db \(path): the index must be a file path (in-memory databases keep nothing).")
+        }
+        let parts = path.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+        if parts.count == 2, parts[1].hasPrefix("//"), !parts[0].isEmpty, !parts[0].contains("/") {
+            throw ValidationError("--db \(path): \(parts[0]):// is not a database Lookout knows; give a file path.")
+        }
+        return path
     }
 }
 

@@ -50,7 +50,9 @@ struct QueryCommand: ParsableCommand {
 
     func validate() throws {
         if images.isEmpty { throw ValidationError("Give at least one image.") }
-        guard featureMemory >= 0 else { throw ValidationError("--feature-memory must not be negative.") }
+        guard featureMemory >= 0 && featureMemory <= 1 << 30 else {
+            throw ValidationError("--feature-memory is in MiB, from 0 to 1073741824 (1 PiB).")
+        }
         if !thresholds.queryThresholds.isEmpty {
             throw ValidationError("--query-conf applies to a fixed query set; use it with lookout detect.")
         }

@@ -76,4 +76,40 @@ import Testing
         #expect(result.status == 0, "\(result.status) \(result.stderr)")
         #expect(try Reference.lines(result.stdout).count == 1)
     }
+
+    /// Thresholds, memory bounds and database names that cannot work are usage errors naming the value.
+    @Test func valuesThatCannotWorkAreRefused() throws {
+        let photo = CLI.root + "/examples/scenes/scene-0001.jpg"
+        for value in ["nan", "inf", "2", "-1", "1"] {
+            let result = try CLI.run(["detect", photo, "-q", "star", "--query-conf", "star=\(value)"])
+            #expect(
+                result.status == 64 && result.stderr.contains("the threshold must be a number in [0, 1)"),
+                "\(value): \(result.stderr)")
+        }
+        let memory = try CLI.run(["query", photo, "--feature-memory", "9000000000000"], input: "")
+        #expect(memory.status == 64 && memory.stderr.contains("--feature-memory is in MiB"), "\(memory.stderr)")
+        let folder = try CLI.scratch("db-names")
+        defer { CLI.remove(folder) }
+        try FileManager.default.createDirectory(atPath: folder + "/photos", withIntermediateDirectories: true)
+        for (db, message) in [
+            ("", "--db needs a file path"), (":memory:", "in-memory databases keep nothing"),
+            ("file:x.sqlite?mode=memory", "in-memory databases keep nothing"),
+            ("https://example.org/index", "https:// is not a database Lookout knows"),
+        ] {
+            let process = Process()
+            process.executableURL = CLI.executable
+            process.arguments = ["index", folder + "/photos", "--db", db]
+            process.currentDirectoryURL = URL(fileURLWithPath: folder)
+            process.environment = CLI.environment(home: folder)
+            let errors = Pipe()
+            process.standardError = errors
+            process.standardOutput = FileHandle.nullDevice
+            try process.run()
+            let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            #expect(process.terminationStatus != 0 && text.contains(message), "\(db): \(text)")
+        }
+        // Nothing was made: no "https:" folder, no database.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder).sorted() == ["photos"])
+    }
 }

@@ -176,6 +176,26 @@ import Testing
         return String(cString: text)
     }
 
+    /// Absurd settings in the file are a clear error, not a trap later.
+    @Test func damagedSettingsAreAnError() throws {
+        let folder = try PhotoIndexTests.folder(count: 2)
+        defer { PhotoIndexTests.remove(folder) }
+        let path = folder + "/index.sqlite"
+        let index = try PhotoIndex(path: path)
+        _ = try PhotoIndexTests.update(index, folder)
+        var handle: OpaquePointer?
+        sqlite3_open(path, &handle)
+        sqlite3_exec(
+            handle, "UPDATE meta SET value = '4611686018427387904' WHERE key = 'embedding_size'", nil, nil, nil)
+        sqlite3_close(handle)
+        #expect {
+            _ = try PhotoIndex(path: path, readOnly: true).search(
+                text: [Float](repeating: 0.1, count: 512), confidence: 0.1, top: 5)
+        } throws: { error in
+            "\(error)".contains("the index's settings are damaged") && "\(error)".contains(path)
+        }
+    }
+
     @Test func schemaVersions() throws {
         let folder = try PhotoIndexTests.folder(count: 0)
         defer { PhotoIndexTests.remove(folder) }
