@@ -50,6 +50,19 @@ public struct IndexModel: Sendable, Equatable {
     }
 
     public static func == (a: IndexModel, b: IndexModel) -> Bool { a.key == b.key }
+
+    /// What differs from `other`, in words ("regions 32 → 16, imgsz 640 → 480").
+    public func differences(from other: IndexModel) -> String {
+        var parts: [String] = []
+        if detectorFingerprint != other.detectorFingerprint { parts.append("another detector") }
+        if textEncoderFingerprint != other.textEncoderFingerprint { parts.append("another text encoder") }
+        if vocabulary != other.vocabulary { parts.append("vocabulary \(vocabulary) → \(other.vocabulary)") }
+        if imageSize != other.imageSize { parts.append("imgsz \(imageSize) → \(other.imageSize)") }
+        if maximumRegions != other.maximumRegions {
+            parts.append("regions \(maximumRegions) → \(other.maximumRegions)")
+        }
+        return parts.isEmpty ? "other settings" : parts.joined(separator: ", ")
+    }
 }
 
 /// A photo collection's index: which photos it holds and their candidate regions, kept up to date with a
@@ -132,15 +145,34 @@ public final class PhotoIndex {
     }
 
     /// Brings the index up to date with the photos under `root`: scan, compute what changed, write each.
+    ///
+    /// The index holds one model and one set of settings. When `model` differs from the stored one and the
+    /// index also holds photos outside `root`, those would silently drop out of searches: that is an error
+    /// (kind `.settingsChanged`) unless `replacingOtherFolders`, which removes them (their folders can be
+    /// indexed again with the new settings).
     public func update(
-        root: String, model: IndexModel, regions: (Image, String) -> [Region],
+        root: String, model: IndexModel, regions: (Image, String) -> [Region], replacingOtherFolders: Bool = false,
         progress: (Progress) -> Void = { _ in }
     ) throws(IndexError) -> Summary {
         var summary = Summary()
         let (root, found) = try scan(root: root, summary: &summary)
+        let prefix = root == "/" ? "/" : root + "/"
+        var others: [String] = []
+        if let stored = try store.storedModel(), stored.key != model.key {
+            others = try store.files(withPrefix: "/").keys.filter { !$0.hasPrefix(prefix) }.sorted()
+            if !others.isEmpty && !replacingOtherFolders {
+                throw IndexError(
+                    path: store.location, kind: .settingsChanged,
+                    problem:
+                        "this index holds \(others.count) photos outside \(root) made with other settings "
+                        + "(\(stored.differences(from: model))); indexing with these would drop them from searches. "
+                        + "Use the index's settings, or rebuild it with these (the other folders' photos are then "
+                        + "removed: index those folders again)")
+            }
+        }
         if try store.storedModel()?.key != model.key { try store.setModel(model) }
         let key = model.key
-        let known = try store.files(withPrefix: root == "/" ? "/" : root + "/")
+        let known = try store.files(withPrefix: prefix)
         var indexed = try store.indexedContents(model: key)
 
         var work: [FoundPhoto] = []
@@ -187,7 +219,7 @@ public final class PhotoIndex {
         progress(Progress(done: work.count, total: work.count, current: ""))
 
         let seen = Set(found.map(\.path))
-        let gone = known.keys.filter { !seen.contains($0) }
+        let gone = known.keys.filter { !seen.contains($0) } + others
         try store.remove(paths: gone, keepingModel: key)
         summary.removed = gone.count
         return summary

@@ -10,6 +10,8 @@ public struct IndexError: Error, CustomStringConvertible, Sendable {
         case folder
         /// The index was written by another schema version.
         case schemaVersion
+        /// An update with other settings than the index's would drop other folders' photos.
+        case settingsChanged
         /// The storage engine failed (SQLite's message).
         case storage
     }

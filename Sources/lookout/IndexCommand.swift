@@ -83,6 +83,13 @@ struct IndexCommand: ParsableCommand {
     @Flag(help: "List the files that could not be indexed, with the reason, and stop.")
     var failures = false
 
+    @Flag(
+        help: """
+            Index with other settings (model, --imgsz, --regions) than the index was made with, removing the \
+            photos of other folders (index them again after). Without it, such a run stops and says what differs.
+            """)
+    var rebuild = false
+
     @Flag(help: "Plain progress lines even on a terminal.")
     var plain = false
 
@@ -119,6 +126,7 @@ struct IndexCommand: ParsableCommand {
         var clock = Stopwatch()
         let summary = try index.update(
             root: folder!, model: model, regions: { extractor.regions(of: $0, name: $1) },
+            replacingOtherFolders: rebuild,
             progress: { reporter.report($0) })
         reporter.finish()
         let seconds = clock.lap()

@@ -112,4 +112,44 @@ import Testing
         // Nothing was made: no "https:" folder, no database.
         #expect(try FileManager.default.contentsOfDirectory(atPath: folder).sorted() == ["photos"])
     }
+
+    /// Indexing a second folder with other settings would have dropped the first folder's photos from searches
+    /// without a word: it now stops and says what differs, and --rebuild does it openly.
+    @Test func otherSettingsNeverDropOtherFoldersSilently() throws {
+        let folder = try CLI.scratch("two-folders")
+        defer { CLI.remove(folder) }
+        for (sub, names) in [
+            ("scenes", ["scene-0002.jpg", "scene-0006.jpg"]), ("more", ["scene-0007.jpg", "scene-0008.jpg"]),
+        ] {
+            try FileManager.default.createDirectory(atPath: folder + "/" + sub, withIntermediateDirectories: true)
+            for name in names {
+                try FileManager.default.copyItem(
+                    atPath: CLI.root + "/examples/scenes/" + name, toPath: folder + "/\(sub)/" + name)
+            }
+        }
+        let db = folder + "/index.sqlite"
+        #expect(try CLI.run(["index", folder + "/scenes", "--db", db]).status == 0)
+        func found() throws -> Set<String> {
+            let result = try CLI.run(["search", "ring", "--db", db, "--json", "--conf", "0.01"])
+            return Set(
+                try Reference.lines(result.stdout).map {
+                    $0["image"]!.string!.split(separator: "/").suffix(2).joined(separator: "/")
+                })
+        }
+        let before = try found()
+        #expect(before.contains("scenes/scene-0002.jpg") && before.contains("scenes/scene-0006.jpg"), "\(before)")
+        let refused = try CLI.run(["index", folder + "/more", "--db", db, "--regions", "16"])
+        #expect(
+            refused.status != 0 && refused.stderr.contains("holds 2 photos outside")
+                && refused.stderr.contains("regions 32 → 16"), "\(refused.stderr)")
+        #expect(try found() == before)
+        let same = try CLI.run(["index", folder + "/more", "--db", db])
+        #expect(same.status == 0 && same.stderr.contains("4 photos indexed (2 computed"), "\(same.stderr)")
+        let rebuilt = try CLI.run(["index", folder + "/more", "--db", db, "--regions", "16", "--rebuild"])
+        #expect(
+            rebuilt.status == 0
+                && rebuilt.stderr.contains("2 photos indexed (2 computed, 0 reused, 0 unchanged, 2 removed)"),
+            "\(rebuilt.stderr)")
+        #expect(try found().allSatisfy { $0.hasPrefix("more/") })
+    }
 }
