@@ -219,13 +219,31 @@ public final class PhotoIndex {
         progress(Progress(done: work.count, total: work.count, current: ""))
 
         let seen = Set(found.map(\.path))
-        let gone = known.keys.filter { !seen.contains($0) } + others
+        // Photos elsewhere in the index whose files are gone (moved or deleted since) leave it too.
+        let vanished = try store.files(withPrefix: "/").keys.filter { path in
+            !path.hasPrefix(prefix) && !others.contains(path) && !Self.exists(path)
+        }
+        let gone = known.keys.filter { !seen.contains($0) } + others + vanished
         try store.remove(paths: gone, keepingModel: key)
         summary.removed = gone.count
         return summary
     }
 
+    static func exists(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0
+    }
+
     // MARK: - Searching
+
+    /// A found photo's file now, against what was indexed.
+    public enum FileState: Sendable, Equatable {
+        case unchanged
+        /// Its size or modification time differs: the boxes may not fit it any more.
+        case changed
+        /// The file is gone.
+        case missing
+    }
 
     public struct Hit: Sendable {
         public var path: String
@@ -233,6 +251,7 @@ public final class PhotoIndex {
         public var height: Int
         public var score: Float
         public var detections: [(score: Float, box: [Float])]
+        public var fileState: FileState = .unchanged
 
         public init(path: String, width: Int, height: Int, score: Float, detections: [(score: Float, box: [Float])]) {
             self.path = path
@@ -257,7 +276,18 @@ public final class PhotoIndex {
             hits.append(Hit(path: path, width: width, height: height, score: best.score, detections: kept))
         }
         hits.sort { $0.score != $1.score ? $0.score > $1.score : $0.path < $1.path }
-        return Array(hits.prefix(top))
+        var kept = Array(hits.prefix(top))
+        for k in kept.indices { kept[k].fileState = try fileState(kept[k].path) }
+        return kept
+    }
+
+    /// Whether the file at `path` is still what was indexed.
+    public func fileState(_ path: String) throws(IndexError) -> FileState {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return .missing }
+        guard let stored = try store.storedFile(at: path) else { return .changed }
+        let mtime = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
+        return stored.size == Int64(info.st_size) && stored.mtime == mtime ? .unchanged : .changed
     }
 
     // MARK: - Reports

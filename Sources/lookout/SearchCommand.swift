@@ -81,6 +81,13 @@ struct SearchCommand: ParsableCommand {
             text: text, confidence: exact ? min(conf, 0.01) : conf,
             top: exact ? max(top > Int.max / 3 ? Int.max : top * 3, 30) : top)
         let searchSeconds = clock.lap()
+        let missing = hits.filter { $0.fileState == .missing }
+        if !missing.isEmpty {
+            printError(
+                "lookout: left out \(missing.count) photo\(missing.count == 1 ? "" : "s") deleted or moved since indexing "
+                    + "(\(missing[0].path)\(missing.count > 1 ? ", …" : "")); `lookout index` prunes them")
+            hits.removeAll { $0.fileState == .missing }
+        }
         if exact {
             let rescored = index.exact(
                 hits, query: query, engine: engine, confidence: conf, imageSize: stored.imageSize)
@@ -88,6 +95,13 @@ struct SearchCommand: ParsableCommand {
             hits = Array(rescored.hits.prefix(top))
         }
         let exactSeconds = clock.lap()
+        let changed = hits.filter { $0.fileState == .changed }
+        if !changed.isEmpty && !exact {
+            printError(
+                "lookout: \(changed.count) photo\(changed.count == 1 ? "" : "s") changed since indexing, their boxes may "
+                    + "not fit (\(changed[0].path)\(changed.count > 1 ? ", …" : "")): run `lookout index` on the folder"
+            )
+        }
         for hit in hits {
             if json {
                 let detections = hit.detections.map { item -> JSONValue in
@@ -96,11 +110,12 @@ struct SearchCommand: ParsableCommand {
                         ("box", .array(item.box.map(Report.shortest))),
                     ])
                 }
-                print(
-                    JSONValue.object([
-                        ("image", .string(hit.path)), ("score", Report.shortest(hit.score)),
-                        ("detections", .array(detections)),
-                    ]).serialized)
+                var fields: [(String, JSONValue)] = [
+                    ("image", .string(hit.path)), ("score", Report.shortest(hit.score)),
+                    ("detections", .array(detections)),
+                ]
+                if hit.fileState == .changed && !exact { fields.append(("changed_since_indexing", .bool(true))) }
+                print(JSONValue.object(fields).serialized)
             } else {
                 print(
                     "\(Report.format3(hit.score))  \(hit.path)  (\(hit.detections.count) box\(hit.detections.count == 1 ? "" : "es"))"

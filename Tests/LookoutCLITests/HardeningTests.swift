@@ -152,4 +152,47 @@ import Testing
             "\(rebuilt.stderr)")
         #expect(try found().allSatisfy { $0.hasPrefix("more/") })
     }
+
+    /// A moved folder leaves the index when the new place is indexed; search leaves out deleted photos and
+    /// says which found photos changed since indexing.
+    @Test func movedChangedAndDeletedPhotos() throws {
+        let folder = try CLI.scratch("moved")
+        defer { CLI.remove(folder) }
+        let names = ["scene-0002.jpg", "scene-0006.jpg", "scene-0007.jpg"]
+        try FileManager.default.createDirectory(atPath: folder + "/mv1", withIntermediateDirectories: true)
+        for name in names {
+            try FileManager.default.copyItem(
+                atPath: CLI.root + "/examples/scenes/" + name, toPath: folder + "/mv1/" + name)
+        }
+        let db = folder + "/index.sqlite"
+        #expect(try CLI.run(["index", folder + "/mv1", "--db", db]).status == 0)
+        try FileManager.default.moveItem(atPath: folder + "/mv1", toPath: folder + "/mv2")
+        let moved = try CLI.run(["index", folder + "/mv2", "--db", db])
+        #expect(
+            moved.status == 0
+                && moved.stderr.contains("3 photos indexed (0 computed, 3 reused, 0 unchanged, 3 removed)"),
+            "\(moved.stderr)")
+        let paths = try Reference.lines(try CLI.run(["search", "ring", "--db", db, "--json", "--conf", "0.01"]).stdout)
+            .map { $0["image"]!.string! }
+        #expect(!paths.isEmpty && paths.allSatisfy { $0.hasPrefix(folder + "/mv2/") }, "\(paths)")
+
+        // One photo replaced by another scene, one deleted.
+        try FileManager.default.removeItem(atPath: folder + "/mv2/scene-0002.jpg")
+        try FileManager.default.copyItem(
+            atPath: CLI.root + "/examples/scenes/scene-0001.jpg", toPath: folder + "/mv2/scene-0002.jpg")
+        try FileManager.default.removeItem(atPath: folder + "/mv2/scene-0006.jpg")
+        let search = try CLI.run(["search", "ring", "--db", db, "--json", "--conf", "0.01"])
+        #expect(search.status == 0)
+        let lines = try Reference.lines(search.stdout)
+        #expect(!lines.contains { $0["image"]!.string!.hasSuffix("scene-0006.jpg") })
+        #expect(
+            search.stderr.contains("left out 1 photo deleted or moved since indexing (\(folder)/mv2/scene-0006.jpg)"),
+            "\(search.stderr)")
+        let replaced = lines.first { $0["image"]!.string!.hasSuffix("scene-0002.jpg") }
+        #expect(replaced?["changed_since_indexing"]?.bool == true)
+        #expect(search.stderr.contains("changed since indexing"))
+        #expect(
+            !(lines.first { $0["image"]!.string!.hasSuffix("scene-0007.jpg") }?["changed_since_indexing"]?.bool ?? false)
+        )
+    }
 }
