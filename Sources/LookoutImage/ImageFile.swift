@@ -70,14 +70,37 @@ public enum ImageFile {
             String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
         }
         guard message.isEmpty, let pixels = result.pixels, result.width > 0, result.height > 0 else {
-            throw ImageError(
-                path: name, kind: message.isEmpty ? .damaged : ImageError.decodingKind(message),
-                problem: message.isEmpty ? "cannot decode the image" : message)
+            let kind = message.isEmpty ? .damaged : ImageError.decodingKind(message)
+            if kind == .unsupportedFormat, let format = Self.otherFormat(bytes) {
+                throw ImageError(
+                    path: name, kind: kind,
+                    problem:
+                        "a \(format) image: Lookout reads JPEG and PNG (convert it first, e.g. `convert IN OUT.png`)")
+            }
+            throw ImageError(path: name, kind: kind, problem: message.isEmpty ? "cannot decode the image" : message)
         }
         let image = Image(
             width: Int(result.width), height: Int(result.height), channels: 3,
             pixels: Array(UnsafeBufferPointer(start: pixels, count: Int(result.width) * Int(result.height) * 3)))
         return image.oriented(ExifOrientation.read(bytes))
+    }
+
+    /// The name of an image format Lookout does not read, from the file's first bytes.
+    static func otherFormat(_ bytes: [UInt8]) -> String? {
+        func starts(_ prefix: [UInt8], at offset: Int = 0) -> Bool {
+            bytes.count >= offset + prefix.count && Array(bytes[offset..<(offset + prefix.count)]) == prefix
+        }
+        if starts(Array("RIFF".utf8)) && starts(Array("WEBP".utf8), at: 8) { return "WebP" }
+        if starts([0x49, 0x49, 0x2A, 0x00]) || starts([0x4D, 0x4D, 0x00, 0x2A]) { return "TIFF" }
+        if starts(Array("GIF8".utf8)) { return "GIF" }
+        if starts(Array("BM".utf8)) { return "BMP" }
+        if starts(Array("ftyp".utf8), at: 4) {
+            let brand = bytes.count >= 12 ? String(decoding: bytes[8..<12], as: UTF8.self) : ""
+            if ["heic", "heix", "hevc", "heim", "heis", "mif1", "msf1"].contains(brand) { return "HEIC/HEIF" }
+            if ["avif", "avis"].contains(brand) { return "AVIF" }
+            return "ISO media (\(brand))"
+        }
+        return nil
     }
 
     struct ReadProblem: Error {

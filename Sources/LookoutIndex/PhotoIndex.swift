@@ -139,6 +139,10 @@ public final class PhotoIndex {
             let image = try ImageFile.decode(bytes, name: photo.path)
             let blob = Region.encode(regions(image, photo.path), embeddingSize: embeddingSize)
             return .indexed(hash: hash, width: image.width, height: image.height, regions: blob)
+        } catch let error as ImageError {
+            return .failed(error: error.problem)  // the path is the record's own
+        } catch let error as FileContents.FileError {
+            return .failed(error: error.reason)
         } catch {
             return .failed(error: "\(error)")
         }

@@ -88,7 +88,7 @@ final class Database {
     func prepare(_ sql: String) throws(IndexError) -> Statement {
         var statement: OpaquePointer?
         guard sqlite3_prepare_v2(handle, sql, -1, &statement, nil) == SQLITE_OK, let statement else {
-            throw IndexError(path: path, problem: "\(lastError) in: \(sql)")
+            throw IndexError(path: path, problem: lastError)
         }
         return Statement(database: self, handle: statement)
     }

@@ -36,6 +36,12 @@ public final class SQLiteIndexStore: IndexStore {
         if !readOnly, let slash = path.lastIndex(of: "/"), slash != path.startIndex {
             try? FileContents.makeDirectories(String(path[..<slash]))
         }
+        var info = stat()
+        if stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR {
+            throw IndexError(
+                path: path, kind: .noIndex,
+                problem: "a folder, not an index file (--db takes a file, e.g. \(path)/index.sqlite)")
+        }
         if readOnly && access(path, R_OK) != 0 {
             throw IndexError(
                 path: path, kind: .noIndex, problem: "no index here (run `lookout index FOLDER` first, or pass --db)")

@@ -25,6 +25,9 @@ public enum ResourceLocator {
         var searched: [String] = []
         if let override = getenv(variable).map({ String(cString: $0) }), !override.isEmpty {
             if isFile(override) { return override }
+            // A folder holding the file is as good as the file.
+            let name = relativePath.split(separator: "/").last.map(String.init) ?? relativePath
+            if isFile(override + "/" + name) { return override + "/" + name }
             throw NotFound(what: what, searched: ["\(override) (from $\(variable))"], hint: hint)
         }
         var directory = executableDirectory()

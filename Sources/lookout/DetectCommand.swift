@@ -166,7 +166,9 @@ struct DetectCommand: ParsableCommand {
     @Option(name: [.customShort("q"), .long], help: "Comma-separated queries.")
     var queries: String?
 
-    @Option(help: ArgumentHelp("A file with one query per line, taken verbatim.", valueName: "path"))
+    @Option(
+        help: ArgumentHelp(
+            "A file with one query per line, taken verbatim (- reads standard input).", valueName: "path"))
     var queriesFile: String?
 
     @OptionGroup var modelOptions: ModelOptions
@@ -199,24 +201,50 @@ struct DetectCommand: ParsableCommand {
         let engine = try modelOptions.engine()
         let options = try thresholds.options(for: list)
         var failures = 0
+        var saveFailures = 0
         var savedNames: Set<String> = []
         if let save { try FileContents.makeDirectories(save) }
         for path in images {
+            let result: ImageDetections
             do {
                 let prepared = try engine.prepare(path: path, size: thresholds.imgsz)
-                var result = engine.detect(prepared, queries: list, options: options)
-                if pad { result = result.droppingPadding() }
-                print(json ? Report.json(result) : Report.table(result), terminator: "")
-                if let save { try saveAnnotated(result, source: path, into: save, names: &savedNames) }
+                result = engine.detect(prepared, queries: list, options: options)
             } catch {
                 failures += 1
                 printError("lookout: \(error)")
+                // In JSON, every photo gets its line: those that failed say why.
+                if json {
+                    print(JSONValue.object([("image", .string(path)), ("error", .string(error.problem))]).serialized)
+                }
+                continue
+            }
+            let shown = pad ? result.droppingPadding() : result
+            print(json ? Report.json(shown) : Report.table(shown), terminator: "")
+            if let save {
+                do {
+                    try saveAnnotated(shown, source: path, into: save, names: &savedNames)
+                } catch {
+                    saveFailures += 1
+                    printError("lookout: could not save the annotated copy: \(error)")
+                }
             }
         }
-        if failures > 0 {
-            printError("lookout: \(failures) of \(images.count) images could not be read")
-            throw ExitCode.failure
+        if failures > 0 { printError("lookout: \(failures) of \(images.count) images could not be read") }
+        if saveFailures > 0 { printError("lookout: \(saveFailures) annotated copies could not be written") }
+        if failures + saveFailures > 0 { throw ExitCode.failure }
+    }
+
+    /// Standard input to its end (at most 1 MiB).
+    static func standardInput() -> [UInt8] {
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while bytes.count < 1 << 20 {
+            let count = buffer.withUnsafeMutableBytes { Glibc.read(0, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { break }
+            bytes += buffer[0..<count]
         }
+        return bytes
     }
 
     static func exists(_ path: String) -> Bool {
@@ -255,7 +283,8 @@ struct DetectCommand: ParsableCommand {
 
     private func queryList() throws -> [String] {
         if let queriesFile {
-            let bytes = try FileContents.read(queriesFile, maximumSize: 1 << 20)
+            let bytes =
+                queriesFile == "-" ? Self.standardInput() : try FileContents.read(queriesFile, maximumSize: 1 << 20)
             // Split the bytes, not the String: Swift reads "\r\n" as one Character, so a CRLF file would not split.
             let lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
                 .map { String(decoding: $0.last == UInt8(ascii: "\r") ? $0.dropLast() : $0, as: UTF8.self) }

@@ -132,7 +132,7 @@ struct IndexCommand: ParsableCommand {
         let seconds = clock.lap()
         let statistics = try index.statistics()
         var lines = [
-            "\(path): \(statistics.files) photos indexed (\(summary.computed) computed, \(summary.reused) reused, \(summary.unchanged) unchanged, \(summary.removed) removed) in \(String(format1(seconds))) s"
+            "\(path): \(statistics.files) photo\(statistics.files == 1 ? "" : "s") indexed (\(summary.computed) computed, \(summary.reused) reused, \(summary.unchanged) unchanged, \(summary.removed) removed) in \(String(format1(seconds))) s"
         ]
         if summary.computed > 0 {
             lines.append("  \(format1(Double(summary.computed) / max(seconds, 1e-9))) photos/s computed")
@@ -144,13 +144,16 @@ struct IndexCommand: ParsableCommand {
         }
         if summary.failed + summary.stillFailing > 0 {
             lines.append(
-                "  \(summary.failed + summary.stillFailing) files could not be indexed (`lookout index --failures` lists them)"
+                "  \(summary.failed + summary.stillFailing) file\(summary.failed + summary.stillFailing == 1 ? "" : "s") could not be indexed (`lookout index --failures` lists them)"
             )
         }
         if summary.claimedElsewhere > 0 {
             lines.append("  \(summary.claimedElsewhere) photos left to another process indexing this database")
         }
-        if summary.skippedFiles > 0 { lines.append("  \(summary.skippedFiles) files skipped: not JPEG or PNG") }
+        if summary.skippedFiles > 0 {
+            lines.append(
+                "  \(summary.skippedFiles) file\(summary.skippedFiles == 1 ? "" : "s") skipped: not JPEG or PNG")
+        }
         for folder in summary.unreadableFolders { lines.append("  folder not readable, skipped: \(folder)") }
         printError(lines.joined(separator: "\n"))
     }

@@ -195,4 +195,52 @@ import Testing
             !(lines.first { $0["image"]!.string!.hasSuffix("scene-0007.jpg") }?["changed_since_indexing"]?.bool ?? false)
         )
     }
+
+    /// Polish: other image formats named, queries from standard input, the default model named by its folder,
+    /// failed photos in JSON output, a folder given as --db.
+    @Test func clearerAnswers() throws {
+        let folder = try CLI.scratch("polish")
+        defer { CLI.remove(folder) }
+        let headers: [(String, [UInt8], String)] = [
+            ("a.webp", Array("RIFF".utf8) + [0, 0, 0, 0] + Array("WEBPVP8 ".utf8), "a WebP image"),
+            ("a.gif", Array("GIF89a".utf8) + [0, 0, 0, 0], "a GIF image"),
+            ("a.tif", [0x49, 0x49, 0x2A, 0x00, 8, 0, 0, 0], "a TIFF image"),
+            ("a.bmp", Array("BM".utf8) + [0, 0, 0, 0, 0, 0, 0, 0], "a BMP image"),
+            ("a.heic", [0, 0, 0, 24] + Array("ftypheic".utf8) + [0, 0, 0, 0], "a HEIC/HEIF image"),
+        ]
+        var paths: [String] = []
+        for (name, bytes, _) in headers {
+            try Data(bytes + [UInt8](repeating: 0, count: 64)).write(to: URL(fileURLWithPath: folder + "/" + name))
+            paths.append(folder + "/" + name)
+        }
+        let photo = CLI.root + "/examples/scenes/scene-0001.jpg"
+        let result = try CLI.run(["detect"] + paths + [photo, "-q", "star", "--json"])
+        #expect(result.status == 1)
+        for (name, _, message) in headers {
+            #expect(
+                result.stderr.contains("\(folder)/\(name): \(message): Lookout reads JPEG and PNG"),
+                "\(name): \(result.stderr)")
+        }
+        let lines = try Reference.lines(result.stdout)
+        #expect(lines.count == headers.count + 1)
+        #expect(
+            lines.prefix(headers.count).allSatisfy {
+                $0["error"]?.string?.contains("Lookout reads JPEG and PNG") == true
+            })
+        #expect(lines.last?["detections"] != nil)
+
+        let piped = try CLI.run(
+            ["detect", photo, "--queries-file", "-", "--json", "--conf", "0.05"], input: "green star\nring\n")
+        #expect(piped.status == 0, "\(piped.stderr)")
+        let labels = Set(Reference.detections(of: try Reference.lines(piped.stdout)[0]).map(\.label))
+        #expect(!labels.isEmpty && labels.isSubset(of: ["green star", "ring"]))
+
+        let byFolder = try CLI.run(
+            ["detect", photo, "-q", "star"], environment: ["LOOKOUT_DEFAULT_MODEL": CLI.root + "/Models/demo"])
+        #expect(byFolder.status == 0 && byFolder.stderr.contains("using the demo model"), "\(byFolder.stderr)")
+
+        let dbFolder = try CLI.run(["search", "ring", "--db", folder])
+        #expect(dbFolder.status != 0 && dbFolder.stderr.contains("a folder, not an index file"), "\(dbFolder.stderr)")
+        #expect(!dbFolder.stderr.contains("SELECT"))
+    }
 }
