@@ -123,7 +123,7 @@ struct ThresholdOptions: ParsableArguments {
                 throw LookoutError("--query-conf takes QUERY=VALUE, got \"\(entry)\"")
             }
             guard let index = queries.firstIndex(of: query) else {
-                throw LookoutError(
+                throw ValidationError(
                     "--query-conf names \"\(query)\", which is not one of the queries: \(queries.joined(separator: ", "))"
                 )
             }
@@ -231,7 +231,8 @@ struct DetectCommand: ParsableCommand {
         }
         if failures > 0 { printError("lookout: \(failures) of \(images.count) images could not be read") }
         if saveFailures > 0 { printError("lookout: \(saveFailures) annotated copies could not be written") }
-        if failures + saveFailures > 0 { throw ExitCode.failure }
+        if failures == images.count { throw ExitCode.failure }  // nothing done
+        if failures + saveFailures > 0 { throw ExitCode.partialFailure }
     }
 
     /// Standard input to its end (at most 1 MiB).
@@ -301,6 +302,11 @@ struct DetectCommand: ParsableCommand {
         }
         return list
     }
+}
+
+extension ExitCode {
+    /// Some inputs could not be used; the others were (documented in `lookout --help`).
+    static let partialFailure = ExitCode(2)
 }
 
 /// Text and JSON renderings of detections.

@@ -156,6 +156,9 @@ struct IndexCommand: ParsableCommand {
         }
         for folder in summary.unreadableFolders { lines.append("  folder not readable, skipped: \(folder)") }
         printError(lines.joined(separator: "\n"))
+        if summary.failed + summary.stillFailing > 0 {
+            throw statistics.files == 0 ? ExitCode.failure : ExitCode.partialFailure
+        }
     }
 
     private func format1(_ value: Double) -> String { "\((value * 10).rounded() / 10)" }

@@ -15,6 +15,10 @@ struct Lookout: ParsableCommand {
               lookout detect examples/scenes/scene-0001.jpg -q "green star" --save out
               lookout query photo.jpg        new queries, image features kept
               lookout index ~/Pictures       then: lookout search "red car"
+
+            Exit status: 0 success; 1 error (nothing done: a missing model, an unreadable index, …); 2 partial \
+            failure (some photos could not be read or indexed, the others were); 64 usage error (a wrong option \
+            or value, wherever it is noticed).
             """,
         version: "0.1.0",
         subcommands: [

@@ -196,6 +196,19 @@ import Testing
         )
     }
 
+    /// Exit status: 64 for a usage mistake wherever it is noticed, 2 when some photos failed, 1 when all did.
+    @Test func exitStatuses() throws {
+        let photo = CLI.root + "/examples/scenes/scene-0001.jpg"
+        let broken = CLI.root + "/Tests/Fixtures/image/files/truncated.jpg"
+        #expect(try CLI.run(["detect", photo, "-q", "star", "--conf", "2"]).status == 64)
+        // Noticed only after the model has loaded: still a usage error.
+        let late = try CLI.run(["detect", photo, "-q", "star", "--query-conf", "dog=0.5"])
+        #expect(late.status == 64 && late.stderr.contains("--query-conf names \"dog\""), "\(late.stderr)")
+        #expect(try CLI.run(["detect", broken, photo, "-q", "star"]).status == 2)
+        #expect(try CLI.run(["detect", broken, "-q", "star"]).status == 1)
+        #expect(try CLI.run(["detect", photo, "-q", "star"]).status == 0)
+    }
+
     /// Polish: other image formats named, queries from standard input, the default model named by its folder,
     /// failed photos in JSON output, a folder given as --db.
     @Test func clearerAnswers() throws {
@@ -215,7 +228,7 @@ import Testing
         }
         let photo = CLI.root + "/examples/scenes/scene-0001.jpg"
         let result = try CLI.run(["detect"] + paths + [photo, "-q", "star", "--json"])
-        #expect(result.status == 1)
+        #expect(result.status == 2, "partial failure")
         for (name, _, message) in headers {
             #expect(
                 result.stderr.contains("\(folder)/\(name): \(message): Lookout reads JPEG and PNG"),
