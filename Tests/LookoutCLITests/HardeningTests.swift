@@ -196,6 +196,49 @@ import Testing
         )
     }
 
+    /// `scripts/install PREFIX`: the installed binary finds its vocabulary and the demo model from anywhere; a
+    /// binary copied alone says where it looked.
+    @Test func installedBinaryWorksFromAnywhere() throws {
+        let prefix = try CLI.scratch("install")
+        defer { CLI.remove(prefix) }
+        let install = Process()
+        install.executableURL = URL(fileURLWithPath: CLI.root + "/scripts/install")
+        install.arguments = [prefix + "/usr"]
+        install.environment = CLI.environment(home: prefix, ["LOOKOUT_BINARY": CLI.executable.path])
+        install.standardError = FileHandle.nullDevice
+        try install.run()
+        install.waitUntilExit()
+        #expect(install.terminationStatus == 0)
+        let copy = prefix + "/scene.jpg"
+        try FileManager.default.copyItem(atPath: CLI.root + "/examples/scenes/scene-0001.jpg", toPath: copy)
+        func run(_ binary: String) throws -> (Int32, String, String) {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: binary)
+            process.arguments = ["detect", copy, "-q", "green star"]
+            process.currentDirectoryURL = URL(fileURLWithPath: "/")
+            process.environment = CLI.environment(home: prefix)
+            let out = Pipe(), err = Pipe()
+            process.standardOutput = out
+            process.standardError = err
+            try process.run()
+            let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            return (process.terminationStatus, stdout, stderr)
+        }
+        let (status, stdout, stderr) = try run(prefix + "/usr/bin/lookout")
+        #expect(
+            status == 0 && stderr.contains("using the demo model in \(prefix)/usr/share/lookout/Models/demo"),
+            "\(stderr)")
+        #expect(stdout.contains("green star"))
+        try FileManager.default.createDirectory(atPath: prefix + "/alone", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: prefix + "/usr/bin/lookout", toPath: prefix + "/alone/lookout")
+        let (aloneStatus, _, aloneError) = try run(prefix + "/alone/lookout")
+        #expect(
+            aloneStatus == 1 && aloneError.contains("not found") && aloneError.contains("scripts/fetch-models"),
+            "\(aloneError)")
+    }
+
     /// Exit status: 64 for a usage mistake wherever it is noticed, 2 when some photos failed, 1 when all did.
     @Test func exitStatuses() throws {
         let photo = CLI.root + "/examples/scenes/scene-0001.jpg"
