@@ -154,7 +154,7 @@ struct DetectCommand: ParsableCommand {
             coloured shapes only.
 
             Examples:
-              lookout detect examples/scenes/scene-0000.jpg -q "red star, ring" --save out
+              lookout detect examples/scenes/scene-0001.jpg -q "green star, blue circle, ring" --save out
               lookout detect --model Models/official photo.jpg -q "dog, red car"
               lookout detect --model Models/official *.jpg -q person --conf 0.1 --json
             """
@@ -198,7 +198,13 @@ struct DetectCommand: ParsableCommand {
 
     func run() throws {
         let list = pad ? PaddingQuery.appended(to: try queryList()) : try queryList()
+        guard list.count <= Self.maximumQueries else {
+            throw ValidationError(
+                "\(list.count) queries: at most \(Self.maximumQueries) at once (each costs the neck and head time and memory)."
+            )
+        }
         let engine = try modelOptions.engine()
+        warnAboutLongQueries(list, engine: engine)
         let options = try thresholds.options(for: list)
         var failures = 0
         var saveFailures = 0
@@ -234,6 +240,9 @@ struct DetectCommand: ParsableCommand {
         if failures == images.count { throw ExitCode.failure }  // nothing done
         if failures + saveFailures > 0 { throw ExitCode.partialFailure }
     }
+
+    /// Queries in one set at most (50,000 took 52 s and 2.9 GB).
+    static let maximumQueries = 4096
 
     /// Standard input to its end (at most 1 MiB).
     static func standardInput() -> [UInt8] {
@@ -309,18 +318,63 @@ extension ExitCode {
     static let partialFailure = ExitCode(2)
 }
 
+/// Says which queries CLIP cuts (it reads 75 tokens between the start and end tokens).
+func warnAboutLongQueries(_ queries: [String], engine: Engine) {
+    guard let tokenizer = engine.embedder?.tokenizer else { return }
+    for query in queries {
+        let count = tokenizer.encode(query).count
+        if count > 75 {
+            printError(
+                "lookout: the query \"\(Report.visible(String(query.prefix(40))))…\" is \(count) tokens; CLIP reads the first 75"
+            )
+        }
+    }
+}
+
 /// Text and JSON renderings of detections.
 enum Report {
     static func table(_ result: ImageDetections) -> String {
         var out =
-            "\(result.image) (\(result.width)×\(result.height)): \(result.detections.count) detection\(result.detections.count == 1 ? "" : "s")\n"
-        let width = max(5, result.detections.map(\.label.count).max() ?? 0)
-        for item in result.detections {
-            let label = item.label + String(repeating: " ", count: width - item.label.count)
+            "\(visible(result.image)) (\(result.width)×\(result.height)): \(result.detections.count) detection\(result.detections.count == 1 ? "" : "s")\n"
+        let labels = result.detections.map { visible($0.label) }
+        let width = max(5, labels.map(displayWidth).max() ?? 0)
+        for (item, shown) in zip(result.detections, labels) {
+            let label = shown + String(repeating: " ", count: width - displayWidth(shown))
             let box = item.box.map { String(format1($0)) }.joined(separator: " ")
             out += "  \(label)  \(format3(item.score))  [\(box)]\n"
         }
         return out
+    }
+
+    /// `text` safe for a terminal: control characters (escape sequences, newlines) shown as \u{…}.
+    static func visible(_ text: String) -> String {
+        var out = ""
+        for scalar in text.unicodeScalars {
+            if scalar.value < 0x20 || (0x7F..<0xA0).contains(scalar.value) {
+                out += "\\u{\(String(scalar.value, radix: 16))}"
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
+    /// Terminal columns of `text`: East Asian wide characters and emoji take two, combining marks none.
+    static func displayWidth(_ text: String) -> Int {
+        var width = 0
+        for scalar in text.unicodeScalars {
+            let v = scalar.value
+            if (0x0300..<0x0370).contains(v) || (0x200B...0x200F).contains(v) || (0xFE00...0xFE0F).contains(v) {
+                continue
+            }
+            let wide =
+                (0x1100...0x115F).contains(v) || (0x2E80...0xA4CF).contains(v) || (0xAC00...0xD7A3).contains(v)
+                || (0xF900...0xFAFF).contains(v) || (0xFE30...0xFE4F).contains(v) || (0xFF00...0xFF60).contains(v)
+                || (0xFFE0...0xFFE6).contains(v) || (0x1F300...0x1F64F).contains(v) || (0x1F900...0x1F9FF).contains(v)
+                || (0x20000...0x3FFFD).contains(v)
+            width += wide ? 2 : 1
+        }
+        return width
     }
 
     static func json(_ result: ImageDetections) -> String {

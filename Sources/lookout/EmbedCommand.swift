@@ -55,8 +55,8 @@ struct EmbedCommand: ParsableCommand {
                     ? "--jsonl reads texts from standard input; give no TEXT arguments with it."
                     : "Give at least one TEXT, or --jsonl.")
         }
-        if (textModel == nil) == (model == nil) {
-            throw ValidationError("Name the text encoder with --text-model PATH or --model DIR (one of them).")
+        if textModel != nil && model != nil {
+            throw ValidationError("Name the text encoder with --text-model PATH or --model DIR, not both.")
         }
     }
 
@@ -64,7 +64,16 @@ struct EmbedCommand: ParsableCommand {
         var clock = Stopwatch()
         let tokenizer = try loadTokenizer(vocab, cache: !noCache)
         let loadedTokenizer = clock.lap()
-        let path = try textModel ?? ModelManifest(directory: model!).textEncoder.path
+        let path: String
+        if let textModel {
+            path = textModel
+        } else if let model {
+            path = try ModelManifest(directory: model).textEncoder.path
+        } else {
+            let directory = try EngineConfiguration.demoDirectory()
+            printError("lookout: no model given, using the demo model's text encoder in \(directory)")
+            path = try ModelManifest(directory: directory).textEncoder.path
+        }
         let encoder = try CLIPTextEncoder(contentsOf: path)
         let loadedEncoder = clock.lap()
         let embedder = try TextEmbedder(

@@ -1,7 +1,55 @@
 import ArgumentParser
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 @main
 struct Lookout: ParsableCommand {
+    /// Checks what ArgumentParser would misread before it parses: a misspelt subcommand gets a suggestion, and
+    /// a file whose name starts with "-" (which would read as short options, `-h` among them) is refused
+    /// with the way to name it.
+    static func main() {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        let names = configuration.subcommands.compactMap { $0.configuration.commandName }
+        if let first = arguments.first, !first.hasPrefix("-"), !names.contains(first), first != "help" {
+            let closest = names.min { distance($0, first) < distance($1, first) }
+            let hint = closest.map { distance($0, first) <= 2 ? " Did you mean '\($0)'?" : "" } ?? ""
+            usageError("unknown command '\(first)'.\(hint) Commands: \(names.joined(separator: ", ")).")
+        }
+        for argument in arguments.dropFirst() {
+            if argument == "--" { break }
+            var info = stat()
+            if argument.hasPrefix("-") && !argument.hasPrefix("--") && argument.count > 2 && stat(argument, &info) == 0
+            {
+                usageError(
+                    "'\(argument)' is a file whose name starts with '-': write ./\(argument), or put -- before it.")
+            }
+        }
+        Self.main(arguments)
+    }
+
+    static func usageError(_ message: String) -> Never {
+        printError("Error: \(message)\nSee 'lookout --help'.")
+        Glibc.exit(64)
+    }
+
+    /// Levenshtein distance (for suggestions).
+    static func distance(_ a: String, _ b: String) -> Int {
+        let a = Array(a), b = Array(b)
+        var row = Array(0...b.count)
+        for i in 1...max(1, a.count) where !a.isEmpty {
+            var previous = row[0]
+            row[0] = i
+            for j in 1...max(1, b.count) where !b.isEmpty {
+                let current = row[j]
+                row[j] = min(row[j] + 1, row[j - 1] + 1, previous + (a[i - 1] == b[j - 1] ? 0 : 1))
+                previous = current
+            }
+        }
+        return row[b.count]
+    }
+
     static let configuration = CommandConfiguration(
         commandName: "lookout",
         abstract: "Open-vocabulary object detection: type what you are looking for, and Lookout finds it.",

@@ -100,6 +100,11 @@ struct QueryCommand: ParsableCommand {
                 printError("lookout: no queries in that line")
                 continue
             }
+            guard queries.count <= DetectCommand.maximumQueries else {
+                printError("lookout: \(queries.count) queries: at most \(DetectCommand.maximumQueries) at once")
+                continue
+            }
+            warnAboutLongQueries(queries, engine: engine)
             let reply = session.ask(queries)
             for path in reply.unreadable { printError("lookout: \(path) can no longer be read") }
             answer(

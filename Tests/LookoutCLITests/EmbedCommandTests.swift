@@ -56,7 +56,11 @@ import Testing
 
     @Test func demoModelDirectoryMatchesCLIP() throws {
         let queries = Reference.demoQueries("mixed")
+        // With no model named, the demo model's text encoder, and it says so.
+        let byDefault = try CLI.run(["embed"] + queries)
+        #expect(byDefault.status == 0 && byDefault.stderr.contains("using the demo model's text encoder"))
         let result = try CLI.run(["embed", "--model", CLI.root + "/Models/demo"] + queries)
+        #expect(byDefault.stdout == result.stdout)
         #expect(result.status == 0, "\(result.stderr)")
         let rows = try Self.rows(result.stdout)
         let node = Reference.demo["embeddings"]!["mixed"]!
@@ -70,10 +74,10 @@ import Testing
         let model = CLI.root + "/Tests/Fixtures/weights/clip-tiny-openai.pt"
         let none = try CLI.run(["embed", "--text-model", model])
         #expect(none.status != 0 && none.stderr.contains("Give at least one TEXT, or --jsonl"))
-        let both = try CLI.run(["embed", "--jsonl", "--text-model", model, "dog"])
-        #expect(both.status != 0 && both.stderr.contains("give no TEXT arguments with it"))
-        let noModel = try CLI.run(["embed", "dog"])
-        #expect(noModel.status != 0 && noModel.stderr.contains("--text-model PATH or --model DIR"))
+        let jsonlAndText = try CLI.run(["embed", "--jsonl", "--text-model", model, "dog"])
+        #expect(jsonlAndText.status != 0 && jsonlAndText.stderr.contains("give no TEXT arguments with it"))
+        let both = try CLI.run(["embed", "--text-model", model, "--model", CLI.root + "/Models/demo", "dog"])
+        #expect(both.status == 64 && both.stderr.contains("--text-model PATH or --model DIR, not both"))
         let missing = try CLI.run(["embed", "--text-model", "/nonexistent/ViT-B-32.pt", "dog"])
         #expect(missing.status != 0 && missing.stderr.contains("/nonexistent/ViT-B-32.pt"))
         let detector = try CLI.run([

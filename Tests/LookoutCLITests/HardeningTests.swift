@@ -252,6 +252,52 @@ import Testing
         #expect(try CLI.run(["detect", photo, "-q", "star"]).status == 0)
     }
 
+    /// Misspelt commands get a suggestion; a file named like an option is refused with the way to name it;
+    /// labels are safe and aligned on a terminal; long and too many queries are said so.
+    @Test func terminalAndCommandLine() throws {
+        let misspelt = try CLI.run(["detct", "x.jpg"])
+        #expect(misspelt.status == 64 && misspelt.stderr.contains("Did you mean 'detect'?"), "\(misspelt.stderr)")
+        let folder = try CLI.scratch("dash")
+        defer { CLI.remove(folder) }
+        try FileManager.default.copyItem(
+            atPath: CLI.root + "/examples/scenes/scene-0001.jpg", toPath: folder + "/-dash.jpg")
+        let process = Process()
+        process.executableURL = CLI.executable
+        process.arguments = ["detect", "-dash.jpg", "-q", "star"]
+        process.currentDirectoryURL = URL(fileURLWithPath: folder)
+        process.environment = CLI.environment(home: folder)
+        let err = Pipe()
+        process.standardError = err
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        let message = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 64 && message.contains("write ./-dash.jpg"), "\(message)")
+
+        let photo = CLI.root + "/examples/scenes/scene-0001.jpg"
+        let escape = try CLI.run([
+            "detect", photo, "-q", "green star\u{1b}[31m, 星 green circle, blue circle", "--conf", "0.01",
+        ])
+        #expect(
+            escape.status == 0 && !escape.stdout.contains("\u{1b}") && escape.stdout.contains("\\u{1b}[31m"),
+            "\(escape.stdout)")
+        // Columns line up: every score starts at the same display column (a CJK character takes two).
+        let rows = escape.stdout.split(separator: "\n").dropFirst().map(String.init)
+        let columns = rows.map { row -> Int in
+            let before = row.components(separatedBy: "  0.").first ?? row
+            return before.unicodeScalars.reduce(0) { $0 + ((0x2E80...0xA4CF).contains($1.value) ? 2 : 1) }
+        }
+        #expect(
+            rows.contains { $0.contains("星 green circle") } && rows.contains { $0.contains("blue circle") }, "\(rows)")
+        #expect(Set(columns).count == 1, "\(rows)")
+        let long = String(repeating: "very ", count: 90) + "long star"
+        let warned = try CLI.run(["detect", photo, "-q", long])
+        #expect(warned.status == 0 && warned.stderr.contains("tokens; CLIP reads the first 75"), "\(warned.stderr)")
+        let many = (0..<5000).map { "q\($0)" }.joined(separator: ",")
+        let capped = try CLI.run(["detect", photo, "-q", many])
+        #expect(capped.status == 64 && capped.stderr.contains("at most 4096 at once"), "\(capped.stderr)")
+    }
+
     /// Polish: other image formats named, queries from standard input, the default model named by its folder,
     /// failed photos in JSON output, a folder given as --db.
     @Test func clearerAnswers() throws {
