@@ -73,35 +73,52 @@ struct ModelOptions: ParsableArguments {
 
 /// Thresholds shared by the commands that detect.
 struct ThresholdOptions: ParsableArguments {
-    @Option(help: "Confidence threshold: keep detections scoring above it.")
+    // `.unconditional`: a value that starts with "-" (`--conf -1`) is read as the value, and then refused
+    // with the option's range, instead of "Missing value".
+    @Option(parsing: .unconditional, help: "Confidence threshold: keep detections scoring above it.")
     var conf: Float = 0.25
 
-    @Option(help: "IoU above which a lower-scoring box of the same query is suppressed.")
+    @Option(parsing: .unconditional, help: "IoU above which a lower-scoring box of the same query is suppressed.")
     var iou: Double = 0.7
 
-    @Option(help: "At most this many detections per image.")
+    @Option(parsing: .unconditional, help: "At most this many detections per image.")
     var maxDet = 300
 
     @Flag(help: "Suppress overlapping boxes across queries too (one NMS for all queries).")
     var agnostic = false
 
-    @Option(help: "Network input size: the longer side is scaled to it (multiple of 32).")
+    @Option(parsing: .unconditional, help: "Network input size: the longer side is scaled to it (multiple of 32).")
     var imgsz = 640
 
+    func validate() throws {
+        guard conf >= 0 && conf < 1 else { throw ValidationError("--conf must be in [0, 1), got \(conf).") }
+        guard iou > 0 && iou <= 1 else { throw ValidationError("--iou must be in (0, 1], got \(iou).") }
+        guard maxDet > 0 else { throw ValidationError("--max-det must be positive, got \(maxDet).") }
+        guard imgsz >= 32 && imgsz <= 4096 && imgsz % 32 == 0 else {
+            throw ValidationError("--imgsz must be a multiple of 32 from 32 to 4096, got \(imgsz).")
+        }
+    }
+
+    func options() -> SuppressionOptions {
+        var options = SuppressionOptions()
+        options.confidence = conf
+        options.iou = iou
+        options.maximumDetections = maxDet
+        options.agnostic = agnostic
+        return options
+    }
+}
+
+/// `--query-conf`: thresholds for single queries of a fixed query set (detect only).
+struct QueryThresholdOptions: ParsableArguments {
     @Option(
-        name: .customLong("query-conf"),
+        name: .customLong("query-conf"), parsing: .unconditionalSingleValue,
         help: ArgumentHelp(
             "A threshold for one query, as QUERY=VALUE (repeatable), e.g. --query-conf \"red car=0.1\".",
             valueName: "query=value"))
     var queryThresholds: [String] = []
 
     func validate() throws {
-        guard conf >= 0 && conf < 1 else { throw ValidationError("--conf must be in [0, 1).") }
-        guard iou > 0 && iou <= 1 else { throw ValidationError("--iou must be in (0, 1].") }
-        guard maxDet > 0 else { throw ValidationError("--max-det must be positive.") }
-        guard imgsz >= 32 && imgsz <= 4096 && imgsz % 32 == 0 else {
-            throw ValidationError("--imgsz must be a multiple of 32 from 32 to 4096.")
-        }
         for entry in queryThresholds {
             guard let (_, value) = Self.queryThreshold(entry) else {
                 throw ValidationError("--query-conf takes QUERY=VALUE, got \"\(entry)\".")
@@ -112,15 +129,12 @@ struct ThresholdOptions: ParsableArguments {
         }
     }
 
-    func options(for queries: [String]) throws -> SuppressionOptions {
-        var options = SuppressionOptions()
-        options.confidence = conf
-        options.iou = iou
-        options.maximumDetections = maxDet
-        options.agnostic = agnostic
+    /// `options` with the per-query thresholds of `queries`.
+    func apply(to options: SuppressionOptions, queries: [String]) throws -> SuppressionOptions {
+        var options = options
         for entry in queryThresholds {
             guard let (query, value) = Self.queryThreshold(entry) else {
-                throw LookoutError("--query-conf takes QUERY=VALUE, got \"\(entry)\"")
+                throw ValidationError("--query-conf takes QUERY=VALUE, got \"\(entry)\"")
             }
             guard let index = queries.firstIndex(of: query) else {
                 throw ValidationError(
@@ -173,6 +187,7 @@ struct DetectCommand: ParsableCommand {
 
     @OptionGroup var modelOptions: ModelOptions
     @OptionGroup var thresholds: ThresholdOptions
+    @OptionGroup var queryThresholds: QueryThresholdOptions
 
     @Flag(help: "One JSON object per image per line instead of a table.")
     var json = false
@@ -205,7 +220,7 @@ struct DetectCommand: ParsableCommand {
         }
         let engine = try modelOptions.engine()
         warnAboutLongQueries(list, engine: engine)
-        let options = try thresholds.options(for: list)
+        let options = try queryThresholds.apply(to: thresholds.options(), queries: list)
         var failures = 0
         var saveFailures = 0
         var savedNames: Set<String> = []

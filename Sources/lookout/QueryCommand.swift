@@ -53,9 +53,6 @@ struct QueryCommand: ParsableCommand {
         guard featureMemory >= 0 && featureMemory <= 1 << 30 else {
             throw ValidationError("--feature-memory is in MiB, from 0 to 1073741824 (1 PiB).")
         }
-        if !thresholds.queryThresholds.isEmpty {
-            throw ValidationError("--query-conf applies to a fixed query set; use it with lookout detect.")
-        }
     }
 
     func run() throws {
@@ -65,7 +62,7 @@ struct QueryCommand: ParsableCommand {
         let store = FeatureStore(
             modelKey: detectorFingerprint, memoryLimit: featureMemory << 20, directory: featureCache)
         let session = QuerySession(
-            engine: engine, store: store, imageSize: thresholds.imgsz, options: try thresholds.options(for: []))
+            engine: engine, store: store, imageSize: thresholds.imgsz, options: thresholds.options())
         let (failures, backbone) = session.add(images)
         for failure in failures { printError("lookout: \(failure.error)") }
         guard !session.photos.isEmpty else { throw LookoutError("none of the images could be read") }

@@ -298,6 +298,19 @@ import Testing
         #expect(capped.status == 64 && capped.stderr.contains("at most 4096 at once"), "\(capped.stderr)")
     }
 
+    /// `--conf -1` is a value out of range, not a missing value; `query --help` lists only options it takes.
+    @Test func negativeValuesAndHelp() throws {
+        let photo = CLI.root + "/examples/scenes/scene-0001.jpg"
+        let negative = try CLI.run(["detect", photo, "-q", "star", "--conf", "-1"])
+        #expect(
+            negative.status == 64 && negative.stderr.contains("--conf must be in [0, 1), got -1.0"),
+            "\(negative.stderr)")
+        let help = try CLI.run(["query", "--help"])
+        #expect(help.status == 0 && help.stdout.contains("--conf") && !help.stdout.contains("--query-conf"))
+        let detectHelp = try CLI.run(["detect", "--help"])
+        #expect(detectHelp.stdout.contains("--query-conf"))
+    }
+
     /// Polish: other image formats named, queries from standard input, the default model named by its folder,
     /// failed photos in JSON output, a folder given as --db.
     @Test func clearerAnswers() throws {
