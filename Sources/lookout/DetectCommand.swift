@@ -310,6 +310,9 @@ struct DetectCommand: ParsableCommand {
         if let queriesFile {
             let bytes =
                 queriesFile == "-" ? Self.standardInput() : try FileContents.read(queriesFile, maximumSize: 1 << 20)
+            guard String(validating: bytes, as: UTF8.self) != nil, !bytes.contains(0) else {
+                throw LookoutError("\(queriesFile): not text (a queries file holds one query per line, in UTF-8)")
+            }
             // Split the bytes, not the String: Swift reads "\r\n" as one Character, so a CRLF file would not split.
             let lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
                 .map { String(decoding: $0.last == UInt8(ascii: "\r") ? $0.dropLast() : $0, as: UTF8.self) }
