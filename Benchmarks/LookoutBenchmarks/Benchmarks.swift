@@ -47,6 +47,18 @@ func format3(_ value: Double) -> String {
     return "\(scaled)"
 }
 
+/// The model directory's engine with an in-memory text-embedding cache only (no disk cache, so that runs
+/// do not depend on earlier ones).
+func loadEngine(model: String, vocab: String) throws -> Engine {
+    let manifest = try ModelManifest(directory: model)
+    let network = try YOLOWorldNetwork(weights: WeightFile.open(manifest.detector.path))
+    let embedder = try TextEmbedder(
+        tokenizer: CLIPTokenizer(vocabularyFile: vocab),
+        encoder: CLIPTextEncoder(contentsOf: manifest.textEncoder.path),
+        cache: TextEmbeddingCache(directory: nil))
+    return try Engine(network: network, embedder: embedder)
+}
+
 /// Peak resident memory of this process, in MB.
 func peakMegabytes() -> Int {
     var usage = rusage()
@@ -196,15 +208,9 @@ struct MeanAveragePrecision: ParsableCommand {
     @Flag(help: "One query per run (each label alone) instead of all labels at once.") var single = false
 
     func run() throws {
-        let manifest = try ModelManifest(directory: model)
         let scenes = try SceneTruth(contentsOf: truth)
         let size = imgsz
-        let network = try YOLOWorldNetwork(weights: WeightFile.open(manifest.detector.path))
-        let tokenizer = try CLIPTokenizer(vocabularyFile: vocab)
-        let embedder = try TextEmbedder(
-            tokenizer: tokenizer, encoder: CLIPTextEncoder(contentsOf: manifest.textEncoder.path),
-            cache: TextEmbeddingCache(directory: nil))
-        let engine = try Engine(network: network, embedder: embedder)
+        let engine = try loadEngine(model: model, vocab: vocab)
         let labels = Array(Set(scenes.scenes.flatMap { $0.objects.map(\.label) }).union(scenes.heldOut)).sorted()
         // "pad": append the " " query of the official demos and drop its boxes. "single": one query per run, each
         // label alone (as a user asking for one thing), instead of all labels at once.
@@ -256,15 +262,9 @@ struct Search: ParsableCommand {
     @Option(help: "CLIP vocabulary.") var vocab = "Vocab/clip_vocab.json"
 
     func run() throws {
-        let manifest = try ModelManifest(directory: model)
         let index = try PhotoIndex(path: db, readOnly: true)
         let scenes = try SceneTruth(contentsOf: truth)
-        let network = try YOLOWorldNetwork(weights: WeightFile.open(manifest.detector.path))
-        let tokenizer = try CLIPTokenizer(vocabularyFile: vocab)
-        let embedder = try TextEmbedder(
-            tokenizer: tokenizer, encoder: CLIPTextEncoder(contentsOf: manifest.textEncoder.path),
-            cache: TextEmbeddingCache(directory: nil))
-        let engine = try Engine(network: network, embedder: embedder)
+        let engine = try loadEngine(model: model, vocab: vocab)
         let statistics = try index.statistics()
         print(
             "\(statistics.files) photos, \(statistics.regionBytes / max(1, statistics.images)) bytes of regions per photo, database \(statistics.databaseBytes / 1024) KiB (\(statistics.databaseBytes / max(1, statistics.files)) bytes per photo)"
@@ -275,7 +275,7 @@ struct Search: ParsableCommand {
             for object in scene.objects { holding[object.label, default: []].insert(name) }
         }
         let labels = holding.keys.sorted()
-        let texts = embedder.embed(labels).embeddings
+        let texts = engine.embedder!.embed(labels).embeddings
         try measure("search the whole index (20 queries, each)", repetitions: 20) {
             _ = try index.search(text: texts[Int.random(in: 0..<texts.count)], confidence: 0.1, top: 20)
         }

@@ -161,9 +161,14 @@ public final class PhotoIndex {
         var summary = Summary()
         let (root, found) = try scan(root: root, summary: &summary)
         let prefix = root == "/" ? "/" : root + "/"
+        // Every stored file, once: those under `root` are this run's; the others are only pruned.
+        let storedFiles = try store.files(withPrefix: "/")
+        let known = storedFiles.filter { $0.key.hasPrefix(prefix) }
+        let outside = storedFiles.keys.filter { !$0.hasPrefix(prefix) }.sorted()
         var others: [String] = []
-        if let stored = try store.storedModel(), stored.key != model.key {
-            others = try store.files(withPrefix: "/").keys.filter { !$0.hasPrefix(prefix) }.sorted()
+        let storedModel = try store.storedModel()
+        if let stored = storedModel, stored.key != model.key {
+            others = outside
             if !others.isEmpty && !replacingOtherFolders {
                 throw IndexError(
                     path: store.location, kind: .settingsChanged,
@@ -174,9 +179,8 @@ public final class PhotoIndex {
                         + "removed: index those folders again)")
             }
         }
-        if try store.storedModel()?.key != model.key { try store.setModel(model) }
+        if storedModel?.key != model.key { try store.setModel(model) }
         let key = model.key
-        let known = try store.files(withPrefix: prefix)
         var indexed = try store.indexedContents(model: key)
 
         var work: [FoundPhoto] = []
@@ -224,9 +228,7 @@ public final class PhotoIndex {
 
         let seen = Set(found.map(\.path))
         // Photos elsewhere in the index whose files are gone (moved or deleted since) leave it too.
-        let vanished = try store.files(withPrefix: "/").keys.filter { path in
-            !path.hasPrefix(prefix) && !others.contains(path) && !Self.exists(path)
-        }
+        let vanished = others.isEmpty ? outside.filter { !Self.exists($0) } : []
         let gone = known.keys.filter { !seen.contains($0) } + others + vanished
         try store.remove(paths: gone, keepingModel: key)
         summary.removed = gone.count

@@ -173,6 +173,9 @@ final class Statement {
     }
 
     /// Calls `body` with the column's bytes, valid only during the call.
+    /// Ends the statement's current run (a reused SELECT left on a row would keep its read snapshot open).
+    func reset() { sqlite3_reset(handle) }
+
     func withBlob<R>(_ column: Int32, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         let count = Int(sqlite3_column_bytes(handle, column))
         let pointer = sqlite3_column_blob(handle, column)

@@ -226,16 +226,23 @@ public final class SQLiteIndexStore: IndexStore {
         }
     }
 
+    // Prepared once: claims are taken and given up once per photo.
+    private lazy var selectClaim = try? database.prepare("SELECT worker, host, pid, expires FROM claims WHERE path = ?")
+    private lazy var upsertClaim = try? database.prepare(
+        "INSERT INTO claims(path, worker, host, pid, expires) VALUES(?, ?, ?, ?, ?) "
+            + "ON CONFLICT(path) DO UPDATE SET worker = excluded.worker, host = excluded.host, pid = excluded.pid, "
+            + "expires = excluded.expires")
+    private lazy var deleteClaim = try? database.prepare("DELETE FROM claims WHERE path = ? AND worker = ?")
+
     public func claim(_ path: String, worker: IndexWorker, until expires: Double) throws(IndexError) -> Bool {
         let me = "\(worker.host):\(worker.pid):\(worker.run)"
-        let select = try database.prepare("SELECT worker, host, pid, expires FROM claims WHERE path = ?")
-        let upsert = try database.prepare(
-            "INSERT INTO claims(path, worker, host, pid, expires) VALUES(?, ?, ?, ?, ?) "
-                + "ON CONFLICT(path) DO UPDATE SET worker = excluded.worker, host = excluded.host, pid = excluded.pid, "
-                + "expires = excluded.expires")
+        guard let select = selectClaim, let upsert = upsertClaim else {
+            throw IndexError(path: path, problem: database.lastError)
+        }
         do {
             return try database.transaction { () throws(IndexError) -> Bool in
                 select.bind([.text(path)])
+                defer { select.reset() }
                 if try select.step() {
                     let holder = IndexWorker(
                         host: select.text(1), pid: Int32(truncatingIfNeeded: select.integer(2)), run: "")
@@ -256,8 +263,8 @@ public final class SQLiteIndexStore: IndexStore {
     }
 
     public func release(_ path: String, worker: IndexWorker) throws(IndexError) {
-        try database.prepare("DELETE FROM claims WHERE path = ? AND worker = ?").run(
-            [.text(path), .text("\(worker.host):\(worker.pid):\(worker.run)")])
+        guard let deleteClaim else { throw IndexError(path: self.path, problem: database.lastError) }
+        try deleteClaim.run([.text(path), .text("\(worker.host):\(worker.pid):\(worker.run)")])
     }
 
     /// Seconds since 1970 (claims' clock).
