@@ -93,9 +93,11 @@ let package = Package(
             path: "Benchmarks/LookoutBenchmarks"
         ),
 
-        // Tests (Tests/README.md says what each proves).
+        // Tests (Tests/README.md says what each proves), and what several of them share.
+        .target(name: "LookoutTestSupport", path: "Tests/LookoutTestSupport"),
         .testTarget(name: "LookoutJSONTests", dependencies: ["LookoutSupport", "LookoutJSON"]),
-        .testTarget(name: "LookoutTensorTests", dependencies: ["LookoutSupport", "LookoutTensor"]),
+        .testTarget(
+            name: "LookoutTensorTests", dependencies: ["LookoutTestSupport", "LookoutSupport", "LookoutTensor"]),
         .testTarget(
             name: "LookoutTokenizerTests", dependencies: ["LookoutSupport", "LookoutTokenizer", "LookoutJSON"],
             exclude: ["Fixtures"]),
@@ -107,11 +109,13 @@ let package = Package(
         .testTarget(
             name: "LookoutDetectorTests",
             dependencies: [
+                "LookoutTestSupport",
                 "LookoutSupport", "LookoutDetector", "LookoutWeights", "LookoutImage", "LookoutEngine", "LookoutTensor",
             ]),
         .testTarget(
             name: "LookoutDemoTests",
             dependencies: [
+                "LookoutTestSupport",
                 "LookoutSupport",
                 "LookoutTensor", "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutJSON",
                 "LookoutTextEncoder",
@@ -129,7 +133,9 @@ let package = Package(
         // Runs the built `lookout` executable (a dependency, so that it is built before these tests run).
         .testTarget(
             name: "LookoutCLITests",
-            dependencies: ["LookoutSupport", "lookout", "LookoutJSON", "LookoutIndex", "LookoutWeights"]),
+            dependencies: [
+                "LookoutTestSupport", "LookoutSupport", "lookout", "LookoutJSON", "LookoutIndex", "LookoutWeights",
+            ]),
     ],
     swiftLanguageModes: [.v6]
 )

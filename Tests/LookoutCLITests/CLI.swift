@@ -52,10 +52,11 @@ enum CLI {
 
     /// Runs `lookout arguments` with `input` on standard input; `home` is the home folder (a fresh one
     /// that is removed afterwards when nil).
-    /// A process still running after `timeout` seconds is killed (its status then records the signal).
+    /// A process still running after `timeout` seconds is killed (its status then records the signal);
+    /// `directory` is its working directory (this process's when nil).
     static func run(
         _ arguments: [String], input: String? = nil, environment extra: [String: String] = [:], home: String? = nil,
-        timeout: Double = 600
+        directory: String? = nil, timeout: Double = 600
     ) throws -> Result {
         let ownHome = home == nil ? try scratch("home") : nil
         defer { if let ownHome { remove(ownHome) } }
@@ -63,6 +64,7 @@ enum CLI {
         process.executableURL = executable
         process.arguments = arguments
         process.environment = environment(home: home ?? ownHome!, extra)
+        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         let stdout = Pipe()
         let stderr = Pipe()
         let stdin = Pipe()

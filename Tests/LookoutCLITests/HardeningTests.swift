@@ -96,18 +96,8 @@ import Testing
             ("file:x.sqlite?mode=memory", "in-memory databases keep nothing"),
             ("https://example.org/index", "https:// is not a database Lookout knows"),
         ] {
-            let process = Process()
-            process.executableURL = CLI.executable
-            process.arguments = ["index", folder + "/photos", "--db", db]
-            process.currentDirectoryURL = URL(fileURLWithPath: folder)
-            process.environment = CLI.environment(home: folder)
-            let errors = Pipe()
-            process.standardError = errors
-            process.standardOutput = FileHandle.nullDevice
-            try process.run()
-            let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            #expect(process.terminationStatus != 0 && text.contains(message), "\(db): \(text)")
+            let result = try CLI.run(["index", folder + "/photos", "--db", db], directory: folder)
+            #expect(result.status != 0 && result.stderr.contains(message), "\(db): \(result.stderr)")
         }
         // Nothing was made: no "https:" folder, no database.
         #expect(try FileManager.default.contentsOfDirectory(atPath: folder).sorted() == ["photos"])
@@ -261,18 +251,8 @@ import Testing
         defer { CLI.remove(folder) }
         try FileManager.default.copyItem(
             atPath: CLI.root + "/examples/scenes/scene-0001.jpg", toPath: folder + "/-dash.jpg")
-        let process = Process()
-        process.executableURL = CLI.executable
-        process.arguments = ["detect", "-dash.jpg", "-q", "star"]
-        process.currentDirectoryURL = URL(fileURLWithPath: folder)
-        process.environment = CLI.environment(home: folder)
-        let err = Pipe()
-        process.standardError = err
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        let message = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 64 && message.contains("write ./-dash.jpg"), "\(message)")
+        let dash = try CLI.run(["detect", "-dash.jpg", "-q", "star"], directory: folder)
+        #expect(dash.status == 64 && dash.stderr.contains("write ./-dash.jpg"), "\(dash.stderr)")
 
         let photo = CLI.root + "/examples/scenes/scene-0001.jpg"
         let escape = try CLI.run([

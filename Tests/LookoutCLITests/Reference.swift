@@ -1,6 +1,7 @@
 import Foundation
 import LookoutJSON
 import LookoutSupport
+import LookoutTestSupport
 import Testing
 
 /// Reference outputs computed by the reference implementations (scripts/demo/make_demo_fixtures.py,
@@ -51,31 +52,19 @@ enum Reference {
     }
 
     /// The same detections (label, query index where both have one, score, box), up to the order within runs of
-    /// scores equal within the tolerance. Both lists must be non-empty: an empty reference proves nothing.
+    /// scores equal within the tolerance (``DetectionComparison``). The reference must be non-empty: an empty
+    /// reference proves nothing.
     static func expectSame(
         _ actual: [Detection], _ expected: [Detection], score: Double, box: Double, _ name: String,
         sourceLocation: SourceLocation = #_sourceLocation
     ) {
         #expect(!expected.isEmpty, "\(name): empty reference", sourceLocation: sourceLocation)
-        #expect(
-            actual.count == expected.count,
-            "\(name): \(actual.count) vs \(expected.count) detections\n\(actual)\n\(expected)",
-            sourceLocation: sourceLocation)
-        var start = 0
-        while start < min(actual.count, expected.count) {
-            var end = start + 1
-            while end < expected.count && abs(expected[end].score - expected[start].score) <= score { end += 1 }
-            var unmatched = Array(actual[start..<min(end, actual.count)])
-            for e in expected[start..<end] {
-                let match = unmatched.firstIndex { a in
-                    a.label == e.label && (a.query < 0 || e.query < 0 || a.query == e.query)
-                        && abs(a.score - e.score) <= score && zip(a.box, e.box).allSatisfy { abs($0 - $1) <= box }
-                }
-                #expect(match != nil, "\(name): no match for \(e) in \(unmatched)", sourceLocation: sourceLocation)
-                if let match { unmatched.remove(at: match) }
-            }
-            start = end
+        func compared(_ list: [Detection]) -> [ComparedDetection] {
+            list.map { ComparedDetection(query: $0.query, label: $0.label, score: $0.score, box: $0.box) }
         }
+        let problems = DetectionComparison.mismatches(
+            compared(actual), compared(expected), scoreTolerance: score, boxTolerance: box)
+        #expect(problems.isEmpty, "\(name): \(problems)", sourceLocation: sourceLocation)
     }
 
     /// The JSON objects of a command's standard output, one per line.

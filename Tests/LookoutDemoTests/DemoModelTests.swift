@@ -3,6 +3,7 @@ import LookoutEngine
 import LookoutImage
 import LookoutJSON
 import LookoutSupport
+import LookoutTestSupport
 import LookoutTextEncoder
 import LookoutTokenizer
 import LookoutWeights
@@ -69,26 +70,15 @@ import Testing
     /// query, score and box, up to reordering inside runs of scores equal within the tolerance.
     static func expectSame(
         _ actual: [ImageDetections.Item], _ expected: [(box: [Float], score: Float, query: Int)], scoreTolerance: Float,
-        boxTolerance: Float, _ name: String
+        boxTolerance: Float, _ name: String, sourceLocation: SourceLocation = #_sourceLocation
     ) {
-        #expect(actual.count == expected.count, "\(name): \(actual.count) vs \(expected.count) detections")
-        var start = 0
-        while start < min(actual.count, expected.count) {
-            var end = start + 1
-            while end < expected.count && abs(expected[end].score - expected[start].score) <= scoreTolerance {
-                end += 1
-            }
-            var unmatched = Array(actual[start..<min(end, actual.count)])
-            for e in expected[start..<end] {
-                let match = unmatched.firstIndex { a in
-                    a.queryIndex == e.query && abs(a.score - e.score) <= scoreTolerance
-                        && zip(a.box, e.box).allSatisfy { abs($0 - $1) <= boxTolerance }
-                }
-                #expect(match != nil, "\(name): no match for \(e) among positions \(start)..<\(end) of \(actual)")
-                if let match { unmatched.remove(at: match) }
-            }
-            start = end
-        }
+        let problems = DetectionComparison.mismatches(
+            actual.map {
+                ComparedDetection(query: $0.queryIndex, score: Double($0.score), box: $0.box.map(Double.init))
+            },
+            expected.map { ComparedDetection(query: $0.query, score: Double($0.score), box: $0.box.map(Double.init)) },
+            scoreTolerance: Double(scoreTolerance), boxTolerance: Double(boxTolerance))
+        #expect(problems.isEmpty, "\(name): \(problems)", sourceLocation: sourceLocation)
     }
 
     /// Tolerances of a case: ten times the reference's own float32 error; boxes in the photo's pixels.

@@ -1,5 +1,6 @@
 import Foundation
 import LookoutDetector
+import LookoutTestSupport
 import LookoutWeights
 import Testing
 
@@ -117,7 +118,7 @@ import Testing
         let convolutions = entries.map(\.name).filter { $0.hasSuffix("conv.weight") && !$0.contains("dfl") }
         // BatchNorm's step counter is not needed, so a file without it loads.
         let needed = entries.map(\.name).filter { !$0.hasSuffix("num_batches_tracked") }
-        var generator = SystemRandomNumberGenerator.Seeded(seed: 12)
+        var generator = SplitMix64(seed: 12)
         var refused = 0
         for round in 0..<40 {
             var mutated = entries
@@ -142,20 +143,5 @@ import Testing
             if problem != nil { refused += 1 }
         }
         #expect(refused == 40)
-    }
-}
-
-extension SystemRandomNumberGenerator {
-    /// SplitMix64, for reproducible test inputs.
-    struct Seeded: RandomNumberGenerator {
-        var state: UInt64
-        init(seed: UInt64) { state = seed }
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
     }
 }

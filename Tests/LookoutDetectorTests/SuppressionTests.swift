@@ -1,5 +1,6 @@
 import Foundation
 import LookoutDetector
+import LookoutTestSupport
 import LookoutWeights
 import Testing
 
@@ -84,35 +85,22 @@ import Testing
         #expect(cases[3].expected.count == cases[3].options.maximumDetections)
     }
 
-    /// Compares detections up to the order within runs of scores equal within `scoreTolerance` (saturated
-    /// scores of 1.0 are exactly equal, and their order then follows float rounding): each run must hold the
-    /// same detections, query for query, within the tolerances. Detections within `scoreTolerance` of
-    /// `threshold` may fall either way and are left out of both sides.
+    /// The same detections up to the order within runs of equal scores (``DetectionComparison``).
+    /// Detections within `scoreTolerance` of `threshold` may fall either way and are left out of both sides.
     static func expectSame(
         _ actualAll: [Detection], _ expectedAll: [Detection], threshold: Float, scoreTolerance: Float,
-        boxTolerance: Float, _ name: String
+        boxTolerance: Float, _ name: String, sourceLocation: SourceLocation = #_sourceLocation
     ) {
         let near = { (d: Detection) in abs(d.score - threshold) <= scoreTolerance }
-        let expected = expectedAll.filter { !near($0) }
-        let actual = actualAll.filter { !near($0) }
-        #expect(actual.count == expected.count, "\(name): \(actual.count) vs \(expected.count) detections")
-        var start = 0
-        while start < min(actual.count, expected.count) {
-            var end = start + 1
-            while end < expected.count && abs(expected[end].score - expected[start].score) <= scoreTolerance {
-                end += 1
+        func compared(_ list: [Detection]) -> [ComparedDetection] {
+            list.filter { !near($0) }.map {
+                ComparedDetection(query: $0.classIndex, score: Double($0.score), box: $0.box.map(Double.init))
             }
-            var unmatched = Array(actual[start..<min(end, actual.count)])
-            for e in expected[start..<end] {
-                let match = unmatched.firstIndex { a in
-                    a.classIndex == e.classIndex && abs(a.score - e.score) <= scoreTolerance
-                        && zip(a.box, e.box).allSatisfy { abs($0 - $1) <= boxTolerance }
-                }
-                #expect(match != nil, "\(name): no match for \(e) among positions \(start)..<\(end)")
-                if let match { unmatched.remove(at: match) }
-            }
-            start = end
         }
+        let problems = DetectionComparison.mismatches(
+            compared(actualAll), compared(expectedAll), scoreTolerance: Double(scoreTolerance),
+            boxTolerance: Double(boxTolerance))
+        #expect(problems.isEmpty, "\(name): \(problems)", sourceLocation: sourceLocation)
     }
 
     /// `--query-conf`: each query keeps its own threshold. An anchor belongs to its best-scoring query (as

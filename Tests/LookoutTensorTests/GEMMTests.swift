@@ -1,18 +1,10 @@
 import LookoutTensor
+import LookoutTestSupport
 import Testing
 
 /// OpenBLAS GEMM through `Tensor.matmul` against a naive triple loop, on seeded random shapes.
 @Suite struct GEMMTests {
-    struct SplitMix: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
+    typealias SplitMix = SplitMix64
 
     static func random(_ shape: [Int], _ rng: inout SplitMix) -> Tensor {
         Tensor(shape: shape, storage: (0..<shape.reduce(1, *)).map { _ in Float.random(in: -1...1, using: &rng) })
@@ -20,7 +12,7 @@ import Testing
 
     @Test(arguments: [1, 2, 3, 4, 5, 6, 7, 8])
     func matchesNaiveProduct(seed: UInt64) {
-        var rng = SplitMix(state: seed)
+        var rng = SplitMix(seed: seed)
         let m = Int.random(in: 1...40, using: &rng)
         let k = Int.random(in: 1...70, using: &rng)
         let n = Int.random(in: 1...50, using: &rng)
@@ -46,7 +38,7 @@ import Testing
 @Suite struct LinearKernelTests {
     @Test(arguments: [1, 3, 8, 9, 40, 200])
     func matchesNaiveLinear(rows: Int) {
-        var rng = GEMMTests.SplitMix(state: UInt64(rows))
+        var rng = SplitMix64(seed: UInt64(rows))
         let inputs = 67, outputs = 45
         let x = (0..<(rows * inputs)).map { _ in Float.random(in: -1...1, using: &rng) }
         let w = (0..<(outputs * inputs)).map { _ in Float.random(in: -1...1, using: &rng) }

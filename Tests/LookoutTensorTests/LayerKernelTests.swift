@@ -1,5 +1,6 @@
 import Foundation
 import LookoutTensor
+import LookoutTestSupport
 import Testing
 
 /// Every layer kernel against a naive reference written from its definition (loops in Double): the
@@ -26,19 +27,8 @@ import Testing
             sourceLocation: sourceLocation)
     }
 
-    struct Seeded: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     static func random(_ count: Int, seed: UInt64, scale: Float = 1) -> [Float] {
-        var generator = Seeded(state: seed)
+        var generator = SplitMix64(seed: seed)
         return (0..<count).map { _ in Float.random(in: -scale...scale, using: &generator) }
     }
 
