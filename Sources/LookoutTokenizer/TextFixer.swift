@@ -1,10 +1,9 @@
-/// ftfy 6.3.1 `fix_text` with its default configuration, except the mojibake repair
-/// (`fix_encoding`, which decodes text that was mis-decoded as windows-1252 or latin-1).
+/// ftfy 6.3.1 `fix_text` with its default configuration.
 ///
 /// Ported step by step from `ftfy/__init__.py` (`fix_text`, `fix_and_explain`) and `ftfy/fixes.py`:
 /// the text is cut after each `\n`; a segment containing `<` switches HTML unescaping off for it and
 /// every later segment; each segment is fixed repeatedly until it no longer changes, each round
-/// applying `unescape_html`, `fix_c1_controls`, `fix_latin_ligatures`, `fix_character_width`,
+/// applying `unescape_html`, `fix_encoding` (the mojibake repair, `MojibakeRepair`), `fix_c1_controls`, `fix_latin_ligatures`, `fix_character_width`,
 /// `uncurl_quotes`, `fix_line_breaks`, `remove_terminal_escapes`, `remove_control_chars` and NFC.
 /// (`fix_surrogates` has nothing to do: Swift strings cannot hold surrogates.)
 public enum TextFixer {
@@ -35,6 +34,7 @@ public enum TextFixer {
         while true {
             let original = text
             if unescapeHTML { text = unescapeEntities(text) }
+            text = MojibakeRepair.fixEncoding(text)
             text = text.flatMap { Tables.ftfyC1Controls[$0] ?? [$0] }
             text = text.flatMap { Tables.ftfyLigatures[$0] ?? [$0] }
             text = text.flatMap { Tables.ftfyWidthMap[$0] ?? [$0] }

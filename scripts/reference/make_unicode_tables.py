@@ -19,11 +19,14 @@ from __future__ import annotations
 import ctypes
 import html
 import html.entities
+import json
 import re
 import sys
 import unicodedata
 
 import ftfy
+import ftfy.bad_codecs  # noqa: F401  (registers the sloppy codecs)
+import ftfy.badness
 import ftfy.chardata
 import regex
 
@@ -192,6 +195,30 @@ def main() -> None:
     out.append(swift_ranges("ftfyControlChars", "ftfy `CONTROL_CHARS` (removed).", sorted(ftfy.chardata.CONTROL_CHARS)))
     c1 = {c: bytes([c]).decode("sloppy-windows-1252") for c in range(0x80, 0xA0)}
     out.append(swift_map("ftfyC1Controls", "ftfy `fix_c1_controls`: U+0080–U+009F read as sloppy windows-1252.", c1))
+
+    # --- ftfy's mojibake repair (`fix_encoding`): its heuristic's character classes and codecs ---
+    out.append(swift_ranges("reWord", "`re` (str pattern): code points matching `\\w` (ftfy's badness heuristic).",
+                            matching(re, r"\w")))
+    out.append(swift_ranges("reSpace", "`re` (str pattern): code points matching `\\s` (ftfy's badness heuristic).",
+                            matching(re, r"\s")))
+    for name, chars in ftfy.badness.MOJIBAKE_CATEGORIES.items():
+        swift_name = "ftfyMojibake" + "".join(part.capitalize() for part in name.split("_"))
+        out.append(swift_ranges(swift_name, f"ftfy `MOJIBAKE_CATEGORIES[{name!r}]`.", matching(re, "[" + chars + "]")))
+    for name, chars in ftfy.chardata.UTF8_CLUES.items():
+        swift_name = "ftfyUTF8" + "".join(part.capitalize() for part in name.split("_")[1:])
+        out.append(swift_ranges(swift_name, f"ftfy `UTF8_CLUES[{name!r}]`.", matching(re, "[" + chars + "]")))
+    charmaps: list[int] = []
+    for encoding in ftfy.chardata.CHARMAP_ENCODINGS:
+        decoded = (bytes(range(0x80, 0x100)) + b"\x1a").decode(encoding)
+        assert len(decoded) == 129
+        # Encoding must invert decoding for every character the encoding's detector accepts.
+        for byte, char in zip(list(range(0x80, 0x100)) + [0x1A], decoded):
+            assert char.encode(encoding) == bytes([byte]), (encoding, byte)
+        charmaps.extend(ord(c) for c in decoded)
+    out.append(swift_array("ftfyCharmaps",
+                           "ftfy `CHARMAP_ENCODINGS`, in order: each decodes bytes 0x80–0xFF, then 0x1A (129 values).",
+                           charmaps))
+    out.append(f"    static let ftfyCharmapNames = {json.dumps(ftfy.chardata.CHARMAP_ENCODINGS)}\n")
     out.append("}\n")
     sys.stdout.write("".join(out))
 
