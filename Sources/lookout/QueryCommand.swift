@@ -24,6 +24,11 @@ struct QueryCommand: ParsableCommand {
               :help           this list
               :quit           leave (so does end of input)
 
+            At a terminal: ← → Home End move, ↑ ↓ walk the history (kept in \
+            $XDG_STATE_HOME/lookout/query-history, else ~/.local/state/lookout/query-history), Ctrl-C clears \
+            the line (while an answer is computed, a second Ctrl-C leaves), Ctrl-D leaves. The prompt is drawn \
+            on the terminal, so `query --json > out.json` writes only answers.
+
             Example:
               printf 'dog, cat\\n:conf 0.1\\nred car\\n' | lookout query photo.jpg
             """
@@ -58,7 +63,7 @@ struct QueryCommand: ParsableCommand {
     func run() throws {
         let (engine, detectorFingerprint) = try modelOptions.load()
         guard engine.embedder != nil else { throw LookoutError("no text encoder") }
-        let interactive = isatty(0) != 0
+        let editor = LineEditor(historyPath: LineEditor.defaultHistoryPath())
         let store = FeatureStore(
             modelKey: detectorFingerprint, memoryLimit: featureMemory << 20, directory: featureCache)
         let session = QuerySession(
@@ -66,17 +71,22 @@ struct QueryCommand: ParsableCommand {
         let (failures, backbone) = session.add(images)
         for failure in failures { printError("lookout: \(failure.error)") }
         guard !session.photos.isEmpty else { throw LookoutError("none of the images could be read") }
-        if interactive {
-            printError(
+        if let editor {
+            editor.write(
                 "\(session.photos.count) image\(session.photos.count == 1 ? "" : "s") ready (\(ms(backbone)) ms). "
-                    + "Type what to look for, comma-separated; :help lists commands.")
+                    + "Type what to look for, comma-separated; :help lists commands.\r\n")
+            InterruptGuard.install()
         }
         while true {
-            if interactive {
-                print("query> ", terminator: "")
-                fflush(nil)
+            InterruptGuard.reset()
+            let line: String
+            if let editor {
+                guard case .line(let typed) = editor.readLine(prompt: "query> ") else { break }
+                line = typed
+            } else {
+                guard let read = readLine(strippingNewline: true) else { break }
+                line = read
             }
-            guard let line = readLine(strippingNewline: true) else { break }
             let text = line.trimmingCharacters(in: " \t\r")
             if text.isEmpty { continue }
             if text.hasPrefix(":") {
@@ -120,6 +130,9 @@ struct QueryCommand: ParsableCommand {
         case "quit", "q", "exit": return .quit
         case "help", "h", "?":
             printError(":conf X  :iou X  :max-det N  :agnostic on|off  :quit")
+            if isatty(0) == 1 {
+                printError("keys: ← → Home End move, ↑ ↓ history, Ctrl-C clears the line, Ctrl-D or :quit leaves")
+            }
             return .none
         case "conf":
             guard let value, let number = Float(value), number >= 0, number < 1 else {

@@ -93,3 +93,87 @@ enum CLI {
             stderr: String(decoding: err, as: UTF8.self))
     }
 }
+
+/// `lookout` on a pseudo-terminal, as a person types at it: standard input is the terminal (what the
+/// program draws there is `screen`), standard output and error are pipes (as with `> out.json`).
+final class TerminalSession: @unchecked Sendable {
+    let process = Process()
+    private let master: Int32
+    private let state = NSLock()
+    private var screenBytes: [UInt8] = []
+    private var stdoutBytes: [UInt8] = []
+    private var stderrBytes: [UInt8] = []
+    private let group = DispatchGroup()
+
+    init(_ arguments: [String], home: String, columns: UInt16 = 80) throws {
+        var master: Int32 = -1
+        var slave: Int32 = -1
+        var size = winsize(ws_row: 24, ws_col: columns, ws_xpixel: 0, ws_ypixel: 0)
+        guard openpty(&master, &slave, nil, nil, &size) == 0 else { throw CocoaError(.fileNoSuchFile) }
+        self.master = master
+        process.executableURL = CLI.executable
+        process.arguments = arguments
+        process.environment = CLI.environment(home: home)
+        process.standardInput = FileHandle(fileDescriptor: slave, closeOnDealloc: false)
+        let stdout = Pipe()
+        let stderr = Pipe()
+        process.standardOutput = stdout
+        process.standardError = stderr
+        try process.run()
+        close(slave)
+        drain(master) { self.screenBytes += $0 }
+        drain(stdout.fileHandleForReading.fileDescriptor) { self.stdoutBytes += $0 }
+        drain(stderr.fileHandleForReading.fileDescriptor) { self.stderrBytes += $0 }
+    }
+
+    private func drain(_ descriptor: Int32, into append: @escaping @Sendable ([UInt8]) -> Void) {
+        DispatchQueue.global().async(group: group) {
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            while true {
+                let count = read(descriptor, &chunk, chunk.count)
+                if count < 0 && errno == EINTR { continue }
+                if count <= 0 { return }
+                self.state.withLock { append(Array(chunk[0..<count])) }
+            }
+        }
+    }
+
+    var screen: String { state.withLock { String(decoding: screenBytes, as: UTF8.self) } }
+    var stdout: String { state.withLock { String(decoding: stdoutBytes, as: UTF8.self) } }
+    var stderr: String { state.withLock { String(decoding: stderrBytes, as: UTF8.self) } }
+
+    func type(_ text: String) {
+        let bytes = Array(text.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes { write(master, $0.baseAddress, $0.count) }
+            if written < 0 && errno == EINTR { continue }
+            guard written > 0 else { return }
+            offset += written
+        }
+    }
+
+    /// Waits (at most `timeout` seconds) until `condition` holds; returns whether it did.
+    @discardableResult
+    func wait(timeout: Double = 120, until condition: (TerminalSession) -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if condition(self) { return true }
+            usleep(20_000)
+        }
+        return condition(self)
+    }
+
+    /// Waits for the process to end (killing it after `timeout` seconds) and returns its status.
+    func finish(timeout: Double = 60) -> Int32 {
+        let pid = process.processIdentifier
+        let watchdog = DispatchWorkItem { kill(pid, SIGKILL) }
+        DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: watchdog)
+        process.waitUntilExit()
+        watchdog.cancel()
+        close(master)
+        group.wait()
+        return process.terminationReason == .uncaughtSignal
+            ? 128 + process.terminationStatus : process.terminationStatus
+    }
+}

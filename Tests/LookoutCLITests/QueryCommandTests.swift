@@ -92,3 +92,84 @@ import Testing
         #expect(none.status != 0 && none.stderr.contains("none of the images could be read"))
     }
 }
+
+/// `lookout query` at a terminal (a pseudo-terminal): a line editor with history kept across sessions,
+/// Ctrl-C that clears the line, lines longer than the terminal's 4,095-byte line buffer, and the prompt
+/// drawn on the terminal only — never into standard output redirected to a file.
+@Suite struct QueryTerminalTests {
+    static let photo = CLI.root + "/examples/scenes/scene-0001.jpg"
+
+    /// The labels of each JSON answer on standard output.
+    static func labels(_ stdout: String) throws -> [[String]] {
+        try Reference.lines(stdout).map { answer in
+            let detections = answer["detections"]!
+            return (0..<detections.count).map { detections[$0]["label"]!.string! }
+        }
+    }
+
+    static func answered(_ count: Int) -> (TerminalSession) -> Bool {
+        { session in session.stdout.split(separator: "\n").count >= count }
+    }
+
+    @Test func editingHistoryAndInterrupt() throws {
+        let home = try CLI.scratch("terminal-home")
+        defer { CLI.remove(home) }
+        let session = try TerminalSession(["query", Self.photo, "--json"], home: home)
+        #expect(session.wait(until: { $0.screen.contains("query> ") }), "no prompt: \(session.stderr)")
+        // Backspace; Ctrl-C clears what was typed; Home then insert; a 5,000-byte line.
+        let steps = [
+            "blue circlX\u{7F}e\r", "green\u{03}blue circle\r", "circle\u{1B}[Hblue \u{1B}[F\r",
+            String(repeating: " ", count: 5000) + "blue circle\r", "\u{1B}[A\r",
+        ]
+        for (index, keys) in steps.enumerated() {
+            session.type(keys)
+            #expect(session.wait(until: Self.answered(index + 1)), "step \(index): \(session.stderr)")
+        }
+        session.type("\u{04}")
+        #expect(session.finish() == 0, "\(session.stderr)")
+        #expect(try Self.labels(session.stdout) == Array(repeating: ["blue circle"], count: steps.count))
+        #expect(!session.stdout.contains("query>"), "the prompt went to standard output")
+        #expect(session.screen.contains("^C"))
+        let history = try String(contentsOfFile: home + "/.local/state/lookout/query-history", encoding: .utf8)
+        #expect(history == "blue circle\n")
+
+        // A new session recalls the previous session's line with ↑.
+        let second = try TerminalSession(["query", Self.photo, "--json"], home: home)
+        #expect(second.wait(until: { $0.screen.contains("query> ") }))
+        second.type("\u{1B}[A\r")
+        #expect(second.wait(until: Self.answered(1)))
+        second.type(":quit\r")
+        #expect(second.finish() == 0)
+        #expect(try Self.labels(second.stdout) == [["blue circle"]])
+    }
+
+    /// Escape sequences the editor does not know (F5, Alt-x, a mouse report) are read whole and dropped,
+    /// never run as a query.
+    @Test func unknownKeysAreIgnored() throws {
+        let home = try CLI.scratch("terminal-home")
+        defer { CLI.remove(home) }
+        let session = try TerminalSession(["query", Self.photo, "--json"], home: home)
+        #expect(session.wait(until: { $0.screen.contains("query> ") }))
+        session.type("\u{1B}[15~\u{1B}x\u{1B}[<0;12;5Mblue circle\r")
+        #expect(session.wait(until: Self.answered(1)), "\(session.stderr)")
+        session.type("\u{04}")
+        #expect(session.finish() == 0)
+        #expect(try Self.labels(session.stdout) == [["blue circle"]])
+    }
+
+    /// An interrupt (Ctrl-C while an answer is computed reaches the process as SIGINT) does not end the
+    /// session: the features are kept and the next query is answered.
+    @Test func oneInterruptKeepsTheSession() throws {
+        let home = try CLI.scratch("terminal-home")
+        defer { CLI.remove(home) }
+        let session = try TerminalSession(["query", Self.photo, "--json"], home: home)
+        #expect(session.wait(until: { $0.screen.contains("query> ") }))
+        kill(session.process.processIdentifier, SIGINT)
+        #expect(session.wait(until: { $0.stderr.contains("press Ctrl-C again to leave") }))
+        session.type("blue circle\r")
+        #expect(session.wait(until: Self.answered(1)), "\(session.stderr)")
+        session.type("\u{04}")
+        #expect(session.finish() == 0)
+        #expect(try Self.labels(session.stdout) == [["blue circle"]])
+    }
+}
