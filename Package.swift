@@ -44,7 +44,7 @@ let package = Package(
         // Weight files: safetensors and PyTorch zip checkpoints (restricted unpickler), strict binding.
         .target(name: "LookoutWeights", dependencies: ["LookoutJSON", "LookoutSupport", "LookoutTensor"]),
         // Images: decoding, OpenCV-exact resizing, letterboxing, annotation. No tensor code.
-        .target(name: "LookoutImage", dependencies: ["CLookoutCodecs"]),
+        .target(name: "LookoutImage", dependencies: ["CLookoutCodecs", "LookoutSupport"]),
 
         // Layer 3: the models.
         // CLIP text transformer on OpenBLAS, and the text-embedding cache.

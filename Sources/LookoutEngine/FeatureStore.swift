@@ -57,7 +57,7 @@ public final class FeatureStore: @unchecked Sendable {
     /// The prepared image for `path` at `size`: from memory, else from disk, else computed by `engine`.
     public func prepared(path: String, size: Int, engine: Engine) throws(ImageError) -> PreparedImage {
         var info = stat()
-        guard stat(path, &info) == 0 else {
+        guard FileSystem.stat(path, &info) == 0 else {
             throw ImageError(path: path, kind: .unreadable, problem: String(cString: strerror(errno)))
         }
         let mtime = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
@@ -180,7 +180,7 @@ public final class FeatureStore: @unchecked Sendable {
 
     /// Deletes the least recently written feature files beyond the disk bound.
     private func trimDisk() {
-        guard let directory, let folder = opendir(directory) else { return }
+        guard let directory, let folder = FileSystem.opendir(directory) else { return }
         var files: [(path: String, size: Int, time: Int)] = []
         while let entry = readdir(folder) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) {
@@ -189,12 +189,12 @@ public final class FeatureStore: @unchecked Sendable {
             guard name.hasSuffix(".features") else { continue }
             var info = stat()
             let path = directory + "/" + name
-            if stat(path, &info) == 0 { files.append((path, Int(info.st_size), Int(info.st_mtim.tv_sec))) }
+            if FileSystem.stat(path, &info) == 0 { files.append((path, Int(info.st_size), Int(info.st_mtim.tv_sec))) }
         }
         closedir(folder)
         var total = files.reduce(0) { $0 + $1.size }
         for file in files.sorted(by: { $0.time < $1.time }) where total > diskLimit {
-            unlink(file.path)
+            _ = FileSystem.unlink(file.path)
             total -= file.size
         }
     }

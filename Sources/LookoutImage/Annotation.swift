@@ -1,4 +1,5 @@
 import CLookoutCodecs
+import LookoutSupport
 
 #if canImport(Glibc)
     import Glibc
@@ -217,7 +218,7 @@ extension ImageFile {
         }
         let bytes = try encode(image, format: format, name: path)
         let temporary = path + ".partial-\(getpid())"
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        let descriptor = FileSystem.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else {
             throw ImageError(path: path, kind: .notWritten, problem: String(cString: strerror(errno)))
         }
@@ -230,15 +231,15 @@ extension ImageFile {
                 if errno == EINTR { continue }
                 let problem = String(cString: strerror(errno))
                 close(descriptor)
-                unlink(temporary)
+                _ = FileSystem.unlink(temporary)
                 throw ImageError(path: path, kind: .notWritten, problem: problem)
             }
             written += count
         }
         close(descriptor)
-        guard rename(temporary, path) == 0 else {
+        guard FileSystem.rename(temporary, path) == 0 else {
             let problem = String(cString: strerror(errno))
-            unlink(temporary)
+            _ = FileSystem.unlink(temporary)
             throw ImageError(path: path, kind: .notWritten, problem: problem)
         }
     }

@@ -1,4 +1,5 @@
 import CLookoutCodecs
+import LookoutSupport
 
 #if canImport(Glibc)
     import Glibc
@@ -109,7 +110,7 @@ public enum ImageFile {
 
     static func readFile(_ path: String) throws(ReadProblem) -> [UInt8] {
         // O_NONBLOCK: opening a named pipe must not wait for a writer (it is then refused as not a regular file).
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        let descriptor = FileSystem.open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard descriptor >= 0 else { throw ReadProblem(problem: String(cString: strerror(errno))) }
         defer { close(descriptor) }
         var info = stat()

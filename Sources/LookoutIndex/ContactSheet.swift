@@ -1,4 +1,5 @@
 import LookoutImage
+import LookoutSupport
 
 /// A self-contained HTML page: one card per photo, a JPEG thumbnail (boxes drawn in) embedded as a data URL.
 public enum ContactSheet {
@@ -40,7 +41,7 @@ public enum ContactSheet {
             page += """
                 <div class="card">\(thumbnail.isEmpty ? "<p>(photo not readable)</p>" : "<img src=\"\(thumbnail)\" alt=\"\">")
                 <div><b>\(score(hit.score, digits: 3))</b> · \(hit.detections.count) box\(hit.detections.count == 1 ? "" : "es")</div>
-                <div class="path">\(escape(hit.path))</div></div>
+                <div class="path">\(escape(FileName.shown(hit.path)))</div></div>
 
                 """
         }

@@ -112,6 +112,8 @@ public final class PhotoIndex {
         public var claimedElsewhere = 0
         /// Files that are not JPEG or PNG, and folders that could not be read.
         public var skippedFiles = 0
+        /// Symbolic links whose target does not exist.
+        public var brokenLinks = 0
         public var unreadableFolders: [String] = []
     }
 
@@ -237,7 +239,7 @@ public final class PhotoIndex {
 
     static func exists(_ path: String) -> Bool {
         var info = stat()
-        return stat(path, &info) == 0
+        return FileSystem.stat(path, &info) == 0
     }
 
     // MARK: - Searching
@@ -290,7 +292,7 @@ public final class PhotoIndex {
     /// Whether the file at `path` is still what was indexed.
     public func fileState(_ path: String) throws(IndexError) -> FileState {
         var info = stat()
-        guard stat(path, &info) == 0 else { return .missing }
+        guard FileSystem.stat(path, &info) == 0 else { return .missing }
         guard let stored = try store.storedFile(at: path) else { return .changed }
         let mtime = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
         return stored.size == Int64(info.st_size) && stored.mtime == mtime ? .unchanged : .changed
@@ -306,17 +308,15 @@ public final class PhotoIndex {
     // MARK: - Files
 
     private func canonicalFolder(_ path: String) throws(IndexError) -> String {
-        guard let resolved = realpath(path, nil) else {
+        guard let result = FileSystem.realpath(path) else {
             throw IndexError(
                 path: path, kind: .folder, problem: "cannot open the folder: \(String(cString: strerror(errno)))")
         }
-        defer { free(resolved) }
-        let result = String(cString: resolved)
         var info = stat()
-        guard stat(result, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
+        guard FileSystem.stat(result, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
             throw IndexError(path: path, kind: .folder, problem: "not a folder")
         }
-        guard let directory = opendir(result) else {
+        guard let directory = FileSystem.opendir(result) else {
             throw IndexError(
                 path: path, kind: .folder, problem: "cannot read the folder: \(String(cString: strerror(errno)))")
         }
@@ -328,30 +328,37 @@ public final class PhotoIndex {
         _ folder: String, into found: inout [(path: String, size: Int64, mtime: Int64)], summary: inout Summary
     ) {
         var pending = [folder]
+        // Folders already walked, by device and inode: a linked folder is walked once, and a link loop ends.
+        var walked = Set<[UInt64]>()
+        var rootInfo = stat()
+        if FileSystem.stat(folder, &rootInfo) == 0 {
+            walked.insert([UInt64(rootInfo.st_dev), UInt64(rootInfo.st_ino)])
+        }
         while let current = pending.popLast() {
-            guard let directory = opendir(current) else {
+            guard let directory = FileSystem.opendir(current) else {
                 summary.unreadableFolders.append(current)
                 continue
             }
             defer { closedir(directory) }
             while let entry = readdir(directory) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                    String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-                }
+                let name = FileSystem.name(of: entry)
                 if name.hasPrefix(".") { continue }
                 let path = current == "/" ? "/" + name : current + "/" + name
                 var info = stat()
-                guard lstat(path, &info) == 0 else { continue }
+                guard FileSystem.lstat(path, &info) == 0 else { continue }
                 let type = info.st_mode & S_IFMT
-                if type == S_IFDIR {
-                    pending.append(path)
+                if type == S_IFLNK {  // follow links, to files and to folders (each folder walked once)
+                    guard FileSystem.stat(path, &info) == 0 else {
+                        summary.brokenLinks += 1
+                        continue
+                    }
+                }
+                let target = info.st_mode & S_IFMT
+                if target == S_IFDIR {
+                    if walked.insert([UInt64(info.st_dev), UInt64(info.st_ino)]).inserted { pending.append(path) }
                     continue
                 }
-                if type == S_IFLNK {  // follow links to files, never to folders (no loops)
-                    guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { continue }
-                } else if type != S_IFREG {
-                    continue
-                }
+                guard target == S_IFREG else { continue }
                 let lower = name.lowercased()
                 guard lower.hasSuffix(".jpg") || lower.hasSuffix(".jpeg") || lower.hasSuffix(".png") else {
                     summary.skippedFiles += 1

@@ -37,12 +37,12 @@ public final class SQLiteIndexStore: IndexStore {
             try? FileContents.makeDirectories(String(path[..<slash]))
         }
         var info = stat()
-        if stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR {
+        if FileSystem.stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR {
             throw IndexError(
                 path: path, kind: .noIndex,
                 problem: "a folder, not an index file (--db takes a file, e.g. \(path)/index.sqlite)")
         }
-        if readOnly && access(path, R_OK) != 0 {
+        if readOnly && FileSystem.access(path, R_OK) != 0 {
             throw IndexError(
                 path: path, kind: .noIndex, problem: "no index here (run `lookout index FOLDER` first, or pass --db)")
         }
@@ -313,9 +313,9 @@ public final class SQLiteIndexStore: IndexStore {
             return try statement.step() ? Int(statement.integer(0)) : 0
         }
         var info = stat()
-        let size = stat(path, &info) == 0 ? Int(info.st_size) : 0
+        let size = FileSystem.stat(path, &info) == 0 ? Int(info.st_size) : 0
         var wal = stat()
-        let walSize = stat(path + "-wal", &wal) == 0 ? Int(wal.st_size) : 0
+        let walSize = FileSystem.stat(path + "-wal", &wal) == 0 ? Int(wal.st_size) : 0
         return IndexStatistics(
             files: try count("SELECT count(*) FROM files WHERE status = 'ok'"),
             failedFiles: try count("SELECT count(*) FROM files WHERE status = 'failed'"),

@@ -15,7 +15,7 @@ public enum FileContents {
     /// The bytes of the regular file at `path`.
     public static func read(_ path: String, maximumSize: Int = 1 << 30) throws(FileError) -> [UInt8] {
         // O_NONBLOCK: opening a named pipe must not wait for a writer (it is then refused as not a regular file).
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        let descriptor = FileSystem.open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard descriptor >= 0 else { throw FileError(path: path, reason: systemReason()) }
         defer { close(descriptor) }
         var info = stat()
@@ -49,7 +49,7 @@ public enum FileContents {
             try makeDirectories(String(path[..<slash]))
         }
         let temporary = path + ".tmp.\(getpid())"
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        let descriptor = FileSystem.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else { throw FileError(path: temporary, reason: systemReason()) }
         var written = 0
         while written < bytes.count {
@@ -60,14 +60,14 @@ public enum FileContents {
                 if errno == EINTR { continue }
                 let reason = systemReason()
                 close(descriptor)
-                unlink(temporary)
+                _ = FileSystem.unlink(temporary)
                 throw FileError(path: temporary, reason: reason)
             }
             written += count
         }
-        guard close(descriptor) == 0, rename(temporary, path) == 0 else {
+        guard close(descriptor) == 0, FileSystem.rename(temporary, path) == 0 else {
             let reason = systemReason()
-            unlink(temporary)
+            _ = FileSystem.unlink(temporary)
             throw FileError(path: path, reason: reason)
         }
     }
@@ -79,7 +79,7 @@ public enum FileContents {
         if let slash = path.lastIndex(of: "/"), slash != path.startIndex {
             try makeDirectories(String(path[..<slash]))
         }
-        if mkdir(path, 0o755) != 0 && errno != EEXIST { throw FileError(path: path, reason: systemReason()) }
+        if FileSystem.mkdir(path, 0o755) != 0 && errno != EEXIST { throw FileError(path: path, reason: systemReason()) }
     }
 
     private static func systemWrite(_ descriptor: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {

@@ -1,3 +1,5 @@
+import LookoutSupport
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
@@ -11,7 +13,7 @@ public final class MappedFile: @unchecked Sendable {
 
     public init(path: String) throws(WeightsError) {
         self.path = path
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)  // a named pipe must not block
+        let descriptor = FileSystem.open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)  // a named pipe must not block
         guard descriptor >= 0 else {
             throw WeightsError(path: path, kind: .unreadable, problem: String(cString: strerror(errno)))
         }

@@ -274,7 +274,7 @@ struct DetectCommand: ParsableCommand {
 
     static func exists(_ path: String) -> Bool {
         var info = stat()
-        return lstat(path, &info) == 0
+        return FileSystem.lstat(path, &info) == 0
     }
 
     /// Writes `DIR/<name of the photo>` (JPEG unless the photo is a PNG), numbered (-2, -3, …) where that name
@@ -303,7 +303,7 @@ struct DetectCommand: ParsableCommand {
         names.insert(name)
         let output = folder + name
         try ImageFile.write(annotated, to: output)
-        if !json { print("  saved \(output)") }
+        if !json { print("  saved \(Report.visible(output))") }
     }
 
     private func queryList() throws -> [String] {
@@ -364,10 +364,11 @@ enum Report {
         return out
     }
 
-    /// `text` safe for a terminal: control characters (escape sequences, newlines) shown as \u{…}.
+    /// `text` safe for a terminal: control characters (escape sequences, newlines) shown as \u{…}, bytes
+    /// of a file name that are not UTF-8 as \xE9.
     static func visible(_ text: String) -> String {
         var out = ""
-        for scalar in text.unicodeScalars {
+        for scalar in FileName.shown(text).unicodeScalars {
             if scalar.value < 0x20 || (0x7F..<0xA0).contains(scalar.value) {
                 out += "\\u{\(String(scalar.value, radix: 16))}"
             } else {

@@ -111,6 +111,6 @@ func ms(_ seconds: Double) -> String {
 }
 
 func printError(_ text: String) {
-    var line = text + "\n"
+    var line = FileName.shown(text) + "\n"
     line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
 }

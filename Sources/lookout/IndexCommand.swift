@@ -47,7 +47,7 @@ struct IndexCommand: ParsableCommand {
         abstract: "Index the photos of a folder so that `lookout search` can find things in them.",
         discussion: """
             Scans FOLDER recursively for JPEG and PNG files (hidden files and folders are skipped; other files \
-            are counted). For each new or changed photo it runs the detector once under a broad built-in \
+            are counted; symbolic links are followed, to photos and to folders, each folder walked once). For each new or changed photo it runs the detector once under a broad built-in \
             vocabulary and stores its best candidate regions (box and 512-d region embedding; at most 33 KB, \
             about 6 KB on the demo scenes) in an SQLite file. A later search is then a dot product per stored region, no image work.
 
@@ -106,7 +106,7 @@ struct IndexCommand: ParsableCommand {
         if failures {
             let index = try PhotoIndex(path: path, readOnly: true)
             let list = try index.failures()
-            for (file, error) in list { print("\(file): \(error)") }
+            for (file, error) in list { print(Report.visible("\(file): \(error)")) }
             if list.isEmpty { print("no failures recorded in \(path)") }
             return
         }
@@ -153,6 +153,11 @@ struct IndexCommand: ParsableCommand {
         if summary.skippedFiles > 0 {
             lines.append(
                 "  \(summary.skippedFiles) file\(summary.skippedFiles == 1 ? "" : "s") skipped: not JPEG or PNG")
+        }
+        if summary.brokenLinks > 0 {
+            lines.append(
+                "  \(summary.brokenLinks) symbolic link\(summary.brokenLinks == 1 ? "" : "s") skipped: the target does not exist"
+            )
         }
         for folder in summary.unreadableFolders { lines.append("  folder not readable, skipped: \(folder)") }
         printError(lines.joined(separator: "\n"))

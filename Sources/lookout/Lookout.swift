@@ -1,4 +1,5 @@
 import ArgumentParser
+import LookoutSupport
 
 #if canImport(Glibc)
     import Glibc
@@ -10,7 +11,8 @@ struct Lookout: ParsableCommand {
     /// a file whose name starts with "-" (which would read as short options, `-h` among them) is refused
     /// with the way to name it.
     static func main() {
-        let arguments = Array(CommandLine.arguments.dropFirst())
+        // File names need not be UTF-8: their other bytes are kept (FileName), not replaced by U+FFFD.
+        let arguments = (1..<Int(CommandLine.argc)).map { FileName.decode(cString: CommandLine.unsafeArgv[$0]!) }
         let names = configuration.subcommands.compactMap { $0.configuration.commandName }
         if let first = arguments.first, !first.hasPrefix("-"), !names.contains(first), first != "help" {
             let closest = names.min { distance($0, first) < distance($1, first) }
@@ -20,7 +22,8 @@ struct Lookout: ParsableCommand {
         for argument in arguments.dropFirst() {
             if argument == "--" { break }
             var info = stat()
-            if argument.hasPrefix("-") && !argument.hasPrefix("--") && argument.count > 2 && stat(argument, &info) == 0
+            if argument.hasPrefix("-") && !argument.hasPrefix("--") && argument.count > 2
+                && FileSystem.stat(argument, &info) == 0
             {
                 usageError(
                     "'\(argument)' is a file whose name starts with '-': write ./\(argument), or put -- before it.")

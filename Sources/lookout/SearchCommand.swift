@@ -118,7 +118,7 @@ struct SearchCommand: ParsableCommand {
                 print(JSONValue.object(fields).serialized)
             } else {
                 print(
-                    "\(Report.format3(hit.score))  \(hit.path)  (\(hit.detections.count) box\(hit.detections.count == 1 ? "" : "es"))"
+                    "\(Report.format3(hit.score))  \(Report.visible(hit.path))  (\(hit.detections.count) box\(hit.detections.count == 1 ? "" : "es"))"
                 )
                 for item in hit.detections {
                     print(
@@ -127,7 +127,7 @@ struct SearchCommand: ParsableCommand {
                 }
             }
         }
-        if hits.isEmpty && !json { print("nothing found for \"\(query)\" above conf \(conf)") }
+        if hits.isEmpty && !json { print("nothing found for \"\(Report.visible(query))\" above conf \(conf)") }
         let timing =
             "lookout: embed \(ms(embedSeconds)) ms, search \(ms(searchSeconds)) ms"
             + (exact ? ", exact re-scoring \(ms(exactSeconds)) ms" : "")

@@ -62,6 +62,73 @@ import Testing
             ])
     }
 
+    /// A photo whose name is not UTF-8 (`caf\xE9.jpg`, as a latin-1 system writes it) is found by detect
+    /// (named through a shell, as a user types it), saved under its own bytes, indexed and searched, and
+    /// shown as `caf\xE9.jpg`.
+    @Test func fileNamesThatAreNotUTF8() throws {
+        let folder = try CLI.scratch("latin1")
+        defer { CLI.remove(folder) }
+        let photo = Array(folder.utf8) + Array("/caf".utf8) + [0xE9] + Array(".jpg".utf8)
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: CLI.root + "/examples/scenes/scene-0001.jpg"))
+        let descriptor = (photo.map { CChar(bitPattern: $0) } + [0]).withUnsafeBufferPointer {
+            open($0.baseAddress!, O_WRONLY | O_CREAT | O_EXCL, 0o644)
+        }
+        #expect(descriptor >= 0)
+        _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        close(descriptor)
+
+        let shell = Process()
+        shell.executableURL = URL(fileURLWithPath: "/bin/sh")
+        shell.arguments = [
+            "-c", #"exec "$LOOKOUT" detect "$(printf 'caf\351.jpg')" -q 'blue circle' --save out"#,
+        ]
+        shell.environment = CLI.environment(home: folder, ["LOOKOUT": CLI.executable.path])
+        shell.currentDirectoryURL = URL(fileURLWithPath: folder)
+        let output = Pipe()
+        shell.standardOutput = output
+        shell.standardError = FileHandle.nullDevice
+        try shell.run()
+        let detect = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        shell.waitUntilExit()
+        #expect(shell.terminationStatus == 0)
+        #expect(detect.contains("caf\\xE9.jpg (406×353): 1 detection") && detect.contains("blue circle"), "\(detect)")
+        #expect(detect.contains("saved out/caf\\xE9.jpg"), "\(detect)")
+        let saved = (Array("\(folder)/out/caf".utf8) + [0xE9] + Array(".jpg".utf8)).map { CChar(bitPattern: $0) } + [0]
+        var info = stat()
+        #expect(
+            saved.withUnsafeBufferPointer { stat($0.baseAddress!, &info) } == 0,
+            "the annotated copy keeps the name's bytes")
+
+        let database = folder + "/index.sqlite"
+        let index = try CLI.run(["index", folder, "--db", database, "--plain"])
+        #expect(index.status == 0 && (index.stdout + index.stderr).contains("2 photos indexed"), "\(index.stderr)")
+        let search = try CLI.run(["search", "blue circle", "--db", database])
+        #expect(search.stdout.contains("\(folder)/caf\\xE9.jpg  (1 box)"), "\(search.stdout)")
+        let exact = try CLI.run(["search", "blue circle", "--db", database, "--exact"])
+        #expect(
+            exact.status == 0 && exact.stdout.contains("\(folder)/caf\\xE9.jpg  (1 box)"),
+            "\(exact.stdout) \(exact.stderr)")
+    }
+
+    /// Linked folders are walked (each once, so a link back to the root ends); a broken link is reported.
+    @Test func symbolicLinksToFoldersAreFollowed() throws {
+        let root = try CLI.scratch("links")
+        let elsewhere = try CLI.scratch("linked")
+        defer { CLI.remove(root); CLI.remove(elsewhere) }
+        let scenes = CLI.root + "/examples/scenes/"
+        try FileManager.default.copyItem(atPath: scenes + "scene-0001.jpg", toPath: root + "/a.jpg")
+        try FileManager.default.copyItem(atPath: scenes + "scene-0002.jpg", toPath: elsewhere + "/b.jpg")
+        #expect(symlink(elsewhere, root + "/album") == 0)
+        #expect(symlink(root, root + "/loop") == 0)
+        #expect(symlink(root + "/missing.jpg", root + "/broken.jpg") == 0)
+        let result = try CLI.run(["index", root, "--db", root + "/.index.sqlite", "--plain"], timeout: 120)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stderr.contains("2 photos indexed (2 computed"), "\(result.stderr)")
+        #expect(result.stderr.contains("1 symbolic link skipped: the target does not exist"), "\(result.stderr)")
+        let listed = try CLI.run(["search", "ring", "--db", root + "/.index.sqlite", "--conf", "0", "--top", "10"])
+        #expect(listed.stdout.contains(root + "/album/b.jpg"), "\(listed.stdout)")
+    }
+
     /// A huge --top with --exact is a long list, not a trap.
     @Test func hugeTopWithExact() throws {
         let folder = try CLI.scratch("top")
