@@ -19,6 +19,7 @@ struct Lookout: ParsableCommand {
             let hint = closest.map { distance($0, first) <= 2 ? " Did you mean '\($0)'?" : "" } ?? ""
             usageError("unknown command '\(first)'.\(hint) Commands: \(names.joined(separator: ", ")).")
         }
+        checkLongOptions(arguments)
         for argument in arguments.dropFirst() {
             if argument == "--" { break }
             var info = stat()
@@ -30,6 +31,51 @@ struct Lookout: ParsableCommand {
             }
         }
         Self.main(arguments)
+    }
+
+    /// An unknown `--option` is refused before parsing (ArgumentParser would report a missing argument
+    /// first), with the closest option the command takes.
+    static func checkLongOptions(_ arguments: [String]) {
+        var command: ParsableCommand.Type = Lookout.self
+        var path = ["lookout"]
+        for argument in arguments {
+            guard
+                let next = command.configuration.subcommands.first(where: {
+                    $0._commandName == argument
+                })
+            else { break }
+            command = next
+            path.append(argument)
+        }
+        let help = Lookout.helpMessage(for: command, columns: 1000)
+        var known: Set<String> = ["--help", "--version"]
+        let characters = Array(help)
+        var index = 0
+        while index + 2 < characters.count {
+            if characters[index] == "-" && characters[index + 1] == "-" {
+                var end = index + 2
+                while end < characters.count
+                    && (characters[end].isLetter || characters[end].isNumber || characters[end] == "-")
+                {
+                    end += 1
+                }
+                if end > index + 2 { known.insert(String(characters[index..<end])) }
+                index = end
+            } else {
+                index += 1
+            }
+        }
+        for argument in arguments {
+            if argument == "--" { break }
+            guard argument.hasPrefix("--"), argument.count > 2 else { continue }
+            let name = String(argument.prefix { $0 != "=" })
+            guard !known.contains(name) else { continue }
+            let closest = known.min { distance($0, name) < distance($1, name) }
+            let hint = closest.map { distance($0, name) <= 2 ? " Did you mean '\($0)'?" : "" } ?? ""
+            printError(
+                "Error: unknown option '\(Report.visible(name))'.\(hint)\nSee '\(path.joined(separator: " ")) --help'.")
+            Glibc.exit(64)
+        }
     }
 
     static func usageError(_ message: String) -> Never {

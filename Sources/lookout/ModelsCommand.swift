@@ -83,8 +83,7 @@ struct ModelsCommand: ParsableCommand {
             var failed = false
             for (role, entry) in [("detector", manifest.detector), ("text encoder", manifest.textEncoder)] {
                 let digest = try SHA256.hex(ofFile: entry.path)
-                let summary = ModelSummary(try WeightFile.open(entry.path))
-                var line = "\(role): \(entry.path)\n  sha256 \(digest)"
+                var line = "\(role): \(Report.visible(entry.path))\n  sha256 \(digest)"
                 if let expected = entry.sha256 {
                     line +=
                         expected == digest ? " (matches the manifest)" : " DOES NOT MATCH the manifest (\(expected))"
@@ -92,7 +91,14 @@ struct ModelsCommand: ParsableCommand {
                 } else {
                     line += " (the manifest records none)"
                 }
-                print(line + "\n  \(summary.kind)")
+                // The digest is reported even when the file is not a weight file at all.
+                do {
+                    line += "\n  \(ModelSummary(try WeightFile.open(entry.path)).kind)"
+                } catch {
+                    line += "\n  NOT READABLE: \((error as? WeightsError)?.problem ?? "\(error)")"
+                    failed = true
+                }
+                print(line)
             }
             if failed { throw ExitCode.failure }
         }

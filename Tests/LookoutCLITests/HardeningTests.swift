@@ -129,6 +129,44 @@ import Testing
         #expect(listed.stdout.contains(root + "/album/b.jpg"), "\(listed.stdout)")
     }
 
+    /// A misspelt option is named as unknown, with the closest option of that command, status 64 — before
+    /// any other complaint (detect --hlep used to say only that images were missing).
+    @Test func misspeltOptionsGetASuggestion() throws {
+        let cases: [([String], String)] = [
+            (["detect", "--hlep"], "unknown option '--hlep'. Did you mean '--help'?\nSee 'lookout detect --help'."),
+            (["--hlep"], "unknown option '--hlep'. Did you mean '--help'?\nSee 'lookout --help'."),
+            (["detect", "a.jpg", "--quereis", "x"], "unknown option '--quereis'. Did you mean '--queries'?"),
+            (["search", "ring", "--tpo", "3"], "unknown option '--tpo'. Did you mean '--top'?"),
+            (
+                ["models", "verify", "--tensors", "x"],
+                "unknown option '--tensors'.\nSee 'lookout models verify --help'."
+            ),
+        ]
+        for (arguments, message) in cases {
+            let result = try CLI.run(arguments)
+            #expect(result.status == 64 && result.stderr.contains(message), "\(arguments): \(result.stderr)")
+        }
+        #expect(try CLI.run(["detect", "--help"]).status == 0)
+    }
+
+    /// `models verify` on a model folder whose detector file is garbage still reports the file's digest
+    /// (and that it is not the manifest's), then that the file is not a weight file.
+    @Test func verifyReportsTheDigestOfGarbage() throws {
+        let folder = try CLI.scratch("verify-garbage")
+        defer { CLI.remove(folder) }
+        for name in ["lookout-model.json", "text-encoder.safetensors"] {
+            try FileManager.default.copyItem(atPath: CLI.root + "/Models/demo/" + name, toPath: folder + "/" + name)
+        }
+        try Data("not weights at all".utf8).write(to: URL(fileURLWithPath: folder + "/detector.safetensors"))
+        let result = try CLI.run(["models", "verify", folder])
+        #expect(result.status == 1)
+        // SHA-256 of "not weights at all" (sha256sum).
+        let digest = "edb1cec4cc1683e9c5a2fa4b312edd8f2c7ade3a4dd602e1bbc775a558afb53f"
+        #expect(result.stdout.contains("sha256 \(digest) DOES NOT MATCH the manifest"), "\(result.stdout)")
+        #expect(result.stdout.contains("NOT READABLE: not a weight file Lookout reads"), "\(result.stdout)")
+        #expect(result.stdout.contains("text encoder:") && result.stdout.contains("(matches the manifest)"))
+    }
+
     /// A huge --top with --exact is a long list, not a trap.
     @Test func hugeTopWithExact() throws {
         let folder = try CLI.scratch("top")
