@@ -101,6 +101,10 @@ let package = Package(
         .testTarget(
             name: "LookoutTokenizerTests", dependencies: ["LookoutSupport", "LookoutTokenizer", "LookoutJSON"],
             exclude: ["Fixtures"]),
+        .target(
+            name: "LookoutFuzzing",
+            dependencies: ["LookoutEngine", "LookoutIndex", "LookoutSupport", "LookoutTokenizer", "LookoutWeights"]),
+        .testTarget(name: "LookoutFuzzTests", dependencies: ["LookoutFuzzing", "LookoutSupport"]),
         .testTarget(name: "LookoutWeightsTests", dependencies: ["LookoutSupport", "LookoutWeights", "LookoutJSON"]),
         .testTarget(
             name: "LookoutTextEncoderTests",
@@ -143,7 +147,6 @@ let package = Package(
 // libFuzzer targets, only when asked for (they have no main of their own): scripts/fuzz.
 if Context.environment["LOOKOUT_FUZZ"] != nil {
     package.targets += [
-        .executableTarget(name: "fuzz-safetensors", dependencies: ["LookoutWeights"], path: "Fuzz/SafeTensorsFuzz"),
-        .executableTarget(name: "fuzz-pickle", dependencies: ["LookoutWeights"], path: "Fuzz/PickleFuzz"),
+        .executableTarget(name: "lookout-fuzz", dependencies: ["LookoutFuzzing"], path: "Fuzz/Driver")
     ]
 }

@@ -219,6 +219,16 @@ public func parseQueries(_ line: String) -> (queries: [String], emptyParts: Int)
     return (queries, empty)
 }
 
+/// The queries of a queries file (`lookout detect --queries-file`): one per line, taken verbatim (commas
+/// included), `\n` or `\r\n` line ends, empty lines skipped; nil when the bytes are not UTF-8 text.
+public func parseQueriesFile(_ bytes: [UInt8]) -> [String]? {
+    guard String(validating: bytes, as: UTF8.self) != nil, !bytes.contains(0) else { return nil }
+    // Split the bytes, not the String: Swift reads "\r\n" as one Character, so a CRLF file would not split.
+    return bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+        .map { String(decoding: $0.last == UInt8(ascii: "\r") ? $0.dropLast() : $0, as: UTF8.self) }
+        .filter { !$0.isEmpty }
+}
+
 /// The engine for async callers (a server): each call runs on a thread outside Swift's cooperative pool,
 /// since the network's loops block their thread until the compute pool is done.
 extension Engine {

@@ -136,9 +136,14 @@ public final class FeatureStore: @unchecked Sendable {
     /// A disk entry, or nil when it is missing or not exactly what the network would have made for a photo of
     /// its recorded size (any damage or edit: the features are then computed again).
     static func load(_ path: String, name: String, size: Int, channels: [Int]) -> PreparedImage? {
-        guard let bytes = try? FileContents.read(path, maximumSize: 1 << 32), bytes.count > 40,
-            Array(bytes.prefix(8)) == magic
-        else { return nil }
+        guard let bytes = try? FileContents.read(path, maximumSize: 1 << 32) else { return nil }
+        return decode(bytes, name: name, size: size, channels: channels)
+    }
+
+    /// A feature file's contents (`save`'s layout), or nil when they are not exactly what the network makes
+    /// for a photo of the recorded size at `size` with maps of `channels`.
+    public static func decode(_ bytes: [UInt8], name: String, size: Int, channels: [Int]) -> PreparedImage? {
+        guard bytes.count > 40, Array(bytes.prefix(8)) == magic else { return nil }
         var offset = 8
         func next() -> Int? {
             guard offset + 8 <= bytes.count else { return nil }

@@ -174,7 +174,7 @@ struct DetectCommand: ParsableCommand {
             """
     )
 
-    @Argument(help: "JPEG or PNG files.")
+    @Argument(help: "JPEG or PNG files; - reads one image from standard input.")
     var images: [String]
 
     @Option(name: [.customShort("q"), .long], help: "Comma-separated queries.")
@@ -209,6 +209,12 @@ struct DetectCommand: ParsableCommand {
         if (queries == nil) == (queriesFile == nil) {
             throw ValidationError("Give the queries with -q \"a, b\" or --queries-file FILE (one of them).")
         }
+        if images.filter({ $0 == "-" }).count > 1 {
+            throw ValidationError("- (an image from standard input) can be given once.")
+        }
+        if images.contains("-") && queriesFile == "-" {
+            throw ValidationError("Standard input can hold the image or the queries, not both (- twice).")
+        }
     }
 
     func run() throws {
@@ -227,8 +233,16 @@ struct DetectCommand: ParsableCommand {
         if let save { try FileContents.makeDirectories(save) }
         for path in images {
             let result: ImageDetections
+            var piped: Image?
             do {
-                let prepared = try engine.prepare(path: path, size: thresholds.imgsz)
+                let prepared: PreparedImage
+                if path == "-" {
+                    let image = try ImageFile.decode(Self.standardInput(maximumSize: 1 << 30), name: "-")
+                    prepared = engine.prepare(image: image, name: "-", size: thresholds.imgsz)
+                    piped = image
+                } else {
+                    prepared = try engine.prepare(path: path, size: thresholds.imgsz)
+                }
                 result = engine.detect(prepared, queries: list, options: options)
             } catch {
                 failures += 1
@@ -243,7 +257,7 @@ struct DetectCommand: ParsableCommand {
             print(json ? Report.json(shown) : Report.table(shown), terminator: "")
             if let save {
                 do {
-                    try saveAnnotated(shown, source: path, into: save, names: &savedNames)
+                    try saveAnnotated(shown, source: path, image: piped, into: save, names: &savedNames)
                 } catch {
                     saveFailures += 1
                     printError("lookout: could not save the annotated copy: \(error)")
@@ -260,10 +274,10 @@ struct DetectCommand: ParsableCommand {
     static let maximumQueries = 4096
 
     /// Standard input to its end (at most 1 MiB).
-    static func standardInput() -> [UInt8] {
+    static func standardInput(maximumSize: Int = 1 << 20) -> [UInt8] {
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65536)
-        while bytes.count < 1 << 20 {
+        while bytes.count < maximumSize {
             let count = buffer.withUnsafeMutableBytes { Glibc.read(0, $0.baseAddress, $0.count) }
             if count < 0 && errno == EINTR { continue }
             guard count > 0 else { break }
@@ -280,14 +294,15 @@ struct DetectCommand: ParsableCommand {
     /// Writes `DIR/<name of the photo>` (JPEG unless the photo is a PNG), numbered (-2, -3, …) where that name
     /// is taken: in this run, or by any file already in DIR, so no file is ever replaced.
     private func saveAnnotated(
-        _ result: ImageDetections, source: String, into directory: String, names: inout Set<String>
+        _ result: ImageDetections, source: String, image piped: Image?, into directory: String,
+        names: inout Set<String>
     ) throws {
-        let image = try ImageFile.read(source)
+        let image = try piped ?? ImageFile.read(source)
         let annotated = image.annotated(
             with: result.detections.map {
                 BoxAnnotation(box: $0.box, label: "\($0.label) \(Report.format2($0.score))", colorIndex: $0.queryIndex)
             })
-        let base = String(source.split(separator: "/").last ?? "image")
+        let base = source == "-" ? "stdin.jpg" : String(source.split(separator: "/").last ?? "image")
         let isPNG = base.lowercased().hasSuffix(".png")
         var stem = base
         if let dot = base.lastIndex(of: "."), dot != base.startIndex { stem = String(base[..<dot]) }
@@ -310,13 +325,9 @@ struct DetectCommand: ParsableCommand {
         if let queriesFile {
             let bytes =
                 queriesFile == "-" ? Self.standardInput() : try FileContents.read(queriesFile, maximumSize: 1 << 20)
-            guard String(validating: bytes, as: UTF8.self) != nil, !bytes.contains(0) else {
+            guard let lines = parseQueriesFile(bytes) else {
                 throw LookoutError("\(queriesFile): not text (a queries file holds one query per line, in UTF-8)")
             }
-            // Split the bytes, not the String: Swift reads "\r\n" as one Character, so a CRLF file would not split.
-            let lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
-                .map { String(decoding: $0.last == UInt8(ascii: "\r") ? $0.dropLast() : $0, as: UTF8.self) }
-                .filter { !$0.isEmpty }
             guard !lines.isEmpty else { throw LookoutError("\(queriesFile): no queries (one per line)") }
             return lines
         }

@@ -55,8 +55,9 @@ enum CLI {
     /// A process still running after `timeout` seconds is killed (its status then records the signal);
     /// `directory` is its working directory (this process's when nil).
     static func run(
-        _ arguments: [String], input: String? = nil, environment extra: [String: String] = [:], home: String? = nil,
-        directory: String? = nil, timeout: Double = 600
+        _ arguments: [String], input: String? = nil, inputBytes: [UInt8]? = nil,
+        environment extra: [String: String] = [:],
+        home: String? = nil, directory: String? = nil, timeout: Double = 600
     ) throws -> Result {
         let ownHome = home == nil ? try scratch("home") : nil
         defer { if let ownHome { remove(ownHome) } }
@@ -83,6 +84,7 @@ enum CLI {
         DispatchQueue.global().async(group: group) { out = stdout.fileHandleForReading.readDataToEndOfFile() }
         DispatchQueue.global().async(group: group) { err = stderr.fileHandleForReading.readDataToEndOfFile() }
         if let input { stdin.fileHandleForWriting.write(Data(input.utf8)) }
+        if let inputBytes { stdin.fileHandleForWriting.write(Data(inputBytes)) }
         try stdin.fileHandleForWriting.close()
         group.wait()
         process.waitUntilExit()

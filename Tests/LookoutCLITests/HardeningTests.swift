@@ -1,5 +1,6 @@
 import Foundation
 import LookoutJSON
+import LookoutSupport
 import Testing
 
 #if canImport(Glibc)
@@ -165,6 +166,31 @@ import Testing
         #expect(result.stdout.contains("sha256 \(digest) DOES NOT MATCH the manifest"), "\(result.stdout)")
         #expect(result.stdout.contains("NOT READABLE: not a weight file Lookout reads"), "\(result.stdout)")
         #expect(result.stdout.contains("text encoder:") && result.stdout.contains("(matches the manifest)"))
+    }
+
+    /// `detect -` reads the image from standard input (and --save names its copy stdin.jpg); - twice, or
+    /// with --queries-file -, is a usage error.
+    @Test func imageFromStandardInput() throws {
+        let folder = try CLI.scratch("stdin-image")
+        defer { CLI.remove(folder) }
+        let photo = try FileContents.read(CLI.root + "/examples/scenes/scene-0001.jpg")
+        let piped = try CLI.run(
+            ["detect", "-", "-q", "blue circle", "--json", "--save", folder], inputBytes: photo)
+        let named = try CLI.run(["detect", CLI.root + "/examples/scenes/scene-0001.jpg", "-q", "blue circle", "--json"])
+        #expect(piped.status == 0, "\(piped.stderr)")
+        let answer = try Reference.lines(piped.stdout)[0]
+        #expect(answer["image"]!.string! == "-")
+        #expect(Reference.detections(of: answer).map(\.label) == ["blue circle"])
+        #expect(
+            Reference.detections(of: answer).map(\.box)
+                == Reference.detections(of: try Reference.lines(named.stdout)[0]).map(\.box))
+        #expect(FileManager.default.fileExists(atPath: folder + "/stdin.jpg"))
+        let twice = try CLI.run(["detect", "-", "-", "-q", "ring"], inputBytes: photo)
+        #expect(twice.status == 64 && twice.stderr.contains("can be given once"), "\(twice.stderr)")
+        let both = try CLI.run(["detect", "-", "--queries-file", "-"], inputBytes: photo)
+        #expect(both.status == 64 && both.stderr.contains("not both"), "\(both.stderr)")
+        let garbage = try CLI.run(["detect", "-", "-q", "ring"], inputBytes: Array(repeating: 7, count: 100))
+        #expect(garbage.status == 1 && garbage.stderr.contains("-: not a JPEG or PNG file"), "\(garbage.stderr)")
     }
 
     /// A huge --top with --exact is a long list, not a trap.
