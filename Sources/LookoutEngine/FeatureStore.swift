@@ -143,7 +143,7 @@ public final class FeatureStore: @unchecked Sendable {
     /// A feature file's contents (`save`'s layout), or nil when they are not exactly what the network makes
     /// for a photo of the recorded size at `size` with maps of `channels`.
     public static func decode(_ bytes: [UInt8], name: String, size: Int, channels: [Int]) -> PreparedImage? {
-        guard bytes.count > 40, Array(bytes.prefix(8)) == magic else { return nil }
+        guard bytes.count > 40, Array(bytes.prefix(8)) == magic, (32...8192).contains(size) else { return nil }
         var offset = 8
         func next() -> Int? {
             guard offset + 8 <= bytes.count else { return nil }
@@ -160,7 +160,8 @@ public final class FeatureStore: @unchecked Sendable {
         var shapes: [(Int, Int, Int)] = []
         for (level, expected) in channels.enumerated() {
             let stride = 8 << level
-            guard let c = next(), let h = next(), let w = next(), c == expected, h == letterbox.height / stride,
+            guard let c = next(), let h = next(), let w = next(), c == expected, (1...65_536).contains(c),
+                h == letterbox.height / stride,
                 w == letterbox.width / stride
             else { return nil }
             shapes.append((c, h, w))
