@@ -17,6 +17,12 @@ public struct IndexModel: Sendable, Equatable {
     public var maximumRegions: Int
     public var embeddingSize: Int
     public var scoreParameters: [(logitScale: Float, bias: Float)]
+    /// How regions are chosen and stored (``currentRegionRule`` for what this version computes;
+    /// "f16-v1" for indexes made before 8-bit regions).
+    public var regionRule = IndexModel.currentRegionRule
+
+    /// No score floor, near-duplicate suppression at IoU 0.95, 8-bit embeddings.
+    public static let currentRegionRule = "q8-v2"
 
     public init(
         detectorFingerprint: String, textEncoderFingerprint: String, vocabulary: String, imageSize: Int,
@@ -34,7 +40,9 @@ public struct IndexModel: Sendable, Equatable {
     public var key: String {
         var hash = SHA256()
         hash.update(
-            Array("\(detectorFingerprint)|\(textEncoderFingerprint)|\(vocabulary)|\(imageSize)|\(maximumRegions)".utf8))
+            Array(
+                "\(detectorFingerprint)|\(textEncoderFingerprint)|\(vocabulary)|\(imageSize)|\(maximumRegions)|\(regionRule)"
+                    .utf8))
         return String(hash.finalize().prefix(32))
     }
 
@@ -61,6 +69,7 @@ public struct IndexModel: Sendable, Equatable {
         if maximumRegions != other.maximumRegions {
             parts.append("regions \(maximumRegions) → \(other.maximumRegions)")
         }
+        if regionRule != other.regionRule { parts.append("region format \(regionRule) → \(other.regionRule)") }
         return parts.isEmpty ? "other settings" : parts.joined(separator: ", ")
     }
 }

@@ -14,6 +14,8 @@ public struct IndexError: Error, CustomStringConvertible, Sendable {
         case settingsChanged
         /// The storage engine failed (SQLite's message).
         case storage
+        /// A class list (`--classes`) cannot be read or holds no names.
+        case classes
     }
 
     public let path: String

@@ -135,9 +135,12 @@ public final class SQLiteIndexStore: IndexStore {
                     "the index's settings are damaged (imgsz \(size), max_regions \(regions), embedding_size \(embedding))"
             )
         }
-        return IndexModel(
+        var model = IndexModel(
             detectorFingerprint: detector, textEncoderFingerprint: text, vocabulary: vocabulary, imageSize: size,
             maximumRegions: regions, embeddingSize: embedding, scoreParameters: IndexModel.decodeParameters(parameters))
+        // Indexes made before the rule was recorded hold 16-bit regions chosen the first way.
+        model.regionRule = try meta("region_rule") ?? "f16-v1"
+        return model
     }
 
     public func setModel(_ model: IndexModel) throws(IndexError) {
@@ -148,6 +151,7 @@ public final class SQLiteIndexStore: IndexStore {
         try setMeta("max_regions", String(model.maximumRegions))
         try setMeta("embedding_size", String(model.embeddingSize))
         try setMeta("score_parameters", model.encodedParameters)
+        try setMeta("region_rule", model.regionRule)
     }
 
     public func files(withPrefix prefix: String) throws(IndexError) -> [String: StoredFile] {
