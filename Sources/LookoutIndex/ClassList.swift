@@ -1,3 +1,4 @@
+import LookoutEngine
 import LookoutSupport
 
 /// The class names an index conditions the detector on and keeps regions under (`lookout index --classes`).
@@ -41,15 +42,62 @@ public enum ClassList {
         } catch {
             throw IndexError(
                 path: path, kind: .classes,
-                problem: "\(error.reason) (--classes takes a file, one name per line, or one of: \(builtIn.joined(separator: ", ")))")
+                problem:
+                    "\(error.reason) (--classes takes a file, one name per line, or one of: \(builtIn.joined(separator: ", ")))"
+            )
         }
         guard let names = parse(bytes) else {
-            throw IndexError(path: path, kind: .classes, problem: "not text (a class list holds one name per line, in UTF-8)")
+            throw IndexError(
+                path: path, kind: .classes, problem: "not text (a class list holds one name per line, in UTF-8)")
         }
         guard !names.isEmpty else { throw IndexError(path: path, kind: .classes, problem: "no class names in it") }
         guard names.count <= 20_000 else {
             throw IndexError(path: path, kind: .classes, problem: "\(names.count) names: at most 20000")
         }
         return (names, path)
+    }
+}
+
+/// The vocabulary an index conditions the detector on: the class names' text embeddings (or the detector's
+/// built-in text features), plus generic prompts.
+///
+/// The generic prompt "object" is always added. With it the neck is not tuned to the named classes alone:
+/// on 160 held-out demo scenes indexed with classes that leave out three of the eight shapes, searching the
+/// unnamed shapes gave photo-level AP 0.922 without it and 0.935 with it (named shapes 0.968 and 0.966).
+public struct IndexVocabulary: Sendable {
+    public static let genericPrompts = ["object"]
+
+    /// Text embeddings, one after another (`count` × embedding size).
+    public let embeddings: [Float]
+    public let count: Int
+    /// What the index records about it: "built-in:80+object", or "classes:1203:<digest>+object".
+    public let name: String
+
+    /// The vocabulary of `classes` (nil: the detector's built-in classes).
+    public init(engine: Engine, classes: [String]?) throws(IndexError) {
+        guard let embedder = engine.embedder else {
+            throw IndexError(path: "--classes", kind: .classes, problem: "indexing needs a text encoder")
+        }
+        var embeddings: [Float]
+        var name: String
+        if let classes {
+            embeddings = embedder.embed(classes).embeddings.flatMap { $0 }
+            var digest = SHA256()
+            digest.update(Array(classes.joined(separator: "\n").utf8))
+            name = "classes:\(classes.count):\(digest.finalize().prefix(16))"
+        } else {
+            guard let builtin = engine.network.builtinText, engine.network.builtinClassCount > 0 else {
+                throw IndexError(
+                    path: "--classes", kind: .classes,
+                    problem: "the detector holds no built-in classes (txt_feats) to index under: give --classes")
+            }
+            embeddings = builtin
+            name = "built-in:\(engine.network.builtinClassCount)"
+        }
+        embeddings += embedder.embed(Self.genericPrompts).embeddings.flatMap { $0 }
+        name += "+" + Self.genericPrompts.joined(separator: "+")
+        self.embeddings = embeddings
+        self.count = embeddings.count / engine.network.embeddingSize
+        self.name = name
     }
 }

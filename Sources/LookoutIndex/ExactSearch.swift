@@ -30,3 +30,19 @@ extension PhotoIndex {
         return (rescored.sorted { $0.score != $1.score ? $0.score > $1.score : $0.path < $1.path }, failures)
     }
 }
+
+/// Photo-level retrieval quality of a search.
+public enum SearchEvaluation {
+    /// Average precision of a ranking: the mean, over the relevant photos, of the precision at the rank where
+    /// each is found (a relevant photo never found counts 0). 1 when every relevant photo comes first.
+    public static func averagePrecision(ranked: [String], relevant: Set<String>) -> Double {
+        guard !relevant.isEmpty else { return 0 }
+        var found = 0
+        var total = 0.0
+        for (rank, photo) in ranked.enumerated() where relevant.contains(photo) {
+            found += 1
+            total += Double(found) / Double(rank + 1)
+        }
+        return total / Double(relevant.count)
+    }
+}

@@ -120,28 +120,13 @@ struct IndexCommand: ParsableCommand {
             return
         }
         let (engine, detectorFingerprint) = try modelOptions.load()
-        let vocabulary: [Float]
-        let vocabularyName: String
-        if let classes {
-            let (names, _) = try ClassList.load(classes)
-            vocabulary = engine.embedder!.embed(names).embeddings.flatMap { $0 }
-            var digest = SHA256()
-            digest.update(Array(names.joined(separator: "\n").utf8))
-            vocabularyName = "classes:\(names.count):\(digest.finalize().prefix(16))"
-        } else {
-            guard let builtin = engine.network.builtinText, engine.network.builtinClassCount > 0 else {
-                throw LookoutError(
-                    "the detector holds no built-in text features (txt_feats) to index under: give --classes")
-            }
-            vocabulary = builtin
-            vocabularyName = "built-in:\(engine.network.builtinClassCount)"
-        }
-        var extractor = RegionExtractor(engine: engine, vocabulary: vocabulary)
+        let vocabulary = try IndexVocabulary(engine: engine, classes: classes.map { try ClassList.load($0).names })
+        var extractor = RegionExtractor(engine: engine, vocabulary: vocabulary.embeddings)
         extractor.imageSize = imgsz
         extractor.maximumRegions = regions
         let model = IndexModel(
             detectorFingerprint: detectorFingerprint, textEncoderFingerprint: engine.embedder!.encoder.fingerprint,
-            vocabulary: vocabularyName, imageSize: imgsz, maximumRegions: regions,
+            vocabulary: vocabulary.name, imageSize: imgsz, maximumRegions: regions,
             embeddingSize: engine.network.embeddingSize, scoreParameters: engine.network.scoreParameters)
         let index = try PhotoIndex(path: path)
         let reporter = ProgressReporter(terminal: !plain && isatty(2) == 1)

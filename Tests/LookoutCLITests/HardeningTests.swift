@@ -262,7 +262,7 @@ import Testing
         let refused = try CLI.run(["index", folder + "/more", "--db", db, "--regions", "16"])
         #expect(
             refused.status != 0 && refused.stderr.contains("holds 2 photos outside")
-                && refused.stderr.contains("regions 32 → 16"), "\(refused.stderr)")
+                && refused.stderr.contains("regions 64 → 16"), "\(refused.stderr)")
         #expect(try found() == before)
         let same = try CLI.run(["index", folder + "/more", "--db", db])
         #expect(same.status == 0 && same.stderr.contains("4 photos indexed (2 computed"), "\(same.stderr)")

@@ -20,18 +20,15 @@ import Testing
 
     static func floats(_ node: JSONNode) -> [Float] { (0..<node.count).map { Float(node[$0].number!) } }
 
-    /// One F16 step at `value`'s magnitude: the most two correct roundings of nearly equal floats can differ by.
-    static func halfStep(_ value: Float) -> Float {
-        let magnitude = max(abs(value), Float(Float16.leastNormalMagnitude))
-        return Float(Float16(magnitude).ulp)
-    }
-
     @Test func theExtractorsSettingsAreTheReferences() {
         let extractor = PhotoIndexTests.loaded.extractor
         #expect(extractor.imageSize == Int(Self.expected["imgsz"]!.int!))
         #expect(extractor.maximumRegions == Int(Self.expected["max_regions"]!.int!))
         #expect(abs(Double(extractor.minimumScore) - Self.expected["min_score"]!.number!) < 1e-9)
         #expect(abs(Double(extractor.suppressionIoU) - Self.expected["suppression_iou"]!.number!) < 1e-6)
+        #expect(IndexVocabulary.genericPrompts == ["object"])
+        #expect(
+            Self.expected["generic_prompts"]![0].string! == "object" && Self.expected["generic_prompts"]!.count == 1)
         let parameters = PhotoIndexTests.loaded.model.scoreParameters
         let reference = Self.expected["score_parameters"]!
         #expect(parameters.count == reference.count)
@@ -41,10 +38,28 @@ import Testing
         }
     }
 
+    /// The vocabulary `lookout index` builds (IndexVocabulary: built-in classes, then "object" embedded by
+    /// Lookout's text encoder) equals the reference's: the same built-in features, and the reference text
+    /// tower's embedding of "object".
+    @Test func theIndexVocabularyIsTheReferences() throws {
+        let engine = PhotoIndexTests.loaded.engine
+        let vocabulary = try IndexVocabulary(engine: engine, classes: nil)
+        let builtin = engine.network.builtinText!
+        let generic = try Self.embeddings.view("vocabulary.generic").floats()
+        #expect(vocabulary.name == "built-in:\(engine.network.builtinClassCount)+object")
+        #expect(vocabulary.count == engine.network.builtinClassCount + 1)
+        #expect(Array(vocabulary.embeddings.prefix(builtin.count)) == builtin)
+        let own = Array(vocabulary.embeddings.suffix(512))
+        #expect(
+            zip(own, generic).allSatisfy { abs($0 - $1) <= 1e-6 }, "\(zip(own, generic).map { abs($0 - $1) }.max()!)")
+    }
+
     @Test func storedRegionsEqualTheReference() throws {
         var regionsCompared = 0
-        // One F16 step, plus ten times the reference's own float32 error of the unrounded embeddings.
+        // Ten times the reference's own float32 error of the unquantised embeddings: an 8-bit value may be one
+        // step off only where the reference's value lies within that distance of a rounding boundary.
         let embeddingTolerance = 10 * Float(Self.expected["reference_error_embeddings"]!.number!)
+        var boundaryCases = 0
         for name in Self.photos {
             let path = PhotoIndexTests.root + "/examples/scenes/" + name
             let image = try ImageFile.decode(try FileContents.read(path), name: path)
@@ -52,9 +67,10 @@ import Testing
             let reference = Self.expected["regions"]![name]!
             let levels = reference["levels"]!, scores = reference["scores"]!, boxes = reference["boxes"]!
             #expect(regions.count == levels.count, "\(name): \(regions.count) regions vs \(levels.count)")
-            let stored = try Self.embeddings.view(name + ".embeddings")
-            let vectors = stored.floats()
-            let size = stored.shape[1]
+            let vectors = try Self.embeddings.view(name + ".embeddings").floats()
+            let quantised = try Self.embeddings.view(name + ".quantised").floats()
+            let scales = try Self.embeddings.view(name + ".scales").floats()
+            let size = 512
             for (k, region) in regions.enumerated() where k < levels.count {
                 #expect(Int(region.level) == Int(levels[k].int!), "\(name) region \(k)")
                 #expect(abs(Double(region.vocabularyScore) - scores[k].number!) <= 1e-4, "\(name) region \(k)")
@@ -62,16 +78,29 @@ import Testing
                 #expect(
                     zip(region.box, box).allSatisfy { abs($0 - $1) <= 0.002 },
                     "\(name) region \(k): \(region.box) vs \(box)")
-                let embedding = region.embedding.map { Float(Float16(bitPattern: $0)) }
-                #expect(embedding.count == size)
-                let reference = Array(vectors[(k * size)..<((k + 1) * size)])
-                let off = zip(embedding, reference).filter { abs($0 - $1) > Self.halfStep($1) + embeddingTolerance }
-                #expect(
-                    off.isEmpty,
-                    "\(name) region \(k): \(off.count) embedding values beyond one F16 step and the tolerance: \(off)")
+                #expect(region.embedding.count == size)
+                #expect(abs(region.scale - scales[k]) <= embeddingTolerance / 127 + 1e-9, "\(name) region \(k) scale")
+                var off: [(Int8, Float)] = []
+                for d in 0..<min(size, region.embedding.count) {
+                    let expected = quantised[k * size + d]
+                    if Float(region.embedding[d]) == expected { continue }
+                    // One step apart, and the reference's unquantised value within the tolerance of the boundary.
+                    let position = vectors[k * size + d] / scales[k]
+                    let boundary = (position - position.rounded(.down)) - 0.5
+                    if abs(Float(region.embedding[d]) - expected) == 1
+                        && abs(boundary) * scales[k] <= embeddingTolerance
+                    {
+                        boundaryCases += 1
+                    } else {
+                        off.append((region.embedding[d], expected))
+                    }
+                }
+                #expect(off.isEmpty, "\(name) region \(k): \(off.count) 8-bit values differ: \(off.prefix(8))")
                 regionsCompared += 1
             }
         }
+        print(
+            "index reference: \(regionsCompared) regions, \(boundaryCases) values one step off at a rounding boundary")
         #expect(regionsCompared >= 50)
     }
 

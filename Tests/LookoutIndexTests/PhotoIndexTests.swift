@@ -37,12 +37,18 @@ import Testing
         let embedder = try! TextEmbedder(
             tokenizer: tokenizer, encoder: encoder, cache: TextEmbeddingCache(directory: nil))
         let engine = try! Engine(network: network, embedder: embedder)
+        // The index vocabulary of the reference (make_index_fixtures.py): the built-in classes, then the
+        // generic prompt as the reference's text tower embeds it (IndexVocabularyTests: Lookout's own
+        // embedding of it equals that one).
+        let generic = try! WeightFile.open(root + "/Tests/Fixtures/index/regions.safetensors")
+            .view("vocabulary.generic").floats()
         let model = IndexModel(
             detectorFingerprint: weights.fingerprint(), textEncoderFingerprint: encoder.fingerprint,
-            vocabulary: "built-in", imageSize: 640, maximumRegions: 32, embeddingSize: 512,
+            vocabulary: "built-in", imageSize: 640, maximumRegions: 64, embeddingSize: 512,
             scoreParameters: network.scoreParameters)
         return Loaded(
-            engine: engine, model: model, extractor: RegionExtractor(engine: engine, vocabulary: network.builtinText!))
+            engine: engine, model: model,
+            extractor: RegionExtractor(engine: engine, vocabulary: network.builtinText! + generic))
     }()
 
     static let truth = try! SceneTruth(contentsOf: root + "/examples/scenes/truth.json")

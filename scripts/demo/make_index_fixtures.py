@@ -4,19 +4,21 @@
 Computed here from ultralytics' own outputs and numpy, never by Lookout, on the demo model's ultralytics
 checkpoint (Tests/Fixtures/demo/demo-detector.pt, see make_demo_fixtures.py) and a small folder of scenes:
 
-- **Stored regions**, as Lookout's index defines them: the photo letterboxed at 640 (auto, stride 32) and run
-  with the neck conditioned on the checkpoint's built-in text features (`predict(x, txt_feats)`); each
-  anchor's score is its best over those classes; anchors scoring above 0.005, best first, pass a greedy
-  class-agnostic suppression (IoU > 0.6 with a kept box drops it) until 32 are kept. A region is its box
-  (`scale_boxes` to the photo), its output level, its score and its region embedding: the contrastive
-  head's batch-normalised image feature at that anchor (the output of `cv4[level].norm`), rounded to fp16.
+- **Stored regions**, as Lookout's index defines them (region rule "q8-v2"): the photo letterboxed at 640
+  (auto, stride 32) and run with the neck conditioned on the index vocabulary — the checkpoint's built-in
+  text features followed by the generic prompt "object" (`predict(x, txt_feats)`); each anchor's score is
+  its best over that vocabulary; every anchor, best first (ties by anchor index), passes a greedy
+  class-agnostic suppression of near-duplicates (IoU > 0.95 with a kept box drops it) until 64 are kept.
+  A region is its box (`scale_boxes` to the photo), its output level, its score and its region embedding:
+  the contrastive head's batch-normalised image feature at that anchor (the output of `cv4[level].norm`),
+  quantised to 8 bits with one scale per region (scale = max|e| / 127, values rounded half to even).
 - **Search scores**: a query t scores a region as `BNContrastiveHead` would,
-  `sigmoid(<e, t/|t|> * exp(logit_scale[level]) + bias[level])`, in float64 on the fp16 embedding; a photo's
+  `sigmoid(<e, t/|t|> * exp(logit_scale[level]) + bias[level])`, in float64 on the dequantised embedding; a photo's
   score is its best region's; photos with a region above `conf` are ranked by score (ties by path), and
   each lists its regions above `conf`, best first.
 - The reference's own float32 error of the region embeddings (against the same model in float64) is
-  recorded as `reference_error_embeddings`: a stored F16 value may differ from the reference's rounding by
-  one F16 step plus (ten times) that.
+  recorded as `reference_error_embeddings`: a stored 8-bit value may differ from the reference's rounding
+  by one step where ten times that error reaches a rounding boundary.
 - **`--exact`**: the candidates are the photos with a region above min(conf, 0.01), at most max(3·top, 30) of
   them; each is run through ultralytics with the query's own text features (`predict`, NMS at conf, IoU
   0.7, `scale_boxes`), ranked by its best detection.
@@ -47,9 +49,10 @@ OUT = os.path.join(ROOT, "Tests", "Fixtures", "index")
 PHOTOS = [f"scene-{i:04d}.jpg" for i in range(0, 11)]
 QUERIES = ["star", "ring", "white heart", "green circle", "blue shape", "dog"]
 IMGSZ = 640
-MAX_REGIONS = 32
-MIN_SCORE = 0.005
-SUPPRESSION_IOU = 0.6
+MAX_REGIONS = 64
+MIN_SCORE = 0.0
+SUPPRESSION_IOU = 0.95
+GENERIC_PROMPTS = ["object"]
 CONF = 0.1
 TOP = 20
 
@@ -75,12 +78,16 @@ def main() -> None:
     head = model.model[-1]
     levels = len(head.cv4)
     parameters = [(float(head.cv4[i].logit_scale.detach()), float(head.cv4[i].bias.detach())) for i in range(levels)]
-    vocabulary = model.txt_feats.float().reshape(1, -1, model.txt_feats.shape[-1])
+    with torch.no_grad():
+        generic = text.encode_text(clip.tokenize(GENERIC_PROMPTS, truncate=True)).float()
+    generic = generic / generic.norm(dim=-1, keepdim=True)
+    builtin = model.txt_feats.float().reshape(-1, model.txt_feats.shape[-1])
+    vocabulary = torch.cat([builtin, generic]).reshape(1, -1, builtin.shape[-1])
+    tensors: dict[str, torch.Tensor] = {"vocabulary.generic": generic.contiguous()}
     scenes = os.path.join(ROOT, "examples", "scenes")
 
     regions: dict[str, dict] = {}
     embedding_error = 0.0
-    tensors: dict[str, torch.Tensor] = {}
     for name in PHOTOS:
         image = cv2.imread(os.path.join(scenes, name))
         x = preprocess(image, IMGSZ)
@@ -109,7 +116,7 @@ def main() -> None:
         level_of = np.concatenate([np.full(captured[i].shape[2] * captured[i].shape[3], i) for i in range(levels)])
         assert embeddings.shape[0] == output.shape[1]
         best = output[4:].max(axis=0)
-        order = sorted(np.nonzero(best > MIN_SCORE)[0].tolist(), key=lambda a: (-best[a], a))
+        order = sorted(np.nonzero(best >= MIN_SCORE)[0].tolist(), key=lambda a: (-best[a], a))
         kept: list[tuple[int, np.ndarray]] = []
         for anchor in order:
             cx, cy, w, h = output[:4, anchor]
@@ -129,11 +136,16 @@ def main() -> None:
             "scores": [float(best[a]) for a in anchors],
             "boxes": scaled.tolist(),
         }
-        tensors[f"{name}.embeddings"] = torch.from_numpy(embeddings[anchors].astype(np.float16))
+        chosen = embeddings[anchors].astype(np.float32)
+        scales = (np.abs(chosen).max(axis=1) / np.float32(127)).astype(np.float32)
+        quantised = np.clip(np.round(chosen / scales[:, None]), -127, 127).astype(np.int8)
+        tensors[f"{name}.embeddings"] = torch.from_numpy(chosen)
+        tensors[f"{name}.quantised"] = torch.from_numpy(quantised)
+        tensors[f"{name}.scales"] = torch.from_numpy(scales)
         print(f"{name}: {len(order)} anchors above {MIN_SCORE}, {len(kept)} regions kept, best {best.max():.3f}")
 
     def region_scores(name: str, t: np.ndarray) -> list[tuple[float, list[float]]]:
-        e = tensors[f"{name}.embeddings"].numpy().astype(np.float64)
+        e = tensors[f"{name}.quantised"].numpy().astype(np.float64) * tensors[f"{name}.scales"].numpy()[:, None]
         similarity = e @ t
         out = []
         for k, s in enumerate(similarity):
@@ -182,7 +194,8 @@ def main() -> None:
     save_file(tensors, os.path.join(OUT, "regions.safetensors"))
     with open(os.path.join(OUT, "expected.json"), "w") as f:
         json.dump({"photos": PHOTOS, "imgsz": IMGSZ, "max_regions": MAX_REGIONS, "min_score": MIN_SCORE,
-                   "suppression_iou": SUPPRESSION_IOU, "conf": CONF, "top": TOP,
+                   "suppression_iou": SUPPRESSION_IOU, "generic_prompts": GENERIC_PROMPTS,
+                   "conf": CONF, "top": TOP,
                    "score_parameters": parameters, "reference_error_embeddings": embedding_error,
                    "regions": regions, "searches": searches}, f)
         f.write("\n")
