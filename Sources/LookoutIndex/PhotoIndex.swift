@@ -287,8 +287,9 @@ public final class PhotoIndex {
         var hits: [Hit] = []
         var scratch: [Float] = []
         try store.forEachPhoto(model: model.key) { path, width, height, regions in
-            let scored = scorer.score(blob: regions, embeddingSize: model.embeddingSize, scratch: &scratch)
-            let kept = scored.filter { $0.score > confidence }.sorted { $0.score > $1.score }
+            let kept = scorer.score(
+                blob: regions, embeddingSize: model.embeddingSize, above: confidence, scratch: &scratch
+            ).sorted { $0.score > $1.score }
             guard let best = kept.first else { return }
             hits.append(Hit(path: path, width: width, height: height, score: best.score, detections: kept))
         }

@@ -43,7 +43,7 @@ public struct Region: Sendable, Equatable {
     ///
     /// (Blobs written before 8-bit regions have the count's top bit clear and `embeddingSize` × F16 right
     /// after the 3 zero bytes; ``RegionScorer`` still reads them.)
-    static func encode(_ regions: [Region], embeddingSize: Int) -> [UInt8] {
+    public static func encode(_ regions: [Region], embeddingSize: Int) -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(4 + regions.count * recordSize(embeddingSize: embeddingSize, quantized: true))
         func append<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.littleEndian) { bytes += $0 } }
@@ -159,10 +159,10 @@ public struct RegionScorer: Sendable {
         return 1 / (1 + expf(-(similarity * expf(logitScale) + bias)))
     }
 
-    /// Scores of every region in a serialised blob (either format of ``Region/encode(_:embeddingSize:)``),
-    /// with their boxes.
+    /// Scores above `confidence` of the regions in a serialised blob (either format of
+    /// ``Region/encode(_:embeddingSize:)``), with their boxes.
     func score(
-        blob: UnsafeRawBufferPointer, embeddingSize: Int, scratch: inout [Float]
+        blob: UnsafeRawBufferPointer, embeddingSize: Int, above confidence: Float, scratch: inout [Float]
     ) -> [(score: Float, box: [Float])] {
         guard blob.count >= 4, query.count == embeddingSize else { return [] }
         let header = UInt32(littleEndian: blob.loadUnaligned(as: UInt32.self))
@@ -171,25 +171,17 @@ public struct RegionScorer: Sendable {
         let record = Region.recordSize(embeddingSize: embeddingSize, quantized: quantized)
         guard blob.count >= 4 + count * record else { return [] }
         if scratch.count < embeddingSize { scratch = [Float](repeating: 0, count: embeddingSize) }
+        func float(at offset: Int) -> Float {
+            Float(bitPattern: UInt32(littleEndian: blob.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
+        }
         var results: [(Float, [Float])] = []
-        results.reserveCapacity(count)
         for r in 0..<count {
             let base = 4 + r * record
-            let box = (0..<4).map {
-                Float(
-                    bitPattern: UInt32(littleEndian: blob.loadUnaligned(fromByteOffset: base + 4 * $0, as: UInt32.self))
-                )
-            }
-            let level = Int(blob[base + 20])
             var dot: Float = 0
             if quantized {
-                let scale = Float(
-                    bitPattern: UInt32(littleEndian: blob.loadUnaligned(fromByteOffset: base + 24, as: UInt32.self)))
                 let values = blob.baseAddress!.advanced(by: base + 28).assumingMemoryBound(to: Int8.self)
-                query.withUnsafeBufferPointer { q in
-                    for d in 0..<embeddingSize { dot += Float(values[d]) * q[d] }
-                }
-                dot *= scale
+                query.withUnsafeBufferPointer { q in dot = Self.dot(values, q.baseAddress!, count: embeddingSize) }
+                dot *= float(at: base + 24)
             } else {
                 scratch.withUnsafeMutableBufferPointer { target in
                     let source = blob.baseAddress!.advanced(by: base + 24).assumingMemoryBound(to: UInt16.self)
@@ -197,8 +189,29 @@ public struct RegionScorer: Sendable {
                 }
                 for d in 0..<embeddingSize { dot += scratch[d] * query[d] }
             }
-            results.append((probability(similarity: dot, level: level), box))
+            let score = probability(similarity: dot, level: Int(blob[base + 20]))
+            guard score > confidence else { continue }
+            results.append((score, (0..<4).map { float(at: base + 4 * $0) }))
         }
         return results
+    }
+
+    /// Σ values[d]·query[d], eight lanes at a time.
+    @inline(__always)
+    static func dot(_ values: UnsafePointer<Int8>, _ query: UnsafePointer<Float>, count: Int) -> Float {
+        var lanes = SIMD8<Float>()
+        var d = 0
+        while d + 8 <= count {
+            let raw = UnsafeRawPointer(values + d).loadUnaligned(as: SIMD8<Int8>.self)
+            let q = UnsafeRawPointer(query + d).loadUnaligned(as: SIMD8<Float>.self)
+            lanes += SIMD8<Float>(raw) * q
+            d += 8
+        }
+        var sum = lanes.sum()
+        while d < count {
+            sum += Float(values[d]) * query[d]
+            d += 1
+        }
+        return sum
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import LookoutIndex
 import LookoutJSON
+import LookoutSupport
 import Testing
 
 /// `lookout index` and `lookout search` as processes with the demo model, against the independent index
@@ -132,6 +133,56 @@ import Testing
         #expect(again.stderr.contains("4 photos indexed (0 computed, 0 reused, 4 unchanged"), "\(again.stderr)")
         let resized = try CLI.run(["index", folder + "/photos", "--plain", "--imgsz", "320"], environment: environment)
         #expect(resized.stderr.contains("4 photos indexed (4 computed"), "\(resized.stderr)")
+    }
+
+    /// `--classes FILE` (comments and blank lines ignored) is recorded with the index: another list
+    /// re-indexes every photo, as another model does; a shipped list is named by keyword; a missing, empty
+    /// or binary list is refused naming the file. Searching a shape the list leaves out still finds it.
+    @Test func classesChooseTheIndexVocabulary() throws {
+        let names = ["scene-0001.jpg", "scene-0003.jpg", "scene-0005.jpg"]
+        let folder = try Self.scratch(names)
+        defer { CLI.remove(folder) }
+        let db = folder + "/index.sqlite"
+        let classes = folder + "/classes.txt"
+        // The open-vocabulary fixture's list (every colour, five shapes: no star, heart or cross), with
+        // more comments, blank lines and padding.
+        let list = try String(
+            contentsOfFile: Self.root + "/Tests/Fixtures/open-vocabulary/classes.txt", encoding: .utf8)
+        try ("# more comment\n\n" + list.split(separator: "\n").map { "  \($0)  " }.joined(separator: "\n") + "\n\n")
+            .write(toFile: classes, atomically: true, encoding: .utf8)
+        let first = try CLI.run(["index", folder + "/photos", "--db", db, "--classes", classes, "--plain"])
+        #expect(first.status == 0 && first.stderr.contains("3 photos indexed (3 computed"), "\(first.stderr)")
+        // Shapes the list leaves out are found first where the scenes hold them (examples/scenes/truth.json).
+        for (query, holder) in [
+            ("green star", "scene-0001.jpg"), ("black star", "scene-0003.jpg"), ("white heart", "scene-0005.jpg"),
+            ("orange cross", "scene-0001.jpg"),
+        ] {
+            let search = try CLI.run(["search", query, "--db", db, "--json", "--conf", "0"])
+            let ranked = try Reference.lines(search.stdout).map { Self.name($0["image"]!.string!) }
+            #expect(ranked.first == holder, "\(query): \(ranked)")
+        }
+
+        let same = try CLI.run(["index", folder + "/photos", "--db", db, "--classes", classes, "--plain"])
+        #expect(same.stderr.contains("(0 computed, 0 reused, 3 unchanged"), "\(same.stderr)")
+        try "red circle\nblue square\n".write(toFile: classes, atomically: true, encoding: .utf8)  // other classes
+        let other = try CLI.run(["index", folder + "/photos", "--db", db, "--classes", classes, "--plain"])
+        #expect(other.status == 0 && other.stderr.contains("(3 computed"), "\(other.stderr)")
+        let builtin = try CLI.run(["index", folder + "/photos", "--db", db, "--plain"])
+        #expect(builtin.status == 0 && builtin.stderr.contains("(3 computed"), "\(builtin.stderr)")
+
+        let shipped = try CLI.run(["index", folder + "/photos", "--db", folder + "/coco.sqlite", "--classes", "coco"])
+        #expect(shipped.status == 0, "\(shipped.stderr)")
+
+        try "# nothing but comments\n\n".write(toFile: folder + "/empty.txt", atomically: true, encoding: .utf8)
+        try Data([0, 159, 146, 150]).write(to: URL(fileURLWithPath: folder + "/binary.txt"))
+        for (list, message) in [
+            (folder + "/missing.txt", "missing.txt: No such file or directory (--classes takes a file"),
+            (folder + "/empty.txt", "empty.txt: no class names in it"),
+            (folder + "/binary.txt", "binary.txt: not text"),
+        ] {
+            let refused = try CLI.run(["index", folder + "/photos", "--db", folder + "/x.sqlite", "--classes", list])
+            #expect(refused.status == 1 && refused.stderr.contains(message), "\(refused.stderr)")
+        }
     }
 
     @Test func failuresAreRecordedAndListed() throws {
