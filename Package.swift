@@ -108,7 +108,10 @@ let package = Package(
         .testTarget(name: "LookoutWeightsTests", dependencies: ["LookoutSupport", "LookoutWeights", "LookoutJSON"]),
         .testTarget(
             name: "LookoutTextEncoderTests",
-            dependencies: ["LookoutSupport", "LookoutTextEncoder", "LookoutTokenizer", "LookoutWeights", "LookoutJSON"]
+            dependencies: [
+                "LookoutSupport", "LookoutTextEncoder", "LookoutTokenizer", "LookoutWeights", "LookoutJSON",
+                "LookoutImage",
+            ]
         ),
         .testTarget(
             name: "LookoutDetectorTests",

@@ -43,7 +43,8 @@ static void png_on_warning(png_structp png, png_const_charp message) {
     (void)message;
 }
 
-static int png_decode(const uint8_t *data, size_t size, long long max_pixels, lookout_decoded *result, int header_only) {
+static int png_decode(const uint8_t *data, size_t size, long long max_pixels, lookout_decoded *result, int header_only,
+                      int *pil_mode) {
     png_messages messages = {result->error, sizeof result->error};
     png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &messages, png_on_error, png_on_warning);
     if (!png) {
@@ -82,16 +83,31 @@ static int png_decode(const uint8_t *data, size_t size, long long max_pixels, lo
     if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
     if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
     if (color == PNG_COLOR_TYPE_GRAY || color == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_gray_to_rgb(png);
-    if (png_get_valid(png, info, PNG_INFO_tRNS)) png_set_tRNS_to_alpha(png);
-    png_set_strip_alpha(png);
-    png_set_bgr(png);
+    int channels = 3;
+    if (pil_mode) {
+        /* As PIL opens it: the mode says how CLIP's preprocessing resizes; a tRNS chunk is ignored (PIL keeps it
+           aside and convert("RGB") drops it); pixels come out RGBA, alpha 255 where the file has none. */
+        switch (color) {
+            case PNG_COLOR_TYPE_GRAY: *pil_mode = depth == 1 ? LOOKOUT_MODE_1 : depth == 16 ? LOOKOUT_MODE_I16 : LOOKOUT_MODE_L; break;
+            case PNG_COLOR_TYPE_GRAY_ALPHA: *pil_mode = LOOKOUT_MODE_LA; break;
+            case PNG_COLOR_TYPE_PALETTE: *pil_mode = LOOKOUT_MODE_P; break;
+            case PNG_COLOR_TYPE_RGB_ALPHA: *pil_mode = LOOKOUT_MODE_RGBA; break;
+            default: *pil_mode = LOOKOUT_MODE_RGB; break;
+        }
+        if (!(color & PNG_COLOR_MASK_ALPHA)) png_set_filler(png, 0xFF, PNG_FILLER_AFTER);
+        channels = 4;
+    } else {
+        if (png_get_valid(png, info, PNG_INFO_tRNS)) png_set_tRNS_to_alpha(png);
+        png_set_strip_alpha(png);
+        png_set_bgr(png);
+    }
     png_set_interlace_handling(png);
     png_read_update_info(png, info);
-    if (png_get_rowbytes(png, info) != (size_t)width * 3) png_error(png, "unexpected row layout");
-    pixels = (png_bytep)malloc((size_t)width * height * 3);
+    if (png_get_rowbytes(png, info) != (size_t)width * channels) png_error(png, "unexpected row layout");
+    pixels = (png_bytep)malloc((size_t)width * height * channels);
     rows = (png_bytepp)malloc(sizeof(png_bytep) * height);
     if (!pixels || !rows) png_error(png, "out of memory");
-    for (png_uint_32 y = 0; y < height; y++) rows[y] = pixels + (size_t)y * width * 3;
+    for (png_uint_32 y = 0; y < height; y++) rows[y] = pixels + (size_t)y * width * channels;
     png_read_image(png, rows);
     png_read_end(png, NULL);
     free(rows);
@@ -169,7 +185,7 @@ int lookout_image_size(const uint8_t *data, size_t size, int *width, int *height
     memset(&result, 0, sizeof result);
     int status;
     if (is_png(data, size)) {
-        status = png_decode(data, size, (long long)1 << 62, &result, 1);
+        status = png_decode(data, size, (long long)1 << 62, &result, 1, NULL);
     } else if (is_jpeg(data, size)) {
         status = jpeg_decode(data, size, (long long)1 << 62, &result, 1);
     } else {
@@ -185,12 +201,51 @@ int lookout_image_size(const uint8_t *data, size_t size, int *width, int *height
 void lookout_image_decode(const uint8_t *data, size_t size, long long max_pixels, lookout_decoded *result) {
     memset(result, 0, sizeof *result);
     if (is_png(data, size)) {
-        png_decode(data, size, max_pixels, result, 0);
+        png_decode(data, size, max_pixels, result, 0, NULL);
     } else if (is_jpeg(data, size)) {
         jpeg_decode(data, size, max_pixels, result, 0);
     } else {
         snprintf(result->error, sizeof result->error, "not a JPEG or PNG file (unsupported format)");
     }
+}
+
+void lookout_image_decode_pil(const uint8_t *data, size_t size, long long max_pixels, lookout_decoded *result,
+                              int *mode) {
+    memset(result, 0, sizeof *result);
+    *mode = LOOKOUT_MODE_RGB;
+    if (is_png(data, size)) {
+        png_decode(data, size, max_pixels, result, 0, mode);
+        return;
+    }
+    if (!is_jpeg(data, size)) {
+        snprintf(result->error, sizeof result->error, "not a JPEG or PNG file (unsupported format)");
+        return;
+    }
+    if (jpeg_decode(data, size, max_pixels, result, 0) != 0) return;
+    /* The JPEG's colour space, as PIL names the mode it opens: L for one component, CMYK for four. */
+    tjhandle handle = tjInitDecompress();
+    int width = 0, height = 0, subsampling = 0, colorspace = 0;
+    if (handle && tjDecompressHeader3(handle, data, (unsigned long)size, &width, &height, &subsampling, &colorspace) == 0) {
+        if (colorspace == TJCS_GRAY) *mode = LOOKOUT_MODE_L;
+        if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) *mode = LOOKOUT_MODE_CMYK;
+    }
+    if (handle) tjDestroy(handle);
+    size_t count = (size_t)result->width * result->height;
+    uint8_t *rgba = (uint8_t *)malloc(count * 4);
+    if (!rgba) {
+        free(result->pixels);
+        result->pixels = NULL;
+        snprintf(result->error, sizeof result->error, "JPEG: out of memory");
+        return;
+    }
+    for (size_t p = 0; p < count; p++) {
+        rgba[4 * p] = result->pixels[3 * p + 2];
+        rgba[4 * p + 1] = result->pixels[3 * p + 1];
+        rgba[4 * p + 2] = result->pixels[3 * p];
+        rgba[4 * p + 3] = 255;
+    }
+    free(result->pixels);
+    result->pixels = rgba;
 }
 
 // ------------------------------------------------------------------------------------------------ encoding

@@ -167,6 +167,18 @@ public enum Kernels {
         qkv: UnsafePointer<Float>, length: Int, width: Int, head: Int, headSize: Int, scale: Float,
         into output: UnsafeMutablePointer<Float>, scratch: UnsafeMutablePointer<Float>
     ) {
+        attentionHead(
+            qkv: qkv, length: length, width: width, head: head, headSize: headSize, scale: scale, causal: true,
+            into: output, scratch: scratch)
+    }
+
+    /// One head of scaled dot-product attention over `length` rows of packed q, k, v (`3 × width` per row):
+    /// causal (row i attends to rows 0…i, the text tower) or full (every row, the image tower). `scratch`
+    /// holds at least `length` floats.
+    public static func attentionHead(
+        qkv: UnsafePointer<Float>, length: Int, width: Int, head: Int, headSize: Int, scale: Float, causal: Bool,
+        into output: UnsafeMutablePointer<Float>, scratch: UnsafeMutablePointer<Float>
+    ) {
         let stride = 3 * width
         let q = qkv + head * headSize
         let k = qkv + width + head * headSize
@@ -174,7 +186,8 @@ public enum Kernels {
         for i in 0..<length {
             let query = q + i * stride
             var maximum = -Float.infinity
-            for j in 0...i {
+            let last = causal ? i : length - 1
+            for j in 0...last {
                 let key = k + j * stride
                 var dot: Float = 0
                 for d in 0..<headSize { dot += query[d] * key[d] }
@@ -183,14 +196,14 @@ public enum Kernels {
                 maximum = max(maximum, score)
             }
             var total: Float = 0
-            for j in 0...i {
+            for j in 0...last {
                 let e = expf(scratch[j] - maximum)
                 scratch[j] = e
                 total += e
             }
             let out = output + i * width + head * headSize
             for d in 0..<headSize { out[d] = 0 }
-            for j in 0...i {
+            for j in 0...last {
                 let weight = scratch[j] / total
                 let value = v + j * stride
                 for d in 0..<headSize { out[d] += weight * value[d] }

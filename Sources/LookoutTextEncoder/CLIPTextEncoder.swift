@@ -47,9 +47,12 @@ public final class CLIPTextEncoder: Sendable {
             total += length
         }
         var x = embed(rows, lengths: lengths, starts: starts, total: total)
-        var buffers = LayerBuffers(rows: total, width: configuration.width)
+        var buffers = CLIPTransformer.Buffers(rows: total, width: configuration.width)
+        let transformer = CLIPTransformer(
+            width: configuration.width, heads: configuration.heads, epsilon: configuration.layerNormEpsilon,
+            causal: true)
         for layer in weights.layers {
-            apply(layer, to: &x, buffers: &buffers, lengths: lengths, starts: starts, pool: pool)
+            transformer.apply(layer, to: &x, buffers: &buffers, lengths: lengths, starts: starts, pool: pool)
         }
         return project(x, lengths: lengths, starts: starts)
     }
@@ -75,77 +78,6 @@ public final class CLIPTextEncoder: Sendable {
             }
         }
         return x
-    }
-
-    /// Scratch space of one forward pass, reused by every layer.
-    struct LayerBuffers {
-        var normed: [Float]
-        var qkv: [Float]
-        var attention: [Float]
-        var hidden: [Float]
-        var projected: [Float]
-
-        init(rows: Int, width: Int) {
-            normed = [Float](repeating: 0, count: rows * width)
-            qkv = [Float](repeating: 0, count: rows * 3 * width)
-            attention = [Float](repeating: 0, count: rows * width)
-            hidden = [Float](repeating: 0, count: rows * 4 * width)
-            projected = [Float](repeating: 0, count: rows * width)
-        }
-    }
-
-    /// One residual attention block: x += attn(ln_1(x)); x += mlp(ln_2(x)), causal attention within each query.
-    func apply(
-        _ layer: CLIPTextLayer, to x: inout [Float], buffers: inout LayerBuffers, lengths: [Int], starts: [Int],
-        pool: ComputePool
-    ) {
-        let width = configuration.width
-        let heads = configuration.heads
-        let headSize = width / heads
-        let total = x.count / width
-        let scale = 1 / Float(headSize).squareRoot()
-        let epsilon = configuration.layerNormEpsilon
-        let contextLength = configuration.contextLength
-        let queries = lengths.count
-        x.withUnsafeMutableBufferPointer { x in
-            buffers.normed.withUnsafeMutableBufferPointer { normed in
-                buffers.qkv.withUnsafeMutableBufferPointer { qkv in
-                    buffers.attention.withUnsafeMutableBufferPointer { attention in
-                        buffers.hidden.withUnsafeMutableBufferPointer { hidden in
-                            buffers.projected.withUnsafeMutableBufferPointer { projected in
-                                let x = x.baseAddress!, normed = normed.baseAddress!, qkv = qkv.baseAddress!
-                                let attention = attention.baseAddress!, hidden = hidden.baseAddress!
-                                let projected = projected.baseAddress!
-                                layer.ln1.apply(x, rows: total, epsilon: epsilon, into: normed)
-                                layer.inProjection.linear(normed, rows: total, into: qkv, pool: pool)
-                                let qkvShared = UnsafeSendable(UnsafePointer(qkv))
-                                let attentionShared = UnsafeSendable(attention)
-                                pool.parallelFor(queries * heads, chunk: 1) { range in
-                                    let scratch = UnsafeMutablePointer<Float>.allocate(capacity: 128 + contextLength)
-                                    defer { scratch.deallocate() }
-                                    for item in range {
-                                        let query = item / heads
-                                        let head = item % heads
-                                        let start = starts[query]
-                                        Kernels.causalAttentionHead(
-                                            qkv: qkvShared.pointer + start * 3 * width, length: lengths[query],
-                                            width: width, head: head, headSize: headSize, scale: scale,
-                                            into: attentionShared.pointer + start * width, scratch: scratch)
-                                    }
-                                }
-                                layer.outProjection.linear(attention, rows: total, into: projected, pool: pool)
-                                Kernels.add(projected, into: x, count: total * width)
-                                layer.ln2.apply(x, rows: total, epsilon: epsilon, into: normed)
-                                layer.fc.linear(normed, rows: total, into: hidden, pool: pool)
-                                Kernels.quickGELU(hidden, count: total * 4 * width)
-                                layer.projection.linear(hidden, rows: total, into: projected, pool: pool)
-                                Kernels.add(projected, into: x, count: total * width)
-                            }
-                        }
-                    }
-                }
-            }
-        }
     }
 
     /// Final LayerNorm on each query's EOT row, the text projection, L2 normalisation.

@@ -68,7 +68,7 @@ struct LayerNormWeights: Sendable {
     }
 }
 
-struct CLIPTextLayer: Sendable {
+struct CLIPLayer: Sendable {
     let ln1: LayerNormWeights
     let inProjection: Linear
     let outProjection: Linear
@@ -91,7 +91,7 @@ struct CLIPTextWeights: Sendable {
     let configuration: CLIPTextConfiguration
     let tokenEmbedding: [Float]
     let positionalEmbedding: [Float]
-    let layers: [CLIPTextLayer]
+    let layers: [CLIPLayer]
     let finalNorm: LayerNormWeights
     /// width × embedding, multiplied on the right.
     let projection: [Float]
@@ -162,7 +162,7 @@ struct CLIPTextWeights: Sendable {
                 halfWeight: try file.view(name + ".weight").halfBits(),
                 bias: try file.floats(name + ".bias", shape: [outputs]), inputs: inputs, outputs: outputs)
         }
-        var layers: [CLIPTextLayer] = []
+        var layers: [CLIPLayer] = []
         for index in 0..<layerCount {
             let p = layerPrefix + "\(index)."
             let inProjection: Linear
@@ -186,7 +186,7 @@ struct CLIPTextWeights: Sendable {
             }
             let (ln1, ln2) = hf ? ("layer_norm1", "layer_norm2") : ("ln_1", "ln_2")
             layers.append(
-                CLIPTextLayer(
+                CLIPLayer(
                     ln1: try norm(p + ln1),
                     inProjection: inProjection,
                     outProjection: try linear(

@@ -19,6 +19,24 @@ int lookout_image_size(const uint8_t *data, size_t size, int *width, int *height
 /// dropped, 16-bit reduced by keeping the high byte. `max_pixels` bounds width*height.
 void lookout_image_decode(const uint8_t *data, size_t size, long long max_pixels, lookout_decoded *result);
 
+/// The mode PIL opens an image in, which decides how CLIP's preprocessing resizes it.
+enum {
+    LOOKOUT_MODE_RGB = 0,
+    LOOKOUT_MODE_L = 1,     /// grayscale
+    LOOKOUT_MODE_RGBA = 2,  /// resized premultiplied
+    LOOKOUT_MODE_LA = 3,    /// resized premultiplied
+    LOOKOUT_MODE_P = 4,     /// palette: resized nearest-neighbour
+    LOOKOUT_MODE_1 = 5,     /// bilevel: resized nearest-neighbour
+    LOOKOUT_MODE_CMYK = 6,  /// converted as OpenCV does (PIL's conversion differs)
+    LOOKOUT_MODE_I16 = 7,   /// 16-bit grayscale, reduced to its high byte (PIL keeps 16 bits)
+};
+
+/// Decodes a JPEG or PNG as PIL's `Image.open` sees it: RGBA pixels (`pixels` holds width*height*4 bytes;
+/// alpha 255 where the file has none, a tRNS chunk ignored), gray replicated, palettes expanded, 16 bits
+/// reduced to the high byte, no EXIF orientation; `mode` receives the PIL mode.
+void lookout_image_decode_pil(const uint8_t *data, size_t size, long long max_pixels, lookout_decoded *result,
+                              int *mode);
+
 /// Result of encoding: the bytes of a JPEG or PNG file.
 typedef struct {
     uint8_t *bytes;  /// malloc'ed; free with lookout_codecs_free

@@ -1,0 +1,300 @@
+import CLookoutCodecs
+
+/// A photo as PIL's `Image.open` sees it: RGBA pixels and the mode PIL opens it in, which decides how CLIP's
+/// preprocessing resizes it.
+public struct PILImage: Sendable {
+    public enum Mode: Int32, Sendable {
+        case rgb = 0, grayscale = 1, rgba = 2, grayscaleAlpha = 3, palette = 4, bilevel = 5, cmyk = 6, gray16 = 7
+
+        /// PIL's name.
+        public var name: String {
+            ["RGB", "L", "RGBA", "LA", "P", "1", "CMYK", "I;16"][Int(rawValue)]
+        }
+    }
+
+    /// RGBA, 8 bits per channel (`width × height × 4`); EXIF orientation applied (see ``CLIPPreprocessing``).
+    public var image: Image
+    public var mode: Mode
+}
+
+/// CLIP's image preprocessing, exactly as OpenAI's `clip._transform(n_px)` computes it on a PIL image:
+/// torchvision's `Resize(n_px, BICUBIC)` (PIL's `Image.resize`), `CenterCrop(n_px)`, `convert("RGB")`,
+/// `ToTensor`, `Normalize(mean, std)`.
+///
+/// - Resize: the short side becomes `n_px`, the long one `int(n_px · long / short)`; PIL's two-pass
+///   separable convolution with the bicubic kernel (a = −0.5, support 2, widened by the scale when
+///   shrinking), coefficients in 22-bit fixed point, passes ordered as Pillow 13 orders them, an 8-bit
+///   image between the passes. RGBA and LA images are resized premultiplied
+///   by alpha and divided back (PIL's `RGBa`); palette and bilevel images are resized nearest-neighbour,
+///   as PIL does for modes P and 1.
+/// - CenterCrop: `top = round((h − n)/2)`, `left = round((w − n)/2)` with Python's `round` (halves to even).
+/// - `convert("RGB")` drops alpha without compositing; gray and palette images are expanded.
+///
+/// One difference, by design: Lookout applies a JPEG's EXIF orientation (as it does everywhere); PIL's
+/// `Image.open` does not. CMYK JPEGs are converted as OpenCV does and 16-bit grayscale PNGs reduced to their
+/// high byte; PIL converts those two otherwise, so their parity is not claimed.
+public enum CLIPPreprocessing {
+    public static let mean: [Float] = [0.48145466, 0.4578275, 0.40821073]
+    public static let std: [Float] = [0.26862954, 0.26130258, 0.27577711]
+
+    /// Decodes a JPEG or PNG as PIL opens it.
+    public static func decode(
+        _ bytes: [UInt8], name: String, pixelLimit: Int = ImageFile.defaultPixelLimit
+    ) throws(ImageError) -> PILImage {
+        var result = lookout_decoded()
+        var mode: Int32 = 0
+        bytes.withUnsafeBufferPointer { buffer in
+            lookout_image_decode_pil(buffer.baseAddress, buffer.count, Int64(pixelLimit), &result, &mode)
+        }
+        defer { lookout_codecs_free(result.pixels) }
+        let message = withUnsafeBytes(of: result.error) { raw in
+            String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+        }
+        guard message.isEmpty, let pixels = result.pixels, result.width > 0, result.height > 0 else {
+            let kind = message.isEmpty ? .damaged : ImageError.decodingKind(message)
+            if kind == .unsupportedFormat, let format = ImageFile.otherFormat(bytes) {
+                throw ImageError(
+                    path: name, kind: kind,
+                    problem:
+                        "a \(format) image: Lookout reads JPEG and PNG (convert it first, e.g. `convert IN OUT.png`)")
+            }
+            throw ImageError(path: name, kind: kind, problem: message.isEmpty ? "cannot decode the image" : message)
+        }
+        let count = Int(result.width) * Int(result.height) * 4
+        let image = Image(
+            width: Int(result.width), height: Int(result.height), channels: 4,
+            pixels: Array(UnsafeBufferPointer(start: pixels, count: count)))
+        return PILImage(image: image.oriented(ExifOrientation.read(bytes)), mode: PILImage.Mode(rawValue: mode) ?? .rgb)
+    }
+
+    /// The 8-bit RGB image (`n × n × 3`) that `ToTensor` receives.
+    public static func resizedAndCropped(_ photo: PILImage, size n: Int) -> Image {
+        let width = photo.image.width, height = photo.image.height
+        let short = min(width, height), long = max(width, height)
+        let newLong = Int(Double(n * long) / Double(short))
+        let (newWidth, newHeight) = width <= height ? (n, newLong) : (newLong, n)
+        var resized: Image
+        if newWidth == width && newHeight == height {
+            resized = photo.image
+        } else {
+            switch photo.mode {
+            case .palette, .bilevel:
+                resized = nearest(photo.image, width: newWidth, height: newHeight)
+            case .rgba, .grayscaleAlpha:
+                resized = unpremultiplied(bicubic(premultiplied(photo.image), width: newWidth, height: newHeight))
+            default:
+                resized = bicubic(photo.image, width: newWidth, height: newHeight)
+            }
+        }
+        let top = Int((Double(resized.height - n) / 2).rounded(.toNearestOrEven))
+        let left = Int((Double(resized.width - n) / 2).rounded(.toNearestOrEven))
+        var rgb = [UInt8](repeating: 0, count: n * n * 3)
+        for y in 0..<n {
+            for x in 0..<n {
+                let from = ((y + top) * resized.width + (x + left)) * 4
+                let to = (y * n + x) * 3
+                rgb[to] = resized.pixels[from]
+                rgb[to + 1] = resized.pixels[from + 1]
+                rgb[to + 2] = resized.pixels[from + 2]
+            }
+        }
+        return Image(width: n, height: n, channels: 3, pixels: rgb)
+    }
+
+    /// `ToTensor` then `Normalize`: channels first, `(v / 255 − mean) / std` in Float32.
+    public static func tensor(_ rgb: Image) -> [Float] {
+        let count = rgb.width * rgb.height
+        var out = [Float](repeating: 0, count: 3 * count)
+        for c in 0..<3 {
+            for p in 0..<count { out[c * count + p] = (Float(rgb.pixels[p * 3 + c]) / 255 - mean[c]) / std[c] }
+        }
+        return out
+    }
+
+    // MARK: Resampling
+
+    static let precisionBits = 22
+
+    /// PIL's `bicubic_filter`.
+    static func bicubicKernel(_ x: Double) -> Double {
+        let a = -0.5
+        let x = abs(x)
+        if x < 1 { return ((a + 2) * x - (a + 3)) * x * x + 1 }
+        if x < 2 { return (((x - 5) * x + 8) * x - 4) * a }
+        return 0
+    }
+
+    /// PIL's `precompute_coeffs` then `normalize_coeffs_8bpc`: for each output position, the first input
+    /// position and the fixed-point weights.
+    static func coefficients(inSize: Int, outSize: Int) -> (bounds: [(start: Int, count: Int)], weights: [[Int32]]) {
+        let scale = Double(Float(inSize)) / Double(outSize)
+        let filterScale = max(scale, 1)
+        let support = 2 * filterScale
+        var bounds: [(Int, Int)] = []
+        var weights: [[Int32]] = []
+        bounds.reserveCapacity(outSize)
+        weights.reserveCapacity(outSize)
+        for xx in 0..<outSize {
+            let center = (Double(xx) + 0.5) * scale
+            let inverse = 1 / filterScale
+            let xmin = max(Int(center - support + 0.5), 0)
+            let xmax = min(Int(center + support + 0.5), inSize) - xmin
+            var k = (0..<max(0, xmax)).map { bicubicKernel((Double($0 + xmin) - center + 0.5) * inverse) }
+            let total = k.reduce(0, +)
+            if total != 0 { k = k.map { $0 / total } }
+            let unit = Double(1 << precisionBits)
+            weights.append(k.map { Int32($0 < 0 ? (-0.5 + $0 * unit) : (0.5 + $0 * unit)) })
+            bounds.append((xmin, max(0, xmax)))
+        }
+        return (bounds, weights)
+    }
+
+    @inline(__always)
+    static func clip8(_ sum: Int32) -> UInt8 {
+        let value = sum >> Int32(precisionBits)
+        return value < 0 ? 0 : value > 255 ? 255 : UInt8(value)
+    }
+
+    /// PIL's `ImagingResampleInner` with the bicubic filter, on 4-channel 8-bit pixels. The horizontal pass
+    /// runs first (over only the rows the vertical pass reads) unless the height shrinks by more than twice
+    /// as many pixels as the width does (Pillow 13's rule); an 8-bit image lies between the passes.
+    static func bicubic(_ image: Image, width: Int, height: Int) -> Image {
+        precondition(image.channels == 4)
+        let needHorizontal = width != image.width
+        let needVertical = height != image.height
+        let shrink = image.height - height
+        let horizontalFirst = !(shrink > 0 && shrink > (image.width - width) * 2)
+        var current = image
+        if horizontalFirst {
+            if needHorizontal {
+                var rows = 0..<image.height
+                if needVertical {
+                    let vertical = coefficients(inSize: image.height, outSize: height)
+                    rows =
+                        vertical.bounds[0]
+                        .start..<(vertical.bounds[height - 1].start + vertical.bounds[height - 1].count)
+                }
+                current = horizontalPass(current, rows: rows, width: width)
+                if needVertical {
+                    current = verticalPass(current, rowOffset: rows.lowerBound, from: image.height, height: height)
+                }
+            } else if needVertical {
+                current = verticalPass(current, rowOffset: 0, from: image.height, height: height)
+            }
+        } else {
+            if needVertical { current = verticalPass(current, rowOffset: 0, from: image.height, height: height) }
+            if needHorizontal { current = horizontalPass(current, rows: 0..<height, width: width) }
+        }
+        return current
+    }
+
+    /// `ImagingResampleHorizontal_8bpc` over `rows` of the input.
+    static func horizontalPass(_ image: Image, rows: Range<Int>, width: Int) -> Image {
+        let horizontal = coefficients(inSize: image.width, outSize: width)
+        var output = [UInt8](repeating: 0, count: width * rows.count * 4)
+        image.pixels.withUnsafeBufferPointer { input in
+            for y in 0..<rows.count {
+                let row = (y + rows.lowerBound) * image.width * 4
+                for x in 0..<width {
+                    let (start, count) = horizontal.bounds[x]
+                    let k = horizontal.weights[x]
+                    var sums: (Int32, Int32, Int32, Int32) = (1 << 21, 1 << 21, 1 << 21, 1 << 21)
+                    for i in 0..<count {
+                        let p = row + (start + i) * 4
+                        sums.0 &+= Int32(input[p]) &* k[i]
+                        sums.1 &+= Int32(input[p + 1]) &* k[i]
+                        sums.2 &+= Int32(input[p + 2]) &* k[i]
+                        sums.3 &+= Int32(input[p + 3]) &* k[i]
+                    }
+                    let out = (y * width + x) * 4
+                    output[out] = clip8(sums.0)
+                    output[out + 1] = clip8(sums.1)
+                    output[out + 2] = clip8(sums.2)
+                    output[out + 3] = clip8(sums.3)
+                }
+            }
+        }
+        return Image(width: width, height: rows.count, channels: 4, pixels: output)
+    }
+
+    /// `ImagingResampleVertical_8bpc`: coefficients for `from` input rows, the first of which is the
+    /// image's row `rowOffset` (the rows a horizontal pass kept).
+    static func verticalPass(_ image: Image, rowOffset: Int, from inputHeight: Int, height: Int) -> Image {
+        let vertical = coefficients(inSize: inputHeight, outSize: height)
+        let width = image.width
+        var output = [UInt8](repeating: 0, count: width * height * 4)
+        image.pixels.withUnsafeBufferPointer { input in
+            for y in 0..<height {
+                let (start, count) = vertical.bounds[y]
+                let k = vertical.weights[y]
+                for x in 0..<width {
+                    var sums: (Int32, Int32, Int32, Int32) = (1 << 21, 1 << 21, 1 << 21, 1 << 21)
+                    for i in 0..<count {
+                        let p = ((start - rowOffset + i) * width + x) * 4
+                        sums.0 &+= Int32(input[p]) &* k[i]
+                        sums.1 &+= Int32(input[p + 1]) &* k[i]
+                        sums.2 &+= Int32(input[p + 2]) &* k[i]
+                        sums.3 &+= Int32(input[p + 3]) &* k[i]
+                    }
+                    let out = (y * width + x) * 4
+                    output[out] = clip8(sums.0)
+                    output[out + 1] = clip8(sums.1)
+                    output[out + 2] = clip8(sums.2)
+                    output[out + 3] = clip8(sums.3)
+                }
+            }
+        }
+        return Image(width: width, height: height, channels: 4, pixels: output)
+    }
+
+    /// PIL's nearest-neighbour resize (`ImagingScaleAffine`): input column of output x is the integer part
+    /// of `scale · 0.5 + x · scale`, accumulated step by step in double precision as PIL does.
+    static func nearest(_ image: Image, width: Int, height: Int) -> Image {
+        func table(inSize: Int, outSize: Int) -> [Int] {
+            let step = Double(Float(inSize)) / Double(outSize)
+            var position = step * 0.5
+            var out: [Int] = []
+            for _ in 0..<outSize {
+                out.append(position < 0 ? -1 : min(Int(position), inSize - 1))
+                position += step
+            }
+            return out
+        }
+        let columns = table(inSize: image.width, outSize: width)
+        let rows = table(inSize: image.height, outSize: height)
+        var output = [UInt8](repeating: 0, count: width * height * 4)
+        for y in 0..<height {
+            for x in 0..<width {
+                let from = (rows[y] * image.width + columns[x]) * 4
+                let to = (y * width + x) * 4
+                for c in 0..<4 { output[to + c] = image.pixels[from + c] }
+            }
+        }
+        return Image(width: width, height: height, channels: 4, pixels: output)
+    }
+
+    /// PIL's `RGBA → RGBa`: each colour times alpha / 255, rounded as `MULDIV255`.
+    static func premultiplied(_ image: Image) -> Image {
+        var out = image
+        for p in stride(from: 0, to: out.pixels.count, by: 4) {
+            let alpha = UInt32(out.pixels[p + 3])
+            for c in 0..<3 {
+                let t = UInt32(out.pixels[p + c]) * alpha + 128
+                out.pixels[p + c] = UInt8(((t >> 8) + t) >> 8)
+            }
+        }
+        return out
+    }
+
+    /// PIL's `RGBa → RGBA`: each colour times 255 / alpha (integer division, clipped), unchanged where alpha
+    /// is 0 or 255.
+    static func unpremultiplied(_ image: Image) -> Image {
+        var out = image
+        for p in stride(from: 0, to: out.pixels.count, by: 4) {
+            let alpha = UInt32(out.pixels[p + 3])
+            guard alpha != 0 && alpha != 255 else { continue }
+            for c in 0..<3 { out.pixels[p + c] = UInt8(min(255, 255 * UInt32(out.pixels[p + c]) / alpha)) }
+        }
+        return out
+    }
+}

@@ -1,0 +1,230 @@
+import LookoutTensor
+import LookoutWeights
+
+/// Sizes of a CLIP image tower (OpenAI `VisionTransformer`), all read from the weights.
+public struct CLIPImageConfiguration: Sendable, Equatable {
+    public let width: Int
+    public let layers: Int
+    /// `width / 64`, as OpenAI's `build_model` derives it.
+    public let heads: Int
+    public let patchSize: Int
+    /// Patches per side: the input is `patchSize · grid` pixels square.
+    public let grid: Int
+    public let embeddingSize: Int
+    public let layerNormEpsilon: Float = 1e-5
+
+    /// `visual.input_resolution`: the side of the square the preprocessing crops to.
+    public var inputResolution: Int { patchSize * grid }
+    /// Tokens per photo: the class token and one per patch.
+    public var tokens: Int { grid * grid + 1 }
+}
+
+/// The image tower's tensors (OpenAI names, `visual.*`), converted to Float32 and checked at load.
+struct CLIPImageWeights: Sendable {
+    let configuration: CLIPImageConfiguration
+    /// `conv1` as a linear layer over flattened patches (channel, row, column), no bias.
+    let patchEmbedding: Linear
+    let classEmbedding: [Float]
+    let positionalEmbedding: [Float]
+    let preNorm: LayerNormWeights
+    let layers: [CLIPLayer]
+    let postNorm: LayerNormWeights
+    /// width × embedding, multiplied on the right.
+    let projection: [Float]
+
+    init(_ weights: WeightFile) throws(WeightsError) {
+        let file = WeightBinding(weights)
+        guard file.has("visual.conv1.weight") else {
+            throw WeightsError(
+                path: file.path, kind: .wrongModel,
+                problem: "no CLIP image tower (visual.conv1.weight is absent; OpenAI's ViT-B-32.pt holds one)")
+        }
+        let conv = try file.view("visual.conv1.weight")
+        let positions = try file.view("visual.positional_embedding")
+        let projectionView = try file.view("visual.proj")
+        guard conv.shape.count == 4, conv.shape[1] == 3, conv.shape[2] == conv.shape[3], conv.shape[2] > 0,
+            positions.shape.count == 2, projectionView.shape.count == 2
+        else {
+            throw WeightsError(
+                path: file.path,
+                problem:
+                    "visual.conv1.weight \(conv.shape), visual.positional_embedding \(positions.shape), visual.proj \(projectionView.shape) are not a CLIP image tower's shapes"
+            )
+        }
+        let width = conv.shape[0]
+        let patch = conv.shape[2]
+        let tokens = positions.shape[0]
+        let grid = Int(Double(tokens - 1).squareRoot().rounded())
+        guard width >= 64, width % 64 == 0, grid > 0, grid * grid + 1 == tokens, positions.shape[1] == width,
+            projectionView.shape[0] == width
+        else {
+            throw WeightsError(
+                path: file.path,
+                problem: "the image tower's width \(width) or its \(tokens) positions do not fit a square patch grid")
+        }
+        let embedding = projectionView.shape[1]
+        var layerCount = 0
+        while weights.tensors.keys.contains(where: { $0.hasPrefix("visual.transformer.resblocks.\(layerCount).") }) {
+            layerCount += 1
+        }
+        guard layerCount > 0 else {
+            throw WeightsError(path: file.path, problem: "no visual.transformer.resblocks.0.*")
+        }
+        configuration = CLIPImageConfiguration(
+            width: width, layers: layerCount, heads: width / 64, patchSize: patch, grid: grid,
+            embeddingSize: embedding)
+        let inputs = 3 * patch * patch
+        patchEmbedding = Linear(
+            weight: try file.floats("visual.conv1.weight", shape: [width, 3, patch, patch]), halfWeight: nil,
+            bias: [Float](repeating: 0, count: width), inputs: inputs, outputs: width)
+        classEmbedding = try file.floats("visual.class_embedding", shape: [width])
+        positionalEmbedding = try file.floats("visual.positional_embedding", shape: [tokens, width])
+        func norm(_ name: String) throws(WeightsError) -> LayerNormWeights {
+            LayerNormWeights(
+                gamma: try file.floats(name + ".weight", shape: [width]),
+                beta: try file.floats(name + ".bias", shape: [width]))
+        }
+        preNorm = try norm("visual.ln_pre")
+        postNorm = try norm("visual.ln_post")
+        projection = try file.floats("visual.proj", shape: [width, embedding])
+        var layers: [CLIPLayer] = []
+        for index in 0..<layerCount {
+            let p = "visual.transformer.resblocks.\(index)."
+            func linear(_ name: String, inputs: Int, outputs: Int) throws(WeightsError) -> Linear {
+                Linear(
+                    weight: try file.floats(p + name + ".weight", shape: [outputs, inputs]), halfWeight: nil,
+                    bias: try file.floats(p + name + ".bias", shape: [outputs]), inputs: inputs, outputs: outputs)
+            }
+            layers.append(
+                CLIPLayer(
+                    ln1: try norm(p + "ln_1"),
+                    inProjection: Linear(
+                        weight: try file.floats(p + "attn.in_proj_weight", shape: [3 * width, width]), halfWeight: nil,
+                        bias: try file.floats(p + "attn.in_proj_bias", shape: [3 * width]), inputs: width,
+                        outputs: 3 * width),
+                    outProjection: try linear("attn.out_proj", inputs: width, outputs: width),
+                    ln2: try norm(p + "ln_2"),
+                    fc: try linear("mlp.c_fc", inputs: width, outputs: 4 * width),
+                    projection: try linear("mlp.c_proj", inputs: 4 * width, outputs: width)))
+        }
+        self.layers = layers
+    }
+}
+
+/// The CLIP image tower (OpenAI `VisionTransformer`, `CLIP.encode_image`), followed by `x / ‖x‖`.
+///
+/// Forward pass: the photo (preprocessed, channels first, `inputResolution` square) cut into patches, each
+/// projected by `conv1` (a linear layer over the flattened patch); the class embedding prepended; positional
+/// embeddings added; `ln_pre`; `layers` residual blocks with full attention (``CLIPTransformer``);
+/// `ln_post` on the class token; the projection; division by the norm. Several photos run as one batch.
+public final class CLIPImageEncoder: Sendable {
+    public let configuration: CLIPImageConfiguration
+    /// The weight file the tower was loaded from.
+    public let path: String
+    /// Identity of the weights, for caches and indexes (``WeightFile/fingerprint()``).
+    public let fingerprint: String
+    let weights: CLIPImageWeights
+
+    public init(weights file: WeightFile) throws(WeightsError) {
+        let weights = try CLIPImageWeights(file)
+        self.weights = weights
+        self.configuration = weights.configuration
+        self.path = file.path
+        self.fingerprint = file.fingerprint()
+    }
+
+    public convenience init(contentsOf path: String) throws(WeightsError) {
+        try self.init(weights: WeightFile.open(path))
+    }
+
+    /// L2-normalised embeddings of preprocessed photos (each `3 × inputResolution²` values, channels first, as
+    /// `CLIPPreprocessing.tensor` makes them).
+    public func encode(_ photos: [[Float]], pool: ComputePool = .shared) -> [[Float]] {
+        guard !photos.isEmpty else { return [] }
+        let c = configuration
+        let side = c.inputResolution
+        precondition(photos.allSatisfy { $0.count == 3 * side * side }, "photos must be 3 × \(side) × \(side)")
+        let tokens = c.tokens
+        let total = photos.count * tokens
+        let patchInputs = 3 * c.patchSize * c.patchSize
+        // Patches, row-major over the grid, each flattened as (channel, row, column) like conv1's weight.
+        var patches = [Float](repeating: 0, count: photos.count * (tokens - 1) * patchInputs)
+        for (n, photo) in photos.enumerated() {
+            for gy in 0..<c.grid {
+                for gx in 0..<c.grid {
+                    let base = ((n * (tokens - 1)) + gy * c.grid + gx) * patchInputs
+                    for channel in 0..<3 {
+                        for row in 0..<c.patchSize {
+                            let source = channel * side * side + (gy * c.patchSize + row) * side + gx * c.patchSize
+                            let target = base + (channel * c.patchSize + row) * c.patchSize
+                            for column in 0..<c.patchSize { patches[target + column] = photo[source + column] }
+                        }
+                    }
+                }
+            }
+        }
+        var embedded = [Float](repeating: 0, count: photos.count * (tokens - 1) * c.width)
+        patches.withUnsafeBufferPointer { patches in
+            embedded.withUnsafeMutableBufferPointer { embedded in
+                weights.patchEmbedding.linear(
+                    patches.baseAddress!, rows: photos.count * (tokens - 1), into: embedded.baseAddress!, pool: pool)
+            }
+        }
+        var raw = [Float](repeating: 0, count: total * c.width)
+        for n in 0..<photos.count {
+            for t in 0..<tokens {
+                let target = (n * tokens + t) * c.width
+                let position = t * c.width
+                for d in 0..<c.width {
+                    let value =
+                        t == 0 ? weights.classEmbedding[d] : embedded[((n * (tokens - 1)) + t - 1) * c.width + d]
+                    raw[target + d] = value + weights.positionalEmbedding[position + d]
+                }
+            }
+        }
+        var x = [Float](repeating: 0, count: total * c.width)
+        raw.withUnsafeBufferPointer { raw in
+            x.withUnsafeMutableBufferPointer { x in
+                weights.preNorm.apply(raw.baseAddress!, rows: total, epsilon: c.layerNormEpsilon, into: x.baseAddress!)
+            }
+        }
+        let lengths = [Int](repeating: tokens, count: photos.count)
+        let starts = (0..<photos.count).map { $0 * tokens }
+        var buffers = CLIPTransformer.Buffers(rows: total, width: c.width)
+        let transformer = CLIPTransformer(width: c.width, heads: c.heads, epsilon: c.layerNormEpsilon, causal: false)
+        for layer in weights.layers {
+            transformer.apply(layer, to: &x, buffers: &buffers, lengths: lengths, starts: starts, pool: pool)
+        }
+        return project(x, starts: starts)
+    }
+
+    /// `ln_post` on each photo's class token, the projection, L2 normalisation.
+    func project(_ x: [Float], starts: [Int]) -> [[Float]] {
+        let c = configuration
+        var pooled = [Float](repeating: 0, count: starts.count * c.width)
+        x.withUnsafeBufferPointer { x in
+            pooled.withUnsafeMutableBufferPointer { pooled in
+                for (n, start) in starts.enumerated() {
+                    weights.postNorm.apply(
+                        x.baseAddress! + start * c.width, rows: 1, epsilon: c.layerNormEpsilon,
+                        into: pooled.baseAddress! + n * c.width)
+                }
+            }
+        }
+        var features = [Float](repeating: 0, count: starts.count * c.embeddingSize)
+        pooled.withUnsafeBufferPointer { pooled in
+            weights.projection.withUnsafeBufferPointer { projection in
+                features.withUnsafeMutableBufferPointer { features in
+                    BLAS.gemm(
+                        m: starts.count, n: c.embeddingSize, k: c.width, a: pooled.baseAddress!,
+                        b: projection.baseAddress!, c: features.baseAddress!)
+                }
+            }
+        }
+        return (0..<starts.count).map { n in
+            let vector = Array(features[(n * c.embeddingSize)..<((n + 1) * c.embeddingSize)])
+            let norm = vector.reduce(0) { $0 + $1 * $1 }.squareRoot()
+            return vector.map { $0 / norm }
+        }
+    }
+}

@@ -1,0 +1,85 @@
+import Foundation
+import LookoutImage
+import LookoutJSON
+import LookoutSupport
+import LookoutTextEncoder
+import LookoutWeights
+import Testing
+
+/// The CLIP image tower and its preprocessing against OpenAI CLIP (`scripts/reference/make_image_encoder_fixtures.py`):
+/// photos in every mode PIL treats apart (RGB, L, RGBA, LA, P, 1), sizes that upscale, very wide and tall
+/// ones, a half-pixel centre crop; the 8-bit image `clip._transform` hands to `ToTensor`, pixel for pixel,
+/// at 224 and 32; and the tiny random tower's `encode_image` in OpenAI's TorchScript format.
+@Suite struct ImageEncoderParityTests {
+    static let folder = TextEncoderParityTests.root + "/Tests/Fixtures/clip-image/"
+    static let preprocessed = try! WeightFile.open(folder + "preprocessed.safetensors")
+    static let expected = try! WeightFile.open(folder + "tiny-expected.safetensors")
+    static let photos: [String] = {
+        let list = try! JSONDocument(bytes: Array(expected.metadata["photos"]!.utf8)).root
+        return (0..<list.count).map { list[$0].string! }
+    }()
+    static let modes: [String: String] = {
+        let object = try! JSONDocument(bytes: Array(expected.metadata["modes"]!.utf8)).root
+        return Dictionary(uniqueKeysWithValues: photos.map { ($0, object[$0]!.string!) })
+    }()
+
+    static func path(_ name: String) -> String {
+        FileManager.default.fileExists(atPath: folder + name)
+            ? folder + name : TextEncoderParityTests.root + "/examples/photos/" + name
+    }
+
+    static func load(_ name: String) throws -> PILImage {
+        try CLIPPreprocessing.decode(try FileContents.read(path(name)), name: name)
+    }
+
+    @Test func photosCoverEveryModeAndShape() {
+        #expect(Set(Self.modes.values) == ["RGB", "L", "RGBA", "LA", "P", "1"])
+        #expect(Self.photos.count >= 14)
+    }
+
+    /// The decoder names the mode PIL opens each photo in.
+    @Test func decodedModesArePILs() throws {
+        for name in Self.photos {
+            #expect(try Self.load(name).mode.name == Self.modes[name], "\(name)")
+        }
+    }
+
+    /// Resize (bicubic, premultiplied, nearest), centre crop and RGB conversion equal PIL's bit for bit.
+    @Test(arguments: [224, 32])
+    func preprocessingEqualsPILPixelForPixel(size: Int) throws {
+        var compared = 0
+        for name in Self.photos {
+            let reference = try Self.preprocessed.view("\(name)@\(size)")
+            #expect(reference.shape == [size, size, 3])
+            let expected = reference.floats().map { UInt8($0) }
+            let actual = CLIPPreprocessing.resizedAndCropped(try Self.load(name), size: size).pixels
+            let differing = zip(actual, expected).filter { $0 != $1 }.count
+            #expect(differing == 0, "\(name) at \(size): \(differing) of \(expected.count) values differ")
+            compared += 1
+        }
+        #expect(compared == Self.photos.count)
+    }
+
+    /// `encode_image` of the tiny random tower: max abs error within ten times the reference's own float32
+    /// error (and 1e-4), cosine ≥ 0.9999, for every photo.
+    @Test func tinyTowerEqualsEncodeImage() throws {
+        let encoder = try CLIPImageEncoder(
+            contentsOf: TextEncoderParityTests.root + "/Tests/Fixtures/weights/clip-tiny-openai.pt")
+        #expect(encoder.configuration.inputResolution == 32 && encoder.configuration.width == 64)
+        let referenceError = Float(Self.expected.metadata["reference_error"]!)!
+        let tolerance = min(1e-4, max(10 * referenceError, 1e-6))
+        let inputs = try Self.photos.map {
+            CLIPPreprocessing.tensor(CLIPPreprocessing.resizedAndCropped(try Self.load($0), size: 32))
+        }
+        let embeddings = encoder.encode(inputs)
+        for (name, embedding) in zip(Self.photos, embeddings) {
+            let reference = try Self.expected.view(name).floats()
+            let error = zip(embedding, reference).map { abs($0 - $1) }.max()!
+            let cosine = zip(embedding, reference).reduce(0) { $0 + $1.0 * $1.1 }
+            #expect(error <= tolerance && cosine >= 0.9999, "\(name): max error \(error), cosine \(cosine)")
+        }
+        // One photo at a time gives the batch's answer.
+        let single = encoder.encode([inputs[3]])[0]
+        #expect(zip(single, embeddings[3]).allSatisfy { abs($0 - $1) <= 1e-6 })
+    }
+}
