@@ -1,11 +1,12 @@
 import Foundation
+import LookoutImage
 import LookoutJSON
 import LookoutSupport
 import LookoutTextEncoder
 import Testing
 
-/// Parity of a full-size random ViT-B/32 text encoder in the official file format, against OpenAI
-/// `encode_text`. Opt-in (the file is 350 MB and made by the reference script):
+/// Parity of a full-size random ViT-B/32 (both towers) in the official file format, against OpenAI
+/// `encode_text` and `encode_image`. Opt-in (the file is 350 MB and made by the reference script):
 /// `scripts/check-full-clip` creates it and runs this test in release mode.
 @Suite struct FullSizeParityTests {
     static let directory = ProcessInfo.processInfo.environment["LOOKOUT_FULL_CLIP_DIR"]
@@ -39,5 +40,39 @@ import Testing
         print("full-size ViT-B/32, one prompt at a time: max |error| \(singleError), min cosine \(singleCosine)")
         #expect(singleError <= tolerance)
         #expect(singleCosine >= 0.99999)
+    }
+
+    /// The image tower: `encode_image(preprocess(photo))`, normalised, for the 14 fixture photos (every PIL
+    /// mode, odd sizes): max abs error ≤ 1e-4 and within ten times the reference's own float32 error,
+    /// cosine ≥ 0.9999.
+    @Test(.enabled(if: directory != nil, "set LOOKOUT_FULL_CLIP_DIR (scripts/check-full-clip)"))
+    func fullSizeImageTowerMatchesReference() throws {
+        let directory = try #require(Self.directory)
+        let expected = try JSONDocument(
+            bytes: try FileContents.read(directory + "/expected-images.json", maximumSize: 1 << 30)
+        ).root
+        let encoder = try CLIPImageEncoder(contentsOf: directory + "/ViT-B-32-random.pt")
+        let c = encoder.configuration
+        #expect(c.width == 768 && c.layers == 12 && c.patchSize == 32 && c.inputResolution == 224)
+        #expect(c.embeddingSize == 512)
+        let tolerance = max(10 * Float(try #require(expected["reference_error"]?.number)), 1e-6)
+        var worstError: Float = 0
+        var worstCosine: Float = 1
+        for k in 0..<expected["photos"]!.count {
+            let name = expected["photos"]![k].string!
+            let path = ImageEncoderParityTests.path(name)
+            let photo = try CLIPPreprocessing.decode(try FileContents.read(path), name: path)
+            let input = CLIPPreprocessing.tensor(CLIPPreprocessing.resizedAndCropped(photo, size: 224))
+            let embedding = encoder.encode([input])[0]
+            let reference = (0..<expected["embeddings"]![k].count).map { Float(expected["embeddings"]![k][$0].number!) }
+            let error = zip(embedding, reference).map { abs($0 - $1) }.max()!
+            let cosine = zip(embedding, reference).reduce(0) { $0 + $1.0 * $1.1 }
+            worstError = max(worstError, error)
+            worstCosine = min(worstCosine, cosine)
+            #expect(error <= min(tolerance, 1e-4) && cosine >= 0.9999, "\(name): max error \(error), cosine \(cosine)")
+        }
+        print(
+            "full-size ViT-B/32 image tower: max |error| \(worstError), min cosine \(worstCosine), tolerance \(tolerance)"
+        )
     }
 }
