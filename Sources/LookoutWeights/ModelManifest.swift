@@ -26,6 +26,8 @@ public struct ModelManifest: Sendable {
     public let description: String?
     public let detector: Entry
     public let textEncoder: Entry
+    /// The CLIP image tower's file (`"image_encoder"`), when the manifest names one.
+    public let imageEncoder: Entry?
 
     public init(directory: String) throws(WeightsError) {
         let path = directory + "/" + Self.fileName
@@ -55,5 +57,6 @@ public struct ModelManifest: Sendable {
         self.description = root["description"]?.string
         self.detector = try entry("detector")
         self.textEncoder = try entry("text_encoder")
+        self.imageEncoder = root["image_encoder"] == nil ? nil : try entry("image_encoder")
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import LookoutEngine
+import LookoutImage
 import LookoutJSON
 import LookoutSupport
 import LookoutTextEncoder
@@ -13,19 +14,36 @@ import LookoutWeights
 struct EmbedCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "embed",
-        abstract: "Print the CLIP text embedding of each text (L2-normalised, as YOLO-World consumes it).",
+        abstract: "Print the CLIP embedding of each text, or with --image of each photo (L2-normalised).",
         discussion: """
             One JSON array of floats per text, in order. Embeddings are cached in memory and on disk \
             (keyed by the weights, the vocabulary and the token ids), so repeated queries cost a look-up.
 
+            With --image the arguments are photos (JPEG or PNG) and the CLIP image tower embeds them, as \
+            OpenAI's clip.load(…).encode_image(preprocess(photo)) does: PIL's bicubic resize, centre crop, \
+            normalisation. One JSON array per photo, in order; a photo that cannot be read gets `null` and \
+            an error naming it (exit status 2). The tower comes from --image-model (OpenAI's ViT-B-32.pt \
+            holds both towers), or from --model DIR (its manifest's image_encoder, else its text encoder's \
+            file). Lookout applies a JPEG's EXIF orientation; PIL's Image.open does not.
+
             Examples:
               lookout embed --text-model ViT-B-32.pt "red car" "dog"
               printf '"red car"\\n"dog"\\n' | lookout embed --text-model ViT-B-32.pt --jsonl
+              lookout embed --image --image-model ViT-B-32.pt beach.jpg cake.png
             """
     )
 
-    @Argument(help: "Texts to embed.")
+    @Argument(help: "Texts to embed (photos with --image).")
     var texts: [String] = []
+
+    @Flag(help: "The arguments are photos: embed them with the CLIP image tower.")
+    var image = false
+
+    @Option(
+        help: ArgumentHelp(
+            "CLIP image tower for --image: OpenAI ViT-B-32.pt (or any OpenAI CLIP file with visual.* tensors).",
+            valueName: "path"))
+    var imageModel: String?
 
     @Option(
         help: ArgumentHelp(
@@ -58,9 +76,20 @@ struct EmbedCommand: ParsableCommand {
         if textModel != nil && model != nil {
             throw ValidationError("Name the text encoder with --text-model PATH or --model DIR, not both.")
         }
+        if image && (jsonl || textModel != nil) {
+            throw ValidationError(
+                "--image embeds photos: use --image-model PATH or --model DIR (not --text-model, --jsonl).")
+        }
+        if imageModel != nil && !image {
+            throw ValidationError("--image-model is for photos: add --image.")
+        }
+        if imageModel != nil && model != nil {
+            throw ValidationError("Name the image tower with --image-model PATH or --model DIR, not both.")
+        }
     }
 
     func run() throws {
+        if image { return try embedPhotos() }
         var clock = Stopwatch()
         let tokenizer = try loadTokenizer(vocab, cache: !noCache)
         let loadedTokenizer = clock.lap()
@@ -91,6 +120,66 @@ struct EmbedCommand: ParsableCommand {
             printError(
                 "vocabulary \(ms(loadedTokenizer)) ms, text encoder load \(ms(loadedEncoder)) ms, "
                     + "embed \(ms(embedded)) ms (\(report.cached) cached, \(report.computed) computed)")
+        }
+    }
+
+    /// `--image`: one JSON array per photo (null for a photo that cannot be read), in batches of 8.
+    private func embedPhotos() throws {
+        var clock = Stopwatch()
+        let path: String
+        if let imageModel {
+            path = imageModel
+        } else if let model {
+            let manifest = try ModelManifest(directory: model)
+            path = manifest.imageEncoder?.path ?? manifest.textEncoder.path
+        } else {
+            throw ValidationError(
+                "--image needs a CLIP image tower: --image-model ViT-B-32.pt, or --model DIR whose manifest names one (the demo model has none)."
+            )
+        }
+        let encoder = try CLIPImageEncoder(contentsOf: path)
+        let loaded = clock.lap()
+        let side = encoder.configuration.inputResolution
+        var failures = 0
+        var computeSeconds = 0.0
+        for start in stride(from: 0, to: texts.count, by: 8) {
+            let batch = Array(texts[start..<min(start + 8, texts.count)])
+            var inputs: [[Float]?] = []
+            for photo in batch {
+                do {
+                    let decoded = try CLIPPreprocessing.decode(
+                        try FileContents.read(photo, maximumSize: 1 << 30), name: photo)
+                    inputs.append(CLIPPreprocessing.tensor(CLIPPreprocessing.resizedAndCropped(decoded, size: side)))
+                } catch let error as FileContents.FileError {
+                    printError("lookout: \(error)")
+                    inputs.append(nil)
+                } catch {
+                    printError("lookout: \(error)")
+                    inputs.append(nil)
+                }
+            }
+            var compute = Stopwatch()
+            var embeddings = encoder.encode(inputs.compactMap { $0 }).makeIterator()
+            computeSeconds += compute.lap()
+            var out = ""
+            for input in inputs {
+                if input != nil, let embedding = embeddings.next() {
+                    out += "[" + embedding.map { "\($0)" }.joined(separator: ",") + "]\n"
+                } else {
+                    out += "null\n"
+                    failures += 1
+                }
+            }
+            print(out, terminator: "")
+        }
+        if timings {
+            printError(
+                "image tower load \(ms(loaded)) ms, preprocessing and embedding \(ms(clock.lap())) ms for \(texts.count) photo\(texts.count == 1 ? "" : "s") (tower \(ms(computeSeconds)) ms)"
+            )
+        }
+        if failures > 0 {
+            printError("lookout: \(failures) of \(texts.count) photos could not be read")
+            throw failures == texts.count ? ExitCode.failure : ExitCode.partialFailure
         }
     }
 

@@ -70,6 +70,37 @@ import Testing
         #expect(error <= 10 * Reference.demo["text_reference_error"]!.number!, "\(error)")
     }
 
+    /// `embed --image`: one JSON array per photo, in order, equal to OpenAI's encode_image of the tiny random
+    /// tower (Tests/Fixtures/clip-image/tiny-expected.safetensors); a photo that cannot be read is `null`
+    /// with an error naming it, exit status 2; a model without an image tower is refused.
+    @Test func photosWithTheImageTower() throws {
+        let folder = CLI.root + "/Tests/Fixtures/clip-image/"
+        let expected = try WeightFile.open(folder + "tiny-expected.safetensors")
+        let names = ["rgba.png", "gray.jpg", "palette.png", "wide.jpg"]
+        let scratch = try CLI.scratch("embed-image")
+        defer { CLI.remove(scratch) }
+        try Data("not a photo".utf8).write(to: URL(fileURLWithPath: scratch + "/broken.jpg"))
+        let photos = names.map { folder + $0 }
+        let result = try CLI.run(
+            ["embed", "--image", "--image-model", CLI.root + "/Tests/Fixtures/weights/clip-tiny-openai.pt"]
+                + [photos[0], photos[1], scratch + "/broken.jpg", photos[2], photos[3]])
+        #expect(result.status == 2, "\(result.stderr)")
+        #expect(result.stderr.contains("broken.jpg: not a JPEG or PNG file"), "\(result.stderr)")
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.count == 5 && lines[2] == "null")
+        for (line, name) in zip(lines.enumerated().filter { $0.offset != 2 }.map(\.element), names) {
+            let actual = Reference.numbers(try JSONDocument(bytes: Array(line.utf8)).root).map { Float($0) }
+            let reference = try expected.view(name).floats()
+            let error = zip(actual, reference).map { abs($0 - $1) }.max() ?? 1
+            #expect(actual.count == reference.count && error <= 1e-5, "\(name): \(error)")
+        }
+        let none = try CLI.run(
+            ["embed", "--image", "--image-model", CLI.root + "/Models/demo/text-encoder.safetensors", photos[0]])
+        #expect(none.status == 1 && none.stderr.contains("no CLIP image tower"), "\(none.stderr)")
+        let demo = try CLI.run(["embed", "--image", photos[0]])
+        #expect(demo.status == 64 && demo.stderr.contains("--image needs a CLIP image tower"), "\(demo.stderr)")
+    }
+
     @Test func errors() throws {
         let model = CLI.root + "/Tests/Fixtures/weights/clip-tiny-openai.pt"
         let none = try CLI.run(["embed", "--text-model", model])
