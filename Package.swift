@@ -87,7 +87,7 @@ let package = Package(
             name: "lookout-benchmarks",
             dependencies: [
                 "LookoutSupport", "LookoutTokenizer", "LookoutJSON", "LookoutWeights", "LookoutTextEncoder",
-                "LookoutDetector", "LookoutEngine", "LookoutIndex",
+                "LookoutDetector", "LookoutEngine", "LookoutIndex", "LookoutImage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/LookoutBenchmarks"

@@ -3,6 +3,7 @@
 import ArgumentParser
 import LookoutDetector
 import LookoutEngine
+import LookoutImage
 import LookoutIndex
 import LookoutJSON
 import LookoutSupport
@@ -21,7 +22,7 @@ struct Benchmarks: ParsableCommand {
         abstract: "Timing runs recorded in BENCHMARKS.md.",
         subcommands: [
             Tokenizer.self, Weights.self, Detect.self, Text.self, MeanAveragePrecision.self, Search.self,
-            SearchScale.self,
+            SearchScale.self, ImageTower.self,
         ]
     )
 }
@@ -193,6 +194,34 @@ struct Text: ParsableCommand {
         _ = embedder.embed(coco)
         measure("embed the \(coco.count) COCO class names, cached (tokenize + look-up)", repetitions: 30) {
             _ = embedder.embed(coco)
+        }
+        print("peak resident memory: \(peakMegabytes()) MB")
+    }
+}
+
+/// The CLIP image tower: preprocessing and `encode_image` of one photo, and of eight photos as one batch.
+struct ImageTower: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "image", abstract: "The CLIP image tower: one photo, and eight as one batch.")
+    @Option(help: "OpenAI CLIP weights (ViT-B-32.pt).") var model: String
+    @Option(help: "A photo.") var photo = "examples/photos/astronaut.jpg"
+
+    func run() throws {
+        let start = now()
+        let encoder = try CLIPImageEncoder(contentsOf: model)
+        print("load image tower \(model): \(format3((now() - start) * 1000)) ms")
+        let side = encoder.configuration.inputResolution
+        let bytes = try FileContents.read(photo)
+        var input: [Float] = []
+        measure("decode + preprocess \(photo) to \(side)×\(side)", repetitions: 20) {
+            let decoded = try! CLIPPreprocessing.decode(bytes, name: photo)
+            input = CLIPPreprocessing.tensor(CLIPPreprocessing.resizedAndCropped(decoded, size: side))
+        }
+        _ = encoder.encode([input])
+        measure("encode_image, one photo", repetitions: 20) { _ = encoder.encode([input]) }
+        let batch = [[Float]](repeating: input, count: 8)
+        measure("encode_image, 8 photos as one batch (divide by 8 per photo)", repetitions: 5) {
+            _ = encoder.encode(batch)
         }
         print("peak resident memory: \(peakMegabytes()) MB")
     }
