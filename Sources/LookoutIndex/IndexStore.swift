@@ -38,6 +38,9 @@ public struct StoredFile: Sendable, Equatable {
 }
 
 /// What computing one photo gave.
+/// A whole photo's CLIP image embedding, from the file's bytes (the image tower decodes as PIL does).
+public typealias ImageEmbedder = (_ bytes: [UInt8], _ path: String) throws -> [Float]
+
 public enum PhotoOutcome: Sendable {
     /// Regions computed for new content (`regions` serialised as ``Region/encode(_:embeddingSize:)`` does),
     /// and the whole photo's image embedding (F16 bits) when an image tower made one.
@@ -133,7 +136,10 @@ public protocol IndexStore: AnyObject {
     /// Calls `body` with every indexed photo of the model `key`: its path, size and serialised regions.
     func forEachPhoto(
         model key: String,
-        _ body: (_ path: String, _ width: Int, _ height: Int, _ regions: UnsafeRawBufferPointer) -> Void
+        _ body: (
+            _ path: String, _ width: Int, _ height: Int, _ regions: UnsafeRawBufferPointer,
+            _ imageEmbedding: UnsafeRawBufferPointer?
+        ) -> Void
     ) throws(IndexError)
 
     func statistics() throws(IndexError) -> IndexStatistics

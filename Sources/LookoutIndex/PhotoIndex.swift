@@ -20,6 +20,10 @@ public struct IndexModel: Sendable, Equatable {
     /// How regions are chosen and stored (``currentRegionRule`` for what this version computes;
     /// "f16-v1" for indexes made before 8-bit regions).
     public var regionRule = IndexModel.currentRegionRule
+    /// The CLIP image tower whose whole-photo embeddings the index stores (its fingerprint), if any.
+    public var imageTower: String?
+    /// Where that tower's weights were when the index was made (`lookout similar` loads it from there).
+    public var imageTowerPath: String?
 
     /// No score floor, near-duplicate suppression at IoU 0.95, 8-bit embeddings.
     public static let currentRegionRule = "q8-v2"
@@ -39,10 +43,9 @@ public struct IndexModel: Sendable, Equatable {
 
     public var key: String {
         var hash = SHA256()
-        hash.update(
-            Array(
-                "\(detectorFingerprint)|\(textEncoderFingerprint)|\(vocabulary)|\(imageSize)|\(maximumRegions)|\(regionRule)"
-                    .utf8))
+        let settings =
+            "\(detectorFingerprint)|\(textEncoderFingerprint)|\(vocabulary)|\(imageSize)|\(maximumRegions)|\(regionRule)"
+        hash.update(Array((settings + (imageTower.map { "|image:\($0)" } ?? "")).utf8))
         return String(hash.finalize().prefix(32))
     }
 
@@ -70,6 +73,11 @@ public struct IndexModel: Sendable, Equatable {
             parts.append("regions \(maximumRegions) → \(other.maximumRegions)")
         }
         if regionRule != other.regionRule { parts.append("region format \(regionRule) → \(other.regionRule)") }
+        if imageTower != other.imageTower {
+            parts.append(
+                imageTower == nil
+                    ? "an image tower added" : other.imageTower == nil ? "no image tower" : "another image tower")
+        }
         return parts.isEmpty ? "other settings" : parts.joined(separator: ", ")
     }
 }
@@ -139,7 +147,8 @@ public final class PhotoIndex {
     /// Stage 2: one photo's outcome: its content hash, and its regions unless content of that hash is
     /// indexed already. Reads the file; no storage access.
     public static func compute(
-        _ photo: FoundPhoto, indexed: Set<String>, embeddingSize: Int, regions: (Image, String) -> [Region]
+        _ photo: FoundPhoto, indexed: Set<String>, embeddingSize: Int, regions: (Image, String) -> [Region],
+        imageEmbedding: ImageEmbedder? = nil
     ) -> PhotoOutcome {
         do {
             let bytes = try FileContents.read(photo.path, maximumSize: 1 << 30)
@@ -149,7 +158,8 @@ public final class PhotoIndex {
             if indexed.contains(hash) { return .reused(hash: hash) }
             let image = try ImageFile.decode(bytes, name: photo.path)
             let blob = Region.encode(regions(image, photo.path), embeddingSize: embeddingSize)
-            return .indexed(hash: hash, width: image.width, height: image.height, regions: blob)
+            let whole = try imageEmbedding?(bytes, photo.path).map { Float16($0).bitPattern }
+            return .indexed(hash: hash, width: image.width, height: image.height, regions: blob, imageEmbedding: whole)
         } catch let error as ImageError {
             return .failed(error: error.problem)  // the path is the record's own
         } catch let error as FileContents.FileError {
@@ -166,7 +176,8 @@ public final class PhotoIndex {
     /// (kind `.settingsChanged`) unless `replacingOtherFolders`, which removes them (their folders can be
     /// indexed again with the new settings).
     public func update(
-        root: String, model: IndexModel, regions: (Image, String) -> [Region], replacingOtherFolders: Bool = false,
+        root: String, model: IndexModel, regions: (Image, String) -> [Region], imageEmbedding: ImageEmbedder? = nil,
+        replacingOtherFolders: Bool = false,
         progress: (Progress) -> Void = { _ in }
     ) throws(IndexError) -> Summary {
         var summary = Summary()
@@ -224,7 +235,9 @@ public final class PhotoIndex {
                 summary.claimedElsewhere += 1
                 continue
             }
-            let outcome = Self.compute(photo, indexed: indexed, embeddingSize: model.embeddingSize, regions: regions)
+            let outcome = Self.compute(
+                photo, indexed: indexed, embeddingSize: model.embeddingSize, regions: regions,
+                imageEmbedding: imageEmbedding)
             try store.record(photo, outcome: outcome, model: key)
             try store.release(photo.path, worker: worker)
             switch outcome {
@@ -262,13 +275,26 @@ public final class PhotoIndex {
         case missing
     }
 
+    /// Which evidence a search weighs: the regions (objects), the whole-photo embedding (scenes), or the
+    /// better of the two.
+    public enum Evidence: String, Sendable {
+        case both, objects, scenes
+    }
+
     public struct Hit: Sendable {
         public var path: String
         public var width: Int
         public var height: Int
+        /// The photo's score: the better of ``objectScore`` and ``sceneScore`` (those the search weighed).
         public var score: Float
         public var detections: [(score: Float, box: [Float])]
         public var fileState: FileState = .unchanged
+        /// The best region's score (nil when no region passed, or objects were not searched).
+        public var objectScore: Float?
+        /// ``SceneScore`` of the whole-photo embedding (nil without one, or when scenes were not searched).
+        public var sceneScore: Float?
+        /// What decided ``score``.
+        public var evidence: Evidence { (sceneScore ?? -1) > (objectScore ?? -1) ? .scenes : .objects }
 
         public init(path: String, width: Int, height: Int, score: Float, detections: [(score: Float, box: [Float])]) {
             self.path = path
@@ -276,27 +302,73 @@ public final class PhotoIndex {
             self.height = height
             self.score = score
             self.detections = detections
+            self.objectScore = detections.first?.score
         }
     }
 
-    /// Every indexed photo with a region scoring above `confidence` for the query embedding, best first
-    /// (a photo's score is its best region's), at most `top`.
-    public func search(text: [Float], confidence: Float, top: Int) throws(IndexError) -> [Hit] {
+    /// Every indexed photo with evidence above `confidence` for the query embedding, best first, at most
+    /// `top`. Object evidence is the photo's best region (the detector head's score); scene evidence is the
+    /// whole-photo CLIP embedding's cosine with the query, mapped by ``SceneScore``; a photo scores the
+    /// better of the two that `evidence` asks for (indexes without image embeddings have objects only).
+    public func search(
+        text: [Float], confidence: Float, top: Int, evidence: Evidence = .both
+    ) throws(IndexError) -> [Hit] {
         guard let model = try store.storedModel() else { return [] }
         let scorer = RegionScorer(text: text, parameters: model.scoreParameters)
+        let norm = max(text.reduce(0) { $0 + $1 * $1 }.squareRoot(), 1e-12)
+        let query = text.map { $0 / norm }
         var hits: [Hit] = []
         var scratch: [Float] = []
-        try store.forEachPhoto(model: model.key) { path, width, height, regions in
-            let kept = scorer.score(
-                blob: regions, embeddingSize: model.embeddingSize, above: confidence, scratch: &scratch
-            ).sorted { $0.score > $1.score }
-            guard let best = kept.first else { return }
-            hits.append(Hit(path: path, width: width, height: height, score: best.score, detections: kept))
+        try store.forEachPhoto(model: model.key) { path, width, height, regions, image in
+            var hit = Hit(path: path, width: width, height: height, score: 0, detections: [])
+            if evidence != .scenes {
+                hit.detections = scorer.score(
+                    blob: regions, embeddingSize: model.embeddingSize, above: confidence, scratch: &scratch
+                ).sorted { $0.score > $1.score }
+                hit.objectScore = hit.detections.first?.score
+            }
+            if evidence != .objects, let image, image.count == 2 * query.count {
+                var dot: Float = 0
+                for d in 0..<query.count {
+                    let bits = UInt16(littleEndian: image.loadUnaligned(fromByteOffset: 2 * d, as: UInt16.self))
+                    dot += Float(Float16(bitPattern: bits)) * query[d]
+                }
+                let score = SceneScore.score(cosine: dot)
+                if score > confidence { hit.sceneScore = score }
+            }
+            let best = max(hit.objectScore ?? -1, hit.sceneScore ?? -1)
+            guard best > confidence else { return }
+            hit.score = best
+            hits.append(hit)
         }
         hits.sort { $0.score != $1.score ? $0.score > $1.score : $0.path < $1.path }
         var kept = Array(hits.prefix(top))
         for k in kept.indices { kept[k].fileState = try fileState(kept[k].path) }
         return kept
+    }
+
+    /// The indexed photos nearest to a whole-photo embedding (cosine, best first), at most `top`: the
+    /// photos of an index made with an image tower.
+    public func similar(to embedding: [Float], top: Int) throws(IndexError) -> [(path: String, cosine: Float)] {
+        guard let model = try store.storedModel() else { return [] }
+        let norm = max(embedding.reduce(0) { $0 + $1 * $1 }.squareRoot(), 1e-12)
+        let query = embedding.map { $0 / norm }
+        var found: [(path: String, cosine: Float)] = []
+        try store.forEachPhoto(model: model.key) { path, _, _, _, image in
+            guard let image, image.count == 2 * query.count else { return }
+            var dot: Float = 0
+            var squares: Float = 0
+            for d in 0..<query.count {
+                let value = Float(
+                    Float16(
+                        bitPattern: UInt16(littleEndian: image.loadUnaligned(fromByteOffset: 2 * d, as: UInt16.self))))
+                dot += value * query[d]
+                squares += value * value
+            }
+            found.append((path, dot / max(squares.squareRoot(), 1e-12)))
+        }
+        found.sort { $0.cosine != $1.cosine ? $0.cosine > $1.cosine : $0.path < $1.path }
+        return Array(found.prefix(top))
     }
 
     /// Whether the file at `path` is still what was indexed.
@@ -379,4 +451,15 @@ public final class PhotoIndex {
             }
         }
     }
+}
+
+/// How a whole-photo CLIP cosine becomes a score comparable with the detector's region scores:
+/// `sigmoid((cosine − center) · slope)`. CLIP's cosines between a photo and a matching caption sit around
+/// 0.25–0.35 and non-matching ones below 0.2 for OpenAI's ViT-B/32; the constants put a clear match near
+/// 0.9. They are a starting point, not yet measured on a trained tower in this repository.
+public enum SceneScore {
+    public static let center: Float = 0.25
+    public static let slope: Float = 40
+
+    public static func score(cosine: Float) -> Float { 1 / (1 + expf(-(cosine - center) * slope)) }
 }

@@ -138,6 +138,8 @@ public final class SQLiteIndexStore: IndexStore {
         var model = IndexModel(
             detectorFingerprint: detector, textEncoderFingerprint: text, vocabulary: vocabulary, imageSize: size,
             maximumRegions: regions, embeddingSize: embedding, scoreParameters: IndexModel.decodeParameters(parameters))
+        model.imageTower = try meta("image_tower").flatMap { $0.isEmpty ? nil : $0 }
+        model.imageTowerPath = try meta("image_tower_path").flatMap { $0.isEmpty ? nil : $0 }
         // Indexes made before the rule was recorded hold 16-bit regions chosen the first way.
         model.regionRule = try meta("region_rule") ?? "f16-v1"
         return model
@@ -152,6 +154,8 @@ public final class SQLiteIndexStore: IndexStore {
         try setMeta("embedding_size", String(model.embeddingSize))
         try setMeta("score_parameters", model.encodedParameters)
         try setMeta("region_rule", model.regionRule)
+        try setMeta("image_tower", model.imageTower ?? "")
+        try setMeta("image_tower_path", model.imageTowerPath ?? "")
     }
 
     public func files(withPrefix prefix: String) throws(IndexError) -> [String: StoredFile] {
@@ -297,17 +301,23 @@ public final class SQLiteIndexStore: IndexStore {
 
     public func forEachPhoto(
         model key: String,
-        _ body: (_ path: String, _ width: Int, _ height: Int, _ regions: UnsafeRawBufferPointer) -> Void
+        _ body: (
+            _ path: String, _ width: Int, _ height: Int, _ regions: UnsafeRawBufferPointer,
+            _ imageEmbedding: UnsafeRawBufferPointer?
+        ) -> Void
     ) throws(IndexError) {
         let statement = try database.prepare(
             """
-            SELECT f.path, i.width, i.height, i.regions FROM files f JOIN images i ON i.hash = f.hash AND i.model = f.model
+            SELECT f.path, i.width, i.height, i.regions, i.image_embedding FROM files f
+            JOIN images i ON i.hash = f.hash AND i.model = f.model
             WHERE f.status = 'ok' AND f.model = ?
             """)
         statement.bind([.text(key)])
         while try statement.step() {
             let (path, width, height) = (statement.text(0), Int(statement.integer(1)), Int(statement.integer(2)))
-            statement.withBlob(3) { body(path, width, height, $0) }
+            statement.withBlob(3) { regions in
+                statement.withBlob(4) { image in body(path, width, height, regions, image.isEmpty ? nil : image) }
+            }
         }
     }
 

@@ -1,8 +1,10 @@
 import ArgumentParser
 import LookoutEngine
+import LookoutImage
 import LookoutIndex
 import LookoutJSON
 import LookoutSupport
+import LookoutTextEncoder
 
 #if canImport(Glibc)
     import Glibc
@@ -89,6 +91,12 @@ struct IndexCommand: ParsableCommand {
             valueName: "file|list"))
     var classes: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "Also store each photo's whole-image CLIP embedding from this image tower (OpenAI ViT-B-32.pt), for scene search and `lookout similar`.",
+            valueName: "path"))
+    var imageModel: String?
+
     @Flag(help: "List the files that could not be indexed, with the reason, and stop.")
     var failures = false
 
@@ -124,16 +132,34 @@ struct IndexCommand: ParsableCommand {
         var extractor = RegionExtractor(engine: engine, vocabulary: vocabulary.embeddings)
         extractor.imageSize = imgsz
         extractor.maximumRegions = regions
-        let model = IndexModel(
+        var model = IndexModel(
             detectorFingerprint: detectorFingerprint, textEncoderFingerprint: engine.embedder!.encoder.fingerprint,
             vocabulary: vocabulary.name, imageSize: imgsz, maximumRegions: regions,
             embeddingSize: engine.network.embeddingSize, scoreParameters: engine.network.scoreParameters)
+        var imageEmbedder: ImageEmbedder?
+        if let imageModel {
+            let tower = try CLIPImageEncoder(contentsOf: imageModel)
+            let textSize = engine.embedder!.encoder.configuration.embeddingSize
+            guard tower.configuration.embeddingSize == textSize else {
+                throw LookoutError(
+                    "\(imageModel): the image tower embeds in \(tower.configuration.embeddingSize) dimensions, the text encoder in \(textSize): they are not one CLIP model"
+                )
+            }
+            model.imageTower = tower.fingerprint
+            model.imageTowerPath = absolutePath(imageModel)
+            imageEmbedder = { bytes, path in
+                let photo = try CLIPPreprocessing.decode(bytes, name: path)
+                let side = tower.configuration.inputResolution
+                return tower.encode([CLIPPreprocessing.tensor(CLIPPreprocessing.resizedAndCropped(photo, size: side))])[
+                    0]
+            }
+        }
         let index = try PhotoIndex(path: path)
         let reporter = ProgressReporter(terminal: !plain && isatty(2) == 1)
         var clock = Stopwatch()
         let summary = try index.update(
             root: folder!, model: model, regions: { extractor.regions(of: $0, name: $1) },
-            replacingOtherFolders: rebuild,
+            imageEmbedding: imageEmbedder, replacingOtherFolders: rebuild,
             progress: { reporter.report($0) })
         reporter.finish()
         let seconds = clock.lap()
@@ -220,4 +246,12 @@ final class ProgressReporter {
         let total = Int(seconds.rounded())
         return total >= 60 ? "\(total / 60)m\(total % 60)s" : "\(total)s"
     }
+}
+
+/// `path` made absolute against the working directory (FileName-safe).
+func absolutePath(_ path: String) -> String {
+    if path.hasPrefix("/") { return path }
+    guard let directory = getcwd(nil, 0) else { return path }
+    defer { free(directory) }
+    return FileName.decode(cString: directory) + "/" + path
 }

@@ -95,7 +95,7 @@ struct ModelsCommand: ParsableCommand {
                 do {
                     line += "\n  \(ModelSummary(try WeightFile.open(entry.path)).kind)"
                 } catch {
-                    line += "\n  NOT READABLE: \((error as? WeightsError)?.problem ?? "\(error)")"
+                    line += "\n  NOT READABLE: \(error.problem)"
                     failed = true
                 }
                 print(line)

@@ -22,6 +22,12 @@ struct SearchCommand: ParsableCommand {
             the query gives; --exact re-runs the real, query-conditioned detector on the best candidates \
             (about 0.2 s per photo for the demo model) and ranks by its scores.
 
+            An index made with --image-model also holds each photo's whole-image CLIP embedding: a photo then \
+            scores the better of its best region and its scene score (the cosine of photo and query, mapped \
+            to 0–1 by sigmoid((cosine − 0.25) · 40)), so scenes ("beach at sunset") are found as well as \
+            objects; --objects or --scenes weighs one alone. JSON lines say which evidence decided \
+            ("evidence": "objects" or "scenes") with both scores.
+
             Examples:
               lookout search "red star"
               lookout search "red car" --db photos.sqlite --top 50 --json
@@ -45,6 +51,12 @@ struct SearchCommand: ParsableCommand {
     @Flag(help: "Re-score the best candidates with the real query-conditioned detector.")
     var exact = false
 
+    @Flag(help: "Weigh only the regions (objects), not the whole-photo embeddings.")
+    var objects = false
+
+    @Flag(help: "Weigh only the whole-photo embeddings (scenes; an index made with --image-model).")
+    var scenes = false
+
     @Flag(help: "One JSON object per photo per line, best first.")
     var json = false
 
@@ -57,6 +69,10 @@ struct SearchCommand: ParsableCommand {
         guard top > 0 else { throw ValidationError("--top must be positive.") }
         guard conf >= 0 && conf < 1 else { throw ValidationError("--conf must be in [0, 1).") }
         guard !query.trimmingCharacters(in: " \t\n").isEmpty else { throw ValidationError("The query is empty.") }
+        if objects && scenes {
+            throw ValidationError("--objects and --scenes each weigh one kind: give one, or neither.")
+        }
+        if exact && scenes { throw ValidationError("--exact re-runs the detector on objects: not with --scenes.") }
     }
 
     func run() throws {
@@ -77,9 +93,14 @@ struct SearchCommand: ParsableCommand {
         var clock = Stopwatch()
         let text = embedder.embed([query]).embeddings[0]
         let embedSeconds = clock.lap()
+        if scenes && stored.imageTower == nil {
+            throw LookoutError(
+                "\(path) holds no whole-photo embeddings: index the folder again with --image-model ViT-B-32.pt")
+        }
+        let evidence: PhotoIndex.Evidence = objects || exact ? .objects : scenes ? .scenes : .both
         var hits = try index.search(
             text: text, confidence: exact ? min(conf, 0.01) : conf,
-            top: exact ? max(top > Int.max / 3 ? Int.max : top * 3, 30) : top)
+            top: exact ? max(top > Int.max / 3 ? Int.max : top * 3, 30) : top, evidence: evidence)
         let searchSeconds = clock.lap()
         let missing = hits.filter { $0.fileState == .missing }
         if !missing.isEmpty {
@@ -114,11 +135,17 @@ struct SearchCommand: ParsableCommand {
                     ("image", .string(hit.path)), ("score", Report.shortest(hit.score)),
                     ("detections", .array(detections)),
                 ]
+                if stored.imageTower != nil && !exact {
+                    fields.append(("evidence", .string(hit.evidence.rawValue)))
+                    fields.append(("object_score", hit.objectScore.map(Report.shortest) ?? .null))
+                    fields.append(("scene_score", hit.sceneScore.map(Report.shortest) ?? .null))
+                }
                 if hit.fileState == .changed && !exact { fields.append(("changed_since_indexing", .bool(true))) }
                 print(JSONValue.object(fields).serialized)
             } else {
+                let scene = hit.evidence == .scenes && stored.imageTower != nil && !exact ? ", scene" : ""
                 print(
-                    "\(Report.format3(hit.score))  \(Report.visible(hit.path))  (\(hit.detections.count) box\(hit.detections.count == 1 ? "" : "es"))"
+                    "\(Report.format3(hit.score))  \(Report.visible(hit.path))  (\(hit.detections.count) box\(hit.detections.count == 1 ? "" : "es")\(scene))"
                 )
                 for item in hit.detections {
                     print(

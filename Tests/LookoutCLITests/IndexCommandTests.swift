@@ -185,6 +185,59 @@ import Testing
         }
     }
 
+    /// `index --image-model` stores whole-photo embeddings (the tiny random CLIP tower here: mechanics, not
+    /// retrieval quality): `similar` puts the photo itself first at cosine 1 and its re-encoded copy next;
+    /// search reports both kinds of evidence and scores the better one; --objects and --scenes weigh one.
+    @Test func wholePhotoEmbeddingsSimilarAndScenes() throws {
+        let folder = try Self.scratch(["scene-0001.jpg", "scene-0002.jpg", "scene-0003.jpg"])
+        defer { CLI.remove(folder) }
+        // A re-encoded copy: the same pixels through the PNG encoder.
+        let copy = try CLI.run(
+            [
+                "detect", folder + "/photos/scene-0001.jpg", "-q", "nothing here", "--conf", "0.99", "--save",
+                folder + "/copy",
+            ])
+        #expect(copy.status == 0, "\(copy.stderr)")
+        try FileManager.default.moveItem(atPath: folder + "/copy/scene-0001.jpg", toPath: folder + "/photos/copy.jpg")
+        let db = folder + "/index.sqlite"
+        let tiny = CLI.root + "/Tests/Fixtures/weights/clip-tiny-openai.pt"
+        let indexed = try CLI.run(["index", folder + "/photos", "--db", db, "--image-model", tiny, "--plain"])
+        #expect(indexed.status == 0 && indexed.stderr.contains("4 photos indexed"), "\(indexed.stderr)")
+
+        let similar = try CLI.run(["similar", folder + "/photos/scene-0001.jpg", "--db", db, "--json"])
+        #expect(similar.status == 0, "\(similar.stderr)")
+        let ranked = try Reference.lines(similar.stdout)
+        #expect(ranked.count == 4)
+        #expect(Self.name(ranked[0]["image"]!.string!) == "scene-0001.jpg" && ranked[0]["cosine"]!.number! > 0.9999)
+        #expect(Self.name(ranked[1]["image"]!.string!) == "copy.jpg", "\(similar.stdout)")
+        #expect(zip(ranked, ranked.dropFirst()).allSatisfy { $0["cosine"]!.number! >= $1["cosine"]!.number! })
+
+        let both = try Reference.lines(try CLI.run(["search", "red star", "--db", db, "--json", "--conf", "0"]).stdout)
+        #expect(both.count == 4)
+        for hit in both {
+            let object = hit["object_score"]!.number ?? -1, scene = hit["scene_score"]!.number ?? -1
+            #expect(abs(hit["score"]!.number! - max(object, scene)) < 1e-9)
+            #expect(hit["evidence"]!.string! == (scene > object ? "scenes" : "objects"))
+        }
+        let scenes = try Reference.lines(
+            try CLI.run(["search", "red star", "--db", db, "--json", "--scenes", "--conf", "0"]).stdout)
+        #expect(
+            scenes.count == 4 && scenes.allSatisfy { $0["object_score"]!.kind == .null && $0["detections"]!.count == 0 }
+        )
+        let objects = try Reference.lines(
+            try CLI.run(["search", "red star", "--db", db, "--json", "--objects", "--conf", "0"]).stdout)
+        #expect(objects.allSatisfy { $0["scene_score"]!.kind == .null })
+
+        let plainDB = folder + "/plain.sqlite"
+        _ = try CLI.run(["index", folder + "/photos", "--db", plainDB, "--plain"])
+        let none = try CLI.run(["similar", folder + "/photos/scene-0001.jpg", "--db", plainDB])
+        #expect(none.status == 1 && none.stderr.contains("holds no whole-photo embeddings"), "\(none.stderr)")
+        let noScenes = try CLI.run(["search", "red star", "--db", plainDB, "--scenes"])
+        #expect(noScenes.status == 1 && noScenes.stderr.contains("--image-model"), "\(noScenes.stderr)")
+        let both2 = try CLI.run(["search", "red star", "--db", db, "--scenes", "--objects"])
+        #expect(both2.status == 64, "\(both2.stderr)")
+    }
+
     @Test func failuresAreRecordedAndListed() throws {
         let folder = try Self.scratch(["scene-0001.jpg"])
         defer { CLI.remove(folder) }

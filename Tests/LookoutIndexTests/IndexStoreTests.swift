@@ -49,11 +49,20 @@ import Testing
                 files.values.compactMap { $0.stored.failed ? nil : $0.stored.hash.map { $0 + "|" + key } })
             images = images.filter { referenced.contains($0.key) }
         }
-        func forEachPhoto(model key: String, _ body: (String, Int, Int, UnsafeRawBufferPointer) -> Void) {
+        func forEachPhoto(
+            model key: String, _ body: (String, Int, Int, UnsafeRawBufferPointer, UnsafeRawBufferPointer?) -> Void
+        ) {
             for (path, file) in files.sorted(by: { $0.key < $1.key })
             where !file.stored.failed && file.stored.model == key {
                 guard let hash = file.stored.hash, let image = images[hash + "|" + key] else { continue }
-                image.regions.withUnsafeBytes { body(path, image.width, image.height, $0) }
+                let whole = image.image.map { bits in bits.flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] } }
+                image.regions.withUnsafeBytes { regions in
+                    if let whole {
+                        whole.withUnsafeBytes { body(path, image.width, image.height, regions, $0) }
+                    } else {
+                        body(path, image.width, image.height, regions, nil)
+                    }
+                }
             }
         }
         func statistics() -> IndexStatistics {
