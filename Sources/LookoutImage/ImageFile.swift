@@ -135,10 +135,15 @@ public enum ImageFile {
     }
 }
 
-/// The EXIF orientation of a JPEG (tag 0x0112 in IFD0 of the APP1 `Exif` segment), 1 when absent.
+/// The EXIF facts Lookout reads from a JPEG's APP1 `Exif` segment: the orientation (tag 0x0112 in IFD0,
+/// 1 when absent) and when the photo was taken (DateTimeOriginal, tag 0x9003 in the Exif IFD, else
+/// DateTime, 0x0132 in IFD0).
 enum ExifOrientation {
-    static func read(_ bytes: [UInt8]) -> Int {
-        guard bytes.count > 4, bytes[0] == 0xFF, bytes[1] == 0xD8 else { return 1 }
+    static func read(_ bytes: [UInt8]) -> Int { tiff(bytes).map(orientation(tiff:)) ?? 1 }
+
+    /// The TIFF structure inside the APP1 `Exif` segment, if there is one.
+    static func tiff(_ bytes: [UInt8]) -> [UInt8]? {
+        guard bytes.count > 4, bytes[0] == 0xFF, bytes[1] == 0xD8 else { return nil }
         var position = 2
         while position + 4 <= bytes.count, bytes[position] == 0xFF {
             let marker = bytes[position + 1]
@@ -149,33 +154,133 @@ enum ExifOrientation {
             if marker == 0xE1, segment.count > 14,
                 Array(bytes[segment.lowerBound..<(segment.lowerBound + 6)]) == Array("Exif\0\0".utf8)
             {
-                return orientation(tiff: Array(bytes[(segment.lowerBound + 6)..<segment.upperBound]))
+                return Array(bytes[(segment.lowerBound + 6)..<segment.upperBound])
             }
             position += 2 + length
         }
-        return 1
+        return nil
     }
 
-    static func orientation(tiff: [UInt8]) -> Int {
-        guard tiff.count >= 8 else { return 1 }
-        let little = tiff[0] == 0x49 && tiff[1] == 0x49
-        guard little || (tiff[0] == 0x4D && tiff[1] == 0x4D) else { return 1 }
+    /// Reads IFD entries of a TIFF structure.
+    struct Reader {
+        let tiff: [UInt8]
+        let little: Bool
+
+        init?(_ tiff: [UInt8]) {
+            guard tiff.count >= 8 else { return nil }
+            little = tiff[0] == 0x49 && tiff[1] == 0x49
+            guard little || (tiff[0] == 0x4D && tiff[1] == 0x4D) else { return nil }
+            self.tiff = tiff
+        }
+
         func u16(_ at: Int) -> Int? {
             guard at >= 0, at + 2 <= tiff.count else { return nil }
             return little ? Int(tiff[at]) | Int(tiff[at + 1]) << 8 : Int(tiff[at]) << 8 | Int(tiff[at + 1])
         }
+
         func u32(_ at: Int) -> Int? {
             guard let a = u16(at), let b = u16(at + 2) else { return nil }
             return little ? a | b << 16 : a << 16 | b
         }
-        guard let ifd = u32(4), let count = u16(ifd) else { return 1 }
-        for entry in 0..<min(count, 512) {
-            let at = ifd + 2 + entry * 12
-            guard let tag = u16(at) else { return 1 }
-            if tag == 0x0112, let value = u16(at + 8), (1...8).contains(value) { return value }
+
+        /// The offset of the entry for `tag` in the IFD at `ifd`.
+        func entry(_ tag: Int, in ifd: Int) -> Int? {
+            guard let count = u16(ifd) else { return nil }
+            for index in 0..<min(count, 512) {
+                let at = ifd + 2 + index * 12
+                guard let found = u16(at) else { return nil }
+                if found == tag { return at }
+            }
+            return nil
         }
-        return 1
+
+        /// An ASCII value's text (`YYYY:MM:DD HH:MM:SS` for dates).
+        func ascii(_ entry: Int) -> String? {
+            guard let type = u16(entry + 2), type == 2, let count = u32(entry + 4), count > 4, count < 64,
+                let offset = u32(entry + 8), offset + count <= tiff.count
+            else { return nil }
+            return String(decoding: tiff[offset..<(offset + count)].prefix { $0 != 0 }, as: UTF8.self)
+        }
     }
+
+    static func orientation(tiff: [UInt8]) -> Int {
+        guard let reader = Reader(tiff), let ifd = reader.u32(4), let entry = reader.entry(0x0112, in: ifd),
+            let value = reader.u16(entry + 8), (1...8).contains(value)
+        else { return 1 }
+        return value
+    }
+
+    /// When the photo was taken, as written (EXIF has no time zone): seconds since 1970-01-01 00:00 of that
+    /// wall-clock time; nil when the file holds no date.
+    static func dateTaken(_ bytes: [UInt8]) -> Int64? {
+        guard let tiff = tiff(bytes), let reader = Reader(tiff), let ifd = reader.u32(4) else { return nil }
+        if let exif = reader.entry(0x8769, in: ifd), let offset = reader.u32(exif + 8),
+            let original = reader.entry(0x9003, in: offset), let text = reader.ascii(original),
+            let seconds = CalendarTime.seconds(exif: text)
+        {
+            return seconds
+        }
+        if let entry = reader.entry(0x0132, in: ifd), let text = reader.ascii(entry) {
+            return CalendarTime.seconds(exif: text)
+        }
+        return nil
+    }
+}
+
+/// Wall-clock times as seconds since 1970-01-01 00:00 of the same wall clock (no time zone): how photo dates
+/// are compared (`lookout search --after 2024-06-01`).
+public enum CalendarTime {
+    /// Days from 1970-01-01 to a civil date (proleptic Gregorian).
+    static func days(year: Int, month: Int, day: Int) -> Int {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+
+    public static func seconds(
+        year: Int, month: Int, day: Int, hour: Int = 0, minute: Int = 0, second: Int = 0
+    )
+        -> Int64?
+    {
+        guard (1...9999).contains(year), (1...12).contains(month), (1...31).contains(day), (0...23).contains(hour),
+            (0...59).contains(minute), (0...60).contains(second)
+        else { return nil }
+        return Int64(days(year: year, month: month, day: day)) * 86_400 + Int64(hour * 3600 + minute * 60 + second)
+    }
+
+    /// EXIF's `YYYY:MM:DD HH:MM:SS`.
+    static func seconds(exif text: String) -> Int64? {
+        let parts = text.split(whereSeparator: { $0 == ":" || $0 == " " }).compactMap { Int($0) }
+        guard parts.count == 6 else { return nil }
+        return seconds(
+            year: parts[0], month: parts[1], day: parts[2], hour: parts[3], minute: parts[4], second: parts[5])
+    }
+
+    /// A date as people type it: `2024`, `2024-06`, `2024-06-01`, `2024-06-01 14:30` or `2024-06-01T14:30:05`.
+    public static func seconds(typed text: String) -> Int64? {
+        let parts = text.split(whereSeparator: { "-:T ".contains($0) }).map { Int($0) }
+        guard (1...6).contains(parts.count), parts.allSatisfy({ $0 != nil }) else { return nil }
+        let v = parts.map { $0! }
+        return seconds(
+            year: v[0], month: v.count > 1 ? v[1] : 1, day: v.count > 2 ? v[2] : 1, hour: v.count > 3 ? v[3] : 0,
+            minute: v.count > 4 ? v[4] : 0, second: v.count > 5 ? v[5] : 0)
+    }
+
+    /// A file time (nanoseconds since the epoch) as this machine's local wall clock.
+    public static func local(nanoseconds: Int64) -> Int64 {
+        var time = time_t(nanoseconds / 1_000_000_000)
+        var parts = tm()
+        guard localtime_r(&time, &parts) != nil else { return Int64(time) }
+        return Int64(time) + Int64(parts.tm_gmtoff)
+    }
+}
+
+extension ImageFile {
+    /// When a photo was taken, from its EXIF date (as written, no time zone); nil without one.
+    public static func dateTaken(_ bytes: [UInt8]) -> Int64? { ExifOrientation.dateTaken(bytes) }
 }
 
 extension Image {

@@ -38,13 +38,42 @@ public struct StoredFile: Sendable, Equatable {
 }
 
 /// What computing one photo gave.
+/// One indexed photo as a search reads it; the buffers are valid only during the call that hands it over.
+public struct StoredPhoto {
+    public var path: String
+    public var width: Int
+    public var height: Int
+    /// The serialised regions (``Region/encode(_:embeddingSize:)``).
+    public var regions: UnsafeRawBufferPointer
+    /// The whole photo's CLIP embedding (F16, little-endian), when the index has an image tower.
+    public var imageEmbedding: UnsafeRawBufferPointer?
+    /// When it was taken (EXIF, wall-clock seconds: ``CalendarTime``), if the file says.
+    public var taken: Int64?
+    /// The file's modification time (nanoseconds since the epoch) when indexed.
+    public var modified: Int64
+
+    public init(
+        path: String, width: Int, height: Int, regions: UnsafeRawBufferPointer, imageEmbedding: UnsafeRawBufferPointer?,
+        taken: Int64?, modified: Int64
+    ) {
+        self.path = path
+        self.width = width
+        self.height = height
+        self.regions = regions
+        self.imageEmbedding = imageEmbedding
+        self.taken = taken
+        self.modified = modified
+    }
+}
+
 /// A whole photo's CLIP image embedding, from the file's bytes (the image tower decodes as PIL does).
 public typealias ImageEmbedder = (_ bytes: [UInt8], _ path: String) throws -> [Float]
 
 public enum PhotoOutcome: Sendable {
     /// Regions computed for new content (`regions` serialised as ``Region/encode(_:embeddingSize:)`` does),
     /// and the whole photo's image embedding (F16 bits) when an image tower made one.
-    case indexed(hash: String, width: Int, height: Int, regions: [UInt8], imageEmbedding: [UInt16]? = nil)
+    case indexed(
+        hash: String, width: Int, height: Int, regions: [UInt8], imageEmbedding: [UInt16]? = nil, taken: Int64? = nil)
     /// Content already indexed under the same model (a renamed, copied or touched file).
     case reused(hash: String)
     /// The file could not be read or decoded.
@@ -134,13 +163,7 @@ public protocol IndexStore: AnyObject {
     func remove(paths: [String], keepingModel key: String) throws(IndexError)
 
     /// Calls `body` with every indexed photo of the model `key`: its path, size and serialised regions.
-    func forEachPhoto(
-        model key: String,
-        _ body: (
-            _ path: String, _ width: Int, _ height: Int, _ regions: UnsafeRawBufferPointer,
-            _ imageEmbedding: UnsafeRawBufferPointer?
-        ) -> Void
-    ) throws(IndexError)
+    func forEachPhoto(model key: String, _ body: (StoredPhoto) -> Void) throws(IndexError)
 
     func statistics() throws(IndexError) -> IndexStatistics
     func failures() throws(IndexError) -> [(path: String, error: String)]

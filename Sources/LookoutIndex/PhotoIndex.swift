@@ -159,7 +159,9 @@ public final class PhotoIndex {
             let image = try ImageFile.decode(bytes, name: photo.path)
             let blob = Region.encode(regions(image, photo.path), embeddingSize: embeddingSize)
             let whole = try imageEmbedding?(bytes, photo.path).map { Float16($0).bitPattern }
-            return .indexed(hash: hash, width: image.width, height: image.height, regions: blob, imageEmbedding: whole)
+            return .indexed(
+                hash: hash, width: image.width, height: image.height, regions: blob, imageEmbedding: whole,
+                taken: ImageFile.dateTaken(bytes))
         } catch let error as ImageError {
             return .failed(error: error.problem)  // the path is the record's own
         } catch let error as FileContents.FileError {
@@ -241,7 +243,7 @@ public final class PhotoIndex {
             try store.record(photo, outcome: outcome, model: key)
             try store.release(photo.path, worker: worker)
             switch outcome {
-            case .indexed(let hash, _, _, _, _):
+            case .indexed(let hash, _, _, _, _, _):
                 indexed.insert(hash)
                 summary.computed += 1
             case .reused: summary.reused += 1
@@ -311,7 +313,7 @@ public final class PhotoIndex {
     /// whole-photo CLIP embedding's cosine with the query, mapped by ``SceneScore``; a photo scores the
     /// better of the two that `evidence` asks for (indexes without image embeddings have objects only).
     public func search(
-        text: [Float], confidence: Float, top: Int, evidence: Evidence = .both
+        text: [Float], confidence: Float, top: Int, evidence: Evidence = .both, filter: PhotoFilter = PhotoFilter()
     ) throws(IndexError) -> [Hit] {
         guard let model = try store.storedModel() else { return [] }
         let scorer = RegionScorer(text: text, parameters: model.scoreParameters)
@@ -319,8 +321,10 @@ public final class PhotoIndex {
         let query = text.map { $0 / norm }
         var hits: [Hit] = []
         var scratch: [Float] = []
-        try store.forEachPhoto(model: model.key) { path, width, height, regions, image in
-            var hit = Hit(path: path, width: width, height: height, score: 0, detections: [])
+        try store.forEachPhoto(model: model.key) { photo in
+            guard filter.admits(photo) else { return }
+            let regions = photo.regions, image = photo.imageEmbedding
+            var hit = Hit(path: photo.path, width: photo.width, height: photo.height, score: 0, detections: [])
             if evidence != .scenes {
                 hit.detections = scorer.score(
                     blob: regions, embeddingSize: model.embeddingSize, above: confidence, scratch: &scratch
@@ -349,13 +353,16 @@ public final class PhotoIndex {
 
     /// The indexed photos nearest to a whole-photo embedding (cosine, best first), at most `top`: the
     /// photos of an index made with an image tower.
-    public func similar(to embedding: [Float], top: Int) throws(IndexError) -> [(path: String, cosine: Float)] {
+    public func similar(
+        to embedding: [Float], top: Int, filter: PhotoFilter = PhotoFilter()
+    ) throws(IndexError) -> [(path: String, cosine: Float)] {
         guard let model = try store.storedModel() else { return [] }
         let norm = max(embedding.reduce(0) { $0 + $1 * $1 }.squareRoot(), 1e-12)
         let query = embedding.map { $0 / norm }
         var found: [(path: String, cosine: Float)] = []
-        try store.forEachPhoto(model: model.key) { path, _, _, _, image in
-            guard let image, image.count == 2 * query.count else { return }
+        try store.forEachPhoto(model: model.key) { photo in
+            guard filter.admits(photo), let image = photo.imageEmbedding, image.count == 2 * query.count else { return }
+            let path = photo.path
             var dot: Float = 0
             var squares: Float = 0
             for d in 0..<query.count {
@@ -462,4 +469,29 @@ public enum SceneScore {
     public static let slope: Float = 40
 
     public static func score(cosine: Float) -> Float { 1 / (1 + expf(-(cosine - center) * slope)) }
+}
+
+/// Which indexed photos a search considers: those under a folder, taken (EXIF date, else the file's
+/// modification time on this machine's clock) from `after` (inclusive) to `before` (exclusive).
+public struct PhotoFilter: Sendable {
+    /// A canonical folder path; photos under it pass.
+    public var folder: String?
+    /// Wall-clock seconds (``CalendarTime``).
+    public var after: Int64?
+    public var before: Int64?
+
+    public init(folder: String? = nil, after: Int64? = nil, before: Int64? = nil) {
+        self.folder = folder
+        self.after = after
+        self.before = before
+    }
+
+    public func admits(_ photo: StoredPhoto) -> Bool {
+        if let folder, !photo.path.hasPrefix(folder.hasSuffix("/") ? folder : folder + "/") { return false }
+        guard after != nil || before != nil else { return true }
+        let date = photo.taken ?? CalendarTime.local(nanoseconds: photo.modified)
+        if let after, date < after { return false }
+        if let before, date >= before { return false }
+        return true
+    }
 }

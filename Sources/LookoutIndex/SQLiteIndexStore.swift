@@ -15,7 +15,7 @@ import LookoutSupport
 /// Schema versions: a file of an older version is migrated in place by ``migrations`` when opened for
 /// writing, and read as it is otherwise (every version so far reads the same); a newer one is refused.
 public final class SQLiteIndexStore: IndexStore {
-    public static let schemaVersion = 2
+    public static let schemaVersion = 3
     /// Steps from version n to n + 1, each run in one transaction: `migrations[n - 1]` upgrades version n.
     static let migrations: [String] = [
         // 1 → 2: claims, for several processes indexing one database; a photo's image embedding.
@@ -23,8 +23,14 @@ public final class SQLiteIndexStore: IndexStore {
         CREATE TABLE IF NOT EXISTS claims (
             path TEXT PRIMARY KEY, worker TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL, expires REAL NOT NULL);
         ALTER TABLE images ADD COLUMN image_embedding BLOB;
+        """,
+        // 2 → 3: when a photo was taken (its EXIF date), for search filters.
         """
+        ALTER TABLE images ADD COLUMN taken INTEGER;
+        """,
     ]
+    /// The schema version of the open file (older than ``schemaVersion`` only when opened read-only).
+    private(set) var version = SQLiteIndexStore.schemaVersion
 
     public let path: String
     public var location: String { path }
@@ -82,6 +88,7 @@ public final class SQLiteIndexStore: IndexStore {
             if !readOnly { try setMeta("schema_version", String(Self.schemaVersion)) }
             return
         }
+        defer { if readOnly { self.version = Int(text) ?? Self.schemaVersion } }
         guard var version = Int(text), version >= 1 else {
             throw IndexError(
                 path: path, kind: .schemaVersion, problem: "index schema version \"\(text)\" is not one Lookout wrote")
@@ -204,21 +211,22 @@ public final class SQLiteIndexStore: IndexStore {
           model = excluded.model, status = excluded.status, error = excluded.error
         """)
     private lazy var insertImage = try? database.prepare(
-        "INSERT OR REPLACE INTO images(hash, model, width, height, regions, image_embedding) VALUES(?, ?, ?, ?, ?, ?)")
+        "INSERT OR REPLACE INTO images(hash, model, width, height, regions, image_embedding, taken) VALUES(?, ?, ?, ?, ?, ?, ?)"
+    )
 
     public func record(_ photo: FoundPhoto, outcome: PhotoOutcome, model key: String) throws(IndexError) {
         guard let upsertFile, let insertImage else { throw IndexError(path: path, problem: database.lastError) }
         let file: [Statement.Value] = [.text(photo.path), .integer(photo.size), .integer(photo.mtime)]
         do {
             switch outcome {
-            case .indexed(let hash, let width, let height, let regions, let imageEmbedding):
+            case .indexed(let hash, let width, let height, let regions, let imageEmbedding, let taken):
                 let image: Statement.Value =
                     imageEmbedding.map { bits in .blob(bits.flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] }) } ?? .null
                 try database.transaction {
                     try insertImage.run(
                         [
                             .text(hash), .text(key), .integer(Int64(width)), .integer(Int64(height)), .blob(regions),
-                            image,
+                            image, taken.map { .integer($0) } ?? .null,
                         ])
                     try upsertFile.run(file + [.text(hash), .text(key), .text("ok"), .null])
                 }
@@ -299,24 +307,29 @@ public final class SQLiteIndexStore: IndexStore {
         }
     }
 
-    public func forEachPhoto(
-        model key: String,
-        _ body: (
-            _ path: String, _ width: Int, _ height: Int, _ regions: UnsafeRawBufferPointer,
-            _ imageEmbedding: UnsafeRawBufferPointer?
-        ) -> Void
-    ) throws(IndexError) {
+    public func forEachPhoto(model key: String, _ body: (StoredPhoto) -> Void) throws(IndexError) {
+        // Files of older schema versions (opened read-only) lack the later columns: they read as NULL.
+        let image = version >= 2 ? "i.image_embedding" : "NULL"
+        let taken = version >= 3 ? "i.taken" : "NULL"
         let statement = try database.prepare(
             """
-            SELECT f.path, i.width, i.height, i.regions, i.image_embedding FROM files f
+            SELECT f.path, i.width, i.height, i.regions, \(image), \(taken), f.mtime_ns FROM files f
             JOIN images i ON i.hash = f.hash AND i.model = f.model
             WHERE f.status = 'ok' AND f.model = ?
             """)
         statement.bind([.text(key)])
         while try statement.step() {
-            let (path, width, height) = (statement.text(0), Int(statement.integer(1)), Int(statement.integer(2)))
+            let path = statement.text(0)
+            let (width, height) = (Int(statement.integer(1)), Int(statement.integer(2)))
+            let takenValue: Int64? = statement.isNull(5) ? nil : statement.integer(5)
+            let modified = statement.integer(6)
             statement.withBlob(3) { regions in
-                statement.withBlob(4) { image in body(path, width, height, regions, image.isEmpty ? nil : image) }
+                statement.withBlob(4) { whole in
+                    body(
+                        StoredPhoto(
+                            path: path, width: width, height: height, regions: regions,
+                            imageEmbedding: whole.isEmpty ? nil : whole, taken: takenValue, modified: modified))
+                }
             }
         }
     }

@@ -28,10 +28,14 @@ struct SearchCommand: ParsableCommand {
             objects; --objects or --scenes weighs one alone. JSON lines say which evidence decided \
             ("evidence": "objects" or "scenes") with both scores.
 
+            --in, --after and --before keep the photos under a folder and taken in a period (the EXIF date \
+            when the photo has one, as written; else the file's modification time on this machine's clock).
+
             Examples:
               lookout search "red star"
               lookout search "red car" --db photos.sqlite --top 50 --json
               lookout search "ring" --html rings.html
+              lookout search "dog" --in ~/Pictures --after 2024-06-01 --before 2024-07
             """
     )
 
@@ -45,8 +49,14 @@ struct SearchCommand: ParsableCommand {
     @Option(help: "Photos to list.")
     var top = 20
 
-    @Option(help: "Boxes scoring above this are shown; photos without one are not listed.")
+    @Option(
+        name: [.customLong("conf"), .customLong("min-score")],
+        help:
+            "Evidence scoring above this is shown (boxes, scenes); photos without any are not listed. --min-score is the same."
+    )
     var conf: Float = 0.1
+
+    @OptionGroup var filters: PhotoFilterOptions
 
     @Flag(help: "Re-score the best candidates with the real query-conditioned detector.")
     var exact = false
@@ -100,7 +110,8 @@ struct SearchCommand: ParsableCommand {
         let evidence: PhotoIndex.Evidence = objects || exact ? .objects : scenes ? .scenes : .both
         var hits = try index.search(
             text: text, confidence: exact ? min(conf, 0.01) : conf,
-            top: exact ? max(top > Int.max / 3 ? Int.max : top * 3, 30) : top, evidence: evidence)
+            top: exact ? max(top > Int.max / 3 ? Int.max : top * 3, 30) : top, evidence: evidence,
+            filter: try filters.filter())
         let searchSeconds = clock.lap()
         let missing = hits.filter { $0.fileState == .missing }
         if !missing.isEmpty {

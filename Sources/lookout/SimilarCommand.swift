@@ -35,11 +35,17 @@ struct SimilarCommand: ParsableCommand {
             valueName: "path"))
     var imageModel: String?
 
+    @Option(help: "Only photos at least this similar (cosine, -1 to 1; 0.9 and above: near-identical for ViT-B/32).")
+    var minScore: Float = -1
+
+    @OptionGroup var filters: PhotoFilterOptions
+
     @Flag(help: "One JSON object per photo per line, best first.")
     var json = false
 
     func validate() throws {
         guard top > 0 else { throw ValidationError("--top must be positive.") }
+        guard minScore >= -1 && minScore <= 1 else { throw ValidationError("--min-score is a cosine, from -1 to 1.") }
     }
 
     func run() throws {
@@ -62,7 +68,9 @@ struct SimilarCommand: ParsableCommand {
         let embedding = tower.encode([
             CLIPPreprocessing.tensor(CLIPPreprocessing.resizedAndCropped(decoded, size: side))
         ])[0]
-        let found = try index.similar(to: embedding, top: top)
+        let found = try index.similar(to: embedding, top: top, filter: try filters.filter()).filter {
+            $0.cosine >= minScore
+        }
         for (path, cosine) in found {
             if json {
                 print(JSONValue.object([("image", .string(path)), ("cosine", Report.shortest(cosine))]).serialized)
@@ -71,5 +79,43 @@ struct SimilarCommand: ParsableCommand {
             }
         }
         if found.isEmpty && !json { print("no indexed photo has a whole-photo embedding") }
+    }
+}
+
+/// `--in`, `--after`, `--before`: which indexed photos a search or `similar` considers.
+struct PhotoFilterOptions: ParsableArguments {
+    @Option(name: .customLong("in"), help: ArgumentHelp("Only photos under this folder.", valueName: "folder"))
+    var folder: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "Only photos taken on or after this date (EXIF DateTimeOriginal, else the file's time): 2024, 2024-06, 2024-06-01 or 2024-06-01 14:30.",
+            valueName: "date"))
+    var after: String?
+
+    @Option(help: ArgumentHelp("Only photos taken before this date (same forms as --after).", valueName: "date"))
+    var before: String?
+
+    func validate() throws {
+        for (name, value) in [("--after", after), ("--before", before)] {
+            if let value, CalendarTime.seconds(typed: value) == nil {
+                throw ValidationError(
+                    "\(name) \(value): not a date (use 2024, 2024-06, 2024-06-01, or 2024-06-01 14:30)")
+            }
+        }
+    }
+
+    /// The library's filter; the folder is made canonical (as the index stores paths).
+    func filter() throws -> PhotoFilter {
+        var folderPath: String?
+        if let folder {
+            guard let canonical = FileSystem.realpath(folder) else {
+                throw LookoutError("\(folder): no such folder (--in)")
+            }
+            folderPath = canonical
+        }
+        return PhotoFilter(
+            folder: folderPath, after: after.flatMap(CalendarTime.seconds(typed:)),
+            before: before.flatMap(CalendarTime.seconds(typed:)))
     }
 }

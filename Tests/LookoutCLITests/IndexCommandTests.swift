@@ -4,6 +4,10 @@ import LookoutJSON
 import LookoutSupport
 import Testing
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// `lookout index` and `lookout search` as processes with the demo model, against the independent index
 /// reference (Tests/Fixtures/index, scripts/demo/make_index_fixtures.py): the search ranking, scores and
 /// boxes, `--exact` against ultralytics predict on the candidates; and the index's options, environment,
@@ -236,6 +240,59 @@ import Testing
         #expect(noScenes.status == 1 && noScenes.stderr.contains("--image-model"), "\(noScenes.stderr)")
         let both2 = try CLI.run(["search", "red star", "--db", db, "--scenes", "--objects"])
         #expect(both2.status == 64, "\(both2.stderr)")
+    }
+
+    /// A JPEG with an EXIF DateTimeOriginal (an APP1 segment inserted after SOI; little-endian TIFF).
+    static func withDateTaken(_ jpeg: [UInt8], _ date: String) -> [UInt8] {
+        func u16(_ v: Int) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
+        func u32(_ v: Int) -> [UInt8] { u16(v & 0xFFFF) + u16(v >> 16) }
+        let text = Array(date.utf8) + [0]
+        // TIFF: header (8), IFD0 at 8 with one entry (ExifIFD pointer), Exif IFD at 26 with one entry, text at 44.
+        var tiff: [UInt8] = [0x49, 0x49, 0x2A, 0x00] + u32(8)
+        tiff += u16(1) + u16(0x8769) + u16(4) + u32(1) + u32(26) + u32(0)
+        tiff += u16(1) + u16(0x9003) + u16(2) + u32(text.count) + u32(44) + u32(0)
+        tiff += text
+        let payload = Array("Exif".utf8) + [0, 0] + tiff
+        return [0xFF, 0xD8, 0xFF, 0xE1] + [UInt8((payload.count + 2) >> 8), UInt8((payload.count + 2) & 0xFF)] + payload
+            + jpeg.dropFirst(2)
+    }
+
+    /// `--in`, `--after` and `--before` keep the photos under a folder and taken in a period: the EXIF date
+    /// when the photo has one, else the file's time; bad dates and missing folders are refused.
+    @Test func searchFiltersByFolderAndDate() throws {
+        let folder = try CLI.scratch("filters")
+        defer { CLI.remove(folder) }
+        let jpeg = Array(try Data(contentsOf: URL(fileURLWithPath: Self.root + "/examples/scenes/scene-0001.jpg")))
+        try FileManager.default.createDirectory(atPath: folder + "/photos/x", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: folder + "/photos/y", withIntermediateDirectories: true)
+        try Data(Self.withDateTaken(jpeg, "2021:07:04 10:00:00")).write(
+            to: URL(fileURLWithPath: folder + "/photos/x/a.jpg"))
+        try Data(Self.withDateTaken(jpeg, "2023:01:15 18:30:00")).write(
+            to: URL(fileURLWithPath: folder + "/photos/y/b.jpg"))
+        try Data(jpeg).write(to: URL(fileURLWithPath: folder + "/photos/y/c.jpg"))
+        // c.jpg has no EXIF date: its file time, 2022-03-01 12:00 UTC.
+        var times = [timeval(tv_sec: 1_646_136_000, tv_usec: 0), timeval(tv_sec: 1_646_136_000, tv_usec: 0)]
+        #expect(utimes(folder + "/photos/y/c.jpg", &times) == 0)
+        let db = folder + "/index.sqlite"
+        let indexed = try CLI.run(["index", folder + "/photos", "--db", db, "--plain"], environment: ["TZ": "UTC"])
+        #expect(indexed.status == 0, "\(indexed.stderr)")
+        func found(_ extra: [String]) throws -> [String] {
+            let result = try CLI.run(
+                ["search", "blue circle", "--db", db, "--json", "--min-score", "0"] + extra, environment: ["TZ": "UTC"])
+            #expect(result.status == 0, "\(extra): \(result.stderr)")
+            return try Reference.lines(result.stdout).map { Self.name($0["image"]!.string!) }.sorted()
+        }
+        #expect(try found([]) == ["a.jpg", "b.jpg", "c.jpg"])
+        #expect(try found(["--after", "2022"]) == ["b.jpg", "c.jpg"])
+        #expect(try found(["--before", "2022-01-01"]) == ["a.jpg"])
+        #expect(try found(["--after", "2021-07-04", "--before", "2021-07-05"]) == ["a.jpg"])
+        #expect(try found(["--after", "2022-03-01 11:59", "--before", "2022-03-01 12:01"]) == ["c.jpg"])
+        #expect(try found(["--in", folder + "/photos/y"]) == ["b.jpg", "c.jpg"])
+        #expect(try found(["--in", folder + "/photos/y", "--before", "2023"]) == ["c.jpg"])
+        let badDate = try CLI.run(["search", "ring", "--db", db, "--after", "last tuesday"])
+        #expect(badDate.status == 64 && badDate.stderr.contains("not a date"), "\(badDate.stderr)")
+        let noFolder = try CLI.run(["search", "ring", "--db", db, "--in", folder + "/nowhere"])
+        #expect(noFolder.status == 1 && noFolder.stderr.contains("no such folder"), "\(noFolder.stderr)")
     }
 
     @Test func failuresAreRecordedAndListed() throws {

@@ -13,7 +13,7 @@ import Testing
     final class MemoryStore: IndexStore {
         var model: IndexModel?
         var files: [String: (photo: FoundPhoto, stored: StoredFile, error: String?)] = [:]
-        var images: [String: (width: Int, height: Int, regions: [UInt8], image: [UInt16]?)] = [:]  // by "hash|model"
+        var images: [String: (width: Int, height: Int, regions: [UInt8], image: [UInt16]?, taken: Int64?)] = [:]  // by "hash|model"
 
         var location: String { "memory" }
         func storedModel() -> IndexModel? { model }
@@ -28,8 +28,8 @@ import Testing
         }
         func record(_ photo: FoundPhoto, outcome: PhotoOutcome, model key: String) {
             switch outcome {
-            case .indexed(let hash, let width, let height, let regions, let image):
-                images[hash + "|" + key] = (width, height, regions, image)
+            case .indexed(let hash, let width, let height, let regions, let image, let taken):
+                images[hash + "|" + key] = (width, height, regions, image, taken)
                 files[photo.path] = (
                     photo, StoredFile(size: photo.size, mtime: photo.mtime, hash: hash, model: key, failed: false), nil
                 )
@@ -49,19 +49,19 @@ import Testing
                 files.values.compactMap { $0.stored.failed ? nil : $0.stored.hash.map { $0 + "|" + key } })
             images = images.filter { referenced.contains($0.key) }
         }
-        func forEachPhoto(
-            model key: String, _ body: (String, Int, Int, UnsafeRawBufferPointer, UnsafeRawBufferPointer?) -> Void
-        ) {
+        func forEachPhoto(model key: String, _ body: (StoredPhoto) -> Void) {
             for (path, file) in files.sorted(by: { $0.key < $1.key })
             where !file.stored.failed && file.stored.model == key {
                 guard let hash = file.stored.hash, let image = images[hash + "|" + key] else { continue }
                 let whole = image.image.map { bits in bits.flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] } }
                 image.regions.withUnsafeBytes { regions in
-                    if let whole {
-                        whole.withUnsafeBytes { body(path, image.width, image.height, regions, $0) }
-                    } else {
-                        body(path, image.width, image.height, regions, nil)
+                    func hand(_ embedding: UnsafeRawBufferPointer?) {
+                        body(
+                            StoredPhoto(
+                                path: path, width: image.width, height: image.height, regions: regions,
+                                imageEmbedding: embedding, taken: image.taken, modified: file.photo.mtime))
                     }
+                    if let whole { whole.withUnsafeBytes { hand($0) } } else { hand(nil) }
                 }
             }
         }
@@ -229,8 +229,12 @@ import Testing
         sqlite3_close(handle)
         _ = try PhotoIndex(path: old, readOnly: true)
         #expect(try Self.schemaVersion(in: old) == "1")
+        // Read as it is: the columns later versions added (image embedding, date taken) read as absent.
+        var seen = 0
+        try SQLiteIndexStore(path: old, readOnly: true).forEachPhoto(model: "m") { _ in seen += 1 }
+        #expect(seen == 0)
         let upgraded = try SQLiteIndexStore(path: old)
-        #expect(try Self.schemaVersion(in: old) == "2")
+        #expect(try Self.schemaVersion(in: old) == "3")
         #expect(try upgraded.claim("/p/x.jpg", worker: IndexWorker.current(), until: SQLiteIndexStore.now() + 60))
         #expect(try upgraded.imageEmbedding(hash: "none", model: "m") == nil)
         Self.setSchemaVersion("99", in: path)
