@@ -13,7 +13,8 @@ import Testing
     final class MemoryStore: IndexStore {
         var model: IndexModel?
         var files: [String: (photo: FoundPhoto, stored: StoredFile, error: String?)] = [:]
-        var images: [String: (width: Int, height: Int, regions: [UInt8], image: [UInt16]?, taken: Int64?)] = [:]  // by "hash|model"
+        // By "hash|model".
+        var images: [String: (width: Int, height: Int, regions: [UInt8], image: [UInt16]?, taken: Int64?)] = [:]
 
         var location: String { "memory" }
         func storedModel() -> IndexModel? { model }
