@@ -123,6 +123,28 @@ __attribute__((target("avx2,fma"))) static void silu_avx2(float *values, size_t 
 }
 #endif
 
+__attribute__((target("avx2,fma"))) static void quick_gelu_avx2(float *values, size_t count) {
+    size_t i = 0;
+    __m256 one = _mm256_set1_ps(1.0f);
+    __m256 factor = _mm256_set1_ps(-1.702f);
+    for (; i + 8 <= count; i += 8) {
+        __m256 x = _mm256_loadu_ps(values + i);
+        __m256 e = exp8(_mm256_mul_ps(factor, x));
+        _mm256_storeu_ps(values + i, _mm256_mul_ps(x, _mm256_div_ps(one, _mm256_add_ps(one, e))));
+    }
+    for (; i < count; i++) values[i] = values[i] * (1.0f / (1.0f + expf(-1.702f * values[i])));
+}
+
+void lookout_quick_gelu(float *values, size_t count) {
+#if defined(__x86_64__)
+    if (lookout_kernels_vectorized()) {
+        quick_gelu_avx2(values, count);
+        return;
+    }
+#endif
+    for (size_t i = 0; i < count; i++) values[i] = values[i] * (1.0f / (1.0f + expf(-1.702f * values[i])));
+}
+
 void lookout_silu(float *values, size_t count) {
 #if defined(__x86_64__)
     if (lookout_kernels_vectorized()) {

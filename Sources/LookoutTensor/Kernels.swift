@@ -149,10 +149,7 @@ public enum Kernels {
 
     /// QuickGELU in place: `x · sigmoid(1.702·x)`.
     public static func quickGELU(_ x: UnsafeMutablePointer<Float>, count: Int) {
-        for index in 0..<count {
-            let value = x[index]
-            x[index] = value * (1 / (1 + expf(-1.702 * value)))
-        }
+        lookout_quick_gelu(x, count)
     }
 
     /// `x += y` element-wise.
@@ -174,7 +171,10 @@ public enum Kernels {
 
     /// One head of scaled dot-product attention over `length` rows of packed q, k, v (`3 × width` per row):
     /// causal (row i attends to rows 0…i, the text tower) or full (every row, the image tower). `scratch`
-    /// holds at least `length` floats.
+    /// holds at least `length` floats when causal, `length²` when full.
+    ///
+    /// Full attention runs its two products through OpenBLAS (scores `Q·Kᵀ`, then `P·V`) with a row
+    /// softmax between; the causal path stays a per-row loop (a handful of tokens per query).
     public static func attentionHead(
         qkv: UnsafePointer<Float>, length: Int, width: Int, head: Int, headSize: Int, scale: Float, causal: Bool,
         into output: UnsafeMutablePointer<Float>, scratch: UnsafeMutablePointer<Float>
@@ -183,6 +183,28 @@ public enum Kernels {
         let q = qkv + head * headSize
         let k = qkv + width + head * headSize
         let v = qkv + 2 * width + head * headSize
+        if !causal {
+            BLAS.gemm(
+                m: length, n: length, k: headSize, a: q, b: k, transposeB: true, c: scratch, lda: stride, ldb: stride,
+                ldc: length, alpha: scale)
+            for i in 0..<length {
+                let row = scratch + i * length
+                var maximum = -Float.infinity
+                for j in 0..<length { maximum = max(maximum, row[j]) }
+                var total: Float = 0
+                for j in 0..<length {
+                    let e = expf(row[j] - maximum)
+                    row[j] = e
+                    total += e
+                }
+                let inverse = 1 / total
+                for j in 0..<length { row[j] *= inverse }
+            }
+            BLAS.gemm(
+                m: length, n: headSize, k: length, a: scratch, b: v, c: output + head * headSize, lda: length,
+                ldb: stride, ldc: width)
+            return
+        }
         for i in 0..<length {
             let query = q + i * stride
             var maximum = -Float.infinity

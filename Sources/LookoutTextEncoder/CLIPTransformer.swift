@@ -53,7 +53,8 @@ struct CLIPTransformer: Sendable {
                                 let qkvShared = UnsafeSendable(UnsafePointer(qkv))
                                 let attentionShared = UnsafeSendable(attention)
                                 pool.parallelFor(queries * heads, chunk: 1) { range in
-                                    let scratch = UnsafeMutablePointer<Float>.allocate(capacity: 128 + longest)
+                                    let scratch = UnsafeMutablePointer<Float>.allocate(
+                                        capacity: 128 + (causal ? longest : longest * longest))
                                     defer { scratch.deallocate() }
                                     for item in range {
                                         let query = item / heads

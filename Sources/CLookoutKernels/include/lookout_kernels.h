@@ -13,6 +13,8 @@ void lookout_f16_to_f32(const uint16_t *source, float *target, size_t count);
 
 /// SiLU in place, x / (1 + exp(-x)); the vector path uses a polynomial exp accurate to about 2 ulp.
 void lookout_silu(float *values, size_t count);
+/// x · sigmoid(1.702 x) (CLIP's QuickGELU), in place.
+void lookout_quick_gelu(float *values, size_t count);
 
 /// Whether the vector paths are used.
 int lookout_kernels_vectorized(void);
