@@ -35,7 +35,7 @@ struct SimilarCommand: ParsableCommand {
             valueName: "path"))
     var imageModel: String?
 
-    @Option(help: "Only photos at least this similar (cosine, -1 to 1; 0.9 and above: near-identical for ViT-B/32).")
+    @Option(help: "Only photos at least this similar (cosine similarity, from -1 to 1).")
     var minScore: Float = -1
 
     @OptionGroup var filters: PhotoFilterOptions
