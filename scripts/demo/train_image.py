@@ -16,11 +16,13 @@ from the others. The text encoder (Models/demo/text-encoder.safetensors) is not 
 writes OUT/image-encoder.safetensors (F16, OpenAI `visual.*` names) and OUT/image-train-log.txt.
 Caption token ids come from scripts/demo/scene_captions.json (make_scene_captions.py, with OpenAI's tokenizer).
 
-Status: a first trial, not shipped. On one H100, 24,000 cached scenes (generated in 133 s; scene generation,
-~150 scenes/s on 16 cores, bounds the data) and 21,526 steps of 512 in 5 minutes reached training-batch
-precision@5 1.000, but on 160 held-out scenes (seed 515000, evaluation split) Lookout's embeddings of this
-tower gave mean AP 0.82 for colour captions, 0.57 backgrounds, 0.51 shapes, 0.29 counts and 0.17
-colour–shape pairs: it memorised its 24,000 scenes. More distinct scenes (or augmentation) come next.
+Status: trials, not shipped. On one H100 (scene generation, ~170 scenes/s on 16 cores, bounds the data):
+- 24,000 cached scenes, 21,526 steps of 512 in 5 minutes: training-batch precision@5 1.000, but on 160
+  held-out scenes (seed 515000, evaluation split; Lookout's own embeddings of the tower) mean AP colours
+  0.82, backgrounds 0.57, shapes 0.51, counts 0.29, colour–shape pairs 0.17 — it memorised its scenes;
+- 64,000 cached scenes (384 s to make), 10,773 steps in 2.8 minutes: held-out backgrounds 0.993, colours
+  0.900, shapes 0.610, counts 0.351, pairs 0.338; scene→captions precision@5 0.808.
+More distinct scenes help most; counts and colour–shape pairs need more than this.
 """
 from __future__ import annotations
 
