@@ -214,8 +214,7 @@ struct ImageTower: ParsableCommand {
         let bytes = try FileContents.read(photo)
         var input: [Float] = []
         measure("decode + preprocess \(photo) to \(side)×\(side)", repetitions: 20) {
-            let decoded = try! CLIPPreprocessing.decode(bytes, name: photo)
-            input = CLIPPreprocessing.tensor(CLIPPreprocessing.resizedAndCropped(decoded, size: side))
+            input = try! CLIPPreprocessing.input(bytes, name: photo, size: side)
         }
         _ = encoder.encode([input])
         measure("encode_image, one photo", repetitions: 20) { _ = encoder.encode([input]) }

@@ -47,24 +47,15 @@ public enum CLIPPreprocessing {
             lookout_image_decode_pil(buffer.baseAddress, buffer.count, Int64(pixelLimit), &result, &mode)
         }
         defer { lookout_codecs_free(result.pixels) }
-        let message = withUnsafeBytes(of: result.error) { raw in
-            String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-        }
-        guard message.isEmpty, let pixels = result.pixels, result.width > 0, result.height > 0 else {
-            let kind = message.isEmpty ? .damaged : ImageError.decodingKind(message)
-            if kind == .unsupportedFormat, let format = ImageFile.otherFormat(bytes) {
-                throw ImageError(
-                    path: name, kind: kind,
-                    problem:
-                        "a \(format) image: Lookout reads JPEG and PNG (convert it first, e.g. `convert IN OUT.png`)")
-            }
-            throw ImageError(path: name, kind: kind, problem: message.isEmpty ? "cannot decode the image" : message)
-        }
-        let count = Int(result.width) * Int(result.height) * 4
-        let image = Image(
-            width: Int(result.width), height: Int(result.height), channels: 4,
-            pixels: Array(UnsafeBufferPointer(start: pixels, count: count)))
-        return PILImage(image: image.oriented(ExifOrientation.read(bytes)), mode: PILImage.Mode(rawValue: mode) ?? .rgb)
+        return PILImage(
+            image: try ImageFile.image(from: result, channels: 4, bytes: bytes, name: name),
+            mode: PILImage.Mode(rawValue: mode) ?? .rgb)
+    }
+
+    /// A photo file's bytes as the image tower takes them: decoded as PIL opens it, resized and cropped to
+    /// `size`, normalised (`clip._transform(size)(Image.open(file))`).
+    public static func input(_ bytes: [UInt8], name: String, size: Int) throws(ImageError) -> [Float] {
+        tensor(resizedAndCropped(try decode(bytes, name: name), size: size))
     }
 
     /// The 8-bit RGB image (`n × n × 3`) that `ToTensor` receives.
@@ -193,24 +184,15 @@ public enum CLIPPreprocessing {
         let horizontal = coefficients(inSize: image.width, outSize: width)
         var output = [UInt8](repeating: 0, count: width * rows.count * 4)
         image.pixels.withUnsafeBufferPointer { input in
-            for y in 0..<rows.count {
-                let row = (y + rows.lowerBound) * image.width * 4
-                for x in 0..<width {
-                    let (start, count) = horizontal.bounds[x]
-                    let k = horizontal.weights[x]
-                    var sums: (Int32, Int32, Int32, Int32) = (1 << 21, 1 << 21, 1 << 21, 1 << 21)
-                    for i in 0..<count {
-                        let p = row + (start + i) * 4
-                        sums.0 &+= Int32(input[p]) &* k[i]
-                        sums.1 &+= Int32(input[p + 1]) &* k[i]
-                        sums.2 &+= Int32(input[p + 2]) &* k[i]
-                        sums.3 &+= Int32(input[p + 3]) &* k[i]
+            output.withUnsafeMutableBufferPointer { output in
+                for y in 0..<rows.count {
+                    let row = (y + rows.lowerBound) * image.width * 4
+                    for x in 0..<width {
+                        let (start, count) = horizontal.bounds[x]
+                        convolve(
+                            input, first: row + start * 4, step: 4, weights: horizontal.weights[x], count: count,
+                            into: output, at: (y * width + x) * 4)
                     }
-                    let out = (y * width + x) * 4
-                    output[out] = clip8(sums.0)
-                    output[out + 1] = clip8(sums.1)
-                    output[out + 2] = clip8(sums.2)
-                    output[out + 3] = clip8(sums.3)
                 }
             }
         }
@@ -224,27 +206,39 @@ public enum CLIPPreprocessing {
         let width = image.width
         var output = [UInt8](repeating: 0, count: width * height * 4)
         image.pixels.withUnsafeBufferPointer { input in
-            for y in 0..<height {
-                let (start, count) = vertical.bounds[y]
-                let k = vertical.weights[y]
-                for x in 0..<width {
-                    var sums: (Int32, Int32, Int32, Int32) = (1 << 21, 1 << 21, 1 << 21, 1 << 21)
-                    for i in 0..<count {
-                        let p = ((start - rowOffset + i) * width + x) * 4
-                        sums.0 &+= Int32(input[p]) &* k[i]
-                        sums.1 &+= Int32(input[p + 1]) &* k[i]
-                        sums.2 &+= Int32(input[p + 2]) &* k[i]
-                        sums.3 &+= Int32(input[p + 3]) &* k[i]
+            output.withUnsafeMutableBufferPointer { output in
+                for y in 0..<height {
+                    let (start, count) = vertical.bounds[y]
+                    for x in 0..<width {
+                        convolve(
+                            input, first: ((start - rowOffset) * width + x) * 4, step: width * 4,
+                            weights: vertical.weights[y], count: count, into: output, at: (y * width + x) * 4)
                     }
-                    let out = (y * width + x) * 4
-                    output[out] = clip8(sums.0)
-                    output[out + 1] = clip8(sums.1)
-                    output[out + 2] = clip8(sums.2)
-                    output[out + 3] = clip8(sums.3)
                 }
             }
         }
         return Image(width: width, height: height, channels: 4, pixels: output)
+    }
+
+    /// One output pixel of a pass: the 4 channels of `count` input pixels, `step` bytes apart from `first`,
+    /// weighted in fixed point with PIL's rounding (half added first) and clipped to 8 bits.
+    @inline(__always)
+    static func convolve(
+        _ input: UnsafeBufferPointer<UInt8>, first: Int, step: Int, weights k: [Int32], count: Int,
+        into output: UnsafeMutableBufferPointer<UInt8>, at out: Int
+    ) {
+        var sums: (Int32, Int32, Int32, Int32) = (1 << 21, 1 << 21, 1 << 21, 1 << 21)
+        for i in 0..<count {
+            let p = first + i * step
+            sums.0 &+= Int32(input[p]) &* k[i]
+            sums.1 &+= Int32(input[p + 1]) &* k[i]
+            sums.2 &+= Int32(input[p + 2]) &* k[i]
+            sums.3 &+= Int32(input[p + 3]) &* k[i]
+        }
+        output[out] = clip8(sums.0)
+        output[out + 1] = clip8(sums.1)
+        output[out + 2] = clip8(sums.2)
+        output[out + 3] = clip8(sums.3)
     }
 
     /// PIL's nearest-neighbour resize (`ImagingScaleAffine`): input column of output x is the integer part

@@ -67,6 +67,14 @@ public enum ImageFile {
             lookout_image_decode(buffer.baseAddress, buffer.count, Int64(pixelLimit), &result)
         }
         defer { lookout_codecs_free(result.pixels) }
+        return try image(from: result, channels: 3, bytes: bytes, name: name)
+    }
+
+    /// The upright image a codec call produced (`channels` bytes per pixel, EXIF orientation applied), or
+    /// its error naming `name` (other image formats named by their first bytes).
+    static func image(
+        from result: lookout_decoded, channels: Int, bytes: [UInt8], name: String
+    ) throws(ImageError) -> Image {
         let message = withUnsafeBytes(of: result.error) { raw in
             String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
         }
@@ -80,9 +88,10 @@ public enum ImageFile {
             }
             throw ImageError(path: name, kind: kind, problem: message.isEmpty ? "cannot decode the image" : message)
         }
+        let count = Int(result.width) * Int(result.height) * channels
         let image = Image(
-            width: Int(result.width), height: Int(result.height), channels: 3,
-            pixels: Array(UnsafeBufferPointer(start: pixels, count: Int(result.width) * Int(result.height) * 3)))
+            width: Int(result.width), height: Int(result.height), channels: channels,
+            pixels: Array(UnsafeBufferPointer(start: pixels, count: count)))
         return image.oriented(ExifOrientation.read(bytes))
     }
 

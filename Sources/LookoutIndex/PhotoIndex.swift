@@ -332,12 +332,7 @@ public final class PhotoIndex {
                 hit.objectScore = hit.detections.first?.score
             }
             if evidence != .objects, let image, image.count == 2 * query.count {
-                var dot: Float = 0
-                for d in 0..<query.count {
-                    let bits = UInt16(littleEndian: image.loadUnaligned(fromByteOffset: 2 * d, as: UInt16.self))
-                    dot += Float(Float16(bitPattern: bits)) * query[d]
-                }
-                let score = SceneScore.score(cosine: dot)
+                let score = SceneScore.score(cosine: Self.halfDot(image, query).dot)
                 if score > confidence { hit.sceneScore = score }
             }
             let best = max(hit.objectScore ?? -1, hit.sceneScore ?? -1)
@@ -351,6 +346,20 @@ public final class PhotoIndex {
         return kept
     }
 
+    /// A stored whole-photo embedding (F16, little-endian) against `query`: their dot product, and the
+    /// stored vector's squared norm.
+    static func halfDot(_ image: UnsafeRawBufferPointer, _ query: [Float]) -> (dot: Float, squares: Float) {
+        var dot: Float = 0
+        var squares: Float = 0
+        for d in 0..<query.count {
+            let bits = UInt16(littleEndian: image.loadUnaligned(fromByteOffset: 2 * d, as: UInt16.self))
+            let value = Float(Float16(bitPattern: bits))
+            dot += value * query[d]
+            squares += value * value
+        }
+        return (dot, squares)
+    }
+
     /// The indexed photos nearest to a whole-photo embedding (cosine, best first), at most `top`: the
     /// photos of an index made with an image tower.
     public func similar(
@@ -362,17 +371,8 @@ public final class PhotoIndex {
         var found: [(path: String, cosine: Float)] = []
         try store.forEachPhoto(model: model.key) { photo in
             guard filter.admits(photo), let image = photo.imageEmbedding, image.count == 2 * query.count else { return }
-            let path = photo.path
-            var dot: Float = 0
-            var squares: Float = 0
-            for d in 0..<query.count {
-                let value = Float(
-                    Float16(
-                        bitPattern: UInt16(littleEndian: image.loadUnaligned(fromByteOffset: 2 * d, as: UInt16.self))))
-                dot += value * query[d]
-                squares += value * value
-            }
-            found.append((path, dot / max(squares.squareRoot(), 1e-12)))
+            let (dot, squares) = Self.halfDot(image, query)
+            found.append((photo.path, dot / max(squares.squareRoot(), 1e-12)))
         }
         found.sort { $0.cosine != $1.cosine ? $0.cosine > $1.cosine : $0.path < $1.path }
         return Array(found.prefix(top))

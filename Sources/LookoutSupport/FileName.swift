@@ -20,19 +20,20 @@ public enum FileName {
         var scalars = String.UnicodeScalarView()
         var index = 0
         while index < bytes.count {
-            if let (value, length) = decodeOne(bytes, at: index), value < escapeBase + 0x80 {
+            guard let (value, length) = decodeOne(bytes, at: index) else {
+                scalars.append(Unicode.Scalar(escapeBase + UInt32(bytes[index]))!)
+                index += 1
+                continue
+            }
+            if value < escapeBase + 0x80 {
                 scalars.append(Unicode.Scalar(value)!)
-                index += length
-            } else if let (_, length) = decodeOne(bytes, at: index) {
+            } else {
                 // A code point of the escape block itself: keep its bytes as escapes.
                 for byte in bytes[index..<(index + length)] {
                     scalars.append(Unicode.Scalar(escapeBase + UInt32(byte))!)
                 }
-                index += length
-            } else {
-                scalars.append(Unicode.Scalar(escapeBase + UInt32(bytes[index]))!)
-                index += 1
             }
+            index += length
         }
         return String(scalars)
     }

@@ -147,12 +147,9 @@ struct EmbedCommand: ParsableCommand {
             var inputs: [[Float]?] = []
             for photo in batch {
                 do {
-                    let decoded = try CLIPPreprocessing.decode(
-                        try FileContents.read(photo, maximumSize: 1 << 30), name: photo)
-                    inputs.append(CLIPPreprocessing.tensor(CLIPPreprocessing.resizedAndCropped(decoded, size: side)))
-                } catch let error as FileContents.FileError {
-                    printError("lookout: \(error)")
-                    inputs.append(nil)
+                    inputs.append(
+                        try CLIPPreprocessing.input(
+                            try FileContents.read(photo, maximumSize: 1 << 30), name: photo, size: side))
                 } catch {
                     printError("lookout: \(error)")
                     inputs.append(nil)

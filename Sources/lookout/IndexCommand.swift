@@ -148,10 +148,8 @@ struct IndexCommand: ParsableCommand {
             model.imageTower = tower.fingerprint
             model.imageTowerPath = absolutePath(imageModel)
             imageEmbedder = { bytes, path in
-                let photo = try CLIPPreprocessing.decode(bytes, name: path)
-                let side = tower.configuration.inputResolution
-                return tower.encode([CLIPPreprocessing.tensor(CLIPPreprocessing.resizedAndCropped(photo, size: side))])[
-                    0]
+                let input = try CLIPPreprocessing.input(bytes, name: path, size: tower.configuration.inputResolution)
+                return tower.encode([input])[0]
             }
         }
         let index = try PhotoIndex(path: path)

@@ -63,11 +63,9 @@ struct SimilarCommand: ParsableCommand {
             throw LookoutError(
                 "\(towerPath) is not the image tower \(path) was made with: give that one with --image-model")
         }
-        let decoded = try CLIPPreprocessing.decode(try FileContents.read(photo, maximumSize: 1 << 30), name: photo)
-        let side = tower.configuration.inputResolution
-        let embedding = tower.encode([
-            CLIPPreprocessing.tensor(CLIPPreprocessing.resizedAndCropped(decoded, size: side))
-        ])[0]
+        let input = try CLIPPreprocessing.input(
+            try FileContents.read(photo, maximumSize: 1 << 30), name: photo, size: tower.configuration.inputResolution)
+        let embedding = tower.encode([input])[0]
         let found = try index.similar(to: embedding, top: top, filter: try filters.filter()).filter {
             $0.cosine >= minScore
         }

@@ -61,8 +61,7 @@ import Testing
         for k in 0..<expected["photos"]!.count {
             let name = expected["photos"]![k].string!
             let path = ImageEncoderParityTests.path(name)
-            let photo = try CLIPPreprocessing.decode(try FileContents.read(path), name: path)
-            let input = CLIPPreprocessing.tensor(CLIPPreprocessing.resizedAndCropped(photo, size: 224))
+            let input = try CLIPPreprocessing.input(try FileContents.read(path), name: path, size: 224)
             let embedding = encoder.encode([input])[0]
             let reference = (0..<expected["embeddings"]![k].count).map { Float(expected["embeddings"]![k][$0].number!) }
             let error = zip(embedding, reference).map { abs($0 - $1) }.max()!
