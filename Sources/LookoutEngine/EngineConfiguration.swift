@@ -55,6 +55,21 @@ public struct EngineConfiguration: Sendable, Equatable {
         }
     }
 
+    /// The CLIP image tower that goes with this configuration's model, or nil when it has none: the manifest's
+    /// `image_encoder` for a model directory (the demo model's included); for separate files, the text model
+    /// file when it also holds the image tower (OpenAI's `ViT-B-32.pt` holds both).
+    public func imageTowerPath() throws -> String? {
+        switch model {
+        case .files(_, let textEncoder):
+            let file = try WeightFile.open(textEncoder)
+            return file.names.contains { $0.hasPrefix("visual.") } ? textEncoder : nil
+        case .directory(let directory):
+            return try ModelManifest(directory: directory).imageEncoder?.path
+        case .demo:
+            return try ModelManifest(directory: Self.demoDirectory()).imageEncoder?.path
+        }
+    }
+
     /// The demo model's directory.
     public static func demoDirectory() throws -> String {
         let manifest = try ResourceLocator.find(

@@ -13,7 +13,10 @@ public final class QuerySession {
     public private(set) var photos: [String] = []
     /// Thresholds applied to every answer; change them with ``rethreshold(_:)``.
     public private(set) var options: SuppressionOptions
+    /// The confidence threshold of image queries (``ImagePrompts``), which match less sharply than text.
+    public var imageConfidence: Float = ImagePrompts.defaultConfidence
     private var last: [ScoredImage] = []
+    private var lastImageQueries = 0..<0
 
     public init(engine: Engine, store: FeatureStore, imageSize: Int = 640, options: SuppressionOptions = .init()) {
         self.engine = engine
@@ -50,12 +53,14 @@ public final class QuerySession {
 
     /// Detects `queries` in every photo: the text through the embedding cache, the neck and head on the kept
     /// features (recomputed where the store dropped them).
-    public func ask(_ queries: [String]) -> Answer {
+    public func ask(_ queries: [String], images: [(label: String, embedding: [Float])] = []) -> Answer {
         guard let embedder = engine.embedder else { preconditionFailure("a query session needs a text encoder") }
         var clock = Stopwatch()
         let (embeddings, report) = embedder.embed(queries)
         let textSeconds = clock.lap()
-        let features = embeddings.flatMap { $0 }
+        let features = embeddings.flatMap { $0 } + images.flatMap { $0.embedding }
+        let labels = queries + images.map { $0.label }
+        lastImageQueries = queries.count..<labels.count
         var unreadable: [String] = []
         last = []
         for path in photos {
@@ -65,22 +70,33 @@ public final class QuerySession {
                 continue
             }
             let fetch = stage.lap()
-            var scored = engine.score(image, labels: queries, text: features).withoutFeatures()
+            var scored = engine.score(image, labels: labels, text: features).withoutFeatures()
             scored.timings.textEncode = textSeconds
             scored.timings.backbone = fetch  // 0 when the features were kept in memory
             scored.timings.decode = 0
             scored.timings.preprocess = 0
             last.append(scored)
         }
+        let options = answerOptions
         return Answer(
             results: last.map { engine.detections($0, options: options) }, unreadable: unreadable,
             textSeconds: textSeconds, cachedEmbeddings: report.cached)
+    }
+
+    /// ``options``, with ``imageConfidence`` for the image queries of the last question.
+    private var answerOptions: SuppressionOptions {
+        var options = self.options
+        for query in lastImageQueries where options.perClassConfidence[query] == nil {
+            options.perClassConfidence[query] = imageConfidence
+        }
+        return options
     }
 
     /// New thresholds for this and later answers; the last answer again under them (NMS only), or nil
     /// before the first question.
     public func rethreshold(_ options: SuppressionOptions) -> [ImageDetections]? {
         self.options = options
-        return last.isEmpty ? nil : last.map { engine.detections($0, options: options) }
+        let answer = answerOptions
+        return last.isEmpty ? nil : last.map { engine.detections($0, options: answer) }
     }
 }

@@ -1,6 +1,7 @@
 import LookoutImage
 import LookoutJSON
 import LookoutSupport
+import LookoutTensor
 import LookoutWeights
 
 #if canImport(Glibc)
@@ -24,6 +25,10 @@ public struct IndexModel: Sendable, Equatable {
     public var imageTower: String?
     /// Where that tower's weights were when the index was made (`lookout similar` loads it from there).
     public var imageTowerPath: String?
+    /// How that tower's cosines become scene scores (from the tower's file, else ``SceneScore/standard``).
+    public var sceneScore = SceneScore.standard
+    /// The `lookout duplicates` threshold measured for that tower, when its file records one.
+    public var duplicateThreshold: Float?
 
     /// No score floor, near-duplicate suppression at IoU 0.95, 8-bit embeddings.
     public static let currentRegionRule = "q8-v2"
@@ -332,7 +337,7 @@ public final class PhotoIndex {
                 hit.objectScore = hit.detections.first?.score
             }
             if evidence != .objects, let image, image.count == 2 * query.count {
-                let score = SceneScore.score(cosine: Self.halfDot(image, query).dot)
+                let score = model.sceneScore.score(cosine: Self.halfDot(image, query).dot)
                 if score > confidence { hit.sceneScore = score }
             }
             let best = max(hit.objectScore ?? -1, hit.sceneScore ?? -1)
@@ -376,6 +381,77 @@ public final class PhotoIndex {
         }
         found.sort { $0.cosine != $1.cosine ? $0.cosine > $1.cosine : $0.path < $1.path }
         return Array(found.prefix(top))
+    }
+
+    /// Groups of near-identical indexed photos: two photos are linked when the cosine of their whole-photo
+    /// embeddings is at least `threshold`, and a group is a connected set of links (so a burst whose first
+    /// and last frames differ more than the threshold still forms one group through the frames between).
+    /// Each group lists its photos with their best cosine to another member, best first; groups come largest
+    /// first. Photos indexed without an image tower take no part.
+    public func duplicateGroups(
+        threshold: Float, filter: PhotoFilter = PhotoFilter()
+    ) throws(IndexError) -> [[(path: String, cosine: Float)]] {
+        guard let model = try store.storedModel() else { return [] }
+        var paths: [String] = []
+        var vectors: [Float] = []
+        var width = 0
+        try store.forEachPhoto(model: model.key) { photo in
+            guard filter.admits(photo), let image = photo.imageEmbedding, image.count >= 2, image.count % 2 == 0,
+                width == 0 || image.count == 2 * width
+            else { return }
+            width = image.count / 2
+            var vector = (0..<width).map { d in
+                Float(
+                    Float16(
+                        bitPattern: UInt16(littleEndian: image.loadUnaligned(fromByteOffset: 2 * d, as: UInt16.self))))
+            }
+            let norm = max(vector.reduce(0) { $0 + $1 * $1 }.squareRoot(), 1e-12)
+            for d in vector.indices { vector[d] /= norm }
+            paths.append(photo.path)
+            vectors += vector
+        }
+        let count = paths.count
+        guard count > 1 else { return [] }
+        // Cosines a block of rows at a time (one GEMM each), links kept in a union-find.
+        var parent = Array(0..<count)
+        func root(_ i: Int) -> Int {
+            var i = i
+            while parent[i] != i {
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            }
+            return i
+        }
+        var best = [Float](repeating: -1, count: count)
+        let block = 256
+        var cosines = [Float](repeating: 0, count: block * count)
+        vectors.withUnsafeBufferPointer { all in
+            for start in stride(from: 0, to: count, by: block) {
+                let rows = min(block, count - start)
+                cosines.withUnsafeMutableBufferPointer { out in
+                    BLAS.gemm(
+                        m: rows, n: count, k: width, a: all.baseAddress! + start * width, b: all.baseAddress!,
+                        transposeB: true, c: out.baseAddress!)
+                }
+                for r in 0..<rows {
+                    let i = start + r
+                    for j in (i + 1)..<count where cosines[r * count + j] >= threshold {
+                        let cosine = cosines[r * count + j]
+                        best[i] = max(best[i], cosine)
+                        best[j] = max(best[j], cosine)
+                        let (a, b) = (root(i), root(j))
+                        if a != b { parent[max(a, b)] = min(a, b) }
+                    }
+                }
+            }
+        }
+        var groups: [Int: [(path: String, cosine: Float)]] = [:]
+        for i in 0..<count where best[i] >= threshold {
+            groups[root(i), default: []].append((paths[i], min(best[i], 1)))
+        }
+        return groups.values.map { group in
+            group.sorted { $0.cosine != $1.cosine ? $0.cosine > $1.cosine : $0.path < $1.path }
+        }.sorted { $0.count != $1.count ? $0.count > $1.count : $0[0].path < $1[0].path }
     }
 
     /// Whether the file at `path` is still what was indexed.
@@ -460,15 +536,26 @@ public final class PhotoIndex {
     }
 }
 
-/// How a whole-photo CLIP cosine becomes a score comparable with the detector's region scores:
-/// `sigmoid((cosine − center) · slope)`. CLIP's cosines between a photo and a matching caption sit around
-/// 0.25–0.35 and non-matching ones below 0.2 for OpenAI's ViT-B/32; the constants put a clear match near
-/// 0.9. They are a starting point, not yet measured on a trained tower in this repository.
-public enum SceneScore {
-    public static let center: Float = 0.25
-    public static let slope: Float = 40
+/// How a whole-photo CLIP cosine becomes a score comparable with the detector's region scores (a
+/// probability that the query is true of the photo): `sigmoid((cosine − center) · slope)`.
+///
+/// A tower trained here records its own, fitted by logistic regression on held-out scenes (the demo tower:
+/// `scripts/demo/evaluate_image.py --calibrate`). For towers without (OpenAI's ViT-B/32), ``standard``: CLIP's
+/// cosines between a photo and a matching caption sit around 0.25–0.35 and non-matching ones below 0.2; these
+/// constants put a clear match near 0.9. They are not measured here (the official weights cannot be
+/// downloaded on the machines this was built on).
+public struct SceneScore: Sendable, Equatable {
+    public var center: Float
+    public var slope: Float
 
-    public static func score(cosine: Float) -> Float { 1 / (1 + expf(-(cosine - center) * slope)) }
+    public static let standard = SceneScore(center: 0.25, slope: 40)
+
+    public init(center: Float, slope: Float) {
+        self.center = center
+        self.slope = slope
+    }
+
+    public func score(cosine: Float) -> Float { 1 / (1 + expf(-(cosine - center) * slope)) }
 }
 
 /// Which indexed photos a search considers: those under a folder, taken (EXIF date, else the file's

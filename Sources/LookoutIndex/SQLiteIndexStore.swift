@@ -147,6 +147,13 @@ public final class SQLiteIndexStore: IndexStore {
             maximumRegions: regions, embeddingSize: embedding, scoreParameters: IndexModel.decodeParameters(parameters))
         model.imageTower = try meta("image_tower").flatMap { $0.isEmpty ? nil : $0 }
         model.imageTowerPath = try meta("image_tower_path").flatMap { $0.isEmpty ? nil : $0 }
+        if let center = try meta("scene_center").flatMap(Float.init),
+            let slope = try meta("scene_slope").flatMap(Float.init),
+            center.isFinite, slope.isFinite
+        {
+            model.sceneScore = SceneScore(center: center, slope: slope)
+        }
+        model.duplicateThreshold = try meta("duplicate_threshold").flatMap(Float.init)
         // Indexes made before the rule was recorded hold 16-bit regions chosen the first way.
         model.regionRule = try meta("region_rule") ?? "f16-v1"
         return model
@@ -163,6 +170,9 @@ public final class SQLiteIndexStore: IndexStore {
         try setMeta("region_rule", model.regionRule)
         try setMeta("image_tower", model.imageTower ?? "")
         try setMeta("image_tower_path", model.imageTowerPath ?? "")
+        try setMeta("scene_center", String(model.sceneScore.center))
+        try setMeta("scene_slope", String(model.sceneScore.slope))
+        try setMeta("duplicate_threshold", model.duplicateThreshold.map { String($0) } ?? "")
     }
 
     public func files(withPrefix prefix: String) throws(IndexError) -> [String: StoredFile] {

@@ -123,6 +123,12 @@ public final class CLIPImageEncoder: Sendable {
     public let path: String
     /// Identity of the weights, for caches and indexes (``WeightFile/fingerprint()``).
     public let fingerprint: String
+    /// Calibration recorded in the file's metadata by the tool that trained and measured the tower
+    /// (`lookout.scene_center`, `lookout.scene_slope`, `lookout.duplicate_threshold`: Lookout's demo tower
+    /// has them); nil where the file has none (OpenAI's checkpoints).
+    public let sceneCenter: Float?
+    public let sceneSlope: Float?
+    public let duplicateThreshold: Float?
     let weights: CLIPImageWeights
 
     public init(weights file: WeightFile) throws(WeightsError) {
@@ -131,6 +137,12 @@ public final class CLIPImageEncoder: Sendable {
         self.configuration = weights.configuration
         self.path = file.path
         self.fingerprint = file.fingerprint()
+        func number(_ key: String, _ range: ClosedRange<Float>) -> Float? {
+            file.metadata[key].flatMap { Float($0) }.flatMap { range.contains($0) ? $0 : nil }
+        }
+        sceneCenter = number("lookout.scene_center", -1...1)
+        sceneSlope = number("lookout.scene_slope", 0.001...10_000)
+        duplicateThreshold = number("lookout.duplicate_threshold", -1...1)
     }
 
     public convenience init(contentsOf path: String) throws(WeightsError) {

@@ -185,9 +185,17 @@ struct DetectCommand: ParsableCommand {
             "A file with one query per line, taken verbatim (- reads standard input).", valueName: "path"))
     var queriesFile: String?
 
+    @Option(
+        name: .customLong("query-image"),
+        help: ArgumentHelp(
+            "A photo of what to find (crop it to the object): its CLIP image embedding is the query, labelled with its file name. Repeatable; with or without -q.",
+            valueName: "path"))
+    var queryImages: [String] = []
+
     @OptionGroup var modelOptions: ModelOptions
     @OptionGroup var thresholds: ThresholdOptions
     @OptionGroup var queryThresholds: QueryThresholdOptions
+    @OptionGroup var imagePromptOptions: ImagePromptOptions
 
     @Flag(help: "One JSON object per image per line instead of a table.")
     var json = false
@@ -206,8 +214,12 @@ struct DetectCommand: ParsableCommand {
 
     func validate() throws {
         if images.isEmpty { throw ValidationError("Give at least one image.") }
-        if (queries == nil) == (queriesFile == nil) {
-            throw ValidationError("Give the queries with -q \"a, b\" or --queries-file FILE (one of them).")
+        if queries != nil && queriesFile != nil {
+            throw ValidationError("Give the queries with -q \"a, b\" or --queries-file FILE, not both.")
+        }
+        if queries == nil && queriesFile == nil && queryImages.isEmpty {
+            throw ValidationError(
+                "Give the queries with -q \"a, b\", --queries-file FILE or --query-image CROP.jpg.")
         }
         if images.filter({ $0 == "-" }).count > 1 {
             throw ValidationError("- (an image from standard input) can be given once.")
@@ -218,15 +230,22 @@ struct DetectCommand: ParsableCommand {
     }
 
     func run() throws {
-        let list = pad ? PaddingQuery.appended(to: try queryList()) : try queryList()
-        guard list.count <= Self.maximumQueries else {
+        let typed = queries == nil && queriesFile == nil ? [] : try queryList()
+        let list = pad ? PaddingQuery.appended(to: typed) : typed
+        guard list.count + queryImages.count <= Self.maximumQueries else {
             throw ValidationError(
-                "\(list.count) queries: at most \(Self.maximumQueries) at once (each costs the neck and head time and memory)."
+                "\(list.count + queryImages.count) queries: at most \(Self.maximumQueries) at once (each costs the neck and head time and memory)."
             )
         }
         let engine = try modelOptions.engine()
         warnAboutLongQueries(list, engine: engine)
-        let options = try queryThresholds.apply(to: thresholds.options(), queries: list)
+        let prompts = try imagePromptOptions.embed(queryImages, model: modelOptions, engine: engine)
+        let labels = list + prompts.map(\.label)
+        var options = try queryThresholds.apply(to: thresholds.options(), queries: labels)
+        for query in list.count..<labels.count where options.perClassConfidence[query] == nil {
+            options.perClassConfidence[query] = imagePromptOptions.imageQueryConf
+        }
+        let textFeatures = engine.embedder!.embed(list).embeddings.flatMap { $0 } + prompts.flatMap(\.embedding)
         var failures = 0
         var saveFailures = 0
         var savedNames: Set<String> = []
@@ -243,7 +262,7 @@ struct DetectCommand: ParsableCommand {
                 } else {
                     prepared = try engine.prepare(path: path, size: thresholds.imgsz)
                 }
-                result = engine.detect(prepared, queries: list, options: options)
+                result = engine.detect(prepared, labels: labels, text: textFeatures, options: options)
             } catch {
                 failures += 1
                 printError("lookout: \(error)")
@@ -435,5 +454,34 @@ enum Report {
     static func format3(_ value: Float) -> String {
         let text = "\((value * 1000).rounded() / 1000)"
         return text.count < 5 ? text + String(repeating: "0", count: 5 - text.count) : text
+    }
+}
+
+/// `--image-model` and `--image-query-conf`: photos as queries (`detect --query-image`, `@crop.jpg` in `query`).
+struct ImagePromptOptions: ParsableArguments {
+    @Option(
+        help: ArgumentHelp(
+            "The CLIP image tower that embeds query photos (default: the model's own: the demo model's, the manifest's image_encoder, or --text-model when it is OpenAI's ViT-B-32.pt).",
+            valueName: "path"))
+    var imageModel: String?
+
+    @Option(
+        parsing: .unconditional,
+        help:
+            "Confidence threshold of photo queries, which match less sharply than text (--query-conf overrides it per query)."
+    )
+    var imageQueryConf: Float = ImagePrompts.defaultConfidence
+
+    func validate() throws {
+        guard imageQueryConf >= 0 && imageQueryConf < 1 else {
+            throw ValidationError("--image-query-conf must be in [0, 1).")
+        }
+    }
+
+    /// The embeddings of `paths` (labels: their file names); no tower is loaded when there are none.
+    func embed(_ paths: [String], model: ModelOptions, engine: Engine) throws -> [(label: String, embedding: [Float])] {
+        guard !paths.isEmpty else { return [] }
+        let prompts = try ImagePrompts(path: imageModel, configuration: model.configuration, engine: engine)
+        return try paths.map { (ImagePrompts.label($0), try prompts.embedding(path: $0)) }
     }
 }

@@ -23,8 +23,8 @@ struct EmbedCommand: ParsableCommand {
             OpenAI's clip.load(…).encode_image(preprocess(photo)) does: PIL's bicubic resize, centre crop, \
             normalisation. One JSON array per photo, in order; a photo that cannot be read gets `null` and \
             an error naming it (exit status 2). The tower comes from --image-model (OpenAI's ViT-B-32.pt \
-            holds both towers), or from --model DIR (its manifest's image_encoder, else its text encoder's \
-            file). Lookout applies a JPEG's EXIF orientation; PIL's Image.open does not.
+            holds both towers), from --model DIR (its manifest's image_encoder, else its text encoder's \
+            file), else the demo model's. Lookout applies a JPEG's EXIF orientation; PIL's Image.open does not.
 
             Examples:
               lookout embed --text-model ViT-B-32.pt "red car" "dog"
@@ -132,9 +132,11 @@ struct EmbedCommand: ParsableCommand {
         } else if let model {
             let manifest = try ModelManifest(directory: model)
             path = manifest.imageEncoder?.path ?? manifest.textEncoder.path
+        } else if let demo = try EngineConfiguration(model: .demo).imageTowerPath() {
+            path = demo
         } else {
             throw ValidationError(
-                "--image needs a CLIP image tower: --image-model ViT-B-32.pt, or --model DIR whose manifest names one (the demo model has none)."
+                "--image needs a CLIP image tower: --image-model ViT-B-32.pt, or --model DIR whose manifest names one."
             )
         }
         let encoder = try CLIPImageEncoder(contentsOf: path)

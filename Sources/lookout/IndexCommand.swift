@@ -93,9 +93,12 @@ struct IndexCommand: ParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "Also store each photo's whole-image CLIP embedding from this image tower (OpenAI ViT-B-32.pt), for scene search and `lookout similar`.",
+            "The CLIP image tower whose whole-photo embeddings are stored, for scene search, `lookout similar` and `lookout duplicates` (default: the model's own: the demo model's, the manifest's image_encoder, or --text-model when it is OpenAI's ViT-B-32.pt, which holds both towers).",
             valueName: "path"))
     var imageModel: String?
+
+    @Flag(help: "Store no whole-photo embeddings (objects only: no scene search, `similar` or `duplicates`).")
+    var noImageModel = false
 
     @Flag(help: "List the files that could not be indexed, with the reason, and stop.")
     var failures = false
@@ -116,6 +119,9 @@ struct IndexCommand: ParsableCommand {
             throw ValidationError("--imgsz must be a multiple of 32 between 32 and 4096.")
         }
         guard (1...1000).contains(regions) else { throw ValidationError("--regions must be between 1 and 1000.") }
+        if imageModel != nil && noImageModel {
+            throw ValidationError("--image-model and --no-image-model exclude each other.")
+        }
     }
 
     func run() throws {
@@ -137,7 +143,7 @@ struct IndexCommand: ParsableCommand {
             vocabulary: vocabulary.name, imageSize: imgsz, maximumRegions: regions,
             embeddingSize: engine.network.embeddingSize, scoreParameters: engine.network.scoreParameters)
         var imageEmbedder: ImageEmbedder?
-        if let imageModel {
+        if !noImageModel, let imageModel = try imageModel ?? modelOptions.configuration.imageTowerPath() {
             let tower = try CLIPImageEncoder(contentsOf: imageModel)
             let textSize = engine.embedder!.encoder.configuration.embeddingSize
             guard tower.configuration.embeddingSize == textSize else {
@@ -147,6 +153,10 @@ struct IndexCommand: ParsableCommand {
             }
             model.imageTower = tower.fingerprint
             model.imageTowerPath = absolutePath(imageModel)
+            if let center = tower.sceneCenter, let slope = tower.sceneSlope {
+                model.sceneScore = SceneScore(center: center, slope: slope)
+            }
+            model.duplicateThreshold = tower.duplicateThreshold
             imageEmbedder = { bytes, path in
                 let input = try CLIPPreprocessing.input(bytes, name: path, size: tower.configuration.inputResolution)
                 return tower.encode([input])[0]

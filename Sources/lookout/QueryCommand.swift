@@ -21,6 +21,7 @@ struct QueryCommand: ParsableCommand {
               :iou 0.5        IoU threshold
               :max-det 50     detections per image
               :agnostic on    one NMS across queries (on/off)
+              :image-conf 0.1 confidence threshold of photo queries
               :help           this list
               :quit           leave (so does end of input)
 
@@ -28,6 +29,9 @@ struct QueryCommand: ParsableCommand {
             $XDG_STATE_HOME/lookout/query-history, else ~/.local/state/lookout/query-history), Ctrl-C clears \
             the line (while an answer is computed, a second Ctrl-C leaves), Ctrl-D leaves. The prompt is drawn \
             on the terminal, so `query --json > out.json` writes only answers.
+
+            A query that starts with @ is a photo of what to find, cropped to it: `@crops/my-mug.jpg, cup` \
+            looks for things like the photo and for cups (the photo is embedded by the model's image tower).
 
             Example:
               printf 'dog, cat\\n:conf 0.1\\nred car\\n' | lookout query photo.jpg
@@ -39,6 +43,7 @@ struct QueryCommand: ParsableCommand {
 
     @OptionGroup var modelOptions: ModelOptions
     @OptionGroup var thresholds: ThresholdOptions
+    @OptionGroup var imagePromptOptions: ImagePromptOptions
 
     @Flag(help: "One JSON object per image per answer instead of a table.")
     var json = false
@@ -68,6 +73,7 @@ struct QueryCommand: ParsableCommand {
             modelKey: detectorFingerprint, memoryLimit: featureMemory << 20, directory: featureCache)
         let session = QuerySession(
             engine: engine, store: store, imageSize: thresholds.imgsz, options: thresholds.options())
+        session.imageConfidence = imagePromptOptions.imageQueryConf
         let (failures, backbone) = session.add(images)
         for failure in failures { printError("lookout: \(failure.error)") }
         guard !session.photos.isEmpty else { throw LookoutError("none of the images could be read") }
@@ -91,9 +97,11 @@ struct QueryCommand: ParsableCommand {
             if text.isEmpty { continue }
             if text.hasPrefix(":") {
                 var options = session.options
-                switch command(text, options: &options) {
+                var imageConfidence = session.imageConfidence
+                switch command(text, options: &options, imageConfidence: &imageConfidence) {
                 case .quit: return
                 case .changed:
+                    session.imageConfidence = imageConfidence
                     if let results = session.rethreshold(options) {
                         answer(results, note: "re-threshold", reranNetwork: false)
                     }
@@ -101,18 +109,27 @@ struct QueryCommand: ParsableCommand {
                 }
                 continue
             }
-            let (queries, empty) = parseQueries(text)
+            let (parts, empty) = parseQueries(text)
             if empty > 0 { printError("lookout: ignoring \(empty) empty quer\(empty == 1 ? "y" : "ies")") }
-            guard !queries.isEmpty else {
+            guard !parts.isEmpty else {
                 printError("lookout: no queries in that line")
                 continue
             }
-            guard queries.count <= DetectCommand.maximumQueries else {
-                printError("lookout: \(queries.count) queries: at most \(DetectCommand.maximumQueries) at once")
+            guard parts.count <= DetectCommand.maximumQueries else {
+                printError("lookout: \(parts.count) queries: at most \(DetectCommand.maximumQueries) at once")
+                continue
+            }
+            let queries = parts.filter { !$0.hasPrefix("@") }
+            let photoQueries = parts.filter { $0.hasPrefix("@") }.map { String($0.dropFirst()) }
+            let photos: [(label: String, embedding: [Float])]
+            do {
+                photos = try imagePromptOptions.embed(photoQueries, model: modelOptions, engine: engine)
+            } catch {
+                printError("lookout: \(error)")
                 continue
             }
             warnAboutLongQueries(queries, engine: engine)
-            let reply = session.ask(queries)
+            let reply = session.ask(queries, images: photos)
             for path in reply.unreadable { printError("lookout: \(path) can no longer be read") }
             answer(
                 reply.results,
@@ -122,14 +139,15 @@ struct QueryCommand: ParsableCommand {
 
     private enum Outcome { case none, changed, quit }
 
-    private func command(_ text: String, options: inout SuppressionOptions) -> Outcome {
+    private func command(_ text: String, options: inout SuppressionOptions, imageConfidence: inout Float) -> Outcome {
         let parts = text.dropFirst().split(separator: " ", omittingEmptySubsequences: true).map(String.init)
         let name = parts.first ?? ""
         let value = parts.count > 1 ? parts[1] : nil
         switch name {
         case "quit", "q", "exit": return .quit
         case "help", "h", "?":
-            printError(":conf X  :iou X  :max-det N  :agnostic on|off  :quit")
+            printError(
+                ":conf X  :iou X  :max-det N  :agnostic on|off  :image-conf X  :quit  (@crop.jpg: a photo as query)")
             if isatty(0) == 1 {
                 printError("keys: ← → Home End move, ↑ ↓ history, Ctrl-C clears the line, Ctrl-D or :quit leaves")
             }
@@ -140,6 +158,12 @@ struct QueryCommand: ParsableCommand {
                 return .none
             }
             options.confidence = number
+        case "image-conf":
+            guard let value, let number = Float(value), number >= 0, number < 1 else {
+                printError("lookout: :image-conf takes a number in [0, 1)")
+                return .none
+            }
+            imageConfidence = number
         case "iou":
             guard let value, let number = Double(value), number > 0, number <= 1 else {
                 printError("lookout: :iou takes a number in (0, 1]")
@@ -163,7 +187,7 @@ struct QueryCommand: ParsableCommand {
             return .none
         }
         printError(
-            "conf \(options.confidence), iou \(options.iou), max-det \(options.maximumDetections), agnostic \(options.agnostic ? "on" : "off")"
+            "conf \(options.confidence), image-conf \(imageConfidence), iou \(options.iou), max-det \(options.maximumDetections), agnostic \(options.agnostic ? "on" : "off")"
         )
         return .changed
     }
