@@ -142,6 +142,7 @@ let package = Package(
             name: "LookoutCLITests",
             dependencies: [
                 "LookoutTestSupport", "LookoutSupport", "lookout", "LookoutJSON", "LookoutIndex", "LookoutWeights",
+                "LookoutImage",
             ]),
     ],
     swiftLanguageModes: [.v6]

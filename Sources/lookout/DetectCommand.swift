@@ -468,7 +468,7 @@ struct ImagePromptOptions: ParsableArguments {
     @Option(
         parsing: .unconditional,
         help:
-            "Confidence threshold of photo queries, which match less sharply than text (--query-conf overrides it per query)."
+            "Confidence threshold of photo queries (default: the best single threshold measured on the demo model, BENCHMARKS.md)."
     )
     var imageQueryConf: Float = ImagePrompts.defaultConfidence
 

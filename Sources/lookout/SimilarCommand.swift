@@ -35,7 +35,7 @@ struct SimilarCommand: ParsableCommand {
             valueName: "path"))
     var imageModel: String?
 
-    @Option(help: "Only photos at least this similar (cosine similarity, from -1 to 1).")
+    @Option(parsing: .unconditional, help: "Only photos at least this similar (cosine similarity, from -1 to 1).")
     var minScore: Float = -1
 
     @OptionGroup var filters: PhotoFilterOptions
@@ -148,6 +148,7 @@ struct DuplicatesCommand: ParsableCommand {
     @OptionGroup var database: IndexDatabaseOption
 
     @Option(
+        parsing: .unconditional,
         help: ArgumentHelp(
             "Cosine similarity (−1…1) from which two photos count as near-identical (default: the tower's measured one, else 0.95).",
             valueName: "cosine"))

@@ -54,7 +54,8 @@ import Testing
         let folder = try Self.scratch()
         defer { CLI.remove(folder) }
         let db = folder + "/index.sqlite"
-        let indexed = try CLI.run(["index", folder + "/photos", "--db", db, "--plain"])
+        // Objects only: the reference is the region index (the whole-photo evidence has its own tests).
+        let indexed = try CLI.run(["index", folder + "/photos", "--db", db, "--plain", "--no-image-model"])
         #expect(indexed.status == 0, "\(indexed.stderr)")
         #expect(
             indexed.stderr.contains(
@@ -233,7 +234,7 @@ import Testing
         #expect(objects.allSatisfy { $0["scene_score"]!.kind == .null })
 
         let plainDB = folder + "/plain.sqlite"
-        _ = try CLI.run(["index", folder + "/photos", "--db", plainDB, "--plain"])
+        _ = try CLI.run(["index", folder + "/photos", "--db", plainDB, "--plain", "--no-image-model"])
         let none = try CLI.run(["similar", folder + "/photos/scene-0001.jpg", "--db", plainDB])
         #expect(none.status == 1 && none.stderr.contains("holds no whole-photo embeddings"), "\(none.stderr)")
         let noScenes = try CLI.run(["search", "red star", "--db", plainDB, "--scenes"])

@@ -82,4 +82,30 @@ import Testing
         let single = encoder.encode([inputs[3]])[0]
         #expect(zip(single, embeddings[3]).allSatisfy { abs($0 - $1) <= 1e-6 })
     }
+
+    /// The demo model's image tower (Models/demo) against OpenAI's `VisionTransformer` class holding the same
+    /// weights: max abs error ≤ 1e-4 (and ten times the reference's float32 error), cosine ≥ 0.9999, on
+    /// every fixture photo and four example scenes.
+    @Test func demoTowerEqualsOpenAIVisionTransformer() throws {
+        let root = TextEncoderParityTests.root
+        let expected = try WeightFile.open(Self.folder + "demo-expected.safetensors")
+        let encoder = try CLIPImageEncoder(contentsOf: root + "/Models/demo/image-encoder.safetensors")
+        let referenceError = Float(expected.metadata["reference_error"]!)!
+        let tolerance = min(1e-4, max(10 * referenceError, 1e-6))
+        let names = expected.names.sorted()
+        #expect(names.count == Self.photos.count + 4)
+        let inputs = try names.map { name in
+            let path =
+                name.hasPrefix("scene-") ? root + "/examples/scenes/" + name : Self.path(name)
+            return try CLIPPreprocessing.input(FileContents.read(path), name: name, size: 224)
+        }
+        for (name, embedding) in zip(names, encoder.encode(inputs)) {
+            let reference = try expected.view(name).floats()
+            let error = zip(embedding, reference).map { abs($0 - $1) }.max()!
+            let cosine = zip(embedding, reference).reduce(0) { $0 + $1.0 * $1.1 }
+            #expect(error <= tolerance && cosine >= 0.9999, "\(name): max error \(error), cosine \(cosine)")
+        }
+        // Its calibration is in the file: a scene-score centre and slope, and a duplicate threshold.
+        #expect(encoder.sceneCenter != nil && encoder.sceneSlope != nil && encoder.duplicateThreshold == 0.9)
+    }
 }

@@ -12,6 +12,9 @@ Everything here comes from the reference code, never from Lookout:
 - **Tiny tower** (`tiny-expected.safetensors`): `clip.load(Tests/Fixtures/weights/clip-tiny-openai.pt,
   device="cpu", jit=False)`, then `encode_image(preprocess(image))`, normalised, for every photo; and the
   reference's own float32 error (the same model in float64).
+- **Demo tower** (`demo-expected.safetensors`): OpenAI's `clip.model.VisionTransformer` built at the demo
+  tower's size (read from its tensors) with `Models/demo/image-encoder.safetensors` loaded by the safetensors
+  library (F16 values widened), `clip._transform(224)`, normalised: every photo and four example scenes.
 - `--full DIR`: the same embeddings from the full-size random ViT-B/32 that scripts/check-full-clip makes
   (DIR/ViT-B-32-random.pt) → DIR/expected-images.json.
 
@@ -115,6 +118,40 @@ def embeddings(path: str, photos: list[str]) -> tuple[list[list[float]], float, 
     return result, error, modes
 
 
+def demo_embeddings(photos: list[str]) -> tuple[dict[str, torch.Tensor], float]:
+    import copy
+
+    from clip.model import VisionTransformer
+    from safetensors.torch import load_file
+
+    state = {k[len("visual."):]: v.float() for k, v in
+             load_file(os.path.join(ROOT, "Models", "demo", "image-encoder.safetensors")).items()}
+    width = state["conv1.weight"].shape[0]
+    patch = state["conv1.weight"].shape[-1]
+    grid = round((state["positional_embedding"].shape[0] - 1) ** 0.5)
+    layers = len({k.split(".")[2] for k in state if k.startswith("transformer.resblocks.")})
+    model = VisionTransformer(input_resolution=grid * patch, patch_size=patch, width=width, layers=layers,
+                              heads=width // 64, output_dim=state["proj"].shape[1])
+    model.load_state_dict(state)
+    model.eval()
+    model64 = copy.deepcopy(model).double()
+    for module in model64.modules():
+        if isinstance(module, torch.nn.LayerNorm):
+            module.forward = lambda x, m=module: torch.nn.LayerNorm.forward(m, x)
+    preprocess = clip.clip._transform(grid * patch)
+    out, error = {}, 0.0
+    scenes = [f"../../../examples/scenes/scene-{i:04d}.jpg" for i in (0, 3, 7, 9)]
+    for name in photos + scenes:
+        with Image.open(os.path.join(OUT, name)) as image:
+            x = preprocess(image).unsqueeze(0)
+        with torch.no_grad():
+            e, e64 = model(x)[0], model64(x.double())[0]
+        e, e64 = e / e.norm(), e64 / e64.norm()
+        error = max(error, float((e.double() - e64).abs().max()))
+        out[os.path.basename(name)] = e.contiguous()
+    return out, error
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--full", metavar="DIR")
@@ -140,6 +177,12 @@ def main() -> None:
                         "reference_error": f"{error:.3g}", "torch": torch.__version__, "pillow": PIL.__version__,
                         "photos": json.dumps([os.path.basename(p) for p in photos]), "modes": json.dumps(modes)})
     print(f"{len(photos)} photos ({', '.join(f'{k}: {v}' for k, v in modes.items())}); float32 error {error:.3g}")
+    demo, demo_error = demo_embeddings(photos)
+    save_file(demo, os.path.join(OUT, "demo-expected.safetensors"),
+              metadata={"source": "clip.model.VisionTransformer with Models/demo/image-encoder.safetensors: "
+                        "model(_transform(224)(image)), normalised", "reference_error": f"{demo_error:.3g}",
+                        "torch": torch.__version__, "pillow": PIL.__version__, "photos": json.dumps(sorted(demo))})
+    print(f"demo tower: {len(demo)} photos; float32 error {demo_error:.3g}")
 
 
 if __name__ == "__main__":
