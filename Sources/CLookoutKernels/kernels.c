@@ -1,6 +1,7 @@
 #include "lookout_kernels.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -187,4 +188,310 @@ void lookout_f16_to_f32(const uint16_t *source, float *target, size_t count) {
     }
 #endif
     for (size_t i = 0; i < count; i++) target[i] = half_to_float(source[i]);
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+   Linear layers on weights packed once at load: panels of 16 output columns, each `inputs` rows of 16
+   floats (column j of panel p is output 16p + j; the last panel is zero-padded). Blocked as GEMM libraries
+   do: the inputs in chunks of KC (a chunk of two panels of halves, 24 KiB, stays in L1), the rows in blocks of MC (a
+   block of x, MC × KC floats, stays in L2), and a register tile of up to 12 rows × 32 columns (AVX-512; 6 ×
+   16 on AVX2) accumulating while k runs over the chunk. The first chunk starts from the bias, the others
+   from y. Nothing is repacked per call (OpenBLAS copies the weight matrix into its own layout on every
+   call, which costs as much as the products for the few dozen rows of one photo). */
+
+enum { PACK_KC = 384, PACK_MC = 96 };
+
+static void packed_tile_portable(const float *x, int rows, int inputs, const void *panel, int half, int kc,
+                                 const float *bias16, int first, float *out, int columns, int stride) {
+    for (int r = 0; r < rows; r++) {
+        float acc[16];
+        for (int j = 0; j < 16; j++) {
+            acc[j] = first ? (bias16 ? bias16[j] : 0.0f) : (j < columns ? out[(size_t)r * stride + j] : 0.0f);
+        }
+        const float *in = x + (size_t)r * inputs;
+        for (int k = 0; k < kc; k++) {
+            float a = in[k];
+            for (int j = 0; j < 16; j++) {
+                size_t i = (size_t)k * 16 + j;
+                acc[j] += a * (half ? half_to_float(((const uint16_t *)panel)[i]) : ((const float *)panel)[i]);
+            }
+        }
+        for (int j = 0; j < columns; j++) out[(size_t)r * stride + j] = acc[j];
+    }
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma,f16c"), always_inline)) static inline __m256 load8(const void *panel, size_t i,
+                                                                                const int H) {
+    return H ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)panel + i)))
+             : _mm256_loadu_ps((const float *)panel + i);
+}
+
+__attribute__((target("avx2,fma,f16c"), always_inline)) static inline void
+packed_tile_avx2(const int R, const int H, const float *x, int inputs, const void *panel, int kc,
+                 const float *bias16, int first, float *out, int columns, int stride) {
+    __m256 acc[6][2];
+    float buffer[16];
+    for (int r = 0; r < R; r++) {
+        const float *start = first ? bias16 : out + (size_t)r * stride;
+        if (start == NULL) {
+            acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+            continue;
+        }
+        if (!first && columns < 16) {
+            for (int j = 0; j < 16; j++) buffer[j] = j < columns ? start[j] : 0.0f;
+            start = buffer;
+        }
+        acc[r][0] = _mm256_loadu_ps(start);
+        acc[r][1] = _mm256_loadu_ps(start + 8);
+    }
+    for (int k = 0; k < kc; k++) {
+        __m256 w0 = load8(panel, (size_t)k * 16, H);
+        __m256 w1 = load8(panel, (size_t)k * 16 + 8, H);
+        for (int r = 0; r < R; r++) {
+            __m256 a = _mm256_broadcast_ss(x + (size_t)r * inputs + k);
+            acc[r][0] = _mm256_fmadd_ps(a, w0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(a, w1, acc[r][1]);
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        if (columns == 16) {
+            _mm256_storeu_ps(out + (size_t)r * stride, acc[r][0]);
+            _mm256_storeu_ps(out + (size_t)r * stride + 8, acc[r][1]);
+        } else {
+            _mm256_storeu_ps(buffer, acc[r][0]);
+            _mm256_storeu_ps(buffer + 8, acc[r][1]);
+            for (int j = 0; j < columns; j++) out[(size_t)r * stride + j] = buffer[j];
+        }
+    }
+}
+
+#define LOOKOUT_TILE2(R) packed_tile_avx2(R, H, xr, inputs, panel, kc, bias16, first, o, columns, stride)
+#define LOOKOUT_ROWS2(H_)                                                                                          \
+    {                                                                                                              \
+        const int H = H_;                                                                                          \
+        int r = 0;                                                                                                 \
+        for (; r + 6 <= rows; r += 6) {                                                                            \
+            const float *xr = x + (size_t)r * inputs;                                                              \
+            float *o = out + (size_t)r * stride;                                                                   \
+            LOOKOUT_TILE2(6);                                                                                      \
+        }                                                                                                          \
+        const float *xr = x + (size_t)r * inputs;                                                                  \
+        float *o = out + (size_t)r * stride;                                                                       \
+        switch (rows - r) {                                                                                        \
+        case 5: LOOKOUT_TILE2(5); break;                                                                           \
+        case 4: LOOKOUT_TILE2(4); break;                                                                           \
+        case 3: LOOKOUT_TILE2(3); break;                                                                           \
+        case 2: LOOKOUT_TILE2(2); break;                                                                           \
+        case 1: LOOKOUT_TILE2(1); break;                                                                           \
+        default: break;                                                                                            \
+        }                                                                                                          \
+    }
+
+__attribute__((target("avx2,fma,f16c"))) static void packed_rows_avx2(const float *x, int rows, int inputs,
+                                                                      const void *panel, int half, int kc,
+                                                                      const float *bias16, int first, float *out,
+                                                                      int columns, int stride) {
+    if (half)
+        LOOKOUT_ROWS2(1)
+    else
+        LOOKOUT_ROWS2(0)
+}
+#undef LOOKOUT_ROWS2
+#undef LOOKOUT_TILE2
+
+__attribute__((target("avx512f"), always_inline)) static inline __m512 load16(const void *panel, size_t i,
+                                                                             const int H) {
+    return H ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)panel + i)))
+             : _mm512_loadu_ps((const float *)panel + i);
+}
+
+/* `P` panels side by side (2, or 1 for the last of an odd count); `next` is the distance between panels. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+packed_tile_avx512(const int R, const int P, const int H, const float *x, int inputs, const void *panel, size_t next,
+                   int kc, const float *bias, int first, float *out, int columns, int stride) {
+    __m512 acc[12][2];
+    float buffer[32];
+    for (int r = 0; r < R; r++) {
+        const float *start = first ? bias : out + (size_t)r * stride;
+        if (start == NULL) {
+            acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+            continue;
+        }
+        if (!first && columns < 16 * P) {
+            for (int j = 0; j < 16 * P; j++) buffer[j] = j < columns ? start[j] : 0.0f;
+            start = buffer;
+        }
+        acc[r][0] = _mm512_loadu_ps(start);
+        acc[r][1] = P == 2 ? _mm512_loadu_ps(start + 16) : _mm512_setzero_ps();
+    }
+    for (int k = 0; k < kc; k++) {
+        __m512 w0 = load16(panel, (size_t)k * 16, H);
+        __m512 w1 = P == 2 ? load16(panel, next + (size_t)k * 16, H) : w0;
+        for (int r = 0; r < R; r++) {
+            __m512 a = _mm512_set1_ps(x[(size_t)r * inputs + k]);
+            acc[r][0] = _mm512_fmadd_ps(a, w0, acc[r][0]);
+            if (P == 2) acc[r][1] = _mm512_fmadd_ps(a, w1, acc[r][1]);
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        if (columns == 16 * P) {
+            _mm512_storeu_ps(out + (size_t)r * stride, acc[r][0]);
+            if (P == 2) _mm512_storeu_ps(out + (size_t)r * stride + 16, acc[r][1]);
+        } else {
+            _mm512_storeu_ps(buffer, acc[r][0]);
+            if (P == 2) _mm512_storeu_ps(buffer + 16, acc[r][1]);
+            for (int j = 0; j < columns; j++) out[(size_t)r * stride + j] = buffer[j];
+        }
+    }
+}
+
+#define LOOKOUT_TILE(R, P)                                                                                         \
+    packed_tile_avx512(R, P, H, xr, inputs, panel, next, kc, bias, first, o, columns, stride)
+/* The rows in tiles of at most 12, as even as can be (50 rows: five of 10, not four of 12 and one of 2, whose
+   four accumulator chains would wait on the FMA latency). */
+#define LOOKOUT_TILE_ROWS(P)                                                                                       \
+    {                                                                                                              \
+        int tiles = (rows + 11) / 12, base = rows / tiles, extra = rows % tiles, r = 0;                            \
+        for (int t = 0; t < tiles; t++) {                                                                          \
+            int count = base + (t < extra);                                                                        \
+            const float *xr = x + (size_t)r * inputs;                                                              \
+            float *o = out + (size_t)r * stride;                                                                   \
+            switch (count) {                                                                                       \
+            case 12: LOOKOUT_TILE(12, P); break;                                                                   \
+            case 11: LOOKOUT_TILE(11, P); break;                                                                   \
+            case 10: LOOKOUT_TILE(10, P); break;                                                                   \
+            case 9: LOOKOUT_TILE(9, P); break;                                                                     \
+            case 8: LOOKOUT_TILE(8, P); break;                                                                     \
+            case 7: LOOKOUT_TILE(7, P); break;                                                                     \
+            case 6: LOOKOUT_TILE(6, P); break;                                                                     \
+            case 5: LOOKOUT_TILE(5, P); break;                                                                     \
+            case 4: LOOKOUT_TILE(4, P); break;                                                                     \
+            case 3: LOOKOUT_TILE(3, P); break;                                                                     \
+            case 2: LOOKOUT_TILE(2, P); break;                                                                     \
+            case 1: LOOKOUT_TILE(1, P); break;                                                                     \
+            default: break;                                                                                        \
+            }                                                                                                      \
+            r += count;                                                                                            \
+        }                                                                                                          \
+    }
+
+__attribute__((target("avx512f"))) static void packed_rows_avx512(int P, const float *x, int rows, int inputs,
+                                                                  const void *panel, int half, size_t next, int kc,
+                                                                  const float *bias, int first, float *out,
+                                                                  int columns, int stride) {
+    if (half) {
+        const int H = 1;
+        if (P == 2)
+            LOOKOUT_TILE_ROWS(2)
+        else
+            LOOKOUT_TILE_ROWS(1)
+    } else {
+        const int H = 0;
+        if (P == 2)
+            LOOKOUT_TILE_ROWS(2)
+        else
+            LOOKOUT_TILE_ROWS(1)
+    }
+}
+#undef LOOKOUT_TILE_ROWS
+#undef LOOKOUT_TILE
+
+static int lookout_kernels_avx512(void) {
+    static int cached = -1;
+    if (cached < 0) {
+        __builtin_cpu_init();
+        cached = __builtin_cpu_supports("avx512f") && getenv("LOOKOUT_NO_AVX512") == NULL;
+    }
+    return cached;
+}
+#endif
+
+static int packed_level_forced = 0;
+
+int lookout_packed_linear_level(int level) {
+#if defined(__x86_64__)
+    int best = lookout_kernels_avx512() ? 3 : lookout_kernels_vectorized() ? 2 : 1;
+#else
+    int best = 1;
+#endif
+    if (level == 0 || level > best) {
+        packed_level_forced = 0;
+        return best;
+    }
+    packed_level_forced = level;
+    return level;
+}
+
+void lookout_pack_linear(const float *weight, int inputs, int outputs, float *packed) {
+    int panels = (outputs + 15) / 16;
+    for (int p = 0; p < panels; p++) {
+        float *panel = packed + (size_t)p * inputs * 16;
+        for (int k = 0; k < inputs; k++) {
+            for (int j = 0; j < 16; j++) {
+                int c = p * 16 + j;
+                panel[(size_t)k * 16 + j] = c < outputs ? weight[(size_t)c * inputs + k] : 0.0f;
+            }
+        }
+    }
+}
+
+void lookout_pack_linear_f16(const uint16_t *weight, int inputs, int outputs, uint16_t *packed) {
+    int panels = (outputs + 15) / 16;
+    for (int p = 0; p < panels; p++) {
+        uint16_t *panel = packed + (size_t)p * inputs * 16;
+        for (int k = 0; k < inputs; k++) {
+            for (int j = 0; j < 16; j++) {
+                int c = p * 16 + j;
+                panel[(size_t)k * 16 + j] = c < outputs ? weight[(size_t)c * inputs + k] : 0;
+            }
+        }
+    }
+}
+
+void lookout_packed_linear(const float *x, int rows, int inputs, const void *packed, int half,
+                           const float *bias_padded, int panel_begin, int panel_end, int outputs, float *y) {
+    const size_t next = (size_t)inputs * 16;
+    const size_t element = half ? sizeof(uint16_t) : sizeof(float);
+    const char *base = (const char *)packed;
+#if defined(__x86_64__)
+    const int forced = packed_level_forced;
+    const int wide = forced ? forced == 3 : lookout_kernels_avx512();
+    const int vectorized = forced ? forced == 2 : lookout_kernels_vectorized();
+#endif
+    for (int k0 = 0; k0 < inputs; k0 += PACK_KC) {
+        int kc = inputs - k0 < PACK_KC ? inputs - k0 : PACK_KC;
+        int first = k0 == 0;
+        for (int r0 = 0; r0 < rows; r0 += PACK_MC) {
+            int mc = rows - r0 < PACK_MC ? rows - r0 : PACK_MC;
+            const float *xr = x + (size_t)r0 * inputs + k0;
+#if defined(__x86_64__)
+            if (wide) {
+                for (int p = panel_begin; p < panel_end; p += 2) {
+                    int P = p + 1 < panel_end ? 2 : 1;
+                    int left = outputs - p * 16;
+                    int columns = left < 16 * P ? left : 16 * P;
+                    packed_rows_avx512(P, xr, mc, inputs, base + ((size_t)p * next + (size_t)k0 * 16) * element, half,
+                                       next, kc,
+                                       bias_padded ? bias_padded + (size_t)p * 16 : NULL, first,
+                                       y + (size_t)r0 * outputs + (size_t)p * 16, columns, outputs);
+                }
+                continue;
+            }
+#endif
+            for (int p = panel_begin; p < panel_end; p++) {
+                const void *panel = base + ((size_t)p * next + (size_t)k0 * 16) * element;
+                const float *bias16 = bias_padded ? bias_padded + (size_t)p * 16 : NULL;
+                int columns = outputs - p * 16 < 16 ? outputs - p * 16 : 16;
+                float *out = y + (size_t)r0 * outputs + (size_t)p * 16;
+#if defined(__x86_64__)
+                if (vectorized) {
+                    packed_rows_avx2(xr, mc, inputs, panel, half, kc, bias16, first, out, columns, outputs);
+                    continue;
+                }
+#endif
+                packed_tile_portable(xr, mc, inputs, panel, half, kc, bias16, first, out, columns, outputs);
+            }
+        }
+    }
 }

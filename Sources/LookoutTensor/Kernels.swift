@@ -240,3 +240,82 @@ public struct UnsafeSendable<Pointer>: @unchecked Sendable {
     public let pointer: Pointer
     public init(_ pointer: Pointer) { self.pointer = pointer }
 }
+
+/// A Linear layer's weight packed once, at load, for Lookout's own GEMM kernel (`lookout_packed_linear`):
+/// panels of 16 output columns, each the inputs × 16 block that a register tile of the output multiplies.
+/// OpenBLAS copies the weight matrix into its layout on every call; for the few dozen rows of one photo in
+/// the CLIP image tower that copy cost as much as the products. Weights stored as IEEE halves (OpenAI's
+/// checkpoints) stay halves, widened exactly as they are read: half the bytes to stream from memory, which
+/// bounds a single photo's time on the image tower.
+public struct PackedLinear: Sendable {
+    public let inputs: Int
+    public let outputs: Int
+    let floats: [Float]?
+    let halves: [UInt16]?
+    let bias: [Float]?
+
+    /// `weight` is `outputs × inputs` (PyTorch's layout), `bias` has `outputs` values.
+    public init(weight: [Float], bias: [Float]?, inputs: Int, outputs: Int) {
+        precondition(weight.count == inputs * outputs && (bias?.count ?? outputs) == outputs)
+        var packed = [Float](repeating: 0, count: Self.paddedCount(inputs, outputs))
+        weight.withUnsafeBufferPointer { w in
+            packed.withUnsafeMutableBufferPointer { p in
+                lookout_pack_linear(w.baseAddress!, Int32(inputs), Int32(outputs), p.baseAddress!)
+            }
+        }
+        (self.inputs, self.outputs, floats, halves) = (inputs, outputs, packed, nil)
+        self.bias = bias.map { Self.padded($0) }
+    }
+
+    /// `halfWeight` holds the IEEE-half bit patterns of an `outputs × inputs` weight.
+    public init(halfWeight: [UInt16], bias: [Float]?, inputs: Int, outputs: Int) {
+        precondition(halfWeight.count == inputs * outputs && (bias?.count ?? outputs) == outputs)
+        var packed = [UInt16](repeating: 0, count: Self.paddedCount(inputs, outputs))
+        halfWeight.withUnsafeBufferPointer { w in
+            packed.withUnsafeMutableBufferPointer { p in
+                lookout_pack_linear_f16(w.baseAddress!, Int32(inputs), Int32(outputs), p.baseAddress!)
+            }
+        }
+        (self.inputs, self.outputs, floats, halves) = (inputs, outputs, nil, packed)
+        self.bias = bias.map { Self.padded($0) }
+    }
+
+    /// The code the kernel runs: 1 portable C, 2 AVX2, 3 AVX-512; 0 (the default) the best this CPU has.
+    /// Returns the level in force (a level the CPU lacks gives the best it has). For tests, process-wide.
+    @discardableResult
+    public static func setLevel(_ level: Int) -> Int { Int(lookout_packed_linear_level(Int32(level))) }
+
+    private static func paddedCount(_ inputs: Int, _ outputs: Int) -> Int { (outputs + 15) / 16 * 16 * inputs }
+    private static func padded(_ bias: [Float]) -> [Float] {
+        bias + [Float](repeating: 0, count: (bias.count + 15) / 16 * 16 - bias.count)
+    }
+
+    /// `y = x · Wᵀ + bias` for `rows` rows of `x` (`rows × inputs` into `rows × outputs`), the output
+    /// columns shared among the pool's threads (in pairs of panels, the AVX-512 tile's width).
+    public func apply(
+        _ x: UnsafePointer<Float>, rows: Int, into y: UnsafeMutablePointer<Float>, pool: ComputePool = .shared
+    ) {
+        guard rows > 0 else { return }
+        let pairs = (outputs + 31) / 32
+        let panels = (outputs + 15) / 16
+        let x = UnsafeSendable(x), y = UnsafeSendable(y)
+        let (inputs, outputs) = (Int32(self.inputs), Int32(self.outputs))
+        let run = { (weights: UnsafeRawPointer, half: Int32, bias: UnsafePointer<Float>?) in
+            let weights = UnsafeSendable(weights), bias = bias.map(UnsafeSendable.init)
+            let chunk = max(1, (pairs + 2 * pool.threadCount - 1) / (2 * pool.threadCount))
+            pool.parallelFor(pairs, chunk: chunk) { range in
+                lookout_packed_linear(
+                    x.pointer, Int32(rows), inputs, weights.pointer, half, bias?.pointer, Int32(2 * range.lowerBound),
+                    Int32(min(panels, 2 * range.upperBound)), outputs, y.pointer)
+            }
+        }
+        func withBias(_ body: (UnsafePointer<Float>?) -> Void) {
+            if let bias { bias.withUnsafeBufferPointer { body($0.baseAddress!) } } else { body(nil) }
+        }
+        if let halves {
+            halves.withUnsafeBytes { w in withBias { run(w.baseAddress!, 1, $0) } }
+        } else {
+            floats!.withUnsafeBytes { w in withBias { run(w.baseAddress!, 0, $0) } }
+        }
+    }
+}

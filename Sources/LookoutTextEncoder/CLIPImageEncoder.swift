@@ -75,7 +75,8 @@ struct CLIPImageWeights: Sendable {
             embeddingSize: embedding)
         let inputs = 3 * patch * patch
         patchEmbedding = Linear(
-            weight: try file.floats("visual.conv1.weight", shape: [width, 3, patch, patch]), halfWeight: nil,
+            weight: try file.floats("visual.conv1.weight", shape: [width, 3, patch, patch]),
+            halfWeight: try file.view("visual.conv1.weight").halfBits(),
             bias: [Float](repeating: 0, count: width), inputs: inputs, outputs: width)
         classEmbedding = try file.floats("visual.class_embedding", shape: [width])
         positionalEmbedding = try file.floats("visual.positional_embedding", shape: [tokens, width])
@@ -92,14 +93,16 @@ struct CLIPImageWeights: Sendable {
             let p = "visual.transformer.resblocks.\(index)."
             func linear(_ name: String, inputs: Int, outputs: Int) throws(WeightsError) -> Linear {
                 Linear(
-                    weight: try file.floats(p + name + ".weight", shape: [outputs, inputs]), halfWeight: nil,
+                    weight: try file.floats(p + name + ".weight", shape: [outputs, inputs]),
+                    halfWeight: try file.view(p + name + ".weight").halfBits(),
                     bias: try file.floats(p + name + ".bias", shape: [outputs]), inputs: inputs, outputs: outputs)
             }
             layers.append(
                 CLIPLayer(
                     ln1: try norm(p + "ln_1"),
                     inProjection: Linear(
-                        weight: try file.floats(p + "attn.in_proj_weight", shape: [3 * width, width]), halfWeight: nil,
+                        weight: try file.floats(p + "attn.in_proj_weight", shape: [3 * width, width]),
+                        halfWeight: try file.view(p + "attn.in_proj_weight").halfBits(),
                         bias: try file.floats(p + "attn.in_proj_bias", shape: [3 * width]), inputs: width,
                         outputs: 3 * width),
                     outProjection: try linear("attn.out_proj", inputs: width, outputs: width),

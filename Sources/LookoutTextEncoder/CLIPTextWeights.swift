@@ -21,34 +21,27 @@ public struct CLIPTextConfiguration: Sendable, Equatable {
     public let layerNormEpsilon: Float = 1e-5
 }
 
-/// A Linear layer: weight `outputs × inputs` (PyTorch layout), bias `outputs`. When the file stores the
-/// weight as fp16 (OpenAI's `ViT-B-32.pt` does), the half values are kept too: a handful of rows is then
-/// computed from them directly, reading half the bytes.
+/// A Linear layer: weight `outputs × inputs` (PyTorch layout), bias `outputs`, packed at load for Lookout's
+/// GEMM kernel (``PackedLinear``). When the file stores the weight as fp16 (OpenAI's `ViT-B-32.pt` does),
+/// the half values are what is packed: the products are those of PyTorch on the widened weights, from half
+/// the bytes.
 struct Linear: Sendable {
-    let weight: [Float]
-    let halfWeight: [UInt16]?
-    let bias: [Float]
+    let packed: PackedLinear
     let inputs: Int
     let outputs: Int
 
+    init(weight: [Float], halfWeight: [UInt16]?, bias: [Float], inputs: Int, outputs: Int) {
+        if let halfWeight {
+            packed = PackedLinear(halfWeight: halfWeight, bias: bias, inputs: inputs, outputs: outputs)
+        } else {
+            packed = PackedLinear(weight: weight, bias: bias, inputs: inputs, outputs: outputs)
+        }
+        self.inputs = inputs
+        self.outputs = outputs
+    }
+
     func linear(_ x: UnsafePointer<Float>, rows: Int, into y: UnsafeMutablePointer<Float>, pool: ComputePool) {
-        if rows <= 8, let halfWeight {
-            halfWeight.withUnsafeBufferPointer { w in
-                bias.withUnsafeBufferPointer { b in
-                    Kernels.linear(
-                        x, rows: rows, inputs: inputs, halfWeight: w.baseAddress!, bias: b.baseAddress!,
-                        outputs: outputs, into: y, pool: pool)
-                }
-            }
-            return
-        }
-        weight.withUnsafeBufferPointer { w in
-            bias.withUnsafeBufferPointer { b in
-                Kernels.linear(
-                    x, rows: rows, inputs: inputs, weight: w.baseAddress!, bias: b.baseAddress!, outputs: outputs,
-                    into: y, pool: pool)
-            }
-        }
+        packed.apply(x, rows: rows, into: y, pool: pool)
     }
 }
 

@@ -79,3 +79,52 @@ import Testing
         }
     }
 }
+
+/// ``PackedLinear`` (Lookout's GEMM on weights packed at load) against a naive loop in Float64: every code
+/// path the CPU has (portable C, AVX2, AVX-512), float and half weights, row counts around the register
+/// tiles (1…13, one photo's 50, several blocks), input counts around the KC chunk and output counts around
+/// the 16- and 32-column panels.
+@Suite(.serialized) struct PackedLinearTests {
+    @Test(arguments: [1, 2, 3])
+    func matchesNaiveLinear(level: Int) {
+        let inUse = PackedLinear.setLevel(level)
+        defer { PackedLinear.setLevel(0) }
+        guard inUse == level else { return }  // this CPU lacks that code
+        var rng = SplitMix64(seed: UInt64(level))
+        let pool = ComputePool(threads: 2)
+        for (rows, inputs, outputs) in [
+            (1, 3, 1), (2, 17, 15), (5, 64, 16), (7, 33, 17), (11, 100, 31), (12, 385, 32), (13, 384, 33),
+            (50, 769, 100), (97, 40, 48), (200, 130, 64),
+        ] {
+            let x = (0..<(rows * inputs)).map { _ in Float.random(in: -1...1, using: &rng) }
+            let halves = (0..<(outputs * inputs)).map { _ in Float16(Float.random(in: -1...1, using: &rng)) }
+            let w = halves.map { Float($0) }
+            let b = (0..<outputs).map { _ in Float.random(in: -1...1, using: &rng) }
+            for (half, withBias) in [(false, true), (true, true), (false, false), (true, false)] {
+                let layer =
+                    half
+                    ? PackedLinear(
+                        halfWeight: halves.map(\.bitPattern), bias: withBias ? b : nil, inputs: inputs, outputs: outputs
+                    )
+                    : PackedLinear(weight: w, bias: withBias ? b : nil, inputs: inputs, outputs: outputs)
+                var y = [Float](repeating: .nan, count: rows * outputs)
+                x.withUnsafeBufferPointer { x in
+                    y.withUnsafeMutableBufferPointer { y in
+                        layer.apply(x.baseAddress!, rows: rows, into: y.baseAddress!, pool: pool)
+                    }
+                }
+                var worst = 0.0
+                for r in 0..<rows {
+                    for c in 0..<outputs {
+                        var sum = withBias ? Double(b[c]) : 0
+                        for k in 0..<inputs { sum += Double(x[r * inputs + k]) * Double(w[c * inputs + k]) }
+                        worst = max(worst, abs(Double(y[r * outputs + c]) - sum))
+                    }
+                }
+                #expect(
+                    worst <= 1e-5 * Double(inputs).squareRoot() + 1e-6,
+                    "level \(level), \(rows)×\(inputs)→\(outputs), half \(half), bias \(withBias): error \(worst)")
+            }
+        }
+    }
+}
