@@ -337,7 +337,9 @@ public final class PhotoIndex {
                 hit.objectScore = hit.detections.first?.score
             }
             if evidence != .objects, let image, image.count == 2 * query.count {
-                let score = model.sceneScore.score(cosine: Self.halfDot(image, query).dot)
+                let (dot, squares) = Self.halfDot(image, query)
+                // The stored vector is F16: its norm is 1 within about 1e-4; divide as `similar` does.
+                let score = model.sceneScore.score(cosine: dot / max(squares.squareRoot(), 1e-12))
                 if score > confidence { hit.sceneScore = score }
             }
             let best = max(hit.objectScore ?? -1, hit.sceneScore ?? -1)
