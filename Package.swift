@@ -17,9 +17,14 @@ let package = Package(
         .library(name: "LookoutDetector", targets: ["LookoutDetector"]),
         .library(name: "LookoutEngine", targets: ["LookoutEngine"]),
         .library(name: "LookoutIndex", targets: ["LookoutIndex"]),
+        .library(name: "LookoutServer", targets: ["LookoutServer"]),
     ],
     dependencies: [
-        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2")
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
     ],
     targets: [
         // Layer 0: C libraries (each imported by exactly one Swift module) and Lookout's own C code.
@@ -74,12 +79,23 @@ let package = Package(
                 "LookoutTensor", "LookoutWeights",
             ]),
 
+        // `lookout serve`: the HTTP API and the web page (Hummingbird), over the engine and the index.
+        .target(
+            name: "LookoutServer",
+            dependencies: [
+                "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutIndex", "LookoutJSON", "LookoutSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+
         // Layer 5: the command line (a thin shell over the libraries) and the benchmarks.
         .executableTarget(
             name: "lookout",
             dependencies: [
                 "LookoutSupport", "LookoutTokenizer", "LookoutJSON", "LookoutWeights", "LookoutTextEncoder",
-                "LookoutEngine", "LookoutIndex", "LookoutDetector", "LookoutImage",
+                "LookoutEngine", "LookoutIndex", "LookoutDetector", "LookoutImage", "LookoutServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -142,7 +158,7 @@ let package = Package(
             name: "LookoutCLITests",
             dependencies: [
                 "LookoutTestSupport", "LookoutSupport", "lookout", "LookoutJSON", "LookoutIndex", "LookoutWeights",
-                "LookoutImage",
+                "LookoutImage", "LookoutServer",
             ]),
     ],
     swiftLanguageModes: [.v6]

@@ -88,6 +88,25 @@ public final class FeatureStore: @unchecked Sendable {
         return prepared
     }
 
+    /// Features kept in memory under a caller's key (a server keeps uploads by their digest), counting
+    /// towards the same bound; nil once dropped.
+    public func kept(key: String) -> PreparedImage? {
+        lock.locked {
+            guard var entry = entries["kept|" + key] else { return nil }
+            clock += 1
+            entry.used = clock
+            entries["kept|" + key] = entry
+            counters.memoryHits += 1
+            return entry.prepared
+        }
+    }
+
+    /// Keeps `prepared` in memory under `key` (``kept(key:)``), dropping the least recently used beyond the bound.
+    public func keep(_ prepared: PreparedImage, key: String) {
+        lock.locked { counters.computed += 1 }
+        insert(prepared, key: "kept|" + key)
+    }
+
     private func insert(_ prepared: PreparedImage, key: String) {
         let size = prepared.features.reduce(0) { $0 + $1.data.count * 4 }
         lock.locked {

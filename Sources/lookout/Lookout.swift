@@ -120,7 +120,7 @@ struct Lookout: ParsableCommand {
         version: "0.1.0",
         subcommands: [
             DetectCommand.self, QueryCommand.self, IndexCommand.self, SearchCommand.self, TokenizeCommand.self,
-            EmbedCommand.self, SimilarCommand.self, DuplicatesCommand.self, ModelsCommand.self,
+            EmbedCommand.self, SimilarCommand.self, DuplicatesCommand.self, ServeCommand.self, ModelsCommand.self,
         ]
     )
 }

@@ -1,0 +1,301 @@
+import Dispatch
+import Foundation
+import Hummingbird
+import Logging
+import LookoutJSON
+import Metrics
+import Prometheus
+
+/// `lookout serve`: the HTTP API of ``LookoutService`` and the web page, on Hummingbird.
+///
+/// Safe by default: it binds 127.0.0.1; any other host needs a token (`Authorization: Bearer`). Bodies over
+/// ``Configuration/maximumBodyBytes`` get 413; photos over the pixel limit 422. Inference runs one request at
+/// a time on its own thread (the engine's compute pool parallelises each), with at most
+/// ``Configuration/queueLimit`` requests waiting; beyond that 503 with `Retry-After`, and a request that
+/// waited longer than ``Configuration/queueTimeout`` gets 503 too. No request names a file: uploads are
+/// bytes, indexed photos are named by an id search gives.
+public final class LookoutServer: Sendable {
+    public struct Configuration: Sendable {
+        public var host = "127.0.0.1"
+        public var port = 8080
+        public var token: String?
+        public var maximumBodyBytes = 32 << 20
+        public var queueLimit = 16
+        public var queueTimeout: Double = 30
+
+        public init() {}
+
+        /// Refuses what is unsafe or impossible: another host without a token, a port out of range.
+        public func validated() throws(ServiceError) -> Configuration {
+            guard (0...65535).contains(port) else { throw ServiceError(400, "--port must be from 0 to 65535") }
+            let loopback = ["127.0.0.1", "localhost", "::1"].contains(host)
+            guard loopback || !(token ?? "").isEmpty else {
+                throw ServiceError(
+                    400,
+                    "--host \(host) would open the server to other machines: give --token SECRET too (requests then need Authorization: Bearer SECRET)"
+                )
+            }
+            return self
+        }
+    }
+
+    public let service: LookoutService
+    public let configuration: Configuration
+    let queue: InferenceQueue
+    let registry = PrometheusCollectorRegistry()
+
+    public init(service: LookoutService, configuration: Configuration) throws(ServiceError) {
+        self.service = service
+        self.configuration = try configuration.validated()
+        self.queue = InferenceQueue(limit: configuration.queueLimit, timeout: configuration.queueTimeout)
+    }
+
+    /// Serves until SIGTERM or SIGINT (requests in flight finish first); `ready` gets the URL once the port
+    /// is bound (the real port when 0 was asked for).
+    public func run(ready: @escaping @Sendable (String) -> Void) async throws {
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        let metrics = ServerMetrics(service: service, queue: queue)
+        let router = Router()
+        router.add(middleware: MetricsMiddleware())
+        routes(router, metrics: metrics)
+        var logger = Logger(label: "lookout.serve")
+        logger.logLevel = .warning
+        let host = configuration.host
+        let app = Application(
+            router: router,
+            configuration: .init(address: .hostname(host, port: configuration.port), serverName: "lookout"),
+            onServerRunning: { channel in
+                let port = channel.localAddress?.port ?? 0
+                ready("http://\(host.contains(":") ? "[\(host)]" : host):\(port)/")
+            },
+            logger: logger)
+        try await app.runService()
+    }
+
+    private func routes(_ router: Router<BasicRequestContext>, metrics: ServerMetrics) {
+        let service = self.service, queue = self.queue, registry = self.registry
+        let limit = configuration.maximumBodyBytes
+        router.get("/") { _, _ in
+            Response(
+                status: .ok, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-cache"],
+                body: .init(byteBuffer: ByteBuffer(string: WebPage.html)))
+        }
+        router.get("/api/v1/health") { _, _ in
+            Self.json(
+                Array(
+                    "{\"status\":\"ok\",\"index\":\(service.indexPath != nil),\"images_kept\":\(service.store.count)}"
+                        .utf8))
+        }
+        router.get("/api/v1/openapi.json") { _, _ in Self.json(Array(OpenAPIDocument.json.utf8)) }
+        router.get("/metrics") { _, _ in
+            metrics.update()
+            var out: [UInt8] = []
+            registry.emit(into: &out)
+            return Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(bytes: out)))
+        }
+        let api = router.group("/api/v1")
+        if let token = configuration.token, !token.isEmpty { api.add(middleware: BearerToken(token: token)) }
+        api.post("/detect") { request, _ in
+            try await Self.answer {
+                let query = request.uri.queryParameters
+                let queries = query.get("q").map { $0.split(separator: ",").map(String.init) } ?? []
+                let thresholds = try LookoutService.Thresholds.parse(
+                    conf: query.get("conf"), iou: query.get("iou"), maxDet: query.get("max_det"))
+                let body = try await Self.body(request, limit: limit)
+                return try await queue.run {
+                    try service.detect(imageBytes: body, queries: queries, thresholds: thresholds)
+                }
+            }
+        }
+        api.post("/images/{image_id}/detect") { request, context in
+            try await Self.answer {
+                let id = context.parameters.get("image_id") ?? ""
+                let (queries, thresholds) = try Self.requery(try await Self.body(request, limit: 1 << 20))
+                return try await queue.run {
+                    try service.redetect(imageID: id, queries: queries, thresholds: thresholds)
+                }
+            }
+        }
+        api.get("/search") { request, _ in
+            try await Self.answer {
+                let query = request.uri.queryParameters
+                guard let top = Int(query.get("top") ?? "20") else {
+                    throw ServiceError(400, "top must be a whole number")
+                }
+                var parsed = try LookoutService.Thresholds.parse(conf: query.get("conf"), iou: nil, maxDet: nil)
+                if query.get("conf") == nil { parsed.confidence = 0.1 }
+                let thresholds = parsed
+                let text = query.get("q") ?? ""
+                return try await queue.run { try service.search(query: text, top: top, thresholds: thresholds) }
+            }
+        }
+        api.get("/photos/{photo_id}") { _, context in
+            do {
+                let id = context.parameters.get("photo_id") ?? ""
+                let photo = try await queue.run { try service.photo(id: id) }
+                return Response(
+                    status: .ok, headers: [.contentType: photo.png ? "image/png" : "image/jpeg"],
+                    body: .init(byteBuffer: ByteBuffer(bytes: photo.bytes)))
+            } catch let error as ServiceError {
+                return Self.failure(error)
+            }
+        }
+        api.get("/photos/{photo_id}/thumbnail") { _, context in
+            do {
+                let id = context.parameters.get("photo_id") ?? ""
+                let bytes = try await queue.run { try service.thumbnail(id: id) }
+                return Response(
+                    status: .ok, headers: [.contentType: "image/jpeg", .cacheControl: "max-age=300"],
+                    body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+            } catch let error as ServiceError {
+                return Self.failure(error)
+            }
+        }
+    }
+
+    /// A JSON answer, or the service's error as JSON with its status.
+    static func answer(_ work: () async throws -> [UInt8]) async throws -> Response {
+        do {
+            return json(try await work())
+        } catch let error as ServiceError {
+            return failure(error)
+        }
+    }
+
+    static func json(_ bytes: [UInt8], status: HTTPResponse.Status = .ok) -> Response {
+        Response(
+            status: status, headers: [.contentType: "application/json", .cacheControl: "no-store"],
+            body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+
+    static func failure(_ error: ServiceError) -> Response {
+        var response = json(error.body, status: HTTPResponse.Status(code: error.status))
+        if error.status == 503 { response.headers[.retryAfter] = "1" }
+        return response
+    }
+
+    /// The whole body, at most `limit` bytes (413 beyond: by the declared length before reading).
+    static func body(_ request: Request, limit: Int) async throws -> [UInt8] {
+        if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > limit {
+            throw ServiceError(413, "the body has \(length) bytes: at most \(limit)")
+        }
+        do {
+            return Array(buffer: try await request.body.collect(upTo: limit))
+        } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
+            throw ServiceError(413, "the body is over \(limit) bytes")
+        }
+    }
+
+    /// `{"queries": [...], "conf": …, "iou": …, "max_det": …}`.
+    static func requery(_ bytes: [UInt8]) throws(ServiceError) -> ([String], LookoutService.Thresholds) {
+        let usage = "the body must be a JSON object: {\"queries\": [\"dog\"], \"conf\": 0.25}"
+        guard let document = try? JSONDocument(bytes: bytes) else { throw ServiceError(400, usage) }
+        let root = document.root
+        guard root.kind == .object, let list = root["queries"], list.kind == .array else {
+            throw ServiceError(400, root.kind == .object ? "\"queries\" must be an array of strings" : usage)
+        }
+        var queries: [String] = []
+        for index in 0..<list.count {
+            guard let text = list[index].string else {
+                throw ServiceError(400, "\"queries\" must be an array of strings")
+            }
+            queries.append(text)
+        }
+        func number(_ key: String) throws(ServiceError) -> String? {
+            guard let node = root[key], node.kind != .null else { return nil }
+            if let value = node.int { return String(value) }
+            guard node.kind == .double, let value = node.number else {
+                throw ServiceError(400, "\"\(key)\" must be a number")
+            }
+            return String(value)
+        }
+        let thresholds = try LookoutService.Thresholds.parse(
+            conf: try number("conf"), iou: try number("iou"), maxDet: try number("max_det"))
+        return (queries, thresholds)
+    }
+}
+
+/// Requests need `Authorization: Bearer TOKEN` (compared in constant time).
+struct BearerToken<Context: RequestContext>: RouterMiddleware {
+    let token: String
+
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    )
+        async throws -> Response
+    {
+        let given = Array((request.headers[.authorization] ?? "").utf8)
+        let expected = Array("Bearer \(token)".utf8)
+        var difference = given.count ^ expected.count
+        for (index, byte) in expected.enumerated() {
+            difference |= Int(byte ^ (index < given.count ? given[index] : 0))
+        }
+        guard difference == 0 else {
+            var response = LookoutServer.failure(
+                ServiceError(401, "this server needs Authorization: Bearer TOKEN (the --token it was started with)"))
+            response.headers[.wwwAuthenticate] = "Bearer"
+            return response
+        }
+        return try await next(request, context)
+    }
+}
+
+/// Inference one request at a time on a thread of its own, a bounded number waiting (503 beyond).
+final class InferenceQueue: @unchecked Sendable {
+    let limit: Int
+    let timeout: Double
+    private let lock = NSLock()
+    private var waiting = 0
+    private let worker = DispatchQueue(label: "lookout.inference")
+
+    init(limit: Int, timeout: Double) {
+        self.limit = limit
+        self.timeout = timeout
+    }
+
+    var depth: Int { lock.withLock { waiting } }
+
+    func run<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        let admitted = lock.withLock { () -> Bool in
+            guard waiting < limit else { return false }
+            waiting += 1
+            return true
+        }
+        guard admitted else { throw ServiceError(503, "busy: \(limit) requests are waiting; try again") }
+        let queued = DispatchTime.now()
+        let timeout = self.timeout
+        return try await withCheckedThrowingContinuation { continuation in
+            worker.async {
+                defer { self.lock.withLock { self.waiting -= 1 } }
+                let waited = Double(DispatchTime.now().uptimeNanoseconds - queued.uptimeNanoseconds) / 1e9
+                guard waited <= timeout else {
+                    continuation.resume(throwing: ServiceError(503, "busy: waited \(Int(waited)) s; try again"))
+                    return
+                }
+                continuation.resume(with: Result { try work() })
+            }
+        }
+    }
+}
+
+/// Gauges read when /metrics is asked: the inference queue and the feature store.
+final class ServerMetrics: Sendable {
+    let service: LookoutService
+    let queue: InferenceQueue
+    let depth = CoreMetrics.Gauge(label: "lookout_inference_queue_depth")
+    let storeBytes = CoreMetrics.Gauge(label: "lookout_feature_store_bytes")
+    let storeImages = CoreMetrics.Gauge(label: "lookout_feature_store_images")
+
+    init(service: LookoutService, queue: InferenceQueue) {
+        self.service = service
+        self.queue = queue
+    }
+
+    func update() {
+        depth.record(queue.depth)
+        storeBytes.record(service.store.memoryBytes)
+        storeImages.record(service.store.count)
+    }
+}

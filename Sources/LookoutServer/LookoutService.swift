@@ -1,0 +1,278 @@
+import Foundation
+import LookoutDetector
+import LookoutEngine
+import LookoutImage
+import LookoutIndex
+import LookoutJSON
+import LookoutSupport
+
+/// What `lookout serve` answers, without HTTP: detection on uploaded photos (their features kept for
+/// re-query under an image id), re-query, index search, and indexed photos by id. Every answer is a JSON
+/// document or image bytes; every failure a ``ServiceError`` with the HTTP status it maps to. The HTTP
+/// layer (``LookoutServer``) only moves bytes.
+public final class LookoutService: @unchecked Sendable {
+    public let engine: Engine
+    public let store: FeatureStore
+    public let imageSize: Int
+    public let indexPath: String?
+    /// Pixels a photo may have (width × height); more is refused (422).
+    public let pixelLimit: Int
+    private let lock = NSLock()
+    private var photoPaths: [String: String] = [:]
+
+    public init(
+        engine: Engine, detectorFingerprint: String, indexPath: String?, imageSize: Int = 640,
+        featureMemory: Int = 512 << 20, pixelLimit: Int = 50_000_000
+    ) {
+        self.engine = engine
+        self.store = FeatureStore(modelKey: detectorFingerprint, memoryLimit: featureMemory)
+        self.imageSize = imageSize
+        self.indexPath = indexPath
+        self.pixelLimit = pixelLimit
+    }
+
+    /// Thresholds of one request: the defaults of `lookout detect` unless given.
+    public struct Thresholds: Sendable {
+        public var confidence: Float = 0.25
+        public var iou: Double = 0.7
+        public var maximumDetections = 300
+
+        public init() {}
+
+        var options: SuppressionOptions {
+            var options = SuppressionOptions()
+            options.confidence = confidence
+            options.iou = iou
+            options.maximumDetections = maximumDetections
+            return options
+        }
+
+        /// From text values (query parameters or JSON numbers), checked.
+        public static func parse(conf: String?, iou: String?, maxDet: String?) throws(ServiceError) -> Thresholds {
+            var result = Thresholds()
+            if let conf {
+                guard let value = Float(conf), value >= 0, value < 1 else {
+                    throw ServiceError(400, "conf must be a number in [0, 1), got \(conf)")
+                }
+                result.confidence = value
+            }
+            if let iou {
+                guard let value = Double(iou), value > 0, value <= 1 else {
+                    throw ServiceError(400, "iou must be a number in (0, 1], got \(iou)")
+                }
+                result.iou = value
+            }
+            if let maxDet {
+                guard let value = Int(maxDet), value > 0, value <= 10_000 else {
+                    throw ServiceError(400, "max_det must be a whole number from 1 to 10000, got \(maxDet)")
+                }
+                result.maximumDetections = value
+            }
+            return result
+        }
+    }
+
+    /// Queries from `q=dog,red car` or a JSON array: trimmed, empty ones dropped, at most 256.
+    public static func checkedQueries(_ queries: [String]) throws(ServiceError) -> [String] {
+        let list = queries.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        guard !list.isEmpty else { throw ServiceError(400, "no queries: give at least one, e.g. q=dog,red%20car") }
+        guard list.count <= 256 else { throw ServiceError(400, "\(list.count) queries: at most 256 at once") }
+        return list
+    }
+
+    // MARK: - Detection
+
+    /// Decodes `bytes`, runs the backbone (or finds its features kept under the photo's id) and detects
+    /// `queries`. The id is the SHA-256 of the bytes: the same photo sent again reuses its features.
+    public func detect(
+        imageBytes bytes: [UInt8], queries: [String], thresholds: Thresholds
+    ) throws(ServiceError)
+        -> [UInt8]
+    {
+        let queries = try Self.checkedQueries(queries)
+        guard !bytes.isEmpty else { throw ServiceError(400, "the request body is empty: send the photo's bytes") }
+        var hash = SHA256()
+        hash.update(bytes)
+        let id = String(hash.finalize().prefix(32))
+        let prepared: PreparedImage
+        var reused = false
+        if let kept = store.kept(key: key(id)) {
+            prepared = kept
+            reused = true
+        } else {
+            let image: Image
+            do {
+                image = try ImageFile.decode(bytes, name: "upload", pixelLimit: pixelLimit)
+            } catch {
+                switch error.kind {
+                case .tooLarge: throw ServiceError(422, error.problem)
+                case .unsupportedFormat: throw ServiceError(415, error.problem)
+                default: throw ServiceError(400, error.problem)
+                }
+            }
+            prepared = engine.prepare(image: image, name: "upload", size: imageSize)
+            store.keep(prepared, key: key(id))
+        }
+        return answer(id: id, prepared: prepared, queries: queries, thresholds: thresholds, reused: reused)
+    }
+
+    /// New queries on a photo sent before: the neck and head only. 404 once its features were dropped.
+    public func redetect(
+        imageID id: String, queries: [String], thresholds: Thresholds
+    ) throws(ServiceError)
+        -> [UInt8]
+    {
+        let queries = try Self.checkedQueries(queries)
+        guard let prepared = store.kept(key: key(id)) else {
+            throw ServiceError(404, "no features kept for image \(id): send the photo again to /api/v1/detect")
+        }
+        return answer(id: id, prepared: prepared, queries: queries, thresholds: thresholds, reused: true)
+    }
+
+    private func key(_ id: String) -> String { "upload|\(imageSize)|\(id)" }
+
+    /// The detections as JSON; `reused`: the features were kept, so decoding and the backbone cost nothing.
+    private func answer(
+        id: String, prepared: PreparedImage, queries: [String], thresholds: Thresholds, reused: Bool
+    )
+        -> [UInt8]
+    {
+        var prepared = prepared
+        if reused {
+            prepared.timings.decode = 0
+            prepared.timings.preprocess = 0
+            prepared.timings.backbone = 0
+        }
+        let result = engine.detect(prepared, queries: queries, options: thresholds.options)
+        let detections = result.detections.map { item -> JSONValue in
+            .object([
+                ("label", .string(item.label)), ("query_index", .int(Int64(item.queryIndex))),
+                ("score", Self.number(item.score)), ("box", .array(item.box.map(Self.number))),
+            ])
+        }
+        let timings = result.timings.milliseconds.map { ($0.0 + "_ms", JSONValue.double(($0.1 * 100).rounded() / 100)) }
+        return Array(
+            JSONValue.object([
+                ("image_id", .string(id)), ("width", .int(Int64(result.width))), ("height", .int(Int64(result.height))),
+                ("detections", .array(detections)), ("timings", .object(timings)),
+            ]).serialized.utf8)
+    }
+
+    static func number(_ value: Float) -> JSONValue { .double(Double("\(value)") ?? Double(value)) }
+
+    // MARK: - Index
+
+    /// The index's best photos for `query`: ids (never paths), scores, boxes.
+    public func search(query: String, top: Int, thresholds: Thresholds) throws(ServiceError) -> [UInt8] {
+        let query = query.trimmingCharacters(in: .whitespaces)
+        guard !query.isEmpty else { throw ServiceError(400, "no query: give q=…") }
+        guard (1...1000).contains(top) else { throw ServiceError(400, "top must be from 1 to 1000") }
+        let index = try openIndex()
+        guard let embedder = engine.embedder else { throw ServiceError(500, "no text encoder") }
+        let text = embedder.embed([query]).embeddings[0]
+        let hits: [PhotoIndex.Hit]
+        do {
+            hits = try index.search(text: text, confidence: thresholds.confidence, top: top)
+        } catch {
+            throw ServiceError(500, "the index could not be searched: \(error.problem)")
+        }
+        var results: [JSONValue] = []
+        lock.lock()
+        for hit in hits {
+            let id = Self.photoID(hit.path)
+            photoPaths[id] = hit.path
+            let boxes = hit.detections.map { d -> JSONValue in
+                .object([("score", Self.number(d.score)), ("box", .array(d.box.map(Self.number)))])
+            }
+            results.append(
+                .object([
+                    ("image", .string(id)), ("name", .string(String(hit.path.split(separator: "/").last ?? ""))),
+                    ("width", .int(Int64(hit.width))), ("height", .int(Int64(hit.height))),
+                    ("score", Self.number(hit.score)), ("evidence", .string(hit.evidence.rawValue)),
+                    ("detections", .array(boxes)),
+                ]))
+        }
+        lock.unlock()
+        return Array(JSONValue.object([("query", .string(query)), ("results", .array(results))]).serialized.utf8)
+    }
+
+    /// An indexed photo's id: derived from its path, which is never shown.
+    public static func photoID(_ path: String) -> String {
+        var hash = SHA256()
+        hash.update(Array(path.utf8))
+        return String(hash.finalize().prefix(24))
+    }
+
+    /// The bytes of the indexed photo `id` (only photos the index holds can be named), and whether it is a PNG.
+    public func photo(id: String) throws(ServiceError) -> (bytes: [UInt8], png: Bool) {
+        let path = try indexedPath(id)
+        do {
+            let bytes = try FileContents.read(path, maximumSize: 256 << 20)
+            return (bytes, bytes.starts(with: [0x89, 0x50, 0x4E, 0x47]))
+        } catch {
+            throw ServiceError(410, "indexed photo \(id) can no longer be read")
+        }
+    }
+
+    /// A JPEG of the indexed photo `id`, its longer side at most `side` pixels.
+    public func thumbnail(id: String, side: Int = 320) throws(ServiceError) -> [UInt8] {
+        let path = try indexedPath(id)
+        do {
+            let image = try ImageFile.read(path, pixelLimit: pixelLimit)
+            let scale = min(1, Double(side) / Double(max(image.width, image.height)))
+            let small = image.resizedBilinear(
+                width: max(1, Int((Double(image.width) * scale).rounded())),
+                height: max(1, Int((Double(image.height) * scale).rounded())))
+            return try ImageFile.encode(small, format: .jpeg(quality: 85), name: "thumbnail")
+        } catch {
+            throw ServiceError(410, "indexed photo \(id) can no longer be read")
+        }
+    }
+
+    private func indexedPath(_ id: String) throws(ServiceError) -> String {
+        guard id.count == 24, id.allSatisfy(\.isHexDigit) else { throw ServiceError(404, "no indexed photo \(id)") }
+        if let path = lock.withLock({ photoPaths[id] }) { return path }
+        let index = try openIndex()
+        var found: String?
+        do {
+            guard let model = try index.storedModel() else { throw ServiceError(404, "no indexed photo \(id)") }
+            try index.store.forEachPhoto(model: model.key) { photo in
+                if found == nil && Self.photoID(photo.path) == id { found = photo.path }
+            }
+        } catch let error as ServiceError {
+            throw error
+        } catch {
+            throw ServiceError(500, "the index could not be read")
+        }
+        guard let path = found else { throw ServiceError(404, "no indexed photo \(id)") }
+        lock.withLock { photoPaths[id] = path }
+        return path
+    }
+
+    private func openIndex() throws(ServiceError) -> PhotoIndex {
+        guard let indexPath else {
+            throw ServiceError(404, "no index: start the server with --db PATH (made by lookout index)")
+        }
+        do {
+            return try PhotoIndex(path: indexPath, readOnly: true)
+        } catch {
+            throw ServiceError(503, "the index \(indexPath) cannot be opened: \(error.problem)")
+        }
+    }
+}
+
+/// A request the service refuses, with its HTTP status and a sentence for the client.
+public struct ServiceError: Error, CustomStringConvertible, Sendable {
+    public let status: Int
+    public let message: String
+
+    public init(_ status: Int, _ message: String) {
+        self.status = status
+        self.message = message
+    }
+
+    public var description: String { "\(status): \(message)" }
+
+    /// `{"error": message}`.
+    public var body: [UInt8] { Array(JSONValue.object([("error", .string(message))]).serialized.utf8) }
+}

@@ -1,0 +1,152 @@
+/// The API `lookout serve` answers, as one OpenAPI 3.0 document, served at `/api/v1/openapi.json`.
+/// `ServerTests` checks that every operation here is routed and every route is here.
+public enum OpenAPIDocument {
+    public static let json = #"""
+        {
+          "openapi": "3.0.3",
+          "info": {
+            "title": "Lookout",
+            "version": "1",
+            "description": "Open-vocabulary object detection (YOLO-World v2 + CLIP) on the CPU: detect what you describe in a photo, ask again without recomputing the photo's features, search an indexed photo folder. When the server was started with --token, every /api/v1 request except health and this document needs `Authorization: Bearer TOKEN`."
+          },
+          "paths": {
+            "/api/v1/health": {
+              "get": {
+                "operationId": "health",
+                "responses": {"200": {"description": "The server is up.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Health"}}}}}
+              }
+            },
+            "/api/v1/openapi.json": {
+              "get": {
+                "operationId": "openapi",
+                "responses": {"200": {"description": "This document.", "content": {"application/json": {"schema": {"type": "object"}}}}}
+              }
+            },
+            "/api/v1/detect": {
+              "post": {
+                "operationId": "detect",
+                "description": "Detects the queries in the photo sent as the body (JPEG or PNG bytes). The photo's features are kept under image_id for /api/v1/images/{image_id}/detect.",
+                "parameters": [
+                  {"name": "q", "in": "query", "required": true, "description": "Comma-separated queries: dog,red car", "schema": {"type": "string", "minLength": 1}},
+                  {"name": "conf", "in": "query", "schema": {"type": "number", "minimum": 0, "exclusiveMaximum": true, "maximum": 1, "default": 0.25}},
+                  {"name": "iou", "in": "query", "schema": {"type": "number", "exclusiveMinimum": true, "minimum": 0, "maximum": 1, "default": 0.7}},
+                  {"name": "max_det", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 300}}
+                ],
+                "requestBody": {"required": true, "content": {
+                  "image/jpeg": {"schema": {"type": "string", "format": "binary"}},
+                  "image/png": {"schema": {"type": "string", "format": "binary"}},
+                  "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
+                "responses": {
+                  "200": {"description": "Detections.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Detections"}}}},
+                  "400": {"$ref": "#/components/responses/Error"},
+                  "401": {"$ref": "#/components/responses/Error"},
+                  "413": {"$ref": "#/components/responses/Error"},
+                  "415": {"$ref": "#/components/responses/Error"},
+                  "422": {"$ref": "#/components/responses/Error"},
+                  "503": {"$ref": "#/components/responses/Error"}
+                }
+              }
+            },
+            "/api/v1/images/{image_id}/detect": {
+              "post": {
+                "operationId": "redetect",
+                "description": "New queries or thresholds on a photo sent before: the backbone is not run again. 404 once its features were dropped (send the photo again).",
+                "parameters": [{"name": "image_id", "in": "path", "required": true, "schema": {"type": "string"}}],
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Requery"}}}},
+                "responses": {
+                  "200": {"description": "Detections.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Detections"}}}},
+                  "400": {"$ref": "#/components/responses/Error"},
+                  "401": {"$ref": "#/components/responses/Error"},
+                  "404": {"$ref": "#/components/responses/Error"},
+                  "413": {"$ref": "#/components/responses/Error"},
+                  "503": {"$ref": "#/components/responses/Error"}
+                }
+              }
+            },
+            "/api/v1/search": {
+              "get": {
+                "operationId": "search",
+                "description": "The indexed photos (the index named by --db) best matching the query, objects and scenes.",
+                "parameters": [
+                  {"name": "q", "in": "query", "required": true, "schema": {"type": "string", "minLength": 1}},
+                  {"name": "top", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 20}},
+                  {"name": "conf", "in": "query", "schema": {"type": "number", "minimum": 0, "exclusiveMaximum": true, "maximum": 1, "default": 0.1}}
+                ],
+                "responses": {
+                  "200": {"description": "Results, best first.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SearchResults"}}}},
+                  "400": {"$ref": "#/components/responses/Error"},
+                  "401": {"$ref": "#/components/responses/Error"},
+                  "404": {"$ref": "#/components/responses/Error"},
+                  "503": {"$ref": "#/components/responses/Error"}
+                }
+              }
+            },
+            "/api/v1/photos/{photo_id}": {
+              "get": {
+                "operationId": "photo",
+                "description": "An indexed photo's bytes, by the id search gave (never by path).",
+                "parameters": [{"name": "photo_id", "in": "path", "required": true, "schema": {"type": "string"}}],
+                "responses": {
+                  "200": {"description": "The photo.", "content": {"image/jpeg": {"schema": {"type": "string", "format": "binary"}}, "image/png": {"schema": {"type": "string", "format": "binary"}}}},
+                  "401": {"$ref": "#/components/responses/Error"},
+                  "404": {"$ref": "#/components/responses/Error"},
+                  "410": {"$ref": "#/components/responses/Error"}
+                }
+              }
+            },
+            "/api/v1/photos/{photo_id}/thumbnail": {
+              "get": {
+                "operationId": "thumbnail",
+                "parameters": [{"name": "photo_id", "in": "path", "required": true, "schema": {"type": "string"}}],
+                "responses": {
+                  "200": {"description": "A JPEG, 320 pixels on its longer side at most.", "content": {"image/jpeg": {"schema": {"type": "string", "format": "binary"}}}},
+                  "401": {"$ref": "#/components/responses/Error"},
+                  "404": {"$ref": "#/components/responses/Error"},
+                  "410": {"$ref": "#/components/responses/Error"}
+                }
+              }
+            },
+            "/metrics": {
+              "get": {
+                "operationId": "metrics",
+                "responses": {"200": {"description": "Prometheus text format.", "content": {"text/plain": {"schema": {"type": "string"}}}}}
+              }
+            }
+          },
+          "components": {
+            "responses": {
+              "Error": {"description": "What was wrong.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+            },
+            "schemas": {
+              "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
+              "Health": {"type": "object", "required": ["status"], "properties": {"status": {"type": "string"}, "model": {"type": "string"}, "index": {"type": "boolean"}}},
+              "Requery": {"type": "object", "required": ["queries"], "properties": {
+                "queries": {"type": "array", "minItems": 1, "items": {"type": "string"}},
+                "conf": {"type": "number", "minimum": 0, "exclusiveMaximum": true, "maximum": 1},
+                "iou": {"type": "number", "exclusiveMinimum": true, "minimum": 0, "maximum": 1},
+                "max_det": {"type": "integer", "minimum": 1, "maximum": 10000}}},
+              "Detection": {"type": "object", "required": ["label", "query_index", "score", "box"], "properties": {
+                "label": {"type": "string"}, "query_index": {"type": "integer"}, "score": {"type": "number"},
+                "box": {"type": "array", "items": {"type": "number"}, "minItems": 4, "maxItems": 4}}},
+              "Detections": {"type": "object", "required": ["image_id", "width", "height", "detections"], "properties": {
+                "image_id": {"type": "string"}, "width": {"type": "integer"}, "height": {"type": "integer"},
+                "detections": {"type": "array", "items": {"$ref": "#/components/schemas/Detection"}},
+                "timings": {"type": "object", "additionalProperties": {"type": "number"}}}},
+              "SearchResults": {"type": "object", "required": ["results"], "properties": {
+                "query": {"type": "string"},
+                "results": {"type": "array", "items": {"type": "object", "required": ["image", "score", "detections"], "properties": {
+                  "image": {"type": "string"}, "name": {"type": "string"}, "width": {"type": "integer"}, "height": {"type": "integer"},
+                  "score": {"type": "number"}, "evidence": {"type": "string"},
+                  "detections": {"type": "array", "items": {"type": "object", "properties": {"score": {"type": "number"}, "box": {"type": "array", "items": {"type": "number"}}}}}}}}}}
+            }
+          }
+        }
+        """#
+
+    /// Every operation the document describes, as (method, path template) — what the server routes.
+    public static let operations: [(method: String, path: String)] = [
+        ("GET", "/api/v1/health"), ("GET", "/api/v1/openapi.json"), ("POST", "/api/v1/detect"),
+        ("POST", "/api/v1/images/{image_id}/detect"), ("GET", "/api/v1/search"), ("GET", "/api/v1/photos/{photo_id}"),
+        ("GET", "/api/v1/photos/{photo_id}/thumbnail"), ("GET", "/metrics"),
+    ]
+}

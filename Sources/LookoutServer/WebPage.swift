@@ -1,0 +1,216 @@
+/// The page `lookout serve` answers at `/`: plain HTML, CSS and JavaScript in one document, no build step,
+/// embedded in the binary. Detect: open or drop a photo, type queries (the boxes are redrawn as you type,
+/// through the re-query endpoint), move the confidence and IoU sliders. Search: the index's best photos as a
+/// grid of thumbnails with their boxes; a click opens the photo. A token given as `#token=…` in the address
+/// is sent with every request.
+enum WebPage {
+    static let html = #"""
+        <!doctype html>
+        <html lang="en">
+        <head>
+        <meta charset="utf-8">
+        <meta name="viewport" content="width=device-width, initial-scale=1">
+        <title>Lookout</title>
+        <style>
+          :root { --bg: #f6f6f4; --fg: #1d1d1f; --muted: #6b6b70; --line: #d9d9d6; --accent: #1f6feb; }
+          * { box-sizing: border-box; }
+          body { margin: 0; font: 15px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; background: var(--bg); color: var(--fg); }
+          header { display: flex; gap: 1rem; align-items: center; padding: .6rem 1rem; border-bottom: 1px solid var(--line); background: #fff; flex-wrap: wrap; }
+          header h1 { font-size: 1.1rem; margin: 0; }
+          nav button { border: 1px solid var(--line); background: #fff; padding: .35rem .8rem; border-radius: 6px; cursor: pointer; font: inherit; }
+          nav button[aria-selected="true"] { background: var(--fg); color: #fff; border-color: var(--fg); }
+          main { padding: 1rem; max-width: 1200px; margin: 0 auto; }
+          .controls { display: flex; flex-wrap: wrap; gap: .8rem 1.2rem; align-items: center; margin-bottom: .8rem; }
+          .controls input[type=text], .controls input[type=search] { flex: 1 1 18rem; padding: .5rem .7rem; font: inherit; border: 1px solid var(--line); border-radius: 6px; }
+          .controls label { display: flex; gap: .4rem; align-items: center; color: var(--muted); white-space: nowrap; }
+          .drop { border: 2px dashed var(--line); border-radius: 10px; padding: 1.2rem; text-align: center; color: var(--muted); background: #fff; }
+          .drop.over { border-color: var(--accent); color: var(--accent); }
+          .stage { position: relative; display: inline-block; max-width: 100%; margin-top: .8rem; }
+          .stage img { display: block; max-width: 100%; height: auto; }
+          .box { position: absolute; border: 2px solid var(--c); pointer-events: none; }
+          .box span { position: absolute; left: -2px; top: -1.45em; background: var(--c); color: #fff; font-size: 12px; line-height: 1.3em;
+                      padding: 0 .35em; white-space: nowrap; border-radius: 3px 3px 3px 0; text-shadow: 0 0 2px #000; }
+          .box.low span { top: 0; border-radius: 0 0 3px 0; }
+          #status, #search-status { color: var(--muted); min-height: 1.4em; margin: .4rem 0; }
+          .grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(220px, 1fr)); gap: .8rem; }
+          .card { background: #fff; border: 1px solid var(--line); border-radius: 8px; overflow: hidden; cursor: pointer; }
+          .card .stage { margin: 0; display: block; }
+          .card p { margin: .3rem .5rem; font-size: 13px; color: var(--muted); overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+          dialog { max-width: 95vw; max-height: 95vh; padding: .5rem; border: 0; border-radius: 8px; }
+          dialog .stage img { max-height: 85vh; }
+          [hidden] { display: none !important; }
+          @media (max-width: 600px) { main { padding: .5rem; } .controls label { flex: 1 1 100%; } }
+        </style>
+        </head>
+        <body>
+        <header>
+          <h1>Lookout</h1>
+          <nav role="tablist">
+            <button id="tab-detect" role="tab" aria-selected="true">Detect</button>
+            <button id="tab-search" role="tab" aria-selected="false">Search the index</button>
+          </nav>
+        </header>
+        <main>
+          <section id="detect-view">
+            <div class="controls">
+              <input id="queries" type="text" value="red star, ring, blue shape" placeholder="what to find, comma-separated: dog, red car" aria-label="queries">
+              <label>confidence <input id="conf" type="range" min="0.01" max="0.95" step="0.01" value="0.25"> <output id="conf-value">0.25</output></label>
+              <label>IoU <input id="iou" type="range" min="0.1" max="1" step="0.05" value="0.7"> <output id="iou-value">0.70</output></label>
+            </div>
+            <div id="drop" class="drop">Drop a photo here, or <input id="file" type="file" accept="image/jpeg,image/png" aria-label="photo"></div>
+            <div id="status" role="status"></div>
+            <div id="detect-stage" class="stage" hidden><img id="photo" alt="the photo"></div>
+          </section>
+          <section id="search-view" hidden>
+            <form id="search-form" class="controls">
+              <input id="search-query" type="search" placeholder="search the indexed photos: dog, beach at sunset" aria-label="search">
+              <button type="submit">Search</button>
+            </form>
+            <div id="search-status" role="status"></div>
+            <div id="results" class="grid"></div>
+          </section>
+        </main>
+        <dialog id="viewer"><div class="stage"><img id="viewer-photo" alt=""></div><form method="dialog"><button>Close</button></form></dialog>
+        <script>
+        "use strict";
+        const token = new URLSearchParams(location.hash.slice(1)).get("token");
+        const headers = token ? { Authorization: "Bearer " + token } : {};
+        const colours = ["#e6194b", "#3cb44b", "#4363d8", "#f58231", "#911eb4", "#008080", "#f032e6", "#9a6324", "#800000", "#000075"];
+        const $ = (id) => document.getElementById(id);
+        let imageId = null, photoFile = null, photoSize = null, pending = null, sequence = 0;
+
+        function queries() { return $("queries").value.split(",").map((q) => q.trim()).filter((q) => q.length > 0); }
+        function thresholds() { return { conf: parseFloat($("conf").value), iou: parseFloat($("iou").value) }; }
+
+        async function api(path, options = {}) {
+          const response = await fetch(path, { ...options, headers: { ...headers, ...(options.headers || {}) } });
+          const text = await response.text();
+          let body = null;
+          try { body = text ? JSON.parse(text) : null; } catch (e) { body = { error: text }; }
+          return { status: response.status, body };
+        }
+
+        function drawBoxes(stage, width, height, detections, labelOf) {
+          stage.querySelectorAll(".box").forEach((b) => b.remove());
+          for (const d of detections) {
+            const [x1, y1, x2, y2] = d.box;
+            const box = document.createElement("div");
+            box.className = "box" + (y1 / height < 0.06 ? " low" : "");
+            box.style.setProperty("--c", colours[(d.query_index || 0) % colours.length]);
+            box.style.left = (100 * x1 / width) + "%";
+            box.style.top = (100 * y1 / height) + "%";
+            box.style.width = (100 * (x2 - x1) / width) + "%";
+            box.style.height = (100 * (y2 - y1) / height) + "%";
+            box.dataset.label = d.label || "";
+            box.dataset.score = d.score;
+            const tag = document.createElement("span");
+            tag.textContent = labelOf(d);
+            box.appendChild(tag);
+            stage.appendChild(box);
+          }
+        }
+
+        async function detect() {
+          const list = queries();
+          if (!photoFile) return;
+          if (list.length === 0) { $("status").textContent = "Type what to look for."; drawBoxes($("detect-stage"), 1, 1, [], () => ""); return; }
+          const mine = ++sequence;
+          const t = thresholds();
+          let reply;
+          if (imageId) {
+            reply = await api("/api/v1/images/" + imageId + "/detect", {
+              method: "POST", headers: { "Content-Type": "application/json" },
+              body: JSON.stringify({ queries: list, conf: t.conf, iou: t.iou }) });
+          }
+          if (!imageId || reply.status === 404) {
+            const q = new URLSearchParams({ q: list.join(","), conf: t.conf, iou: t.iou });
+            reply = await api("/api/v1/detect?" + q, { method: "POST", body: photoFile,
+              headers: { "Content-Type": photoFile.type || "application/octet-stream" } });
+          }
+          if (mine !== sequence) return;  // a newer request is on its way
+          if (reply.status !== 200) {
+            $("status").textContent = "Error " + reply.status + ": " + (reply.body && reply.body.error);
+            $("status").dataset.state = "error";
+            return;
+          }
+          const r = reply.body;
+          imageId = r.image_id;
+          photoSize = [r.width, r.height];
+          drawBoxes($("detect-stage"), r.width, r.height, r.detections, (d) => d.label + " " + d.score.toFixed(2));
+          const ms = Object.values(r.timings).reduce((a, b) => a + b, 0);
+          $("status").textContent = r.detections.length + " detection" + (r.detections.length === 1 ? "" : "s") +
+            " (" + ms.toFixed(0) + " ms)";
+          $("status").dataset.state = "done";
+          $("status").dataset.sequence = mine;
+        }
+
+        function scheduleDetect() {
+          clearTimeout(pending);
+          $("status").dataset.state = "waiting";
+          pending = setTimeout(detect, 200);
+        }
+
+        function openPhoto(file) {
+          if (!file) return;
+          photoFile = file;
+          imageId = null;
+          $("photo").src = URL.createObjectURL(file);
+          $("detect-stage").hidden = false;
+          scheduleDetect();
+        }
+
+        $("file").addEventListener("change", (e) => openPhoto(e.target.files[0]));
+        const drop = $("drop");
+        drop.addEventListener("dragover", (e) => { e.preventDefault(); drop.classList.add("over"); });
+        drop.addEventListener("dragleave", () => drop.classList.remove("over"));
+        drop.addEventListener("drop", (e) => { e.preventDefault(); drop.classList.remove("over"); openPhoto(e.dataTransfer.files[0]); });
+        $("queries").addEventListener("input", scheduleDetect);
+        for (const id of ["conf", "iou"]) {
+          $(id).addEventListener("input", () => { $(id + "-value").textContent = parseFloat($(id).value).toFixed(2); scheduleDetect(); });
+        }
+
+        async function imageURL(path) {
+          const response = await fetch(path, { headers });
+          return response.ok ? URL.createObjectURL(await response.blob()) : "";
+        }
+
+        $("search-form").addEventListener("submit", async (e) => {
+          e.preventDefault();
+          const q = $("search-query").value.trim();
+          if (!q) return;
+          $("search-status").textContent = "Searching…";
+          const reply = await api("/api/v1/search?" + new URLSearchParams({ q, top: 48 }));
+          const grid = $("results");
+          grid.innerHTML = "";
+          if (reply.status !== 200) { $("search-status").textContent = "Error " + reply.status + ": " + (reply.body && reply.body.error); return; }
+          const results = reply.body.results;
+          $("search-status").textContent = results.length ? results.length + " photos" : "Nothing found for “" + q + "”.";
+          for (const r of results) {
+            const card = document.createElement("div");
+            card.className = "card";
+            card.innerHTML = '<div class="stage"><img alt=""></div><p></p>';
+            card.querySelector("p").textContent = r.score.toFixed(2) + " · " + r.name + (r.evidence === "scenes" ? " · scene" : "");
+            grid.appendChild(card);
+            imageURL("/api/v1/photos/" + r.image + "/thumbnail").then((url) => { card.querySelector("img").src = url; });
+            drawBoxes(card.querySelector(".stage"), r.width, r.height, r.detections, (d) => q + " " + d.score.toFixed(2));
+            card.addEventListener("click", async () => {
+              $("viewer-photo").src = await imageURL("/api/v1/photos/" + r.image);
+              drawBoxes($("viewer").querySelector(".stage"), r.width, r.height, r.detections, (d) => q + " " + d.score.toFixed(2));
+              $("viewer").showModal();
+            });
+          }
+        });
+
+        function show(view) {
+          $("detect-view").hidden = view !== "detect";
+          $("search-view").hidden = view !== "search";
+          $("tab-detect").setAttribute("aria-selected", view === "detect");
+          $("tab-search").setAttribute("aria-selected", view === "search");
+        }
+        $("tab-detect").addEventListener("click", () => show("detect"));
+        $("tab-search").addEventListener("click", () => show("search"));
+        </script>
+        </body>
+        </html>
+        """#
+}

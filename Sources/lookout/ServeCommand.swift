@@ -1,0 +1,108 @@
+import ArgumentParser
+import Dispatch
+import LookoutServer
+import LookoutSupport
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+struct ServeCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "An HTTP API and a web page: detect, re-query as you type, search the index.",
+        discussion: """
+            Loads the model once and serves, until Ctrl-C or SIGTERM (requests in flight finish first):
+              /                       the web page: open or drop a photo, type queries, move the sliders;
+                                      search the index (--db) and browse the results
+              /api/v1/detect          POST a photo's bytes with ?q=dog,red%20car → detections and an image_id
+              /api/v1/images/ID/detect  POST {"queries": [...], "conf": …} → new detections, no backbone
+              /api/v1/search?q=…      the index's best photos (ids, never paths)
+              /api/v1/openapi.json    the whole API; /api/v1/health; /metrics (Prometheus)
+
+            It binds 127.0.0.1. Another --host (0.0.0.0 for every interface) needs --token SECRET: requests \
+            then need `Authorization: Bearer SECRET` (the page reads it from the address: /#token=SECRET).
+
+            Examples:
+              lookout serve                       the demo model on http://127.0.0.1:8080/
+              lookout serve --model Models/official --db ~/.local/share/lookout/index.sqlite
+              lookout serve --host 0.0.0.0 --port 9000 --token "$(openssl rand -hex 16)"
+            """
+    )
+
+    @OptionGroup var modelOptions: ModelOptions
+
+    @Option(help: "Address to bind (127.0.0.1: this machine only; others need --token).")
+    var host = "127.0.0.1"
+
+    @Option(help: "Port (0: any free one; the URL printed says which).")
+    var port = 8080
+
+    @Option(help: "Secret that requests must send as Authorization: Bearer TOKEN (required off 127.0.0.1).")
+    var token: String?
+
+    @Option(
+        help: ArgumentHelp("An index made by lookout index, for /api/v1/search (default: none).", valueName: "path"))
+    var db: String?
+
+    @Option(help: "Network input size (multiple of 32).")
+    var imgsz = 640
+
+    @Option(help: "Memory for kept image features (re-query), in MiB; the least recently used go first.")
+    var featureMemory = 512
+
+    @Option(help: "Requests that may wait for inference; more get 503 with Retry-After.")
+    var queue = 16
+
+    func validate() throws {
+        guard imgsz >= 32 && imgsz % 32 == 0 && imgsz <= 4096 else {
+            throw ValidationError("--imgsz must be a multiple of 32 between 32 and 4096.")
+        }
+        guard (0...65535).contains(port) else { throw ValidationError("--port must be from 0 to 65535.") }
+        guard featureMemory >= 0 && featureMemory <= 1 << 20 else {
+            throw ValidationError("--feature-memory is in MiB, from 0 to 1048576.")
+        }
+        guard (1...10_000).contains(queue) else { throw ValidationError("--queue must be from 1 to 10000.") }
+        var info = stat()
+        if let db, FileSystem.stat(db, &info) != 0 {
+            throw ValidationError("--db \(db): no such index (make one with lookout index FOLDER --db \(db)).")
+        }
+    }
+
+    func run() throws {
+        var settings = LookoutServer.Configuration()
+        settings.host = host
+        settings.port = port
+        settings.token = token
+        settings.queueLimit = queue
+        do {
+            settings = try settings.validated()
+        } catch {
+            throw ValidationError(error.message)
+        }
+        let (engine, fingerprint) = try modelOptions.load()
+        let service = LookoutService(
+            engine: engine, detectorFingerprint: fingerprint, indexPath: db.flatMap { FileSystem.realpath($0) },
+            imageSize: imgsz, featureMemory: featureMemory << 20)
+        let server = try LookoutServer(service: service, configuration: settings)
+        let finished = DispatchSemaphore(value: 0)
+        let outcome = ServeOutcome()
+        Task {
+            do {
+                try await server.run { url in
+                    print("lookout serve: listening on \(url)")
+                    fflush(nil)
+                }
+            } catch {
+                outcome.failure = "\(error)"
+            }
+            finished.signal()
+        }
+        finished.wait()
+        if let failure = outcome.failure { throw LookoutError("cannot serve on \(host):\(port): \(failure)") }
+    }
+}
+
+private final class ServeOutcome: @unchecked Sendable {
+    var failure: String?
+}

@@ -1,0 +1,307 @@
+import Foundation
+import LookoutJSON
+import LookoutServer
+import LookoutSupport
+import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `lookout serve` as a process on a loopback port, spoken to over real HTTP: the API's answers against
+/// `lookout detect` for the same photo and queries, re-query without the backbone, search and photos by id
+/// only, the errors (400, 401, 404, 413, 415, 422, 503), the OpenAPI document against the routes, and a
+/// clean exit on SIGTERM with a request in flight. (The page in a browser: scripts/check-web-page.)
+@Suite(.serialized) struct ServeCommandTests {
+    /// A running `lookout serve --port 0 …`.
+    final class Server {
+        let process = Process()
+        let url: String
+        private let output = Pipe()
+        private let errors = Pipe()
+
+        init(_ arguments: [String] = []) throws {
+            process.executableURL = CLI.executable
+            process.arguments = ["serve", "--port", "0"] + arguments
+            let home = try CLI.scratch("serve-home")
+            process.environment = CLI.environment(home: home)
+            process.standardOutput = output
+            process.standardError = errors
+            try process.run()
+            var line: [UInt8] = []
+            var byte: UInt8 = 0
+            while read(output.fileHandleForReading.fileDescriptor, &byte, 1) == 1 && byte != 10 { line.append(byte) }
+            let text = String(decoding: line, as: UTF8.self)
+            guard let range = text.range(of: "listening on ") else {
+                process.terminate()
+                throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "no URL: \(text)"])
+            }
+            url = String(text[range.upperBound...])
+        }
+
+        /// SIGTERM, then the exit status and the seconds it took.
+        func stop() -> (status: Int32, seconds: Double) {
+            let start = Date()
+            kill(process.processIdentifier, SIGTERM)
+            let deadline = Date().addingTimeInterval(20)
+            while process.isRunning && Date() < deadline { usleep(20_000) }
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            process.waitUntilExit()
+            return (process.terminationStatus, Date().timeIntervalSince(start))
+        }
+
+        deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+    }
+
+    struct Reply {
+        var status: Int
+        var body: [UInt8]
+        var headers: [String: String]
+        var json: JSONNode { try! JSONDocument(bytes: body).root }
+    }
+
+    static func request(
+        _ method: String, _ url: String, body: [UInt8]? = nil, headers: [String: String] = [:]
+    ) throws -> Reply {
+        var request = URLRequest(url: URL(string: url)!, timeoutInterval: 120)
+        request.httpMethod = method
+        if let body { request.httpBody = Data(body) }
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        let done = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var reply: Reply?
+        nonisolated(unsafe) var failure: Error?
+        URLSession.shared.dataTask(with: request) { data, response, error in
+            if let response = response as? HTTPURLResponse {
+                var fields: [String: String] = [:]
+                for (key, value) in response.allHeaderFields {
+                    fields[String(describing: key).lowercased()] = String(describing: value)
+                }
+                reply = Reply(status: response.statusCode, body: Array(data ?? Data()), headers: fields)
+            } else {
+                failure = error
+            }
+            done.signal()
+        }.resume()
+        done.wait()
+        if let failure { throw failure }
+        return reply!
+    }
+
+    static let scene = CLI.root + "/examples/scenes/scene-0003.jpg"
+
+    /// `lookout detect --json` for the same photo and queries.
+    static func detected(_ queries: String, conf: String = "0.25") throws -> JSONNode {
+        let result = try CLI.run(["detect", scene, "-q", queries, "--conf", conf, "--json"])
+        return try Reference.lines(result.stdout)[0]["detections"]!
+    }
+
+    static func expectSame(_ served: JSONNode, _ reference: JSONNode, _ label: String) {
+        #expect(served.count == reference.count, "\(label): \(served.count) vs \(reference.count)")
+        for k in 0..<min(served.count, reference.count) {
+            let a = served[k], b = reference[k]
+            #expect(
+                a["label"]!.string == b["label"]!.string && a["query_index"]!.int == b["query_index"]!.int,
+                "\(label) #\(k)")
+            #expect(abs(a["score"]!.number! - b["score"]!.number!) <= 1e-6, "\(label) #\(k)")
+            let x = Reference.numbers(a["box"]!), y = Reference.numbers(b["box"]!)
+            #expect(zip(x, y).allSatisfy { abs($0 - $1) <= 1e-3 }, "\(label) #\(k): \(x) vs \(y)")
+        }
+    }
+
+    @Test func detectAndRequeryMatchTheCommandLine() throws {
+        let server = try Server()
+        let photo = try FileContents.read(Self.scene)
+        let first = try Self.request("POST", server.url + "api/v1/detect?q=star,circle", body: photo)
+        #expect(first.status == 200, "\(String(decoding: first.body, as: UTF8.self))")
+        let reference = try Self.detected("star, circle")
+        #expect(reference.count > 0)
+        Self.expectSame(first.json["detections"]!, reference, "detect")
+        let id = first.json["image_id"]!.string!
+        #expect(first.json["width"]!.int == 554 && first.json["height"]!.int == 391)
+
+        let body = Array(#"{"queries": ["red shape", "ring", "square"], "conf": 0.1}"#.utf8)
+        let again = try Self.request("POST", server.url + "api/v1/images/\(id)/detect", body: body)
+        #expect(again.status == 200)
+        Self.expectSame(
+            again.json["detections"]!, try Self.detected("red shape, ring, square", conf: "0.1"), "re-query")
+        #expect(again.json["timings"]!["backbone_ms"]!.number == 0)
+
+        // Errors, each with a JSON sentence.
+        let cases: [(String, String, [UInt8]?, Int)] = [
+            ("POST", "api/v1/images/0123456789abcdef/detect", body, 404),
+            ("POST", "api/v1/images/\(id)/detect", Array("{not json".utf8), 400),
+            ("POST", "api/v1/images/\(id)/detect", Array(#"{"queries": []}"#.utf8), 400),
+            ("POST", "api/v1/images/\(id)/detect", Array(#"{"queries": ["x"], "conf": 2}"#.utf8), 400),
+            ("POST", "api/v1/images/\(id)/detect", Array(#"{"queries": ["x"], "iou": "high"}"#.utf8), 400),
+            ("POST", "api/v1/detect?q=star", Array("not a photo at all".utf8), 415),
+            ("POST", "api/v1/detect?q=star", Array(photo.prefix(3000)), 400),
+            ("POST", "api/v1/detect?q=star", Self.hugePNG(), 422),
+            ("POST", "api/v1/detect?q=star", [], 400),
+            ("POST", "api/v1/detect", photo, 400),
+            ("POST", "api/v1/detect?q=star&max_det=0", photo, 400),
+            ("GET", "api/v1/search?q=star", nil, 404),
+        ]
+        for (method, path, payload, status) in cases {
+            let reply = try Self.request(method, server.url + path, body: payload)
+            #expect(
+                reply.status == status,
+                "\(method) \(path): \(reply.status) \(String(decoding: reply.body, as: UTF8.self))")
+            #expect(reply.json["error"]?.string?.isEmpty == false, "\(path)")
+        }
+        let big = try Self.request(
+            "POST", server.url + "api/v1/detect?q=star", body: [UInt8](repeating: 0, count: 33 << 20))
+        #expect(big.status == 413)
+
+        let metrics = String(decoding: try Self.request("GET", server.url + "metrics").body, as: UTF8.self)
+        #expect(
+            metrics.contains("lookout_feature_store_bytes") && metrics.contains("hb_requests{"),
+            "\(metrics.prefix(400))")
+        let page = try Self.request("GET", server.url)
+        #expect(page.status == 200 && String(decoding: page.body, as: UTF8.self).contains("<title>Lookout</title>"))
+        #expect(server.stop().status == 0)
+    }
+
+    /// A PNG whose header says 20,000 × 20,000 (over the pixel limit), with one small IDAT (a stored
+    /// deflate block of 1,000 zero bytes) and IEND: well-formed up to what it claims.
+    static func hugePNG() -> [UInt8] {
+        func be(_ v: UInt32) -> [UInt8] {
+            [UInt8(v >> 24), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)]
+        }
+        func chunk(_ type: String, _ data: [UInt8]) -> [UInt8] {
+            let body = Array(type.utf8) + data
+            var crc: UInt32 = 0xFFFF_FFFF
+            for byte in body {
+                crc ^= UInt32(byte)
+                for _ in 0..<8 { crc = crc & 1 == 1 ? (crc >> 1) ^ 0xEDB8_8320 : crc >> 1 }
+            }
+            return be(UInt32(data.count)) + body + be(~crc)
+        }
+        let zeros = [UInt8](repeating: 0, count: 1000)
+        let deflate: [UInt8] = [0x78, 0x01, 0x01, 0xE8, 0x03, 0x17, 0xFC] + zeros + be((1000 << 16) | 1)
+        return [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+            + chunk("IHDR", be(20000) + be(20000) + [8, 2, 0, 0, 0])
+            + chunk("IDAT", deflate) + chunk("IEND", [])
+    }
+
+    @Test func searchAndPhotosByIdOnly() throws {
+        let folder = try IndexCommandTests.scratch(["scene-0001.jpg", "scene-0003.jpg", "scene-0007.jpg"])
+        defer { CLI.remove(folder) }
+        let db = folder + "/index.sqlite"
+        #expect(try CLI.run(["index", folder + "/photos", "--db", db, "--plain"]).status == 0)
+        let server = try Server(["--db", db])
+        let found = try Self.request("GET", server.url + "api/v1/search?q=star&top=5")
+        #expect(found.status == 200)
+        let text = String(decoding: found.body, as: UTF8.self)
+        #expect(!text.contains(folder), "a path leaked: \(text)")
+        let results = found.json["results"]!
+        #expect(results.count > 0)
+        let id = results[0]["image"]!.string!
+        let name = results[0]["name"]!.string!
+        let photo = try Self.request("GET", server.url + "api/v1/photos/\(id)")
+        let original = try FileContents.read(folder + "/photos/" + name)
+        #expect(photo.status == 200 && photo.body == original)
+        let thumbnail = try Self.request("GET", server.url + "api/v1/photos/\(id)/thumbnail")
+        #expect(thumbnail.status == 200 && thumbnail.body.starts(with: [0xFF, 0xD8]))
+        for bad in ["0123456789abcdef01234567", "..%2F..%2F..%2Fetc%2Fpasswd", "%2Fetc%2Fpasswd", id + "0"] {
+            let reply = try Self.request("GET", server.url + "api/v1/photos/\(bad)")
+            #expect(reply.status == 404, "\(bad): \(reply.status)")
+        }
+        #expect(try Self.request("GET", server.url + "api/v1/search?q=star&top=0").status == 400)
+        #expect(server.stop().status == 0)
+    }
+
+    @Test func tokenRequiredOffLoopback() throws {
+        let open = try CLI.run(["serve", "--host", "0.0.0.0", "--port", "0"])
+        #expect(open.status == 64 && open.stderr.contains("--token"), "\(open.stderr)")
+        let server = try Server(["--token", "s3cret"])
+        let photo = try FileContents.read(Self.scene)
+        let refused = try Self.request("POST", server.url + "api/v1/detect?q=star", body: photo)
+        #expect(refused.status == 401 && refused.headers["www-authenticate"] == "Bearer")
+        let wrong = try Self.request(
+            "POST", server.url + "api/v1/detect?q=star", body: photo, headers: ["Authorization": "Bearer s3cre"])
+        #expect(wrong.status == 401)
+        let allowed = try Self.request(
+            "POST", server.url + "api/v1/detect?q=star", body: photo, headers: ["Authorization": "Bearer s3cret"])
+        #expect(allowed.status == 200)
+        #expect(try Self.request("GET", server.url + "api/v1/health").status == 200)
+        #expect(server.stop().status == 0)
+    }
+
+    /// Every operation of the served OpenAPI document is routed (its answer is one the document lists, with
+    /// a JSON error where it is not 200) and every route is documented.
+    @Test func openAPIDocumentMatchesTheRoutes() throws {
+        let server = try Server()
+        let reply = try Self.request("GET", server.url + "api/v1/openapi.json")
+        #expect(reply.status == 200)
+        let paths = reply.json["paths"]!
+        var documented: Set<String> = []
+        for path in paths.value.objectKeys {
+            for method in paths[path]!.value.objectKeys { documented.insert(method.uppercased() + " " + path) }
+        }
+        #expect(documented == Set(OpenAPIDocument.operations.map { $0.method + " " + $0.path }))
+        let photo = try FileContents.read(Self.scene)
+        for (method, path) in OpenAPIDocument.operations {
+            let concrete = path.replacingOccurrences(of: "{image_id}", with: "00").replacingOccurrences(
+                of: "{photo_id}", with: "00")
+            let answer = try Self.request(
+                method, server.url + String(concrete.dropFirst()) + (path.hasSuffix("detect") ? "?q=star" : ""),
+                body: method == "POST" ? (path.contains("images") ? Array(#"{"queries":["star"]}"#.utf8) : photo) : nil)
+            let listed = paths[path]![method.lowercased()]!["responses"]!.value.objectKeys
+            #expect(listed.contains(String(answer.status)), "\(method) \(path): \(answer.status) not documented")
+            if answer.status != 200 { #expect(answer.json["error"]?.string != nil, "\(method) \(path)") }
+        }
+        #expect(server.stop().status == 0)
+    }
+
+    /// SIGTERM while a detection runs: that request is answered, and the server exits 0 within 5 s.
+    @Test func sigtermLetsTheRequestInFlightFinish() throws {
+        let server = try Server()
+        let photo = try FileContents.read(CLI.root + "/examples/photos/astronaut.jpg")
+        nonisolated(unsafe) var status = 0
+        let done = DispatchSemaphore(value: 0)
+        let url = server.url
+        Thread.detachNewThread {
+            status = (try? Self.request("POST", url + "api/v1/detect?q=person,rocket", body: photo).status) ?? -1
+            done.signal()
+        }
+        usleep(300_000)
+        let (exit, seconds) = server.stop()
+        done.wait()
+        #expect(status == 200 && exit == 0 && seconds < 5, "status \(status), exit \(exit) after \(seconds) s")
+    }
+
+    /// With one request allowed to wait, a burst gets 503 with Retry-After for some, 200 for the others.
+    @Test func busyServerSays503() throws {
+        let server = try Server(["--queue", "1"])
+        let photos = try (1...6).map {
+            try FileContents.read(CLI.root + String(format: "/examples/scenes/scene-%04d.jpg", $0))
+        }
+        let statuses = NSLock()
+        nonisolated(unsafe) var seen: [(Int, String?)] = []
+        let group = DispatchGroup()
+        let url = server.url
+        for photo in photos {
+            group.enter()
+            Thread.detachNewThread {
+                let reply = try? Self.request("POST", url + "api/v1/detect?q=star", body: photo)
+                statuses.withLock { seen.append((reply?.status ?? -1, reply?.headers["retry-after"])) }
+                group.leave()
+            }
+        }
+        group.wait()
+        #expect(seen.contains { $0.0 == 200 } && seen.contains { $0.0 == 503 && $0.1 == "1" }, "\(seen)")
+        #expect(seen.allSatisfy { $0.0 == 200 || $0.0 == 503 }, "\(seen)")
+        #expect(server.stop().status == 0)
+    }
+}
+
+extension JSONValue {
+    /// The keys of an object value, in order (empty for other values).
+    fileprivate var objectKeys: [String] {
+        if case .object(let members) = self { return members.map(\.0) }
+        return []
+    }
+}
