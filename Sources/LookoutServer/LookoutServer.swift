@@ -12,7 +12,7 @@ import Prometheus
 /// ``Configuration/maximumBodyBytes`` get 413; photos over the pixel limit 422. Inference runs one request at
 /// a time on its own thread (the engine's compute pool parallelises each), with at most
 /// ``Configuration/queueLimit`` requests waiting; beyond that 503 with `Retry-After`, and a request that
-/// waited longer than ``Configuration/queueTimeout`` gets 503 too. No request names a file: uploads are
+/// is not answered within ``Configuration/requestTimeout`` seconds gets 503 too. No request names a file: uploads are
 /// bytes, indexed photos are named by an id search gives.
 public final class LookoutServer: Sendable {
     public struct Configuration: Sendable {
@@ -21,7 +21,7 @@ public final class LookoutServer: Sendable {
         public var token: String?
         public var maximumBodyBytes = 32 << 20
         public var queueLimit = 16
-        public var queueTimeout: Double = 30
+        public var requestTimeout: Double = 30
 
         public init() {}
 
@@ -47,7 +47,7 @@ public final class LookoutServer: Sendable {
     public init(service: LookoutService, configuration: Configuration) throws(ServiceError) {
         self.service = service
         self.configuration = try configuration.validated()
-        self.queue = InferenceQueue(limit: configuration.queueLimit, timeout: configuration.queueTimeout)
+        self.queue = InferenceQueue(limit: configuration.queueLimit, timeout: configuration.requestTimeout)
     }
 
     /// Serves until SIGTERM or SIGINT (requests in flight finish first); `ready` gets the URL once the port
@@ -57,6 +57,7 @@ public final class LookoutServer: Sendable {
         let metrics = ServerMetrics(service: service, queue: queue)
         let router = Router()
         router.add(middleware: MetricsMiddleware())
+        router.add(middleware: UnroutedRequests())
         routes(router, metrics: metrics)
         var logger = Logger(label: "lookout.serve")
         logger.logLevel = .warning
@@ -217,6 +218,28 @@ public final class LookoutServer: Sendable {
     }
 }
 
+/// What no route answers: a path the API has with a method it does not take gets 405 with `Allow`; any
+/// other path 404. Both as JSON errors.
+struct UnroutedRequests<Context: RequestContext>: RouterMiddleware {
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    )
+        async throws -> Response
+    {
+        do {
+            return try await next(request, context)
+        } catch let error as HTTPError where error.status == .notFound {
+            let path = request.uri.path
+            let allowed = OpenAPIDocument.methods(for: path)
+            guard !allowed.isEmpty else { return LookoutServer.failure(ServiceError(404, "no such path: \(path)")) }
+            var response = LookoutServer.failure(
+                ServiceError(405, "\(path) takes \(allowed.joined(separator: " or ")), not \(request.method)"))
+            response.headers[.allow] = allowed.joined(separator: ", ")
+            return response
+        }
+    }
+}
+
 /// Requests need `Authorization: Bearer TOKEN` (compared in constant time).
 struct BearerToken<Context: RequestContext>: RouterMiddleware {
     let token: String
@@ -257,6 +280,9 @@ final class InferenceQueue: @unchecked Sendable {
 
     var depth: Int { lock.withLock { waiting } }
 
+    /// Runs `work` on the inference thread. The answer comes within `timeout` seconds of the call: a request
+    /// that could not start by then, or whose work is still running then, gets 503 (the work itself runs to
+    /// its end, bounded by the pixel limit, and its result is dropped).
     func run<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
         let admitted = lock.withLock { () -> Bool in
             guard waiting < limit else { return false }
@@ -264,19 +290,43 @@ final class InferenceQueue: @unchecked Sendable {
             return true
         }
         guard admitted else { throw ServiceError(503, "busy: \(limit) requests are waiting; try again") }
-        let queued = DispatchTime.now()
+        let deadline = DispatchTime.now() + timeout
         let timeout = self.timeout
         return try await withCheckedThrowingContinuation { continuation in
+            let answer = OneAnswer(continuation)
             worker.async {
                 defer { self.lock.withLock { self.waiting -= 1 } }
-                let waited = Double(DispatchTime.now().uptimeNanoseconds - queued.uptimeNanoseconds) / 1e9
-                guard waited <= timeout else {
-                    continuation.resume(throwing: ServiceError(503, "busy: waited \(Int(waited)) s; try again"))
+                guard DispatchTime.now() < deadline, !answer.given else {
+                    answer.give(.failure(ServiceError(503, "busy: the request waited \(Int(timeout)) s; try again")))
                     return
                 }
-                continuation.resume(with: Result { try work() })
+                answer.give(Result { try work() })
+            }
+            DispatchQueue.global().asyncAfter(deadline: deadline) {
+                answer.give(
+                    .failure(
+                        ServiceError(503, "the request took longer than its limit of \(Int(timeout)) s; try again"))
+                )
             }
         }
+    }
+}
+
+/// A continuation resumed once: by the work's result or by the time limit, whichever comes first.
+final class OneAnswer<T: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var continuation: CheckedContinuation<T, any Error>?
+
+    init(_ continuation: CheckedContinuation<T, any Error>) { self.continuation = continuation }
+
+    var given: Bool { lock.withLock { continuation == nil } }
+
+    func give(_ result: Result<T, any Error>) {
+        let waiting = lock.withLock { () -> CheckedContinuation<T, any Error>? in
+            defer { continuation = nil }
+            return continuation
+        }
+        waiting?.resume(with: result)
     }
 }
 

@@ -101,6 +101,7 @@ public final class LookoutService: @unchecked Sendable {
             reused = true
         } else {
             let image: Image
+            var clock = Stopwatch()
             do {
                 image = try ImageFile.decode(bytes, name: "upload", pixelLimit: pixelLimit)
             } catch {
@@ -110,7 +111,10 @@ public final class LookoutService: @unchecked Sendable {
                 default: throw ServiceError(400, error.problem)
                 }
             }
-            prepared = engine.prepare(image: image, name: "upload", size: imageSize)
+            let decoding = clock.lap()
+            var fresh = engine.prepare(image: image, name: "upload", size: imageSize)
+            fresh.timings.decode = decoding
+            prepared = fresh
             store.keep(prepared, key: key(id))
         }
         return answer(id: id, prepared: prepared, queries: queries, thresholds: thresholds, reused: reused)

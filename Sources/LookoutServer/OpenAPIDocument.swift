@@ -27,7 +27,7 @@ public enum OpenAPIDocument {
                 "operationId": "detect",
                 "description": "Detects the queries in the photo sent as the body (JPEG or PNG bytes). The photo's features are kept under image_id for /api/v1/images/{image_id}/detect.",
                 "parameters": [
-                  {"name": "q", "in": "query", "required": true, "description": "Comma-separated queries: dog,red car", "schema": {"type": "string", "minLength": 1}},
+                  {"name": "q", "in": "query", "required": true, "description": "Comma-separated queries (at most 256): dog,red car", "schema": {"type": "string", "pattern": "[^,\\s]"}},
                   {"name": "conf", "in": "query", "schema": {"type": "number", "minimum": 0, "exclusiveMaximum": true, "maximum": 1, "default": 0.25}},
                   {"name": "iou", "in": "query", "schema": {"type": "number", "exclusiveMinimum": true, "minimum": 0, "maximum": 1, "default": 0.7}},
                   {"name": "max_det", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 300}}
@@ -37,7 +37,8 @@ public enum OpenAPIDocument {
                   "image/png": {"schema": {"type": "string", "format": "binary"}},
                   "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
                 "responses": {
-                  "200": {"description": "Detections.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Detections"}}}},
+                  "200": {"description": "Detections.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Detections"}}},
+                    "links": {"Requery": {"operationId": "redetect", "parameters": {"image_id": "$response.body#/image_id"}}}},
                   "400": {"$ref": "#/components/responses/Error"},
                   "401": {"$ref": "#/components/responses/Error"},
                   "413": {"$ref": "#/components/responses/Error"},
@@ -73,7 +74,10 @@ public enum OpenAPIDocument {
                   {"name": "conf", "in": "query", "schema": {"type": "number", "minimum": 0, "exclusiveMaximum": true, "maximum": 1, "default": 0.1}}
                 ],
                 "responses": {
-                  "200": {"description": "Results, best first.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SearchResults"}}}},
+                  "200": {"description": "Results, best first.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SearchResults"}}},
+                    "links": {
+                      "Photo": {"operationId": "photo", "parameters": {"photo_id": "$response.body#/results/0/image"}},
+                      "Thumbnail": {"operationId": "thumbnail", "parameters": {"photo_id": "$response.body#/results/0/image"}}}},
                   "400": {"$ref": "#/components/responses/Error"},
                   "401": {"$ref": "#/components/responses/Error"},
                   "404": {"$ref": "#/components/responses/Error"},
@@ -121,7 +125,8 @@ public enum OpenAPIDocument {
               "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
               "Health": {"type": "object", "required": ["status"], "properties": {"status": {"type": "string"}, "model": {"type": "string"}, "index": {"type": "boolean"}}},
               "Requery": {"type": "object", "required": ["queries"], "properties": {
-                "queries": {"type": "array", "minItems": 1, "items": {"type": "string"}},
+                "queries": {"type": "array", "minItems": 1, "maxItems": 256, "items": {"type": "string"},
+                  "description": "At least one query with a character other than white space; blank ones are dropped."},
                 "conf": {"type": "number", "minimum": 0, "exclusiveMaximum": true, "maximum": 1},
                 "iou": {"type": "number", "exclusiveMinimum": true, "minimum": 0, "maximum": 1},
                 "max_det": {"type": "integer", "minimum": 1, "maximum": 10000}}},
@@ -142,6 +147,16 @@ public enum OpenAPIDocument {
           }
         }
         """#
+
+    /// The methods the document gives `path` (a request path: `{name}` segments match any one segment).
+    public static func methods(for path: String) -> [String] {
+        let given = path.split(separator: "/", omittingEmptySubsequences: false)
+        return operations.filter { operation in
+            let template = operation.path.split(separator: "/", omittingEmptySubsequences: false)
+            return template.count == given.count
+                && zip(template, given).allSatisfy { $0.hasPrefix("{") && !$1.isEmpty || $0 == $1 }
+        }.map(\.method)
+    }
 
     /// Every operation the document describes, as (method, path template) — what the server routes.
     public static let operations: [(method: String, path: String)] = [

@@ -188,6 +188,7 @@ enum WebPage {
           for (const r of results) {
             const card = document.createElement("div");
             card.className = "card";
+            card.dataset.name = r.name;
             card.innerHTML = '<div class="stage"><img alt=""></div><p></p>';
             card.querySelector("p").textContent = r.score.toFixed(2) + " · " + r.name + (r.evidence === "scenes" ? " · scene" : "");
             grid.appendChild(card);

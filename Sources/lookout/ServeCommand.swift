@@ -54,6 +54,9 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Requests that may wait for inference; more get 503 with Retry-After.")
     var queue = 16
 
+    @Option(help: "Seconds a request may take, waiting included; later it gets 503 with Retry-After.")
+    var timeout: Double = 30
+
     func validate() throws {
         guard imgsz >= 32 && imgsz % 32 == 0 && imgsz <= 4096 else {
             throw ValidationError("--imgsz must be a multiple of 32 between 32 and 4096.")
@@ -63,6 +66,9 @@ struct ServeCommand: ParsableCommand {
             throw ValidationError("--feature-memory is in MiB, from 0 to 1048576.")
         }
         guard (1...10_000).contains(queue) else { throw ValidationError("--queue must be from 1 to 10000.") }
+        guard timeout >= 0.1 && timeout <= 3600 else {
+            throw ValidationError("--timeout is in seconds, from 0.1 to 3600.")
+        }
         var info = stat()
         if let db, FileSystem.stat(db, &info) != 0 {
             throw ValidationError("--db \(db): no such index (make one with lookout index FOLDER --db \(db)).")
@@ -75,6 +81,7 @@ struct ServeCommand: ParsableCommand {
         settings.port = port
         settings.token = token
         settings.queueLimit = queue
+        settings.requestTimeout = timeout
         do {
             settings = try settings.validated()
         } catch {

@@ -253,6 +253,11 @@ import Testing
             #expect(listed.contains(String(answer.status)), "\(method) \(path): \(answer.status) not documented")
             if answer.status != 200 { #expect(answer.json["error"]?.string != nil, "\(method) \(path)") }
         }
+        // A documented path with another method: 405 and the methods it takes; an unknown path: 404. JSON both.
+        let wrong = try Self.request("DELETE", server.url + "api/v1/images/ab12/detect")
+        #expect(wrong.status == 405 && wrong.headers["allow"] == "POST" && wrong.json["error"]?.string != nil)
+        let unknown = try Self.request("GET", server.url + "api/v1/nothing")
+        #expect(unknown.status == 404 && unknown.json["error"]?.string != nil)
         #expect(server.stop().status == 0)
     }
 
@@ -271,6 +276,18 @@ import Testing
         let (exit, seconds) = server.stop()
         done.wait()
         #expect(status == 200 && exit == 0 && seconds < 5, "status \(status), exit \(exit) after \(seconds) s")
+    }
+
+    /// A request still running at its time limit is answered 503 with Retry-After then, not when it ends;
+    /// the server goes on answering.
+    @Test func requestTimeLimit() throws {
+        let server = try Server(["--imgsz", "1280", "--timeout", "0.1"])
+        let photo = try FileContents.read(CLI.root + "/examples/photos/astronaut.jpg")
+        let reply = try Self.request("POST", server.url + "api/v1/detect?q=person", body: photo)
+        #expect(reply.status == 503 && reply.headers["retry-after"] == "1", "\(reply.status)")
+        #expect(String(decoding: reply.body, as: UTF8.self).contains("longer than its limit"))
+        #expect(try Self.request("GET", server.url + "api/v1/health").status == 200)
+        #expect(server.stop().status == 0)
     }
 
     /// With one request allowed to wait, a burst gets 503 with Retry-After for some, 200 for the others.
