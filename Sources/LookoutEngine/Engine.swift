@@ -127,6 +127,34 @@ public final class Engine: Sendable {
         return result
     }
 
+    /// Detects groups of alternative texts ("sofa", "couch", "settee"), each group one label: every
+    /// alternative enters the neck as a text of its own, and a group scores each anchor with the best of its
+    /// alternatives' scores, before thresholds and NMS. `labels[g]` names group `g`; query indices are the
+    /// groups'.
+    public func detect(
+        _ prepared: PreparedImage, groups: [[String]], labels: [String], options: SuppressionOptions = .init()
+    ) -> ImageDetections {
+        guard let embedder else { preconditionFailure("an engine without a text encoder needs text features") }
+        precondition(groups.count == labels.count && groups.allSatisfy { !$0.isEmpty }, "one label per group")
+        var texts: [String] = []
+        var position: [String: Int] = [:]
+        let members = groups.map { group in
+            group.map { text -> Int in
+                if let index = position[text] { return index }
+                position[text] = texts.count
+                texts.append(text)
+                return texts.count - 1
+            }
+        }
+        var clock = Stopwatch()
+        let (embeddings, _) = embedder.embed(texts)
+        let seconds = clock.lap()
+        var scored = score(prepared, labels: texts, text: embeddings.flatMap { $0 })
+        scored = scored.merging(groups: members, labels: labels)
+        scored.timings.textEncode = seconds
+        return detections(scored, options: options)
+    }
+
     /// Detects with given text features (`labels.count × embeddingSize`, L2-normalised as CLIP gives them).
     public func detect(
         _ prepared: PreparedImage, labels: [String], text: [Float], options: SuppressionOptions = .init()
@@ -194,6 +222,27 @@ public struct ScoredImage: Sendable {
     /// `(4 + labels.count) × anchors`, as ultralytics' inference output.
     public let output: [Float]
     public var timings: StageTimings
+
+    /// Scores per group of texts (indices into `labels`): boxes unchanged, each group's score the best of its
+    /// members' at each anchor. Groups of one are plain queries.
+    public func merging(groups: [[Int]], labels: [String]) -> ScoredImage {
+        let texts = self.labels.count
+        let anchors = output.count / (4 + texts)
+        var merged = [Float](repeating: 0, count: (4 + groups.count) * anchors)
+        merged[0..<(4 * anchors)] = output[0..<(4 * anchors)]
+        for (g, members) in groups.enumerated() {
+            let target = (4 + g) * anchors
+            let first = (4 + members[0]) * anchors
+            merged[target..<(target + anchors)] = output[first..<(first + anchors)]
+            for member in members.dropFirst() {
+                let source = (4 + member) * anchors
+                for a in 0..<anchors where output[source + a] > merged[target + a] {
+                    merged[target + a] = output[source + a]
+                }
+            }
+        }
+        return ScoredImage(prepared: prepared, labels: labels, output: merged, timings: timings)
+    }
 
     /// The same scores without the image features (enough to re-threshold; frees the backbone outputs).
     public func withoutFeatures() -> ScoredImage {

@@ -119,7 +119,8 @@ struct Lookout: ParsableCommand {
             """,
         version: "0.1.0",
         subcommands: [
-            DetectCommand.self, QueryCommand.self, IndexCommand.self, SearchCommand.self, TokenizeCommand.self,
+            DetectCommand.self, QueryCommand.self, IndexCommand.self, SearchCommand.self, EvalCommand.self,
+            TokenizeCommand.self,
             EmbedCommand.self, SimilarCommand.self, DuplicatesCommand.self, ServeCommand.self, ModelsCommand.self,
         ]
     )

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Load on `lookout serve`: detect and re-query at several concurrencies, as a client on this machine sees it.
 
-    python3 scripts/bench/serve_load.py LOOKOUT [--seconds 60] [--concurrency 1,4,16] [--feature-memory 64]
+    python3 scripts/bench/serve_load.py LOOKOUT [--seconds 60] [--concurrency 1,4,16] [--endpoints detect,requery]
+                                        [--feature-memory 64]
 
 Starts `LOOKOUT serve --port 0` (the demo model unless --model DIR is given after `--`), then for each
 endpoint and concurrency runs that many client threads for the given seconds, each on its own keep-alive
@@ -112,6 +113,7 @@ def main() -> None:
     parser.add_argument("lookout")
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--concurrency", default="1,4,16")
+    parser.add_argument("--endpoints", default="detect,requery")
     parser.add_argument("--feature-memory", type=int, default=64, help="the server's --feature-memory, MiB")
     parser.add_argument("--photo", default=os.path.join(ROOT, "examples", "scenes", "scene-0003.jpg"))
     parser.add_argument("serve_arguments", nargs="*", help="more arguments for lookout serve (after --)")
@@ -140,7 +142,7 @@ def main() -> None:
         print(f"server pid {server.pid}, port {port}; resident after start and warm-up: {started_mib:.0f} MiB; "
               f"feature store bound {options.feature_memory} MiB; {options.seconds:.0f} s per run", flush=True)
         rows = []
-        for endpoint in ("detect", "requery"):
+        for endpoint in options.endpoints.split(","):
             for concurrency in levels:
                 before = rss_mib(server.pid)
                 latencies, statuses, wall = run(port, endpoint, concurrency, options.seconds, photo, image_id)

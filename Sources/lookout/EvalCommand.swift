@@ -1,0 +1,230 @@
+import ArgumentParser
+import LookoutDetector
+import LookoutEngine
+import LookoutImage
+import LookoutJSON
+import LookoutSupport
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+struct EvalCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "eval",
+        abstract: "How good the model is on your data: COCO mAP against COCO-format ground truth.",
+        discussion: """
+            Detects every category of the ground truth in every image, all categories at once as YOLO-World's \
+            open-vocabulary evaluation does: a category's name is its query, and its LVIS-style "synonyms" \
+            are alternatives of that query (each box takes the best score of the name and its synonyms). The \
+            detections are then scored as pycocotools' COCOeval scores boxes (the same numbers within \
+            1e-4): AP over IoU 0.50:0.95, AP50, AP75, by object size, and recall at 1, 10 and 100 \
+            detections per image; then AP per category.
+
+            ANNOTATIONS is COCO's ground-truth format: "images" (id, file_name), "annotations" (id, \
+            image_id, category_id, bbox = [x, y, width, height], area, iscrowd), "categories" (id, name, \
+            synonyms). Image files are looked up as IMAGES/file_name.
+
+            Examples:
+              lookout eval instances_val2017.json --images val2017 --model Models/official
+              lookout eval truth.json --images photos --json --detections detections.json
+            """
+    )
+
+    @Argument(help: ArgumentHelp("COCO-format ground truth (JSON).", valueName: "annotations"))
+    var annotations: String
+
+    @Option(help: ArgumentHelp("Folder holding the images (file_name is relative to it).", valueName: "dir"))
+    var images: String
+
+    @OptionGroup var modelOptions: ModelOptions
+
+    @Option(parsing: .unconditional, help: "Confidence threshold: detections scoring above it are evaluated.")
+    var conf: Float = 0.001
+
+    @Option(parsing: .unconditional, help: "IoU above which a lower-scoring box of the same category is suppressed.")
+    var iou: Double = 0.7
+
+    @Option(parsing: .unconditional, help: "At most this many detections per image.")
+    var maxDet = 300
+
+    @Option(parsing: .unconditional, help: "Network input size: the longer side is scaled to it (multiple of 32).")
+    var imgsz = 640
+
+    @Flag(help: "One JSON object with the 12 summary numbers (AP, AP50, …, AR_large) and the per-category APs.")
+    var json = false
+
+    @Option(
+        help: ArgumentHelp(
+            "Also write the detections in COCO's results format (for pycocotools or other tools).", valueName: "file"))
+    var detections: String?
+
+    @Flag(help: "Plain progress lines even on a terminal.")
+    var plain = false
+
+    func validate() throws {
+        guard conf >= 0 && conf < 1 else { throw ValidationError("--conf must be in [0, 1), got \(conf).") }
+        guard iou > 0 && iou <= 1 else { throw ValidationError("--iou must be in (0, 1], got \(iou).") }
+        guard maxDet > 0 else { throw ValidationError("--max-det must be positive, got \(maxDet).") }
+        guard imgsz >= 32 && imgsz <= 4096 && imgsz % 32 == 0 else {
+            throw ValidationError("--imgsz must be a multiple of 32 from 32 to 4096, got \(imgsz).")
+        }
+    }
+
+    func run() throws {
+        let truth: COCODataset
+        do {
+            truth = try COCODataset.load(path: annotations)
+        } catch {
+            throw LookoutError(error.message)
+        }
+        var info = stat()
+        guard FileSystem.stat(images, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
+            throw LookoutError("--images \(images): no such folder")
+        }
+        let paths = truth.images.map { images + "/" + $0.fileName }
+        let missing = paths.filter { FileSystem.stat($0, &info) != 0 }
+        guard missing.isEmpty else {
+            let shown = missing.prefix(5).map { "  " + Report.visible($0) }.joined(separator: "\n")
+            throw LookoutError(
+                "\(missing.count) of the \(paths.count) images named in \(annotations) are missing under \(images):\n\(shown)"
+                    + (missing.count > 5 ? "\n  …" : ""))
+        }
+        if let detections {
+            // Refuse an unwritable output before the long work, not after.
+            let descriptor = FileSystem.open(detections, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+            guard descriptor >= 0 else { throw LookoutError("--detections \(detections): cannot be written") }
+            close(descriptor)
+        }
+        let engine = try modelOptions.engine()
+        let categories = truth.categories.sorted { $0.id < $1.id }
+        let labels = categories.map { $0.name.trimmingCharacters(in: " \t") }
+        let groups = categories.map { category -> [String] in
+            var group: [String] = []
+            for text in [category.name] + category.synonyms {
+                let trimmed = text.trimmingCharacters(in: " \t")
+                if !trimmed.isEmpty && !group.contains(trimmed) { group.append(trimmed) }
+            }
+            return group
+        }
+        var options = SuppressionOptions()
+        options.confidence = conf
+        options.iou = iou
+        options.maximumDetections = maxDet
+
+        let progress = Progress(total: paths.count, plain: plain)
+        var found: [COCODetection] = []
+        for (index, entry) in truth.images.enumerated() {
+            let prepared: PreparedImage
+            do {
+                prepared = engine.prepare(image: try ImageFile.read(paths[index]), name: entry.fileName, size: imgsz)
+            } catch {
+                progress.finish()
+                throw LookoutError("\(error.problem) (image id \(entry.id)); nothing was evaluated")
+            }
+            let result = engine.detect(prepared, groups: groups, labels: labels, options: options)
+            for item in result.detections {
+                found.append(
+                    COCODetection(
+                        imageID: entry.id, categoryID: categories[item.queryIndex].id, corners: item.box,
+                        score: item.score))
+            }
+            progress.step(index + 1)
+        }
+        progress.finish()
+        if let detections {
+            let text = JSONValue.array(found.map(\.json)).serialized + "\n"
+            do {
+                try FileContents.writeAtomically(Array(text.utf8), to: detections)
+            } catch {
+                throw LookoutError("--detections \(detections): \(error)")
+            }
+        }
+        let summary: COCOEvaluation.Summary
+        do {
+            summary = try COCOEvaluation.evaluate(truth: truth, detections: found)
+        } catch {
+            throw LookoutError(error.message)
+        }
+        if json {
+            var fields = zip(COCOEvaluation.statNames, summary.stats).map { ($0.0, JSONValue.double($0.1)) }
+            fields.append(
+                (
+                    "categories",
+                    .array(
+                        summary.categories.map { c in
+                            .object([
+                                ("id", .int(c.id)), ("name", .string(c.name)), ("AP", .double(c.ap)),
+                                ("AP50", .double(c.ap50)), ("instances", .int(Int64(c.truth))),
+                                ("detections", .int(Int64(c.detections))),
+                            ])
+                        })
+                ))
+            fields.append(("images", .int(Int64(truth.images.count))))
+            fields.append(("detections", .int(Int64(found.count))))
+            print(JSONValue.object(fields).serialized)
+            return
+        }
+        print(
+            "\(truth.images.count) images, \(truth.annotations.count) annotations, \(categories.count) categories, \(found.count) detections"
+        )
+        for line in COCOEvaluation.summaryLines(summary.stats) { print(line) }
+        print("")
+        let width = min(40, max(8, summary.categories.map { Report.displayWidth($0.name) }.max() ?? 8))
+        print("category".padded(to: width) + "      id      AP    AP50  instances  detections")
+        for c in summary.categories {
+            let ap = c.ap < 0 ? "     -" : COCOEvaluation.format3(c.ap).leftPadded(to: 6)
+            let ap50 = c.ap50 < 0 ? "     -" : COCOEvaluation.format3(c.ap50).leftPadded(to: 6)
+            print(
+                Report.visible(c.name).padded(to: width) + String(c.id).leftPadded(to: 8) + "  " + ap + "  "
+                    + ap50 + String(c.truth).leftPadded(to: 11) + String(c.detections).leftPadded(to: 12))
+        }
+    }
+}
+
+/// Progress on standard error: a line redrawn in place on a terminal, else a line every 10 %.
+final class Progress {
+    let total: Int
+    let terminal: Bool
+    let start = Stopwatch.now()
+    var lastDecile = -1
+
+    init(total: Int, plain: Bool) {
+        self.total = total
+        terminal = !plain && isatty(2) != 0
+    }
+
+    func step(_ done: Int) {
+        let elapsed = Stopwatch.now() - start
+        let left = done > 0 ? elapsed / Double(done) * Double(total - done) : 0
+        let text = "eval: \(done)/\(total) images, \(Int(left.rounded())) s left"
+        if terminal {
+            writeError("\r\u{1B}[K" + text)
+        } else if done * 10 / max(total, 1) != lastDecile {
+            lastDecile = done * 10 / max(total, 1)
+            printError(text)
+        }
+    }
+
+    func finish() {
+        if terminal { writeError("\r\u{1B}[K") }
+    }
+}
+
+/// `text` on standard error as it is (no line end).
+func writeError(_ text: String) {
+    var text = text
+    text.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+}
+
+extension String {
+    /// Padded with spaces on the right to `width` terminal columns.
+    func padded(to width: Int) -> String {
+        let columns = Report.displayWidth(self)
+        return columns >= width ? self : self + String(repeating: " ", count: width - columns)
+    }
+
+    func leftPadded(to width: Int) -> String {
+        count >= width ? self : String(repeating: " ", count: width - count) + self
+    }
+}
