@@ -127,32 +127,46 @@ public final class Engine: Sendable {
         return result
     }
 
-    /// Detects groups of alternative texts ("sofa", "couch", "settee"), each group one label: every
-    /// alternative enters the neck as a text of its own, and a group scores each anchor with the best of its
-    /// alternatives' scores, before thresholds and NMS. `labels[g]` names group `g`; query indices are the
-    /// groups'.
-    public func detect(
-        _ prepared: PreparedImage, groups: [[String]], labels: [String], options: SuppressionOptions = .init()
-    ) -> ImageDetections {
+    /// The text features of a plan's texts (`plan.texts.count × embeddingSize`): through the embedding
+    /// cache, embedding queries (photos) as given.
+    public func embed(_ plan: QueryPlan) -> (features: [Float], cached: Int) {
         guard let embedder else { preconditionFailure("an engine without a text encoder needs text features") }
-        precondition(groups.count == labels.count && groups.allSatisfy { !$0.isEmpty }, "one label per group")
-        var texts: [String] = []
-        var position: [String: Int] = [:]
-        let members = groups.map { group in
-            group.map { text -> Int in
-                if let index = position[text] { return index }
-                position[text] = texts.count
-                texts.append(text)
-                return texts.count - 1
-            }
-        }
+        let words = plan.texts.indices.filter { plan.embedded[$0] == nil }
+        let (embeddings, report) = embedder.embed(words.map { plan.texts[$0] })
+        var rows = [[Float]](repeating: [], count: plan.texts.count)
+        for (row, index) in words.enumerated() { rows[index] = embeddings[row] }
+        for (index, embedding) in plan.embedded { rows[index] = embedding }
+        return (rows.flatMap { $0 }, report.cached)
+    }
+
+    /// Detects a query plan (synonyms, per-query thresholds, negative queries: ``Query``) with its text
+    /// features (``embed(_:)``).
+    public func detect(
+        _ prepared: PreparedImage, plan: QueryPlan, text: [Float], options: SuppressionOptions = .init()
+    ) -> ImageDetections {
+        detections(score(prepared, plan: plan, text: text), options: plan.applied(to: options))
+    }
+
+    /// Detects typed queries (``QuerySyntax``): the plan's texts embedded, then ``detect(_:plan:text:options:)``.
+    public func detect(
+        _ prepared: PreparedImage, queries: [Query], options: SuppressionOptions = .init()
+    ) -> ImageDetections {
+        let plan = QueryPlan(queries)
         var clock = Stopwatch()
-        let (embeddings, _) = embedder.embed(texts)
+        let text = embed(plan).features
         let seconds = clock.lap()
-        var scored = score(prepared, labels: texts, text: embeddings.flatMap { $0 })
-        scored = scored.merging(groups: members, labels: labels)
+        var scored = score(prepared, plan: plan, text: text)
         scored.timings.textEncode = seconds
-        return detections(scored, options: options)
+        return detections(scored, options: plan.applied(to: options))
+    }
+
+    /// Neck and head for a plan: every text enters the neck; a query scores each anchor with the best of
+    /// its texts (before thresholds and NMS); negative queries are marked for ``detections(_:options:)``.
+    public func score(_ prepared: PreparedImage, plan: QueryPlan, text: [Float]) -> ScoredImage {
+        var scored = score(prepared, labels: plan.texts, text: text)
+        if !plan.isPlain { scored = scored.merging(groups: plan.groups, labels: plan.labels) }
+        scored.negatives = plan.negatives
+        return scored
     }
 
     /// Detects with given text features (`labels.count × embeddingSize`, L2-normalised as CLIP gives them).
@@ -180,7 +194,22 @@ public final class Engine: Sendable {
         var timings = scored.timings
         var clock = Stopwatch()
         let prepared = scored.prepared
-        let kept = NonMaxSuppression.run(scored.output, classes: scored.labels.count, options: options)
+        var kept: [Detection]
+        if scored.negatives.isEmpty {
+            kept = NonMaxSuppression.run(scored.output, classes: scored.labels.count, options: options)
+        } else {
+            // Negative queries take no place among the kept boxes: suppress without the cap, drop what a
+            // higher-scoring negative box overlaps (agnostic NMS already did), then the negatives, then cap.
+            var uncapped = options
+            uncapped.maximumDetections = Int.max
+            let all = NonMaxSuppression.run(scored.output, classes: scored.labels.count, options: uncapped)
+            let negative = all.filter { scored.negatives.contains($0.classIndex) }
+            kept = all.filter { box in
+                !scored.negatives.contains(box.classIndex)
+                    && !negative.contains { $0.score > box.score && Double(Self.iou($0.box, box.box)) > options.iou }
+            }
+            if kept.count > options.maximumDetections { kept.removeLast(kept.count - options.maximumDetections) }
+        }
         let scaled = NonMaxSuppression.scaleBoxes(
             kept, inputWidth: prepared.letterbox.width, inputHeight: prepared.letterbox.height,
             imageWidth: prepared.width, imageHeight: prepared.height)
@@ -191,6 +220,17 @@ public final class Engine: Sendable {
         }
         return ImageDetections(
             image: prepared.name, width: prepared.width, height: prepared.height, detections: items, timings: timings)
+    }
+}
+
+extension Engine {
+    /// Intersection over union of two `x1, y1, x2, y2` boxes.
+    static func iou(_ a: [Float], _ b: [Float]) -> Float {
+        let width = max(min(a[2], b[2]) - max(a[0], b[0]), 0)
+        let height = max(min(a[3], b[3]) - max(a[1], b[1]), 0)
+        let intersection = width * height
+        guard intersection > 0 else { return 0 }
+        return intersection / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - intersection)
     }
 }
 
@@ -222,6 +262,8 @@ public struct ScoredImage: Sendable {
     /// `(4 + labels.count) × anchors`, as ultralytics' inference output.
     public let output: [Float]
     public var timings: StageTimings
+    /// Queries that are never reported; they remove the boxes they overlap with a higher score (``Query``).
+    public var negatives: Set<Int> = []
 
     /// Scores per group of texts (indices into `labels`): boxes unchanged, each group's score the best of its
     /// members' at each anchor. Groups of one are plain queries.
@@ -248,7 +290,7 @@ public struct ScoredImage: Sendable {
     public func withoutFeatures() -> ScoredImage {
         var light = prepared
         light.features = []
-        return ScoredImage(prepared: light, labels: labels, output: output, timings: timings)
+        return ScoredImage(prepared: light, labels: labels, output: output, timings: timings, negatives: negatives)
     }
 }
 

@@ -16,7 +16,7 @@ public final class QuerySession {
     /// The confidence threshold of image queries (``ImagePrompts``), which match less sharply than text.
     public var imageConfidence: Float = ImagePrompts.defaultConfidence
     private var last: [ScoredImage] = []
-    private var lastImageQueries = 0..<0
+    private var lastPlan = QueryPlan()
 
     public init(engine: Engine, store: FeatureStore, imageSize: Int = 640, options: SuppressionOptions = .init()) {
         self.engine = engine
@@ -54,13 +54,18 @@ public final class QuerySession {
     /// Detects `queries` in every photo: the text through the embedding cache, the neck and head on the kept
     /// features (recomputed where the store dropped them).
     public func ask(_ queries: [String], images: [(label: String, embedding: [Float])] = []) -> Answer {
-        guard let embedder = engine.embedder else { preconditionFailure("a query session needs a text encoder") }
+        var plan = QueryPlan(queries.map { Query($0) })
+        for image in images { plan.append(label: image.label, embedding: image.embedding) }
+        return ask(plan)
+    }
+
+    /// Detects a query plan (``Query``: alternatives, thresholds, negative queries; photos as embeddings)
+    /// in every photo.
+    public func ask(_ plan: QueryPlan) -> Answer {
         var clock = Stopwatch()
-        let (embeddings, report) = embedder.embed(queries)
+        let (features, cached) = engine.embed(plan)
         let textSeconds = clock.lap()
-        let features = embeddings.flatMap { $0 } + images.flatMap { $0.embedding }
-        let labels = queries + images.map { $0.label }
-        lastImageQueries = queries.count..<labels.count
+        lastPlan = plan
         var unreadable: [String] = []
         last = []
         for path in photos {
@@ -70,7 +75,7 @@ public final class QuerySession {
                 continue
             }
             let fetch = stage.lap()
-            var scored = engine.score(image, labels: labels, text: features).withoutFeatures()
+            var scored = engine.score(image, plan: plan, text: features).withoutFeatures()
             scored.timings.textEncode = textSeconds
             scored.timings.backbone = fetch  // 0 when the features were kept in memory
             scored.timings.decode = 0
@@ -80,16 +85,18 @@ public final class QuerySession {
         let options = answerOptions
         return Answer(
             results: last.map { engine.detections($0, options: options) }, unreadable: unreadable,
-            textSeconds: textSeconds, cachedEmbeddings: report.cached)
+            textSeconds: textSeconds, cachedEmbeddings: cached)
     }
 
-    /// ``options``, with ``imageConfidence`` for the image queries of the last question.
+    /// ``options`` with the last question's own thresholds, and ``imageConfidence`` for its photo queries.
     private var answerOptions: SuppressionOptions {
-        var options = self.options
-        for query in lastImageQueries where options.perClassConfidence[query] == nil {
-            options.perClassConfidence[query] = imageConfidence
+        let options = lastPlan.applied(to: self.options)
+        var answer = options
+        for (query, group) in lastPlan.groups.enumerated()
+        where group.count == 1 && lastPlan.embedded[group[0]] != nil && lastPlan.thresholds[query] == nil {
+            answer.perClassConfidence[query] = imageConfidence
         }
-        return options
+        return answer
     }
 
     /// New thresholds for this and later answers; the last answer again under them (NMS only), or nil

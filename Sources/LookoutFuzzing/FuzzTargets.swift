@@ -104,6 +104,14 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         guard let lines = parseQueriesFile(bytes) else { return }
         for line in lines.prefix(64) {
             _ = parseQueries(line)
+            if let (queries, _) = try? QuerySyntax.parseLine(line) {
+                for query in queries {
+                    precondition(!query.alternatives.isEmpty && !query.label.isEmpty)
+                    precondition(query.threshold.map { $0 >= 0 && $0 < 1 } ?? true)
+                    // Written back and read again, a query is the same query.
+                    precondition(try! QuerySyntax.parse(query.written) == query, "\(query.written)")
+                }
+            }
             if let tokenizer {
                 let ids = tokenizer.tokenize(line)
                 precondition(ids.count == 77 && ids[0] == 49406)

@@ -10,6 +10,13 @@ extension PhotoIndex {
     public func exact(
         _ hits: [Hit], query: String, engine: Engine, confidence: Float, imageSize: Int
     ) -> (hits: [Hit], failures: [(path: String, error: ImageError)]) {
+        exact(hits, query: Query(query), engine: engine, confidence: confidence, imageSize: imageSize)
+    }
+
+    /// ``exact(_:query:engine:confidence:imageSize:)`` for a query in Lookout's syntax (alternatives).
+    public func exact(
+        _ hits: [Hit], query: Query, engine: Engine, confidence: Float, imageSize: Int
+    ) -> (hits: [Hit], failures: [(path: String, error: ImageError)]) {
         var options = SuppressionOptions()
         options.confidence = confidence
         var rescored: [Hit] = []

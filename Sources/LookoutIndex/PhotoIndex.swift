@@ -320,10 +320,21 @@ public final class PhotoIndex {
     public func search(
         text: [Float], confidence: Float, top: Int, evidence: Evidence = .both, filter: PhotoFilter = PhotoFilter()
     ) throws(IndexError) -> [Hit] {
+        try search(alternatives: [text], confidence: confidence, top: top, evidence: evidence, filter: filter)
+    }
+
+    /// ``search(text:confidence:top:evidence:filter:)`` for a query with alternatives (`sofa|couch`): each
+    /// region and each photo's scene takes the best score of the alternatives' embeddings.
+    public func search(
+        alternatives: [[Float]], confidence: Float, top: Int, evidence: Evidence = .both,
+        filter: PhotoFilter = PhotoFilter()
+    ) throws(IndexError) -> [Hit] {
         guard let model = try store.storedModel() else { return [] }
-        let scorer = RegionScorer(text: text, parameters: model.scoreParameters)
-        let norm = max(text.reduce(0) { $0 + $1 * $1 }.squareRoot(), 1e-12)
-        let query = text.map { $0 / norm }
+        let scorers = alternatives.map { RegionScorer(text: $0, parameters: model.scoreParameters) }
+        let queries = alternatives.map { text in
+            let norm = max(text.reduce(0) { $0 + $1 * $1 }.squareRoot(), 1e-12)
+            return text.map { $0 / norm }
+        }
         var hits: [Hit] = []
         var scratch: [Float] = []
         try store.forEachPhoto(model: model.key) { photo in
@@ -331,16 +342,30 @@ public final class PhotoIndex {
             let regions = photo.regions, image = photo.imageEmbedding
             var hit = Hit(path: photo.path, width: photo.width, height: photo.height, score: 0, detections: [])
             if evidence != .scenes {
-                hit.detections = scorer.score(
-                    blob: regions, embeddingSize: model.embeddingSize, above: confidence, scratch: &scratch
-                ).sorted { $0.score > $1.score }
+                var found = scorers[0].score(
+                    blob: regions, embeddingSize: model.embeddingSize, above: confidence, scratch: &scratch)
+                for scorer in scorers.dropFirst() {
+                    // The same region (the same box) keeps the best of its scores.
+                    for other in scorer.score(
+                        blob: regions, embeddingSize: model.embeddingSize, above: confidence, scratch: &scratch)
+                    {
+                        if let same = found.firstIndex(where: { $0.box == other.box }) {
+                            found[same].score = max(found[same].score, other.score)
+                        } else {
+                            found.append(other)
+                        }
+                    }
+                }
+                hit.detections = found.sorted { $0.score > $1.score }
                 hit.objectScore = hit.detections.first?.score
             }
-            if evidence != .objects, let image, image.count == 2 * query.count {
-                let (dot, squares) = Self.halfDot(image, query)
-                // The stored vector is F16: its norm is 1 within about 1e-4; divide as `similar` does.
-                let score = model.sceneScore.score(cosine: dot / max(squares.squareRoot(), 1e-12))
-                if score > confidence { hit.sceneScore = score }
+            if evidence != .objects, let image {
+                for query in queries where image.count == 2 * query.count {
+                    let (dot, squares) = Self.halfDot(image, query)
+                    // The stored vector is F16: its norm is 1 within about 1e-4; divide as `similar` does.
+                    let score = model.sceneScore.score(cosine: dot / max(squares.squareRoot(), 1e-12))
+                    if score > confidence && score > (hit.sceneScore ?? -1) { hit.sceneScore = score }
+                }
             }
             let best = max(hit.objectScore ?? -1, hit.sceneScore ?? -1)
             guard best > confidence else { return }

@@ -177,7 +177,11 @@ struct DetectCommand: ParsableCommand {
     @Argument(help: "JPEG or PNG files; - reads one image from standard input.")
     var images: [String]
 
-    @Option(name: [.customShort("q"), .long], help: "Comma-separated queries.")
+    @Option(
+        name: [.customShort("q"), .long], parsing: .unconditional,
+        help:
+            "Comma-separated queries in Lookout's syntax: sofa|couch (alternatives), dog@0.4 (its own threshold), -person (negative: never reported, removes the boxes it outscores), \\, \\| \\@ \\- for the characters."
+    )
     var queries: String?
 
     @Option(
@@ -231,21 +235,30 @@ struct DetectCommand: ParsableCommand {
 
     func run() throws {
         let typed = queries == nil && queriesFile == nil ? [] : try queryList()
-        let list = pad ? PaddingQuery.appended(to: typed) : typed
-        guard list.count + queryImages.count <= Self.maximumQueries else {
+        var plan = QueryPlan(typed)
+        if pad && !typed.contains(where: { $0.alternatives == [PaddingQuery.text] }) {
+            plan.append(Query(PaddingQuery.text))
+        }
+        guard plan.count + queryImages.count <= Self.maximumQueries else {
             throw ValidationError(
-                "\(list.count + queryImages.count) queries: at most \(Self.maximumQueries) at once (each costs the neck and head time and memory)."
+                "\(plan.count + queryImages.count) queries: at most \(Self.maximumQueries) at once (each costs the neck and head time and memory)."
             )
         }
+        guard typed.isEmpty || typed.contains(where: { !$0.negative }) || !queryImages.isEmpty else {
+            throw ValidationError("Only negative queries (-\(typed[0].label)): name something to find too.")
+        }
         let engine = try modelOptions.engine()
-        warnAboutLongQueries(list, engine: engine)
-        let prompts = try imagePromptOptions.embed(queryImages, model: modelOptions, engine: engine)
-        let labels = list + prompts.map(\.label)
-        var options = try queryThresholds.apply(to: thresholds.options(), queries: labels)
-        for query in list.count..<labels.count where options.perClassConfidence[query] == nil {
+        warnAboutLongQueries(plan.texts, engine: engine)
+        let textQueries = plan.count
+        for prompt in try imagePromptOptions.embed(queryImages, model: modelOptions, engine: engine) {
+            plan.append(label: prompt.label, embedding: prompt.embedding)
+        }
+        // Thresholds: the global one, a query's own (dog@0.4), then --query-conf; photo queries their own.
+        var options = try queryThresholds.apply(to: plan.applied(to: thresholds.options()), queries: plan.labels)
+        for query in textQueries..<plan.count where options.perClassConfidence[query] == nil {
             options.perClassConfidence[query] = imagePromptOptions.imageQueryConf
         }
-        let textFeatures = engine.embedder!.embed(list).embeddings.flatMap { $0 } + prompts.flatMap(\.embedding)
+        let textFeatures = engine.embed(plan).features
         var failures = 0
         var saveFailures = 0
         var savedNames: Set<String> = []
@@ -262,7 +275,8 @@ struct DetectCommand: ParsableCommand {
                 } else {
                     prepared = try engine.prepare(path: path, size: thresholds.imgsz)
                 }
-                result = engine.detect(prepared, labels: labels, text: textFeatures, options: options)
+                result = engine.detections(
+                    engine.score(prepared, plan: plan, text: textFeatures), options: options)
             } catch {
                 failures += 1
                 printError("lookout: \(error)")
@@ -340,24 +354,37 @@ struct DetectCommand: ParsableCommand {
         if !json { print("  saved \(Report.visible(output))") }
     }
 
-    private func queryList() throws -> [String] {
-        if let queriesFile {
-            let bytes =
-                queriesFile == "-" ? Self.standardInput() : try FileContents.read(queriesFile, maximumSize: 1 << 20)
-            guard let lines = parseQueriesFile(bytes) else {
-                throw LookoutError("\(queriesFile): not text (a queries file holds one query per line, in UTF-8)")
+    private func queryList() throws -> [Query] {
+        do {
+            if let queriesFile {
+                let bytes =
+                    queriesFile == "-"
+                    ? Self.standardInput() : try FileContents.read(queriesFile, maximumSize: 1 << 20)
+                guard let lines = parseQueriesFile(bytes) else {
+                    throw LookoutError("\(queriesFile): not text (a queries file holds one query per line, in UTF-8)")
+                }
+                var list: [Query] = []
+                for (number, line) in lines.enumerated() {
+                    do {
+                        if let query = try QuerySyntax.parse(line), !list.contains(query) { list.append(query) }
+                    } catch {
+                        throw LookoutError("\(queriesFile), query \(number + 1): \(error.message)")
+                    }
+                }
+                guard !list.isEmpty else { throw LookoutError("\(queriesFile): no queries (one per line)") }
+                return list
             }
-            guard !lines.isEmpty else { throw LookoutError("\(queriesFile): no queries (one per line)") }
-            return lines
+            let (list, empty) = try QuerySyntax.parseLine(queries!)
+            if empty > 0 {
+                printError("lookout: ignoring \(empty) empty quer\(empty == 1 ? "y" : "ies") in \"\(queries!)\"")
+            }
+            guard !list.isEmpty else {
+                throw LookoutError("no queries: -q needs at least one non-empty, comma-separated query")
+            }
+            return list
+        } catch let error as QuerySyntaxError {
+            throw ValidationError(error.message)
         }
-        let (list, empty) = parseQueries(queries!)
-        if empty > 0 {
-            printError("lookout: ignoring \(empty) empty quer\(empty == 1 ? "y" : "ies") in \"\(queries!)\"")
-        }
-        guard !list.isEmpty else {
-            throw LookoutError("no queries: -q needs at least one non-empty, comma-separated query")
-        }
-        return list
     }
 }
 

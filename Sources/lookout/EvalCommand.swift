@@ -98,20 +98,22 @@ struct EvalCommand: ParsableCommand {
         }
         let engine = try modelOptions.engine()
         let categories = truth.categories.sorted { $0.id < $1.id }
-        let labels = categories.map { $0.name.trimmingCharacters(in: " \t") }
-        let groups = categories.map { category -> [String] in
-            var group: [String] = []
-            for text in [category.name] + category.synonyms {
-                let trimmed = text.trimmingCharacters(in: " \t")
-                if !trimmed.isEmpty && !group.contains(trimmed) { group.append(trimmed) }
-            }
-            return group
-        }
+        // A category's name and its synonyms are one query: each box takes the best of their scores.
+        let plan = QueryPlan(
+            categories.map { category in
+                var texts: [String] = []
+                for text in [category.name] + category.synonyms {
+                    let trimmed = text.trimmingCharacters(in: " \t")
+                    if !trimmed.isEmpty && !texts.contains(trimmed) { texts.append(trimmed) }
+                }
+                return Query(alternatives: texts)
+            })
         var options = SuppressionOptions()
         options.confidence = conf
         options.iou = iou
         options.maximumDetections = maxDet
 
+        let text = engine.embed(plan).features
         let progress = Progress(total: paths.count, plain: plain)
         var found: [COCODetection] = []
         for (index, entry) in truth.images.enumerated() {
@@ -122,7 +124,7 @@ struct EvalCommand: ParsableCommand {
                 progress.finish()
                 throw LookoutError("\(error.problem) (image id \(entry.id)); nothing was evaluated")
             }
-            let result = engine.detect(prepared, groups: groups, labels: labels, options: options)
+            let result = engine.detect(prepared, plan: plan, text: text, options: options)
             for item in result.detections {
                 found.append(
                     COCODetection(

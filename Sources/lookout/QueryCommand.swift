@@ -109,7 +109,14 @@ struct QueryCommand: ParsableCommand {
                 }
                 continue
             }
-            let (parts, empty) = parseQueries(text)
+            let parts: [Query]
+            let empty: Int
+            do {
+                (parts, empty) = try QuerySyntax.parseLine(text)
+            } catch {
+                printError("lookout: \(error.message)")
+                continue
+            }
             if empty > 0 { printError("lookout: ignoring \(empty) empty quer\(empty == 1 ? "y" : "ies")") }
             guard !parts.isEmpty else {
                 printError("lookout: no queries in that line")
@@ -119,21 +126,36 @@ struct QueryCommand: ParsableCommand {
                 printError("lookout: \(parts.count) queries: at most \(DetectCommand.maximumQueries) at once")
                 continue
             }
-            let queries = parts.filter { !$0.hasPrefix("@") }
-            let photoQueries = parts.filter { $0.hasPrefix("@") }.map { String($0.dropFirst()) }
+            // @path/to/crop.jpg: a photo as the query (its threshold as @crop.jpg@0.3).
+            func isPhoto(_ query: Query) -> Bool {
+                query.label.hasPrefix("@") && query.alternatives.count == 1 && !query.negative
+            }
+            let queries = parts.filter { !isPhoto($0) }
+            let photoQueries = parts.filter(isPhoto)
+            guard queries.contains(where: { !$0.negative }) || !photoQueries.isEmpty else {
+                printError("lookout: only negative queries: name something to find too")
+                continue
+            }
             let photos: [(label: String, embedding: [Float])]
             do {
-                photos = try imagePromptOptions.embed(photoQueries, model: modelOptions, engine: engine)
+                photos = try imagePromptOptions.embed(
+                    photoQueries.map { String($0.label.dropFirst()) }, model: modelOptions, engine: engine)
             } catch {
                 printError("lookout: \(error)")
                 continue
             }
-            warnAboutLongQueries(queries, engine: engine)
-            let reply = session.ask(queries, images: photos)
+            var plan = QueryPlan(queries)
+            warnAboutLongQueries(plan.texts, engine: engine)
+            for (photo, query) in zip(photos, photoQueries) {
+                plan.append(label: photo.label, embedding: photo.embedding, threshold: query.threshold)
+            }
+            let reply = session.ask(plan)
             for path in reply.unreadable { printError("lookout: \(path) can no longer be read") }
             answer(
                 reply.results,
-                note: "text \(ms(reply.textSeconds)) ms (\(reply.cachedEmbeddings) of \(queries.count) cached)")
+                note:
+                    "text \(ms(reply.textSeconds)) ms (\(reply.cachedEmbeddings) of \(plan.texts.count - photos.count) cached)"
+            )
         }
     }
 

@@ -24,9 +24,13 @@ struct SearchCommand: ParsableCommand {
 
             An index made with --image-model also holds each photo's whole-image CLIP embedding: a photo then \
             scores the better of its best region and its scene score (the cosine of photo and query, mapped \
-            to 0–1 by sigmoid((cosine − 0.25) · 40)), so scenes ("beach at sunset") are found as well as \
+            to 0–1 by sigmoid((cosine − centre) · slope), fitted for the demo tower and stored with it; 0.25 and \
+            40 for OpenAI's), so scenes ("beach at sunset") are found as well as \
             objects; --objects or --scenes weighs one alone. JSON lines say which evidence decided \
             ("evidence": "objects" or "scenes") with both scores.
+
+            The query may name alternatives, sofa|couch|settee (each region takes the best of their scores), \
+            and its own threshold, dog@0.4 (instead of --conf); \\| and \\@ stand for the characters.
 
             --in, --after and --before keep the photos under a folder and taken in a period (the EXIF date \
             when the photo has one, as written; else the file's modification time on this machine's clock).
@@ -35,6 +39,7 @@ struct SearchCommand: ParsableCommand {
               lookout search "red star"
               lookout search "red car" --db photos.sqlite --top 50 --json
               lookout search "ring" --html rings.html
+              lookout search "sofa|couch@0.3"
               lookout search "dog" --in ~/Pictures --after 2024-06-01 --before 2024-07
             """
     )
@@ -100,8 +105,20 @@ struct SearchCommand: ParsableCommand {
                 "\(path) was indexed with another model: search with the same --model, or index the folder again with this one"
             )
         }
+        let parsed: Query
+        do {
+            guard let query = try QuerySyntax.parse(query) else { throw ValidationError("The query is empty.") }
+            parsed = query
+        } catch let error as QuerySyntaxError {
+            throw ValidationError(error.message)
+        }
+        guard !parsed.negative else {
+            throw ValidationError(
+                "A negative query (-\(parsed.label)) finds nothing by itself: search for what you want.")
+        }
+        let conf = parsed.threshold ?? self.conf
         var clock = Stopwatch()
-        let text = embedder.embed([query]).embeddings[0]
+        let texts = embedder.embed(parsed.alternatives).embeddings
         let embedSeconds = clock.lap()
         if scenes && stored.imageTower == nil {
             throw LookoutError(
@@ -109,7 +126,7 @@ struct SearchCommand: ParsableCommand {
         }
         let evidence: PhotoIndex.Evidence = objects || exact ? .objects : scenes ? .scenes : .both
         var hits = try index.search(
-            text: text, confidence: exact ? min(conf, 0.01) : conf,
+            alternatives: texts, confidence: exact ? min(conf, 0.01) : conf,
             top: exact ? max(top > Int.max / 3 ? Int.max : top * 3, 30) : top, evidence: evidence,
             filter: try filters.filter())
         let searchSeconds = clock.lap()
@@ -122,7 +139,7 @@ struct SearchCommand: ParsableCommand {
         }
         if exact {
             let rescored = index.exact(
-                hits, query: query, engine: engine, confidence: conf, imageSize: stored.imageSize)
+                hits, query: parsed, engine: engine, confidence: conf, imageSize: stored.imageSize)
             for failure in rescored.failures { printError("lookout: \(failure.error)") }
             hits = Array(rescored.hits.prefix(top))
         }
@@ -138,7 +155,7 @@ struct SearchCommand: ParsableCommand {
             if json {
                 let detections = hit.detections.map { item -> JSONValue in
                     .object([
-                        ("label", .string(query)), ("score", Report.shortest(item.score)),
+                        ("label", .string(parsed.label)), ("score", Report.shortest(item.score)),
                         ("box", .array(item.box.map(Report.shortest))),
                     ])
                 }
