@@ -171,6 +171,8 @@ struct DetectCommand: ParsableCommand {
               lookout detect examples/scenes/scene-0001.jpg -q "green star, blue circle, ring" --save out
               lookout detect --model Models/official photo.jpg -q "dog, red car"
               lookout detect --model Models/official *.jpg -q person --conf 0.1 --json
+              lookout detect photos/*.jpg -q "sofa|couch, dog@0.4, -cat" --format csv > boxes.csv
+              lookout detect photos/*.jpg --queries-file classes.txt --format yolo --output labels
             """
     )
 
@@ -201,8 +203,24 @@ struct DetectCommand: ParsableCommand {
     @OptionGroup var queryThresholds: QueryThresholdOptions
     @OptionGroup var imagePromptOptions: ImagePromptOptions
 
-    @Flag(help: "One JSON object per image per line instead of a table.")
+    @Flag(help: "One JSON object per image per line instead of a table (the same as --format json).")
     var json = false
+
+    @Option(
+        help: ArgumentHelp(
+            "table, json (a line per image), csv (a row per box), coco (one COCO dataset with scores, at the end) or yolo (a .txt per image in --output, normalised boxes, the query index as class).",
+            valueName: "format"))
+    var format: OutputFormat?
+
+    @Option(help: ArgumentHelp("The folder --format yolo writes into (created if needed).", valueName: "dir"))
+    var output: String?
+
+    enum OutputFormat: String, ExpressibleByArgument, CaseIterable {
+        case table, json, csv, coco, yolo
+    }
+
+    /// What is printed: --format, or --json.
+    var chosenFormat: OutputFormat { format ?? (json ? .json : .table) }
 
     @Option(
         help: ArgumentHelp(
@@ -230,6 +248,15 @@ struct DetectCommand: ParsableCommand {
         }
         if images.contains("-") && queriesFile == "-" {
             throw ValidationError("Standard input can hold the image or the queries, not both (- twice).")
+        }
+        if json && format != nil && format != .json {
+            throw ValidationError("--json is --format json: give one format.")
+        }
+        if chosenFormat == .yolo && output == nil {
+            throw ValidationError("--format yolo writes a .txt per image: name the folder with --output DIR.")
+        }
+        if output != nil && chosenFormat != .yolo {
+            throw ValidationError("--output is the folder of --format yolo; other formats print to standard output.")
         }
     }
 
@@ -263,6 +290,15 @@ struct DetectCommand: ParsableCommand {
         var saveFailures = 0
         var savedNames: Set<String> = []
         if let save { try FileContents.makeDirectories(save) }
+        var wroteHeader = false
+        var collected: [ImageDetections] = []
+        var labelNames: Set<String> = []
+        if chosenFormat == .yolo, let output {
+            try FileContents.makeDirectories(output)
+            // The class names, one per line in query order (the class of a box is its query index).
+            let names = plan.labels.map { $0.replacingOccurrences(of: "\n", with: " ") }.joined(separator: "\n") + "\n"
+            try FileContents.writeAtomically(Array(names.utf8), to: output + "/classes.txt")
+        }
         for path in images {
             let result: ImageDetections
             var piped: Image?
@@ -281,13 +317,28 @@ struct DetectCommand: ParsableCommand {
                 failures += 1
                 printError("lookout: \(error)")
                 // In JSON, every photo gets its line: those that failed say why.
-                if json {
+                if chosenFormat == .json {
                     print(JSONValue.object([("image", .string(path)), ("error", .string(error.problem))]).serialized)
                 }
                 continue
             }
             let shown = pad ? result.droppingPadding() : result
-            print(json ? Report.json(shown) : Report.table(shown), terminator: "")
+            switch chosenFormat {
+            case .table: print(Report.table(shown), terminator: "")
+            case .json: print(Report.json(shown), terminator: "")
+            case .csv:
+                if !wroteHeader { print(Export.csvHeader, terminator: "\r\n") }
+                wroteHeader = true
+                print(Export.csv(shown), terminator: "")
+            case .coco: collected.append(shown)
+            case .yolo:
+                do {
+                    try Export.writeYOLO(shown, source: path, into: output!, names: &labelNames)
+                } catch {
+                    saveFailures += 1
+                    printError("lookout: \(error)")
+                }
+            }
             if let save {
                 do {
                     try saveAnnotated(shown, source: path, image: piped, into: save, names: &savedNames)
@@ -296,6 +347,10 @@ struct DetectCommand: ParsableCommand {
                     printError("lookout: could not save the annotated copy: \(error)")
                 }
             }
+        }
+        if chosenFormat == .csv && !wroteHeader { print(Export.csvHeader, terminator: "\r\n") }
+        if chosenFormat == .coco {
+            print(Export.coco(collected, labels: plan.labels, negatives: plan.negatives).serialized)
         }
         if failures > 0 { printError("lookout: \(failures) of \(images.count) images could not be read") }
         if saveFailures > 0 { printError("lookout: \(saveFailures) annotated copies could not be written") }
@@ -351,7 +406,7 @@ struct DetectCommand: ParsableCommand {
         names.insert(name)
         let output = folder + name
         try ImageFile.write(annotated, to: output)
-        if !json { print("  saved \(Report.visible(output))") }
+        if chosenFormat == .table { print("  saved \(Report.visible(output))") }
     }
 
     private func queryList() throws -> [Query] {

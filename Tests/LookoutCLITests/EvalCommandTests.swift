@@ -1,0 +1,177 @@
+import Foundation
+import LookoutEngine
+import LookoutJSON
+import LookoutSupport
+import Testing
+
+/// `lookout eval`, `detect --format` and the query syntax, as processes with the demo model. The
+/// evaluator's numbers against pycocotools are proven in COCOEvaluationTests; here: that eval evaluates what
+/// `lookout detect` finds, writes it in COCO's results format, and refuses bad input clearly.
+@Suite struct EvalCommandTests {
+    static let shapes = "circle, square, triangle, star, hexagon, heart, cross, ring"
+
+    /// Four of the example scenes in COCO format (from examples/scenes/instances.json), in a new folder.
+    static func smallDataset(_ folder: String) throws -> String {
+        let root = try JSONDocument(bytes: FileContents.read(CLI.root + "/examples/scenes/instances.json")).root
+        let keep = Set<Int64>([1, 2, 3, 4])
+        var images: [JSONValue] = [], annotations: [JSONValue] = []
+        for i in 0..<root["images"]!.count where keep.contains(root["images"]![i]["id"]!.int!) {
+            images.append(root["images"]![i].value)
+        }
+        for i in 0..<root["annotations"]!.count where keep.contains(root["annotations"]![i]["image_id"]!.int!) {
+            annotations.append(root["annotations"]![i].value)
+        }
+        let dataset = JSONValue.object([
+            ("images", .array(images)), ("annotations", .array(annotations)), ("categories", root["categories"]!.value),
+        ])
+        let path = folder + "/truth.json"
+        try FileContents.writeAtomically(Array(dataset.serialized.utf8), to: path)
+        return path
+    }
+
+    @Test func evaluatesWhatDetectFinds() throws {
+        let folder = try CLI.scratch("eval")
+        defer { CLI.remove(folder) }
+        let truth = try Self.smallDataset(folder)
+        let out = folder + "/detections.json"
+        let run = try CLI.run(["eval", truth, "--images", CLI.root + "/examples/scenes", "--json", "--detections", out])
+        #expect(run.status == 0, "\(run.stderr)")
+        let summary = try JSONDocument(text: run.stdout).root
+        for key in COCOEvaluation.statNames { #expect(summary[key]?.number != nil, "\(key)") }
+        #expect(summary["AP50"]!.number! > 0.8, "the demo model finds the shapes: AP50 \(summary["AP50"]!.number!)")
+        // The written detections give the printed numbers again.
+        let written = try COCODetection.load(path: out)
+        let again = try COCOEvaluation.evaluate(truth: COCODataset.load(path: truth), detections: written)
+        for (i, key) in COCOEvaluation.statNames.enumerated() {
+            #expect(abs(again.stats[i] - summary[key]!.number!) < 1e-12, "\(key)")
+        }
+        // They are lookout detect's boxes for the category names at --conf 0.001 (image id 1: scene-0000.jpg).
+        let detect = try CLI.run([
+            "detect", CLI.root + "/examples/scenes/scene-0000.jpg", "-q", Self.shapes, "--conf", "0.001", "--json",
+        ])
+        let boxes = try Reference.lines(detect.stdout)[0]["detections"]!
+        let mine = written.filter { $0.imageID == 1 }
+        #expect(mine.count == boxes.count && mine.count > 0)
+        for (k, d) in mine.enumerated() where k < boxes.count {
+            let box = Reference.numbers(boxes[k]["box"]!).map(Float.init)
+            let expected = COCODetection(
+                imageID: 1, categoryID: Int64(boxes[k]["query_index"]!.int! + 1), corners: box,
+                score: Float(boxes[k]["score"]!.number!))
+            #expect(d == expected)
+        }
+    }
+
+    @Test func badInputIsAClearError() throws {
+        let folder = try CLI.scratch("eval-bad")
+        defer { CLI.remove(folder) }
+        let truth = try Self.smallDataset(folder)
+        let missing = try CLI.run(["eval", truth, "--images", folder])
+        #expect(
+            missing.status == 1 && missing.stderr.contains("4 of the 4 images")
+                && missing.stderr.contains("scene-0000.jpg"))
+        let bad = folder + "/bad.json"
+        try FileContents.writeAtomically(
+            Array(
+                #"{"images": [{"id": 1, "file_name": "scene-0000.jpg"}], "annotations": [{"id": 1, "image_id": 1, "category_id": 9, "bbox": [0, 0, 5, 5]}], "categories": [{"id": 1, "name": "star"}]}"#
+                    .utf8),
+            to: bad)
+        let unknown = try CLI.run(["eval", bad, "--images", CLI.root + "/examples/scenes"])
+        #expect(unknown.status == 1 && unknown.stderr.contains("annotations[0].category_id 9"), "\(unknown.stderr)")
+        let notFolder = try CLI.run(["eval", truth, "--images", truth])
+        #expect(notFolder.status == 1 && notFolder.stderr.contains("no such folder"))
+        let notJSON = try CLI.run(["eval", CLI.root + "/examples/scenes/scene-0000.jpg", "--images", folder])
+        #expect(notJSON.status == 1 && notJSON.stderr.contains("is not JSON"))
+    }
+
+    /// csv, coco and yolo hold the boxes of --format json.
+    @Test func exportsHoldTheSameBoxes() throws {
+        let folder = try CLI.scratch("export")
+        defer { CLI.remove(folder) }
+        let photos = ["scene-0001.jpg", "scene-0003.jpg"].map { CLI.root + "/examples/scenes/" + $0 }
+        let queries = "star, circle|ring, -shape"
+        let json = try Reference.lines(CLI.run(["detect"] + photos + ["-q", queries, "--format", "json"]).stdout)
+        let truth = json.flatMap { line in
+            (0..<line["detections"]!.count).map { k in line["detections"]![k] }
+        }
+        #expect(truth.count > 2)
+        let csv = try CLI.run(["detect"] + photos + ["-q", queries, "--format", "csv"]).stdout
+        let rows = csv.split(separator: "\r\n").map(String.init)
+        #expect(rows.first == "image,width,height,label,query_index,score,x1,y1,x2,y2")
+        #expect(rows.count == truth.count + 1)
+        for (row, d) in zip(rows.dropFirst(), truth) {
+            let fields = row.split(separator: ",").map(String.init)
+            #expect(fields[3] == d["label"]!.string! && Int64(fields[4]) == d["query_index"]!.int!)
+            #expect(Double(fields[5]) == d["score"]!.number!)
+            #expect(fields[6...].map { Double($0)! } == Reference.numbers(d["box"]!))
+        }
+        let coco = try JSONDocument(text: CLI.run(["detect"] + photos + ["-q", queries, "--format", "coco"]).stdout)
+            .root
+        #expect(coco["images"]!.count == 2 && coco["categories"]!.count == 2)  // the negative query is no category
+        let annotations = coco["annotations"]!
+        #expect(annotations.count == truth.count)
+        for k in 0..<min(annotations.count, truth.count) {
+            let b = Reference.numbers(truth[k]["box"]!), c = Reference.numbers(annotations[k]["bbox"]!)
+            #expect(abs(c[0] - b[0]) < 1e-4 && abs(c[2] - (b[2] - b[0])) < 1e-3 && abs(c[3] - (b[3] - b[1])) < 1e-3)
+            #expect(annotations[k]["category_id"]!.int! == truth[k]["query_index"]!.int! + 1)
+        }
+        let labels = folder + "/labels"
+        let yolo = try CLI.run(["detect"] + photos + ["-q", queries, "--format", "yolo", "--output", labels])
+        #expect(yolo.status == 0 && yolo.stdout.isEmpty)
+        #expect(
+            try String(decoding: FileContents.read(labels + "/classes.txt"), as: UTF8.self) == "star\ncircle\nshape\n")
+        var lines: [[Double]] = []
+        for (photo, line) in zip(["scene-0001", "scene-0003"], json) {
+            let text = String(decoding: try FileContents.read(labels + "/\(photo).txt"), as: UTF8.self)
+            let width = Double(line["width"]!.int!), height = Double(line["height"]!.int!)
+            for row in text.split(separator: "\n") {
+                let v = row.split(separator: " ").map { Double($0)! }
+                lines.append([v[0], v[1] * width, v[2] * height, v[3] * width, v[4] * height])
+            }
+        }
+        #expect(lines.count == truth.count)
+        for (v, d) in zip(lines, truth) {
+            let b = Reference.numbers(d["box"]!)
+            #expect(v[0] == Double(d["query_index"]!.int!))
+            #expect(abs(v[1] - (b[0] + b[2]) / 2) < 1e-3 && abs(v[3] - (b[2] - b[0])) < 1e-3)
+        }
+    }
+
+    /// The syntax from the command line: a negative query after -q, a queries file of alternatives, a
+    /// search with alternatives taking the better of each alternative's own search.
+    @Test func querySyntaxFromTheCommandLine() throws {
+        let folder = try CLI.scratch("syntax")
+        defer { CLI.remove(folder) }
+        let photo = CLI.root + "/examples/scenes/scene-0003.jpg"
+        let negative = try CLI.run(["detect", photo, "-q", "-star, shape", "--json"])
+        #expect(negative.status == 0, "\(negative.stderr)")
+        let file = folder + "/queries.txt"
+        try FileContents.writeAtomically(Array("star|circle\nring@0.5\n".utf8), to: file)
+        let fromFile = try Reference.lines(CLI.run(["detect", photo, "--queries-file", file, "--json"]).stdout)[0]
+        let inline = try Reference.lines(CLI.run(["detect", photo, "-q", "star|circle, ring@0.5", "--json"]).stdout)[0]
+        #expect(fromFile["detections"]!.value == inline["detections"]!.value)
+        #expect(fromFile["detections"]!.count > 0)
+        let bad = try CLI.run(["detect", photo, "-q", "star@2"])
+        #expect(bad.status == 64 && bad.stderr.contains("threshold after @"))
+
+        let photos = folder + "/photos"
+        try FileManager.default.createDirectory(atPath: photos, withIntermediateDirectories: true)
+        for n in 1...3 {
+            let name = String(format: "scene-%04d.jpg", n)
+            try FileManager.default.copyItem(atPath: CLI.root + "/examples/scenes/" + name, toPath: photos + "/" + name)
+        }
+        let db = folder + "/index.sqlite"
+        #expect(try CLI.run(["index", photos, "--db", db, "--plain"]).status == 0)
+        func search(_ query: String) throws -> [String: Double] {
+            var scores: [String: Double] = [:]
+            for line in try Reference.lines(CLI.run(["search", query, "--db", db, "--json", "--conf", "0.05"]).stdout) {
+                scores[line["image"]!.string!] = line["score"]!.number!
+            }
+            return scores
+        }
+        let star = try search("star"), circle = try search("circle"), both = try search("star|circle")
+        #expect(!both.isEmpty)
+        for (image, score) in both { #expect(score == max(star[image] ?? 0, circle[image] ?? 0), "\(image)") }
+        let refused = try CLI.run(["search", "--db", db, "--", "-star"])
+        #expect(refused.status == 64 && refused.stderr.contains("negative query"), "\(refused.stderr)")
+    }
+}
