@@ -19,6 +19,8 @@ import Testing
         let stats = expected["stats"]!
         #expect(stats.count == 12)
         #expect((0..<12).contains { stats[$0].number! > 0 }, "the reference measured nothing")
+        let worst = (0..<12).map { abs(summary.stats[$0] - stats[$0].number!) }.max()!
+        print("COCO eval [\(dataset)]: max |Lookout − pycocotools| over the 12 numbers = \(worst)")
         for i in 0..<12 {
             let want = stats[i].number!
             #expect(
