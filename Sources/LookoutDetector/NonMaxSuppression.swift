@@ -22,6 +22,9 @@ public struct SuppressionOptions: Sendable, Equatable {
     public var agnostic = false
     /// Per-query confidence thresholds replacing `confidence` (empty: none).
     public var perClassConfidence: [Int: Float] = [:]
+    /// Every query above its threshold at an anchor is a candidate, not only the best one (ultralytics'
+    /// validator, `multi_label=True`; predict uses the best query).
+    public var multiLabel = false
     static let maximumCandidates = 30_000
     static let classOffset: Float = 7680
 
@@ -36,7 +39,19 @@ public enum NonMaxSuppression {
     public static func run(_ output: [Float], classes: Int, options: SuppressionOptions = .init()) -> [Detection] {
         let anchors = output.count / (4 + classes)
         var candidates: [Detection] = []
-        for anchor in 0..<anchors {
+        for anchor in 0..<anchors where options.multiLabel {
+            for k in 0..<classes {
+                let score = output[(4 + k) * anchors + anchor]
+                guard score > (options.perClassConfidence[k] ?? options.confidence) else { continue }
+                let cx = output[anchor], cy = output[anchors + anchor]
+                let halfWidth = output[2 * anchors + anchor] / 2, halfHeight = output[3 * anchors + anchor] / 2
+                candidates.append(
+                    Detection(
+                        box: [cx - halfWidth, cy - halfHeight, cx + halfWidth, cy + halfHeight], score: score,
+                        classIndex: k))
+            }
+        }
+        for anchor in 0..<anchors where !options.multiLabel {
             var best: Float = -.infinity
             var bestClass = 0
             for k in 0..<classes {

@@ -1,6 +1,10 @@
 import LookoutJSON
 import LookoutSupport
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// A COCO-format ground-truth file: `images`, `annotations` (`bbox` = [x, y, w, h]), `categories` (with
 /// optional LVIS-style `synonyms`).
 public struct COCODataset: Sendable {
@@ -84,6 +88,7 @@ public struct COCODataset: Sendable {
         }
         guard !dataset.categories.isEmpty else { throw COCOError(path, "\"categories\" is empty: nothing to look for") }
         let annotations = try list("annotations")
+        var annotationIDs = Set<Int64>()
         for index in 0..<annotations.count {
             let field = "annotations[\(index)]"
             let annotation = annotations[index]
@@ -112,6 +117,7 @@ public struct COCODataset: Sendable {
                 crowd = value != 0
             }
             let id = try integer(annotation, "id", field)
+            guard annotationIDs.insert(id).inserted else { throw COCOError(path, "\(field).id \(id) is given twice") }
             dataset.annotations.append(
                 Annotation(id: id, imageID: imageID, categoryID: categoryID, box: box, area: area, crowd: crowd))
         }
@@ -478,10 +484,10 @@ public enum COCOEvaluation {
         }
     }
 
-    /// Three decimals, as `%.3f` prints them.
+    /// Three decimals, as `%.3f` prints them (the exact binary value rounded, as Python's format does).
     public static func format3(_ value: Double) -> String {
-        let scaled = (value * 1000).rounded()
-        let whole = Int(scaled) / 1000, fraction = Int(scaled) % 1000
-        return "\(whole)." + String(repeating: "0", count: 3 - String(fraction).count) + String(fraction)
+        var buffer = [CChar](repeating: 0, count: 64)
+        _ = withVaList([value]) { vsnprintf(&buffer, buffer.count, "%.3f", $0) }
+        return String(cString: buffer)
     }
 }

@@ -310,8 +310,9 @@ public func parseQueries(_ line: String) -> (queries: [String], emptyParts: Int)
     return (queries, empty)
 }
 
-/// The queries of a queries file (`lookout detect --queries-file`): one per line, taken verbatim (commas
-/// included), `\n` or `\r\n` line ends, empty lines skipped; nil when the bytes are not UTF-8 text.
+/// The lines of a queries file (`lookout detect --queries-file`): one query per line (commas included; each
+/// line is then read by ``QuerySyntax/parse(_:)``), `\n` or `\r\n` line ends, empty lines skipped; nil
+/// when the bytes are not UTF-8 text.
 public func parseQueriesFile(_ bytes: [UInt8]) -> [String]? {
     guard String(validating: bytes, as: UTF8.self) != nil, !bytes.contains(0) else { return nil }
     // Split the bytes, not the String: Swift reads "\r\n" as one Character, so a CRLF file would not split.

@@ -53,6 +53,20 @@ public enum QuerySyntax {
     /// The queries of a line such as `-q` takes: split at commas that are not escaped, each part parsed
     /// (``parse(_:)``), empty parts dropped (counted), repeats collapsed (the first kept).
     public static func parseLine(_ line: String) throws(QuerySyntaxError) -> (queries: [Query], emptyParts: Int) {
+        var queries: [Query] = []
+        var empty = 0
+        for part in split(line) {
+            guard let query = try parse(part) else {
+                empty += 1
+                continue
+            }
+            if !queries.contains(query) { queries.append(query) }
+        }
+        return (queries, empty)
+    }
+
+    /// A line's parts as written (escapes kept), split at the commas that are not escaped.
+    public static func split(_ line: String) -> [String] {
         var parts: [String] = []
         var current = ""
         var escape = false
@@ -72,16 +86,7 @@ public enum QuerySyntax {
         }
         if escape { current.append("\\") }
         parts.append(current)
-        var queries: [Query] = []
-        var empty = 0
-        for part in parts {
-            guard let query = try parse(part) else {
-                empty += 1
-                continue
-            }
-            if !queries.contains(query) { queries.append(query) }
-        }
-        return (queries, empty)
+        return parts
     }
 
     /// One query (a queries-file line: commas are part of the text); nil when it holds no text.
@@ -122,7 +127,11 @@ public enum QuerySyntax {
         var threshold: Float?
         if let at = body.lastIndex(where: { $0.0 == "@" && !$0.1 }), at > body.startIndex {
             let tail = String(body[(at + 1)...].map(\.0)).trimmingCharacters(in: " \t")
-            if let value = Float(tail), tail.first.map({ $0.isNumber || $0 == "." }) == true {
+            let numeric =
+                tail.first.map {
+                    $0.isNumber || $0 == "." || (($0 == "-" || $0 == "+") && tail.dropFirst().first?.isNumber == true)
+                } == true
+            if let value = Float(tail), numeric {
                 guard value >= 0 && value < 1 else {
                     throw QuerySyntaxError(
                         message:

@@ -59,6 +59,15 @@ public final class LookoutServer: Sendable {
         router.add(middleware: MetricsMiddleware())
         router.add(middleware: UnroutedRequests())
         routes(router, metrics: metrics)
+        // SIGTERM and SIGINT also go to Hummingbird, which then waits for the requests in flight: those still
+        // queued are answered 503 at once, so the stop waits for one inference at most.
+        let signals = [SIGTERM, SIGINT].map { number in
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { [queue] in queue.stop() }
+            source.resume()
+            return source
+        }
+        defer { signals.forEach { $0.cancel() } }
         var logger = Logger(label: "lookout.serve")
         logger.logLevel = .warning
         let host = configuration.host
@@ -88,7 +97,11 @@ public final class LookoutServer: Sendable {
                         .utf8))
         }
         router.get("/api/v1/openapi.json") { _, _ in Self.json(Array(OpenAPIDocument.json.utf8)) }
-        router.get("/metrics") { _, _ in
+        let metricsToken = configuration.token.flatMap { $0.isEmpty ? nil : $0 }
+        router.get("/metrics") { request, _ in
+            if let metricsToken, !BearerToken<BasicRequestContext>.accepts(request, token: metricsToken) {
+                return BearerToken<BasicRequestContext>.refusal
+            }
             metrics.update()
             var out: [UInt8] = []
             registry.emit(into: &out)
@@ -100,12 +113,12 @@ public final class LookoutServer: Sendable {
         if let token = configuration.token, !token.isEmpty { api.add(middleware: BearerToken(token: token)) }
         api.post("/detect") { request, _ in
             try await Self.answer {
-                let query = request.uri.queryParameters
-                let queries = query.get("q").map { $0.split(separator: ",").map(String.init) } ?? []
+                let query = FormQuery(request.uri.query ?? "")
+                let queries = query["q"].map { $0.split(separator: ",").map(String.init) } ?? []
                 let thresholds = try LookoutService.Thresholds.parse(
-                    conf: query.get("conf"), iou: query.get("iou"), maxDet: query.get("max_det"))
-                let body = try await Self.body(request, limit: limit)
-                return try await queue.run {
+                    conf: query["conf"], iou: query["iou"], maxDet: query["max_det"])
+                // Admitted to the queue before the body is read: at most queue-limit bodies in memory.
+                return try await queue.run(reading: { try await Self.body(request, limit: limit) }) { body in
                     try service.detect(imageBytes: body, queries: queries, thresholds: thresholds)
                 }
             }
@@ -113,22 +126,23 @@ public final class LookoutServer: Sendable {
         api.post("/images/{image_id}/detect") { request, context in
             try await Self.answer {
                 let id = context.parameters.get("image_id") ?? ""
-                let (queries, thresholds) = try Self.requery(try await Self.body(request, limit: 1 << 20))
-                return try await queue.run {
+                return try await queue.run(reading: { try Self.requery(try await Self.body(request, limit: 1 << 20)) })
+                {
+                    (queries, thresholds) in
                     try service.redetect(imageID: id, queries: queries, thresholds: thresholds)
                 }
             }
         }
         api.get("/search") { request, _ in
             try await Self.answer {
-                let query = request.uri.queryParameters
-                guard let top = Int(query.get("top") ?? "20") else {
+                let query = FormQuery(request.uri.query ?? "")
+                guard let top = Int(query["top"] ?? "20") else {
                     throw ServiceError(400, "top must be a whole number")
                 }
-                var parsed = try LookoutService.Thresholds.parse(conf: query.get("conf"), iou: nil, maxDet: nil)
-                if query.get("conf") == nil { parsed.confidence = 0.1 }
+                var parsed = try LookoutService.Thresholds.parse(conf: query["conf"], iou: nil, maxDet: nil)
+                if query["conf"] == nil { parsed.confidence = 0.1 }
                 let thresholds = parsed
-                let text = query.get("q") ?? ""
+                let text = query["q"] ?? ""
                 return try await queue.run { try service.search(query: text, top: top, thresholds: thresholds) }
             }
         }
@@ -218,6 +232,43 @@ public final class LookoutServer: Sendable {
     }
 }
 
+/// Query parameters as HTML forms send them: `+` is a space, then %XX escapes (Hummingbird's own
+/// parameters leave `+` alone, so "red+car" from a form would stay "red+car").
+struct FormQuery {
+    private var values: [String: String] = [:]
+
+    init(_ query: String) {
+        for pair in query.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let key = Self.decode(parts[0])
+            if values[key] == nil { values[key] = parts.count > 1 ? Self.decode(parts[1]) : "" }
+        }
+    }
+
+    subscript(key: String) -> String? { values[key] }
+
+    static func decode(_ text: Substring) -> String {
+        var bytes: [UInt8] = []
+        let raw = Array(text.utf8)
+        var i = 0
+        while i < raw.count {
+            if raw[i] == UInt8(ascii: "+") {
+                bytes.append(UInt8(ascii: " "))
+            } else if raw[i] == UInt8(ascii: "%"), i + 2 < raw.count,
+                let value = UInt8(
+                    String(decoding: raw[(i + 1)...(i + 2)], as: UTF8.self), radix: 16)
+            {
+                bytes.append(value)
+                i += 2
+            } else {
+                bytes.append(raw[i])
+            }
+            i += 1
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
 /// What no route answers: a path the API has with a method it does not take gets 405 with `Allow`; any
 /// other path 404. Both as JSON errors.
 struct UnroutedRequests<Context: RequestContext>: RouterMiddleware {
@@ -249,19 +300,26 @@ struct BearerToken<Context: RequestContext>: RouterMiddleware {
     )
         async throws -> Response
     {
+        guard Self.accepts(request, token: token) else { return Self.refusal }
+        return try await next(request, context)
+    }
+
+    /// Whether the request carries the token (compared in constant time).
+    static func accepts(_ request: Request, token: String) -> Bool {
         let given = Array((request.headers[.authorization] ?? "").utf8)
         let expected = Array("Bearer \(token)".utf8)
         var difference = given.count ^ expected.count
         for (index, byte) in expected.enumerated() {
             difference |= Int(byte ^ (index < given.count ? given[index] : 0))
         }
-        guard difference == 0 else {
-            var response = LookoutServer.failure(
-                ServiceError(401, "this server needs Authorization: Bearer TOKEN (the --token it was started with)"))
-            response.headers[.wwwAuthenticate] = "Bearer"
-            return response
-        }
-        return try await next(request, context)
+        return difference == 0
+    }
+
+    static var refusal: Response {
+        var response = LookoutServer.failure(
+            ServiceError(401, "this server needs Authorization: Bearer TOKEN (the --token it was started with)"))
+        response.headers[.wwwAuthenticate] = "Bearer"
+        return response
     }
 }
 
@@ -280,27 +338,56 @@ final class InferenceQueue: @unchecked Sendable {
 
     var depth: Int { lock.withLock { waiting } }
 
+    private var stopping = false
+    var isStopping: Bool { lock.withLock { stopping } }
+
+    /// From now on: no new request is admitted and those waiting are answered 503 at once (the one running
+    /// finishes), so that a stop waits for one inference at most.
+    func stop() { lock.withLock { stopping = true } }
+
     /// Runs `work` on the inference thread. The answer comes within `timeout` seconds of the call: a request
     /// that could not start by then, or whose work is still running then, gets 503 (the work itself runs to
     /// its end, bounded by the pixel limit, and its result is dropped).
     func run<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-        let admitted = lock.withLock { () -> Bool in
-            guard waiting < limit else { return false }
+        try await run(reading: {}) { _ in try work() }
+    }
+
+    /// ``run(_:)`` for work on a request's input: the request takes its place in the queue first, then its
+    /// input is read (`reading`: the body), so inputs in memory are bounded by the queue's limit too.
+    func run<Input: Sendable, T: Sendable>(
+        reading: () async throws -> Input, _ work: @escaping @Sendable (Input) throws -> T
+    ) async throws -> T {
+        let (admitted, stopped) = lock.withLock { () -> (Bool, Bool) in
+            guard waiting < limit && !stopping else { return (false, stopping) }
             waiting += 1
-            return true
+            return (true, false)
         }
-        guard admitted else { throw ServiceError(503, "busy: \(limit) requests are waiting; try again") }
+        guard admitted else {
+            throw ServiceError(
+                503, stopped ? "the server is stopping" : "busy: \(limit) requests are waiting; try again")
+        }
         let deadline = DispatchTime.now() + timeout
         let timeout = self.timeout
+        let input: Input
+        do {
+            input = try await reading()
+        } catch {
+            lock.withLock { waiting -= 1 }
+            throw error
+        }
         return try await withCheckedThrowingContinuation { continuation in
             let answer = OneAnswer(continuation)
             worker.async {
                 defer { self.lock.withLock { self.waiting -= 1 } }
+                guard !self.isStopping else {
+                    answer.give(.failure(ServiceError(503, "the server is stopping; try again later")))
+                    return
+                }
                 guard DispatchTime.now() < deadline, !answer.given else {
                     answer.give(.failure(ServiceError(503, "busy: the request waited \(Int(timeout)) s; try again")))
                     return
                 }
-                answer.give(Result { try work() })
+                answer.give(Result { try work(input) })
             }
             DispatchQueue.global().asyncAfter(deadline: deadline) {
                 answer.give(

@@ -7,7 +7,7 @@ public enum OpenAPIDocument {
           "info": {
             "title": "Lookout",
             "version": "1",
-            "description": "Open-vocabulary object detection (YOLO-World v2 + CLIP) on the CPU: detect what you describe in a photo, ask again without recomputing the photo's features, search an indexed photo folder. When the server was started with --token, every /api/v1 request except health and this document needs `Authorization: Bearer TOKEN`."
+            "description": "Open-vocabulary object detection (YOLO-World v2 + CLIP) on the CPU: detect what you describe in a photo, ask again without recomputing the photo's features, search an indexed photo folder. When the server was started with --token, every request except /, /api/v1/health and this document needs `Authorization: Bearer TOKEN`."
           },
           "paths": {
             "/api/v1/health": {
@@ -81,6 +81,7 @@ public enum OpenAPIDocument {
                   "400": {"$ref": "#/components/responses/Error"},
                   "401": {"$ref": "#/components/responses/Error"},
                   "404": {"$ref": "#/components/responses/Error"},
+                  "500": {"$ref": "#/components/responses/Error"},
                   "503": {"$ref": "#/components/responses/Error"}
                 }
               }
@@ -94,7 +95,9 @@ public enum OpenAPIDocument {
                   "200": {"description": "The photo.", "content": {"image/jpeg": {"schema": {"type": "string", "format": "binary"}}, "image/png": {"schema": {"type": "string", "format": "binary"}}}},
                   "401": {"$ref": "#/components/responses/Error"},
                   "404": {"$ref": "#/components/responses/Error"},
-                  "410": {"$ref": "#/components/responses/Error"}
+                  "410": {"$ref": "#/components/responses/Error"},
+                  "500": {"$ref": "#/components/responses/Error"},
+                  "503": {"$ref": "#/components/responses/Error"}
                 }
               }
             },
@@ -106,14 +109,18 @@ public enum OpenAPIDocument {
                   "200": {"description": "A JPEG, 320 pixels on its longer side at most.", "content": {"image/jpeg": {"schema": {"type": "string", "format": "binary"}}}},
                   "401": {"$ref": "#/components/responses/Error"},
                   "404": {"$ref": "#/components/responses/Error"},
-                  "410": {"$ref": "#/components/responses/Error"}
+                  "410": {"$ref": "#/components/responses/Error"},
+                  "500": {"$ref": "#/components/responses/Error"},
+                  "503": {"$ref": "#/components/responses/Error"}
                 }
               }
             },
             "/metrics": {
               "get": {
                 "operationId": "metrics",
-                "responses": {"200": {"description": "Prometheus text format.", "content": {"text/plain": {"schema": {"type": "string"}}}}}
+                "description": "Prometheus text: requests and latencies per route, inference queue depth, feature-store bytes and images. Needs the token too when the server has one.",
+                "responses": {"200": {"description": "Prometheus text format.", "content": {"text/plain": {"schema": {"type": "string"}}}},
+                  "401": {"$ref": "#/components/responses/Error"}}
               }
             }
           },

@@ -188,7 +188,8 @@ struct DetectCommand: ParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "A file with one query per line, taken verbatim (- reads standard input).", valueName: "path"))
+            "A file with one query per line in the syntax of -q, commas being text there (- reads standard input).",
+            valueName: "path"))
     var queriesFile: String?
 
     @Option(
@@ -227,6 +228,12 @@ struct DetectCommand: ParsableCommand {
             "Write each image with its boxes drawn into this folder (created if needed), as JPEG or PNG like the input; a name already taken gets -2, -3, … (no file is ever replaced, the photos included).",
             valueName: "dir"))
     var save: String?
+
+    @Flag(
+        help:
+            "Every query above its threshold at a place is a box, not only the best one (ultralytics' validator; lookout eval uses it)."
+    )
+    var multiLabel = false
 
     @Flag(
         help:
@@ -282,6 +289,7 @@ struct DetectCommand: ParsableCommand {
         }
         // Thresholds: the global one, a query's own (dog@0.4), then --query-conf; photo queries their own.
         var options = try queryThresholds.apply(to: plan.applied(to: thresholds.options()), queries: plan.labels)
+        options.multiLabel = multiLabel
         for query in textQueries..<plan.count where options.perClassConfidence[query] == nil {
             options.perClassConfidence[query] = imagePromptOptions.imageQueryConf
         }
@@ -350,7 +358,11 @@ struct DetectCommand: ParsableCommand {
         }
         if chosenFormat == .csv && !wroteHeader { print(Export.csvHeader, terminator: "\r\n") }
         if chosenFormat == .coco {
-            print(Export.coco(collected, labels: plan.labels, negatives: plan.negatives).serialized)
+            print(
+                Export.coco(
+                    collected, labels: plan.labels,
+                    leftOut: plan.negatives.union(pad ? [plan.labels.firstIndex(of: PaddingQuery.text)!] : [])
+                ).serialized)
         }
         if failures > 0 { printError("lookout: \(failures) of \(images.count) images could not be read") }
         if saveFailures > 0 { printError("lookout: \(saveFailures) annotated copies could not be written") }

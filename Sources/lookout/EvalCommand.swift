@@ -15,7 +15,8 @@ struct EvalCommand: ParsableCommand {
         abstract: "How good the model is on your data: COCO mAP against COCO-format ground truth.",
         discussion: """
             Detects every category of the ground truth in every image, all categories at once as YOLO-World's \
-            open-vocabulary evaluation does: a category's name is its query, and its LVIS-style "synonyms" \
+            open-vocabulary evaluation does (with ultralytics' validator's multi-label NMS: a box may count \
+            for several categories; the letterbox is predict's): a category's name is its query, and its LVIS-style "synonyms" \
             are alternatives of that query (each box takes the best score of the name and its synonyms). The \
             detections are then scored as pycocotools' COCOeval scores boxes (the same numbers within \
             1e-4): AP over IoU 0.50:0.95, AP50, AP75, by object size, and recall at 1, 10 and 100 \
@@ -91,10 +92,11 @@ struct EvalCommand: ParsableCommand {
                     + (missing.count > 5 ? "\n  …" : ""))
         }
         if let detections {
-            // Refuse an unwritable output before the long work, not after.
-            let descriptor = FileSystem.open(detections, O_WRONLY | O_CREAT | O_APPEND, 0o644)
-            guard descriptor >= 0 else { throw LookoutError("--detections \(detections): cannot be written") }
-            close(descriptor)
+            // Refuse an unwritable output before the long work, not after (without leaving a file behind).
+            let folder = detections.contains("/") ? String(detections[..<detections.lastIndex(of: "/")!]) : "."
+            guard FileName.withSystemName(folder.isEmpty ? "/" : folder, { access($0, W_OK) }) == 0 else {
+                throw LookoutError("--detections \(detections): its folder cannot be written")
+            }
         }
         let engine = try modelOptions.engine()
         let categories = truth.categories.sorted { $0.id < $1.id }
@@ -112,6 +114,7 @@ struct EvalCommand: ParsableCommand {
         options.confidence = conf
         options.iou = iou
         options.maximumDetections = maxDet
+        options.multiLabel = true  // as ultralytics' validator: a box may count for several categories
 
         let text = engine.embed(plan).features
         let progress = Progress(total: paths.count, plain: plain)

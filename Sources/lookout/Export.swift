@@ -25,9 +25,9 @@ enum Export {
     }
 
     /// One COCO dataset: `images` (ids from 1 in the order given, file_name as given), `categories` (the
-    /// queries, id = query index + 1; negative queries left out) and `annotations` with `bbox` = [x, y, w, h]
+    /// queries, id = query index + 1; negative queries and the padding query left out) and `annotations` with `bbox` = [x, y, w, h]
     /// and `score`.
-    static func coco(_ results: [ImageDetections], labels: [String], negatives: Set<Int>) -> JSONValue {
+    static func coco(_ results: [ImageDetections], labels: [String], leftOut: Set<Int>) -> JSONValue {
         var images: [JSONValue] = [], annotations: [JSONValue] = []
         for (index, result) in results.enumerated() {
             images.append(
@@ -49,7 +49,7 @@ enum Export {
                     ]))
             }
         }
-        let categories = labels.enumerated().filter { !negatives.contains($0.offset) }.map { index, label in
+        let categories = labels.enumerated().filter { !leftOut.contains($0.offset) }.map { index, label in
             JSONValue.object([("id", .int(Int64(index + 1))), ("name", .string(label))])
         }
         return .object([

@@ -30,8 +30,13 @@ struct QueryCommand: ParsableCommand {
             the line (while an answer is computed, a second Ctrl-C leaves), Ctrl-D leaves. The prompt is drawn \
             on the terminal, so `query --json > out.json` writes only answers.
 
+            Queries are comma-separated, in Lookout's syntax: sofa|couch|settee is one query taking the best \
+            score of its alternatives; dog@0.4 has its own threshold; -person is never reported and removes \
+            the boxes it outscores; \\, \\| \\@ and a leading \\- stand for the characters.
+
             A query that starts with @ is a photo of what to find, cropped to it: `@crops/my-mug.jpg, cup` \
-            looks for things like the photo and for cups (the photo is embedded by the model's image tower).
+            looks for things like the photo and for cups (the photo is embedded by the model's image tower); \
+            @crops/my-mug.jpg@0.3 gives it its own threshold.
 
             Example:
               printf 'dog, cat\\n:conf 0.1\\nred car\\n' | lookout query photo.jpg
@@ -109,14 +114,28 @@ struct QueryCommand: ParsableCommand {
                 }
                 continue
             }
-            let parts: [Query]
-            let empty: Int
-            do {
-                (parts, empty) = try QuerySyntax.parseLine(text)
-            } catch {
-                printError("lookout: \(error.message)")
-                continue
+            // Each part in typed order: @path/to/crop.jpg (an unescaped @ first) is a photo as the query (its
+            // own threshold as @crop.jpg@0.3); the others are text queries in Lookout's syntax.
+            var parts: [(query: Query, photo: Bool)] = []
+            var empty = 0
+            var unreadable = false
+            for raw in QuerySyntax.split(text) {
+                do {
+                    guard let query = try QuerySyntax.parse(raw) else {
+                        empty += 1
+                        continue
+                    }
+                    let photo = raw.trimmingCharacters(in: " \t").hasPrefix("@")
+                    if !parts.contains(where: { $0.query == query && $0.photo == photo }) {
+                        parts.append((query, photo))
+                    }
+                } catch {
+                    printError("lookout: \(error.message)")
+                    unreadable = true
+                    break
+                }
             }
+            if unreadable { continue }
             if empty > 0 { printError("lookout: ignoring \(empty) empty quer\(empty == 1 ? "y" : "ies")") }
             guard !parts.isEmpty else {
                 printError("lookout: no queries in that line")
@@ -126,29 +145,29 @@ struct QueryCommand: ParsableCommand {
                 printError("lookout: \(parts.count) queries: at most \(DetectCommand.maximumQueries) at once")
                 continue
             }
-            // @path/to/crop.jpg: a photo as the query (its threshold as @crop.jpg@0.3).
-            func isPhoto(_ query: Query) -> Bool {
-                query.label.hasPrefix("@") && query.alternatives.count == 1 && !query.negative
-            }
-            let queries = parts.filter { !isPhoto($0) }
-            let photoQueries = parts.filter(isPhoto)
-            guard queries.contains(where: { !$0.negative }) || !photoQueries.isEmpty else {
+            guard parts.contains(where: { $0.photo || !$0.query.negative }) else {
                 printError("lookout: only negative queries: name something to find too")
                 continue
             }
-            let photos: [(label: String, embedding: [Float])]
+            let photoPaths = parts.filter(\.photo).map { String($0.query.label.dropFirst()) }
+            var photos: [(label: String, embedding: [Float])]
             do {
-                photos = try imagePromptOptions.embed(
-                    photoQueries.map { String($0.label.dropFirst()) }, model: modelOptions, engine: engine)
+                photos = try imagePromptOptions.embed(photoPaths, model: modelOptions, engine: engine)
             } catch {
                 printError("lookout: \(error)")
                 continue
             }
-            var plan = QueryPlan(queries)
-            warnAboutLongQueries(plan.texts, engine: engine)
-            for (photo, query) in zip(photos, photoQueries) {
-                plan.append(label: photo.label, embedding: photo.embedding, threshold: query.threshold)
+            var plan = QueryPlan()
+            for part in parts {
+                if part.photo {
+                    let photo = photos.removeFirst()
+                    plan.append(label: photo.label, embedding: photo.embedding, threshold: part.query.threshold)
+                } else {
+                    plan.append(part.query)
+                }
             }
+            warnAboutLongQueries(
+                plan.texts.indices.filter { plan.embedded[$0] == nil }.map { plan.texts[$0] }, engine: engine)
             let reply = session.ask(plan)
             for path in reply.unreadable { printError("lookout: \(path) can no longer be read") }
             answer(
@@ -169,7 +188,8 @@ struct QueryCommand: ParsableCommand {
         case "quit", "q", "exit": return .quit
         case "help", "h", "?":
             printError(
-                ":conf X  :iou X  :max-det N  :agnostic on|off  :image-conf X  :quit  (@crop.jpg: a photo as query)")
+                ":conf X  :iou X  :max-det N  :agnostic on|off  :image-conf X  :quit  (@crop.jpg: a photo as query; sofa|couch, dog@0.4, -person)"
+            )
             if isatty(0) == 1 {
                 printError("keys: ← → Home End move, ↑ ↓ history, Ctrl-C clears the line, Ctrl-D or :quit leaves")
             }

@@ -45,9 +45,12 @@ import Testing
         for (i, key) in COCOEvaluation.statNames.enumerated() {
             #expect(abs(again.stats[i] - summary[key]!.number!) < 1e-12, "\(key)")
         }
-        // They are lookout detect's boxes for the category names at --conf 0.001 (image id 1: scene-0000.jpg).
+        // They are lookout detect's boxes for the category names at --conf 0.001 with multi-label NMS (image id
+        // 1: scene-0000.jpg).
         let detect = try CLI.run([
-            "detect", CLI.root + "/examples/scenes/scene-0000.jpg", "-q", Self.shapes, "--conf", "0.001", "--json",
+            "detect", CLI.root + "/examples/scenes/scene-0000.jpg", "-q", Self.shapes, "--conf", "0.001",
+            "--multi-label",
+            "--json",
         ])
         let boxes = try Reference.lines(detect.stdout)[0]["detections"]!
         let mine = written.filter { $0.imageID == 1 }

@@ -290,6 +290,43 @@ import Testing
         #expect(server.stop().status == 0)
     }
 
+    /// SIGTERM with several detections queued: the one running finishes, the waiting ones get 503 at once,
+    /// and the server exits 0 within 5 s.
+    @Test func sigtermWithAQueueStopsWithinFiveSeconds() throws {
+        let server = try Server()
+        let photo = try FileContents.read(CLI.root + "/examples/photos/astronaut.jpg")
+        let lock = NSLock()
+        nonisolated(unsafe) var statuses: [Int] = []
+        let group = DispatchGroup()
+        let url = server.url
+        for n in 0..<6 {
+            group.enter()
+            Thread.detachNewThread {
+                // Other bytes each time (after the JPEG's end): every request runs the backbone.
+                let status =
+                    (try? Self.request("POST", url + "api/v1/detect?q=person", body: photo + [UInt8(n)]).status) ?? -1
+                lock.withLock { statuses.append(status) }
+                group.leave()
+            }
+        }
+        usleep(500_000)
+        let (exit, seconds) = server.stop()
+        group.wait()
+        #expect(exit == 0 && seconds < 5, "exit \(exit) after \(seconds) s")
+        #expect(statuses.allSatisfy { $0 == 200 || $0 == 503 } && statuses.contains(503), "\(statuses)")
+    }
+
+    /// Query parameters as forms write them: "+" is a space ("red+shape" is the query "red shape").
+    @Test func formEncodedQueries() throws {
+        let server = try Server()
+        let photo = try FileContents.read(Self.scene)
+        let reply = try Self.request("POST", server.url + "api/v1/detect?q=red+shape,star", body: photo)
+        #expect(reply.status == 200)
+        let labels = Set((0..<reply.json["detections"]!.count).map { reply.json["detections"]![$0]["label"]!.string! })
+        #expect(labels.contains("red shape") && !labels.contains { $0.contains("+") }, "\(labels)")
+        #expect(server.stop().status == 0)
+    }
+
     /// With one request allowed to wait, a burst gets 503 with Retry-After for some, 200 for the others.
     @Test func busyServerSays503() throws {
         let server = try Server(["--queue", "1"])

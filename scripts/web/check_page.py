@@ -153,14 +153,14 @@ def main() -> None:
         # Search: the grid, in the order of lookout search, thumbnails and boxes, a click opens the photo.
         driver.find_element(By.ID, "tab-search").click()
         box = driver.find_element(By.ID, "search-query")
-        box.send_keys("star", Keys.ENTER)
-        want = searched(lookout, index, "star")
+        box.send_keys("red shape", Keys.ENTER)  # two words: a space in the query string
+        want = searched(lookout, index, "red shape")
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results .card")) == len(want) and all(
             d.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", img)
             for img in d.find_elements(By.CSS_SELECTOR, "#results .card img")))
         cards = driver.find_elements(By.CSS_SELECTOR, "#results .card")
         got = [(c.get_attribute("data-name"), len(c.find_elements(By.CSS_SELECTOR, ".box"))) for c in cards]
-        check("search 'star': photos in order, with their boxes", got == want and bool(want),
+        check("search 'red shape': photos in order, with their boxes", got == want and bool(want),
               f"page {got}, search {want}")
         driver.save_screenshot(os.path.join(shots, "search.png"))
         cards[0].click()
