@@ -33,25 +33,28 @@ public struct SuppressionOptions: Sendable, Equatable {
 
 public enum NonMaxSuppression {
     /// `non_max_suppression` on one image's raw output (`(4 + classes) × anchors`, boxes as centre and size):
-    /// best query per anchor (the first on ties), strict `>` thresholds, at most 30,000 candidates by score,
-    /// boxes offset by `query × 7680` unless agnostic, greedy suppression in descending score order keeping
-    /// a box when its IoU with every kept box is ≤ the threshold, at most `maximumDetections`.
+    /// best query per anchor (the first on ties; with `multiLabel` every query, anchor by anchor), strict `>`
+    /// thresholds, at most 30,000 candidates by score, boxes offset by `query × 7680` unless agnostic, greedy
+    /// suppression in descending score order keeping a box when its IoU with every kept box is ≤ the
+    /// threshold, at most `maximumDetections`.
     public static func run(_ output: [Float], classes: Int, options: SuppressionOptions = .init()) -> [Detection] {
         let anchors = output.count / (4 + classes)
         var candidates: [Detection] = []
-        for anchor in 0..<anchors where options.multiLabel {
-            for k in 0..<classes {
-                let score = output[(4 + k) * anchors + anchor]
-                guard score > (options.perClassConfidence[k] ?? options.confidence) else { continue }
-                let cx = output[anchor], cy = output[anchors + anchor]
-                let halfWidth = output[2 * anchors + anchor] / 2, halfHeight = output[3 * anchors + anchor] / 2
-                candidates.append(
-                    Detection(
-                        box: [cx - halfWidth, cy - halfHeight, cx + halfWidth, cy + halfHeight], score: score,
-                        classIndex: k))
-            }
+        /// The anchor's box (centre and size → corners) with a query's score, if above its threshold.
+        func keep(anchor: Int, query k: Int, score: Float) {
+            guard score > (options.perClassConfidence[k] ?? options.confidence) else { return }
+            let cx = output[anchor], cy = output[anchors + anchor]
+            let halfWidth = output[2 * anchors + anchor] / 2, halfHeight = output[3 * anchors + anchor] / 2
+            candidates.append(
+                Detection(
+                    box: [cx - halfWidth, cy - halfHeight, cx + halfWidth, cy + halfHeight], score: score, classIndex: k
+                ))
         }
-        for anchor in 0..<anchors where !options.multiLabel {
+        for anchor in 0..<anchors {
+            if options.multiLabel {
+                for k in 0..<classes { keep(anchor: anchor, query: k, score: output[(4 + k) * anchors + anchor]) }
+                continue
+            }
             var best: Float = -.infinity
             var bestClass = 0
             for k in 0..<classes {
@@ -61,13 +64,7 @@ public enum NonMaxSuppression {
                     bestClass = k
                 }
             }
-            guard best > (options.perClassConfidence[bestClass] ?? options.confidence) else { continue }
-            let cx = output[anchor], cy = output[anchors + anchor]
-            let halfWidth = output[2 * anchors + anchor] / 2, halfHeight = output[3 * anchors + anchor] / 2
-            candidates.append(
-                Detection(
-                    box: [cx - halfWidth, cy - halfHeight, cx + halfWidth, cy + halfHeight], score: best,
-                    classIndex: bestClass))
+            keep(anchor: anchor, query: bestClass, score: best)
         }
         // Stable descending order by score (index order among equal scores).
         var order = Array(candidates.indices)

@@ -1,5 +1,7 @@
 import Foundation
 import LookoutDetector
+import LookoutJSON
+import LookoutSupport
 import LookoutTestSupport
 import LookoutWeights
 import Testing
@@ -83,6 +85,38 @@ import Testing
         // The options matter: agnostic NMS keeps fewer boxes than class-aware NMS, the cap keeps max-det.
         #expect(cases[2].expected.count < cases[1].expected.count)
         #expect(cases[3].expected.count == cases[3].options.maximumDetections)
+    }
+
+    /// Multi-label NMS (`lookout eval`, `detect --multi-label`) equals ultralytics' `non_max_suppression` with
+    /// `multi_label=True` on the same raw output (scripts/reference/make_multilabel_fixtures.py), boxes in the
+    /// network input's pixels; it keeps boxes single-label NMS does not.
+    @Test(arguments: NetworkParityTests.fullComparisons)
+    func multiLabelEqualsUltralytics(fixture: String) throws {
+        let file = try Self.reference(fixture)
+        let classes = try file.view("text").shape[1]
+        let output = try file.view("output").floats()
+        let reference = try JSONDocument(
+            bytes: FileContents.read(NetworkParityTests.root + "/Tests/Fixtures/detector/multilabel.json")
+        ).root[fixture]!
+        for conf in ["0.05", "0.15"] {
+            let rows = reference[conf]!["detections"]!
+            let expected = (0..<rows.count).map { r in
+                let v = (0..<6).map { Float(rows[r][$0].number!) }
+                return Detection(box: Array(v[0..<4]), score: v[4], classIndex: Int(v[5]))
+            }
+            var options = SuppressionOptions()
+            options.confidence = Float(conf)!
+            options.multiLabel = true
+            let actual = NonMaxSuppression.run(output, classes: classes, options: options)
+            #expect(
+                !expected.isEmpty && actual == expected,
+                "\(fixture) conf \(conf): \(actual.count) against \(expected.count)")
+            options.multiLabel = false
+            let single = NonMaxSuppression.run(output, classes: classes, options: options)
+            if reference[conf]!["second_labels_above"]!.int! > 0 {
+                #expect(actual.count > single.count, "\(fixture) conf \(conf): multi-label adds boxes")
+            }
+        }
     }
 
     /// The same detections up to the order within runs of equal scores (``DetectionComparison``).
