@@ -90,7 +90,10 @@ struct ThresholdOptions: ParsableArguments {
     @Option(parsing: .unconditional, help: "Network input size: the longer side is scaled to it (multiple of 32).")
     var imgsz = 640
 
-    func validate() throws {
+    func validate() throws { try Self.check(conf: conf, iou: iou, maxDet: maxDet, imgsz: imgsz) }
+
+    /// The ranges of these options, for every command that takes them.
+    static func check(conf: Float, iou: Double, maxDet: Int, imgsz: Int) throws {
         guard conf >= 0 && conf < 1 else { throw ValidationError("--conf must be in [0, 1), got \(conf).") }
         guard iou > 0 && iou <= 1 else { throw ValidationError("--iou must be in (0, 1], got \(iou).") }
         guard maxDet > 0 else { throw ValidationError("--max-det must be positive, got \(maxDet).") }

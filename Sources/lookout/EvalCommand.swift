@@ -63,14 +63,7 @@ struct EvalCommand: ParsableCommand {
     @Flag(help: "Plain progress lines even on a terminal.")
     var plain = false
 
-    func validate() throws {
-        guard conf >= 0 && conf < 1 else { throw ValidationError("--conf must be in [0, 1), got \(conf).") }
-        guard iou > 0 && iou <= 1 else { throw ValidationError("--iou must be in (0, 1], got \(iou).") }
-        guard maxDet > 0 else { throw ValidationError("--max-det must be positive, got \(maxDet).") }
-        guard imgsz >= 32 && imgsz <= 4096 && imgsz % 32 == 0 else {
-            throw ValidationError("--imgsz must be a multiple of 32 from 32 to 4096, got \(imgsz).")
-        }
-    }
+    func validate() throws { try ThresholdOptions.check(conf: conf, iou: iou, maxDet: maxDet, imgsz: imgsz) }
 
     func run() throws {
         let truth: COCODataset
@@ -117,7 +110,9 @@ struct EvalCommand: ParsableCommand {
         options.multiLabel = true  // as ultralytics' validator: a box may count for several categories
 
         let text = engine.embed(plan).features
-        let progress = Progress(total: paths.count, plain: plain)
+        let progress = ProgressReporter(
+            terminal: !plain && isatty(2) == 1, doing: "evaluating", did: "evaluated", unit: "images")
+        progress.report(done: 0, total: paths.count)
         var found: [COCODetection] = []
         for (index, entry) in truth.images.enumerated() {
             let prepared: PreparedImage
@@ -134,7 +129,7 @@ struct EvalCommand: ParsableCommand {
                         imageID: entry.id, categoryID: categories[item.queryIndex].id, corners: item.box,
                         score: item.score))
             }
-            progress.step(index + 1)
+            progress.report(done: index + 1, total: paths.count)
         }
         progress.finish()
         if let detections {
@@ -185,41 +180,6 @@ struct EvalCommand: ParsableCommand {
                     + ap50 + String(c.truth).leftPadded(to: 11) + String(c.detections).leftPadded(to: 12))
         }
     }
-}
-
-/// Progress on standard error: a line redrawn in place on a terminal, else a line every 10 %.
-final class Progress {
-    let total: Int
-    let terminal: Bool
-    let start = Stopwatch.now()
-    var lastDecile = -1
-
-    init(total: Int, plain: Bool) {
-        self.total = total
-        terminal = !plain && isatty(2) != 0
-    }
-
-    func step(_ done: Int) {
-        let elapsed = Stopwatch.now() - start
-        let left = done > 0 ? elapsed / Double(done) * Double(total - done) : 0
-        let text = "eval: \(done)/\(total) images, \(Int(left.rounded())) s left"
-        if terminal {
-            writeError("\r\u{1B}[K" + text)
-        } else if done * 10 / max(total, 1) != lastDecile {
-            lastDecile = done * 10 / max(total, 1)
-            printError(text)
-        }
-    }
-
-    func finish() {
-        if terminal { writeError("\r\u{1B}[K") }
-    }
-}
-
-/// `text` on standard error as it is (no line end).
-func writeError(_ text: String) {
-    var text = text
-    text.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
 }
 
 extension String {

@@ -214,21 +214,31 @@ struct IndexCommand: ParsableCommand {
 /// 5 seconds (and at the end).
 final class ProgressReporter {
     let terminal: Bool
+    /// The words of the plain lines: "indexing 12 photos", "indexed 3/12 (…)".
+    let doing: String, did: String, unit: String
     let start = Stopwatch.now()
     var lastLine = -1.0
     var started = false
     var shownTotal = 0
 
-    init(terminal: Bool) { self.terminal = terminal }
+    init(terminal: Bool, doing: String = "indexing", did: String = "indexed", unit: String = "photos") {
+        self.terminal = terminal
+        self.doing = doing
+        self.did = did
+        self.unit = unit
+    }
 
-    func report(_ progress: PhotoIndex.Progress) {
+    func report(_ progress: PhotoIndex.Progress) { report(done: progress.done, total: progress.total) }
+
+    func report(done: Int, total: Int) {
+        let progress = (done: done, total: total)
         let elapsed = Stopwatch.now() - start
         guard progress.total > 0 else { return }
         shownTotal = progress.total
         let rate = progress.done > 0 ? Double(progress.done) / max(elapsed, 1e-9) : 0
         let remaining = rate > 0 ? Double(progress.total - progress.done) / rate : 0
         let eta = rate > 0 ? Self.duration(remaining) : "?"
-        let rateText = "\((rate * 10).rounded() / 10) photos/s"
+        let rateText = "\((rate * 10).rounded() / 10) \(unit)/s"
         if terminal {
             let width = 30
             let filled = progress.total == 0 ? width : progress.done * width / progress.total
@@ -238,10 +248,10 @@ final class ProgressReporter {
             line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
             started = true
         } else if progress.done == 0 && lastLine < 0 {
-            printError("indexing \(progress.total) photos")
+            printError("\(doing) \(progress.total) \(unit)")
             lastLine = elapsed
         } else if elapsed - lastLine >= 5 || progress.done == progress.total {
-            printError("indexed \(progress.done)/\(progress.total) (\(rateText), ETA \(eta))")
+            printError("\(did) \(progress.done)/\(progress.total) (\(rateText), ETA \(eta))")
             lastLine = elapsed
         }
     }
