@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "LookoutDetector", targets: ["LookoutDetector"]),
         .library(name: "LookoutEngine", targets: ["LookoutEngine"]),
         .library(name: "LookoutIndex", targets: ["LookoutIndex"]),
+        .library(name: "LookoutIndexPostgres", targets: ["LookoutIndexPostgres"]),
         .library(name: "LookoutServer", targets: ["LookoutServer"]),
     ],
     dependencies: [
@@ -25,6 +26,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         // Layer 0: C libraries (each imported by exactly one Swift module) and Lookout's own C code.
@@ -79,11 +82,27 @@ let package = Package(
                 "LookoutTensor", "LookoutWeights",
             ]),
 
+        // The index on PostgreSQL (postgres-nio): many workers sharing one job through leased claims, and
+        // search through pgvector's HNSW indexes where the server has the extension. `IndexLocation` opens
+        // either store from a `--db` value.
+        .target(
+            name: "LookoutIndexPostgres",
+            dependencies: [
+                "LookoutIndex", "LookoutSupport",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+
         // `lookout serve`: the HTTP API and the web page (Hummingbird), over the engine and the index.
         .target(
             name: "LookoutServer",
             dependencies: [
-                "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutIndex", "LookoutJSON", "LookoutSupport",
+                "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutIndex", "LookoutIndexPostgres",
+                "LookoutJSON",
+                "LookoutSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -95,7 +114,8 @@ let package = Package(
             name: "lookout",
             dependencies: [
                 "LookoutSupport", "LookoutTokenizer", "LookoutJSON", "LookoutWeights", "LookoutTextEncoder",
-                "LookoutEngine", "LookoutIndex", "LookoutDetector", "LookoutImage", "LookoutServer",
+                "LookoutEngine", "LookoutIndex", "LookoutIndexPostgres", "LookoutDetector", "LookoutImage",
+                "LookoutServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -170,3 +170,74 @@ public protocol IndexStore: AnyObject {
     /// A storage-level consistency check: "ok" when sound.
     func integrityCheck() throws(IndexError) -> String
 }
+
+/// The whole indexing job of a shared store, across its workers (`lookout index --status`).
+public struct JobStatus: Sendable {
+    /// A photo being worked on: its path, the worker holding it and how long its lease has left.
+    public struct Claim: Sendable {
+        public var path: String
+        public var worker: String
+        public var leaseLeft: Double
+
+        public init(path: String, worker: String, leaseLeft: Double) {
+            self.path = path
+            self.worker = worker
+            self.leaseLeft = leaseLeft
+        }
+    }
+
+    /// Photos waiting for a worker (never claimed, or whose lease ran out).
+    public var waiting: Int
+    public var inProgress: [Claim]
+    public var indexedFiles: Int
+    public var failedFiles: Int
+    /// Photos recorded in the last minute, by all workers.
+    public var lastMinute: Int
+    /// Workers that recorded a photo in the last minute, or hold a claim.
+    public var activeWorkers: [String]
+
+    public init(
+        waiting: Int, inProgress: [Claim], indexedFiles: Int, failedFiles: Int, lastMinute: Int, activeWorkers: [String]
+    ) {
+        self.waiting = waiting
+        self.inProgress = inProgress
+        self.indexedFiles = indexedFiles
+        self.failedFiles = failedFiles
+        self.lastMinute = lastMinute
+        self.activeWorkers = activeWorkers
+    }
+}
+
+/// A store that holds the indexing job itself, so that any number of workers, on any number of machines,
+/// share it: each adds what its scan found to the job, then claims photos one at a time with a lease that
+/// the store keeps renewed while the photo is worked on. A worker that dies stops renewing; once its lease
+/// runs out, another worker takes the photo over. (``PostgresIndexStore`` does this with
+/// `FOR UPDATE SKIP LOCKED`.)
+public protocol SharedJobStore: IndexStore {
+    /// Adds `photos` (to be indexed under the model `key`) to the job. A photo already waiting keeps its
+    /// place; one that was recorded since the caller scanned is dropped when claimed.
+    func enqueue(_ photos: [FoundPhoto], model key: String) throws(IndexError)
+    /// Claims the next photo under `prefix` that nobody holds (or whose lease ran out) for `worker`, with a
+    /// lease of `lease` seconds that the store renews until ``IndexStore/record(_:outcome:model:)`` or
+    /// ``IndexStore/release(_:worker:)`` for it. Nil when the job holds no such photo.
+    func claimNext(
+        under prefix: String, model key: String, worker: IndexWorker, lease: Double
+    ) throws(IndexError)
+        -> FoundPhoto?
+    /// The job across all workers.
+    func jobStatus() throws(IndexError) -> JobStatus
+}
+
+/// A store with nearest-neighbour indexes over the region and whole-photo embeddings (pgvector's HNSW):
+/// a search reads only the photos holding the nearest vectors instead of every photo.
+public protocol NearestNeighbourStore: IndexStore {
+    /// The content hashes of the photos holding the `limit` regions nearest each of `regionQueries` (by
+    /// inner product) and the `limit` whole-photo embeddings nearest each of `imageQueries` (by cosine); nil
+    /// when the store has no such index for the model `key` (the search then reads every photo).
+    func nearestContents(
+        regionQueries: [[Float]], imageQueries: [[Float]], model key: String, limit: Int
+    )
+        throws(IndexError) -> Set<String>?
+    /// ``IndexStore/forEachPhoto(model:_:)`` over the photos whose content is one of `contents`.
+    func forEachPhoto(model key: String, contents: Set<String>, _ body: (StoredPhoto) -> Void) throws(IndexError)
+}

@@ -111,6 +111,13 @@ public final class PhotoIndex {
     /// process may take the photo over.
     public var claimLease: Double = 600
 
+    /// Whether searches on a store with nearest-neighbour indexes (pgvector's HNSW) read only the photos
+    /// holding the nearest vectors (false: every photo, exactly as a store without them).
+    public var useNearestNeighbours = true
+    /// How many nearest regions (and whole-photo embeddings) per query such a search reads the photos of;
+    /// each is then scored exactly as a full scan scores it.
+    public var nearestNeighbourCandidates = 400
+
     /// The model whose regions the index holds (nil before the first update).
     public func storedModel() throws(IndexError) -> IndexModel? { try store.storedModel() }
 
@@ -228,6 +235,32 @@ public final class PhotoIndex {
         }
 
         let worker = IndexWorker.current()
+        if let shared = store as? any SharedJobStore {
+            try runSharedJob(
+                shared, work: work, prefix: prefix, model: model, worker: worker, indexed: &indexed,
+                summary: &summary, regions: regions, imageEmbedding: imageEmbedding, progress: progress)
+        } else {
+            try runClaims(
+                work, known: known, key: key, model: model, worker: worker, indexed: &indexed, summary: &summary,
+                regions: regions, imageEmbedding: imageEmbedding, progress: progress)
+        }
+
+        let seen = Set(found.map(\.path))
+        // Photos elsewhere in the index whose files are gone (moved or deleted since) leave it too.
+        let vanished = others.isEmpty ? outside.filter { !Self.exists($0) } : []
+        let gone = known.keys.filter { !seen.contains($0) } + others + vanished
+        try store.remove(paths: gone, keepingModel: key)
+        summary.removed = gone.count
+        return summary
+    }
+
+    /// The work of one process on a store without a shared job: each photo of its own plan, claimed before it
+    /// is computed (a photo another process holds is left to it).
+    private func runClaims(
+        _ work: [FoundPhoto], known: [String: StoredFile], key: String, model: IndexModel, worker: IndexWorker,
+        indexed: inout Set<String>, summary: inout Summary, regions: (Image, String) -> [Region],
+        imageEmbedding: ImageEmbedder?, progress: (Progress) -> Void
+    ) throws(IndexError) {
         for (done, photo) in work.enumerated() {
             progress(Progress(done: done, total: work.count, current: photo.path))
             guard try store.claim(photo.path, worker: worker, until: SQLiteIndexStore.now() + claimLease) else {
@@ -256,14 +289,46 @@ public final class PhotoIndex {
             }
         }
         progress(Progress(done: work.count, total: work.count, current: ""))
+    }
 
-        let seen = Set(found.map(\.path))
-        // Photos elsewhere in the index whose files are gone (moved or deleted since) leave it too.
-        let vanished = others.isEmpty ? outside.filter { !Self.exists($0) } : []
-        let gone = known.keys.filter { !seen.contains($0) } + others + vanished
-        try store.remove(paths: gone, keepingModel: key)
-        summary.removed = gone.count
-        return summary
+    /// The work of one worker on a shared job: add this scan's plan to the job, then claim and compute photos
+    /// until the job under `prefix` is empty — its own plan's photos and those other workers added or left
+    /// behind (a dead worker's, once their leases run out). Progress counts the whole job: photos this run
+    /// finished, against those plus what still waits or is in hand anywhere.
+    private func runSharedJob(
+        _ shared: any SharedJobStore, work: [FoundPhoto], prefix: String, model: IndexModel, worker: IndexWorker,
+        indexed: inout Set<String>, summary: inout Summary, regions: (Image, String) -> [Region],
+        imageEmbedding: ImageEmbedder?, progress: (Progress) -> Void
+    ) throws(IndexError) {
+        let key = model.key
+        try shared.enqueue(work, model: key)
+        var done = 0
+        var remaining = work.count
+        var lastStatus = Stopwatch.now()
+        while let photo = try shared.claimNext(under: prefix, model: key, worker: worker, lease: claimLease) {
+            if Stopwatch.now() - lastStatus > 2 || done == 0 {
+                let status = try shared.jobStatus()
+                remaining = status.waiting + status.inProgress.count
+                lastStatus = Stopwatch.now()
+            }
+            progress(Progress(done: done, total: done + max(remaining, 1), current: photo.path))
+            let outcome = Self.compute(
+                photo, indexed: indexed, embeddingSize: model.embeddingSize, regions: regions,
+                imageEmbedding: imageEmbedding)
+            try store.record(photo, outcome: outcome, model: key)
+            done += 1
+            remaining = max(remaining - 1, 0)
+            switch outcome {
+            case .indexed(let hash, _, _, _, _, _):
+                indexed.insert(hash)
+                summary.computed += 1
+            case .reused: summary.reused += 1
+            case .failed: summary.failed += 1
+            }
+        }
+        // What this worker planned but did not do, another did.
+        summary.claimedElsewhere = max(work.count - done, 0)
+        progress(Progress(done: done, total: done, current: ""))
     }
 
     static func exists(_ path: String) -> Bool {
@@ -337,7 +402,7 @@ public final class PhotoIndex {
         }
         var hits: [Hit] = []
         var scratch: [Float] = []
-        try store.forEachPhoto(model: model.key) { photo in
+        func visit(_ photo: StoredPhoto) {
             guard filter.admits(photo) else { return }
             let regions = photo.regions, image = photo.imageEmbedding
             var hit = Hit(path: photo.path, width: photo.width, height: photo.height, score: 0, detections: [])
@@ -371,6 +436,15 @@ public final class PhotoIndex {
             guard best > confidence else { return }
             hit.score = best
             hits.append(hit)
+        }
+        if useNearestNeighbours, let nearest = store as? any NearestNeighbourStore,
+            let contents = try nearest.nearestContents(
+                regionQueries: evidence != .scenes ? queries : [], imageQueries: evidence != .objects ? queries : [],
+                model: model.key, limit: max(nearestNeighbourCandidates, 2 * top))
+        {
+            try nearest.forEachPhoto(model: model.key, contents: contents, visit)
+        } else {
+            try store.forEachPhoto(model: model.key, visit)
         }
         hits.sort { $0.score != $1.score ? $0.score > $1.score : $0.path < $1.path }
         var kept = Array(hits.prefix(top))

@@ -196,6 +196,35 @@ public struct RegionScorer: Sendable {
         return results
     }
 
+    /// The region embeddings a serialised blob stands for (8-bit values times their scale, or F16), in
+    /// stored order: what a vector index over the regions holds.
+    public static func embeddings(blob: UnsafeRawBufferPointer, embeddingSize: Int) throws(IndexError) -> [[Float]] {
+        guard blob.count >= 4 else {
+            throw IndexError(path: "regions", problem: "a region blob of \(blob.count) bytes")
+        }
+        let header = UInt32(littleEndian: blob.loadUnaligned(as: UInt32.self))
+        let quantized = header & Region.quantizedFlag != 0
+        let count = Int(header & ~Region.quantizedFlag)
+        let record = Region.recordSize(embeddingSize: embeddingSize, quantized: quantized)
+        guard blob.count >= 4 + count * record else {
+            throw IndexError(path: "regions", problem: "a region blob shorter than its \(count) regions")
+        }
+        return (0..<count).map { r in
+            let base = 4 + r * record
+            if quantized {
+                let scale = Float(
+                    bitPattern: UInt32(littleEndian: blob.loadUnaligned(fromByteOffset: base + 24, as: UInt32.self)))
+                return (0..<embeddingSize).map { Float(Int8(bitPattern: blob[base + 28 + $0])) * scale }
+            }
+            return (0..<embeddingSize).map { d in
+                Float(
+                    Float16(
+                        bitPattern: UInt16(
+                            littleEndian: blob.loadUnaligned(fromByteOffset: base + 24 + 2 * d, as: UInt16.self))))
+            }
+        }
+    }
+
     /// Σ values[d]·query[d], eight lanes at a time.
     @inline(__always)
     static func dot(_ values: UnsafePointer<Int8>, _ query: UnsafePointer<Float>, count: Int) -> Float {

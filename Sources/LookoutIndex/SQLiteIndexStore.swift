@@ -129,50 +129,14 @@ public final class SQLiteIndexStore: IndexStore {
     }
 
     public func storedModel() throws(IndexError) -> IndexModel? {
-        guard let detector = try meta("detector"), let text = try meta("text_encoder"),
-            let vocabulary = try meta("vocabulary"), let size = try meta("imgsz").flatMap({ Int($0) }),
-            let regions = try meta("max_regions").flatMap({ Int($0) }),
-            let embedding = try meta("embedding_size").flatMap({ Int($0) }),
-            let parameters = try meta("score_parameters")
-        else { return nil }
-        guard (32...4096).contains(size), (1...1000).contains(regions), (1...65536).contains(embedding) else {
-            throw IndexError(
-                path: path,
-                problem:
-                    "the index's settings are damaged (imgsz \(size), max_regions \(regions), embedding_size \(embedding))"
-            )
-        }
-        var model = IndexModel(
-            detectorFingerprint: detector, textEncoderFingerprint: text, vocabulary: vocabulary, imageSize: size,
-            maximumRegions: regions, embeddingSize: embedding, scoreParameters: IndexModel.decodeParameters(parameters))
-        model.imageTower = try meta("image_tower").flatMap { $0.isEmpty ? nil : $0 }
-        model.imageTowerPath = try meta("image_tower_path").flatMap { $0.isEmpty ? nil : $0 }
-        if let center = try meta("scene_center").flatMap(Float.init),
-            let slope = try meta("scene_slope").flatMap(Float.init),
-            center.isFinite, slope.isFinite
-        {
-            model.sceneScore = SceneScore(center: center, slope: slope)
-        }
-        model.duplicateThreshold = try meta("duplicate_threshold").flatMap(Float.init)
-        // Indexes made before the rule was recorded hold 16-bit regions chosen the first way.
-        model.regionRule = try meta("region_rule") ?? "f16-v1"
-        return model
+        let statement = try database.prepare("SELECT key, value FROM meta")
+        var values: [String: String] = [:]
+        while try statement.step() { values[statement.text(0)] = statement.text(1) }
+        return try IndexModel(settings: values, location: path)
     }
 
     public func setModel(_ model: IndexModel) throws(IndexError) {
-        try setMeta("detector", model.detectorFingerprint)
-        try setMeta("text_encoder", model.textEncoderFingerprint)
-        try setMeta("vocabulary", model.vocabulary)
-        try setMeta("imgsz", String(model.imageSize))
-        try setMeta("max_regions", String(model.maximumRegions))
-        try setMeta("embedding_size", String(model.embeddingSize))
-        try setMeta("score_parameters", model.encodedParameters)
-        try setMeta("region_rule", model.regionRule)
-        try setMeta("image_tower", model.imageTower ?? "")
-        try setMeta("image_tower_path", model.imageTowerPath ?? "")
-        try setMeta("scene_center", String(model.sceneScore.center))
-        try setMeta("scene_slope", String(model.sceneScore.slope))
-        try setMeta("duplicate_threshold", model.duplicateThreshold.map { String($0) } ?? "")
+        for (key, value) in model.settings { try setMeta(key, value) }
     }
 
     public func files(withPrefix prefix: String) throws(IndexError) -> [String: StoredFile] {

@@ -3,6 +3,7 @@ import LookoutDetector
 import LookoutEngine
 import LookoutImage
 import LookoutIndex
+import LookoutIndexPostgres
 import LookoutJSON
 import LookoutSupport
 
@@ -258,9 +259,9 @@ public final class LookoutService: @unchecked Sendable {
             throw ServiceError(404, "no index: start the server with --db PATH (made by lookout index)")
         }
         do {
-            return try PhotoIndex(path: indexPath, readOnly: true)
+            return try IndexLocation.open(indexPath, readOnly: true)
         } catch {
-            throw ServiceError(503, "the index \(indexPath) cannot be opened: \(error.problem)")
+            throw ServiceError(503, "the index \(IndexLocation.shown(indexPath)) cannot be opened: \(error.problem)")
         }
     }
 }

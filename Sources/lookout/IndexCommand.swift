@@ -2,6 +2,7 @@ import ArgumentParser
 import LookoutEngine
 import LookoutImage
 import LookoutIndex
+import LookoutIndexPostgres
 import LookoutJSON
 import LookoutSupport
 import LookoutTextEncoder
@@ -14,8 +15,17 @@ import LookoutTextEncoder
 struct IndexDatabaseOption: ParsableArguments {
     @Option(
         help: ArgumentHelp(
-            "Index database (default: $LOOKOUT_DB or ~/.local/share/lookout/index.sqlite).", valueName: "path"))
+            "Index database: an SQLite file, or postgresql://user[:password]@host[:port]/database for an index many workers and searchers share (default: $LOOKOUT_DB or ~/.local/share/lookout/index.sqlite).",
+            valueName: "path|url"))
     var db: String?
+
+    /// Opens the index `--db` names (an SQLite file or a PostgreSQL database).
+    func open(readOnly: Bool = false) throws -> PhotoIndex {
+        try IndexLocation.open(try path(), readOnly: readOnly)
+    }
+
+    /// The index's place for messages (a URL's password hidden).
+    func shown() throws -> String { IndexLocation.shown(try path()) }
 
     /// `--db`, else `$LOOKOUT_DB`, else `$XDG_DATA_HOME/lookout/index.sqlite`, else
     /// `~/.local/share/lookout/index.sqlite`.
@@ -35,9 +45,12 @@ struct IndexDatabaseOption: ParsableArguments {
         if path == ":memory:" || path.hasPrefix("file:") {
             throw ValidationError("--db \(path): the index must be a file path (in-memory databases keep nothing).")
         }
+        if IndexLocation.isPostgres(path) { return path }
         let parts = path.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
         if parts.count == 2, parts[1].hasPrefix("//"), !parts[0].isEmpty, !parts[0].contains("/") {
-            throw ValidationError("--db \(path): \(parts[0]):// is not a database Lookout knows; give a file path.")
+            throw ValidationError(
+                "--db \(path): \(parts[0]):// is not a database Lookout knows; give a file path or a postgresql:// URL."
+            )
         }
         return path
     }
@@ -110,11 +123,26 @@ struct IndexCommand: ParsableCommand {
             """)
     var rebuild = false
 
+    @Flag(
+        help:
+            "Show the indexing job across all workers of a PostgreSQL index (waiting, in progress, done, the rate of the last minute), and stop."
+    )
+    var status = false
+
+    @Option(
+        help: ArgumentHelp(
+            "How long a worker's claim on a photo lasts unless renewed (seconds; renewed every third of it while the photo is worked on). A worker that dies mid-photo leaves it to the others after this.",
+            valueName: "seconds"))
+    var lease: Double?
+
     @Flag(help: "Plain progress lines even on a terminal.")
     var plain = false
 
     func validate() throws {
-        if !failures && folder == nil { throw ValidationError("Give the folder to index.") }
+        if let lease, !(lease >= 1 && lease <= 86_400) {
+            throw ValidationError("--lease must be between 1 and 86400 seconds.")
+        }
+        if !failures && !status && folder == nil { throw ValidationError("Give the folder to index.") }
         guard imgsz >= 32 && imgsz % 32 == 0 && imgsz <= 4096 else {
             throw ValidationError("--imgsz must be a multiple of 32 between 32 and 4096.")
         }
@@ -125,9 +153,13 @@ struct IndexCommand: ParsableCommand {
     }
 
     func run() throws {
-        let path = try database.path()
+        let path = try database.shown()
+        if status {
+            try showStatus()
+            return
+        }
         if failures {
-            let index = try PhotoIndex(path: path, readOnly: true)
+            let index = try database.open(readOnly: true)
             let list = try index.failures()
             for (file, error) in list { print(Report.visible("\(file): \(error)")) }
             if list.isEmpty { print("no failures recorded in \(path)") }
@@ -162,7 +194,8 @@ struct IndexCommand: ParsableCommand {
                 return tower.encode([input])[0]
             }
         }
-        let index = try PhotoIndex(path: path)
+        let index = try database.open()
+        if let lease { index.claimLease = lease } else if index.store is any SharedJobStore { index.claimLease = 60 }
         let reporter = ProgressReporter(terminal: !plain && isatty(2) == 1)
         var clock = Stopwatch()
         let summary = try index.update(
@@ -208,6 +241,36 @@ struct IndexCommand: ParsableCommand {
     }
 
     private func format1(_ value: Double) -> String { "\((value * 10).rounded() / 10)" }
+
+    /// `--status`: the shared job of a PostgreSQL index, as every worker sees it.
+    private func showStatus() throws {
+        let index = try database.open(readOnly: true)
+        guard let shared = index.store as? any SharedJobStore else {
+            throw LookoutError(
+                "\(try database.shown()): --status shows the shared job of a PostgreSQL index (postgresql://…); an SQLite index has no workers to show"
+            )
+        }
+        let job = try shared.jobStatus()
+        let left = job.waiting + job.inProgress.count
+        var lines = [
+            "\(try database.shown())",
+            "  indexed \(job.indexedFiles) photos, \(job.failedFiles) failed; \(job.inProgress.count) in progress, \(job.waiting) waiting",
+            "  last minute: \(job.lastMinute) photos by \(job.activeWorkers.count) worker\(job.activeWorkers.count == 1 ? "" : "s")"
+                + (job.lastMinute > 0 && left > 0
+                    ? " (ETA \(ProgressReporter.duration(Double(left) / (Double(job.lastMinute) / 60))))" : ""),
+        ]
+        for worker in job.activeWorkers {
+            let held = job.inProgress.filter { $0.worker == worker }
+            lines.append(
+                "  worker \(worker): "
+                    + (held.isEmpty
+                        ? "idle"
+                        : held.map { "\(Report.visible($0.path)) (lease \(Int($0.leaseLeft.rounded())) s)" }.joined(
+                            separator: ", ")))
+        }
+        if left == 0 { lines.append("  the job is done: nothing waits or is in progress") }
+        print(lines.joined(separator: "\n"))
+    }
 }
 
 /// Progress on standard error: a redrawn bar with rate and ETA on a terminal, otherwise a plain line every

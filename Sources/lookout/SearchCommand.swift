@@ -91,8 +91,8 @@ struct SearchCommand: ParsableCommand {
     }
 
     func run() throws {
-        let path = try database.path()
-        let index = try PhotoIndex(path: path, readOnly: true)
+        let path = try database.shown()
+        let index = try database.open(readOnly: true)
         guard let stored = try index.storedModel() else {
             throw LookoutError("\(path) holds no indexed photos yet: run `lookout index FOLDER` first")
         }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Dispatch
+import LookoutIndexPostgres
 import LookoutServer
 import LookoutSupport
 
@@ -42,7 +43,9 @@ struct ServeCommand: ParsableCommand {
     var token: String?
 
     @Option(
-        help: ArgumentHelp("An index made by lookout index, for /api/v1/search (default: none).", valueName: "path"))
+        help: ArgumentHelp(
+            "An index made by lookout index (an SQLite file or a postgresql:// URL), for /api/v1/search (default: none).",
+            valueName: "path|url"))
     var db: String?
 
     @Option(help: "Network input size (multiple of 32).")
@@ -70,7 +73,7 @@ struct ServeCommand: ParsableCommand {
             throw ValidationError("--timeout is in seconds, from 0.1 to 3600.")
         }
         var info = stat()
-        if let db, FileSystem.stat(db, &info) != 0 {
+        if let db, !IndexLocation.isPostgres(db), FileSystem.stat(db, &info) != 0 {
             throw ValidationError("--db \(db): no such index (make one with lookout index FOLDER --db \(db)).")
         }
     }
@@ -89,7 +92,8 @@ struct ServeCommand: ParsableCommand {
         }
         let (engine, fingerprint) = try modelOptions.load()
         let service = LookoutService(
-            engine: engine, detectorFingerprint: fingerprint, indexPath: db.flatMap { FileSystem.realpath($0) },
+            engine: engine, detectorFingerprint: fingerprint,
+            indexPath: db.flatMap { IndexLocation.isPostgres($0) ? $0 : FileSystem.realpath($0) },
             imageSize: imgsz, featureMemory: featureMemory << 20)
         let server = try LookoutServer(service: service, configuration: settings)
         let finished = DispatchSemaphore(value: 0)

@@ -49,8 +49,8 @@ struct SimilarCommand: ParsableCommand {
     }
 
     func run() throws {
-        let path = try database.path()
-        let index = try PhotoIndex(path: path, readOnly: true)
+        let path = try database.shown()
+        let index = try database.open(readOnly: true)
         guard let stored = try index.storedModel() else {
             throw LookoutError("\(path) holds no indexed photos yet: run `lookout index FOLDER --image-model …` first")
         }
@@ -166,8 +166,8 @@ struct DuplicatesCommand: ParsableCommand {
     }
 
     func run() throws {
-        let path = try database.path()
-        let index = try PhotoIndex(path: path, readOnly: true)
+        let path = try database.shown()
+        let index = try database.open(readOnly: true)
         guard let model = try index.storedModel(), model.imageTower != nil else {
             throw LookoutError(
                 "\(path) holds no whole-photo embeddings: index the folder with --image-model ViT-B-32.pt first")

@@ -1,0 +1,144 @@
+import LookoutIndex
+import PostgresNIO
+
+/// Searches through pgvector, where the database has the extension (`CREATE EXTENSION vector`, by its owner):
+/// every stored region's embedding (dequantised from its 8 bits) goes in `lookout.region_vectors` under an
+/// HNSW index for inner product, and every whole-photo embedding in `lookout.image_vectors` under one for
+/// cosine. A search asks each index for the nearest vectors to its queries, then reads and scores only the
+/// photos that hold them, exactly as a full scan scores them: the answer equals the scan's whenever the
+/// photos that would rank first hold one of those vectors (recall@10 is measured in BENCHMARKS.md).
+///
+/// Vectors are written with the photos, so an index made before the extension was added keeps scanning
+/// (`meta.vectors` says whether every photo of the model has its vectors).
+extension PostgresIndexStore: NearestNeighbourStore {
+    /// Creates the vector tables for `model`'s embedding size (again, when a new model has another size).
+    func prepareVectors(_ model: IndexModel) throws(IndexError) {
+        let size = model.embeddingSize
+        let current = try meta("vector_size").flatMap { Int($0) }
+        let photos =
+            try link.query("SELECT count(*) FROM lookout.images").first?.value(0, as: Int64.self) ?? 0
+        if current != size {
+            try link.query("DROP TABLE IF EXISTS lookout.region_vectors")
+            try link.query("DROP TABLE IF EXISTS lookout.image_vectors")
+            try link.query(
+                """
+                CREATE TABLE lookout.region_vectors (
+                    hash text NOT NULL, model text NOT NULL, region integer NOT NULL, embedding vector(\(size)) NOT NULL,
+                    PRIMARY KEY (hash, model, region))
+                """)
+            try link.query(
+                """
+                CREATE TABLE lookout.image_vectors (
+                    hash text NOT NULL, model text NOT NULL, embedding vector(\(size)) NOT NULL, PRIMARY KEY (hash, model))
+                """)
+            try link.query(
+                "CREATE INDEX region_vectors_hnsw ON lookout.region_vectors USING hnsw (embedding vector_ip_ops)")
+            try link.query(
+                "CREATE INDEX image_vectors_hnsw ON lookout.image_vectors USING hnsw (embedding vector_cosine_ops)")
+            try setMeta("vector_size", String(size))
+        }
+        // Photos stored without vectors (before the extension, or under another model) keep this model on
+        // the scan until it is indexed anew.
+        let previousModel = try meta("vectors_model")
+        let previousState = try meta("vectors")
+        let complete = photos == 0 || (current == size && previousModel == model.key && previousState == "complete")
+        try setMeta("vectors_model", model.key)
+        try setMeta("vectors", complete ? "complete" : "partial")
+    }
+
+    /// The statements (CTEs, appended after the photo's own) that store one photo's vectors; their values
+    /// are appended to `binds`.
+    func vectorStatements(
+        hash: String, regions: [UInt8], imageEmbedding: [UInt16]?, model: IndexModel, binds: inout PostgresBindings
+    ) throws(IndexError) -> String {
+        var vectors: [[Float]] = []
+        var failure: IndexError?
+        regions.withUnsafeBytes { blob in
+            do throws(IndexError) {
+                vectors = try RegionScorer.embeddings(blob: blob, embeddingSize: model.embeddingSize)
+            } catch {
+                failure = error
+            }
+        }
+        if let failure { throw failure }
+        var sql = ""
+        if !vectors.isEmpty {
+            binds.append(vectors.map(Self.literal))
+            let index = binds.count
+            sql += """
+                ,
+                region_rows AS (
+                    INSERT INTO lookout.region_vectors(hash, model, region, embedding)
+                    SELECT $6, $4, (r.n - 1)::integer, r.v::vector FROM unnest($\(index)::text[]) WITH ORDINALITY AS r(v, n)
+                    ON CONFLICT (hash, model, region) DO UPDATE SET embedding = excluded.embedding)
+                """
+        }
+        if let imageEmbedding {
+            binds.append(Self.literal(imageEmbedding.map { Float(Float16(bitPattern: $0)) }))
+            sql += """
+                ,
+                image_row AS (
+                    INSERT INTO lookout.image_vectors(hash, model, embedding) VALUES($6, $4, $\(binds.count)::vector)
+                    ON CONFLICT (hash, model) DO UPDATE SET embedding = excluded.embedding)
+                """
+        }
+        return sql
+    }
+
+    /// pgvector's text form of a vector: `[0.1,-2,…]` (shortest round-tripping decimals, so exact in F32).
+    static func literal(_ values: [Float]) -> String {
+        "[" + values.map { $0.isFinite ? "\($0)" : "0" }.joined(separator: ",") + "]"
+    }
+
+    func pruneVectors(model key: String) throws(IndexError) {
+        var binds = PostgresBindings()
+        binds.append(key)
+        for table in ["region_vectors", "image_vectors"] {
+            try link.query(
+                """
+                DELETE FROM lookout.\(table) v WHERE v.model <> $1
+                   OR NOT EXISTS (SELECT 1 FROM lookout.images i WHERE i.hash = v.hash AND i.model = v.model)
+                """, binds)
+        }
+    }
+
+    public func nearestContents(
+        regionQueries: [[Float]], imageQueries: [[Float]], model key: String, limit: Int
+    )
+        throws(IndexError) -> Set<String>?
+    {
+        guard hasVectors, try meta("vectors_model") == key, try meta("vectors") == "complete" else { return nil }
+        var contents = Set<String>()
+        for (table, operation, queries) in [
+            ("region_vectors", "<#>", regionQueries), ("image_vectors", "<=>", imageQueries),
+        ] {
+            if !queries.isEmpty {
+                // ef_search bounds how many candidates the graph walk keeps: at least the rows asked for.
+                var setting = PostgresBindings()
+                setting.append(String(min(max(limit, 40), 1000)))
+                try link.query("SELECT set_config('hnsw.ef_search', $1, false)", setting)
+            }
+            for query in queries {
+                var binds = PostgresBindings()
+                binds.append(Self.literal(query))
+                binds.append(key)
+                binds.append(Int64(limit))
+                let rows = try link.query(
+                    """
+                    SELECT v.hash FROM lookout.\(table) v
+                    WHERE v.model = $2 ORDER BY v.embedding \(operation) $1::vector LIMIT $3
+                    """, binds)
+                for row in rows { contents.insert(try row.value(0, as: String.self)) }
+            }
+        }
+        return contents
+    }
+
+    public func forEachPhoto(
+        model key: String, contents: Set<String>, _ body: (StoredPhoto) -> Void
+    )
+        throws(IndexError)
+    {
+        try forEachPhoto(model: key, contents: Optional(contents), body)
+    }
+}

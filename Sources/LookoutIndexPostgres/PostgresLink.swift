@@ -1,0 +1,270 @@
+import Logging
+import LookoutIndex
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import PostgresNIO
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Where a PostgreSQL index lives: `postgresql://user[:password]@host[:port]/database` (or `postgres://`).
+/// The password may also come from `$PGPASSWORD`, the user from `$PGUSER` or `$USER`. `sslmode=disable` is
+/// the only `sslmode` taken: Lookout talks plain TCP (use it on a trusted network, or through a tunnel).
+public struct PostgresAddress: Sendable, Equatable {
+    public var user: String
+    public var password: String?
+    public var host: String
+    public var port: Int
+    public var database: String
+
+    public init(user: String, password: String?, host: String, port: Int, database: String) {
+        self.user = user
+        self.password = password
+        self.host = host
+        self.port = port
+        self.database = database
+    }
+
+    /// Whether `text` names a PostgreSQL database (by its scheme).
+    public static func isAddress(_ text: String) -> Bool {
+        text.hasPrefix("postgresql://") || text.hasPrefix("postgres://")
+    }
+
+    /// Reads a URL; the error says which part is wrong.
+    public init(
+        url text: String, environment: (String) -> String? = { getenv($0).map { String(cString: $0) } }
+    )
+        throws(IndexError)
+    {
+        func fail(_ problem: String) -> IndexError {
+            IndexError(
+                path: Self.redacted(text), kind: .noIndex,
+                problem: "\(problem) (expected postgresql://user[:password]@host[:port]/database)")
+        }
+        guard let schemeEnd = text.range(of: "://"), Self.isAddress(text) else {
+            throw fail("not a postgresql:// URL")
+        }
+        var rest = Substring(text[schemeEnd.upperBound...])
+        var options = Substring("")
+        if let question = rest.firstIndex(of: "?") {
+            options = rest[rest.index(after: question)...]
+            rest = rest[..<question]
+        }
+        guard let slash = rest.firstIndex(of: "/") else { throw fail("no database name") }
+        let database = try Self.decoded(rest[rest.index(after: slash)...], fail)
+        guard !database.isEmpty else { throw fail("no database name") }
+        var authority = rest[..<slash]
+        var user: String?
+        var password: String?
+        if let at = authority.lastIndex(of: "@") {
+            let credentials = authority[..<at]
+            authority = authority[authority.index(after: at)...]
+            if let colon = credentials.firstIndex(of: ":") {
+                user = try Self.decoded(credentials[..<colon], fail)
+                password = try Self.decoded(credentials[credentials.index(after: colon)...], fail)
+            } else {
+                user = try Self.decoded(credentials, fail)
+            }
+        }
+        var host = String(authority)
+        var port = 5432
+        if authority.hasPrefix("[") {  // [IPv6]:port
+            guard let close = authority.firstIndex(of: "]") else { throw fail("an unclosed [ in the host") }
+            host = String(authority[authority.index(after: authority.startIndex)..<close])
+            let after = authority[authority.index(after: close)...]
+            if after.hasPrefix(":") {
+                guard let number = Int(after.dropFirst()), (1...65535).contains(number) else {
+                    throw fail("the port is not a number from 1 to 65535")
+                }
+                port = number
+            }
+        } else if let colon = authority.lastIndex(of: ":") {
+            host = String(authority[..<colon])
+            guard let number = Int(authority[authority.index(after: colon)...]), (1...65535).contains(number) else {
+                throw fail("the port is not a number from 1 to 65535")
+            }
+            port = number
+        }
+        guard !host.isEmpty else { throw fail("no host") }
+        for option in options.split(separator: "&") {
+            let pair = option.split(separator: "=", maxSplits: 1).map(String.init)
+            guard pair.count == 2, pair[0] == "sslmode" else {
+                throw fail("unknown option \"\(option)\" (only sslmode=disable is taken)")
+            }
+            guard pair[1] == "disable" else {
+                throw fail("sslmode=\(pair[1]) is not supported: Lookout connects without TLS (sslmode=disable)")
+            }
+        }
+        guard let name = user ?? environment("PGUSER") ?? environment("USER"), !name.isEmpty else {
+            throw fail("no user name (in the URL, or $PGUSER)")
+        }
+        self.init(
+            user: name, password: password ?? environment("PGPASSWORD"), host: host, port: port, database: database)
+    }
+
+    private static func decoded(_ part: Substring, _ fail: (String) -> IndexError) throws(IndexError) -> String {
+        var bytes: [UInt8] = []
+        var index = part.utf8.startIndex
+        let utf8 = part.utf8
+        while index < utf8.endIndex {
+            let byte = utf8[index]
+            if byte == UInt8(ascii: "%") {
+                let first = utf8.index(after: index)
+                guard first < utf8.endIndex, utf8.index(after: first) < utf8.endIndex,
+                    let value = UInt8(String(part[first..<utf8.index(first, offsetBy: 2)]), radix: 16)
+                else { throw fail("a broken %-escape") }
+                bytes.append(value)
+                index = utf8.index(first, offsetBy: 2)
+            } else {
+                bytes.append(byte)
+                index = utf8.index(after: index)
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The URL with its password replaced by `***`, for messages.
+    public static func redacted(_ text: String) -> String {
+        guard let schemeEnd = text.range(of: "://") else { return text }
+        let rest = text[schemeEnd.upperBound...]
+        guard let slash = rest.firstIndex(of: "/") ?? Optional(rest.endIndex),
+            let at = rest[..<slash].lastIndex(of: "@"),
+            let colon = rest[..<at].firstIndex(of: ":")
+        else { return text }
+        return String(text[..<rest.index(after: colon)]) + "***" + String(rest[at...])
+    }
+
+    /// The address as a URL without the password, for messages.
+    public var description: String {
+        let shownHost = host.contains(":") ? "[\(host)]" : host
+        return "postgresql://\(user)@\(shownHost):\(port)/\(database)"
+    }
+}
+
+/// One connection to the server, used synchronously: every call blocks until the server answers. When the
+/// connection is lost (the server restarted, the backend was terminated, the network dropped), a call
+/// reconnects and runs its statement again, for up to ``reconnectFor`` seconds; the statements Lookout sends
+/// are single statements (atomic on the server) whose repetition does no harm. Safe to call from several
+/// threads (the lease keeper renews claims from its own).
+final class PostgresLink: @unchecked Sendable {
+    let address: PostgresAddress
+    /// How long a call keeps trying to reconnect before it gives up (seconds).
+    var reconnectFor: Double = 120
+    private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    private let logger: Logger
+    private let lock = NIOLock()
+    private var connection: PostgresConnection?
+    private var connectionCount = 0
+
+    /// Connects now: a server that cannot be reached, a refused login or a missing database is an error at
+    /// once, not after ``reconnectFor``.
+    init(address: PostgresAddress) throws(IndexError) {
+        self.address = address
+        var logger = Logger(label: "lookout.postgres")
+        logger.logLevel = .critical
+        self.logger = logger
+        do {
+            _ = try connect()
+        } catch {
+            try? group.syncShutdownGracefully()
+            throw IndexError(
+                path: address.description, kind: .noIndex, problem: "cannot connect: \(Self.describe(error))")
+        }
+    }
+
+    deinit {
+        let connection = lock.withLock { self.connection }
+        _ = try? connection?.close().wait()
+        try? group.syncShutdownGracefully()
+    }
+
+    private func connect() throws -> PostgresConnection {
+        if let connection = lock.withLock({ self.connection }), !connection.isClosed { return connection }
+        var configuration = PostgresConnection.Configuration(
+            host: address.host, port: address.port, username: address.user, password: address.password,
+            database: address.database, tls: .disable)
+        configuration.options.connectTimeout = .seconds(10)
+        let id = lock.withLock { () -> Int in
+            connectionCount += 1
+            return connectionCount
+        }
+        let fresh = try PostgresConnection.connect(
+            on: group.next(), configuration: configuration, id: id, logger: logger
+        ).wait()
+        _ = try fresh.query("SET application_name = 'lookout'", logger: logger).wait()
+        lock.withLock { self.connection = fresh }
+        return fresh
+    }
+
+    private func drop() {
+        let old = lock.withLock { () -> PostgresConnection? in
+            defer { self.connection = nil }
+            return self.connection
+        }
+        _ = try? old?.close().wait()
+    }
+
+    /// Runs one statement and collects its rows, reconnecting and repeating it when the connection is lost.
+    @discardableResult
+    func query(_ sql: String, _ binds: PostgresBindings = PostgresBindings()) throws(IndexError) -> [PostgresRow] {
+        var waited = 0.0
+        var pause = 0.1
+        while true {
+            do {
+                let connection = try connect()
+                let result = try connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger).wait()
+                return Array(result)
+            } catch {
+                guard Self.isTransient(error), waited < reconnectFor else {
+                    throw IndexError(path: address.description, problem: Self.describe(error))
+                }
+                drop()
+                usleep(UInt32(pause * 1_000_000))
+                waited += pause
+                pause = min(pause * 2, 2)
+            }
+        }
+    }
+
+    /// Whether `error` is the connection's (lost, refused, the server shutting down or starting) rather than
+    /// the statement's: then the statement is worth repeating on a new connection.
+    static func isTransient(_ error: any Error) -> Bool {
+        if let error = error as? PSQLError {
+            if let state = error.serverInfo?[.sqlState] {
+                // 08: connection exceptions; 57P01–57P03: admin shutdown, crash shutdown, cannot connect now;
+                // 40001/40P01: serialization failure, deadlock (the statement may simply run again).
+                return state.hasPrefix("08") || ["57P01", "57P02", "57P03", "40001", "40P01"].contains(state)
+            }
+            return [.serverClosedConnection, .clientClosedConnection, .connectionError, .uncleanShutdown]
+                .contains(error.code)
+        }
+        // Socket-level failures (connection refused while the server restarts, resets).
+        return error is IOError || error is ChannelError || "\(type(of: error))".contains("Connection")
+    }
+
+    /// The server's message (and SQL state) for a failed statement, or the connection problem.
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? PSQLError {
+            if let info = error.serverInfo, let message = info[.message] {
+                let state = info[.sqlState].map { " (SQLSTATE \($0))" } ?? ""
+                return message + state
+            }
+            if let underlying = error.underlying { return "\(error.code): \(describe(underlying))" }
+            return "\(error.code)"
+        }
+        return "\(error)"
+    }
+}
+
+extension PostgresRow {
+    /// The cell at `column` as `T` (NULL as nil for optional `T`).
+    func value<T: PostgresDecodable>(_ column: Int, as type: T.Type = T.self) throws(IndexError) -> T {
+        do {
+            return try makeRandomAccess()[column].decode(T.self)
+        } catch {
+            throw IndexError(path: "postgresql", problem: "unexpected value in column \(column): \(error)")
+        }
+    }
+}
