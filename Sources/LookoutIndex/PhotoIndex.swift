@@ -118,6 +118,10 @@ public final class PhotoIndex {
     /// each is then scored exactly as a full scan scores it.
     public var nearestNeighbourCandidates = 400
 
+    /// How the last search read the store: nil after a full scan, else how many photos the
+    /// nearest-neighbour indexes pointed it to.
+    public private(set) var lastSearchCandidates: Int?
+
     /// The model whose regions the index holds (nil before the first update).
     public func storedModel() throws(IndexError) -> IndexModel? { try store.storedModel() }
 
@@ -305,7 +309,18 @@ public final class PhotoIndex {
         var done = 0
         var remaining = work.count
         var lastStatus = Stopwatch.now()
-        while let photo = try shared.claimNext(under: prefix, model: key, worker: worker, lease: claimLease) {
+        while true {
+            guard let photo = try shared.claimNext(under: prefix, model: key, worker: worker, lease: claimLease) else {
+                // Nothing free: done once no other worker holds a photo of this folder either. A held photo
+                // comes back when its worker records it, or when its lease runs out (the worker died).
+                let status = try shared.jobStatus()
+                let held = status.inProgress.filter { $0.path.hasPrefix(prefix) }
+                if held.isEmpty { break }
+                remaining = held.count
+                progress(Progress(done: done, total: done + remaining, current: held[0].path))
+                usleep(UInt32(min(max(held.map(\.leaseLeft).min() ?? 1, 0.05), 0.5) * 1_000_000))
+                continue
+            }
             if Stopwatch.now() - lastStatus > 2 || done == 0 {
                 let status = try shared.jobStatus()
                 remaining = status.waiting + status.inProgress.count
@@ -442,8 +457,10 @@ public final class PhotoIndex {
                 regionQueries: evidence != .scenes ? queries : [], imageQueries: evidence != .objects ? queries : [],
                 model: model.key, limit: max(nearestNeighbourCandidates, 2 * top))
         {
+            lastSearchCandidates = contents.count
             try nearest.forEachPhoto(model: model.key, contents: contents, visit)
         } else {
+            lastSearchCandidates = nil
             try store.forEachPhoto(model: model.key, visit)
         }
         hits.sort { $0.score != $1.score ? $0.score > $1.score : $0.path < $1.path }

@@ -63,6 +63,12 @@ struct SearchCommand: ParsableCommand {
 
     @OptionGroup var filters: PhotoFilterOptions
 
+    @Flag(
+        help:
+            "On a PostgreSQL index with pgvector: read every photo instead of those the HNSW indexes point to (the exact answer, slower)."
+    )
+    var scan = false
+
     @Flag(help: "Re-score the best candidates with the real query-conditioned detector.")
     var exact = false
 
@@ -93,6 +99,7 @@ struct SearchCommand: ParsableCommand {
     func run() throws {
         let path = try database.shown()
         let index = try database.open(readOnly: true)
+        index.useNearestNeighbours = !scan
         guard let stored = try index.storedModel() else {
             throw LookoutError("\(path) holds no indexed photos yet: run `lookout index FOLDER` first")
         }
@@ -185,6 +192,7 @@ struct SearchCommand: ParsableCommand {
         if hits.isEmpty && !json { print("nothing found for \"\(Report.visible(query))\" above conf \(conf)") }
         let timing =
             "lookout: embed \(ms(embedSeconds)) ms, search \(ms(searchSeconds)) ms"
+            + (index.lastSearchCandidates.map { " (HNSW: \($0) photos read)" } ?? "")
             + (exact ? ", exact re-scoring \(ms(exactSeconds)) ms" : "")
         printError(timing)
         if let html {
