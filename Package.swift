@@ -123,7 +123,7 @@ let package = Package(
             name: "lookout-benchmarks",
             dependencies: [
                 "LookoutSupport", "LookoutTokenizer", "LookoutJSON", "LookoutWeights", "LookoutTextEncoder",
-                "LookoutDetector", "LookoutEngine", "LookoutIndex", "LookoutImage",
+                "LookoutDetector", "LookoutEngine", "LookoutIndex", "LookoutIndexPostgres", "LookoutImage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/LookoutBenchmarks"

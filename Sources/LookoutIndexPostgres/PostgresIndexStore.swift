@@ -302,20 +302,28 @@ public final class PostgresIndexStore: IndexStore, @unchecked Sendable {
         while true {
             var binds = PostgresBindings()
             binds.append(key)
-            binds.append(after)
-            binds.append(Int64(Self.page))
-            var restriction = ""
+            // A few hundred contents (the nearest neighbours' photos) come in one query, looked up by hash;
+            // the whole index comes in pages, in path order.
+            let rows: [PostgresRow]
             if let contents {
                 binds.append(Array(contents))
-                restriction = "AND f.hash = ANY($4)"
+                rows = try link.query(
+                    """
+                    SELECT f.path, i.width, i.height, i.regions, i.image_embedding, i.taken, f.mtime_ns
+                    FROM lookout.files f JOIN lookout.images i ON i.hash = f.hash AND i.model = f.model
+                    WHERE f.status = 'ok' AND f.model = $1 AND f.hash = ANY($2)
+                    """, binds)
+            } else {
+                binds.append(after)
+                binds.append(Int64(Self.page))
+                rows = try link.query(
+                    """
+                    SELECT f.path, i.width, i.height, i.regions, i.image_embedding, i.taken, f.mtime_ns
+                    FROM lookout.files f JOIN lookout.images i ON i.hash = f.hash AND i.model = f.model
+                    WHERE f.status = 'ok' AND f.model = $1 AND f.path > $2
+                    ORDER BY f.path LIMIT $3
+                    """, binds)
             }
-            let rows = try link.query(
-                """
-                SELECT f.path, i.width, i.height, i.regions, i.image_embedding, i.taken, f.mtime_ns
-                FROM lookout.files f JOIN lookout.images i ON i.hash = f.hash AND i.model = f.model
-                WHERE f.status = 'ok' AND f.model = $1 AND f.path > $2 \(restriction)
-                ORDER BY f.path LIMIT $3
-                """, binds)
             for row in rows {
                 let cells = row.makeRandomAccess()
                 do {
@@ -341,7 +349,7 @@ public final class PostgresIndexStore: IndexStore, @unchecked Sendable {
                     throw IndexError(path: location, problem: "unexpected photo row: \(error)")
                 }
             }
-            if rows.count < Self.page { return }
+            if contents != nil || rows.count < Self.page { return }
         }
     }
 

@@ -230,6 +230,16 @@ final class BackgroundLookout {
         let status = try CLI.run(["index", "--status", "--db", server.url])
         #expect(status.status == 0 && status.stdout.contains("the job is done"), "\(status.stdout)\(status.stderr)")
         #expect(status.stdout.contains("indexed \(Self.photoCount - 1) photos, 1 failed"), "\(status.stdout)")
+
+        // Other settings (another network input size) redo every photo and leave no content of the old ones.
+        let resized = ["--imgsz", "256", "--plain"]
+        let redone = try CLI.run(["index", photos.folder, "--db", server.url] + resized)
+        #expect(redone.stderr.contains("(\(Self.photoCount - 1) computed, 0 reused, 0 unchanged"), "\(redone.stderr)")
+        #expect(try server.count("SELECT count(DISTINCT model) FROM lookout.images") == 1)
+        #expect(try server.count("SELECT count(*) FROM lookout.images") == Self.photoCount - 1)
+        let referenceRedone = try CLI.run(["index", photos.folder, "--db", photos.sqlite] + resized)
+        #expect(referenceRedone.stderr.contains("computed"), "\(referenceRedone.stderr)")
+        try expectSearchesEqual(photos, server, "other settings")
     }
 
     @Test func twoWorkersStartedTogetherShareTheWork() throws {
