@@ -65,8 +65,9 @@ struct IndexCommand: ParsableCommand {
             are counted; symbolic links are followed, to photos and to folders, each folder walked once). For \
             each new or changed photo it runs the detector once, conditioned on a vocabulary (the detector's \
             built-in classes, or --classes), and stores 64 candidate regions (box and 8-bit 512-d region \
-            embedding; 34 KB) in an SQLite file. The regions are chosen generously — no score floor, only \
-            near-duplicates suppressed — so that things the vocabulary does not name are found too. \
+            embedding; 34 KB) in the index database (an SQLite file, or PostgreSQL). The regions are chosen \
+            generously — no score floor, only near-duplicates suppressed — so that things the vocabulary does \
+            not name are found too. \
             A later search is then a dot product per stored region, no image work.
 
             Incremental: a file whose size and modification time are unchanged is skipped; a changed, renamed \
@@ -79,9 +80,17 @@ struct IndexCommand: ParsableCommand {
             is claimed by the run that computes it, and a claim is free again once its run ends or after 10 \
             minutes.
 
+            On PostgreSQL (--db postgresql://user[:password]@host[:port]/database) any number of workers, on \
+            any machines that see the photos under the same paths, share one job: each claims photos with a \
+            lease it renews while it works (--lease), a dead worker's photos go to the others when their \
+            leases run out, and --status shows the whole job. With the pgvector extension in the database, \
+            searches go through HNSW indexes.
+
             Examples:
               lookout index ~/Pictures
               lookout index examples/scenes --db /tmp/scenes.sqlite
+              lookout index /archive --db postgresql://lookout@db.example/photos
+              lookout index --status --db postgresql://lookout@db.example/photos
             """
     )
 
