@@ -279,20 +279,31 @@ public final class PhotoIndex {
                 summary.claimedElsewhere += 1
                 continue
             }
-            let outcome = Self.compute(
-                photo, indexed: indexed, embeddingSize: model.embeddingSize, regions: regions,
+            try indexPhoto(
+                photo, model: model, indexed: &indexed, summary: &summary, regions: regions,
                 imageEmbedding: imageEmbedding)
-            try store.record(photo, outcome: outcome, model: key)
             try store.release(photo.path, worker: worker)
-            switch outcome {
-            case .indexed(let hash, _, _, _, _, _):
-                indexed.insert(hash)
-                summary.computed += 1
-            case .reused: summary.reused += 1
-            case .failed: summary.failed += 1
-            }
         }
         progress(Progress(done: work.count, total: work.count, current: ""))
+    }
+
+    /// Computes one claimed photo, records its outcome, and counts it in `summary` (new content joins
+    /// `indexed`, so later copies of it are reused).
+    private func indexPhoto(
+        _ photo: FoundPhoto, model: IndexModel, indexed: inout Set<String>, summary: inout Summary,
+        regions: (Image, String) -> [Region], imageEmbedding: ImageEmbedder?
+    ) throws(IndexError) {
+        let outcome = Self.compute(
+            photo, indexed: indexed, embeddingSize: model.embeddingSize, regions: regions,
+            imageEmbedding: imageEmbedding)
+        try store.record(photo, outcome: outcome, model: model.key)
+        switch outcome {
+        case .indexed(let hash, _, _, _, _, _):
+            indexed.insert(hash)
+            summary.computed += 1
+        case .reused: summary.reused += 1
+        case .failed: summary.failed += 1
+        }
     }
 
     /// The work of one worker on a shared job: add this scan's plan to the job, then claim and compute photos
@@ -327,19 +338,11 @@ public final class PhotoIndex {
                 lastStatus = Stopwatch.now()
             }
             progress(Progress(done: done, total: done + max(remaining, 1), current: photo.path))
-            let outcome = Self.compute(
-                photo, indexed: indexed, embeddingSize: model.embeddingSize, regions: regions,
+            try indexPhoto(
+                photo, model: model, indexed: &indexed, summary: &summary, regions: regions,
                 imageEmbedding: imageEmbedding)
-            try store.record(photo, outcome: outcome, model: key)
             done += 1
             remaining = max(remaining - 1, 0)
-            switch outcome {
-            case .indexed(let hash, _, _, _, _, _):
-                indexed.insert(hash)
-                summary.computed += 1
-            case .reused: summary.reused += 1
-            case .failed: summary.failed += 1
-            }
         }
         // What this worker planned but did not do, another did.
         summary.claimedElsewhere = max(work.count - done, 0)

@@ -14,7 +14,7 @@ extension PostgresIndexStore: NearestNeighbourStore {
     /// Creates the vector tables for `model`'s embedding size (again, when a new model has another size).
     func prepareVectors(_ model: IndexModel) throws(IndexError) {
         let size = model.embeddingSize
-        let current = try meta("vector_size").flatMap { Int($0) }
+        let current = vectorSize
         let photos =
             try link.query("SELECT count(*) FROM lookout.images").first?.value(0, as: Int64.self) ?? 0
         if current != size {
@@ -36,6 +36,7 @@ extension PostgresIndexStore: NearestNeighbourStore {
             try link.query(
                 "CREATE INDEX image_vectors_hnsw ON lookout.image_vectors USING hnsw (embedding vector_cosine_ops)")
             try setMeta("vector_size", String(size))
+            vectorSize = size
         }
         // Photos stored without vectors (before the extension, or under another model) keep this model on
         // the scan until it is indexed anew.
@@ -49,13 +50,13 @@ extension PostgresIndexStore: NearestNeighbourStore {
     /// The statements (CTEs, appended after the photo's own) that store one photo's vectors; their values
     /// are appended to `binds`.
     func vectorStatements(
-        hash: String, regions: [UInt8], imageEmbedding: [UInt16]?, model: IndexModel, binds: inout PostgresBindings
+        hash: String, regions: [UInt8], imageEmbedding: [UInt16]?, embeddingSize: Int, binds: inout PostgresBindings
     ) throws(IndexError) -> String {
         var vectors: [[Float]] = []
         var failure: IndexError?
         regions.withUnsafeBytes { blob in
             do throws(IndexError) {
-                vectors = try RegionScorer.embeddings(blob: blob, embeddingSize: model.embeddingSize)
+                vectors = try RegionScorer.embeddings(blob: blob, embeddingSize: embeddingSize)
             } catch {
                 failure = error
             }

@@ -51,6 +51,9 @@ public final class PostgresIndexStore: IndexStore, @unchecked Sendable {
     public var location: String { link.address.description }
     /// Whether the database has the pgvector extension (then vectors are stored and searched by HNSW).
     public private(set) var hasVectors = false
+    /// The dimension of the vector tables (`meta.vector_size`), nil while they do not exist (an index made
+    /// before the extension was added, until its model is set again).
+    var vectorSize: Int?
     let leases: LeaseKeeper
 
     /// Connects to the database at `address` and creates or migrates Lookout's schema (unless `readOnly`:
@@ -72,6 +75,7 @@ public final class PostgresIndexStore: IndexStore, @unchecked Sendable {
         hasVectors =
             try link.query("SELECT count(*) FROM pg_extension WHERE extname = 'vector'").first?.value(0, as: Int64.self)
             == 1
+        if hasVectors { vectorSize = try meta("vector_size").flatMap { Int($0) } }
     }
 
     private func createSchema() throws(IndexError) {
@@ -216,9 +220,10 @@ public final class PostgresIndexStore: IndexStore, @unchecked Sendable {
             }
             binds.append(taken)
             var vectors = ""
-            if hasVectors, let model = try? storedModel() {
+            if hasVectors, let vectorSize {
                 vectors = try vectorStatements(
-                    hash: hash, regions: regions, imageEmbedding: imageEmbedding, model: model, binds: &binds)
+                    hash: hash, regions: regions, imageEmbedding: imageEmbedding, embeddingSize: vectorSize,
+                    binds: &binds)
             }
             try link.query(
                 """
