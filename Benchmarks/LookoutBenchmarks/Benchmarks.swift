@@ -123,45 +123,53 @@ struct Weights: ParsableCommand {
     }
 }
 
-/// The stages of a detection with 80 random unit queries, re-query, re-threshold, peak memory.
+/// The stages of a detection with random unit queries (80 by default), re-query, re-threshold, peak memory.
 struct Detect: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Stages of a detection with 80 random queries, re-query, re-threshold, peak memory.")
+        abstract: "Stages of a detection with random queries, re-query, re-threshold, peak memory.")
     @Option(help: "Detector weights.") var detector: String
     @Option(help: "A photo.") var image: String
     @Option(help: "Network input size.") var imgsz = 640
+    @Option(help: "How many random unit queries.") var queries = 80
+    @Option(help: "Timed runs of the full detection.") var repetitions = 11
+    @Flag(help: "Only the full detection (no re-query, neck or re-threshold).") var fullOnly = false
 
     func run() throws {
         let network = try YOLOWorldNetwork(weights: WeightFile.open(detector))
         let engine = try Engine(network: network, embedder: nil)
         let size = imgsz
         var generator = SystemRandomNumberGenerator()
-        var text = (0..<(80 * 512)).map { _ in Float.random(in: -1...1, using: &generator) }
-        for k in 0..<80 {
+        var text = (0..<(queries * 512)).map { _ in Float.random(in: -1...1, using: &generator) }
+        for k in 0..<queries {
             let norm = (0..<512).reduce(Float(0)) { $0 + text[k * 512 + $1] * text[k * 512 + $1] }.squareRoot()
             for d in 0..<512 { text[k * 512 + d] /= norm }
         }
-        let labels = (0..<80).map { "q\($0)" }
+        let labels = (0..<queries).map { "q\($0)" }
         var prepared = try engine.prepare(path: image, size: size)
-        try measure("full detect (decode → NMS), 80 queries, \(size)", repetitions: 11) {
+        try measure("full detect (decode → NMS), \(queries) queries, \(size)", repetitions: repetitions) {
             prepared = try engine.prepare(path: image, size: size)
             _ = engine.detect(prepared, labels: labels, text: text)
         }
         let result = engine.detect(prepared, labels: labels, text: text)
+        print("network input \(prepared.letterbox.height)x\(prepared.letterbox.width)")
         print(
             "stages of the last run (ms): "
                 + result.timings.milliseconds.map { "\($0.0) \(format3($0.1))" }.joined(separator: ", "))
-        measure("re-query (neck + head + NMS), 80 queries", repetitions: 11) {
+        if fullOnly {
+            print("peak resident memory: \(peakMegabytes()) MB")
+            return
+        }
+        measure("re-query (neck + head + NMS), \(queries) queries", repetitions: 11) {
             _ = engine.detect(prepared, labels: labels, text: text)
         }
         measure("  of which the neck (layers 10–21)", repetitions: 11) {
-            _ = network.neck(prepared.features, text: text, classes: 80)
+            _ = network.neck(prepared.features, text: text, classes: queries)
         }
         var options = SuppressionOptions()
         options.confidence = 0.1
-        let output = network.head(prepared.features, text: text, classes: 80)
+        let output = network.head(prepared.features, text: text, classes: queries)
         measure("re-threshold (NMS + scaling only)", repetitions: 20) {
-            _ = NonMaxSuppression.run(output, classes: 80, options: options)
+            _ = NonMaxSuppression.run(output, classes: queries, options: options)
         }
         print("peak resident memory: \(peakMegabytes()) MB")
     }

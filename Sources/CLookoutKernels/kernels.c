@@ -495,3 +495,224 @@ void lookout_packed_linear(const float *x, int rows, int inputs, const void *pac
         }
     }
 }
+
+/* ---- Winograd F(4×4, 3×3) for stride-1, padding-1 3×3 convolutions ----
+   Y = Aᵀ [(G g Gᵀ) ⊙ (Bᵀ d B)] A on 6×6 input tiles that overlap by 2, 4×4 output tiles (Lavin & Gray's
+   matrices, points 0, ±1, ±2, ±1/2 folded into integers). The transforms run over eight tiles of a tile row
+   at a time; the 36 products are GEMMs over all tiles, made by the caller. */
+
+static const double winograd_g[6][3] = {
+    {1.0 / 4, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+    {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
+
+void lookout_winograd_weights(const float *weight, int inputs, int outputs, float *transformed) {
+    size_t plane = (size_t)outputs * inputs;
+    for (int o = 0; o < outputs; o++) {
+        for (int c = 0; c < inputs; c++) {
+            const float *g = weight + ((size_t)o * inputs + c) * 9;
+            double gg[6][3];
+            for (int i = 0; i < 6; i++)
+                for (int j = 0; j < 3; j++)
+                    gg[i][j] = winograd_g[i][0] * g[0 * 3 + j] + winograd_g[i][1] * g[1 * 3 + j] +
+                               winograd_g[i][2] * g[2 * 3 + j];
+            for (int i = 0; i < 6; i++)
+                for (int j = 0; j < 6; j++) {
+                    double u = gg[i][0] * winograd_g[j][0] + gg[i][1] * winograd_g[j][1] + gg[i][2] * winograd_g[j][2];
+                    transformed[(size_t)(i * 6 + j) * plane + (size_t)o * inputs + c] = (float)u;
+                }
+        }
+    }
+}
+
+int lookout_winograd_available(void) {
+#if defined(__x86_64__)
+    return lookout_kernels_vectorized();
+#else
+    return 0;
+#endif
+}
+
+#if defined(__x86_64__)
+#define WG __attribute__((target("avx2,fma"), always_inline)) static inline
+
+/* Bᵀ applied to six vectors. */
+WG void winograd_bt(const __m256 d[6], __m256 o[6]) {
+    __m256 four = _mm256_set1_ps(4.0f), five = _mm256_set1_ps(5.0f), two = _mm256_set1_ps(2.0f);
+    o[0] = _mm256_add_ps(_mm256_fnmadd_ps(five, d[2], _mm256_mul_ps(four, d[0])), d[4]);
+    __m256 a = _mm256_fnmadd_ps(four, d[2], d[4]); /* d4 − 4 d2 */
+    __m256 b = _mm256_fnmadd_ps(four, d[1], d[3]); /* d3 − 4 d1 */
+    o[1] = _mm256_add_ps(a, b);
+    o[2] = _mm256_sub_ps(a, b);
+    __m256 c = _mm256_sub_ps(d[4], d[2]);                        /* d4 − d2 */
+    __m256 e = _mm256_mul_ps(two, _mm256_sub_ps(d[3], d[1])); /* 2 (d3 − d1) */
+    o[3] = _mm256_add_ps(c, e);
+    o[4] = _mm256_sub_ps(c, e);
+    o[5] = _mm256_add_ps(_mm256_fnmadd_ps(five, d[3], _mm256_mul_ps(four, d[1])), d[5]);
+}
+
+/* Aᵀ applied to six vectors. */
+WG void winograd_at(const __m256 m[6], __m256 y[4]) {
+    __m256 two = _mm256_set1_ps(2.0f), four = _mm256_set1_ps(4.0f), eight = _mm256_set1_ps(8.0f);
+    __m256 s12 = _mm256_add_ps(m[1], m[2]), d12 = _mm256_sub_ps(m[1], m[2]);
+    __m256 s34 = _mm256_add_ps(m[3], m[4]), d34 = _mm256_sub_ps(m[3], m[4]);
+    y[0] = _mm256_add_ps(_mm256_add_ps(m[0], s12), s34);
+    y[1] = _mm256_fmadd_ps(two, d34, d12);
+    y[2] = _mm256_fmadd_ps(four, s34, s12);
+    y[3] = _mm256_add_ps(_mm256_fmadd_ps(eight, d34, d12), m[5]);
+}
+
+/* Eight groups of four floats (32 contiguous) → four vectors, vector j holding element j of each group, in
+   the group order 0 2 4 6 1 3 5 7. */
+WG void deinterleave4(const float *p, __m256 out[4]) {
+    __m256 q0 = _mm256_loadu_ps(p), q1 = _mm256_loadu_ps(p + 8), q2 = _mm256_loadu_ps(p + 16),
+           q3 = _mm256_loadu_ps(p + 24);
+    __m256 t0 = _mm256_unpacklo_ps(q0, q1), t1 = _mm256_unpackhi_ps(q0, q1);
+    __m256 t2 = _mm256_unpacklo_ps(q2, q3), t3 = _mm256_unpackhi_ps(q2, q3);
+    out[0] = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+    out[1] = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+    out[2] = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+    out[3] = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+}
+
+/* The inverse of deinterleave4: four vectors (group order 0 2 4 6 1 3 5 7) → 32 contiguous floats. */
+WG void interleave4(const __m256 v[4], float *p) {
+    __m256 lo01 = _mm256_unpacklo_ps(v[0], v[1]), hi01 = _mm256_unpackhi_ps(v[0], v[1]);
+    __m256 lo23 = _mm256_unpacklo_ps(v[2], v[3]), hi23 = _mm256_unpackhi_ps(v[2], v[3]);
+    _mm256_storeu_ps(p, _mm256_shuffle_ps(lo01, lo23, _MM_SHUFFLE(1, 0, 1, 0)));
+    _mm256_storeu_ps(p + 8, _mm256_shuffle_ps(lo01, lo23, _MM_SHUFFLE(3, 2, 3, 2)));
+    _mm256_storeu_ps(p + 16, _mm256_shuffle_ps(hi01, hi23, _MM_SHUFFLE(1, 0, 1, 0)));
+    _mm256_storeu_ps(p + 24, _mm256_shuffle_ps(hi01, hi23, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+
+WG __m256i lane_mask(int valid) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(valid), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+__attribute__((target("avx2,fma"))) static void winograd_input_avx2(const float *x, int height, int width, int c_begin,
+                                                                     int c_end, int channels, float *v,
+                                                                     float *scratch) {
+    int tiles_y = (height + 3) / 4, tiles_x = (width + 3) / 4;
+    size_t tiles = (size_t)tiles_y * tiles_x;
+    size_t plane = (size_t)channels * tiles; /* one of the 36 matrices */
+    int groups = (tiles_x + 7) / 8;
+    int span = groups * 32 + 8; /* padded row: position p holds input column p − 1 */
+    float *rows = scratch;        /* 6 padded input rows */
+    float *t = scratch + 6 * span; /* 6 vertically transformed rows */
+    const __m256i to_natural = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int c = c_begin; c < c_end; c++) {
+        const float *image = x + (size_t)c * height * width;
+        for (int ty = 0; ty < tiles_y; ty++) {
+            for (int i = 0; i < 6; i++) {
+                float *row = rows + i * span;
+                int y = ty * 4 - 1 + i;
+                memset(row, 0, sizeof(float) * span);
+                if (y >= 0 && y < height) memcpy(row + 1, image + (size_t)y * width, sizeof(float) * width);
+            }
+            for (int p = 0; p < span; p += 8) {
+                __m256 d[6], o[6];
+                for (int i = 0; i < 6; i++) d[i] = _mm256_loadu_ps(rows + i * span + p);
+                winograd_bt(d, o);
+                for (int r = 0; r < 6; r++) _mm256_storeu_ps(t + r * span + p, o[r]);
+            }
+            for (int g = 0; g < groups; g++) {
+                int tx0 = g * 8;
+                int valid = tiles_x - tx0 < 8 ? tiles_x - tx0 : 8;
+                __m256i mask = lane_mask(valid);
+                size_t column = (size_t)ty * tiles_x + tx0;
+                for (int r = 0; r < 6; r++) {
+                    __m256 d[6], h[4], o[6];
+                    deinterleave4(t + r * span + tx0 * 4, d);
+                    deinterleave4(t + r * span + tx0 * 4 + 4, h);
+                    d[4] = h[0];
+                    d[5] = h[1];
+                    winograd_bt(d, o);
+                    for (int s = 0; s < 6; s++) {
+                        __m256 value = _mm256_permutevar8x32_ps(o[s], to_natural);
+                        float *target = v + (size_t)(r * 6 + s) * plane + (size_t)c * tiles + column;
+                        if (valid == 8)
+                            _mm256_storeu_ps(target, value);
+                        else
+                            _mm256_maskstore_ps(target, mask, value);
+                    }
+                }
+            }
+        }
+    }
+}
+
+__attribute__((target("avx2,fma"))) static void winograd_output_avx2(const float *m, const float *bias, int outputs,
+                                                                      int height, int width, int activation,
+                                                                      int k_begin, int k_end, float *y,
+                                                                      float *scratch) {
+    int tiles_y = (height + 3) / 4, tiles_x = (width + 3) / 4;
+    size_t tiles = (size_t)tiles_y * tiles_x;
+    size_t plane = (size_t)outputs * tiles;
+    int groups = (tiles_x + 7) / 8;
+    const __m256i to_grouped = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    __m256 one = _mm256_set1_ps(1.0f);
+    float *line = scratch; /* 32 floats for a partial store */
+    for (int k = k_begin; k < k_end; k++) {
+        __m256 b = _mm256_set1_ps(bias[k]);
+        float *image = y + (size_t)k * height * width;
+        for (int ty = 0; ty < tiles_y; ty++) {
+            for (int g = 0; g < groups; g++) {
+                int tx0 = g * 8;
+                int valid = tiles_x - tx0 < 8 ? tiles_x - tx0 : 8;
+                __m256i mask = lane_mask(valid);
+                size_t column = (size_t)ty * tiles_x + tx0;
+                __m256 w[4][6]; /* Aᵀ over the rows, for each of the six columns */
+                for (int s = 0; s < 6; s++) {
+                    __m256 col[6], out[4];
+                    for (int r = 0; r < 6; r++) {
+                        const float *source = m + (size_t)(r * 6 + s) * plane + (size_t)k * tiles + column;
+                        col[r] = valid == 8 ? _mm256_loadu_ps(source) : _mm256_maskload_ps(source, mask);
+                    }
+                    winograd_at(col, out);
+                    for (int i = 0; i < 4; i++) w[i][s] = out[i];
+                }
+                for (int i = 0; i < 4; i++) {
+                    int row_y = ty * 4 + i;
+                    if (row_y >= height) break;
+                    __m256 out[4];
+                    winograd_at(w[i], out);
+                    for (int j = 0; j < 4; j++) {
+                        __m256 value = _mm256_add_ps(out[j], b);
+                        if (activation) {
+                            __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), value));
+                            value = _mm256_div_ps(value, _mm256_add_ps(one, e));
+                        }
+                        out[j] = _mm256_permutevar8x32_ps(value, to_grouped);
+                    }
+                    float *target = image + (size_t)row_y * width + tx0 * 4;
+                    int count = width - tx0 * 4 < 32 ? width - tx0 * 4 : 32;
+                    if (count == 32) {
+                        interleave4(out, target);
+                    } else {
+                        interleave4(out, line);
+                        memcpy(target, line, sizeof(float) * count);
+                    }
+                }
+            }
+        }
+    }
+}
+#endif
+
+size_t lookout_winograd_scratch(int width) {
+    int groups = ((width + 3) / 4 + 7) / 8;
+    return (size_t)12 * (groups * 32 + 8) + 32;
+}
+
+void lookout_winograd_input(const float *x, int channels, int height, int width, int c_begin, int c_end, float *v,
+                            float *scratch) {
+#if defined(__x86_64__)
+    winograd_input_avx2(x, height, width, c_begin, c_end, channels, v, scratch);
+#endif
+}
+
+void lookout_winograd_output(const float *m, const float *bias, int outputs, int height, int width, int activation,
+                             int k_begin, int k_end, float *y, float *scratch) {
+#if defined(__x86_64__)
+    winograd_output_avx2(m, bias, outputs, height, width, activation, k_begin, k_end, y, scratch);
+#endif
+}

@@ -53,7 +53,37 @@ import Testing
         #expect(actual.channels == outputs && actual.height == expected.height && actual.width == expected.width)
         Self.expectAllClose(
             actual.data, expected.data, "conv \(inputs)→\(outputs) k\(kernel) s\(stride) \(height)×\(width)")
-        #expect(ConvolutionKernels.default is LoweredConvolution)
+    }
+
+    /// Winograd F(4×4, 3×3) against the definition: widths and heights that are and are not multiples of
+    /// the 4-pixel tiles and the 8-tile groups, maps smaller than a tile, activation on and off. Its
+    /// rounding differs from the direct sum's, so the bound is looser than the lowered kernel's (which adds
+    /// the same products in another order): 1e-4 relative to the largest output.
+    @Test(arguments: [
+        (8, 4, 1, 1, true), (16, 8, 5, 7, false), (8, 16, 12, 33, true), (32, 24, 40, 37, true),
+        (64, 64, 20, 20, true), (24, 8, 3, 129, false), (128, 32, 14, 20, true),
+    ])
+    func winogradMatchesTheDefinition(inputs: Int, outputs: Int, height: Int, width: Int, activation: Bool) throws {
+        try #require(WinogradConvolution.available, "this CPU has no AVX2/FMA: Winograd is not used")
+        let seed = UInt64(inputs * 1000 + outputs * 100 + height + width)
+        let weights = WinogradConvolution().prepare(
+            ConvolutionWeights(
+                weight: Self.random(outputs * inputs * 9, seed: seed, scale: 0.5),
+                bias: Self.random(outputs, seed: seed + 1), inputs: inputs, outputs: outputs, kernel: 3, stride: 1,
+                activation: activation))
+        #expect(weights.transformed.count == 36 * outputs * inputs)
+        let x = FeatureMap(
+            channels: inputs, height: height, width: width, data: Self.random(inputs * height * width, seed: seed + 2))
+        let pool = ComputePool(threads: 2)
+        let actual = WinogradConvolution().convolve(x, weights, pool: pool)
+        let expected = DirectConvolution().convolve(x, weights, pool: pool)
+        #expect(actual.channels == outputs && actual.height == height && actual.width == width)
+        let scale = expected.data.map(abs).max() ?? 1
+        let worst = zip(actual.data, expected.data).map { abs($0 - $1) }.max() ?? 0
+        #expect(
+            worst <= 1e-4 * scale,
+            "winograd \(inputs)→\(outputs) \(height)×\(width): error \(worst), outputs up to \(scale)")
+        print("winograd \(inputs)→\(outputs) \(height)×\(width): largest error \(worst) (outputs up to \(scale))")
     }
 
     @Test func poolingUpsamplingAndConcatenation() {

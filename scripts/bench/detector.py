@@ -1,14 +1,29 @@
 #!/usr/bin/env python3
-"""Detector benchmark: Lookout, ONNX Runtime and PyTorch (ultralytics) on the same random-weight s model and
-the same photo, in one run (numbers for BENCHMARKS.md).
+"""Detector benchmark: Lookout beside ONNX Runtime, OpenVINO and PyTorch (ultralytics) on the same random-weight
+YOLO-World v2 models, in one run (numbers for BENCHMARKS.md).
 
-    swift build -c release && ~/lookout-ref/bin/python scripts/bench/detector.py
+    swift build -c release --product lookout-benchmarks
+    .build/reference-venv-requirements-text/bin/pip install onnx onnxruntime openvino   # once
+    .build/reference-venv-requirements-text/bin/python scripts/bench/detector.py [--models s] [--configs 640x640:3]
 
-Uses /tmp/lookout-bench/yolov8s-worldv2.pt (made by scripts/bench/weights.py), examples/photos/rocket.jpg
-(640×427 → network input 448×640) and 80 classes. ONNX: ultralytics' own export of the same model at
-that input size (text features baked in), run with 2 threads.
+For each model (n, s, m, l, x; random weights in the released architecture and `.pt` format, made with
+ultralytics under /tmp/lookout-bench) and each configuration (network input HxW : number of queries):
+
+- Lookout: `lookout-benchmarks detect`, the full detection from the JPEG file (decode, letterbox, network,
+  NMS), median of `--runs` runs. 640x640 uses examples/photos/astronaut.jpg (512x512, letterboxed to
+  640x640); 448x640 uses examples/photos/rocket.jpg (640x427).
+- ONNX Runtime: ultralytics' ONNX export of the same weights at that input size with that many (random) text
+  embeddings baked in, CPU provider, 2 intra-op threads, network only (no decode, letterbox or NMS).
+- OpenVINO: the same ONNX file read by OpenVINO's CPU plugin, 2 threads, f32 inference precision, latency
+  hint, network only.
+- PyTorch: ultralytics `predict` on the same photo (its full pipeline), 2 threads, median of 5.
+
+Each engine is warmed up once. Prints one line per engine and a Markdown row per model and configuration
+(ratio = Lookout / the faster of ONNX Runtime and OpenVINO).
 """
+import argparse
 import os
+import re
 import subprocess
 import sys
 
@@ -23,35 +38,118 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 WORK = "/tmp/lookout-bench"
-PHOTO = os.path.join(ROOT, "examples", "photos", "rocket.jpg")
+PHOTOS = {
+    (640, 640): os.path.join(ROOT, "examples", "photos", "astronaut.jpg"),
+    (448, 640): os.path.join(ROOT, "examples", "photos", "rocket.jpg"),
+}
+BENCH = os.path.join(ROOT, ".build", "release", "lookout-benchmarks")
+
+
+def weights(size):
+    os.makedirs(WORK, exist_ok=True)
+    pt = os.path.join(WORK, f"yolov8{size}-worldv2.pt")
+    if not os.path.exists(pt):
+        from ultralytics import YOLOWorld
+
+        torch.manual_seed(0)
+        YOLOWorld(f"yolov8{size}-worldv2.yaml").save(pt)
+    return pt
+
+
+def with_queries(model, queries):
+    """Random unit text embeddings for `queries` classes, as `set_classes` would leave them (without CLIP)."""
+    generator = torch.Generator().manual_seed(queries)
+    feats = torch.randn(1, queries, 512, generator=generator)
+    model.model.txt_feats = feats / feats.norm(dim=-1, keepdim=True)
+    model.model.model[-1].nc = queries
+    model.model.names = {k: f"q{k}" for k in range(queries)}
+    return model
+
+
+def onnx_file(size, pt, height, width, queries):
+    path = os.path.join(WORK, f"yolov8{size}-worldv2-{height}x{width}-{queries}q.onnx")
+    if not os.path.exists(path):
+        from ultralytics import YOLOWorld
+
+        model = with_queries(YOLOWorld(pt), queries)
+        exported = model.export(format="onnx", imgsz=(height, width), simplify=False, dynamic=False, verbose=False)
+        os.replace(exported, path)
+    return path
+
+
+def lookout(pt, height, width, queries, runs):
+    photo = PHOTOS[(height, width)]
+    result = subprocess.run(
+        [BENCH, "detect", "--detector", pt, "--image", photo, "--imgsz", str(max(height, width)),
+         "--queries", str(queries), "--repetitions", str(runs), "--full-only"],
+        check=True, capture_output=True, text=True)
+    match = re.search(r"full detect .*: median ([0-9.]+) ms", result.stdout)
+    size = re.search(r"network input (\d+)x(\d+)", result.stdout)
+    if size and (int(size[1]), int(size[2])) != (height, width):
+        sys.exit(f"Lookout's input was {size[1]}x{size[2]}, expected {height}x{width}")
+    return float(match[1])
 
 
 def main():
-    pt = os.path.join(WORK, "yolov8s-worldv2.pt")
-    subprocess.run([os.path.join(ROOT, ".build", "release", "lookout-benchmarks"), "detect", "--detector", pt, "--image", PHOTO, "--imgsz", "640"], check=True)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default="n,s,m,l,x")
+    parser.add_argument("--configs", default="640x640:3,448x640:80")
+    parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--skip-torch", action="store_true")
+    args = parser.parse_args()
     reference_env.forget_torchvision()
-    from ultralytics import YOLOWorld
-
     torch.set_num_threads(2)
-    onnx_path = os.path.join(WORK, "yolov8s-worldv2-448x640.onnx")
-    if not os.path.exists(onnx_path):
-        exported = YOLOWorld(pt).export(format="onnx", imgsz=(448, 640), simplify=False, dynamic=False)
-        os.replace(exported, onnx_path)
     import onnxruntime as ort
+    import openvino as ov
 
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 2
-    options.inter_op_num_threads = 1
-    session = ort.InferenceSession(onnx_path, options, providers=["CPUExecutionProvider"])
-    x = np.random.default_rng(0).random((1, 3, 448, 640), dtype=np.float32)
-    name = session.get_inputs()[0].name
-    session.run(None, {name: x})
-    print(f"ONNX Runtime {ort.__version__} (2 threads) network only, 448x640, 80 classes: "
-          f"median {median_ms(lambda: session.run(None, {name: x}), 10):.1f} ms")
-    model = YOLOWorld(pt)
-    model.predict(PHOTO, verbose=False)
-    print(f"PyTorch {torch.__version__} (2 threads) ultralytics predict, full pipeline: "
-          f"median {median_ms(lambda: model.predict(PHOTO, verbose=False), 5):.1f} ms")
+    core = ov.Core()
+    rows = []
+    for size in args.models.split(","):
+        pt = weights(size)
+        for config in args.configs.split(","):
+            shape, queries = config.split(":")
+            height, width = (int(v) for v in shape.split("x"))
+            queries = int(queries)
+            label = f"{size} {height}x{width} {queries}q"
+            lookout_ms = lookout(pt, height, width, queries, args.runs)
+            print(f"{label}: Lookout full detect median {lookout_ms:.1f} ms", flush=True)
+            path = onnx_file(size, pt, height, width, queries)
+            x = np.random.default_rng(0).random((1, 3, height, width), dtype=np.float32)
+
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = 2
+            options.inter_op_num_threads = 1
+            session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+            name = session.get_inputs()[0].name
+            session.run(None, {name: x})
+            ort_ms = median_ms(lambda: session.run(None, {name: x}), args.runs)
+            del session
+            print(f"{label}: ONNX Runtime {ort.__version__} network only median {ort_ms:.1f} ms", flush=True)
+
+            compiled = core.compile_model(core.read_model(path), "CPU", {
+                "INFERENCE_NUM_THREADS": 2, "INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY"})
+            request = compiled.create_infer_request()
+            request.infer({0: x})
+            ov_ms = median_ms(lambda: request.infer({0: x}), args.runs)
+            del request, compiled
+            print(f"{label}: OpenVINO {ov.__version__} network only median {ov_ms:.1f} ms", flush=True)
+
+            torch_ms = float("nan")
+            if not args.skip_torch:
+                from ultralytics import YOLOWorld
+
+                model = with_queries(YOLOWorld(pt), queries)
+                photo = PHOTOS[(height, width)]
+                model.predict(photo, verbose=False, imgsz=max(height, width))
+                torch_ms = median_ms(lambda: model.predict(photo, verbose=False, imgsz=max(height, width)), 5)
+                del model
+                print(f"{label}: PyTorch {torch.__version__} ultralytics predict median {torch_ms:.1f} ms", flush=True)
+            rows.append((size, f"{height}×{width}", queries, lookout_ms, ort_ms, ov_ms, torch_ms))
+    print("\n| model | input | queries | Lookout full detect | ONNX Runtime | OpenVINO | ratio to the faster | PyTorch predict |")
+    print("|---|---|---|---|---|---|---|---|")
+    for size, shape, queries, lk, ort_ms, ov_ms, torch_ms in rows:
+        print(f"| {size} | {shape} | {queries} | {lk:.1f} ms | {ort_ms:.1f} ms | {ov_ms:.1f} ms | "
+              f"**{lk / min(ort_ms, ov_ms):.2f}×** | {torch_ms:.1f} ms |")
 
 
 if __name__ == "__main__":

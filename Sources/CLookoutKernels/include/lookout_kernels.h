@@ -35,4 +35,19 @@ void lookout_pack_linear_f16(const uint16_t *weight, int inputs, int outputs, ui
    `bias_padded` holds ceil(outputs / 16) × 16 values, or is NULL. */
 void lookout_packed_linear(const float *x, int rows, int inputs, const void *packed, int half,
                            const float *bias_padded, int panel_begin, int panel_end, int outputs, float *y);
+
+/* Winograd F(4x4, 3x3) for stride-1, padding-1 3x3 convolutions (AVX2/FMA only: check
+   `lookout_winograd_available`). Weights `outputs × inputs × 3 × 3` → 36 matrices `outputs × inputs`. */
+void lookout_winograd_weights(const float *weight, int inputs, int outputs, float *transformed);
+int lookout_winograd_available(void);
+/* Floats of per-thread scratch that the transforms need for a map `width` wide. */
+size_t lookout_winograd_scratch(int width);
+/* Input transform of channels [c_begin, c_end): `v` holds 36 matrices `channels × tiles`, tiles row-major
+   (ceil(height/4) × ceil(width/4)). */
+void lookout_winograd_input(const float *x, int channels, int height, int width, int c_begin, int c_end, float *v,
+                            float *scratch);
+/* Output transform of outputs [k_begin, k_end) from 36 matrices `outputs × tiles`, plus bias, SiLU when
+   `activation`; `y` is `outputs × height × width`. */
+void lookout_winograd_output(const float *m, const float *bias, int outputs, int height, int width, int activation,
+                             int k_begin, int k_end, float *y, float *scratch);
 #endif
