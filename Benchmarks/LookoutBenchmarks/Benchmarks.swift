@@ -7,6 +7,7 @@ import LookoutImage
 import LookoutIndex
 import LookoutJSON
 import LookoutSupport
+import LookoutTensor
 import LookoutTextEncoder
 import LookoutTokenizer
 import LookoutWeights
@@ -22,7 +23,7 @@ struct Benchmarks: ParsableCommand {
         abstract: "Timing runs recorded in BENCHMARKS.md.",
         subcommands: [
             Tokenizer.self, Weights.self, Detect.self, Text.self, MeanAveragePrecision.self, Search.self,
-            SearchScale.self, ImageTower.self, PostgresSearch.self,
+            SearchScale.self, ImageTower.self, PostgresSearch.self, Layers.self,
         ]
     )
 }
@@ -406,5 +407,83 @@ struct SearchScale: ParsableCommand {
                 _ = try index.search(text: queries[Int.random(in: 0..<queries.count)], confidence: 0.1, top: 20)
             }
         }
+    }
+}
+
+/// Every convolution shape of the s model at 640×640, each kernel that can run it, median time per layer.
+struct Layers: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "The s model's convolutions at 640×640, per layer and kernel (random weights and inputs).")
+    @Option(help: "Timed runs per layer and kernel.") var repetitions = 15
+    @Option(help: "Threads.") var threads = 2
+
+    /// inputs, outputs, kernel, stride, input height, input width, times per detection.
+    static let shapes: [(Int, Int, Int, Int, Int, Int, Int)] = [
+        (3, 32, 3, 2, 640, 640, 1), (32, 64, 3, 2, 320, 320, 1), (64, 128, 3, 2, 160, 160, 1),
+        (128, 256, 3, 2, 80, 80, 1), (256, 512, 3, 2, 40, 40, 1), (128, 128, 3, 2, 80, 80, 1),
+        (256, 256, 3, 2, 40, 40, 1),
+        (32, 32, 3, 1, 160, 160, 2), (64, 64, 3, 1, 80, 80, 8), (128, 128, 3, 1, 80, 80, 2),
+        (128, 128, 3, 1, 40, 40, 11), (256, 256, 3, 1, 20, 20, 5), (128, 64, 3, 1, 80, 80, 1),
+        (256, 128, 3, 1, 40, 40, 1), (256, 64, 3, 1, 40, 40, 1), (512, 128, 3, 1, 20, 20, 1),
+        (512, 64, 3, 1, 20, 20, 1), (64, 64, 3, 1, 40, 40, 1), (64, 64, 3, 1, 20, 20, 1), (128, 128, 3, 1, 20, 20, 1),
+        (64, 64, 1, 1, 160, 160, 1), (96, 64, 1, 1, 160, 160, 1), (128, 128, 1, 1, 80, 80, 1),
+        (256, 128, 1, 1, 80, 80, 2), (384, 128, 1, 1, 80, 80, 1), (64, 64, 1, 1, 80, 80, 1),
+        (256, 256, 1, 1, 40, 40, 1), (384, 256, 1, 1, 40, 40, 1), (512, 256, 1, 1, 40, 40, 3),
+        (768, 256, 1, 1, 40, 40, 1), (64, 64, 1, 1, 40, 40, 1), (512, 256, 1, 1, 20, 20, 1),
+        (512, 512, 1, 1, 20, 20, 1), (768, 512, 1, 1, 20, 20, 2), (1024, 512, 1, 1, 20, 20, 2),
+        (64, 64, 1, 1, 20, 20, 1),
+    ]
+
+    func run() throws {
+        let pool = ComputePool(threads: threads)
+        var kernels: [(String, any ConvolutionKernel)] = [
+            ("lowered", LoweredConvolution(splitSmallPointwiseByOutputs: false)),
+            ("lowered, small 1×1 split by outputs", LoweredConvolution()),
+        ]
+        if WinogradConvolution.available { kernels.append(("winograd F(4×4, 3×3)", WinogradConvolution())) }
+        var totals = [Double](repeating: 0, count: kernels.count)
+        var best = 0.0
+        var generator = SystemRandomNumberGenerator()
+        print("| layer | per detection | " + kernels.map(\.0).joined(separator: " | ") + " |")
+        print("|---|---|" + kernels.map { _ in "---|" }.joined())
+        for (inputs, outputs, kernel, stride, height, width, count) in Self.shapes {
+            let weights = ConvolutionWeights(
+                weight: (0..<(outputs * inputs * kernel * kernel)).map { _ in
+                    Float.random(in: -0.1...0.1, using: &generator)
+                },
+                bias: (0..<outputs).map { _ in Float.random(in: -0.1...0.1, using: &generator) }, inputs: inputs,
+                outputs: outputs, kernel: kernel, stride: stride, activation: true)
+            let x = FeatureMap(
+                channels: inputs, height: height, width: width,
+                data: (0..<(inputs * height * width)).map { _ in Float.random(in: -1...1, using: &generator) })
+            var cells: [String] = []
+            var fastest = Double.infinity
+            for (index, (_, implementation)) in kernels.enumerated() {
+                let prepared = implementation.prepare(weights)
+                _ = implementation.convolve(x, prepared, pool: pool)
+                var samples: [Double] = []
+                for _ in 0..<repetitions {
+                    let start = now()
+                    _ = implementation.convolve(x, prepared, pool: pool)
+                    samples.append(now() - start)
+                }
+                let median = samples.sorted()[samples.count / 2] * 1000
+                totals[index] += median * Double(count)
+                fastest = min(fastest, median)
+                let (outHeight, outWidth) = weights.outputSize(height: height, width: width)
+                let flops = 2.0 * Double(outputs * inputs * kernel * kernel * outHeight * outWidth)
+                cells.append("\(format3(median)) ms (\(Int(flops / median / 1e6)))")
+            }
+            best += fastest * Double(count)
+            print(
+                "| \(inputs)→\(outputs) k\(kernel) s\(stride) \(height)×\(width) | \(count) | "
+                    + cells.joined(separator: " | ") + " |")
+        }
+        print(
+            "| all convolutions of a detection | | " + totals.map { "\(format3($0)) ms" }.joined(separator: " | ")
+                + " |")
+        print(
+            "fastest kernel per layer, all convolutions of a detection: \(format3(best)) ms (cells: median ms, GFLOP/s counted as direct convolution)"
+        )
     }
 }

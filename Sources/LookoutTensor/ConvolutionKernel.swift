@@ -192,7 +192,13 @@ public struct WinogradConvolution: ConvolutionKernel {
 /// the copy and the GEMM that reads it), bias and SiLU on the hot tile; 1×1 stride-1 convolutions are GEMMs
 /// on the input itself.
 public struct LoweredConvolution: ConvolutionKernel {
-    public init() {}
+    /// 1×1 convolutions on small maps (under 512 pixels per thread) split their output channels across the
+    /// threads rather than their pixels (an uneven pixel split left one thread idle on 20×20 maps).
+    public var splitSmallPointwiseByOutputs: Bool
+
+    public init(splitSmallPointwiseByOutputs: Bool = true) {
+        self.splitSmallPointwiseByOutputs = splitSmallPointwiseByOutputs
+    }
 
     /// Output pixels lowered and multiplied at a time: a tile's lowered input (depth × tile) stays in cache
     /// between im2col and the GEMM that reads it.
@@ -227,6 +233,14 @@ public struct LoweredConvolution: ConvolutionKernel {
             }
         }
         let pointwise = kernel == 1 && stride == 1
+        if splitSmallPointwiseByOutputs && pointwise && columns < 512 * pool.threadCount
+            && outputs >= 32 * pool.threadCount
+        {
+            // Small maps: split the outputs instead of the pixels, so that both threads get a full share.
+            Self.pointwiseByOutputs(
+                x, weight: weight, bias: bias, outputs: outputs, activation: activation, into: &out, pool: pool)
+            return out
+        }
         let tile = pointwise ? max(256, (columns + pool.threadCount - 1) / pool.threadCount) : Self.tileColumns
         let tiles = (columns + tile - 1) / tile
         let (height, width) = (x.height, x.width)
@@ -272,6 +286,40 @@ public struct LoweredConvolution: ConvolutionKernel {
             }
         }
         return out
+    }
+
+    /// A 1×1 convolution as GEMMs over blocks of 16·k output channels, every pixel at once.
+    static func pointwiseByOutputs(
+        _ x: FeatureMap, weight: [Float], bias: [Float], outputs: Int, activation: Bool, into out: inout FeatureMap,
+        pool: ComputePool
+    ) {
+        let columns = x.height * x.width
+        let inputs = x.channels
+        let blocks = 4 * pool.threadCount
+        let rows = ((outputs + blocks - 1) / blocks + 15) / 16 * 16
+        weight.withUnsafeBufferPointer { w in
+            bias.withUnsafeBufferPointer { bias in
+                x.data.withUnsafeBufferPointer { source in
+                    out.data.withUnsafeMutableBufferPointer { c in
+                        let w = UnsafeSendable(w.baseAddress!), bias = UnsafeSendable(bias.baseAddress!)
+                        let source = UnsafeSendable(source.baseAddress!), c = UnsafeSendable(c.baseAddress!)
+                        pool.parallelFor((outputs + rows - 1) / rows, chunk: 1) { range in
+                            for block in range {
+                                let first = block * rows
+                                let count = min(rows, outputs - first)
+                                for o in first..<(first + count) {
+                                    (c.pointer + o * columns).update(repeating: bias.pointer[o], count: columns)
+                                }
+                                BLAS.gemm(
+                                    m: count, n: columns, k: inputs, a: w.pointer + first * inputs, b: source.pointer,
+                                    c: c.pointer + first * columns, beta: 1)
+                                if activation { Kernels.silu(c.pointer + first * columns, count: count * columns) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// im2col of output pixels `first ..< first + count` (row-major over the output): row

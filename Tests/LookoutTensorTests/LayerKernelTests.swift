@@ -4,7 +4,7 @@ import LookoutTestSupport
 import Testing
 
 /// Every layer kernel against a naive reference written from its definition (loops in Double): the
-/// convolution (each path of the lowered kernel: 1×1 GEMM, stride 1, stride 2 with the wide copies,
+/// convolution (each path of the lowered kernel: 1×1 GEMM split by pixels and by outputs, stride 1, stride 2 with the wide copies,
 /// 5×5, maps smaller than the kernel), max pooling, upsampling, concatenation, SiLU, LayerNorm and causal
 /// attention. Compared with one all-close rule.
 @Suite struct LayerKernelTests {
@@ -35,7 +35,7 @@ import Testing
     @Test(arguments: [
         (3, 5, 3, 2, 17, 23, true), (8, 4, 1, 1, 9, 7, false), (6, 6, 5, 1, 11, 13, true), (4, 7, 3, 1, 1, 1, true),
         (16, 8, 3, 2, 40, 37, true), (32, 16, 1, 1, 20, 30, true), (5, 3, 3, 1, 64, 3, false),
-        (12, 9, 3, 2, 6, 66, false),
+        (12, 9, 3, 2, 6, 66, false), (16, 64, 1, 1, 9, 11, true), (24, 70, 1, 1, 5, 5, false),
     ])
     func convolutionMatchesItsDefinition(
         inputs: Int, outputs: Int, kernel: Int, stride: Int, height: Int, width: Int, activation: Bool
