@@ -114,7 +114,8 @@ let package = Package(
             name: "lookout",
             dependencies: [
                 "LookoutSupport", "LookoutTokenizer", "LookoutJSON", "LookoutWeights", "LookoutTextEncoder",
-                "LookoutEngine", "LookoutIndex", "LookoutIndexPostgres", "LookoutDetector", "LookoutImage",
+                "LookoutEngine", "LookoutIndex", "LookoutTensor", "LookoutIndexPostgres", "LookoutDetector",
+                "LookoutImage",
                 "LookoutServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -170,7 +171,7 @@ let package = Package(
             dependencies: [
                 "LookoutSupport",
                 "CSQLite", "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutIndex", "LookoutJSON",
-                "LookoutTextEncoder",
+                "LookoutTextEncoder", "LookoutTensor",
                 "LookoutTokenizer", "LookoutWeights",
             ]),
         // Runs the built `lookout` executable (a dependency, so that it is built before these tests run).

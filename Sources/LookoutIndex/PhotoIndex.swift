@@ -1,3 +1,4 @@
+import Foundation
 import LookoutImage
 import LookoutJSON
 import LookoutSupport
@@ -166,12 +167,41 @@ public final class PhotoIndex {
         _ photo: FoundPhoto, indexed: Set<String>, embeddingSize: Int, regions: (Image, String) -> [Region],
         imageEmbedding: ImageEmbedder? = nil
     ) -> PhotoOutcome {
+        switch read(photo) {
+        case .unreadable(let outcome): return outcome
+        case .read(let bytes, let hash):
+            if indexed.contains(hash) { return .reused(hash: hash) }
+            return compute(
+                photo, bytes: bytes, hash: hash, embeddingSize: embeddingSize, regions: regions,
+                imageEmbedding: imageEmbedding)
+        }
+    }
+
+    /// A photo's bytes and content hash, or the failure to record.
+    static func read(_ photo: FoundPhoto) -> ReadPhoto {
         do {
             let bytes = try FileContents.read(photo.path, maximumSize: 1 << 30)
             var hasher = SHA256()
             hasher.update(bytes)
-            let hash = hasher.finalize()
-            if indexed.contains(hash) { return .reused(hash: hash) }
+            return .read(bytes, hash: hasher.finalize())
+        } catch let error as FileContents.FileError {
+            return .unreadable(.failed(error: error.reason))
+        } catch {
+            return .unreadable(.failed(error: "\(error)"))
+        }
+    }
+
+    enum ReadPhoto {
+        case read([UInt8], hash: String)
+        case unreadable(PhotoOutcome)
+    }
+
+    /// Stage 2 for bytes already read: decode, regions, the photo's embedding.
+    static func compute(
+        _ photo: FoundPhoto, bytes: [UInt8], hash: String, embeddingSize: Int, regions: (Image, String) -> [Region],
+        imageEmbedding: ImageEmbedder?
+    ) -> PhotoOutcome {
+        do {
             let image = try ImageFile.decode(bytes, name: photo.path)
             let blob = Region.encode(regions(image, photo.path), embeddingSize: embeddingSize)
             let whole = try imageEmbedding?(bytes, photo.path).map { Float16($0).bitPattern }
@@ -195,7 +225,7 @@ public final class PhotoIndex {
     /// indexed again with the new settings).
     public func update(
         root: String, model: IndexModel, regions: (Image, String) -> [Region], imageEmbedding: ImageEmbedder? = nil,
-        replacingOtherFolders: Bool = false,
+        replacingOtherFolders: Bool = false, lanes: [ComputeLane] = [],
         progress: (Progress) -> Void = { _ in }
     ) throws(IndexError) -> Summary {
         var summary = Summary()
@@ -244,9 +274,15 @@ public final class PhotoIndex {
                 shared, work: work, prefix: prefix, model: model, worker: worker, indexed: &indexed,
                 summary: &summary, regions: regions, imageEmbedding: imageEmbedding, progress: progress)
         } else {
-            try runClaims(
-                work, known: known, key: key, model: model, worker: worker, indexed: &indexed, summary: &summary,
-                regions: regions, imageEmbedding: imageEmbedding, progress: progress)
+            if lanes.count > 1 {
+                try runClaimsSideBySide(
+                    work, known: known, key: key, model: model, worker: worker, indexed: &indexed,
+                    summary: &summary, lanes: lanes, progress: progress)
+            } else {
+                try runClaims(
+                    work, known: known, key: key, model: model, worker: worker, indexed: &indexed, summary: &summary,
+                    regions: regions, imageEmbedding: imageEmbedding, progress: progress)
+            }
         }
 
         let seen = Set(found.map(\.path))
@@ -284,6 +320,84 @@ public final class PhotoIndex {
                 imageEmbedding: imageEmbedding)
             try store.release(photo.path, worker: worker)
         }
+        progress(Progress(done: work.count, total: work.count, current: ""))
+    }
+
+    /// `runClaims` with several photos computed at once, one per lane on a thread of its own (each lane's
+    /// closures run on one thread at a time). This thread claims, reads and hashes each photo, records the
+    /// outcomes and releases the claims, so the store sees one thread. A photo whose content is being computed
+    /// in another lane waits for it and is then reused, as one after another would.
+    private func runClaimsSideBySide(
+        _ work: [FoundPhoto], known: [String: StoredFile], key: String, model: IndexModel, worker: IndexWorker,
+        indexed: inout Set<String>, summary: inout Summary, lanes: [ComputeLane], progress: (Progress) -> Void
+    ) throws(IndexError) {
+        let finished = LaneResults()
+        var free = Array(lanes.indices.reversed())
+        var inFlight: [String: String] = [:]  // path → content hash
+        var done = 0
+        func collect() throws(IndexError) {
+            let (photo, lane, outcome) = finished.take()
+            free.append(lane)
+            inFlight[photo.path] = nil
+            try store.record(photo, outcome: outcome, model: key)
+            switch outcome {
+            case .indexed(let hash, _, _, _, _, _):
+                indexed.insert(hash)
+                summary.computed += 1
+            case .reused: summary.reused += 1
+            case .failed: summary.failed += 1
+            }
+            try store.release(photo.path, worker: worker)
+            done += 1
+        }
+        for photo in work {
+            progress(Progress(done: done, total: work.count, current: photo.path))
+            guard try store.claim(photo.path, worker: worker, until: SQLiteIndexStore.now() + claimLease) else {
+                summary.claimedElsewhere += 1
+                done += 1
+                continue
+            }
+            if let now = try store.storedFile(at: photo.path), now.size == photo.size, now.mtime == photo.mtime,
+                now.model == key, known[photo.path] != now
+            {
+                try store.release(photo.path, worker: worker)
+                summary.claimedElsewhere += 1
+                done += 1
+                continue
+            }
+            let read = Self.read(photo)
+            if case .read(_, let hash) = read, inFlight.values.contains(hash) {
+                while !inFlight.isEmpty { try collect() }
+            }
+            switch read {
+            case .unreadable(let outcome):
+                try store.record(photo, outcome: outcome, model: key)
+                try store.release(photo.path, worker: worker)
+                summary.failed += 1
+                done += 1
+                continue
+            case .read(_, let hash) where indexed.contains(hash):
+                try store.record(photo, outcome: .reused(hash: hash), model: key)
+                try store.release(photo.path, worker: worker)
+                summary.reused += 1
+                done += 1
+                continue
+            case .read(let bytes, let hash):
+                if free.isEmpty { try collect() }
+                let lane = free.removeLast()
+                inFlight[photo.path] = hash
+                let (closures, size) = (lanes[lane], model.embeddingSize)
+                let thread = Thread {
+                    let outcome = Self.compute(
+                        photo, bytes: bytes, hash: hash, embeddingSize: size, regions: closures.regions,
+                        imageEmbedding: closures.imageEmbedding)
+                    finished.put((photo, lane, outcome))
+                }
+                thread.stackSize = 8 << 20
+                thread.start()
+            }
+        }
+        while !inFlight.isEmpty { try collect() }
         progress(Progress(done: work.count, total: work.count, current: ""))
     }
 
@@ -701,5 +815,37 @@ public struct PhotoFilter: Sendable {
         if let after, date < after { return false }
         if let before, date >= before { return false }
         return true
+    }
+}
+
+/// What computes photos in one lane of `PhotoIndex.update`: its own region extractor (an engine with its own
+/// threads) and photo embedder. A lane's closures are called from one thread at a time.
+public struct ComputeLane: @unchecked Sendable {
+    public let regions: (Image, String) -> [Region]
+    public let imageEmbedding: ImageEmbedder?
+
+    public init(regions: @escaping (Image, String) -> [Region], imageEmbedding: ImageEmbedder?) {
+        self.regions = regions
+        self.imageEmbedding = imageEmbedding
+    }
+}
+
+/// Finished photos from the lanes, taken in the order they finish.
+final class LaneResults: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var results: [(FoundPhoto, Int, PhotoOutcome)] = []
+
+    func put(_ result: (FoundPhoto, Int, PhotoOutcome)) {
+        condition.lock()
+        results.append(result)
+        condition.signal()
+        condition.unlock()
+    }
+
+    func take() -> (FoundPhoto, Int, PhotoOutcome) {
+        condition.lock()
+        defer { condition.unlock() }
+        while results.isEmpty { condition.wait() }
+        return results.removeFirst()
     }
 }

@@ -5,6 +5,7 @@ import LookoutIndex
 import LookoutIndexPostgres
 import LookoutJSON
 import LookoutSupport
+import LookoutTensor
 import LookoutTextEncoder
 
 #if canImport(Glibc)
@@ -144,10 +145,17 @@ struct IndexCommand: ParsableCommand {
             valueName: "seconds"))
     var lease: Double?
 
+    @Option(
+        help: ArgumentHelp(
+            "Photos computed at once, each on one thread (default: one per CPU). Side by side, two photos on two cores computed 1.5 times as many photos per second as one photo on both; 1 computes one photo at a time with every core. A PostgreSQL worker computes one at a time.",
+            valueName: "n"))
+    var lanes: Int?
+
     @Flag(help: "Plain progress lines even on a terminal.")
     var plain = false
 
     func validate() throws {
+        if let lanes, !(1...64).contains(lanes) { throw ValidationError("--lanes must be between 1 and 64.") }
         if let lease, !(lease >= 1 && lease <= 86_400) {
             throw ValidationError("--lease must be between 1 and 86400 seconds.")
         }
@@ -184,8 +192,11 @@ struct IndexCommand: ParsableCommand {
             vocabulary: vocabulary.name, imageSize: imgsz, maximumRegions: regions,
             embeddingSize: engine.network.embeddingSize, scoreParameters: engine.network.scoreParameters)
         var imageEmbedder: ImageEmbedder?
+        var tower: CLIPImageEncoder?
         if !noImageModel, let imageModel = try imageModel ?? modelOptions.configuration.imageTowerPath() {
-            let tower = try CLIPImageEncoder(contentsOf: imageModel)
+            let loaded = try CLIPImageEncoder(contentsOf: imageModel)
+            tower = loaded
+            let tower = loaded
             let textSize = engine.embedder!.encoder.configuration.embeddingSize
             guard tower.configuration.embeddingSize == textSize else {
                 throw LookoutError(
@@ -205,11 +216,32 @@ struct IndexCommand: ParsableCommand {
         }
         let index = try database.open()
         if let lease { index.claimLease = lease } else if index.store is any SharedJobStore { index.claimLease = 60 }
+        // Side by side: each lane an engine of its own with one thread (the weights are shared).
+        let laneCount = index.store is any SharedJobStore ? 1 : (lanes ?? ComputePool.availableCPUs())
+        var computeLanes: [ComputeLane] = []
+        if laneCount > 1 {
+            for _ in 0..<laneCount {
+                let pool = ComputePool(threads: 1)
+                var own = RegionExtractor(
+                    engine: try Engine(network: engine.network, embedder: engine.embedder, pool: pool),
+                    vocabulary: vocabulary.embeddings)
+                (own.imageSize, own.maximumRegions) = (extractor.imageSize, extractor.maximumRegions)
+                let embedding: ImageEmbedder? = tower.map { tower in
+                    { bytes, path in
+                        let input = try CLIPPreprocessing.input(
+                            bytes, name: path, size: tower.configuration.inputResolution)
+                        return tower.encode([input], pool: pool)[0]
+                    }
+                }
+                let lane = own
+                computeLanes.append(ComputeLane(regions: { lane.regions(of: $0, name: $1) }, imageEmbedding: embedding))
+            }
+        }
         let reporter = ProgressReporter(terminal: !plain && isatty(2) == 1)
         var clock = Stopwatch()
         let summary = try index.update(
             root: folder!, model: model, regions: { extractor.regions(of: $0, name: $1) },
-            imageEmbedding: imageEmbedder, replacingOtherFolders: rebuild,
+            imageEmbedding: imageEmbedder, replacingOtherFolders: rebuild, lanes: computeLanes,
             progress: { reporter.report($0) })
         reporter.finish()
         let seconds = clock.lap()

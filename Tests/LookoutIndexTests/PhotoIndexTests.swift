@@ -5,6 +5,7 @@ import LookoutImage
 import LookoutIndex
 import LookoutJSON
 import LookoutSupport
+import LookoutTensor
 import LookoutTextEncoder
 import LookoutTokenizer
 import LookoutWeights
@@ -137,6 +138,47 @@ import Testing
         #expect(summary.computed == 0 && summary.stillFailing == 1 && summary.removed == 1, "\(summary)")
         let statistics = try PhotoIndex(path: path).statistics()
         #expect(statistics.files == 4 && statistics.images == 4 && statistics.failedFiles == 1)
+    }
+
+    /// Two photos computed at once (each lane an engine with one thread) store what one at a time stores: the
+    /// same counts, a copy reused rather than computed twice even when both are in flight, the same failure,
+    /// the same search results with the same scores.
+    @Test func sideBySideStoresWhatOneAtATimeStores() throws {
+        let folder = try Self.folder(count: 6)
+        defer { Self.remove(folder) }
+        let photos = folder + "/photos/"
+        // The copy sorts right after its original, so both are claimed while the original is in flight.
+        try FileContents.writeAtomically(
+            try FileContents.read(photos + "scene-0000.jpg"), to: photos + "scene-0000b.jpg")
+        try FileContents.writeAtomically(Array(repeating: 0xFF, count: 100), to: photos + "broken.jpg")
+        let lanes = try (0..<2).map { _ in
+            let engine = try Engine(
+                network: Self.loaded.engine.network, embedder: Self.loaded.engine.embedder,
+                pool: ComputePool(threads: 1))
+            let extractor = RegionExtractor(engine: engine, vocabulary: Self.loaded.extractor.vocabulary)
+            return ComputeLane(regions: { extractor.regions(of: $0, name: $1) }, imageEmbedding: nil)
+        }
+        let one = try PhotoIndex(path: folder + "/one.sqlite")
+        let first = try Self.update(one, folder)
+        let sideBySide = try PhotoIndex(path: folder + "/two.sqlite")
+        let second = try sideBySide.update(
+            root: folder + "/photos", model: Self.loaded.model,
+            regions: { _, _ in
+                Issue.record("the lanes compute, not this"); return []
+            }, lanes: lanes)
+        #expect(first.computed == 6 && first.reused == 1 && first.failed == 1, "\(first)")
+        #expect(
+            second.computed == first.computed && second.reused == first.reused && second.failed == first.failed,
+            "\(second)")
+        #expect(try sideBySide.failures().map(\.path) == one.failures().map(\.path))
+        let labels = Set(Self.truth.scenes.prefix(6).flatMap { $0.objects.map(\.label) }).sorted()
+        #expect(labels.count >= 4)
+        for label in labels {
+            let text = Self.loaded.engine.embedder!.embed([label]).embeddings[0]
+            let a = try one.search(text: text, confidence: 0.01, top: 8)
+            let b = try sideBySide.search(text: text, confidence: 0.01, top: 8)
+            #expect(a.map(\.path) == b.map(\.path) && a.map(\.score) == b.map(\.score), "\(label)")
+        }
     }
 
     @Test func anotherModelRedoesTheWork() throws {
