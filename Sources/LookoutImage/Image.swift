@@ -78,12 +78,24 @@ public struct Letterbox: Sendable, Equatable {
     /// The network input: channels reversed (BGR → RGB), planar, each value divided by 255.
     public static func tensor(_ image: Image) -> [Float] {
         let plane = image.width * image.height
-        var out = [Float](repeating: 0, count: 3 * plane)
-        for p in 0..<plane {
-            for c in 0..<3 {
-                out[c * plane + p] = Float(image.pixels[p * image.channels + (2 - c)]) / 255
+        let channels = image.channels
+        return [Float](unsafeUninitializedCapacity: 3 * plane) { out, count in
+            image.pixels.withUnsafeBufferPointer { pixels in
+                scaled.withUnsafeBufferPointer { scaled in
+                    for c in 0..<3 {
+                        let target = out.baseAddress! + c * plane
+                        var source = pixels.baseAddress! + (2 - c)
+                        for p in 0..<plane {
+                            target[p] = scaled[Int(source.pointee)]
+                            source += channels
+                        }
+                    }
+                }
             }
+            count = 3 * plane
         }
-        return out
     }
+
+    /// `Float(v) / 255` for every byte value.
+    static let scaled: [Float] = (0...255).map { Float($0) / 255 }
 }

@@ -184,10 +184,8 @@ public final class PhotoIndex {
             var hasher = SHA256()
             hasher.update(bytes)
             return .read(bytes, hash: hasher.finalize())
-        } catch let error as FileContents.FileError {
-            return .unreadable(.failed(error: error.reason))
         } catch {
-            return .unreadable(.failed(error: "\(error)"))
+            return .unreadable(.failed(error: error.reason))
         }
     }
 
