@@ -3,6 +3,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -714,5 +717,12 @@ void lookout_winograd_output(const float *m, const float *bias, int outputs, int
                              int k_begin, int k_end, float *y, float *scratch) {
 #if defined(__x86_64__)
     winograd_output_avx2(m, bias, outputs, height, width, activation, k_begin, k_end, y, scratch);
+#endif
+}
+
+void lookout_keep_freed_memory(void) {
+#if defined(__GLIBC__)
+    if (getenv("MALLOC_MMAP_THRESHOLD_") == NULL) mallopt(M_MMAP_THRESHOLD, 256 << 20);
+    if (getenv("MALLOC_TRIM_THRESHOLD_") == NULL) mallopt(M_TRIM_THRESHOLD, 1 << 30);
 #endif
 }

@@ -14,8 +14,9 @@ struct Bottleneck: Sendable {
     }
 
     func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
-        let y = cv2(cv1(x, pool: pool), pool: pool)
-        return shortcut ? x.adding(y) : y
+        var y = cv2(cv1(x, pool: pool), pool: pool)
+        if shortcut { y.add(x) }  // x + y, in y's storage
+        return y
     }
 }
 
@@ -50,14 +51,26 @@ struct C2f: Sendable {
     }
 
     func callAsFunction(_ x: FeatureMap, guide: [Float]? = nil, classes: Int = 0, pool: ComputePool) -> FeatureMap {
+        // The concatenation grows behind cv1's output (its two halves are its first two parts), each
+        // branch appended once.
         let y = cv1(x, pool: pool)
         let half = y.channels / 2
-        var parts = [y.channels(0..<half), y.channels(half..<y.channels)]
-        for block in blocks { parts.append(block(parts[parts.count - 1], pool: pool)) }
-        if let attention, let guide {
-            parts.append(attention(parts[parts.count - 1], guide: guide, classes: classes, pool: pool))
+        var last = y.channels(half..<y.channels)
+        var channels = y.channels
+        var joined = y.data
+        joined.reserveCapacity(
+            y.data.count + (blocks.count + (attention != nil && guide != nil ? 1 : 0)) * last.data.count)
+        for block in blocks {
+            last = block(last, pool: pool)
+            joined += last.data
+            channels += last.channels
         }
-        return cv2(FeatureMap.concatenate(parts), pool: pool)
+        if let attention, let guide {
+            last = attention(last, guide: guide, classes: classes, pool: pool)
+            joined += last.data
+            channels += last.channels
+        }
+        return cv2(FeatureMap(channels: channels, height: y.height, width: y.width, data: joined), pool: pool)
     }
 }
 

@@ -53,43 +53,81 @@ public struct FeatureMap: Sendable {
 
     /// Nearest-neighbour upsampling by 2 (`nn.Upsample(scale_factor=2, mode="nearest")`).
     public func upsampled() -> FeatureMap {
-        var out = FeatureMap(channels: channels, height: height * 2, width: width * 2)
-        for c in 0..<channels {
-            for y in 0..<(height * 2) {
-                for x in 0..<(width * 2) {
-                    out.data[(c * height * 2 + y) * width * 2 + x] = data[(c * height + y / 2) * width + x / 2]
+        let (outHeight, outWidth) = (height * 2, width * 2)
+        let data = [Float](unsafeUninitializedCapacity: channels * outHeight * outWidth) { out, count in
+            self.data.withUnsafeBufferPointer { source in
+                for c in 0..<channels {
+                    for y in 0..<height {
+                        let line = source.baseAddress! + (c * height + y) * width
+                        let target = out.baseAddress! + (c * outHeight + 2 * y) * outWidth
+                        for x in 0..<width {
+                            target[2 * x] = line[x]
+                            target[2 * x + 1] = line[x]
+                        }
+                        (target + outWidth).update(from: target, count: outWidth)
+                    }
                 }
             }
+            count = channels * outHeight * outWidth
         }
-        return out
+        return FeatureMap(channels: channels, height: outHeight, width: outWidth, data: data)
     }
 
-    /// Max pooling with a `size`×`size` window, stride 1 and padding `size / 2` that never wins (−∞).
+    /// Max pooling with a `size`×`size` window, stride 1 and padding `size / 2` that never wins (−∞): the
+    /// maximum over rows, then over columns (the same values: a maximum does not depend on the order).
     public func maxPooled(size: Int) -> FeatureMap {
         let radius = size / 2
-        var out = FeatureMap(channels: channels, height: height, width: width)
-        for c in 0..<channels {
-            let base = c * plane
-            for y in 0..<height {
-                for x in 0..<width {
-                    var best = -Float.infinity
-                    for dy in max(0, y - radius)...min(height - 1, y + radius) {
-                        for dx in max(0, x - radius)...min(width - 1, x + radius) {
-                            best = max(best, data[base + dy * width + dx])
+        let (height, width, plane) = (height, width, plane)
+        let data = [Float](unsafeUninitializedCapacity: channels * plane) { out, count in
+            let rows = UnsafeMutablePointer<Float>.allocate(capacity: plane)
+            defer { rows.deallocate() }
+            self.data.withUnsafeBufferPointer { source in
+                for c in 0..<channels {
+                    let input = source.baseAddress! + c * plane
+                    let target = out.baseAddress! + c * plane
+                    for y in 0..<height {
+                        let line = input + y * width
+                        for x in 0..<width {
+                            var best = line[x]
+                            for dx in max(0, x - radius)...min(width - 1, x + radius) {
+                                best = Swift.max(best, line[dx])
+                            }
+                            rows[y * width + x] = best
                         }
                     }
-                    out.data[base + y * width + x] = best
+                    for y in 0..<height {
+                        let top = max(0, y - radius), bottom = min(height - 1, y + radius)
+                        let line = target + y * width
+                        line.update(from: rows + top * width, count: width)
+                        if bottom > top {
+                            for dy in (top + 1)...bottom {
+                                let other = rows + dy * width
+                                for x in 0..<width { line[x] = Swift.max(line[x], other[x]) }
+                            }
+                        }
+                    }
                 }
             }
+            count = channels * plane
         }
-        return out
+        return FeatureMap(channels: channels, height: height, width: width, data: data)
     }
 
     /// `x + other`.
     public func adding(_ other: FeatureMap) -> FeatureMap {
-        var out = self
-        for index in out.data.indices { out.data[index] += other.data[index] }
+        var out = other
+        out.add(self)
         return out
+    }
+
+    /// `self += other`, in place.
+    public mutating func add(_ other: FeatureMap) {
+        precondition(other.data.count == data.count, "adding maps of different sizes")
+        data.withUnsafeMutableBufferPointer { target in
+            other.data.withUnsafeBufferPointer { source in
+                for index in 0..<target.count { target[index] += source[index] }
+            }
+        }
     }
 }
 
