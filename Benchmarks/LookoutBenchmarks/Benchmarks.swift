@@ -65,6 +65,14 @@ func loadEngine(model: String, vocab: String) throws -> Engine {
 }
 
 /// Peak resident memory of this process, in MB.
+/// User and system CPU time of the process so far.
+func cpuSeconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
+        + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6
+}
+
 func peakMegabytes() -> Int {
     var usage = rusage()
     getrusage(RUSAGE_SELF.rawValue, &usage)
@@ -147,10 +155,15 @@ struct Detect: ParsableCommand {
         }
         let labels = (0..<queries).map { "q\($0)" }
         var prepared = try engine.prepare(path: image, size: size)
+        let (cpuBefore, wallBefore) = (cpuSeconds(), now())
         try measure("full detect (decode → NMS), \(queries) queries, \(size)", repetitions: repetitions) {
             prepared = try engine.prepare(path: image, size: size)
             _ = engine.detect(prepared, labels: labels, text: text)
         }
+        let busy = (cpuSeconds() - cpuBefore) / (now() - wallBefore)
+        print(
+            "threads busy during the detections: \(format3(busy)) of \(engine.pool.threadCount) (idle \(Int((1 - busy / Double(engine.pool.threadCount)) * 100))%)"
+        )
         let result = engine.detect(prepared, labels: labels, text: text)
         print("network input \(prepared.letterbox.height)x\(prepared.letterbox.width)")
         print(

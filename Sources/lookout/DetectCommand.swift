@@ -4,6 +4,7 @@ import LookoutEngine
 import LookoutImage
 import LookoutJSON
 import LookoutSupport
+import LookoutTensor
 import LookoutTextEncoder
 import LookoutWeights
 
@@ -244,8 +245,15 @@ struct DetectCommand: ParsableCommand {
     )
     var pad = false
 
+    @Option(
+        help: ArgumentHelp(
+            "Images computed at once when there are several, each on one thread (default: one per CPU; 1 computes one at a time with every core). Results are printed in the order given.",
+            valueName: "n"))
+    var lanes: Int?
+
     func validate() throws {
         if images.isEmpty { throw ValidationError("Give at least one image.") }
+        if let lanes, !(1...64).contains(lanes) { throw ValidationError("--lanes must be between 1 and 64.") }
         if queries != nil && queriesFile != nil {
             throw ValidationError("Give the queries with -q \"a, b\" or --queries-file FILE, not both.")
         }
@@ -310,20 +318,42 @@ struct DetectCommand: ParsableCommand {
             let names = plan.labels.map { $0.replacingOccurrences(of: "\n", with: " ") }.joined(separator: "\n") + "\n"
             try FileContents.writeAtomically(Array(names.utf8), to: output + "/classes.txt")
         }
-        for path in images {
+        // Several images: computed side by side, one per lane (an engine with one thread each), and taken
+        // here in the order given. Standard input is read here, one image at a time.
+        let laneCount = images.contains("-") ? 1 : min(lanes ?? ComputePool.availableCPUs(), images.count)
+        let imgsz = thresholds.imgsz
+        let sideBySide: LanePipeline<Result<ImageDetections, ImageError>>? =
+            laneCount > 1
+            ? try LanePipeline(count: images.count, lanes: laneCount) {
+                let own = try Engine(network: engine.network, embedder: engine.embedder, pool: ComputePool(threads: 1))
+                return { index in
+                    do throws(ImageError) {
+                        let prepared = try own.prepare(path: images[index], size: imgsz)
+                        return .success(
+                            own.detections(own.score(prepared, plan: plan, text: textFeatures), options: options))
+                    } catch {
+                        return .failure(error)
+                    }
+                }
+            } : nil
+        for (index, path) in images.enumerated() {
             let result: ImageDetections
             var piped: Image?
             do {
-                let prepared: PreparedImage
-                if path == "-" {
-                    let image = try ImageFile.decode(Self.standardInput(maximumSize: 1 << 30), name: "-")
-                    prepared = engine.prepare(image: image, name: "-", size: thresholds.imgsz)
-                    piped = image
+                if let sideBySide {
+                    result = try sideBySide.result(index).get()
                 } else {
-                    prepared = try engine.prepare(path: path, size: thresholds.imgsz)
+                    let prepared: PreparedImage
+                    if path == "-" {
+                        let image = try ImageFile.decode(Self.standardInput(maximumSize: 1 << 30), name: "-")
+                        prepared = engine.prepare(image: image, name: "-", size: thresholds.imgsz)
+                        piped = image
+                    } else {
+                        prepared = try engine.prepare(path: path, size: thresholds.imgsz)
+                    }
+                    result = engine.detections(
+                        engine.score(prepared, plan: plan, text: textFeatures), options: options)
                 }
-                result = engine.detections(
-                    engine.score(prepared, plan: plan, text: textFeatures), options: options)
             } catch {
                 failures += 1
                 printError("lookout: \(error)")

@@ -171,6 +171,27 @@ import Testing
         #expect(a[0].score != b[0].score)
     }
 
+    /// Several images computed side by side (three lanes) print what one at a time prints, in the order
+    /// given, a broken image among them included; only the timings differ.
+    @Test func sideBySideEqualsOneAtATime() throws {
+        let scenes = ["scene-0000.jpg", "scene-0001.jpg", "scene-0002.jpg", "scene-0003.jpg", "scene-0004.jpg"]
+        var photos = scenes.map { Self.root + "/examples/scenes/" + $0 }
+        photos.insert(Self.root + "/Tests/Fixtures/image/files/truncated.jpg", at: 2)
+        func run(_ lanes: String) throws -> [String] {
+            let result = try CLI.run(
+                ["detect"] + photos + [
+                    "-q", "red star, blue ring, green square", "--conf", "0.05", "--json", "--lanes", lanes,
+                ])
+            #expect(result.status != 0 && result.stderr.contains("truncated.jpg"), "\(result.stderr)")
+            return result.stdout.split(separator: "\n").map {
+                $0.replacingOccurrences(of: #","timings":\{[^}]*\}"#, with: "", options: .regularExpression)
+            }
+        }
+        let one = try run("1"), three = try run("3")
+        #expect(one.count == photos.count && one.contains { $0.contains("\"label\"") })
+        #expect(three == one)
+    }
+
     @Test func unreadableImagesAreReportedAndTheOthersStillRun() throws {
         let result = try CLI.run(
             ["detect"] + Self.model + [
