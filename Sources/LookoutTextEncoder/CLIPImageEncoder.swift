@@ -74,9 +74,8 @@ struct CLIPImageWeights: Sendable {
             width: width, layers: layerCount, heads: width / 64, patchSize: patch, grid: grid,
             embeddingSize: embedding)
         let inputs = 3 * patch * patch
-        patchEmbedding = Linear(
-            weight: try file.floats("visual.conv1.weight", shape: [width, 3, patch, patch]),
-            halfWeight: try file.view("visual.conv1.weight").halfBits(),
+        patchEmbedding = try Linear(
+            file, weight: "visual.conv1.weight", shape: [width, 3, patch, patch],
             bias: [Float](repeating: 0, count: width), inputs: inputs, outputs: width)
         classEmbedding = try file.floats("visual.class_embedding", shape: [width])
         positionalEmbedding = try file.floats("visual.positional_embedding", shape: [tokens, width])
@@ -92,23 +91,22 @@ struct CLIPImageWeights: Sendable {
         for index in 0..<layerCount {
             let p = "visual.transformer.resblocks.\(index)."
             func linear(_ name: String, inputs: Int, outputs: Int) throws(WeightsError) -> Linear {
-                Linear(
-                    weight: try file.floats(p + name + ".weight", shape: [outputs, inputs]),
-                    halfWeight: try file.view(p + name + ".weight").halfBits(),
+                try Linear(
+                    file, weight: p + name + ".weight", shape: [outputs, inputs],
                     bias: try file.floats(p + name + ".bias", shape: [outputs]), inputs: inputs, outputs: outputs)
             }
             layers.append(
                 CLIPLayer(
                     ln1: try norm(p + "ln_1"),
-                    inProjection: Linear(
-                        weight: try file.floats(p + "attn.in_proj_weight", shape: [3 * width, width]),
-                        halfWeight: try file.view(p + "attn.in_proj_weight").halfBits(),
+                    inProjection: try Linear(
+                        file, weight: p + "attn.in_proj_weight", shape: [3 * width, width],
                         bias: try file.floats(p + "attn.in_proj_bias", shape: [3 * width]), inputs: width,
                         outputs: 3 * width),
                     outProjection: try linear("attn.out_proj", inputs: width, outputs: width),
                     ln2: try norm(p + "ln_2"),
                     fc: try linear("mlp.c_fc", inputs: width, outputs: 4 * width),
                     projection: try linear("mlp.c_proj", inputs: 4 * width, outputs: width)))
+            file.file.dropResidentPages()  // this layer is packed: its file pages need not stay resident
         }
         self.layers = layers
     }

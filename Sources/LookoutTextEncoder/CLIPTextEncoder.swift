@@ -62,17 +62,15 @@ public final class CLIPTextEncoder: Sendable {
         let width = configuration.width
         var x = [Float](repeating: 0, count: total * width)
         x.withUnsafeMutableBufferPointer { x in
-            weights.tokenEmbedding.withUnsafeBufferPointer { table in
-                weights.positionalEmbedding.withUnsafeBufferPointer { positions in
-                    for (query, ids) in rows.enumerated() {
-                        for position in 0..<lengths[query] {
-                            let id = Int(ids[position])
-                            let target = x.baseAddress! + (starts[query] + position) * width
-                            let token =
-                                table.baseAddress! + (id >= 0 && id < configuration.vocabularySize ? id : 0) * width
-                            let place = positions.baseAddress! + position * width
-                            for d in 0..<width { target[d] = token[d] + place[d] }
-                        }
+            weights.positionalEmbedding.withUnsafeBufferPointer { positions in
+                for (query, ids) in rows.enumerated() {
+                    for position in 0..<lengths[query] {
+                        let id = Int(ids[position])
+                        let target = x.baseAddress! + (starts[query] + position) * width
+                        weights.tokenEmbedding.row(
+                            id >= 0 && id < configuration.vocabularySize ? id : 0, width: width, into: target)
+                        let place = positions.baseAddress! + position * width
+                        for d in 0..<width { target[d] += place[d] }
                     }
                 }
             }

@@ -30,14 +30,30 @@ struct Linear: Sendable {
     let inputs: Int
     let outputs: Int
 
-    init(weight: [Float], halfWeight: [UInt16]?, bias: [Float], inputs: Int, outputs: Int) {
+    /// `weight` is only read when the file's weight is not fp16.
+    init(
+        weight: () throws(WeightsError) -> [Float], halfWeight: [UInt16]?, bias: [Float], inputs: Int, outputs: Int
+    ) throws(WeightsError) {
         if let halfWeight {
             packed = PackedLinear(halfWeight: halfWeight, bias: bias, inputs: inputs, outputs: outputs)
         } else {
-            packed = PackedLinear(weight: weight, bias: bias, inputs: inputs, outputs: outputs)
+            packed = PackedLinear(weight: try weight(), bias: bias, inputs: inputs, outputs: outputs)
         }
         self.inputs = inputs
         self.outputs = outputs
+    }
+
+    /// The weight tensor `weight` of `file` (shape checked), packed from its halves when it is fp16.
+    init(
+        _ file: WeightBinding, weight: String, shape: [Int], bias: [Float], inputs: Int, outputs: Int
+    ) throws(WeightsError) {
+        let view = try file.view(weight)
+        guard view.shape == shape else {
+            throw WeightsError(path: file.path, problem: "tensor \(weight) has shape \(view.shape), expected \(shape)")
+        }
+        try self.init(
+            weight: { () throws(WeightsError) in try file.floats(weight, shape: shape) }, halfWeight: view.halfBits(),
+            bias: bias, inputs: inputs, outputs: outputs)
     }
 
     func linear(_ x: UnsafePointer<Float>, rows: Int, into y: UnsafeMutablePointer<Float>, pool: ComputePool) {
@@ -82,7 +98,7 @@ struct CLIPLayer: Sendable {
 /// transposed here). Other tensors in the file (the vision tower, `logit_scale`) are not used.
 struct CLIPTextWeights: Sendable {
     let configuration: CLIPTextConfiguration
-    let tokenEmbedding: [Float]
+    let tokenEmbedding: TokenTable
     let positionalEmbedding: [Float]
     let layers: [CLIPLayer]
     let finalNorm: LayerNormWeights
@@ -91,6 +107,16 @@ struct CLIPTextWeights: Sendable {
 
     init(_ weights: WeightFile) throws(WeightsError) {
         let file = WeightBinding(weights)
+        /// A tensor's fp16 bit patterns with its shape checked (nil when it is not fp16); marks it taken.
+        func halves(_ name: String, shape: [Int]) throws(WeightsError) -> [UInt16]? {
+            let view = try file.view(name)
+            guard view.shape == shape else {
+                throw WeightsError(
+                    path: file.path, problem: "tensor \(name) has shape \(view.shape), expected \(shape)")
+            }
+            guard let bits = view.halfBits() else { return nil }
+            return bits
+        }
         let layout: CLIPTextConfiguration.Layout
         if file.has("ln_final.weight") {
             layout = .openAI
@@ -128,7 +154,12 @@ struct CLIPTextWeights: Sendable {
         configuration = CLIPTextConfiguration(
             layout: layout, width: width, layers: layerCount, heads: width / 64, contextLength: context,
             vocabularySize: vocabulary, embeddingSize: embedding)
-        tokenEmbedding = try file.floats(tokenName, shape: [vocabulary, width])
+        // One copy of the token table, in the file's precision (49,408 × 512 halves are 51 MB; as floats 101).
+        if let bits = try halves(tokenName, shape: [vocabulary, width]) {
+            tokenEmbedding = .halves(bits)
+        } else {
+            tokenEmbedding = .floats(try file.floats(tokenName, shape: [vocabulary, width]))
+        }
         positionalEmbedding = try file.floats(positionName, shape: [context, width])
         func norm(_ name: String) throws(WeightsError) -> LayerNormWeights {
             LayerNormWeights(
@@ -150,9 +181,8 @@ struct CLIPTextWeights: Sendable {
         }
 
         func linear(_ name: String, inputs: Int, outputs: Int) throws(WeightsError) -> Linear {
-            Linear(
-                weight: try file.floats(name + ".weight", shape: [outputs, inputs]),
-                halfWeight: try file.view(name + ".weight").halfBits(),
+            try Linear(
+                file, weight: name + ".weight", shape: [outputs, inputs],
                 bias: try file.floats(name + ".bias", shape: [outputs]), inputs: inputs, outputs: outputs)
         }
         var layers: [CLIPLayer] = []
@@ -160,20 +190,23 @@ struct CLIPTextWeights: Sendable {
             let p = layerPrefix + "\(index)."
             let inProjection: Linear
             if hf {
-                var weight: [Float] = []
+                let parts = ["q_proj", "k_proj", "v_proj"].map { p + "self_attn.\($0)" }
                 var half: [UInt16]? = []
                 var bias: [Float] = []
-                for part in ["q_proj", "k_proj", "v_proj"] {
-                    weight += try file.floats(p + "self_attn.\(part).weight", shape: [width, width])
-                    let bits = try file.view(p + "self_attn.\(part).weight").halfBits()
+                for part in parts {
+                    let bits = try halves(part + ".weight", shape: [width, width])
                     half = bits.flatMap { bits in half.map { $0 + bits } }
-                    bias += try file.floats(p + "self_attn.\(part).bias", shape: [width])
+                    bias += try file.floats(part + ".bias", shape: [width])
                 }
-                inProjection = Linear(weight: weight, halfWeight: half, bias: bias, inputs: width, outputs: 3 * width)
+                inProjection = try Linear(
+                    weight: { () throws(WeightsError) in
+                        var weight: [Float] = []
+                        for part in parts { weight += try file.floats(part + ".weight", shape: [width, width]) }
+                        return weight
+                    }, halfWeight: half, bias: bias, inputs: width, outputs: 3 * width)
             } else {
-                inProjection = Linear(
-                    weight: try file.floats(p + "attn.in_proj_weight", shape: [3 * width, width]),
-                    halfWeight: try file.view(p + "attn.in_proj_weight").halfBits(),
+                inProjection = try Linear(
+                    file, weight: p + "attn.in_proj_weight", shape: [3 * width, width],
                     bias: try file.floats(p + "attn.in_proj_bias", shape: [3 * width]), inputs: width,
                     outputs: 3 * width)
             }
@@ -187,8 +220,10 @@ struct CLIPTextWeights: Sendable {
                     ln2: try norm(p + ln2),
                     fc: try linear(p + (hf ? "mlp.fc1" : "mlp.c_fc"), inputs: width, outputs: 4 * width),
                     projection: try linear(p + (hf ? "mlp.fc2" : "mlp.c_proj"), inputs: 4 * width, outputs: width)))
+            weights.dropResidentPages()  // this layer is packed: its file pages need not stay resident
         }
         self.layers = layers
+        weights.dropResidentPages()  // everything is copied: the file's pages need not stay resident
         // The rest of a full CLIP file (the image tower, the logit scale, OpenAI's size buffers) is not the
         // text encoder's; anything else is a tensor this encoder does not understand.
         let otherTowers =
@@ -198,5 +233,21 @@ struct CLIPTextWeights: Sendable {
         try file.requireEverythingTaken(
             ignoring: { name in otherTowers.contains { name == $0 || ($0.hasSuffix(".") && name.hasPrefix($0)) } },
             model: "CLIP text encoder")
+    }
+}
+
+/// The token embedding table, `vocabulary × width`, as the file stores it.
+enum TokenTable: Sendable {
+    case floats([Float])
+    case halves([UInt16])
+
+    /// Row `id` widened into `target` (`width` floats).
+    func row(_ id: Int, width: Int, into target: UnsafeMutablePointer<Float>) {
+        switch self {
+        case .floats(let values):
+            values.withUnsafeBufferPointer { target.update(from: $0.baseAddress! + id * width, count: width) }
+        case .halves(let bits):
+            bits.withUnsafeBufferPointer { Kernels.halfToFloat($0.baseAddress! + id * width, target, count: width) }
+        }
     }
 }

@@ -48,6 +48,13 @@ public final class MappedFile: @unchecked Sendable {
 
     private var ownsAllocation = false
 
+    /// Lets the kernel drop the pages read so far from this process's resident memory (a read-only private
+    /// map: they are read again from the page cache if touched). For models that copy what they need at load.
+    public func dropResidentPages() {
+        guard !ownsAllocation, let base = bytes.baseAddress, bytes.count > 0 else { return }
+        _ = madvise(UnsafeMutableRawPointer(mutating: base), bytes.count, Int32(MADV_DONTNEED))
+    }
+
     deinit {
         guard let base = bytes.baseAddress else { return }
         if ownsAllocation {

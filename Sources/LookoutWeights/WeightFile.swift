@@ -55,6 +55,12 @@ public struct WeightFile: Sendable {
                 + "legacy non-zip PyTorch files are not supported)")
     }
 
+    /// Drops the file's pages read so far from resident memory (``MappedFile/dropResidentPages()``); views stay
+    /// valid.
+    public func dropResidentPages() {
+        tensors.values.first?.file.dropResidentPages()
+    }
+
     /// The tensor `name`, or an error naming the key.
     public func view(_ name: String) throws(WeightsError) -> TensorView {
         guard let view = tensors[name] else {
