@@ -11,6 +11,7 @@ import LookoutTensor
 import LookoutTextEncoder
 import LookoutTokenizer
 import LookoutWeights
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -156,11 +157,17 @@ struct Detect: ParsableCommand {
         let labels = (0..<queries).map { "q\($0)" }
         var prepared = try engine.prepare(path: image, size: size)
         let (cpuBefore, wallBefore) = (cpuSeconds(), now())
+        let parallelBefore = ComputePool.parallelNanoseconds.load(ordering: .relaxed)
         try measure("full detect (decode → NMS), \(queries) queries, \(size)", repetitions: repetitions) {
             prepared = try engine.prepare(path: image, size: size)
             _ = engine.detect(prepared, labels: labels, text: text)
         }
-        let busy = (cpuSeconds() - cpuBefore) / (now() - wallBefore)
+        let wall = now() - wallBefore
+        let busy = (cpuSeconds() - cpuBefore) / wall
+        let parallel = Double(ComputePool.parallelNanoseconds.load(ordering: .relaxed) - parallelBefore) * 1e-9
+        print(
+            "time in loops across threads: \(Int(parallel / wall * 100))% of the detections' wall time (\(format3((wall - parallel) / Double(repetitions) * 1000)) ms per detection on the calling thread alone)"
+        )
         print(
             "threads busy during the detections: \(format3(busy)) of \(engine.pool.threadCount) (idle \(Int((1 - busy / Double(engine.pool.threadCount)) * 100))%)"
         )

@@ -234,10 +234,33 @@ struct WorldDetectHead: Sendable {
         let normalized = normalizedText(text, classes: classes)
         let anchors = inputs.reduce(0) { $0 + $1.plane }
         var output = [Float](repeating: 0, count: (4 + classes) * anchors)
+        // The six branches (box and embedding of three levels) are independent: each runs on one thread
+        // (their convolutions inline), the largest first, so that both threads stay busy without a barrier
+        // after every small convolution. The arithmetic is the same as one branch at a time.
+        let branches = UnsafeMutableBufferPointer<FeatureMap?>.allocate(capacity: 2 * levels.count)
+        branches.initialize(repeating: nil)
+        defer { branches.deallocate() }
+        let order = (0..<(2 * levels.count)).sorted { a, b in
+            let (la, lb) = (a / 2, b / 2)
+            let costA = inputs[la].plane * inputs[la].channels * (a % 2 == 0 ? 2 : 1)
+            let costB = inputs[lb].plane * inputs[lb].channels * (b % 2 == 0 ? 2 : 1)
+            return costA > costB
+        }
+        let (slots, levels) = (UnsafeSendable(branches.baseAddress!), self.levels)
+        pool.parallelFor(order.count, chunk: 1) { range in
+            for task in range {
+                let branch = order[task]
+                let (level, x) = (levels[branch / 2], inputs[branch / 2])
+                slots.pointer[branch] =
+                    branch % 2 == 0
+                    ? level.embedding[1](level.embedding[0](x, pool: pool), pool: pool)
+                    : level.box[2](level.box[1](level.box[0](x, pool: pool), pool: pool), pool: pool)
+            }
+        }
         var offset = 0
         for (index, (level, x)) in zip(levels, inputs).enumerated() {
-            let box = level.box[2](level.box[1](level.box[0](x, pool: pool), pool: pool), pool: pool)
-            let hidden = level.embedding[1](level.embedding[0](x, pool: pool), pool: pool)
+            let box = branches[2 * index + 1]!
+            let hidden = branches[2 * index]!
             // Class logits = weights · source + constants, per anchor.
             let weights: [Float], depth: Int, constants: [Float], source: [Float]
             if kept == nil {

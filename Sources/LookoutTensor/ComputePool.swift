@@ -116,6 +116,16 @@ public final class ComputePool: @unchecked Sendable {
         return state.running
     }
 
+    /// Wall time spent in loops that ran across threads, summed over all pools (nanoseconds): the rest of a
+    /// caller's time ran on its thread alone (benchmarks report the share).
+    public static let parallelNanoseconds = Atomic<Int>(0)
+
+    static func monotonicNanoseconds() -> Int {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Int(time.tv_sec) * 1_000_000_000 + Int(time.tv_nsec)
+    }
+
     /// Runs `body` over `0..<count` in chunks of `chunk` iterations, in parallel; returns when all are done.
     public func parallelFor(_ count: Int, chunk: Int = 1, _ body: @escaping (Range<Int>) -> Void) {
         guard count > 0 else { return }
@@ -124,6 +134,8 @@ public final class ComputePool: @unchecked Sendable {
             body(0..<count)
             return
         }
+        let started = Self.monotonicNanoseconds()
+        defer { Self.parallelNanoseconds.add(Self.monotonicNanoseconds() - started, ordering: .relaxed) }
         let job = Job(count: count, chunk: chunk, body: body)
         pthread_mutex_lock(state.lock)
         state.jobs.append(job)

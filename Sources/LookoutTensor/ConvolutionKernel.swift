@@ -130,7 +130,8 @@ public struct WinogradConvolution: ConvolutionKernel {
         precondition(x.channels == w.inputs, "convolution expects \(w.inputs) channels, got \(x.channels)")
         let (height, width, inputs, outputs) = (x.height, x.width, w.inputs, w.outputs)
         let tiles = ((height + 3) / 4) * ((width + 3) / 4)
-        var out = FeatureMap(channels: outputs, height: height, width: width)
+        // Every value is written below (each tile's rows; every output row of every tile).
+        var out = FeatureMap(unfilledChannels: outputs, height: height, width: width)
         let profileStart = LoweredConvolution.profiling ? LoweredConvolution.clock() : 0
         defer {
             if LoweredConvolution.profiling {
@@ -223,7 +224,8 @@ public struct LoweredConvolution: ConvolutionKernel {
         let outWidth = (x.width + 2 * padding - kernel) / stride + 1
         let columns = outHeight * outWidth
         let depth = inputs * kernel * kernel
-        var out = FeatureMap(channels: outputs, height: outHeight, width: outWidth)
+        // Every value is written below (each tile starts its rows with the bias).
+        var out = FeatureMap(unfilledChannels: outputs, height: outHeight, width: outWidth)
         let profileStart = Self.profiling ? Self.clock() : 0
         defer {
             if Self.profiling {

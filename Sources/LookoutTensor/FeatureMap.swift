@@ -29,6 +29,15 @@ public struct FeatureMap: Sendable {
             data: [Float](repeating: 0, count: channels * height * width))
     }
 
+    /// A map whose values are left as the allocator gives them, for a kernel that writes every one (no
+    /// zero-filling pass on the calling thread before the parallel work).
+    public init(unfilledChannels channels: Int, height: Int, width: Int) {
+        let count = channels * height * width
+        self.init(
+            channels: channels, height: height, width: width,
+            data: [Float](unsafeUninitializedCapacity: count) { _, initialized in initialized = count })
+    }
+
     public var plane: Int { height * width }
 
     /// Channels `range` as a new map (`torch.chunk` halves, split outputs).
