@@ -3,9 +3,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -720,9 +717,3 @@ void lookout_winograd_output(const float *m, const float *bias, int outputs, int
 #endif
 }
 
-void lookout_keep_freed_memory(void) {
-#if defined(__GLIBC__)
-    if (getenv("MALLOC_MMAP_THRESHOLD_") == NULL) mallopt(M_MMAP_THRESHOLD, 256 << 20);
-    if (getenv("MALLOC_TRIM_THRESHOLD_") == NULL) mallopt(M_TRIM_THRESHOLD, 1 << 30);
-#endif
-}

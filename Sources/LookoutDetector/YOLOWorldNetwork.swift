@@ -239,7 +239,10 @@ struct WorldDetectHead: Sendable {
         // after every small convolution. The arithmetic is the same as one branch at a time.
         let branches = UnsafeMutableBufferPointer<FeatureMap?>.allocate(capacity: 2 * levels.count)
         branches.initialize(repeating: nil)
-        defer { branches.deallocate() }
+        defer {
+            _ = branches.deinitialize()  // the six maps are released here
+            branches.deallocate()
+        }
         let order = (0..<(2 * levels.count)).sorted { a, b in
             let (la, lb) = (a / 2, b / 2)
             let costA = inputs[la].plane * inputs[la].channels * (a % 2 == 0 ? 2 : 1)

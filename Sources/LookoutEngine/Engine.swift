@@ -71,7 +71,6 @@ public final class Engine: Sendable {
 
     /// Checks that the detector and the text encoder fit together (embedding sizes).
     public init(network: YOLOWorldNetwork, embedder: TextEmbedder?, pool: ComputePool = .shared) throws(WeightsError) {
-        Kernels.keepFreedMemory()
         if let embedder, embedder.encoder.configuration.embeddingSize != network.embeddingSize {
             throw WeightsError(
                 path: embedder.encoder.path, kind: .incompatibleModels,

@@ -77,12 +77,6 @@ public enum Kernels {
     }
 
     /// SiLU in place, `x / (1 + exp(−x))` (vectorised where the CPU allows).
-    /// glibc gives freed blocks above 128 KiB (at first) back to the kernel, and every detection's feature
-    /// maps then fault their pages in again (about 4,500 page faults per detection of the s model at 640).
-    /// Once per process: blocks up to 256 MiB come from the heap, up to 1 GiB of free heap is kept.
-    public static func keepFreedMemory() { _ = freedMemoryKept }
-    private static let freedMemoryKept: Void = lookout_keep_freed_memory()
-
     public static func silu(_ values: UnsafeMutablePointer<Float>, count: Int) {
         lookout_silu(values, count)
     }

@@ -50,6 +50,4 @@ void lookout_winograd_input(const float *x, int channels, int height, int width,
    `activation`; `y` is `outputs × height × width`. */
 void lookout_winograd_output(const float *m, const float *bias, int outputs, int height, int width, int activation,
                              int k_begin, int k_end, float *y, float *scratch);
-/* glibc: blocks up to 256 MiB from the heap, up to 1 GiB of free heap kept (unless MALLOC_*_ set). */
-void lookout_keep_freed_memory(void);
 #endif
