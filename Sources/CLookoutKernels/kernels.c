@@ -601,16 +601,32 @@ __attribute__((target("avx2,fma"))) static void winograd_input_avx2(const float 
     const __m256i to_natural = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     for (int c = c_begin; c < c_end; c++) {
         const float *image = x + (size_t)c * height * width;
+        /* Consecutive tile rows overlap by two input rows: the six padded rows are a ring, four filled per
+           tile row after the first. */
+        float *ring[6];
+        for (int i = 0; i < 6; i++) ring[i] = rows + i * span;
         for (int ty = 0; ty < tiles_y; ty++) {
-            for (int i = 0; i < 6; i++) {
-                float *row = rows + i * span;
+            if (ty > 0) {
+                float *first = ring[0], *second = ring[1];
+                ring[0] = ring[4];
+                ring[1] = ring[5];
+                ring[4] = first;
+                ring[5] = second;
+            }
+            for (int i = ty == 0 ? 0 : 2; i < 6; i++) {
+                float *row = ring[i];
                 int y = ty * 4 - 1 + i;
-                memset(row, 0, sizeof(float) * span);
-                if (y >= 0 && y < height) memcpy(row + 1, image + (size_t)y * width, sizeof(float) * width);
+                if (y >= 0 && y < height) {
+                    row[0] = 0;
+                    memcpy(row + 1, image + (size_t)y * width, sizeof(float) * width);
+                    memset(row + 1 + width, 0, sizeof(float) * (span - 1 - width));
+                } else {
+                    memset(row, 0, sizeof(float) * span);
+                }
             }
             for (int p = 0; p < span; p += 8) {
                 __m256 d[6], o[6];
-                for (int i = 0; i < 6; i++) d[i] = _mm256_loadu_ps(rows + i * span + p);
+                for (int i = 0; i < 6; i++) d[i] = _mm256_loadu_ps(ring[i] + p);
                 winograd_bt(d, o);
                 for (int r = 0; r < 6; r++) _mm256_storeu_ps(t + r * span + p, o[r]);
             }

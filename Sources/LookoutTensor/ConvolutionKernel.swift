@@ -245,7 +245,10 @@ public struct LoweredConvolution: ConvolutionKernel {
                 x, weight: weight, bias: bias, outputs: outputs, activation: activation, into: &out, pool: pool)
             return out
         }
-        let tile = pointwise ? max(256, (columns + pool.threadCount - 1) / pool.threadCount) : Self.tileColumns
+        // The tiles do not depend on the pool's threads: a GEMM's rounding depends on its shape (OpenBLAS takes
+        // another kernel for small products), and an engine with one thread (a lane of `lookout index`) must
+        // compute what one with two does. 1×1: halves of the map, at least 256 pixels each.
+        let tile = pointwise ? max(256, (columns + 1) / 2) : Self.tileColumns
         let tiles = (columns + tile - 1) / tile
         let (height, width) = (x.height, x.width)
         weight.withUnsafeBufferPointer { w in

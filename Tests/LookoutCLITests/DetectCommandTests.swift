@@ -174,7 +174,8 @@ import Testing
     /// Several images computed side by side (three lanes) print what one at a time prints, in the order
     /// given, a broken image among them included; only the timings differ.
     @Test func sideBySideEqualsOneAtATime() throws {
-        let scenes = ["scene-0000.jpg", "scene-0001.jpg", "scene-0002.jpg", "scene-0003.jpg", "scene-0004.jpg"]
+        // scene-0007 (438×652) makes a 14×20 map, where a pool-dependent tiling once changed the rounding.
+        let scenes = ["scene-0000.jpg", "scene-0001.jpg", "scene-0007.jpg", "scene-0003.jpg", "scene-0004.jpg"]
         var photos = scenes.map { Self.root + "/examples/scenes/" + $0 }
         photos.insert(Self.root + "/Tests/Fixtures/image/files/truncated.jpg", at: 2)
         func run(_ lanes: String) throws -> [String] {

@@ -144,7 +144,9 @@ import Testing
     /// same counts, a copy reused rather than computed twice even when both are in flight, the same failure,
     /// the same search results with the same scores.
     @Test func sideBySideStoresWhatOneAtATimeStores() throws {
-        let folder = try Self.folder(count: 6)
+        // Eight scenes: scene-0007 (438×652) makes a 14×20 map, where a pool-dependent tiling once gave the
+        // one-thread lanes another rounding than the two-thread engine.
+        let folder = try Self.folder(count: 8)
         defer { Self.remove(folder) }
         let photos = folder + "/photos/"
         // The copy sorts right after its original, so both are claimed while the original is in flight.
@@ -166,12 +168,12 @@ import Testing
             regions: { _, _ in
                 Issue.record("the lanes compute, not this"); return []
             }, lanes: lanes)
-        #expect(first.computed == 6 && first.reused == 1 && first.failed == 1, "\(first)")
+        #expect(first.computed == 8 && first.reused == 1 && first.failed == 1, "\(first)")
         #expect(
             second.computed == first.computed && second.reused == first.reused && second.failed == first.failed,
             "\(second)")
         #expect(try sideBySide.failures().map(\.path) == one.failures().map(\.path))
-        let labels = Set(Self.truth.scenes.prefix(6).flatMap { $0.objects.map(\.label) }).sorted()
+        let labels = Set(Self.truth.scenes.prefix(8).flatMap { $0.objects.map(\.label) }).sorted()
         #expect(labels.count >= 4)
         for label in labels {
             let text = Self.loaded.engine.embedder!.embed([label]).embeddings[0]
