@@ -457,8 +457,7 @@ struct Layers: ParsableCommand {
     func run() throws {
         let pool = ComputePool(threads: threads)
         var kernels: [(String, any ConvolutionKernel)] = [
-            ("lowered", LoweredConvolution()),
-            ("lowered, small 1×1 split by outputs", LoweredConvolution(splitSmallPointwiseByOutputs: true)),
+            ("lowered", LoweredConvolution())
         ]
         if WinogradConvolution.available { kernels.append(("winograd F(4×4, 3×3)", WinogradConvolution())) }
         var totals = [Double](repeating: 0, count: kernels.count)

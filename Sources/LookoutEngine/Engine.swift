@@ -70,7 +70,9 @@ public final class Engine: Sendable {
     public let pool: ComputePool
 
     /// Checks that the detector and the text encoder fit together (embedding sizes).
-    public init(network: YOLOWorldNetwork, embedder: TextEmbedder?, pool: ComputePool = .shared) throws(WeightsError) {
+    public convenience init(
+        network: YOLOWorldNetwork, embedder: TextEmbedder?, pool: ComputePool = .shared
+    ) throws(WeightsError) {
         if let embedder, embedder.encoder.configuration.embeddingSize != network.embeddingSize {
             throw WeightsError(
                 path: embedder.encoder.path, kind: .incompatibleModels,
@@ -78,9 +80,19 @@ public final class Engine: Sendable {
                     "this text encoder makes \(embedder.encoder.configuration.embeddingSize)-d embeddings but the detector \(network.path) expects \(network.embeddingSize)-d: they do not belong together"
             )
         }
+        self.init(checked: network, embedder: embedder, pool: pool)
+    }
+
+    private init(checked network: YOLOWorldNetwork, embedder: TextEmbedder?, pool: ComputePool) {
         self.network = network
         self.embedder = embedder
         self.pool = pool
+    }
+
+    /// An engine on the same weights (network and text encoder, shared) computing on `pool`: a lane that
+    /// works on one photo while another engine works on the next.
+    public func sharingWeights(pool: ComputePool) -> Engine {
+        Engine(checked: network, embedder: embedder, pool: pool)
     }
 
     /// Decodes, letterboxes (`size`, auto padding to a multiple of 32) and runs the backbone.

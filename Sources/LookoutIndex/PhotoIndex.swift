@@ -333,20 +333,17 @@ public final class PhotoIndex {
         var free = Array(lanes.indices.reversed())
         var inFlight: [String: String] = [:]  // path → content hash
         var done = 0
+        func finish(_ photo: FoundPhoto, _ outcome: PhotoOutcome) throws(IndexError) {
+            try store.record(photo, outcome: outcome, model: key)
+            Self.count(outcome, indexed: &indexed, summary: &summary)
+            try store.release(photo.path, worker: worker)
+            done += 1
+        }
         func collect() throws(IndexError) {
             let (photo, lane, outcome) = finished.take()
             free.append(lane)
             inFlight[photo.path] = nil
-            try store.record(photo, outcome: outcome, model: key)
-            switch outcome {
-            case .indexed(let hash, _, _, _, _, _):
-                indexed.insert(hash)
-                summary.computed += 1
-            case .reused: summary.reused += 1
-            case .failed: summary.failed += 1
-            }
-            try store.release(photo.path, worker: worker)
-            done += 1
+            try finish(photo, outcome)
         }
         for photo in work {
             progress(Progress(done: done, total: work.count, current: photo.path))
@@ -369,17 +366,9 @@ public final class PhotoIndex {
             }
             switch read {
             case .unreadable(let outcome):
-                try store.record(photo, outcome: outcome, model: key)
-                try store.release(photo.path, worker: worker)
-                summary.failed += 1
-                done += 1
-                continue
+                try finish(photo, outcome)
             case .read(_, let hash) where indexed.contains(hash):
-                try store.record(photo, outcome: .reused(hash: hash), model: key)
-                try store.release(photo.path, worker: worker)
-                summary.reused += 1
-                done += 1
-                continue
+                try finish(photo, .reused(hash: hash))
             case .read(let bytes, let hash):
                 if free.isEmpty { try collect() }
                 let lane = free.removeLast()
@@ -409,6 +398,11 @@ public final class PhotoIndex {
             photo, indexed: indexed, embeddingSize: model.embeddingSize, regions: regions,
             imageEmbedding: imageEmbedding)
         try store.record(photo, outcome: outcome, model: model.key)
+        Self.count(outcome, indexed: &indexed, summary: &summary)
+    }
+
+    /// Counts a recorded outcome in `summary`; new content joins `indexed`.
+    private static func count(_ outcome: PhotoOutcome, indexed: inout Set<String>, summary: inout Summary) {
         switch outcome {
         case .indexed(let hash, _, _, _, _, _):
             indexed.insert(hash)

@@ -135,11 +135,7 @@ public struct WinogradConvolution: ConvolutionKernel {
         let profileStart = LoweredConvolution.profiling ? LoweredConvolution.clock() : 0
         defer {
             if LoweredConvolution.profiling {
-                let seconds = LoweredConvolution.clock() - profileStart
-                let flops = 2.0 * Double(outputs * inputs * 9) * Double(height * width)
-                var line =
-                    "conv \(inputs)->\(outputs) k3 s1 \(height)x\(width): \(Int(seconds * 1e6)) us, \(Int(flops / seconds / 1e9)) GFLOP/s, \(Int(flops / 1e6)) MFLOP (winograd)\n"
-                line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+                LoweredConvolution.report(w, height: height, width: width, since: profileStart, note: " (winograd)")
             }
         }
         let transformedInput = UnsafeMutablePointer<Float>.allocate(capacity: 36 * inputs * tiles)
@@ -193,19 +189,10 @@ public struct WinogradConvolution: ConvolutionKernel {
 /// the copy and the GEMM that reads it), bias and SiLU on the hot tile; 1×1 stride-1 convolutions are GEMMs
 /// on the input itself.
 public struct LoweredConvolution: ConvolutionKernel {
-    /// 1×1 convolutions on small maps (under 512 pixels per thread) split their output channels across the
-    /// threads rather than their pixels. Off by default: it saved 0.3–0.9 ms per 20×20 layer in
-    /// `lookout-benchmarks layers`, but the other GEMM blocking moved the demo model's region embeddings
-    /// across 8-bit quantisation steps that the index reference test (IndexCommandTests) does not allow.
-    public var splitSmallPointwiseByOutputs: Bool
+    public init() {}
 
-    public init(splitSmallPointwiseByOutputs: Bool = false) {
-        self.splitSmallPointwiseByOutputs = splitSmallPointwiseByOutputs
-    }
-
-    /// Output pixels lowered and multiplied at a time: a tile's lowered input (depth × tile) stays in cache
-    /// between im2col and the GEMM that reads it.
-    /// `LOOKOUT_PROFILE=1`: every convolution prints its shape, time and GFLOP/s on standard error.
+    /// `LOOKOUT_PROFILE=1`: every convolution prints its shape, time and GFLOP/s (counted as a direct
+    /// convolution) on standard error.
     static let profiling = getenv("LOOKOUT_PROFILE") != nil
     static func clock() -> Double {
         var time = timespec()
@@ -213,6 +200,17 @@ public struct LoweredConvolution: ConvolutionKernel {
         return Double(time.tv_sec) + Double(time.tv_nsec) * 1e-9
     }
 
+    /// The profile line of a convolution that made a `height × width` map and started at `start`.
+    static func report(_ w: ConvolutionWeights, height: Int, width: Int, since start: Double, note: String = "") {
+        let seconds = clock() - start
+        let flops = 2.0 * Double(w.outputs * w.inputs * w.kernel * w.kernel) * Double(height * width)
+        var line =
+            "conv \(w.inputs)->\(w.outputs) k\(w.kernel) s\(w.stride) \(height)x\(width): \(Int(seconds * 1e6)) us, \(Int(flops / seconds / 1e9)) GFLOP/s, \(Int(flops / 1e6)) MFLOP\(note)\n"
+        line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+    }
+
+    /// Output pixels lowered and multiplied at a time: a tile's lowered input (depth × tile) stays in cache
+    /// between im2col and the GEMM that reads it.
     static let tileColumns = 192
 
     public func convolve(_ x: FeatureMap, _ w: ConvolutionWeights, pool: ComputePool) -> FeatureMap {
@@ -227,24 +225,8 @@ public struct LoweredConvolution: ConvolutionKernel {
         // Every value is written below (each tile starts its rows with the bias).
         var out = FeatureMap(unfilledChannels: outputs, height: outHeight, width: outWidth)
         let profileStart = Self.profiling ? Self.clock() : 0
-        defer {
-            if Self.profiling {
-                let seconds = Self.clock() - profileStart
-                let flops = 2.0 * Double(outputs) * Double(depth) * Double(columns)
-                var line =
-                    "conv \(inputs)->\(outputs) k\(kernel) s\(stride) \(outHeight)x\(outWidth): \(Int(seconds * 1e6)) us, \(Int(flops / seconds / 1e9)) GFLOP/s, \(Int(flops / 1e6)) MFLOP\n"
-                line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
-            }
-        }
+        defer { if Self.profiling { Self.report(w, height: outHeight, width: outWidth, since: profileStart) } }
         let pointwise = kernel == 1 && stride == 1
-        if splitSmallPointwiseByOutputs && pointwise && columns < 512 * pool.threadCount
-            && outputs >= 32 * pool.threadCount
-        {
-            // Small maps: split the outputs instead of the pixels, so that both threads get a full share.
-            Self.pointwiseByOutputs(
-                x, weight: weight, bias: bias, outputs: outputs, activation: activation, into: &out, pool: pool)
-            return out
-        }
         // The tiles do not depend on the pool's threads: a GEMM's rounding depends on its shape (OpenBLAS takes
         // another kernel for small products), and an engine with one thread (a lane of `lookout index`) must
         // compute what one with two does. 1×1: halves of the map, at least 256 pixels each.
@@ -293,40 +275,6 @@ public struct LoweredConvolution: ConvolutionKernel {
             }
         }
         return out
-    }
-
-    /// A 1×1 convolution as GEMMs over blocks of 16·k output channels, every pixel at once.
-    static func pointwiseByOutputs(
-        _ x: FeatureMap, weight: [Float], bias: [Float], outputs: Int, activation: Bool, into out: inout FeatureMap,
-        pool: ComputePool
-    ) {
-        let columns = x.height * x.width
-        let inputs = x.channels
-        let blocks = 4 * pool.threadCount
-        let rows = ((outputs + blocks - 1) / blocks + 15) / 16 * 16
-        weight.withUnsafeBufferPointer { w in
-            bias.withUnsafeBufferPointer { bias in
-                x.data.withUnsafeBufferPointer { source in
-                    out.data.withUnsafeMutableBufferPointer { c in
-                        let w = UnsafeSendable(w.baseAddress!), bias = UnsafeSendable(bias.baseAddress!)
-                        let source = UnsafeSendable(source.baseAddress!), c = UnsafeSendable(c.baseAddress!)
-                        pool.parallelFor((outputs + rows - 1) / rows, chunk: 1) { range in
-                            for block in range {
-                                let first = block * rows
-                                let count = min(rows, outputs - first)
-                                for o in first..<(first + count) {
-                                    (c.pointer + o * columns).update(repeating: bias.pointer[o], count: columns)
-                                }
-                                BLAS.gemm(
-                                    m: count, n: columns, k: inputs, a: w.pointer + first * inputs, b: source.pointer,
-                                    c: c.pointer + first * columns, beta: 1)
-                                if activation { Kernels.silu(c.pointer + first * columns, count: count * columns) }
-                            }
-                        }
-                    }
-                }
-            }
-        }
     }
 
     /// im2col of output pixels `first ..< first + count` (row-major over the output): row

@@ -324,8 +324,8 @@ struct DetectCommand: ParsableCommand {
         let imgsz = thresholds.imgsz
         let sideBySide: LanePipeline<Result<ImageDetections, ImageError>>? =
             laneCount > 1
-            ? try LanePipeline(count: images.count, lanes: laneCount) {
-                let own = try Engine(network: engine.network, embedder: engine.embedder, pool: ComputePool(threads: 1))
+            ? LanePipeline(count: images.count, lanes: laneCount) {
+                let own = engine.sharingWeights(pool: ComputePool(threads: 1))
                 return { index in
                     do throws(ImageError) {
                         let prepared = try own.prepare(path: images[index], size: imgsz)

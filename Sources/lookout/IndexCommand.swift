@@ -191,12 +191,10 @@ struct IndexCommand: ParsableCommand {
             detectorFingerprint: detectorFingerprint, textEncoderFingerprint: engine.embedder!.encoder.fingerprint,
             vocabulary: vocabulary.name, imageSize: imgsz, maximumRegions: regions,
             embeddingSize: engine.network.embeddingSize, scoreParameters: engine.network.scoreParameters)
-        var imageEmbedder: ImageEmbedder?
-        var tower: CLIPImageEncoder?
+        var imageTower: CLIPImageEncoder?
         if !noImageModel, let imageModel = try imageModel ?? modelOptions.configuration.imageTowerPath() {
-            let loaded = try CLIPImageEncoder(contentsOf: imageModel)
-            tower = loaded
-            let tower = loaded
+            let tower = try CLIPImageEncoder(contentsOf: imageModel)
+            imageTower = tower
             let textSize = engine.embedder!.encoder.configuration.embeddingSize
             guard tower.configuration.embeddingSize == textSize else {
                 throw LookoutError(
@@ -209,9 +207,15 @@ struct IndexCommand: ParsableCommand {
                 model.sceneScore = SceneScore(center: center, slope: slope)
             }
             model.duplicateThreshold = tower.duplicateThreshold
-            imageEmbedder = { bytes, path in
-                let input = try CLIPPreprocessing.input(bytes, name: path, size: tower.configuration.inputResolution)
-                return tower.encode([input])[0]
+        }
+        /// The photo embedding, computed on `pool`.
+        func embedder(_ pool: ComputePool) -> ImageEmbedder? {
+            imageTower.map { tower in
+                { bytes, path in
+                    let input = try CLIPPreprocessing.input(
+                        bytes, name: path, size: tower.configuration.inputResolution)
+                    return tower.encode([input], pool: pool)[0]
+                }
             }
         }
         let index = try database.open()
@@ -222,26 +226,18 @@ struct IndexCommand: ParsableCommand {
         if laneCount > 1 {
             for _ in 0..<laneCount {
                 let pool = ComputePool(threads: 1)
-                var own = RegionExtractor(
-                    engine: try Engine(network: engine.network, embedder: engine.embedder, pool: pool),
-                    vocabulary: vocabulary.embeddings)
+                var own = RegionExtractor(engine: engine.sharingWeights(pool: pool), vocabulary: vocabulary.embeddings)
                 (own.imageSize, own.maximumRegions) = (extractor.imageSize, extractor.maximumRegions)
-                let embedding: ImageEmbedder? = tower.map { tower in
-                    { bytes, path in
-                        let input = try CLIPPreprocessing.input(
-                            bytes, name: path, size: tower.configuration.inputResolution)
-                        return tower.encode([input], pool: pool)[0]
-                    }
-                }
                 let lane = own
-                computeLanes.append(ComputeLane(regions: { lane.regions(of: $0, name: $1) }, imageEmbedding: embedding))
+                computeLanes.append(
+                    ComputeLane(regions: { lane.regions(of: $0, name: $1) }, imageEmbedding: embedder(pool)))
             }
         }
         let reporter = ProgressReporter(terminal: !plain && isatty(2) == 1)
         var clock = Stopwatch()
         let summary = try index.update(
             root: folder!, model: model, regions: { extractor.regions(of: $0, name: $1) },
-            imageEmbedding: imageEmbedder, replacingOtherFolders: rebuild, lanes: computeLanes,
+            imageEmbedding: embedder(.shared), replacingOtherFolders: rebuild, lanes: computeLanes,
             progress: { reporter.report($0) })
         reporter.finish()
         let seconds = clock.lap()

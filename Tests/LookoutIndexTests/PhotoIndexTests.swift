@@ -153,10 +153,8 @@ import Testing
         try FileContents.writeAtomically(
             try FileContents.read(photos + "scene-0000.jpg"), to: photos + "scene-0000b.jpg")
         try FileContents.writeAtomically(Array(repeating: 0xFF, count: 100), to: photos + "broken.jpg")
-        let lanes = try (0..<2).map { _ in
-            let engine = try Engine(
-                network: Self.loaded.engine.network, embedder: Self.loaded.engine.embedder,
-                pool: ComputePool(threads: 1))
+        let lanes = (0..<2).map { _ in
+            let engine = Self.loaded.engine.sharingWeights(pool: ComputePool(threads: 1))
             let extractor = RegionExtractor(engine: engine, vocabulary: Self.loaded.extractor.vocabulary)
             return ComputeLane(regions: { extractor.regions(of: $0, name: $1) }, imageEmbedding: nil)
         }

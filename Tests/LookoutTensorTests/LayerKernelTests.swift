@@ -4,7 +4,7 @@ import LookoutTestSupport
 import Testing
 
 /// Every layer kernel against a naive reference written from its definition (loops in Double): the
-/// convolution (each path of the lowered kernel: 1×1 GEMM split by pixels and by outputs, stride 1, stride 2 with the wide copies,
+/// convolution (each path of the lowered kernel: 1×1 GEMM, stride 1, stride 2 with the wide copies,
 /// 5×5, maps smaller than the kernel), max pooling, upsampling, concatenation, SiLU, LayerNorm and causal
 /// attention. Compared with one all-close rule.
 @Suite struct LayerKernelTests {

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define CHECK(call)                                                                                                \
     do {                                                                                                           \
@@ -23,32 +22,7 @@
         }                                                                                                          \
     } while (0)
 
-static const int shapes[][7] = {
-    /* inputs, outputs, kernel, stride, height, width, times per detection */
-    {3, 32, 3, 2, 640, 640, 1},    {32, 64, 3, 2, 320, 320, 1},  {64, 128, 3, 2, 160, 160, 1},
-    {128, 256, 3, 2, 80, 80, 1},   {256, 512, 3, 2, 40, 40, 1},  {128, 128, 3, 2, 80, 80, 1},
-    {256, 256, 3, 2, 40, 40, 1},   {32, 32, 3, 1, 160, 160, 2},  {64, 64, 3, 1, 80, 80, 8},
-    {128, 128, 3, 1, 80, 80, 2},   {128, 128, 3, 1, 40, 40, 11}, {256, 256, 3, 1, 20, 20, 5},
-    {128, 64, 3, 1, 80, 80, 1},    {256, 128, 3, 1, 40, 40, 1},  {256, 64, 3, 1, 40, 40, 1},
-    {512, 128, 3, 1, 20, 20, 1},   {512, 64, 3, 1, 20, 20, 1},   {64, 64, 3, 1, 40, 40, 1},
-    {64, 64, 3, 1, 20, 20, 1},     {128, 128, 3, 1, 20, 20, 1},  {64, 64, 1, 1, 160, 160, 1},
-    {96, 64, 1, 1, 160, 160, 1},   {128, 128, 1, 1, 80, 80, 1},  {256, 128, 1, 1, 80, 80, 2},
-    {384, 128, 1, 1, 80, 80, 1},   {64, 64, 1, 1, 80, 80, 1},    {256, 256, 1, 1, 40, 40, 1},
-    {384, 256, 1, 1, 40, 40, 1},   {512, 256, 1, 1, 40, 40, 3},  {768, 256, 1, 1, 40, 40, 1},
-    {64, 64, 1, 1, 40, 40, 1},     {512, 256, 1, 1, 20, 20, 1},  {512, 512, 1, 1, 20, 20, 1},
-    {768, 512, 1, 1, 20, 20, 2},   {1024, 512, 1, 1, 20, 20, 2}, {64, 64, 1, 1, 20, 20, 1},
-};
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static int compare(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+#include "layer_shapes.h"
 
 static dnnl_memory_t filled(const dnnl_memory_desc_t *md, dnnl_engine_t engine) {
     dnnl_memory_t memory;
@@ -104,7 +78,6 @@ static double measure(dnnl_engine_t engine, dnnl_stream_t stream, const int *s, 
         CHECK(dnnl_stream_wait(stream));
         if (r >= 0) samples[r] = now() - start;
     }
-    qsort(samples, runs, sizeof(double), compare);
     dnnl_primitive_destroy(conv);
     dnnl_memory_destroy(src);
     dnnl_memory_destroy(wei);
@@ -113,7 +86,7 @@ static double measure(dnnl_engine_t engine, dnnl_stream_t stream, const int *s, 
     dnnl_primitive_desc_destroy(pd);
     dnnl_primitive_attr_destroy(attr);
     dnnl_post_ops_destroy(ops);
-    return samples[runs / 2] * 1000;
+    return median(samples, runs) * 1000;
 }
 
 int main(int argc, char **argv) {

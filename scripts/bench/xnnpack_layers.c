@@ -10,34 +10,9 @@
 #include <pthreadpool.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <xnnpack.h>
 
-static const int shapes[][7] = {
-    {3, 32, 3, 2, 640, 640, 1},    {32, 64, 3, 2, 320, 320, 1},  {64, 128, 3, 2, 160, 160, 1},
-    {128, 256, 3, 2, 80, 80, 1},   {256, 512, 3, 2, 40, 40, 1},  {128, 128, 3, 2, 80, 80, 1},
-    {256, 256, 3, 2, 40, 40, 1},   {32, 32, 3, 1, 160, 160, 2},  {64, 64, 3, 1, 80, 80, 8},
-    {128, 128, 3, 1, 80, 80, 2},   {128, 128, 3, 1, 40, 40, 11}, {256, 256, 3, 1, 20, 20, 5},
-    {128, 64, 3, 1, 80, 80, 1},    {256, 128, 3, 1, 40, 40, 1},  {256, 64, 3, 1, 40, 40, 1},
-    {512, 128, 3, 1, 20, 20, 1},   {512, 64, 3, 1, 20, 20, 1},   {64, 64, 3, 1, 40, 40, 1},
-    {64, 64, 3, 1, 20, 20, 1},     {128, 128, 3, 1, 20, 20, 1},  {64, 64, 1, 1, 160, 160, 1},
-    {96, 64, 1, 1, 160, 160, 1},   {128, 128, 1, 1, 80, 80, 1},  {256, 128, 1, 1, 80, 80, 2},
-    {384, 128, 1, 1, 80, 80, 1},   {64, 64, 1, 1, 80, 80, 1},    {256, 256, 1, 1, 40, 40, 1},
-    {384, 256, 1, 1, 40, 40, 1},   {512, 256, 1, 1, 40, 40, 3},  {768, 256, 1, 1, 40, 40, 1},
-    {64, 64, 1, 1, 40, 40, 1},     {512, 256, 1, 1, 20, 20, 1},  {512, 512, 1, 1, 20, 20, 1},
-    {768, 512, 1, 1, 20, 20, 2},   {1024, 512, 1, 1, 20, 20, 2}, {64, 64, 1, 1, 20, 20, 1},
-};
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static int compare(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+#include "layer_shapes.h"
 
 static float *random_floats(size_t count) {
     float *values = malloc(sizeof(float) * (count + 16));
@@ -75,8 +50,7 @@ int main(int argc, char **argv) {
             xnn_run_operator(op, pool);
             if (r >= 0) samples[r] = now() - start;
         }
-        qsort(samples, runs, sizeof(double), compare);
-        double ms = samples[runs / 2] * 1000, flops = 2.0 * ic * oc * k * k * oh * ow;
+            double ms = median(samples, runs) * 1000, flops = 2.0 * ic * oc * k * k * oh * ow;
         total += ms * s[6];
         printf("| %d→%d k%d s%d %d×%d | %d | %.3f ms (%d) |\n", ic, oc, k, st, h, w, s[6], ms, (int)(flops / ms / 1e6));
         xnn_delete_operator(op);
