@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "LookoutTokenizer", targets: ["LookoutTokenizer"]),
         .library(name: "LookoutWeights", targets: ["LookoutWeights"]),
         .library(name: "LookoutImage", targets: ["LookoutImage"]),
+        .library(name: "LookoutVideo", targets: ["LookoutVideo"]),
         .library(name: "LookoutTextEncoder", targets: ["LookoutTextEncoder"]),
         .library(name: "LookoutDetector", targets: ["LookoutDetector"]),
         .library(name: "LookoutEngine", targets: ["LookoutEngine"]),
@@ -38,6 +39,13 @@ let package = Package(
         .target(name: "CLookoutKernels"),
         // JPEG (TurboJPEG) and PNG (libpng) decoding and encoding in C: libpng reports errors by longjmp.
         .target(name: "CLookoutCodecs", linkerSettings: [.linkedLibrary("turbojpeg"), .linkedLibrary("png16")]),
+        // Video decoding and H.264 encoding over Debian's FFmpeg libraries (cameras through libavdevice's V4L2).
+        .target(
+            name: "CLookoutVideo",
+            linkerSettings: [
+                .linkedLibrary("avformat"), .linkedLibrary("avcodec"), .linkedLibrary("swscale"),
+                .linkedLibrary("avutil"), .linkedLibrary("avdevice"),
+            ]),
 
         // Layer 1: utilities every layer may use (resource lookup, environment, stopwatch, trimming).
         .target(name: "LookoutSupport"),
@@ -53,6 +61,8 @@ let package = Package(
         .target(name: "LookoutWeights", dependencies: ["LookoutJSON", "LookoutSupport", "LookoutTensor"]),
         // Images: decoding, OpenCV-exact resizing, letterboxing, annotation. No tensor code.
         .target(name: "LookoutImage", dependencies: ["CLookoutCodecs", "LookoutSupport"]),
+        // Videos: frames decoded into Lookout's images (rotation applied), read ahead on a thread; H.264 MP4 out.
+        .target(name: "LookoutVideo", dependencies: ["CLookoutVideo", "LookoutImage", "LookoutSupport"]),
 
         // Layer 3: the models.
         // CLIP text transformer on OpenBLAS, and the text-embedding cache.
@@ -115,7 +125,7 @@ let package = Package(
             dependencies: [
                 "LookoutSupport", "LookoutTokenizer", "LookoutJSON", "LookoutWeights", "LookoutTextEncoder",
                 "LookoutEngine", "LookoutIndex", "LookoutTensor", "LookoutIndexPostgres", "LookoutDetector",
-                "LookoutImage",
+                "LookoutImage", "LookoutVideo",
                 "LookoutServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -125,6 +135,7 @@ let package = Package(
             dependencies: [
                 "LookoutSupport", "LookoutTokenizer", "LookoutJSON", "LookoutWeights", "LookoutTextEncoder",
                 "LookoutDetector", "LookoutEngine", "LookoutIndex", "LookoutIndexPostgres", "LookoutImage",
+                "LookoutVideo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/LookoutBenchmarks"
@@ -181,6 +192,9 @@ let package = Package(
                 "LookoutTestSupport", "LookoutSupport", "lookout", "LookoutJSON", "LookoutIndex", "LookoutWeights",
                 "LookoutImage", "LookoutServer",
             ]),
+        .testTarget(
+            name: "LookoutVideoTests",
+            dependencies: ["LookoutTestSupport", "LookoutSupport", "LookoutImage", "LookoutVideo"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -293,6 +293,16 @@ extension ImageFile {
 }
 
 extension Image {
+    /// The image turned clockwise by 90, 180 or 270 degrees (other values leave it as it is).
+    public func rotated(clockwise degrees: Int) -> Image {
+        switch ((degrees % 360) + 360) % 360 {
+        case 90: return oriented(6)
+        case 180: return oriented(3)
+        case 270: return oriented(8)
+        default: return self
+        }
+    }
+
     /// Applies an EXIF orientation (1–8) so that the image is upright, as OpenCV's `ExifTransform` does.
     func oriented(_ orientation: Int) -> Image {
         switch orientation {

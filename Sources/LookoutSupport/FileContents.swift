@@ -42,6 +42,26 @@ public enum FileContents {
         return bytes
     }
 
+    /// The first `count` bytes of the regular file at `path` (fewer when it is shorter).
+    public static func readPrefix(_ path: String, count: Int) throws(FileError) -> [UInt8] {
+        let descriptor = FileSystem.open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        guard descriptor >= 0 else { throw FileError(path: path, reason: systemReason()) }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+            throw FileError(path: path, reason: "not a regular file")
+        }
+        var bytes = [UInt8](repeating: 0, count: count)
+        var filled = 0
+        while filled < count {
+            let got = bytes.withUnsafeMutableBytes { systemRead(descriptor, $0.baseAddress! + filled, count - filled) }
+            if got < 0 && errno == EINTR { continue }
+            if got <= 0 { break }
+            filled += got
+        }
+        return Array(bytes[0..<filled])
+    }
+
     /// Writes `bytes` to `path` by writing a temporary file beside it and renaming it over `path`, so
     /// that readers see the old or the new contents, never a partial file. Creates missing folders.
     public static func writeAtomically(_ bytes: [UInt8], to path: String) throws(FileError) {

@@ -5,6 +5,7 @@ import LookoutImage
 import LookoutJSON
 import LookoutSupport
 import LookoutTensor
+import LookoutVideo
 import LookoutTextEncoder
 import LookoutWeights
 
@@ -180,8 +181,23 @@ struct DetectCommand: ParsableCommand {
             """
     )
 
-    @Argument(help: "JPEG or PNG files; - reads one image from standard input.")
+    @Argument(
+        help:
+            "JPEG or PNG files, videos (MP4, MOV, MKV, WebM, AVI: a line per processed frame) or a camera (/dev/video0); - reads one image from standard input."
+    )
     var images: [String]
+
+    @Option(
+        help: ArgumentHelp(
+            "In a video, detect on every Nth decoded frame (the first, then every Nth after it; default 1).",
+            valueName: "n"))
+    var every: Int?
+
+    @Option(
+        help: ArgumentHelp(
+            "In a video, detect on F frames per second of video time (the first frame at or after each 1/F seconds), instead of --every.",
+            valueName: "F"))
+    var fps: Double?
 
     @Option(
         name: [.customShort("q"), .long], parsing: .unconditional,
@@ -253,6 +269,9 @@ struct DetectCommand: ParsableCommand {
 
     func validate() throws {
         if images.isEmpty { throw ValidationError("Give at least one image.") }
+        if every != nil && fps != nil { throw ValidationError("Give --every N or --fps F, not both.") }
+        if let every, every < 1 { throw ValidationError("--every must be 1 or more.") }
+        if let fps, !(fps > 0 && fps <= 1000) { throw ValidationError("--fps must be above 0 and at most 1000.") }
         if let lanes, !(1...64).contains(lanes) { throw ValidationError("--lanes must be between 1 and 64.") }
         if queries != nil && queriesFile != nil {
             throw ValidationError("Give the queries with -q \"a, b\" or --queries-file FILE, not both.")
@@ -320,15 +339,21 @@ struct DetectCommand: ParsableCommand {
         }
         // Several images: computed side by side, one per lane (an engine with one thread each), and taken
         // here in the order given. Standard input is read here, one image at a time.
-        let laneCount = images.contains("-") ? 1 : min(lanes ?? ComputePool.availableCPUs(), images.count)
+        // Videos are read frame by frame with every core; photos go to the lanes (`photos` numbers them).
+        let videos = images.map { $0 != "-" && VideoDetection.isVideo($0) }
+        let photos = images.indices.filter { !videos[$0] }
+        if videos.contains(true) && ![.table, .json].contains(chosenFormat) {
+            throw ValidationError("Video frames print as a table or as JSON lines (--json); not as --format \(chosenFormat).")
+        }
+        let laneCount = images.contains("-") ? 1 : min(lanes ?? ComputePool.availableCPUs(), photos.count)
         let imgsz = thresholds.imgsz
         let sideBySide: LanePipeline<Result<ImageDetections, ImageError>>? =
             laneCount > 1
-            ? LanePipeline(count: images.count, lanes: laneCount) {
+            ? LanePipeline(count: photos.count, lanes: laneCount) {
                 let own = engine.sharingWeights(pool: ComputePool(threads: 1))
                 return { index in
                     do throws(ImageError) {
-                        let prepared = try own.prepare(path: images[index], size: imgsz)
+                        let prepared = try own.prepare(path: images[photos[index]], size: imgsz)
                         return .success(
                             own.detections(own.score(prepared, plan: plan, text: textFeatures), options: options))
                     } catch {
@@ -336,12 +361,30 @@ struct DetectCommand: ParsableCommand {
                     }
                 }
             } : nil
+        var photoNumber = 0
         for (index, path) in images.enumerated() {
+            if videos[index] {
+                let video = VideoDetection(
+                    path: path, engine: engine, plan: plan, textFeatures: textFeatures, options: options, imgsz: imgsz,
+                    selection: FrameSelection(fps.map { .perSecond($0) } ?? .every(every ?? 1)), format: chosenFormat,
+                    pad: pad, saveFolder: save, progress: isatty(2) == 1)
+                do {
+                    try video.run()
+                } catch {
+                    failures += 1
+                    printError("lookout: \(error)")
+                    if chosenFormat == .json {
+                        print(JSONValue.object([("video", .string(path)), ("error", .string(error.problem))]).serialized)
+                    }
+                }
+                continue
+            }
             let result: ImageDetections
             var piped: Image?
             do {
                 if let sideBySide {
-                    result = try sideBySide.result(index).get()
+                    photoNumber += 1
+                    result = try sideBySide.result(photoNumber - 1).get()
                 } else {
                     let prepared: PreparedImage
                     if path == "-" {
@@ -397,7 +440,10 @@ struct DetectCommand: ParsableCommand {
                     leftOut: plan.negatives.union(pad ? [plan.labels.firstIndex(of: PaddingQuery.text)!] : [])
                 ).serialized)
         }
-        if failures > 0 { printError("lookout: \(failures) of \(images.count) images could not be read") }
+        if failures > 0 {
+            let what = videos.contains(true) ? (photos.isEmpty ? "videos" : "images and videos") : "images"
+            printError("lookout: \(failures) of \(images.count) \(what) could not be read")
+        }
         if saveFailures > 0 { printError("lookout: \(saveFailures) annotated copies could not be written") }
         if failures == images.count { throw ExitCode.failure }  // nothing done
         if failures + saveFailures > 0 { throw ExitCode.partialFailure }

@@ -358,6 +358,14 @@ final class ProgressReporter {
 
     func finish() {
         if terminal && started { printError("") }
+        started = false
+    }
+
+    /// Erases the bar (before a result line is printed; the next report draws it again).
+    func clearLine() {
+        guard terminal && started else { return }
+        let blank = "\r" + String(repeating: " ", count: 78) + "\r"
+        blank.utf8CString.withUnsafeBufferPointer { _ = write(2, $0.baseAddress, $0.count - 1) }
     }
 
     static func duration(_ seconds: Double) -> String {

@@ -1,0 +1,137 @@
+import CLookoutVideo
+import Foundation
+import LookoutImage
+
+/// An H.264 video in an MP4 file (libx264, yuv420p, BT.601), made frame by frame from BGR images of one size.
+public final class VideoWriter {
+    public let path: String
+    public let width: Int, height: Int
+    private var handle: OpaquePointer?
+
+    /// `quality` is x264's constant rate factor (lower is better; 23 is its default).
+    public init(path: String, width: Int, height: Int, frameRate: Double, quality: Int = 20) throws(VideoError) {
+        self.path = path
+        self.width = width
+        self.height = height
+        var message = [CChar](repeating: 0, count: 512)
+        guard
+            let handle = lookout_video_writer_open(
+                path, Int32(width), Int32(height), frameRate, Int32(quality), &message, message.count)
+        else {
+            throw VideoError(path: path, kind: .notWritten, problem: message.text)
+        }
+        self.handle = handle
+    }
+
+    deinit { if let handle { lookout_video_writer_abandon(handle) } }
+
+    /// Adds a frame shown at `time` seconds. Frames of another size are refused.
+    public func add(_ image: Image, time: Double) throws(VideoError) {
+        guard let handle else { throw VideoError(path: path, kind: .notWritten, problem: "the video is finished") }
+        guard image.width == width, image.height == height, image.channels == 3 else {
+            throw VideoError(
+                path: path, kind: .notWritten,
+                problem: "a frame of \(image.width)×\(image.height) in a video of \(width)×\(height)")
+        }
+        var message = [CChar](repeating: 0, count: 512)
+        let status = image.pixels.withUnsafeBufferPointer {
+            lookout_video_writer_add(handle, $0.baseAddress, time, &message, message.count)
+        }
+        if status != 0 { throw VideoError(path: path, kind: .notWritten, problem: message.text) }
+    }
+
+    /// Writes the rest of the file. The writer takes no frames afterwards.
+    public func finish() throws(VideoError) {
+        guard let handle else { return }
+        self.handle = nil
+        var message = [CChar](repeating: 0, count: 512)
+        if lookout_video_writer_finish(handle, &message, message.count) != 0 {
+            throw VideoError(path: path, kind: .notWritten, problem: message.text)
+        }
+    }
+}
+
+/// A video decoded on a thread of its own, running ahead of its reader by at most `ahead` frames, so that
+/// decoding overlaps the network on the other core. Each frame comes with whether `selection` takes it;
+/// with `onlySelected`, frames it skips are dropped on the decoding thread (never queued).
+public final class VideoReadAhead: @unchecked Sendable {
+    public let info: VideoInfo
+    public let path: String
+    private let condition = NSCondition()
+    private var queue: [(frame: VideoFrame, selected: Bool)] = []
+    private var ended = false
+    private var failure: VideoError?
+    private var stopped = false
+    private let ahead: Int
+
+    public init(
+        _ reader: VideoReader, selection: FrameSelection, onlySelected: Bool, ahead: Int = 4
+    ) {
+        info = reader.info
+        path = reader.path
+        self.ahead = max(1, ahead)
+        let box = UncheckedReader(reader: reader)
+        let thread = Thread { [self] in
+            var selection = selection
+            decode(box.reader, &selection, onlySelected)
+        }
+        thread.stackSize = 4 << 20
+        thread.start()
+    }
+
+    deinit { stop() }
+
+    /// Stops decoding (a reader that leaves early).
+    public func stop() {
+        condition.lock()
+        stopped = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// The next frame, and whether it is selected; nil at the end. Throws the decoding error after the frames
+    /// decoded before it.
+    public func next() throws(VideoError) -> (frame: VideoFrame, selected: Bool)? {
+        condition.lock()
+        defer { condition.unlock() }
+        while queue.isEmpty && !ended { condition.wait() }
+        if !queue.isEmpty {
+            let item = queue.removeFirst()
+            condition.broadcast()
+            return item
+        }
+        if let failure { throw failure }
+        return nil
+    }
+
+    private func decode(_ reader: VideoReader, _ selection: inout FrameSelection, _ onlySelected: Bool) {
+        do {
+            while let frame = try reader.next() {
+                let selected = selection.takes(frame.index, time: frame.time)
+                if onlySelected && !selected { continue }
+                condition.lock()
+                while queue.count >= ahead && !stopped { condition.wait() }
+                if stopped {
+                    condition.unlock()
+                    return
+                }
+                queue.append((frame, selected))
+                condition.broadcast()
+                condition.unlock()
+            }
+        } catch {
+            condition.lock()
+            failure = error
+            condition.unlock()
+        }
+        condition.lock()
+        ended = true
+        condition.broadcast()
+        condition.unlock()
+    }
+}
+
+/// The reader, handed to the one thread that decodes.
+private struct UncheckedReader: @unchecked Sendable {
+    let reader: VideoReader
+}
