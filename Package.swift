@@ -190,7 +190,7 @@ let package = Package(
             name: "LookoutCLITests",
             dependencies: [
                 "LookoutTestSupport", "LookoutSupport", "lookout", "LookoutJSON", "LookoutIndex", "LookoutWeights",
-                "LookoutImage", "LookoutServer",
+                "LookoutImage", "LookoutServer", "LookoutVideo",
             ]),
         .testTarget(
             name: "LookoutVideoTests",
