@@ -117,9 +117,15 @@ public final class LookoutServer: Sendable {
                 let queries = query["q"].map { $0.split(separator: ",").map(String.init) } ?? []
                 let thresholds = try LookoutService.Thresholds.parse(
                     conf: query["conf"], iou: query["iou"], maxDet: query["max_det"])
+                let keep: Bool
+                switch query["keep"] {
+                case nil, "true": keep = true
+                case "false": keep = false
+                case let value?: throw ServiceError(400, "keep must be true or false, not \(value)")
+                }
                 // Admitted to the queue before the body is read: at most queue-limit bodies in memory.
                 return try await queue.run(reading: { try await Self.body(request, limit: limit) }) { body in
-                    try service.detect(imageBytes: body, queries: queries, thresholds: thresholds)
+                    try service.detect(imageBytes: body, queries: queries, thresholds: thresholds, keep: keep)
                 }
             }
         }

@@ -84,9 +84,10 @@ public final class LookoutService: @unchecked Sendable {
     // MARK: - Detection
 
     /// Decodes `bytes`, runs the backbone (or finds its features kept under the photo's id) and detects
-    /// `queries`. The id is the SHA-256 of the bytes: the same photo sent again reuses its features.
+    /// `queries`. The id is the SHA-256 of the bytes: the same photo sent again reuses its features. With
+    /// `keep` false (a camera's frames, never asked again) the features are not kept.
     public func detect(
-        imageBytes bytes: [UInt8], queries: [String], thresholds: Thresholds
+        imageBytes bytes: [UInt8], queries: [String], thresholds: Thresholds, keep: Bool = true
     ) throws(ServiceError)
         -> [UInt8]
     {
@@ -116,7 +117,7 @@ public final class LookoutService: @unchecked Sendable {
             var fresh = engine.prepare(image: image, name: "upload", size: imageSize)
             fresh.timings.decode = decoding
             prepared = fresh
-            store.keep(prepared, key: key(id))
+            if keep { store.keep(prepared, key: key(id)) }
         }
         return answer(id: id, prepared: prepared, queries: queries, thresholds: thresholds, reused: reused)
     }

@@ -30,7 +30,8 @@ public enum OpenAPIDocument {
                   {"name": "q", "in": "query", "required": true, "description": "Comma-separated queries (at most 256): dog,red car", "schema": {"type": "string", "pattern": "[^,\\s]"}},
                   {"name": "conf", "in": "query", "schema": {"type": "number", "minimum": 0, "exclusiveMaximum": true, "maximum": 1, "default": 0.25}},
                   {"name": "iou", "in": "query", "schema": {"type": "number", "exclusiveMinimum": true, "minimum": 0, "maximum": 1, "default": 0.7}},
-                  {"name": "max_det", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 300}}
+                  {"name": "max_det", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 300}},
+                  {"name": "keep", "in": "query", "description": "false: do not keep the photo's features (a camera's frames, never asked again).", "schema": {"type": "boolean", "default": true}}
                 ],
                 "requestBody": {"required": true, "content": {
                   "image/jpeg": {"schema": {"type": "string", "format": "binary"}},

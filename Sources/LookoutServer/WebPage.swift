@@ -1,8 +1,11 @@
 /// The page `lookout serve` answers at `/`: plain HTML, CSS and JavaScript in one document, no build step,
 /// embedded in the binary. Detect: open or drop a photo, type queries (the boxes are redrawn as you type,
 /// through the re-query endpoint), move the confidence and IoU sliders. Search: the index's best photos as a
-/// grid of thumbnails with their boxes; a click opens the photo. A token given as `#token=…` in the address
-/// is sent with every request.
+/// grid of thumbnails with their boxes; a click opens the photo. Camera: the browser's camera
+/// (`getUserMedia`), each frame sent as a PNG to the detect endpoint as soon as the previous answer came (never
+/// two requests in flight), its boxes drawn over the live picture, frames per second shown; the last frames
+/// sent and their answers are kept in `window.lookoutCamera.log` (three at most). A token given as
+/// `#token=…` in the address is sent with every request.
 enum WebPage {
     static let html = #"""
         <!doctype html>
@@ -26,7 +29,10 @@ enum WebPage {
           .drop { border: 2px dashed var(--line); border-radius: 10px; padding: 1.2rem; text-align: center; color: var(--muted); background: #fff; }
           .drop.over { border-color: var(--accent); color: var(--accent); }
           .stage { position: relative; display: inline-block; max-width: 100%; margin-top: .8rem; }
-          .stage img { display: block; max-width: 100%; height: auto; }
+          .stage img, .stage video { display: block; max-width: 100%; height: auto; }
+          .controls button { border: 1px solid var(--line); background: #fff; padding: .45rem .9rem; border-radius: 6px; cursor: pointer; font: inherit; }
+          .controls button[aria-pressed="true"] { background: #c62828; color: #fff; border-color: #c62828; }
+          #camera-fps { font-variant-numeric: tabular-nums; }
           .box { position: absolute; border: 2px solid var(--c); pointer-events: none; }
           .box span { position: absolute; left: -2px; top: -1.45em; background: var(--c); color: #fff; font-size: 12px; line-height: 1.3em;
                       padding: 0 .35em; white-space: nowrap; border-radius: 3px 3px 3px 0; text-shadow: 0 0 2px #000; }
@@ -57,9 +63,14 @@ enum WebPage {
               <label>confidence <input id="conf" type="range" min="0.01" max="0.95" step="0.01" value="0.25"> <output id="conf-value">0.25</output></label>
               <label>IoU <input id="iou" type="range" min="0.1" max="1" step="0.05" value="0.7"> <output id="iou-value">0.70</output></label>
             </div>
-            <div id="drop" class="drop">Drop a photo here, or <input id="file" type="file" accept="image/jpeg,image/png" aria-label="photo"></div>
+            <div class="controls">
+              <div id="drop" class="drop" style="flex: 1 1 18rem">Drop a photo here, or <input id="file" type="file" accept="image/jpeg,image/png" aria-label="photo"></div>
+              <button id="camera" type="button" aria-pressed="false">Camera</button>
+              <output id="camera-fps" aria-label="frames per second"></output>
+            </div>
             <div id="status" role="status"></div>
             <div id="detect-stage" class="stage" hidden><img id="photo" alt="the photo"></div>
+            <div id="camera-stage" class="stage" hidden><video id="camera-video" muted playsinline aria-label="the camera"></video></div>
           </section>
           <section id="search-view" hidden>
             <form id="search-form" class="controls">
@@ -103,6 +114,7 @@ enum WebPage {
             box.style.height = (100 * (y2 - y1) / height) + "%";
             box.dataset.label = d.label || "";
             box.dataset.score = d.score;
+            box.dataset.box = d.box.join(",");
             const tag = document.createElement("span");
             tag.textContent = labelOf(d);
             box.appendChild(tag);
@@ -152,6 +164,7 @@ enum WebPage {
 
         function openPhoto(file) {
           if (!file) return;
+          if (camera.running) stopCamera();
           photoFile = file;
           imageId = null;
           $("photo").src = URL.createObjectURL(file);
@@ -201,6 +214,101 @@ enum WebPage {
             });
           }
         });
+
+        // The camera: a frame goes to /api/v1/detect (features not kept) when the answer to the previous one
+        // has come, so the page never has two requests in flight and runs as fast as the server answers.
+        const camera = { stream: null, running: false, inFlight: 0, maxInFlight: 0, sent: 0, answers: [], log: [],
+                         canvas: document.createElement("canvas") };
+        window.lookoutCamera = camera;
+        const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+        async function startCamera() {
+          if (!navigator.mediaDevices || !navigator.mediaDevices.getUserMedia) {
+            $("status").textContent = "This browser gives the page no camera (it needs https, or http on localhost).";
+            return;
+          }
+          try {
+            camera.stream = await navigator.mediaDevices.getUserMedia({ video: true, audio: false });
+          } catch (e) {
+            $("status").textContent = "No camera: " + e.message;
+            $("status").dataset.state = "error";
+            return;
+          }
+          const video = $("camera-video");
+          video.srcObject = camera.stream;
+          await video.play();
+          camera.running = true;
+          camera.answers = [];
+          $("camera").textContent = "Stop camera";
+          $("camera").setAttribute("aria-pressed", "true");
+          $("detect-stage").hidden = true;
+          $("camera-stage").hidden = false;
+          cameraLoop();
+        }
+
+        function stopCamera() {
+          camera.running = false;
+          if (camera.stream) camera.stream.getTracks().forEach((track) => track.stop());
+          camera.stream = null;
+          $("camera").textContent = "Camera";
+          $("camera").setAttribute("aria-pressed", "false");
+          $("camera-fps").textContent = "";
+          $("camera-stage").hidden = true;
+          $("detect-stage").hidden = !photoFile;
+        }
+
+        async function cameraLoop() {
+          const video = $("camera-video"), stage = $("camera-stage");
+          while (camera.running) {
+            const list = queries();
+            if (video.videoWidth === 0 || list.length === 0) {
+              if (list.length === 0) { $("status").textContent = "Type what to look for."; drawBoxes(stage, 1, 1, [], () => ""); }
+              await sleep(100);
+              continue;
+            }
+            const width = video.videoWidth, height = video.videoHeight;
+            camera.canvas.width = width;
+            camera.canvas.height = height;
+            camera.canvas.getContext("2d").drawImage(video, 0, 0, width, height);
+            const blob = await new Promise((resolve) => camera.canvas.toBlob(resolve, "image/png"));
+            const t = thresholds();
+            const q = new URLSearchParams({ q: list.join(","), conf: t.conf, iou: t.iou, keep: "false" });
+            camera.inFlight += 1;
+            camera.maxInFlight = Math.max(camera.maxInFlight, camera.inFlight);
+            let reply;
+            try {
+              reply = await api("/api/v1/detect?" + q, { method: "POST", body: blob, headers: { "Content-Type": "image/png" } });
+            } catch (e) {
+              reply = { status: 0, body: { error: e.message } };
+            } finally {
+              camera.inFlight -= 1;
+            }
+            if (!camera.running) break;
+            if (reply.status !== 200) {
+              $("status").textContent = "Error " + reply.status + ": " + (reply.body && reply.body.error);
+              $("status").dataset.state = "error";
+              await sleep(reply.status === 503 ? 1000 : 250);
+              continue;
+            }
+            const r = reply.body;
+            camera.sent += 1;
+            drawBoxes(stage, r.width, r.height, r.detections, (d) => d.label + " " + d.score.toFixed(2));
+            stage.dataset.frame = camera.sent;
+            camera.log.push({ frame: camera.sent, blob, queries: list, conf: t.conf, iou: t.iou, reply: r });
+            if (camera.log.length > 3) camera.log.shift();
+            const now = performance.now();
+            camera.answers.push(now);
+            while (camera.answers.length > 2 && now - camera.answers[0] > 3000) camera.answers.shift();
+            if (camera.answers.length > 1) {
+              const fps = (camera.answers.length - 1) * 1000 / (now - camera.answers[0]);
+              $("camera-fps").textContent = fps.toFixed(1) + " fps";
+            }
+            $("status").textContent = r.detections.length + " detection" + (r.detections.length === 1 ? "" : "s") + " in the camera's frame";
+            $("status").dataset.state = "camera";
+          }
+        }
+
+        $("camera").addEventListener("click", () => (camera.running ? stopCamera() : startCamera()));
 
         function show(view) {
           $("detect-view").hidden = view !== "detect";

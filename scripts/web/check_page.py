@@ -11,9 +11,15 @@ chosen so that the boxes change); checks in the server's /metrics that the photo
 later answer came from the re-query endpoint. Search view: searches the index, checks that the grid shows
 the photos `LOOKOUT search --json` lists, in that order, each with its thumbnail loaded and its boxes drawn,
 and that a click opens the photo. Then the same page at a phone's width, without sideways scrolling.
-Keeps screenshots (laptop: detect and search; phone: detect) in SCREENSHOT_DIR (default .build/web-page).
+Camera: a second browser whose fake camera plays a video made from a demo scene by ffmpeg (a panning
+window, Y4M); the Camera button starts it, and for three frames sent, then three more after the queries
+are changed, the boxes drawn over the live picture (labels, scores, boxes and their place on the screen) must
+equal `LOOKOUT detect --json` on the very PNG the page sent; never more than one request in flight; the
+frames per second shown.
+Keeps screenshots (laptop: detect, search and camera; phone: detect) in SCREENSHOT_DIR (default .build/web-page).
 Exits non-zero on any difference.
 """
+import base64
 import json
 import os
 import re
@@ -45,6 +51,110 @@ def searched(lookout: str, index: str, query: str) -> list[tuple[str, int]]:
                          capture_output=True, text=True, check=True).stdout
     rows = [json.loads(line) for line in out.splitlines() if line.strip()]
     return [(os.path.basename(r["image"]), len(r["detections"])) for r in rows]
+
+
+def detections_of(lookout: str, photo: str, queries: list[str], conf: float, iou: float) -> list[tuple]:
+    out = subprocess.run([lookout, "detect", photo, "-q", ",".join(queries), "--conf", str(conf), "--iou", str(iou),
+                          "--json"], capture_output=True, text=True, check=True).stdout
+    return [(d["label"], d["score"], tuple(d["box"])) for d in json.loads(out.splitlines()[0])["detections"]]
+
+
+def fake_camera_video(work: str) -> str:
+    """A 640×480 Y4M video (Chromium's fake camera reads Y4M) panning over a demo scene."""
+    path = os.path.join(work, "camera.y4m")
+    scene = os.path.join(ROOT, "examples", "scenes", "scene-0019.jpg")
+    subprocess.run(["ffmpeg", "-nostdin", "-y", "-loop", "1", "-framerate", "15", "-i", scene, "-vf",
+                    "scale=w=960:h=600:force_original_aspect_ratio=increase,crop=640:480:x='n*4':y='n*2'",
+                    "-frames:v", "60", "-pix_fmt", "yuv420p", path], check=True, capture_output=True)
+    return path
+
+
+def check_camera(lookout: str, url: str, work: str, shots: str, check) -> None:
+    options = Options()
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1200,900",
+                     "--disable-dev-shm-usage", "--hide-scrollbars", "--use-fake-device-for-media-stream",
+                     "--use-fake-ui-for-media-stream", "--use-file-for-fake-video-capture=" + fake_camera_video(work)):
+        options.add_argument(argument)
+    binary = next((p for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if os.path.exists(p)), None)
+    if binary:
+        options.binary_location = binary
+    service = Service("/usr/bin/chromedriver") if os.path.exists("/usr/bin/chromedriver") else Service()
+    driver = webdriver.Chrome(options=options, service=service)
+    try:
+        driver.set_script_timeout(60)
+        driver.get(url)
+        wait = WebDriverWait(driver, 90)
+        queries = driver.find_element(By.ID, "queries")
+        queries.clear()
+        queries.send_keys("star, circle, shape")
+        driver.find_element(By.ID, "camera").click()
+
+        def frame_count() -> int:
+            return driver.execute_script("return window.lookoutCamera.sent")
+
+        def compare_frames(count: int, want_queries: list[str], name: str) -> int:
+            """Checks `count` frames answered for `want_queries`; returns the boxes seen."""
+            seen = 0
+            for _ in range(count):
+                start = frame_count()
+                wait.until(lambda d: frame_count() > start and d.execute_script(
+                    "const l = window.lookoutCamera.log; return l[l.length - 1].queries.join(',')") == ",".join(
+                        want_queries))
+                # The drawn boxes and the frame they belong to, read in one go (the page cannot run in between).
+                state = driver.execute_async_script("""
+                    const done = arguments[arguments.length - 1];
+                    const log = window.lookoutCamera.log, last = log[log.length - 1];
+                    const stage = document.getElementById("camera-stage");
+                    const video = document.getElementById("camera-video").getBoundingClientRect();
+                    const boxes = [...stage.querySelectorAll(".box")].map((b) => {
+                      const r = b.getBoundingClientRect();
+                      return { label: b.dataset.label, score: b.dataset.score, box: b.dataset.box,
+                               left: r.left - video.left, top: r.top - video.top, right: r.right - video.left,
+                               bottom: r.bottom - video.top };
+                    });
+                    const drawnFrame = stage.dataset.frame, shown = [video.width, video.height];
+                    const reader = new FileReader();
+                    reader.onload = () => done({ frame: last.frame, drawnFrame, boxes, shown, queries: last.queries,
+                                                 conf: last.conf, iou: last.iou, reply: last.reply, png: reader.result });
+                    reader.readAsDataURL(last.blob);
+                """)
+                png = os.path.join(work, f"camera-frame-{state['frame']}.png")
+                with open(png, "wb") as f:
+                    f.write(base64.b64decode(state["png"].split(",", 1)[1]))
+                want = detections_of(lookout, png, state["queries"], state["conf"], state["iou"])
+                width, height = state["reply"]["width"], state["reply"]["height"]
+                drawn = [(b["label"], float(b["score"]), tuple(float(v) for v in b["box"].split(",")))
+                         for b in state["boxes"]]
+                # Where the boxes sit on the screen: the frame's pixels scaled to the picture shown (±1.5 px).
+                scale_x, scale_y = state["shown"][0] / width, state["shown"][1] / height
+                placed = all(abs(b["left"] - d[2][0] * scale_x) <= 1.5 and abs(b["top"] - d[2][1] * scale_y) <= 1.5
+                             and abs(b["right"] - d[2][2] * scale_x) <= 1.5
+                             and abs(b["bottom"] - d[2][3] * scale_y) <= 1.5
+                             for b, d in zip(state["boxes"], drawn))
+                check(f"{name}, frame {state['frame']} ({width}×{height})",
+                      str(state["drawnFrame"]) == str(state["frame"]) and drawn == want and placed,
+                      f"page {[(l, round(s, 4)) for l, s, _ in drawn]}, detect {[(l, round(s, 4)) for l, s, _ in want]}"
+                      + ("" if placed else ", boxes misplaced on screen"))
+                seen += len(want)
+            return seen
+
+        seen = compare_frames(3, ["star", "circle", "shape"], "camera 'star, circle, shape'")
+        check("the camera's frames hold something to find", seen > 0, f"{seen} boxes in 3 frames")
+        queries.send_keys(Keys.CONTROL, "a")
+        queries.send_keys("ring, square, blue shape, shape")
+        seen = compare_frames(3, ["ring", "square", "blue shape", "shape"], "camera after typing new queries")
+        in_flight = driver.execute_script("return window.lookoutCamera.maxInFlight")
+        check("never more than one request in flight", in_flight == 1, f"at most {in_flight}")
+        fps = driver.find_element(By.ID, "camera-fps").text
+        check("frames per second shown", re.fullmatch(r"\d+\.\d fps", fps) is not None and float(fps.split()[0]) > 0,
+              repr(fps))
+        driver.save_screenshot(os.path.join(shots, "camera.png"))
+        driver.find_element(By.ID, "camera").click()
+        stopped = driver.execute_script("return !window.lookoutCamera.running && "
+                                        "document.getElementById('camera-stage').hidden")
+        check("the button stops the camera", stopped, f"stopped {stopped}")
+    finally:
+        driver.quit()
 
 
 def metric(url: str, route: str, method: str) -> int:
@@ -180,7 +290,8 @@ def main() -> None:
         check("phone width: nothing wider than the screen", overflow <= 0 and photo_width <= inner,
               f"overflow {overflow} px, photo right edge {photo_width:.0f} of {inner}")
         driver.save_screenshot(os.path.join(shots, "phone.png"))
-        print(f"screenshots: {shots}/detect.png, search.png, phone.png")
+        check_camera(lookout, url, work, shots, check)
+        print(f"screenshots: {shots}/detect.png, search.png, phone.png, camera.png")
     finally:
         if driver:
             driver.quit()
