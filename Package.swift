@@ -89,7 +89,7 @@ let package = Package(
             name: "LookoutIndex",
             dependencies: [
                 "CSQLite", "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutJSON", "LookoutSupport",
-                "LookoutTensor", "LookoutWeights",
+                "LookoutTensor", "LookoutWeights", "LookoutVideo",
             ]),
 
         // The index on PostgreSQL (postgres-nio): many workers sharing one job through leased claims, and

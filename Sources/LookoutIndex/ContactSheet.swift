@@ -22,7 +22,7 @@ public enum ContactSheet {
         for hit in hits {
             var thumbnail = ""
             do {
-                let image = try ImageFile.read(hit.path)
+                let image = try VideoFrames.image(at: hit.entry)
                 let scale = min(1, 320 / Double(max(image.width, image.height)))
                 let width = max(1, Int((Double(image.width) * scale).rounded()))
                 let height = max(1, Int((Double(image.height) * scale).rounded()))
@@ -41,7 +41,7 @@ public enum ContactSheet {
             page += """
                 <div class="card">\(thumbnail.isEmpty ? "<p>(photo not readable)</p>" : "<img src=\"\(thumbnail)\" alt=\"\">")
                 <div><b>\(score(hit.score, digits: 3))</b> · \(hit.detections.count) box\(hit.detections.count == 1 ? "" : "es")</div>
-                <div class="path">\(escape(FileName.shown(hit.path)))</div></div>
+                <div class="path">\(escape(FileName.shown(hit.path)))\(hit.time.map { " at \(VideoFrames.entry(video: "", time: $0).dropFirst(VideoFrames.separator.count)) s" } ?? "")</div></div>
 
                 """
         }

@@ -22,14 +22,26 @@ extension PhotoIndex {
         var rescored: [Hit] = []
         var failures: [(String, ImageError)] = []
         for hit in hits {
-            do {
-                let prepared = try engine.prepare(path: hit.path, size: imageSize)
+            do throws(ImageError) {
+                let prepared: PreparedImage
+                if hit.time != nil {  // a video's best frame
+                    let frame: Image
+                    do {
+                        frame = try VideoFrames.image(at: hit.entry)
+                    } catch {
+                        throw ImageError(path: hit.path, kind: .damaged, problem: "\(error)")
+                    }
+                    prepared = engine.prepare(image: frame, name: hit.entry, size: imageSize)
+                } else {
+                    prepared = try engine.prepare(path: hit.path, size: imageSize)
+                }
                 let result = engine.detect(prepared, queries: [query], options: options)
                 guard let best = result.detections.first else { continue }
-                rescored.append(
-                    Hit(
-                        path: hit.path, width: hit.width, height: hit.height, score: best.score,
-                        detections: result.detections.map { ($0.score, $0.box) }))
+                var found = Hit(
+                    path: hit.path, width: hit.width, height: hit.height, score: best.score,
+                    detections: result.detections.map { ($0.score, $0.box) })
+                found.time = hit.time
+                rescored.append(found)
             } catch {
                 failures.append((hit.path, error))
             }

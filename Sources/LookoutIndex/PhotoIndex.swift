@@ -3,6 +3,7 @@ import LookoutImage
 import LookoutJSON
 import LookoutSupport
 import LookoutTensor
+import LookoutVideo
 import LookoutWeights
 
 #if canImport(Glibc)
@@ -119,6 +120,10 @@ public final class PhotoIndex {
     /// each is then scored exactly as a full scan scores it.
     public var nearestNeighbourCandidates = 400
 
+    /// Seconds of video time between the frames of a video that are indexed (`lookout index --video-every`).
+    /// It applies to videos indexed from then on; those indexed before keep their frames until they change.
+    public var videoEvery: Double = 2
+
     /// How the last search read the store: nil after a full scan, else how many photos the
     /// nearest-neighbour indexes pointed it to.
     public private(set) var lastSearchCandidates: Int?
@@ -142,9 +147,11 @@ public final class PhotoIndex {
         /// Failures from earlier runs on files that have not changed since.
         public var stillFailing = 0
         public var removed = 0
+        /// Frames of videos indexed in this run (each video is also counted once as computed or failed).
+        public var videoFrames = 0
         /// Photos another process was indexing (it holds their claims; they are its work).
         public var claimedElsewhere = 0
-        /// Files that are not JPEG or PNG, and folders that could not be read.
+        /// Files that are not JPEG, PNG or a video, and folders that could not be read.
         public var skippedFiles = 0
         /// Symbolic links whose target does not exist.
         public var brokenLinks = 0
@@ -254,7 +261,9 @@ public final class PhotoIndex {
         var work: [FoundPhoto] = []
         for photo in found {
             if let old = known[photo.path], old.size == photo.size, old.mtime == photo.mtime, old.model == key {
-                if !old.failed, let hash = old.hash, indexed.contains(hash) {
+                // A video's own row is written once all its frames are: its hash names no regions.
+                let video = VideoFrames.isVideo(photo.path)
+                if !old.failed, let hash = old.hash, video || indexed.contains(hash) {
                     summary.unchanged += 1
                     continue
                 }
@@ -275,7 +284,8 @@ public final class PhotoIndex {
             if lanes.count > 1 {
                 try runClaimsSideBySide(
                     work, known: known, key: key, model: model, worker: worker, indexed: &indexed,
-                    summary: &summary, lanes: lanes, progress: progress)
+                    summary: &summary, lanes: lanes, regions: regions, imageEmbedding: imageEmbedding,
+                    progress: progress)
             } else {
                 try runClaims(
                     work, known: known, key: key, model: model, worker: worker, indexed: &indexed, summary: &summary,
@@ -284,11 +294,12 @@ public final class PhotoIndex {
         }
 
         let seen = Set(found.map(\.path))
-        // Photos elsewhere in the index whose files are gone (moved or deleted since) leave it too.
-        let vanished = others.isEmpty ? outside.filter { !Self.exists($0) } : []
-        let gone = known.keys.filter { !seen.contains($0) } + others + vanished
+        // Photos elsewhere in the index whose files are gone (moved or deleted since) leave it too. A video's
+        // frames stay while the video does (those of a changed video were replaced when it was indexed).
+        let vanished = others.isEmpty ? outside.filter { !Self.exists(VideoFrames.file(of: $0)) } : []
+        let gone = known.keys.filter { !seen.contains(VideoFrames.file(of: $0)) } + others + vanished
         try store.remove(paths: gone, keepingModel: key)
-        summary.removed = gone.count
+        summary.removed = gone.filter { VideoFrames.split($0) == nil }.count  // a video counts once
         return summary
     }
 
@@ -327,7 +338,8 @@ public final class PhotoIndex {
     /// in another lane waits for it and is then reused, as one after another would.
     private func runClaimsSideBySide(
         _ work: [FoundPhoto], known: [String: StoredFile], key: String, model: IndexModel, worker: IndexWorker,
-        indexed: inout Set<String>, summary: inout Summary, lanes: [ComputeLane], progress: (Progress) -> Void
+        indexed: inout Set<String>, summary: inout Summary, lanes: [ComputeLane], regions: (Image, String) -> [Region],
+        imageEmbedding: ImageEmbedder?, progress: (Progress) -> Void
     ) throws(IndexError) {
         let finished = LaneResults()
         var free = Array(lanes.indices.reversed())
@@ -357,6 +369,14 @@ public final class PhotoIndex {
             {
                 try store.release(photo.path, worker: worker)
                 summary.claimedElsewhere += 1
+                done += 1
+                continue
+            }
+            // A video is computed here, frame after frame, while the lanes finish their photos.
+            if VideoFrames.isVideo(photo.path) {
+                try indexVideo(
+                    photo, model: model, summary: &summary, regions: regions, imageEmbedding: imageEmbedding)
+                try store.release(photo.path, worker: worker)
                 done += 1
                 continue
             }
@@ -394,11 +414,76 @@ public final class PhotoIndex {
         _ photo: FoundPhoto, model: IndexModel, indexed: inout Set<String>, summary: inout Summary,
         regions: (Image, String) -> [Region], imageEmbedding: ImageEmbedder?
     ) throws(IndexError) {
+        if VideoFrames.isVideo(photo.path) {
+            return try indexVideo(
+                photo, model: model, summary: &summary, regions: regions, imageEmbedding: imageEmbedding)
+        }
         let outcome = Self.compute(
             photo, indexed: indexed, embeddingSize: model.embeddingSize, regions: regions,
             imageEmbedding: imageEmbedding)
         try store.record(photo, outcome: outcome, model: model.key)
         Self.count(outcome, indexed: &indexed, summary: &summary)
+    }
+
+    /// Indexes a claimed video: its old frames removed, then a frame every ``videoEvery`` seconds recorded as
+    /// an entry of its own (decoded on another thread while this one computes), then the video's own row. A
+    /// video that cannot be read records the failure; one that breaks off (truncated) keeps the frames before
+    /// the break and records the failure.
+    private func indexVideo(
+        _ video: FoundPhoto, model: IndexModel, summary: inout Summary, regions: (Image, String) -> [Region],
+        imageEmbedding: ImageEmbedder?
+    ) throws(IndexError) {
+        let old = try store.files(withPrefix: video.path + VideoFrames.separator).keys.filter {
+            VideoFrames.split($0)?.video == video.path
+        }
+        if !old.isEmpty { try store.remove(paths: Array(old), keepingModel: model.key) }
+        func fail(_ problem: String) throws(IndexError) {
+            try store.record(video, outcome: .failed(error: problem), model: model.key)
+            summary.failed += 1
+        }
+        let hash: String
+        let reader: VideoReader
+        do {
+            hash = try VideoFrames.contentHash(video.path)
+            reader = try VideoReader(path: video.path, threads: 1)
+        } catch let error as FileContents.FileError {
+            return try fail(error.reason)
+        } catch let error as VideoError {
+            return try fail(error.problem)
+        } catch {
+            return try fail("\(error)")
+        }
+        let frames = VideoReadAhead(
+            reader, selection: FrameSelection(.perSecond(1 / max(videoEvery, 0.001))), onlySelected: true)
+        defer { frames.stop() }
+        do {
+            while let (frame, _) = try frames.next() {
+                let entry = VideoFrames.entry(video: video.path, time: frame.time)
+                var frameHash = SHA256()
+                frameHash.update(Array((hash + entry.dropFirst(video.path.count)).utf8))
+                let blob = Region.encode(regions(frame.image, entry), embeddingSize: model.embeddingSize)
+                var whole: [UInt16]?
+                if let imageEmbedding {
+                    let png = try ImageFile.encode(frame.image, format: .png, name: entry)
+                    whole = try imageEmbedding(png, entry).map { Float16($0).bitPattern }
+                }
+                try store.record(
+                    FoundPhoto(path: entry, size: video.size, mtime: video.mtime),
+                    outcome: .indexed(
+                        hash: frameHash.finalize(), width: frame.image.width, height: frame.image.height,
+                        regions: blob, imageEmbedding: whole),
+                    model: model.key)
+                summary.videoFrames += 1
+            }
+        } catch let error as VideoError {
+            return try fail(error.problem)
+        } catch let error as IndexError {
+            throw error
+        } catch {
+            return try fail("\(error)")
+        }
+        try store.record(video, outcome: .reused(hash: hash), model: model.key)
+        summary.computed += 1
     }
 
     /// Counts a recorded outcome in `summary`; new content joins `indexed`.
@@ -489,6 +574,10 @@ public final class PhotoIndex {
         public var objectScore: Float?
         /// ``SceneScore`` of the whole-photo embedding (nil without one, or when scenes were not searched).
         public var sceneScore: Float?
+        /// For a video: the time (seconds) of its best frame, whose entry ``frame`` is; ``path`` is the video.
+        public var time: Double?
+        /// The indexed entry the evidence comes from: `VIDEO#t=SECONDS` for a video's frame, else ``path``.
+        public var entry: String { time.map { VideoFrames.entry(video: path, time: $0) } ?? path }
         /// What decided ``score``.
         public var evidence: Evidence { (sceneScore ?? -1) > (objectScore ?? -1) ? .scenes : .objects }
 
@@ -573,6 +662,16 @@ public final class PhotoIndex {
             try store.forEachPhoto(model: model.key, visit)
         }
         hits.sort { $0.score != $1.score ? $0.score > $1.score : $0.path < $1.path }
+        // A video once, at its best frame (the earliest of equal ones).
+        var videos: Set<String> = []
+        hits = hits.compactMap { hit in
+            guard let (video, time) = VideoFrames.split(hit.path) else { return hit }
+            guard videos.insert(video).inserted else { return nil }
+            var moved = hit
+            moved.path = video
+            moved.time = time
+            return moved
+        }
         var kept = Array(hits.prefix(top))
         for k in kept.indices { kept[k].fileState = try fileState(kept[k].path) }
         return kept
@@ -752,7 +851,10 @@ public final class PhotoIndex {
                 }
                 guard target == S_IFREG else { continue }
                 let lower = name.lowercased()
-                guard lower.hasSuffix(".jpg") || lower.hasSuffix(".jpeg") || lower.hasSuffix(".png") else {
+                guard
+                    lower.hasSuffix(".jpg") || lower.hasSuffix(".jpeg") || lower.hasSuffix(".png")
+                        || VideoFrames.isVideo(lower)
+                else {
                     summary.skippedFiles += 1
                     continue
                 }

@@ -185,8 +185,9 @@ public final class LookoutService: @unchecked Sendable {
         var results: [JSONValue] = []
         lock.lock()
         for hit in hits {
-            let id = Self.photoID(hit.path)
-            photoPaths[id] = hit.path
+            // A video's id names the entry of its best frame, so that its photo and thumbnail are that frame.
+            let id = Self.photoID(hit.entry)
+            photoPaths[id] = hit.entry
             let boxes = hit.detections.map { d -> JSONValue in
                 .object([("score", Self.number(d.score)), ("box", .array(d.box.map(Self.number)))])
             }
@@ -196,7 +197,7 @@ public final class LookoutService: @unchecked Sendable {
                     ("width", .int(Int64(hit.width))), ("height", .int(Int64(hit.height))),
                     ("score", Self.number(hit.score)), ("evidence", .string(hit.evidence.rawValue)),
                     ("detections", .array(boxes)),
-                ]))
+                ] + (hit.time.map { [("time", Self.number(Float($0)))] } ?? [])))
         }
         lock.unlock()
         return Array(JSONValue.object([("query", .string(query)), ("results", .array(results))]).serialized.utf8)
@@ -213,6 +214,9 @@ public final class LookoutService: @unchecked Sendable {
     public func photo(id: String) throws(ServiceError) -> (bytes: [UInt8], png: Bool) {
         let path = try indexedPath(id)
         do {
+            if VideoFrames.split(path) != nil {  // a video's frame, as a PNG
+                return (try ImageFile.encode(try VideoFrames.image(at: path), format: .png, name: path), true)
+            }
             let bytes = try FileContents.read(path, maximumSize: 256 << 20)
             return (bytes, bytes.starts(with: [0x89, 0x50, 0x4E, 0x47]))
         } catch {
@@ -224,7 +228,7 @@ public final class LookoutService: @unchecked Sendable {
     public func thumbnail(id: String, side: Int = 320) throws(ServiceError) -> [UInt8] {
         let path = try indexedPath(id)
         do {
-            let image = try ImageFile.read(path, pixelLimit: pixelLimit)
+            let image = try VideoFrames.image(at: path, pixelLimit: pixelLimit)
             let scale = min(1, Double(side) / Double(max(image.width, image.height)))
             let small = image.resizedBilinear(
                 width: max(1, Int((Double(image.width) * scale).rounded())),

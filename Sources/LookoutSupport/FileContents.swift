@@ -10,6 +10,11 @@ public enum FileContents {
         public let path: String
         public let reason: String
         public var description: String { "\(path): \(reason)" }
+
+        public init(path: String, reason: String) {
+            self.path = path
+            self.reason = reason
+        }
     }
 
     /// The bytes of the regular file at `path`.

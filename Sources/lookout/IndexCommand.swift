@@ -151,10 +151,19 @@ struct IndexCommand: ParsableCommand {
             valueName: "n"))
     var lanes: Int?
 
+    @Option(
+        help: ArgumentHelp(
+            "Seconds of video time between the indexed frames of a video (MP4, MOV, MKV, WebM, AVI; each frame an entry that search reports as the video at that time).",
+            valueName: "seconds"))
+    var videoEvery: Double = 2
+
     @Flag(help: "Plain progress lines even on a terminal.")
     var plain = false
 
     func validate() throws {
+        if !(videoEvery >= 0.04 && videoEvery <= 3600) {
+            throw ValidationError("--video-every must be between 0.04 and 3600 seconds.")
+        }
         if let lanes, !(1...64).contains(lanes) { throw ValidationError("--lanes must be between 1 and 64.") }
         if let lease, !(lease >= 1 && lease <= 86_400) {
             throw ValidationError("--lease must be between 1 and 86400 seconds.")
@@ -219,6 +228,7 @@ struct IndexCommand: ParsableCommand {
             }
         }
         let index = try database.open()
+        index.videoEvery = videoEvery
         if let lease { index.claimLease = lease } else if index.store is any SharedJobStore { index.claimLease = 60 }
         // Side by side: each lane an engine of its own with one thread (the weights are shared).
         let laneCount = index.store is any SharedJobStore ? 1 : (lanes ?? ComputePool.availableCPUs())
@@ -248,6 +258,10 @@ struct IndexCommand: ParsableCommand {
         if summary.computed > 0 {
             lines.append("  \(format1(Double(summary.computed) / max(seconds, 1e-9))) photos/s computed")
         }
+        if summary.videoFrames > 0 {
+            lines.append(
+                "  \(summary.videoFrames) video frame\(summary.videoFrames == 1 ? "" : "s") indexed (one every \(videoEvery) s of video)")
+        }
         if statistics.images > 0 {
             lines.append(
                 "  \(statistics.regionBytes / statistics.images) bytes of regions per photo, database \(statistics.databaseBytes / 1024) KiB"
@@ -263,7 +277,7 @@ struct IndexCommand: ParsableCommand {
         }
         if summary.skippedFiles > 0 {
             lines.append(
-                "  \(summary.skippedFiles) file\(summary.skippedFiles == 1 ? "" : "s") skipped: not JPEG or PNG")
+                "  \(summary.skippedFiles) file\(summary.skippedFiles == 1 ? "" : "s") skipped: not JPEG, PNG or a video")
         }
         if summary.brokenLinks > 0 {
             lines.append(

@@ -166,10 +166,10 @@ struct SearchCommand: ParsableCommand {
                         ("box", .array(item.box.map(Report.shortest))),
                     ])
                 }
-                var fields: [(String, JSONValue)] = [
-                    ("image", .string(hit.path)), ("score", Report.shortest(hit.score)),
-                    ("detections", .array(detections)),
-                ]
+                var fields: [(String, JSONValue)] = [("image", .string(hit.path))]
+                // A video: the time (seconds) of its best frame, which the boxes are on.
+                if let time = hit.time { fields.append(("time", .double(time))) }
+                fields += [("score", Report.shortest(hit.score)), ("detections", .array(detections))]
                 if stored.imageTower != nil && !exact {
                     fields.append(("evidence", .string(hit.evidence.rawValue)))
                     fields.append(("object_score", hit.objectScore.map(Report.shortest) ?? .null))
@@ -180,7 +180,7 @@ struct SearchCommand: ParsableCommand {
             } else {
                 let scene = hit.evidence == .scenes && stored.imageTower != nil && !exact ? ", scene" : ""
                 print(
-                    "\(Report.format3(hit.score))  \(Report.visible(hit.path))  (\(hit.detections.count) box\(hit.detections.count == 1 ? "" : "es")\(scene))"
+                    "\(Report.format3(hit.score))  \(Report.visible(hit.path))\(hit.time.map { " at \(VideoDetection.seconds($0)) s" } ?? "")  (\(hit.detections.count) box\(hit.detections.count == 1 ? "" : "es")\(scene))"
                 )
                 for item in hit.detections {
                     print(
