@@ -24,7 +24,7 @@ struct Benchmarks: ParsableCommand {
         abstract: "Timing runs recorded in BENCHMARKS.md.",
         subcommands: [
             Tokenizer.self, Weights.self, Detect.self, Text.self, MeanAveragePrecision.self, Search.self,
-            SearchScale.self, ImageTower.self, PostgresSearch.self, Layers.self,
+            SearchScale.self, ImageTower.self, PostgresSearch.self, Layers.self, Video.self,
         ]
     )
 }

@@ -307,7 +307,7 @@ import Testing
         #expect(run.status == 2, "partial failure: \(run.stderr)")
         #expect(run.stderr.contains("1 photo indexed (1 computed"), "\(run.stderr)")
         #expect(run.stderr.contains("1 file could not be indexed"))
-        #expect(run.stderr.contains("1 file skipped: not JPEG or PNG"))
+        #expect(run.stderr.contains("1 file skipped: not JPEG, PNG or a video"))
         let list = try CLI.run(["index", "--failures", "--db", db])
         #expect(list.status == 0)
         let lines = list.stdout.split(separator: "\n")

@@ -80,6 +80,32 @@ import Testing
         #expect(turns == [90, 180, 270])
     }
 
+    /// What phones and cameras write: each decoded as ffmpeg decodes it (every pixel), with the stated codec.
+    @Test(arguments: [
+        ("mp4", "-c:v libx264 -pix_fmt yuv420p", "h264"), ("mov", "-c:v libx264 -pix_fmt yuv420p", "h264"),
+        ("mp4", "-c:v libx265 -pix_fmt yuv420p -tag:v hvc1 -x265-params log-level=error", "hevc"),
+        ("webm", "-c:v libvpx-vp9 -pix_fmt yuv420p -deadline realtime", "vp9"),
+        ("webm", "-c:v libvpx -pix_fmt yuv420p -deadline realtime", "vp8"),
+        ("mkv", "-c:v libx264 -pix_fmt yuv444p", "h264"),
+    ])
+    func phoneFormatsDecodeAsFFmpegDoes(container: String, codec: String, decoder: String) throws {
+        try #require(TestVideos.haveFFmpeg)
+        let folder = try Self.scratch()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let video = folder + "/clip." + container
+        #expect(TestVideos.pan(scene: Self.scene, to: video, frames: 8, codec: codec) == 0)
+        #expect(TestVideos.framesAsPNG(video, prefix: folder + "/f") == 0)
+        let reader = try VideoReader(path: video)
+        #expect(reader.info.codec == decoder && reader.info.width == 320 && reader.info.height == 256)
+        var count = 0
+        while let frame = try reader.next() {
+            let same = try ImageFile.read(folder + String(format: "/f%04d.png", frame.index + 1)) == frame.image
+            #expect(same, "\(container) \(decoder): frame \(frame.index)")
+            count += 1
+        }
+        #expect(count == 8)
+    }
+
     @Test func rotationTurnsPixelsClockwise() {
         // 2×1: left red, right blue (BGR); a quarter turn clockwise puts left on top.
         let image = Image(width: 2, height: 1, pixels: [0, 0, 255, 255, 0, 0])
