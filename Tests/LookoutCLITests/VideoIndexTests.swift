@@ -135,4 +135,34 @@ import Testing
         let kept = try SQLiteIndexStore(path: db, readOnly: true).files(withPrefix: photos + "/cut.mkv#t=")
         #expect(kept.count >= 2, "\(kept.keys.sorted())")
     }
+
+    /// The same on PostgreSQL (a real server, scripts/pg-test-server): the shared job takes the video like a
+    /// photo, and the searches equal the SQLite index's.
+    @Test func videosOnPostgreSQLEqualSQLite() throws {
+        try #require(TestVideos.haveFFmpeg)
+        let folder = try CLI.scratch("video-index")
+        defer { CLI.remove(folder) }
+        let photos = folder + "/photos"
+        try FileManager.default.createDirectory(atPath: photos, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(
+            atPath: CLI.root + "/examples/scenes/scene-0001.jpg", toPath: photos + "/scene-0001.jpg")
+        let video = photos + "/clip.mkv"
+        #expect(Self.makeVideo(video) == 0)
+        let options = ["--imgsz", "320", "--plain"]
+        let sqlite = folder + "/index.sqlite"
+        let reference = try CLI.run(["index", photos, "--db", sqlite] + options)
+        #expect(reference.status == 0, "\(reference.stderr)")
+        let server = try TestPostgres()
+        let shared = try CLI.run(["index", photos, "--db", server.url] + options)
+        #expect(shared.status == 0 && shared.stderr.contains("3 video frames"), "\(shared.stderr)")
+        #expect(try server.count("SELECT count(*) FROM lookout.files") == 5, "a photo, the video and 3 frames")
+        #expect(try server.count("SELECT count(*) FROM lookout.work") == 0)
+        for query in ["yellow star", "orange circle", "ring", "shape"] {
+            let a = try CLI.run(["search", query, "--db", sqlite, "--json"])
+            let b = try CLI.run(["search", query, "--db", server.url, "--json"])
+            #expect(a.stdout == b.stdout && a.stdout.contains("\"time\""), "\(query): \(b.stdout) \(b.stderr)")
+        }
+        let again = try CLI.run(["index", photos, "--db", server.url] + options)
+        #expect(again.stderr.contains("(0 computed, 0 reused, 2 unchanged, 0 removed)"), "\(again.stderr)")
+    }
 }
