@@ -14,7 +14,8 @@ import LookoutWeights
 /// memory), H.264 encoding alone, and the whole pipeline as `detect` runs it (decoding on its own thread ahead
 /// of the network), without and with the annotated video written.
 struct Video: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Video: decode, network, encode and the pipeline, in fps.")
+    static let configuration = CommandConfiguration(
+        abstract: "Video: decode, network, encode and the pipeline, in fps.")
     @Option(help: "Detector weights (.pt or safetensors); without it, the demo model.") var detector: String?
     @Option(help: "A video file.") var video: String
     @Option(help: "Network input size.") var imgsz = 640
@@ -57,7 +58,9 @@ struct Video: ParsableCommand {
         for frame in kept {
             _ = engine.detect(engine.prepare(image: frame.image, name: "frame", size: size), labels: labels, text: text)
         }
-        print("network alone (letterbox → NMS, \(queries) queries, \(size)): \(format3(Double(kept.count) / (now() - start))) fps")
+        print(
+            "network alone (letterbox → NMS, \(queries) queries, \(size)): \(format3(Double(kept.count) / (now() - start))) fps"
+        )
         // Encoding alone.
         let output = "/tmp/lookout-video-benchmark-\(getpid()).mp4"
         defer { unlink(output) }

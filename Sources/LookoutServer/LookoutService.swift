@@ -192,12 +192,13 @@ public final class LookoutService: @unchecked Sendable {
                 .object([("score", Self.number(d.score)), ("box", .array(d.box.map(Self.number)))])
             }
             results.append(
-                .object([
-                    ("image", .string(id)), ("name", .string(String(hit.path.split(separator: "/").last ?? ""))),
-                    ("width", .int(Int64(hit.width))), ("height", .int(Int64(hit.height))),
-                    ("score", Self.number(hit.score)), ("evidence", .string(hit.evidence.rawValue)),
-                    ("detections", .array(boxes)),
-                ] + (hit.time.map { [("time", Self.number(Float($0)))] } ?? [])))
+                .object(
+                    [
+                        ("image", .string(id)), ("name", .string(String(hit.path.split(separator: "/").last ?? ""))),
+                        ("width", .int(Int64(hit.width))), ("height", .int(Int64(hit.height))),
+                        ("score", Self.number(hit.score)), ("evidence", .string(hit.evidence.rawValue)),
+                        ("detections", .array(boxes)),
+                    ] + (hit.time.map { [("time", Self.number(Float($0)))] } ?? [])))
         }
         lock.unlock()
         return Array(JSONValue.object([("query", .string(query)), ("results", .array(results))]).serialized.utf8)

@@ -5,8 +5,8 @@ import LookoutImage
 import LookoutJSON
 import LookoutSupport
 import LookoutTensor
-import LookoutVideo
 import LookoutTextEncoder
+import LookoutVideo
 import LookoutWeights
 
 #if canImport(Glibc)
@@ -343,7 +343,8 @@ struct DetectCommand: ParsableCommand {
         let videos = images.map { $0 != "-" && VideoDetection.isVideo($0) }
         let photos = images.indices.filter { !videos[$0] }
         if videos.contains(true) && ![.table, .json].contains(chosenFormat) {
-            throw ValidationError("Video frames print as a table or as JSON lines (--json); not as --format \(chosenFormat).")
+            throw ValidationError(
+                "Video frames print as a table or as JSON lines (--json); not as --format \(chosenFormat).")
         }
         let laneCount = images.contains("-") ? 1 : min(lanes ?? ComputePool.availableCPUs(), photos.count)
         let imgsz = thresholds.imgsz
@@ -374,7 +375,8 @@ struct DetectCommand: ParsableCommand {
                     failures += 1
                     printError("lookout: \(error)")
                     if chosenFormat == .json {
-                        print(JSONValue.object([("video", .string(path)), ("error", .string(error.problem))]).serialized)
+                        print(
+                            JSONValue.object([("video", .string(path)), ("error", .string(error.problem))]).serialized)
                     }
                 }
                 continue

@@ -260,7 +260,8 @@ struct IndexCommand: ParsableCommand {
         }
         if summary.videoFrames > 0 {
             lines.append(
-                "  \(summary.videoFrames) video frame\(summary.videoFrames == 1 ? "" : "s") indexed (one every \(videoEvery) s of video)")
+                "  \(summary.videoFrames) video frame\(summary.videoFrames == 1 ? "" : "s") indexed (one every \(videoEvery) s of video)"
+            )
         }
         if statistics.images > 0 {
             lines.append(
@@ -277,7 +278,8 @@ struct IndexCommand: ParsableCommand {
         }
         if summary.skippedFiles > 0 {
             lines.append(
-                "  \(summary.skippedFiles) file\(summary.skippedFiles == 1 ? "" : "s") skipped: not JPEG, PNG or a video")
+                "  \(summary.skippedFiles) file\(summary.skippedFiles == 1 ? "" : "s") skipped: not JPEG, PNG or a video"
+            )
         }
         if summary.brokenLinks > 0 {
             lines.append(

@@ -113,18 +113,23 @@ import Testing
         var index = 0
         while let frame = try saved.next() {
             let source = try #require(try original.next())
-            let boxes = Self.items(lines[index / 4]["detections"]!).map { Self.items($0["box"]!).map { Int($0.number!) } }
+            let boxes = Self.items(lines[index / 4]["detections"]!).map {
+                Self.items($0["box"]!).map { Int($0.number!) }
+            }
             // Along each box's top edge the picture changed (the outline); far from every box, only x264's loss.
             var edge = 0, edgeCount = 0, far = 0, farCount = 0
             for y in 0..<256 {
                 for x in 0..<320 {
                     let i = (y * 320 + x) * 3
-                    let difference = (0..<3).map { abs(Int(frame.image.pixels[i + $0]) - Int(source.image.pixels[i + $0])) }
-                        .reduce(0, +)
+                    let difference = (0..<3).map {
+                        abs(Int(frame.image.pixels[i + $0]) - Int(source.image.pixels[i + $0]))
+                    }
+                    .reduce(0, +)
                     if boxes.contains(where: { y == max($0[1], 0) && x > $0[0] + 2 && x < $0[2] - 2 }) {
                         edge += difference
                         edgeCount += 1
-                    } else if boxes.allSatisfy({ x < $0[0] - 40 || x > $0[2] + 40 || y < $0[1] - 40 || y > $0[3] + 40 }) {
+                    } else if boxes.allSatisfy({ x < $0[0] - 40 || x > $0[2] + 40 || y < $0[1] - 40 || y > $0[3] + 40 })
+                    {
                         far += difference
                         farCount += 1
                     }

@@ -14,7 +14,8 @@ import Testing
 
     /// Three scenes, 2 s each at 5 fps, 480×360, lossless: yellow stars only in the last one (from 4 s).
     static func makeVideo(_ path: String) -> Int32 {
-        let inputs = scenes.map { "-loop 1 -framerate 5 -t 2 -i \(CLI.root)/examples/scenes/\($0)" }.joined(separator: " ")
+        let inputs = scenes.map { "-loop 1 -framerate 5 -t 2 -i \(CLI.root)/examples/scenes/\($0)" }.joined(
+            separator: " ")
         let fit = "scale=480:360:force_original_aspect_ratio=decrease,pad=480:360:(ow-iw)/2:(oh-ih)/2,setsar=1"
         let filter = "[0]\(fit)[a];[1]\(fit)[b];[2]\(fit)[c];[a][b][c]concat=n=3:v=1[v]"
         return TestVideos.shell(

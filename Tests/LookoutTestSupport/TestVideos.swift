@@ -35,7 +35,9 @@ public enum TestVideos {
     /// Every frame of `video` as PNG files `prefix0001.png`, … (ffmpeg's own decoding and conversion to RGB,
     /// rotation applied), one per decoded frame.
     public static func framesAsPNG(_ video: String, prefix: String) -> Int32 {
-        shell("ffmpeg -nostdin -y -i \(quoted(video)) -fps_mode passthrough -pix_fmt rgb24 \(quoted(prefix + "%04d.png"))")
+        shell(
+            "ffmpeg -nostdin -y -i \(quoted(video)) -fps_mode passthrough -pix_fmt rgb24 \(quoted(prefix + "%04d.png"))"
+        )
     }
 }
 

@@ -133,7 +133,9 @@ import Testing
     }
 
     @Test func containersAreToldFromPhotos() {
-        func head(_ text: String, at offset: Int = 0) -> [UInt8] { [UInt8](repeating: 0, count: offset) + Array(text.utf8) }
+        func head(_ text: String, at offset: Int = 0) -> [UInt8] {
+            [UInt8](repeating: 0, count: offset) + Array(text.utf8)
+        }
         #expect(VideoFile.looksLikeVideo([0, 0, 0, 0x20] + Array("ftypisom\0\0\0\0".utf8)))
         #expect(VideoFile.looksLikeVideo([0, 0, 0, 0x14] + Array("ftypqt  ".utf8)))
         #expect(!VideoFile.looksLikeVideo([0, 0, 0, 0x18] + Array("ftypheic".utf8)))
@@ -173,7 +175,8 @@ import Testing
                 for x in 0..<171 {
                     for c in 0..<3 {
                         error += abs(
-                            Int(frame.image.pixels[(y * 172 + x) * 3 + c]) - Int(originals[index].pixels[(y * 171 + x) * 3 + c]))
+                            Int(frame.image.pixels[(y * 172 + x) * 3 + c])
+                                - Int(originals[index].pixels[(y * 171 + x) * 3 + c]))
                     }
                 }
             }
@@ -209,7 +212,9 @@ import Testing
         let cut = folder + "/cut.mkv"
         try FileContents.writeAtomically(Array(bytes[0..<(bytes.count * 6 / 10)]), to: cut)
         let truncated = failure(cut) { try readAll(cut) }
-        #expect(truncated?.kind == .damaged && truncated?.problem.contains("truncated") == true, "\(String(describing: truncated))")
+        #expect(
+            truncated?.kind == .damaged && truncated?.problem.contains("truncated") == true,
+            "\(String(describing: truncated))")
         // An MP4 cut short.
         let mp4 = folder + "/pan.mp4"
         #expect(TestVideos.shell("ffmpeg -nostdin -y -i \(video) -c:v libx264 -pix_fmt yuv420p \(mp4)") == 0)
