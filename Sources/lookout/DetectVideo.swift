@@ -65,7 +65,8 @@ struct VideoDetection {
                     let shown = pad ? result.droppingPadding() : result
                     latest = shown
                     processed += 1
-                    if let reporter { reporter.clearLine() }
+                    // The bar shares the screen with the lines only when both go to the terminal.
+                    if let reporter, isatty(1) == 1 { reporter.clearLine() }
                     print(render(shown, frame: frame), terminator: "")
                     if let reporter, let expected { reporter.report(done: min(processed, expected), total: expected) }
                 }
