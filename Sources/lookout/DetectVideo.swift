@@ -56,7 +56,7 @@ struct VideoDetection {
         let reporter = progress && expected != nil ? ProgressReporter(terminal: true, unit: "frames") : nil
         var processed = 0
         var latest: ImageDetections?
-        do {
+        do throws(VideoError) {
             while let (frame, selected) = try frames.next() {
                 if selected {
                     let prepared = engine.prepare(image: frame.image, name: path, size: imgsz)
@@ -82,6 +82,8 @@ struct VideoDetection {
             try writer?.finish()
         } catch {
             reporter?.finish()
+            // The annotated video keeps the frames before a decoding error (a playable file, not a torn one).
+            if error.kind != .notWritten { try? writer?.finish() }
             throw error
         }
     }

@@ -158,6 +158,13 @@ import Testing
         #expect(truncated.lines.count >= 2 && truncated.lines.count < 20)
         #expect(truncated.lines.last?["error"]?.string?.contains("truncated") == true)
         #expect(truncated.lines.dropLast().allSatisfy { $0["frame"] != nil })
+        // With --save, the annotated video keeps the frames before the cut and is a complete MP4.
+        let saved = try CLI.run(["detect", cut, "--save", folder + "/out"] + Self.queries)
+        #expect(saved.status == 1)
+        let partial = try VideoReader(path: folder + "/out/cut.mp4")
+        var frames = 0
+        while try partial.next() != nil { frames += 1 }
+        #expect(frames >= truncated.lines.count - 1 && frames < 20, "\(frames) frames")
 
         let sound = folder + "/tone.m4a"
         #expect(TestVideos.shell("ffmpeg -nostdin -y -f lavfi -i sine=duration=1 \(sound)") == 0)
