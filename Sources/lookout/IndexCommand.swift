@@ -178,6 +178,17 @@ struct IndexCommand: ParsableCommand {
         }
     }
 
+    /// "12 photos", or "10 photos and 2 videos (45 frames)" when the index holds videos (whose frames and own
+    /// rows are files of the store too).
+    static func indexedWhat(_ files: Int, entries: some Collection<String>) -> String {
+        let frames = entries.filter { VideoFrames.split($0) != nil }.count
+        guard frames > 0 else { return "\(files) photo\(files == 1 ? "" : "s")" }
+        let videos = entries.filter { VideoFrames.split($0) == nil && VideoFrames.isVideo($0) }.count
+        let photos = max(files - frames - videos, 0)
+        return
+            "\(photos) photo\(photos == 1 ? "" : "s") and \(videos) video\(videos == 1 ? "" : "s") (\(frames) frame\(frames == 1 ? "" : "s"))"
+    }
+
     func run() throws {
         let path = try database.shown()
         if status {
@@ -253,7 +264,7 @@ struct IndexCommand: ParsableCommand {
         let seconds = clock.lap()
         let statistics = try index.statistics()
         var lines = [
-            "\(path): \(statistics.files) photo\(statistics.files == 1 ? "" : "s") indexed (\(summary.computed) computed, \(summary.reused) reused, \(summary.unchanged) unchanged, \(summary.removed) removed) in \(String(format1(seconds))) s"
+            "\(path): \(Self.indexedWhat(statistics.files, entries: try index.store.files(withPrefix: "/").keys)) indexed (\(summary.computed) computed, \(summary.reused) reused, \(summary.unchanged) unchanged, \(summary.removed) removed) in \(String(format1(seconds))) s"
         ]
         if summary.computed > 0 {
             lines.append("  \(format1(Double(summary.computed) / max(seconds, 1e-9))) photos/s computed")
