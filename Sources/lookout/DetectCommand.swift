@@ -163,7 +163,7 @@ struct QueryThresholdOptions: ParsableArguments {
 struct DetectCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "detect",
-        abstract: "Find what you describe in photos.",
+        abstract: "Find what you describe in photos and videos.",
         discussion: """
             Queries are comma-separated ("dog, red car"), or one per line in --queries-file. Results match \
             ultralytics YOLO-World predict: letterbox, text-guided network, class-aware NMS, boxes in the \
@@ -178,6 +178,8 @@ struct DetectCommand: ParsableCommand {
               lookout detect --model Models/official *.jpg -q person --conf 0.1 --json
               lookout detect photos/*.jpg -q "sofa|couch, dog@0.4, -cat" --format csv > boxes.csv
               lookout detect photos/*.jpg --queries-file classes.txt --format yolo --output labels
+              lookout detect clip.mp4 -q "dog, ball" --fps 2 --json > frames.jsonl
+              lookout detect clip.mp4 -q "dog" --save out   (out/clip.mp4: every frame, boxes drawn)
             """
     )
 
