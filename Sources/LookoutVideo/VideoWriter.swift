@@ -53,7 +53,9 @@ public final class VideoWriter {
 
 /// A video decoded on a thread of its own, running ahead of its reader by at most `ahead` frames, so that
 /// decoding overlaps the network on the other core. Each frame comes with whether `selection` takes it;
-/// with `onlySelected`, frames it skips are dropped on the decoding thread (never queued).
+/// with `onlySelected`, frames it skips are dropped on the decoding thread (never queued). A camera never
+/// waits for its reader: when the reader is behind, the oldest queued frame is dropped, so that what the
+/// network sees is at most `ahead` frames old.
 public final class VideoReadAhead: @unchecked Sendable {
     public let info: VideoInfo
     public let path: String
@@ -63,6 +65,7 @@ public final class VideoReadAhead: @unchecked Sendable {
     private var failure: VideoError?
     private var stopped = false
     private let ahead: Int
+    private let live: Bool
 
     public init(
         _ reader: VideoReader, selection: FrameSelection, onlySelected: Bool, ahead: Int = 4
@@ -70,6 +73,7 @@ public final class VideoReadAhead: @unchecked Sendable {
         info = reader.info
         path = reader.path
         self.ahead = max(1, ahead)
+        live = reader.info.isLive
         let box = UncheckedReader(reader: reader)
         let thread = Thread { [self] in
             var selection = selection
@@ -110,6 +114,7 @@ public final class VideoReadAhead: @unchecked Sendable {
                 let selected = selection.takes(frame.index, time: frame.time)
                 if onlySelected && !selected { continue }
                 condition.lock()
+                if live && queue.count >= ahead { queue.removeFirst() }
                 while queue.count >= ahead && !stopped { condition.wait() }
                 if stopped {
                     condition.unlock()
