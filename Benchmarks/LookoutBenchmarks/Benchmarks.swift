@@ -35,6 +35,17 @@ func now() -> Double {
     return Double(time.tv_sec) + Double(time.tv_nsec) * 1e-9
 }
 
+/// `count` random 512-d unit vectors, one after another: text embeddings for timing runs.
+func randomUnitQueries(_ count: Int) -> [Float] {
+    var generator = SystemRandomNumberGenerator()
+    var text = (0..<(count * 512)).map { _ in Float.random(in: -1...1, using: &generator) }
+    for k in 0..<count {
+        let norm = (0..<512).reduce(Float(0)) { $0 + text[k * 512 + $1] * text[k * 512 + $1] }.squareRoot()
+        for d in 0..<512 { text[k * 512 + d] /= norm }
+    }
+    return text
+}
+
 func measure(_ name: String, repetitions: Int, _ body: () throws -> Void) rethrows {
     var samples: [Double] = []
     for _ in 0..<repetitions {
@@ -148,12 +159,7 @@ struct Detect: ParsableCommand {
         let network = try YOLOWorldNetwork(weights: WeightFile.open(detector))
         let engine = try Engine(network: network, embedder: nil)
         let size = imgsz
-        var generator = SystemRandomNumberGenerator()
-        var text = (0..<(queries * 512)).map { _ in Float.random(in: -1...1, using: &generator) }
-        for k in 0..<queries {
-            let norm = (0..<512).reduce(Float(0)) { $0 + text[k * 512 + $1] * text[k * 512 + $1] }.squareRoot()
-            for d in 0..<512 { text[k * 512 + d] /= norm }
-        }
+        let text = randomUnitQueries(queries)
         let labels = (0..<queries).map { "q\($0)" }
         var prepared = try engine.prepare(path: image, size: size)
         let (cpuBefore, wallBefore) = (cpuSeconds(), now())

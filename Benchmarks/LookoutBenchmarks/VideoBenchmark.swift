@@ -29,12 +29,7 @@ struct Video: ParsableCommand {
         } else {
             engine = try Engine.load(EngineConfiguration(model: .demo, caches: false)).engine
         }
-        var generator = SystemRandomNumberGenerator()
-        var text = (0..<(queries * 512)).map { _ in Float.random(in: -1...1, using: &generator) }
-        for k in 0..<queries {
-            let norm = (0..<512).reduce(Float(0)) { $0 + text[k * 512 + $1] * text[k * 512 + $1] }.squareRoot()
-            for d in 0..<512 { text[k * 512 + d] /= norm }
-        }
+        let text = randomUnitQueries(queries)
         let labels = (0..<queries).map { "q\($0)" }
         let size = imgsz
 

@@ -41,7 +41,7 @@ public enum ContactSheet {
             page += """
                 <div class="card">\(thumbnail.isEmpty ? "<p>(photo not readable)</p>" : "<img src=\"\(thumbnail)\" alt=\"\">")
                 <div><b>\(score(hit.score, digits: 3))</b> · \(hit.detections.count) box\(hit.detections.count == 1 ? "" : "es")</div>
-                <div class="path">\(escape(FileName.shown(hit.path)))\(hit.time.map { " at \(VideoFrames.entry(video: "", time: $0).dropFirst(VideoFrames.separator.count)) s" } ?? "")</div></div>
+                <div class="path">\(escape(FileName.shown(hit.path)))\(hit.time.map { " at \(VideoFrames.seconds($0)) s" } ?? "")</div></div>
 
                 """
         }

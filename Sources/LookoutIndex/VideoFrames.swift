@@ -15,20 +15,20 @@ public enum VideoFrames {
     /// What separates a video's path from the time of one of its frames.
     public static let separator = "#t="
 
-    /// File names the index reads as videos (by extension, as photos are found by theirs).
+    /// File names the index reads as videos (by extension, as photos are found by theirs): what phones and
+    /// cameras write. Fewer than ``VideoFile/extensions``: a folder walk must not take `.ts` sources and the like.
     public static let extensions: Set<String> = ["mp4", "m4v", "mov", "mkv", "webm", "avi", "3gp", "mts", "m2ts"]
 
-    public static func isVideo(_ path: String) -> Bool {
-        guard let dot = path.lastIndex(of: "."), !path[dot...].contains("/") else { return false }
-        return extensions.contains(path[path.index(after: dot)...].lowercased())
-    }
+    public static func isVideo(_ path: String) -> Bool { VideoFile.hasExtension(path, in: extensions) }
 
     /// The entry of the frame at `time` seconds of `video`.
-    public static func entry(video: String, time: Double) -> String {
+    public static func entry(video: String, time: Double) -> String { video + separator + seconds(time) }
+
+    /// `time` in seconds with three decimals, as entries name it ("12.000").
+    public static func seconds(_ time: Double) -> String {
         let thousandths = Int64((time * 1000).rounded())
         let fraction = String(thousandths % 1000)
-        return video + separator + "\(thousandths / 1000)." + String(repeating: "0", count: 3 - fraction.count)
-            + fraction
+        return "\(thousandths / 1000)." + String(repeating: "0", count: 3 - fraction.count) + fraction
     }
 
     /// The video and the time of a frame entry; nil for a photo's path.

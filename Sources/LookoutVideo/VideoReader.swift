@@ -193,6 +193,18 @@ public struct FrameSelection: Sendable, Equatable {
 /// Telling photos from videos by a file's first bytes (photos are JPEG and PNG; the containers below are
 /// what phones and cameras write) or by the name of a V4L2 camera.
 public enum VideoFile {
+    /// Names ffmpeg, phones and cameras give videos. `lookout detect` sends such a file to the video reader
+    /// even when its first bytes are not a container recognised here, so that the error comes from FFmpeg.
+    public static let extensions: Set<String> = [
+        "mp4", "m4v", "mov", "qt", "mkv", "webm", "avi", "3gp", "mts", "m2ts", "ts", "mpg", "mpeg", "flv", "ogv", "wmv",
+    ]
+
+    /// Whether the file name of `path` ends in one of `extensions` (any case).
+    public static func hasExtension(_ path: String, in extensions: Set<String> = extensions) -> Bool {
+        guard let dot = path.lastIndex(of: "."), !path[dot...].contains("/") else { return false }
+        return extensions.contains(path[path.index(after: dot)...].lowercased())
+    }
+
     /// Names of the form /dev/videoN are cameras.
     public static func isCamera(_ path: String) -> Bool { path.hasPrefix("/dev/video") }
 

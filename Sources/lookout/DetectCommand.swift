@@ -370,7 +370,12 @@ struct DetectCommand: ParsableCommand {
                 let video = VideoDetection(
                     path: path, engine: engine, plan: plan, textFeatures: textFeatures, options: options, imgsz: imgsz,
                     selection: FrameSelection(fps.map { .perSecond($0) } ?? .every(every ?? 1)), format: chosenFormat,
-                    pad: pad, saveFolder: save, progress: isatty(2) == 1)
+                    pad: pad,
+                    saveTo: save.map {
+                        Self.unusedName(
+                            for: String(path.split(separator: "/").last ?? "video"), extension: ".mp4", in: $0,
+                            names: &savedNames)
+                    }, progress: isatty(2) == 1)
                 do {
                     try video.run()
                 } catch {
@@ -469,6 +474,25 @@ struct DetectCommand: ParsableCommand {
         return bytes
     }
 
+    /// `DIR/<stem of name><ext>`, numbered (-2, -3, …) where that name is taken: in this run (`names`, which
+    /// receives it) or by any file already in DIR, so no file is ever replaced (the photos themselves when OUT
+    /// is their folder, earlier outputs).
+    static func unusedName(
+        for name: String, extension ext: String, in directory: String, names: inout Set<String>
+    ) -> String {
+        var stem = name
+        if let dot = name.lastIndex(of: "."), dot != name.startIndex { stem = String(name[..<dot]) }
+        let folder = directory.hasSuffix("/") ? directory : directory + "/"
+        var chosen = stem + ext
+        var counter = 2
+        while names.contains(chosen) || exists(folder + chosen) {
+            chosen = "\(stem)-\(counter)\(ext)"
+            counter += 1
+        }
+        names.insert(chosen)
+        return folder + chosen
+    }
+
     static func exists(_ path: String) -> Bool {
         var info = stat()
         return FileSystem.lstat(path, &info) == 0
@@ -481,25 +505,11 @@ struct DetectCommand: ParsableCommand {
         names: inout Set<String>
     ) throws {
         let image = try piped ?? ImageFile.read(source)
-        let annotated = image.annotated(
-            with: result.detections.map {
-                BoxAnnotation(box: $0.box, label: "\($0.label) \(Report.format2($0.score))", colorIndex: $0.queryIndex)
-            })
+        let annotated = image.annotated(with: Report.annotations(result))
         let base = source == "-" ? "stdin.jpg" : String(source.split(separator: "/").last ?? "image")
-        let isPNG = base.lowercased().hasSuffix(".png")
-        var stem = base
-        if let dot = base.lastIndex(of: "."), dot != base.startIndex { stem = String(base[..<dot]) }
-        let ext = isPNG ? ".png" : ".jpg"
-        let folder = directory.hasSuffix("/") ? directory : directory + "/"
-        var name = stem + ext
-        var counter = 2
-        // Never over an existing file (the photos themselves when OUT is their folder, earlier outputs).
-        while names.contains(name) || Self.exists(folder + name) {
-            name = "\(stem)-\(counter)\(ext)"
-            counter += 1
-        }
-        names.insert(name)
-        let output = folder + name
+        let output = Self.unusedName(
+            for: base, extension: base.lowercased().hasSuffix(".png") ? ".png" : ".jpg", in: directory,
+            names: &names)
         try ImageFile.write(annotated, to: output)
         if chosenFormat == .table { print("  saved \(Report.visible(output))") }
     }
@@ -558,9 +568,10 @@ func warnAboutLongQueries(_ queries: [String], engine: Engine) {
 
 /// Text and JSON renderings of detections.
 enum Report {
-    static func table(_ result: ImageDetections) -> String {
+    /// The detections under a title line: the image's name and size, or `title` (a video's frame).
+    static func table(_ result: ImageDetections, title: String? = nil) -> String {
         var out =
-            "\(visible(result.image)) (\(result.width)×\(result.height)): \(result.detections.count) detection\(result.detections.count == 1 ? "" : "s")\n"
+            "\(title ?? "\(visible(result.image)) (\(result.width)×\(result.height))"): \(result.detections.count) detection\(result.detections.count == 1 ? "" : "s")\n"
         let labels = result.detections.map { visible($0.label) }
         let width = max(5, labels.map(displayWidth).max() ?? 0)
         for (item, shown) in zip(result.detections, labels) {
@@ -603,19 +614,31 @@ enum Report {
         return width
     }
 
-    static func json(_ result: ImageDetections) -> String {
-        let detections = result.detections.map { item -> JSONValue in
-            .object([
-                ("label", .string(item.label)), ("query_index", .int(Int64(item.queryIndex))),
-                ("score", shortest(item.score)),
-                ("box", .array(item.box.map(shortest))),
-            ])
+    /// The detections as JSON objects: label, query index, score, box.
+    static func detectionsJSON(_ result: ImageDetections) -> JSONValue {
+        .array(
+            result.detections.map { item -> JSONValue in
+                .object([
+                    ("label", .string(item.label)), ("query_index", .int(Int64(item.queryIndex))),
+                    ("score", shortest(item.score)),
+                    ("box", .array(item.box.map(shortest))),
+                ])
+            })
+    }
+
+    /// The boxes as `--save` draws them: label and score, coloured by query.
+    static func annotations(_ result: ImageDetections) -> [BoxAnnotation] {
+        result.detections.map {
+            BoxAnnotation(box: $0.box, label: "\($0.label) \(format2($0.score))", colorIndex: $0.queryIndex)
         }
+    }
+
+    static func json(_ result: ImageDetections) -> String {
         let timings = result.timings.milliseconds.map { ($0.0 + "_ms", JSONValue.double(($0.1 * 100).rounded() / 100)) }
         let value = JSONValue.object([
             ("image", .string(result.image)), ("width", .int(Int64(result.width))),
             ("height", .int(Int64(result.height))),
-            ("detections", .array(detections)), ("timings", .object(timings)),
+            ("detections", detectionsJSON(result)), ("timings", .object(timings)),
         ])
         return value.serialized + "\n"
     }

@@ -22,21 +22,12 @@ struct VideoDetection {
     let selection: FrameSelection
     let format: DetectCommand.OutputFormat
     let pad: Bool
-    /// The folder of `--save`: the annotated video goes there as NAME.mp4.
-    let saveFolder: String?
+    /// Where `--save` writes the annotated video.
+    let saveTo: String?
     let progress: Bool
 
-    /// Names that ffmpeg and phones give videos; such a file goes to the video reader even when its first
-    /// bytes are not a container Lookout recognises, so that the error comes from FFmpeg.
-    static let extensions: Set<String> = [
-        "mp4", "m4v", "mov", "qt", "mkv", "webm", "avi", "3gp", "mts", "m2ts", "ts", "mpg", "mpeg", "flv", "ogv", "wmv",
-    ]
-
-    static func isVideo(_ path: String) -> Bool {
-        if VideoFile.isVideo(path) { return true }
-        guard let dot = path.lastIndex(of: "."), !path[dot...].contains("/") else { return false }
-        return extensions.contains(path[path.index(after: dot)...].lowercased())
-    }
+    /// A video by its first bytes, or by its name (the error then comes from FFmpeg).
+    static func isVideo(_ path: String) -> Bool { VideoFile.isVideo(path) || VideoFile.hasExtension(path) }
 
     /// Detects on the selected frames, printing as it goes. Returns normally when the video was read to its end;
     /// throws the error that stopped it (after printing the frames before it).
@@ -44,8 +35,7 @@ struct VideoDetection {
         let reader = try VideoReader(path: path, threads: 1)
         let info = reader.info
         var writer: VideoWriter?
-        if let saveFolder {
-            let output = Self.outputName(for: path, in: saveFolder)
+        if let output = saveTo {
             writer = try VideoWriter(
                 path: output, width: info.width, height: info.height, frameRate: info.frameRate ?? 30)
             if format == .table { print("  saving \(Report.visible(output))") }
@@ -71,10 +61,7 @@ struct VideoDetection {
                     if let reporter, let expected { reporter.report(done: min(processed, expected), total: expected) }
                 }
                 if let writer {
-                    let boxes = (latest?.detections ?? []).map {
-                        BoxAnnotation(
-                            box: $0.box, label: "\($0.label) \(Report.format2($0.score))", colorIndex: $0.queryIndex)
-                    }
+                    let boxes = latest.map(Report.annotations) ?? []
                     try writer.add(boxes.isEmpty ? frame.image : frame.image.annotated(with: boxes), time: frame.time)
                 }
             }
@@ -100,50 +87,24 @@ struct VideoDetection {
         switch format {
         case .json: return Self.json(result, video: path, frame: frame)
         default:
-            var table = Report.table(result)
-            let header =
-                "\(Report.visible(path)) frame \(frame.index) at \(Self.seconds(frame.time)) s (\(result.width)×\(result.height))"
-            if let colon = table.firstIndex(of: "\n") {
-                let firstLine = table[..<colon]
-                let count = firstLine.split(separator: ":").last.map(String.init) ?? ""
-                table = header + ":" + count + table[colon...]
-            }
-            return table
+            return Report.table(
+                result,
+                title:
+                    "\(Report.visible(path)) frame \(frame.index) at \(Self.seconds(frame.time)) s (\(result.width)×\(result.height))"
+            )
         }
     }
 
     /// `{"video", "frame", "time", "width", "height", "detections"}` for one processed frame.
     static func json(_ result: ImageDetections, video: String, frame: VideoFrame) -> String {
-        let detections = result.detections.map { item -> JSONValue in
-            .object([
-                ("label", .string(item.label)), ("query_index", .int(Int64(item.queryIndex))),
-                ("score", Report.shortest(item.score)),
-                ("box", .array(item.box.map(Report.shortest))),
-            ])
-        }
         let value = JSONValue.object([
             ("video", .string(video)), ("frame", .int(Int64(frame.index))),
             ("time", .double((frame.time * 1_000_000).rounded() / 1_000_000)),
             ("width", .int(Int64(result.width))), ("height", .int(Int64(result.height))),
-            ("detections", .array(detections)),
+            ("detections", Report.detectionsJSON(result)),
         ])
         return value.serialized + "\n"
     }
 
     static func seconds(_ time: Double) -> String { "\((time * 1000).rounded() / 1000)" }
-
-    /// DIR/<name of the video>.mp4, numbered (-2, -3, …) where that name is taken.
-    static func outputName(for source: String, in folder: String) -> String {
-        let base = String(source.split(separator: "/").last ?? "video")
-        var stem = base
-        if let dot = base.lastIndex(of: "."), dot != base.startIndex { stem = String(base[..<dot]) }
-        let directory = folder.hasSuffix("/") ? folder : folder + "/"
-        var name = directory + stem + ".mp4"
-        var counter = 2
-        while DetectCommand.exists(name) {
-            name = directory + "\(stem)-\(counter).mp4"
-            counter += 1
-        }
-        return name
-    }
 }

@@ -69,17 +69,22 @@ def fake_camera_video(work: str) -> str:
     return path
 
 
-def check_camera(lookout: str, url: str, work: str, shots: str, check) -> None:
+def chromium(*extra: str):
+    """Debian's headless Chromium through its chromedriver, with `extra` command-line switches."""
     options = Options()
     for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1200,900",
-                     "--disable-dev-shm-usage", "--hide-scrollbars", "--use-fake-device-for-media-stream",
-                     "--use-fake-ui-for-media-stream", "--use-file-for-fake-video-capture=" + fake_camera_video(work)):
+                     "--disable-dev-shm-usage", "--hide-scrollbars") + extra:
         options.add_argument(argument)
     binary = next((p for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if os.path.exists(p)), None)
     if binary:
         options.binary_location = binary
     service = Service("/usr/bin/chromedriver") if os.path.exists("/usr/bin/chromedriver") else Service()
-    driver = webdriver.Chrome(options=options, service=service)
+    return webdriver.Chrome(options=options, service=service)
+
+
+def check_camera(lookout: str, url: str, work: str, shots: str, check) -> None:
+    driver = chromium("--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
+                      "--use-file-for-fake-video-capture=" + fake_camera_video(work))
     try:
         driver.set_script_timeout(60)
         driver.get(url)
@@ -192,15 +197,7 @@ def main() -> None:
         if "listening on " not in line:
             sys.exit(f"lookout serve did not start: {line!r} {server.stderr.read()}")
         url = line.strip().split("listening on ")[1]
-        options = Options()
-        for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1200,900",
-                         "--disable-dev-shm-usage", "--hide-scrollbars"):
-            options.add_argument(argument)
-        binary = next((p for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if os.path.exists(p)), None)
-        if binary:
-            options.binary_location = binary
-        service = Service("/usr/bin/chromedriver") if os.path.exists("/usr/bin/chromedriver") else Service()
-        driver = webdriver.Chrome(options=options, service=service)
+        driver = chromium()
         driver.get(url)
         wait = WebDriverWait(driver, 60)
 
