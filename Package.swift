@@ -142,7 +142,9 @@ let package = Package(
         ),
 
         // Tests (Tests/README.md says what each proves), and what several of them share.
-        .target(name: "LookoutTestSupport", path: "Tests/LookoutTestSupport"),
+        .target(
+            name: "LookoutTestSupport", dependencies: ["LookoutJSON", "LookoutSupport", "LookoutWeights"],
+            path: "Tests/LookoutTestSupport"),
         .testTarget(name: "LookoutJSONTests", dependencies: ["LookoutSupport", "LookoutJSON"]),
         .testTarget(
             name: "LookoutTensorTests", dependencies: ["LookoutTestSupport", "LookoutSupport", "LookoutTensor"]),
@@ -180,7 +182,7 @@ let package = Package(
         .testTarget(
             name: "LookoutIndexTests",
             dependencies: [
-                "LookoutSupport",
+                "LookoutTestSupport", "LookoutSupport",
                 "CSQLite", "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutIndex", "LookoutJSON",
                 "LookoutTextEncoder", "LookoutTensor",
                 "LookoutTokenizer", "LookoutWeights",

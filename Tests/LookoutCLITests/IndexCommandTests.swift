@@ -2,6 +2,7 @@ import Foundation
 import LookoutIndex
 import LookoutJSON
 import LookoutSupport
+import LookoutTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -30,7 +31,15 @@ import Testing
     static func name(_ path: String) -> String { String(path.split(separator: "/").last!) }
 
     /// A search's JSON lines against a reference list of results (photos by name, in order).
-    static func expectResults(_ stdout: String, _ results: JSONNode, _ label: String) throws {
+    /// `quantised`: the query's reference embedding when the scores come from the index's 8-bit regions (not
+    /// `--exact`): a region with values on a rounding boundary may then score within `IndexReferenceRounding`'s
+    /// allowance of the reference.
+    static let rounding = try! IndexReferenceRounding(root: CLI.root)
+
+    static func expectResults(
+        _ stdout: String, _ results: JSONNode, _ label: String,
+        quantised: (query: [Float], stored: [String: [IndexReferenceRounding.StoredRegion]])? = nil
+    ) throws {
         let lines = try Reference.lines(stdout)
         let names = lines.map { name($0["image"]!.string!) }
         let expectedNames = (0..<results.count).map { results[$0]["image"]!.string! }
@@ -41,10 +50,17 @@ import Testing
             let detections = line["detections"]!, reference = result["detections"]!
             #expect(detections.count == reference.count, "\(label) \(names[k])")
             for j in 0..<min(detections.count, reference.count) {
-                #expect(
-                    abs(detections[j]["score"]!.number! - reference[j]["score"]!.number!) <= 1e-4,
-                    "\(label) \(names[k]) #\(j)")
                 let a = Reference.numbers(detections[j]["box"]!), b = Reference.numbers(reference[j]["box"]!)
+                let score = reference[j]["score"]!.number!
+                let allowance =
+                    try quantised.map {
+                        try Self.rounding.allowance(
+                            photo: names[k], box: b.map { Float($0) }, score: score, query: $0.query,
+                            stored: $0.stored[names[k]] ?? [])
+                    } ?? 0
+                #expect(
+                    abs(detections[j]["score"]!.number! - score) <= 1e-4 + allowance,
+                    "\(label) \(names[k]) #\(j) (allowance for rounding boundaries \(allowance))")
                 #expect(zip(a, b).allSatisfy { abs($0 - $1) <= 0.002 }, "\(label) \(names[k]) #\(j): \(a) vs \(b)")
             }
         }
@@ -61,13 +77,22 @@ import Testing
             indexed.stderr.contains(
                 "\(db): \(Self.photos.count) photos indexed (\(Self.photos.count) computed, 0 reused"))
         let searches = Reference.index["searches"]!
+        // The regions as `index` stored them (for the allowance at rounding boundaries).
+        var stored: [String: [IndexReferenceRounding.StoredRegion]] = [:]
+        let index = try PhotoIndex(path: db)
+        try index.store.forEachPhoto(model: try #require(try index.storedModel()).key) { photo in
+            stored[Self.name(photo.path)] = IndexReferenceRounding.storedRegions(photo.regions, size: 512)
+        }
+        #expect(stored.count == Self.photos.count)
         var found = 0
         for s in 0..<searches.count {
             let search = searches[s]
             let query = search["query"]!.string!
             let plain = try CLI.run(["search", query, "--db", db, "--json"])
             #expect(plain.status == 0, "\(plain.stderr)")
-            try Self.expectResults(plain.stdout, search["results"]!, query)
+            try Self.expectResults(
+                plain.stdout, search["results"]!, query,
+                quantised: (Reference.numbers(search["embedding"]!).map { Float($0) }, stored))
             let exact = try CLI.run(["search", query, "--db", db, "--json", "--exact"])
             #expect(exact.status == 0, "\(exact.stderr)")
             try Self.expectResults(exact.stdout, search["exact"]!, query + " --exact")

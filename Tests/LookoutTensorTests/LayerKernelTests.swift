@@ -48,11 +48,107 @@ import Testing
         let x = FeatureMap(
             channels: inputs, height: height, width: width, data: Self.random(inputs * height * width, seed: seed + 2))
         let pool = ComputePool(threads: 2)
-        let actual = LoweredConvolution().convolve(x, weights, pool: pool)
         let expected = DirectConvolution().convolve(x, weights, pool: pool)
-        #expect(actual.channels == outputs && actual.height == expected.height && actual.width == expected.width)
-        Self.expectAllClose(
-            actual.data, expected.data, "conv \(inputs)→\(outputs) k\(kernel) s\(stride) \(height)×\(width)")
+        // As loaded (the packed GEMM where the CPU has AVX-512), and unprepared (OpenBLAS).
+        let prepared = LoweredConvolution().prepare(weights)
+        #expect(prepared.packed.isEmpty != ConvolutionGEMM.available)
+        for (form, w) in [("prepared", prepared), ("unprepared", weights)] {
+            let actual = LoweredConvolution().convolve(x, w, pool: pool)
+            #expect(actual.channels == outputs && actual.height == expected.height && actual.width == expected.width)
+            Self.expectAllClose(
+                actual.data, expected.data,
+                "conv \(inputs)→\(outputs) k\(kernel) s\(stride) \(height)×\(width) \(form)")
+        }
+    }
+
+    /// The convolutions' own GEMM against the definition (rows that are not a multiple of the 8-row panels,
+    /// column counts around the 16-wide registers and 48-wide blocks, row strides wider than the matrices, a
+    /// range of panels, bias and SiLU), and the same bits whatever the split.
+    @Test(arguments: [(1, 1, 1), (8, 5, 16), (13, 7, 17), (9, 33, 48), (24, 64, 49), (17, 3, 100), (40, 70, 129)])
+    func packedGEMMMatchesItsDefinition(m: Int, k: Int, n: Int) throws {
+        try #require(ConvolutionGEMM.available, "this CPU has no AVX-512: the packed GEMM is not used")
+        let seed = UInt64(m * 10000 + k * 100 + n)
+        let (ldb, ldc) = (n + 3, n + 5)
+        let a = Self.random(m * k, seed: seed), b = Self.random(k * ldb, seed: seed + 1)
+        let bias = Self.random(m, seed: seed + 2)
+        let packed = a.withUnsafeBufferPointer { ConvolutionGEMM.pack($0.baseAddress!, m: m, k: k) }
+        #expect(packed.count == ConvolutionGEMM.packedCount(m: m, k: k))
+        for activation in [false, true] {
+            var c = [Float](repeating: .nan, count: m * ldc)
+            packed.withUnsafeBufferPointer { p in
+                b.withUnsafeBufferPointer { b in
+                    bias.withUnsafeBufferPointer { bias in
+                        c.withUnsafeMutableBufferPointer { c in
+                            ConvolutionGEMM.multiply(
+                                packed: p.baseAddress!, m: m, k: k, b: b.baseAddress!, ldb: ldb, n: n,
+                                c: c.baseAddress!, ldc: ldc, bias: bias.baseAddress!, activation: activation)
+                        }
+                    }
+                }
+            }
+            var expected = [Float](repeating: .nan, count: m * ldc)
+            for i in 0..<m {
+                for j in 0..<n {
+                    var sum = Double(bias[i])
+                    for p in 0..<k { sum += Double(a[i * k + p]) * Double(b[p * ldb + j]) }
+                    expected[i * ldc + j] = activation ? Float(sum / (1 + exp(-sum))) : Float(sum)
+                }
+            }
+            for i in 0..<m {
+                Self.expectAllClose(
+                    Array(c[(i * ldc)..<(i * ldc + n)]), Array(expected[(i * ldc)..<(i * ldc + n)]),
+                    "gemm \(m)×\(k)×\(n) row \(i) activation \(activation)")
+                let untouched = c[(i * ldc + n)..<((i + 1) * ldc)].allSatisfy { $0.isNaN }
+                #expect(untouched, "wrote past row \(i)'s \(n) columns")
+            }
+            // Panel by panel, and column by column, the same bits.
+            var pieces = [Float](repeating: .nan, count: m * ldc)
+            packed.withUnsafeBufferPointer { p in
+                b.withUnsafeBufferPointer { b in
+                    bias.withUnsafeBufferPointer { bias in
+                        pieces.withUnsafeMutableBufferPointer { c in
+                            for first in stride(from: 0, to: m, by: 8) {
+                                for column in 0..<n {
+                                    ConvolutionGEMM.multiply(
+                                        packed: p.baseAddress!, m: m, k: k, rows: first..<min(m, first + 8),
+                                        b: b.baseAddress! + column, ldb: ldb, n: 1, c: c.baseAddress! + column,
+                                        ldc: ldc, bias: bias.baseAddress!, activation: activation)
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            #expect(
+                zip(pieces, c).allSatisfy { $0.bitPattern == $1.bitPattern || ($0.isNaN && $1.isNaN) },
+                "gemm \(m)×\(k)×\(n): a split changed the result")
+        }
+    }
+
+    /// Convolutions through the packed GEMM give the same bits on one, two and three threads (the index's
+    /// lanes run one-thread engines and must store what a two-thread engine computes).
+    @Test func packedConvolutionsDoNotDependOnTheThreads() throws {
+        try #require(ConvolutionGEMM.available, "this CPU has no AVX-512: the packed GEMM is not used")
+        for (inputs, outputs, kernel, stride, height, width) in [
+            (64, 96, 1, 1, 14, 20), (32, 48, 3, 2, 37, 41), (64, 40, 3, 1, 22, 26), (96, 64, 1, 1, 40, 40),
+        ] {
+            let seed = UInt64(inputs * 100 + outputs + kernel)
+            let weights = WinogradConvolution().prepare(
+                ConvolutionWeights(
+                    weight: Self.random(outputs * inputs * kernel * kernel, seed: seed, scale: 0.3),
+                    bias: Self.random(outputs, seed: seed + 1), inputs: inputs, outputs: outputs, kernel: kernel,
+                    stride: stride, activation: true))
+            #expect(!weights.packed.isEmpty)
+            let x = FeatureMap(
+                channels: inputs, height: height, width: width,
+                data: Self.random(inputs * height * width, seed: seed + 2))
+            let results = [1, 2, 3].map { WinogradConvolution().convolve(x, weights, pool: ComputePool(threads: $0)) }
+            for result in results.dropFirst() {
+                #expect(
+                    result.data.map(\.bitPattern) == results[0].data.map(\.bitPattern),
+                    "\(inputs)→\(outputs) k\(kernel) s\(stride) \(height)×\(width): threads changed the result")
+            }
+        }
     }
 
     /// Winograd F(4×4, 3×3) against the definition: widths and heights that are and are not multiples of
@@ -61,7 +157,7 @@ import Testing
     /// the same products in another order): 1e-4 relative to the largest output.
     @Test(arguments: [
         (8, 4, 1, 1, true), (16, 8, 5, 7, false), (8, 16, 12, 33, true), (32, 24, 40, 37, true),
-        (64, 64, 20, 20, true), (24, 8, 3, 129, false), (128, 32, 14, 20, true),
+        (64, 64, 20, 20, true), (24, 8, 3, 129, false), (128, 32, 14, 20, true), (72, 13, 9, 10, false),
     ])
     func winogradMatchesTheDefinition(inputs: Int, outputs: Int, height: Int, width: Int, activation: Bool) throws {
         try #require(WinogradConvolution.available, "this CPU has no AVX2/FMA: Winograd is not used")

@@ -50,4 +50,15 @@ void lookout_winograd_input(const float *x, int channels, int height, int width,
    `activation`; `y` is `outputs × height × width`. */
 void lookout_winograd_output(const float *m, const float *bias, int outputs, int height, int width, int activation,
                              int k_begin, int k_end, float *y, float *scratch);
+/* The convolutions' GEMM (gemm.c): C (m × n, row stride ldc) = A (m × k) · B (k × n, row stride ldb), plus
+   bias[i] per row when `bias` is not NULL, then SiLU when `activation`. A is packed once with
+   `lookout_gemm_pack` into ceil(m / 8) panels of k × 8 floats (`lookout_gemm_packed_count` floats); rows
+   [8p, 8p + 8) start at panel p, so a caller can compute a range of panels. Each element is one chain of
+   fused multiply-adds in the order of k: the result does not depend on how the work is split.
+   AVX-512 where `lookout_gemm_available`, portable C otherwise. */
+size_t lookout_gemm_packed_count(int m, int k);
+void lookout_gemm_pack(const float *a, int m, int k, size_t lda, float *packed);
+int lookout_gemm_available(void);
+void lookout_gemm(const float *packed, int m, int k, const float *b, size_t ldb, int n, float *c, size_t ldc,
+                  const float *bias, int activation);
 #endif

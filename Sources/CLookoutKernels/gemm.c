@@ -1,0 +1,151 @@
+/* A GEMM for convolutions: C (m × n) = A (m × k) · B (k × n), with A packed once at load into panels of eight
+   rows and B read where it lies (an im2col tile, a feature map, Winograd's transformed tiles), vectorised along
+   n with AVX-512 (sixteen columns per register, 8 rows × 48 columns of accumulators), bias and SiLU applied to
+   the accumulators before they are stored.
+
+   Every element is one chain of fused multiply-adds in the order of k, whatever the blocking: the result does
+   not depend on how the caller splits the columns among threads, nor on the matrix's shape. */
+#include "lookout_kernels.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+size_t lookout_gemm_packed_count(int m, int k) { return (size_t)((m + 7) / 8) * 8 * (size_t)k; }
+
+void lookout_gemm_pack(const float *a, int m, int k, size_t lda, float *packed) {
+    for (int panel = 0; panel < (m + 7) / 8; panel++) {
+        float *target = packed + (size_t)panel * 8 * k;
+        for (int p = 0; p < k; p++) {
+            for (int r = 0; r < 8; r++) {
+                int row = panel * 8 + r;
+                target[(size_t)p * 8 + r] = row < m ? a[(size_t)row * lda + p] : 0.0f;
+            }
+        }
+    }
+}
+
+int lookout_gemm_available(void) {
+#if defined(__x86_64__)
+    static int cached = -1;
+    if (cached < 0) {
+        __builtin_cpu_init();
+        cached = __builtin_cpu_supports("avx512f") && getenv("LOOKOUT_NO_AVX512") == NULL;
+    }
+    return cached;
+#else
+    return 0;
+#endif
+}
+
+#if defined(__x86_64__)
+#define G512 __attribute__((target("avx512f"), always_inline)) static inline
+
+/* exp(x) as the AVX2 path's exp8 computes it, sixteen lanes (the same operations, so the same results). */
+G512 __m512 exp16(__m512 x) {
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.3f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    __m512 r2 = _mm512_mul_ps(r, r);
+    p = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+
+/* One block: eight rows of the packed panel `a` × `P` registers of columns (the last `mask`ed), k in order. */
+G512 void gemm_block(const int P, const float *a, int k, const float *b, size_t ldb, __mmask16 mask, float *c,
+                     size_t ldc, int rows, const float *bias, int activation) {
+    __m512 acc[8][3];
+    for (int r = 0; r < 8; r++)
+        for (int j = 0; j < P; j++) acc[r][j] = _mm512_setzero_ps();
+    for (int p = 0; p < k; p++) {
+        const float *row = b + (size_t)p * ldb;
+        __m512 x0 = P == 1 ? _mm512_maskz_loadu_ps(mask, row) : _mm512_loadu_ps(row);
+        __m512 x1 = P == 2 ? _mm512_maskz_loadu_ps(mask, row + 16) : P == 3 ? _mm512_loadu_ps(row + 16) : x0;
+        __m512 x2 = P == 3 ? _mm512_maskz_loadu_ps(mask, row + 32) : x0;
+        const float *w = a + (size_t)p * 8;
+        for (int r = 0; r < 8; r++) {
+            __m512 s = _mm512_set1_ps(w[r]);
+            acc[r][0] = _mm512_fmadd_ps(s, x0, acc[r][0]);
+            if (P >= 2) acc[r][1] = _mm512_fmadd_ps(s, x1, acc[r][1]);
+            if (P >= 3) acc[r][2] = _mm512_fmadd_ps(s, x2, acc[r][2]);
+        }
+    }
+    __m512 one = _mm512_set1_ps(1.0f);
+    for (int r = 0; r < rows; r++) {
+        __m512 add = bias ? _mm512_set1_ps(bias[r]) : _mm512_setzero_ps();
+        for (int j = 0; j < P; j++) {
+            __m512 value = bias ? _mm512_add_ps(acc[r][j], add) : acc[r][j];
+            if (activation) {
+                __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), value));
+                value = _mm512_div_ps(value, _mm512_add_ps(one, e));
+            }
+            float *target = c + (size_t)r * ldc + 16 * j;
+            if (j == P - 1)
+                _mm512_mask_storeu_ps(target, mask, value);
+            else
+                _mm512_storeu_ps(target, value);
+        }
+    }
+}
+
+__attribute__((target("avx512f"))) static void gemm_avx512(const float *packed, int m, int k, const float *b,
+                                                           size_t ldb, int n, float *c, size_t ldc,
+                                                           const float *bias, int activation) {
+    int panels = (m + 7) / 8;
+    for (int j0 = 0; j0 < n;) {
+        /* Blocks of at most three registers (48 columns), the registers spread evenly over the blocks (100
+           columns: 48, 32 and 20, not 48, 48 and 4); only the last register of the row is partial. */
+        int vectors = (n - j0 + 15) / 16, blocks = (vectors + 2) / 3;
+        int P = (vectors + blocks - 1) / blocks;
+        int width = n - j0 < 16 * P ? n - j0 : 16 * P;
+        int last = width - 16 * (P - 1);
+        __mmask16 mask = (__mmask16)(last == 16 ? 0xFFFF : (1u << last) - 1);
+        for (int panel = 0; panel < panels; panel++) {
+            int rows = m - panel * 8 < 8 ? m - panel * 8 : 8;
+            const float *a = packed + (size_t)panel * 8 * k;
+            float *target = c + (size_t)panel * 8 * ldc + j0;
+            const float *bb = bias ? bias + panel * 8 : NULL;
+            if (P == 3)
+                gemm_block(3, a, k, b + j0, ldb, mask, target, ldc, rows, bb, activation);
+            else if (P == 2)
+                gemm_block(2, a, k, b + j0, ldb, mask, target, ldc, rows, bb, activation);
+            else
+                gemm_block(1, a, k, b + j0, ldb, mask, target, ldc, rows, bb, activation);
+        }
+        j0 += width;
+    }
+}
+#endif
+
+void lookout_gemm(const float *packed, int m, int k, const float *b, size_t ldb, int n, float *c, size_t ldc,
+                  const float *bias, int activation) {
+#if defined(__x86_64__)
+    if (lookout_gemm_available()) {
+        gemm_avx512(packed, m, k, b, ldb, n, c, ldc, bias, activation);
+        return;
+    }
+#endif
+    /* Portable: the same order of operations per element (fmaf in the order of k). */
+    for (int i = 0; i < m; i++) {
+        const float *a = packed + (size_t)(i / 8) * 8 * k + i % 8;
+        for (int j = 0; j < n; j++) {
+            float sum = 0.0f;
+            for (int p = 0; p < k; p++) sum = fmaf(a[(size_t)p * 8], b[(size_t)p * ldb + j], sum);
+            if (bias) sum += bias[i];
+            if (activation) sum = sum / (1.0f + expf(-sum));
+            c[(size_t)i * ldc + j] = sum;
+        }
+    }
+}
