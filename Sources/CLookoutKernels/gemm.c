@@ -149,3 +149,16 @@ void lookout_gemm(const float *packed, int m, int k, const float *b, size_t ldb,
         }
     }
 }
+
+#if defined(__linux__) && defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+int lookout_keep_freed_memory(void) {
+#if defined(__linux__) && defined(__GLIBC__)
+    return mallopt(M_MMAP_THRESHOLD, 256 << 20) && mallopt(M_TRIM_THRESHOLD, 1 << 30) &&
+           mallopt(M_TOP_PAD, 64 << 20);
+#else
+    return 0;
+#endif
+}

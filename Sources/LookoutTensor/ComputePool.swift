@@ -1,3 +1,4 @@
+import CLookoutKernels
 import Synchronization
 
 #if canImport(Glibc)
@@ -23,6 +24,16 @@ public final class ComputePool: @unchecked Sendable {
 
     public let threadCount: Int
     private let state: State
+
+    /// Feature maps and the kernels' scratch (megabytes per layer) are allocated and freed layer after layer.
+    /// With glibc's defaults, freed blocks above its thresholds go back to the kernel (unmapped, or trimmed
+    /// off the heap's top) and the next layer faults them in again, zeroed: about 9,000 page faults per
+    /// detection of s at 640. Keeping freed memory for reuse (no mmap below 256 MB, no trimming below 1 GB,
+    /// the heap grown 64 MB at a time) removes them; the process keeps its peak instead of shrinking after
+    /// each photo. `LOOKOUT_KEEP_FREED_MEMORY=0` leaves glibc's defaults (BENCHMARKS.md has both).
+    static let keepFreedMemory: Void = {
+        if getenv("LOOKOUT_KEEP_FREED_MEMORY").map({ String(cString: $0) }) != "0" { _ = lookout_keep_freed_memory() }
+    }()
 
     /// What the workers share with the pool; it outlives the pool object until the workers have stopped.
     private final class State: @unchecked Sendable {
@@ -78,6 +89,7 @@ public final class ComputePool: @unchecked Sendable {
     }
 
     public init(threads: Int) {
+        ComputePool.keepFreedMemory
         threadCount = max(1, threads)
         state = State()
         for _ in 1..<threadCount {

@@ -169,12 +169,16 @@ public struct WinogradConvolution: ConvolutionKernel {
             prepared.packed = prepared.transformed.withUnsafeBufferPointer {
                 ConvolutionGEMM.pack($0.baseAddress!, m: weights.outputs, k: weights.inputs, matrices: 36)
             }
+            prepared.transformed = []  // one copy of the transformed weights: the packed one
         }
         return prepared
     }
 
     public func convolve(_ x: FeatureMap, _ w: ConvolutionWeights, pool: ComputePool) -> FeatureMap {
-        guard Self.applies(w), w.transformed.count == 36 * w.outputs * w.inputs else {
+        let packedCount = ConvolutionGEMM.packedCount(m: w.outputs, k: w.inputs)
+        guard Self.applies(w),
+            w.transformed.count == 36 * w.outputs * w.inputs || w.packed.count == 36 * packedCount
+        else {
             return fallback.convolve(x, w, pool: pool)
         }
         precondition(x.channels == w.inputs, "convolution expects \(w.inputs) channels, got \(x.channels)")
@@ -213,7 +217,6 @@ public struct WinogradConvolution: ConvolutionKernel {
             }
         }
         if LoweredConvolution.profiling { t1 = LoweredConvolution.clock() }
-        let packedCount = ConvolutionGEMM.packedCount(m: outputs, k: inputs)
         if w.packed.count == 36 * packedCount {
             w.packed.withUnsafeBufferPointer { u in
                 let u = UnsafeSendable(UnsafeMutablePointer(mutating: u.baseAddress!))

@@ -167,7 +167,10 @@ import Testing
                 weight: Self.random(outputs * inputs * 9, seed: seed, scale: 0.5),
                 bias: Self.random(outputs, seed: seed + 1), inputs: inputs, outputs: outputs, kernel: 3, stride: 1,
                 activation: activation))
-        #expect(weights.transformed.count == 36 * outputs * inputs)
+        // The transformed weights, packed for the GEMM where it is used.
+        #expect(
+            weights.transformed.count == 36 * outputs * inputs
+                || weights.packed.count == 36 * ConvolutionGEMM.packedCount(m: outputs, k: inputs))
         let x = FeatureMap(
             channels: inputs, height: height, width: width, data: Self.random(inputs * height * width, seed: seed + 2))
         let pool = ComputePool(threads: 2)

@@ -61,4 +61,7 @@ void lookout_gemm_pack(const float *a, int m, int k, size_t lda, float *packed);
 int lookout_gemm_available(void);
 void lookout_gemm(const float *packed, int m, int k, const float *b, size_t ldb, int n, float *c, size_t ldc,
                   const float *bias, int activation);
+/* glibc: keep freed memory for reuse (no mmap below 256 MB, no trimming below 1 GB, the heap grown 64 MB at a
+   time) instead of returning it to the kernel; 1 when set, 0 elsewhere. */
+int lookout_keep_freed_memory(void);
 #endif
