@@ -437,22 +437,6 @@ struct SearchScale: ParsableCommand {
 }
 
 /// Every convolution shape of the s model at 640×640, each kernel that can run it, median time per layer.
-/// A kernel with its products through OpenBLAS instead of ``ConvolutionGEMM`` (its packed weights dropped).
-struct OpenBLASProducts: ConvolutionKernel {
-    let base: any ConvolutionKernel
-    init(_ base: any ConvolutionKernel) { self.base = base }
-
-    func prepare(_ weights: ConvolutionWeights) -> ConvolutionWeights {
-        var prepared = base.prepare(weights)
-        prepared.packed = []
-        return prepared
-    }
-
-    func convolve(_ x: FeatureMap, _ weights: ConvolutionWeights, pool: ComputePool) -> FeatureMap {
-        base.convolve(x, weights, pool: pool)
-    }
-}
-
 struct Layers: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "The s model's convolutions at 640×640, per layer and kernel (random weights and inputs).")
@@ -478,10 +462,10 @@ struct Layers: ParsableCommand {
 
     func run() throws {
         let pool = ComputePool(threads: threads)
-        var kernels: [(String, any ConvolutionKernel)] = [("lowered, OpenBLAS", OpenBLASProducts(LoweredConvolution()))]
+        var kernels: [(String, any ConvolutionKernel)] = [("lowered, OpenBLAS", LoweredConvolution(packed: false))]
         if ConvolutionGEMM.available { kernels.append(("lowered, packed GEMM", LoweredConvolution())) }
         if WinogradConvolution.available {
-            kernels.append(("winograd F(4×4, 3×3), OpenBLAS", OpenBLASProducts(WinogradConvolution())))
+            kernels.append(("winograd F(4×4, 3×3), OpenBLAS", WinogradConvolution(packed: false)))
             if ConvolutionGEMM.available {
                 kernels.append(("winograd F(4×4, 3×3), packed GEMM (as loaded)", WinogradConvolution()))
             }

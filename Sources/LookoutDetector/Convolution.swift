@@ -33,7 +33,7 @@ struct Convolution: Sendable {
     var outputs: Int { weights.outputs }
     var kernel: Int { weights.kernel }
     var stride: Int { weights.stride }
-    var weight: [Float] { weights.weight }
+    var weight: [Float] { weights.denseWeight }
     var bias: [Float] { weights.bias }
 
     /// ultralytics `Conv` named `prefix` (`prefix.conv.weight`, `prefix.bn.*`), with BatchNorm folded as

@@ -93,6 +93,7 @@ public final class YOLOWorldNetwork: Sendable {
 
     /// Layers 0–9. Returns the maps the rest of the network reads: P3 (layer 4), P4 (layer 6), P5 (layer 9).
     public func backbone(_ image: FeatureMap, pool: ComputePool = .shared) -> [FeatureMap] {
+        ComputePool.keepFreedMemory()
         var x = stem[0](image, pool: pool)
         x = stem[1](x, pool: pool)
         x = stages[0](x, pool: pool)

@@ -31,7 +31,10 @@ public final class ComputePool: @unchecked Sendable {
     /// detection of s at 640. Keeping freed memory for reuse (no mmap below 256 MB, no trimming below 1 GB,
     /// the heap grown 64 MB at a time) removes them; the process keeps its peak instead of shrinking after
     /// each photo. `LOOKOUT_KEEP_FREED_MEMORY=0` leaves glibc's defaults (BENCHMARKS.md has both).
-    static let keepFreedMemory: Void = {
+    /// Networks call it when they first run, after loading: loading (arrays grown while files are read) is
+    /// faster with glibc's defaults, where large blocks are mapped and grow by remapping.
+    public static func keepFreedMemory() { _ = keepingFreedMemory }
+    private static let keepingFreedMemory: Void = {
         if getenv("LOOKOUT_KEEP_FREED_MEMORY").map({ String(cString: $0) }) != "0" { _ = lookout_keep_freed_memory() }
     }()
 
@@ -89,7 +92,6 @@ public final class ComputePool: @unchecked Sendable {
     }
 
     public init(threads: Int) {
-        ComputePool.keepFreedMemory
         threadCount = max(1, threads)
         state = State()
         for _ in 1..<threadCount {

@@ -34,6 +34,17 @@ public struct ConvolutionWeights: Sendable {
         self.activation = activation
     }
 
+    /// The weights `outputs × inputs × kernel × kernel`: `weight`, or read back from the packed GEMM operand
+    /// where the lowered kernel keeps only that.
+    public var denseWeight: [Float] {
+        let depth = inputs * kernel * kernel
+        guard weight.isEmpty && packed.count == ConvolutionGEMM.packedCount(m: outputs, k: depth) else { return weight }
+        return (0..<(outputs * depth)).map { index in
+            let (row, column) = index.quotientAndRemainder(dividingBy: depth)
+            return packed[(row / 8) * 8 * depth + column * 8 + row % 8]
+        }
+    }
+
     public func outputSize(height: Int, width: Int) -> (height: Int, width: Int) {
         let padding = kernel / 2
         return ((height + 2 * padding - kernel) / stride + 1, (width + 2 * padding - kernel) / stride + 1)
@@ -109,6 +120,7 @@ public struct DirectConvolution: ConvolutionKernel {
         precondition(x.channels == w.inputs)
         let (outHeight, outWidth) = w.outputSize(height: x.height, width: x.width)
         let padding = w.kernel / 2
+        let dense = w.denseWeight
         var out = FeatureMap(channels: w.outputs, height: outHeight, width: outWidth)
         for o in 0..<w.outputs {
             for oy in 0..<outHeight {
@@ -121,7 +133,7 @@ public struct DirectConvolution: ConvolutionKernel {
                             for kx in 0..<w.kernel {
                                 let ix = ox * w.stride - padding + kx
                                 guard ix >= 0 && ix < x.width else { continue }
-                                let weight = w.weight[((o * w.inputs + c) * w.kernel + ky) * w.kernel + kx]
+                                let weight = dense[((o * w.inputs + c) * w.kernel + ky) * w.kernel + kx]
                                 sum += Double(weight) * Double(x.data[(c * x.height + iy) * x.width + ix])
                             }
                         }
@@ -141,9 +153,14 @@ public struct DirectConvolution: ConvolutionKernel {
 /// SiLU. 36 multiplies per four-by-four outputs instead of 144. Other convolutions, and CPUs without AVX2/FMA,
 /// go to ``LoweredConvolution``.
 public struct WinogradConvolution: ConvolutionKernel {
-    let fallback = LoweredConvolution()
+    let fallback: LoweredConvolution
+    let packs: Bool
 
-    public init() {}
+    /// `packed`: the products through ``ConvolutionGEMM`` (false: OpenBLAS, for comparisons).
+    public init(packed: Bool = ConvolutionGEMM.available) {
+        packs = packed
+        fallback = LoweredConvolution(packed: packed)
+    }
 
     /// Whether this CPU runs it (AVX2 and FMA).
     public static let available = lookout_winograd_available() != 0
@@ -165,7 +182,7 @@ public struct WinogradConvolution: ConvolutionKernel {
         }
         // With 32 inputs (and thousands of tiles) OpenBLAS measured faster (1.8 against 2.7 ms for the 36
         // products of 32→32 at 160×160, one thread); from 64 on, the packed GEMM.
-        if ConvolutionGEMM.available && weights.inputs >= 64 {
+        if packs && weights.inputs >= 64 {
             prepared.packed = prepared.transformed.withUnsafeBufferPointer {
                 ConvolutionGEMM.pack($0.baseAddress!, m: weights.outputs, k: weights.inputs, matrices: 36)
             }
@@ -264,15 +281,19 @@ public struct WinogradConvolution: ConvolutionKernel {
 /// the copy and the GEMM that reads it), bias and SiLU on the hot tile; 1×1 stride-1 convolutions are GEMMs
 /// on the input itself.
 public struct LoweredConvolution: ConvolutionKernel {
-    public init() {}
+    let packs: Bool
+
+    /// `packed`: the products through ``ConvolutionGEMM`` (false: OpenBLAS, for comparisons).
+    public init(packed: Bool = ConvolutionGEMM.available) { packs = packed }
 
     public func prepare(_ weights: ConvolutionWeights) -> ConvolutionWeights {
-        guard ConvolutionGEMM.available else { return weights }
+        guard packs else { return weights }
         var prepared = weights
         let depth = weights.inputs * weights.kernel * weights.kernel
         prepared.packed = weights.weight.withUnsafeBufferPointer {
             ConvolutionGEMM.pack($0.baseAddress!, m: weights.outputs, k: depth)
         }
+        prepared.weight = []  // one copy: the packed one (``ConvolutionWeights/denseWeight`` reads it back)
         return prepared
     }
 

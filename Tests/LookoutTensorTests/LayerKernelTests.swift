@@ -52,6 +52,7 @@ import Testing
         // As loaded (the packed GEMM where the CPU has AVX-512), and unprepared (OpenBLAS).
         let prepared = LoweredConvolution().prepare(weights)
         #expect(prepared.packed.isEmpty != ConvolutionGEMM.available)
+        #expect(prepared.denseWeight == weights.weight, "the packed weights read back")
         for (form, w) in [("prepared", prepared), ("unprepared", weights)] {
             let actual = LoweredConvolution().convolve(x, w, pool: pool)
             #expect(actual.channels == outputs && actual.height == expected.height && actual.width == expected.width)
