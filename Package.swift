@@ -35,8 +35,10 @@ let package = Package(
         .systemLibrary(name: "CJSONC", pkgConfig: "json-c", providers: [.apt(["libjson-c-dev"])]),
         .systemLibrary(name: "COpenBLAS", pkgConfig: "openblas", providers: [.apt(["libopenblas-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
-        // Vector kernels in C with run-time CPU dispatch (AVX2/FMA/F16C or portable C).
-        .target(name: "CLookoutKernels"),
+        // Vector kernels in C with run-time CPU dispatch (AVX-512, AVX2/FMA/F16C or portable C). Optimised in
+        // debug builds too: the convolutions' GEMM at -O0 keeps its accumulators in memory and runs about ten
+        // times slower than OpenBLAS, which debug tests and `swift run` would otherwise pay on every layer.
+        .target(name: "CLookoutKernels", cSettings: [.unsafeFlags(["-O3"], .when(configuration: .debug))]),
         // JPEG (TurboJPEG) and PNG (libpng) decoding and encoding in C: libpng reports errors by longjmp.
         .target(name: "CLookoutCodecs", linkerSettings: [.linkedLibrary("turbojpeg"), .linkedLibrary("png16")]),
         // Video decoding and H.264 encoding over Debian's FFmpeg libraries (cameras through libavdevice's V4L2).
