@@ -28,6 +28,13 @@ void lookout_gemm_pack(const float *a, int m, int k, size_t lda, float *packed) 
     }
 }
 
+void lookout_gemm_unpack(const float *packed, int m, int k, float *a) {
+    for (int row = 0; row < m; row++) {
+        const float *panel = packed + (size_t)(row / 8) * 8 * k + row % 8;
+        for (int p = 0; p < k; p++) a[(size_t)row * k + p] = panel[(size_t)p * 8];
+    }
+}
+
 int lookout_gemm_available(void) {
 #if defined(__x86_64__)
     static int cached = -1;

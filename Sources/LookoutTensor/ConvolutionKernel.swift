@@ -39,9 +39,11 @@ public struct ConvolutionWeights: Sendable {
     public var denseWeight: [Float] {
         let depth = inputs * kernel * kernel
         guard weight.isEmpty && packed.count == ConvolutionGEMM.packedCount(m: outputs, k: depth) else { return weight }
-        return (0..<(outputs * depth)).map { index in
-            let (row, column) = index.quotientAndRemainder(dividingBy: depth)
-            return packed[(row / 8) * 8 * depth + column * 8 + row % 8]
+        return [Float](unsafeUninitializedCapacity: outputs * depth) { buffer, count in
+            packed.withUnsafeBufferPointer {
+                lookout_gemm_unpack($0.baseAddress!, Int32(outputs), Int32(depth), buffer.baseAddress!)
+            }
+            count = outputs * depth
         }
     }
 
@@ -234,26 +236,19 @@ public struct WinogradConvolution: ConvolutionKernel {
             }
         }
         if LoweredConvolution.profiling { t1 = LoweredConvolution.clock() }
-        if w.packed.count == 36 * packedCount {
-            w.packed.withUnsafeBufferPointer { u in
-                let u = UnsafeSendable(UnsafeMutablePointer(mutating: u.baseAddress!))
-                pool.parallelFor(36, chunk: 1) { range in
-                    for xi in range {
+        // The 36 products: through the packed GEMM where the weights were packed for it, OpenBLAS otherwise.
+        let packed = w.packed.count == 36 * packedCount
+        (packed ? w.packed : w.transformed).withUnsafeBufferPointer { u in
+            let u = UnsafeSendable(UnsafeMutablePointer(mutating: u.baseAddress!))
+            pool.parallelFor(36, chunk: 1) { range in
+                for xi in range {
+                    let (b, c) = (v.pointer + xi * inputs * tiles, m.pointer + xi * outputs * tiles)
+                    if packed {
                         ConvolutionGEMM.multiply(
-                            packed: u.pointer + xi * packedCount, m: outputs, k: inputs,
-                            b: v.pointer + xi * inputs * tiles, ldb: tiles, n: tiles,
-                            c: m.pointer + xi * outputs * tiles, ldc: tiles)
-                    }
-                }
-            }
-        } else {
-            w.transformed.withUnsafeBufferPointer { u in
-                let u = UnsafeSendable(UnsafeMutablePointer(mutating: u.baseAddress!))
-                pool.parallelFor(36, chunk: 1) { range in
-                    for xi in range {
-                        BLAS.gemm(
-                            m: outputs, n: tiles, k: inputs, a: u.pointer + xi * outputs * inputs,
-                            b: v.pointer + xi * inputs * tiles, c: m.pointer + xi * outputs * tiles)
+                            packed: u.pointer + xi * packedCount, m: outputs, k: inputs, b: b, ldb: tiles, n: tiles,
+                            c: c, ldc: tiles)
+                    } else {
+                        BLAS.gemm(m: outputs, n: tiles, k: inputs, a: u.pointer + xi * outputs * inputs, b: b, c: c)
                     }
                 }
             }
@@ -342,7 +337,6 @@ public struct LoweredConvolution: ConvolutionKernel {
         // compute what one with two does. 1×1: halves of the map, at least 256 pixels each.
         let tile = pointwise ? max(256, (columns + 1) / 2) : Self.tileColumns
         let tiles = (columns + tile - 1) / tile
-        let (height, width) = (x.height, x.width)
         weight.withUnsafeBufferPointer { w in
             bias.withUnsafeBufferPointer { bias in
                 x.data.withUnsafeBufferPointer { source in
@@ -355,19 +349,9 @@ public struct LoweredConvolution: ConvolutionKernel {
                             for t in range {
                                 let p0 = t * tile
                                 let n = min(tile, columns - p0)
-                                let b: UnsafePointer<Float>
-                                let ldb: Int
-                                if let buffer {
-                                    Self.lower(
-                                        source.pointer, channels: inputs, height: height, width: width, kernel: kernel,
-                                        stride: stride, padding: padding, outWidth: outWidth, first: p0, count: n,
-                                        into: buffer)
-                                    b = UnsafePointer(buffer)
-                                    ldb = n
-                                } else {
-                                    b = source.pointer + p0
-                                    ldb = columns
-                                }
+                                let (b, ldb) = Self.operand(
+                                    x, source.pointer, kernel: kernel, stride: stride, outWidth: outWidth, first: p0,
+                                    count: n, buffer: buffer)
                                 for o in 0..<outputs {
                                     let row = c.pointer + o * columns + p0
                                     row.update(repeating: bias.pointer[o], count: n)
@@ -394,8 +378,6 @@ public struct LoweredConvolution: ConvolutionKernel {
         _ x: FeatureMap, _ w: ConvolutionWeights, pointwise: Bool, into out: inout FeatureMap, pool: ComputePool
     ) {
         let (inputs, outputs, kernel, stride) = (w.inputs, w.outputs, w.kernel, w.stride)
-        let padding = kernel / 2
-        let (height, width) = (x.height, x.width)
         let (outHeight, outWidth) = (out.height, out.width)
         let columns = outHeight * outWidth
         let depth = inputs * kernel * kernel
@@ -428,17 +410,9 @@ public struct LoweredConvolution: ConvolutionKernel {
                                     min(
                                         outputs, group * panelsPerGroup * 8)..<min(
                                         outputs, (group + 1) * panelsPerGroup * 8)
-                                let b: UnsafePointer<Float>
-                                let ldb: Int
-                                if let buffer {
-                                    Self.lower(
-                                        source.pointer, channels: inputs, height: height, width: width, kernel: kernel,
-                                        stride: stride, padding: padding, outWidth: outWidth, first: p0, count: n,
-                                        into: buffer)
-                                    (b, ldb) = (UnsafePointer(buffer), n)
-                                } else {
-                                    (b, ldb) = (UnsafePointer(source.pointer + p0), columns)
-                                }
+                                let (b, ldb) = Self.operand(
+                                    x, source.pointer, kernel: kernel, stride: stride, outWidth: outWidth, first: p0,
+                                    count: n, buffer: buffer)
                                 ConvolutionGEMM.multiply(
                                     packed: a.pointer, m: outputs, k: depth, rows: rows, b: b, ldb: ldb, n: n,
                                     c: c.pointer + p0, ldc: columns, bias: bias.pointer, activation: activation)
@@ -448,6 +422,20 @@ public struct LoweredConvolution: ConvolutionKernel {
                 }
             }
         }
+    }
+
+    /// The GEMM's right operand for output pixels `first ..< first + count` of a convolution of `x` (whose data
+    /// `source` points at): the input itself for a 1×1 stride-1 convolution (no `buffer`; row stride the map's
+    /// pixels), otherwise those pixels lowered into `buffer` (row stride `count`).
+    static func operand(
+        _ x: FeatureMap, _ source: UnsafePointer<Float>, kernel: Int, stride: Int, outWidth: Int, first: Int,
+        count: Int, buffer: UnsafeMutablePointer<Float>?
+    ) -> (b: UnsafePointer<Float>, ldb: Int) {
+        guard let buffer else { return (source + first, x.height * x.width) }
+        lower(
+            source, channels: x.channels, height: x.height, width: x.width, kernel: kernel, stride: stride,
+            padding: kernel / 2, outWidth: outWidth, first: first, count: count, into: buffer)
+        return (UnsafePointer(buffer), count)
     }
 
     /// im2col of output pixels `first ..< first + count` (row-major over the output): row

@@ -58,6 +58,8 @@ void lookout_winograd_output(const float *m, const float *bias, int outputs, int
    AVX-512 where `lookout_gemm_available`, portable C otherwise. */
 size_t lookout_gemm_packed_count(int m, int k);
 void lookout_gemm_pack(const float *a, int m, int k, size_t lda, float *packed);
+/* The inverse: the packed panels → A (m × k, dense). */
+void lookout_gemm_unpack(const float *packed, int m, int k, float *a);
 int lookout_gemm_available(void);
 void lookout_gemm(const float *packed, int m, int k, const float *b, size_t ldb, int n, float *c, size_t ldc,
                   const float *bias, int activation);
