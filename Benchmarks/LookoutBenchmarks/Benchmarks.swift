@@ -379,63 +379,6 @@ struct Search: ParsableCommand {
     }
 }
 
-/// Warm search latency against index size: synthetic indexes of N photos, each with the regions `lookout
-/// index` stores (64 regions, 8-bit 512-d embeddings: 34,564 bytes), searched in process.
-struct SearchScale: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "search-scale",
-        abstract: "Warm search latency over synthetic indexes of 1,000 and 100,000 photos (64 regions each).")
-    @Option(help: "Photo counts, comma-separated.") var photos = "1000,100000"
-    @Option(help: "Folder for the synthetic databases (each N × 34.6 KB).") var folder = "/tmp/lookout-search-scale"
-    @Option(help: "Regions per photo.") var regions = 64
-
-    func run() throws {
-        try FileContents.makeDirectories(folder)
-        var random = SystemRandomNumberGenerator()
-        // 256 distinct blobs of random unit embeddings, reused across rows (scoring cost is the same).
-        let blobs: [[UInt8]] = (0..<256).map { _ in
-            let list = (0..<regions).map { _ -> Region in
-                var e = (0..<512).map { _ in Float.random(in: -1...1, using: &random) }
-                let norm = e.reduce(0) { $0 + $1 * $1 }.squareRoot()
-                e = e.map { $0 / norm }
-                return Region(
-                    box: [10, 10, 100, 100], level: UInt8.random(in: 0...2, using: &random), vocabularyScore: 0.5,
-                    embedding: e)
-            }
-            return Region.encode(list, embeddingSize: 512)
-        }
-        let model = IndexModel(
-            detectorFingerprint: "synthetic", textEncoderFingerprint: "synthetic", vocabulary: "synthetic",
-            imageSize: 640, maximumRegions: regions, embeddingSize: 512,
-            scoreParameters: [(-0.5, -10), (-0.5, -10), (-0.5, -10)])
-        for count in photos.split(separator: ",").compactMap({ Int($0) }) {
-            let path = "\(folder)/synthetic-\(count).sqlite"
-            let store = try SQLiteIndexStore(path: path)
-            if try store.storedModel() == nil || (try store.statistics().files) != count {
-                let start = now()
-                try store.setModel(model)
-                for k in 0..<count {
-                    try store.record(
-                        FoundPhoto(path: "/photos/\(k).jpg", size: 1, mtime: 1),
-                        outcome: .indexed(hash: "h\(k)", width: 640, height: 480, regions: blobs[k % blobs.count]),
-                        model: model.key)
-                }
-                print("wrote \(count) synthetic photos in \(format3(now() - start)) s")
-            }
-            let index = PhotoIndex(store: store)
-            let statistics = try index.statistics()
-            print(
-                "\(statistics.files) photos, \(statistics.regionBytes / max(1, statistics.images)) bytes of regions per photo, database \(statistics.databaseBytes / 1_048_576) MiB"
-            )
-            let queries = (0..<8).map { _ in (0..<512).map { _ in Float.random(in: -1...1, using: &random) } }
-            _ = try index.search(text: queries[0], confidence: 0.1, top: 20)  // warm the page cache
-            try measure("warm search over \(count) photos", repetitions: count > 10_000 ? 5 : 20) {
-                _ = try index.search(text: queries[Int.random(in: 0..<queries.count)], confidence: 0.1, top: 20)
-            }
-        }
-    }
-}
-
 /// Every convolution shape of the s model at 640×640, each kernel that can run it, median time per layer.
 struct Layers: ParsableCommand {
     static let configuration = CommandConfiguration(

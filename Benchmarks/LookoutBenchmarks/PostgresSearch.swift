@@ -108,7 +108,9 @@ struct PostgresSearch: ParsableCommand {
                     CopyFile.bytea(halves.flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] }),
                 ])
                 for (r, region) in list.enumerated() {
-                    regionRows.line([hash, key, String(r), vectorText(region.dequantized)])
+                    let folded = PostgresIndexStore.folded(
+                        region.dequantized, level: Int(region.level), model.scoreParameters)
+                    regionRows.line([hash, key, String(r), vectorText(folded)])
                 }
                 imageRows.line([hash, key, vectorText(halves.map { Float(Float16(bitPattern: $0)) })])
             }

@@ -155,15 +155,21 @@ public struct RegionScorer: Sendable {
 
     /// The head's score for a region of output `level` whose embedding dots with the query to `similarity`.
     func probability(similarity: Float, level: Int) -> Float {
+        1 / (1 + expf(-logit(similarity: similarity, level: level)))
+    }
+
+    /// The logit of that score: what searches rank by (float32's sigmoid rounds every logit above about 17
+    /// to 1.0, which would leave the order of the best regions to chance).
+    func logit(similarity: Float, level: Int) -> Float {
         let (logitScale, bias) = level < parameters.count ? parameters[level] : (0, 0)
-        return 1 / (1 + expf(-(similarity * expf(logitScale) + bias)))
+        return similarity * expf(logitScale) + bias
     }
 
     /// Scores above `confidence` of the regions in a serialised blob (either format of
     /// ``Region/encode(_:embeddingSize:)``), with their boxes.
     func score(
         blob: UnsafeRawBufferPointer, embeddingSize: Int, above confidence: Float, scratch: inout [Float]
-    ) -> [(score: Float, box: [Float])] {
+    ) -> [(score: Float, box: [Float], logit: Float)] {
         guard blob.count >= 4, query.count == embeddingSize else { return [] }
         let header = UInt32(littleEndian: blob.loadUnaligned(as: UInt32.self))
         let quantized = header & Region.quantizedFlag != 0
@@ -174,7 +180,7 @@ public struct RegionScorer: Sendable {
         func float(at offset: Int) -> Float {
             Float(bitPattern: UInt32(littleEndian: blob.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
         }
-        var results: [(Float, [Float])] = []
+        var results: [(Float, [Float], Float)] = []
         for r in 0..<count {
             let base = 4 + r * record
             var dot: Float = 0
@@ -189,9 +195,10 @@ public struct RegionScorer: Sendable {
                 }
                 for d in 0..<embeddingSize { dot += scratch[d] * query[d] }
             }
-            let score = probability(similarity: dot, level: Int(blob[base + 20]))
+            let logit = logit(similarity: dot, level: Int(blob[base + 20]))
+            let score = 1 / (1 + expf(-logit))
             guard score > confidence else { continue }
-            results.append((score, (0..<4).map { float(at: base + 4 * $0) }))
+            results.append((score, (0..<4).map { float(at: base + 4 * $0) }, logit))
         }
         return results
     }

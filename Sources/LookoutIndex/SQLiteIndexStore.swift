@@ -15,7 +15,7 @@ import LookoutSupport
 /// Schema versions: a file of an older version is migrated in place by ``migrations`` when opened for
 /// writing, and read as it is otherwise (every version so far reads the same); a newer one is refused.
 public final class SQLiteIndexStore: IndexStore {
-    public static let schemaVersion = 3
+    public static let schemaVersion = 4
     /// Steps from version n to n + 1, each run in one transaction: `migrations[n - 1]` upgrades version n.
     static let migrations: [String] = [
         // 1 → 2: claims, for several processes indexing one database; a photo's image embedding.
@@ -28,6 +28,16 @@ public final class SQLiteIndexStore: IndexStore {
         """
         ALTER TABLE images ADD COLUMN taken INTEGER;
         """,
+        // 3 → 4: the change log the region lists are kept up to date from (``RegionLists``): every insertion
+        // and deletion of a stored content, in the transaction that makes it.
+        """
+        CREATE TABLE IF NOT EXISTS changes (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT, hash TEXT NOT NULL, model TEXT NOT NULL);
+        CREATE TRIGGER IF NOT EXISTS images_inserted AFTER INSERT ON images
+            BEGIN INSERT INTO changes(hash, model) VALUES (new.hash, new.model); END;
+        CREATE TRIGGER IF NOT EXISTS images_deleted AFTER DELETE ON images
+            BEGIN INSERT INTO changes(hash, model) VALUES (old.hash, old.model); END;
+        """,
     ]
     /// The schema version of the open file (older than ``schemaVersion`` only when opened read-only).
     private(set) var version = SQLiteIndexStore.schemaVersion
@@ -35,6 +45,14 @@ public final class SQLiteIndexStore: IndexStore {
     public let path: String
     public var location: String { path }
     let database: Database
+
+    /// How many region lists a search probes (``RegionLists``), per query.
+    public var listProbes = 64
+    /// Why the last search read every photo although the index keeps region lists (missing, damaged,
+    /// behind), for the person searching; nil when it used them or the index has none.
+    public internal(set) var lastListsNote: String?
+    /// The region lists last opened, with the file's identity (inode, size, modification time) then.
+    var openLists: (identity: [UInt64], lists: RegionLists)?
 
     /// Opens (creating it and its folder if needed) the index at `path`.
     public init(path: String, readOnly: Bool = false) throws(IndexError) {
@@ -292,18 +310,21 @@ public final class SQLiteIndexStore: IndexStore {
             WHERE f.status = 'ok' AND f.model = ?
             """)
         statement.bind([.text(key)])
-        while try statement.step() {
-            let path = statement.text(0)
-            let (width, height) = (Int(statement.integer(1)), Int(statement.integer(2)))
-            let takenValue: Int64? = statement.isNull(5) ? nil : statement.integer(5)
-            let modified = statement.integer(6)
-            statement.withBlob(3) { regions in
-                statement.withBlob(4) { whole in
-                    body(
-                        StoredPhoto(
-                            path: path, width: width, height: height, regions: regions,
-                            imageEmbedding: whole.isEmpty ? nil : whole, taken: takenValue, modified: modified))
-                }
+        while try statement.step() { Self.visitPhoto(statement, body) }
+    }
+
+    /// A row of path, width, height, regions, image embedding, taken and modification time as a photo.
+    static func visitPhoto(_ statement: Statement, _ body: (StoredPhoto) -> Void) {
+        let path = statement.text(0)
+        let (width, height) = (Int(statement.integer(1)), Int(statement.integer(2)))
+        let takenValue: Int64? = statement.isNull(5) ? nil : statement.integer(5)
+        let modified = statement.integer(6)
+        statement.withBlob(3) { regions in
+            statement.withBlob(4) { whole in
+                body(
+                    StoredPhoto(
+                        path: path, width: width, height: height, regions: regions,
+                        imageEmbedding: whole.isEmpty ? nil : whole, taken: takenValue, modified: modified))
             }
         }
     }

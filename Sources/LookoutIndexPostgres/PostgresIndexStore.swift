@@ -54,6 +54,8 @@ public final class PostgresIndexStore: IndexStore, @unchecked Sendable {
     /// The dimension of the vector tables (`meta.vector_size`), nil while they do not exist (an index made
     /// before the extension was added, until its model is set again).
     var vectorSize: Int?
+    /// The stored model's score parameters, which fold region vectors (``folded(_:level:_:)``).
+    var foldingParameters: [(logitScale: Float, bias: Float)] = []
     let leases: LeaseKeeper
 
     /// Connects to the database at `address` and creates or migrates Lookout's schema (unless `readOnly`:
@@ -75,7 +77,10 @@ public final class PostgresIndexStore: IndexStore, @unchecked Sendable {
         hasVectors =
             try link.query("SELECT count(*) FROM pg_extension WHERE extname = 'vector'").first?.value(0, as: Int64.self)
             == 1
-        if hasVectors { vectorSize = try meta("vector_size").flatMap { Int($0) } }
+        if hasVectors, try meta("vector_layout") == Self.vectorLayout {
+            vectorSize = try meta("vector_size").flatMap { Int($0) }
+            foldingParameters = try storedModel()?.scoreParameters ?? []
+        }
     }
 
     private func createSchema() throws(IndexError) {

@@ -298,6 +298,7 @@ struct IndexCommand: ParsableCommand {
             )
         }
         for folder in summary.unreadableFolders { lines.append("  folder not readable, skipped: \(folder)") }
+        if let lists = summary.lists { lines.append("  \(lists)") }
         printError(lines.joined(separator: "\n"))
         if summary.failed + summary.stillFailing > 0 {
             throw statistics.files == 0 ? ExitCode.failure : ExitCode.partialFailure
@@ -355,7 +356,15 @@ final class ProgressReporter {
         self.unit = unit
     }
 
-    func report(_ progress: PhotoIndex.Progress) { report(done: progress.done, total: progress.total) }
+    func report(_ progress: PhotoIndex.Progress) {
+        // A step without a count (the region lists being built): its words, on a line of their own.
+        if progress.total == 0 && !progress.current.isEmpty {
+            finish()
+            printError("lookout: \(progress.current)")
+            return
+        }
+        report(done: progress.done, total: progress.total)
+    }
 
     func report(done: Int, total: Int) {
         let progress = (done: done, total: total)

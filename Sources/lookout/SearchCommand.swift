@@ -15,9 +15,13 @@ struct SearchCommand: ParsableCommand {
         commandName: "search",
         abstract: "Find photos in the index by text: ranked photos with the matching boxes.",
         discussion: """
-            Scores every stored region of every indexed photo against the query, as the detector's \
-            contrastive head would, and lists the photos best first with the boxes above --conf. The query \
-            embedding comes from the text-embedding cache. The index was built with the detector's neck \
+            Scores the stored regions of the indexed photos against the query, as the detector's \
+            contrastive head would, and lists the photos best first with the boxes above --conf (a box \
+            overlapping a better one by more than IoU 0.7 is shown once). The query embedding comes from the \
+            text-embedding cache. An index of 2,000 photos or more keeps region lists beside it \
+            (INDEX.lists, built and kept up to date by `lookout index`): a search then scores only the \
+            regions nearest the query and the photos holding them, exactly as the full scan scores them; \
+            --scan reads every photo instead, for comparison. The index was built with the detector's neck \
             conditioned on its built-in vocabulary, so these scores approximate what a fresh detection with \
             the query gives; --exact re-runs the real, query-conditioned detector on the best candidates \
             (about 0.2 s per photo for the demo model) and ranks by its scores.
@@ -65,7 +69,7 @@ struct SearchCommand: ParsableCommand {
 
     @Flag(
         help:
-            "On a PostgreSQL index with pgvector: read every photo instead of those the HNSW indexes point to (the exact answer, slower)."
+            "Read and score every indexed photo instead of those the region lists (SQLite) or pgvector's HNSW indexes (PostgreSQL) point to: the exact scan, slower, for comparison."
     )
     var scan = false
 
@@ -137,6 +141,7 @@ struct SearchCommand: ParsableCommand {
             top: exact ? max(top > Int.max / 3 ? Int.max : top * 3, 30) : top, evidence: evidence,
             filter: try filters.filter())
         let searchSeconds = clock.lap()
+        if let note = (index.store as? SQLiteIndexStore)?.lastListsNote { printError("lookout: \(note)") }
         let missing = hits.filter { $0.fileState == .missing }
         if !missing.isEmpty {
             printError(
@@ -192,7 +197,9 @@ struct SearchCommand: ParsableCommand {
         if hits.isEmpty && !json { print("nothing found for \"\(Report.visible(query))\" above conf \(conf)") }
         let timing =
             "lookout: embed \(ms(embedSeconds)) ms, search \(ms(searchSeconds)) ms"
-            + (index.lastSearchCandidates.map { " (HNSW: \($0) photos read)" } ?? "")
+            + (index.lastSearchCandidates.map {
+                " (\(index.store is SQLiteIndexStore ? "region lists" : "HNSW"): \($0) photos read)"
+            } ?? "")
             + (exact ? ", exact re-scoring \(ms(exactSeconds)) ms" : "")
         printError(timing)
         if let html {

@@ -235,7 +235,8 @@ import Testing
         try SQLiteIndexStore(path: old, readOnly: true).forEachPhoto(model: "m") { _ in seen += 1 }
         #expect(seen == 0)
         let upgraded = try SQLiteIndexStore(path: old)
-        #expect(try Self.schemaVersion(in: old) == "3")
+        #expect(try Self.schemaVersion(in: old) == "4")
+        #expect(try upgraded.changeSequence() == 0)
         #expect(try upgraded.claim("/p/x.jpg", worker: IndexWorker.current(), until: SQLiteIndexStore.now() + 60))
         #expect(try upgraded.imageEmbedding(hash: "none", model: "m") == nil)
         Self.setSchemaVersion("99", in: path)

@@ -66,4 +66,11 @@ void lookout_gemm(const float *packed, int m, int k, const float *b, size_t ldb,
 /* glibc: keep freed memory for reuse (no mmap below 256 MB, no trimming below 1 GB, the heap grown 64 MB at a
    time) instead of returning it to the kernel; 1 when set, 0 elsewhere. */
 int lookout_keep_freed_memory(void);
+
+/* Region lists: out[i] = scales[i] * sum_d codes[i * dimension + d] * query[d] for i < count (AVX-512 where the
+   CPU has it, portable C otherwise; the two may round differently: the scores only choose candidates). */
+void lookout_int8_scores(const int8_t *codes, const float *scales, size_t count, int dimension, const float *query,
+                         float *out);
+/* A 64-bit checksum of `length` bytes that tells damaged data (not cryptographic). */
+uint64_t lookout_checksum(const void *bytes, size_t length, uint64_t seed);
 #endif

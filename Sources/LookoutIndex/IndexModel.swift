@@ -1,0 +1,80 @@
+import LookoutSupport
+
+/// What the stored regions depend on. A different key means stale regions, recomputed on the next update.
+public struct IndexModel: Sendable, Equatable {
+    public var detectorFingerprint: String
+    public var textEncoderFingerprint: String
+    /// Where the index vocabulary came from ("built-in" or a digest of a query file's embeddings).
+    public var vocabulary: String
+    public var imageSize: Int
+    public var maximumRegions: Int
+    public var embeddingSize: Int
+    public var scoreParameters: [(logitScale: Float, bias: Float)]
+    /// How regions are chosen and stored (``currentRegionRule`` for what this version computes;
+    /// "f16-v1" for indexes made before 8-bit regions).
+    public var regionRule = IndexModel.currentRegionRule
+    /// The CLIP image tower whose whole-photo embeddings the index stores (its fingerprint), if any.
+    public var imageTower: String?
+    /// Where that tower's weights were when the index was made (`lookout similar` loads it from there).
+    public var imageTowerPath: String?
+    /// How that tower's cosines become scene scores (from the tower's file, else ``SceneScore/standard``).
+    public var sceneScore = SceneScore.standard
+    /// The `lookout duplicates` threshold measured for that tower, when its file records one.
+    public var duplicateThreshold: Float?
+
+    /// No score floor, near-duplicate suppression at IoU 0.95, 8-bit embeddings.
+    public static let currentRegionRule = "q8-v2"
+
+    public init(
+        detectorFingerprint: String, textEncoderFingerprint: String, vocabulary: String, imageSize: Int,
+        maximumRegions: Int, embeddingSize: Int, scoreParameters: [(logitScale: Float, bias: Float)]
+    ) {
+        self.detectorFingerprint = detectorFingerprint
+        self.textEncoderFingerprint = textEncoderFingerprint
+        self.vocabulary = vocabulary
+        self.imageSize = imageSize
+        self.maximumRegions = maximumRegions
+        self.embeddingSize = embeddingSize
+        self.scoreParameters = scoreParameters
+    }
+
+    public var key: String {
+        var hash = SHA256()
+        let settings =
+            "\(detectorFingerprint)|\(textEncoderFingerprint)|\(vocabulary)|\(imageSize)|\(maximumRegions)|\(regionRule)"
+        hash.update(Array((settings + (imageTower.map { "|image:\($0)" } ?? "")).utf8))
+        return String(hash.finalize().prefix(32))
+    }
+
+    var encodedParameters: String {
+        scoreParameters.map { "\($0.logitScale.bitPattern),\($0.bias.bitPattern)" }.joined(separator: ";")
+    }
+
+    static func decodeParameters(_ text: String) -> [(logitScale: Float, bias: Float)] {
+        text.split(separator: ";").compactMap { pair in
+            let parts = pair.split(separator: ",").compactMap { UInt32($0) }
+            return parts.count == 2 ? (Float(bitPattern: parts[0]), Float(bitPattern: parts[1])) : nil
+        }
+    }
+
+    public static func == (a: IndexModel, b: IndexModel) -> Bool { a.key == b.key }
+
+    /// What differs from `other`, in words ("regions 32 → 16, imgsz 640 → 480").
+    public func differences(from other: IndexModel) -> String {
+        var parts: [String] = []
+        if detectorFingerprint != other.detectorFingerprint { parts.append("another detector") }
+        if textEncoderFingerprint != other.textEncoderFingerprint { parts.append("another text encoder") }
+        if vocabulary != other.vocabulary { parts.append("vocabulary \(vocabulary) → \(other.vocabulary)") }
+        if imageSize != other.imageSize { parts.append("imgsz \(imageSize) → \(other.imageSize)") }
+        if maximumRegions != other.maximumRegions {
+            parts.append("regions \(maximumRegions) → \(other.maximumRegions)")
+        }
+        if regionRule != other.regionRule { parts.append("region format \(regionRule) → \(other.regionRule)") }
+        if imageTower != other.imageTower {
+            parts.append(
+                imageTower == nil
+                    ? "an image tower added" : other.imageTower == nil ? "no image tower" : "another image tower")
+        }
+        return parts.isEmpty ? "other settings" : parts.joined(separator: ", ")
+    }
+}
