@@ -149,6 +149,8 @@ struct SearchScale: ParsableCommand {
         }
         if let note = store.lastListsNote { throw ValidationError("the lists were not used: \(note)") }
         let peak = Self.peakResidentBytes()
+        let memory = Self.residentMemory()
+        for text in sceneTexts { _ = try index.search(text: text, confidence: 0, top: 10, evidence: .scenes) }
         var sceneFound: [[String]] = []
         var sceneTimes: [Double] = []
         for text in sceneTexts {
@@ -186,10 +188,24 @@ struct SearchScale: ParsableCommand {
             ("scenes_p50_ms", .double(percentile(sceneTimes, 0.5))),
             ("scenes_recall_at_10", .double(Double(sceneHits) / Double(10 * sceneTexts.count))),
             ("peak_rss_bytes", .int(Int64(peak))),
+            ("rss_anonymous_bytes", .int(Int64(memory.anonymous))), ("rss_file_bytes", .int(Int64(memory.file))),
             ("scan_p50_ms", .double(percentile(scanTimes, 0.5))), ("queries", .int(Int64(queries))),
             ("probes", .int(Int64(probes))), ("candidates", .int(Int64(candidates))),
         ]
         print(JSONValue.object(fields).serialized)
+    }
+
+    /// This process's resident memory now: its own (heap, stacks) and mapped files' pages (the lists file,
+    /// SQLite's map: page cache the kernel may take back).
+    static func residentMemory() -> (anonymous: Int, file: Int) {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return (0, 0) }
+        func value(_ key: String) -> Int {
+            for line in status.split(separator: "\n") where line.hasPrefix(key) {
+                return (Int(line.split(whereSeparator: { $0 == " " || $0 == "\t" }).dropFirst().first ?? "") ?? 0) * 1024
+            }
+            return 0
+        }
+        return (value("RssAnon:"), value("RssFile:") + value("RssShmem:"))
     }
 
     /// This process's peak resident memory (getrusage's maximum resident set).

@@ -275,23 +275,25 @@ public final class RegionLists {
         // Lists by priority, the empty ones left out (tail entries count: a list may be empty in the base only).
         var tailCounts: [Int: Int] = [:]
         for list in tailLists { tailCounts[Int(list), default: 0] += 1 }
-        var ranked: [(priority: Float, list: Int, group: Group)] = []
+        var lists = TopSelection(capacity: max(probes, 1))
         for group in groups where group.index < self.groups {
             for c in 0..<centroidCount {
                 let list = group.index * centroidCount + c
                 guard offsets[list + 1] > offsets[list] || tailCounts[list] != nil else { continue }
-                ranked.append((group.scale * dots[c] + group.bias, list, group))
+                lists.offer(group.scale * dots[c] + group.bias, list)
             }
         }
-        ranked.sort { $0.priority != $1.priority ? $0.priority > $1.priority : $0.list < $1.list }
-        let probed = ranked.prefix(max(probes, 1))
+        let probed = lists.best().map { choice in
+            (list: choice.item, group: groups.first { $0.index == choice.item / centroidCount }!)
+        }
 
-        var best: [Int: Float] = [:]
-        best.reserveCapacity(4 * limit)
+        // Each photo's best entry (a flat array over photo numbers, and the photos touched).
+        var best = [Float](repeating: -.infinity, count: photos)
+        var touched: [Int] = []
         var scores: [Float] = []
         let base = file.bytes.baseAddress!
         query.withUnsafeBufferPointer { q in
-            for (_, list, group) in probed {
+            for (list, group) in probed {
                 let start = offsets[list], count = offsets[list + 1] - start
                 guard count > 0 else { continue }
                 if scores.count < count { scores = [Float](repeating: 0, count: count) }
@@ -301,12 +303,13 @@ public final class RegionLists {
                         (base + scalesOffset + 4 * start).assumingMemoryBound(to: Float.self), count, Int32(dimension),
                         q.baseAddress!, out.baseAddress!)
                 }
+                let numbers = (base + photosOffset + 4 * start).assumingMemoryBound(to: UInt32.self)
                 for k in 0..<count {
-                    let photo = Int(photo(ofBaseEntry: start + k))
+                    let photo = Int(UInt32(littleEndian: numbers[k]))
                     guard photo < basePhotos, !deleted[photo] else { continue }
                     let logit = group.scale * scores[k] + group.bias
-                    if let old = best[photo], old >= logit { continue }
-                    best[photo] = logit
+                    if best[photo] == -.infinity { touched.append(photo) }
+                    if logit > best[photo] { best[photo] = logit }
                 }
             }
             if !tailLists.isEmpty {
@@ -321,14 +324,15 @@ public final class RegionLists {
                         lookout_int8_scores(
                             codes.baseAddress! + k * dimension, &scale, 1, Int32(dimension), q.baseAddress!, &score)
                         let logit = group.scale * score + group.bias
-                        if let old = best[photo], old >= logit { continue }
-                        best[photo] = logit
+                        if best[photo] == -.infinity { touched.append(photo) }
+                        if logit > best[photo] { best[photo] = logit }
                     }
                 }
             }
         }
-        let top = best.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }.prefix(limit)
-        return top.map { (hash(ofPhoto: $0.key), $0.value) }
+        var chosen = TopSelection(capacity: limit)
+        for photo in touched { chosen.offer(best[photo], photo) }
+        return chosen.best().map { (hash(ofPhoto: $0.item), $0.value) }
     }
 
     // MARK: - Entries
@@ -478,6 +482,53 @@ public final class RegionLists {
     static func centroidCount(entries: Int) -> Int {
         min(max(Int(Double(max(entries, 1)).squareRoot()) / 8 * 8, 8), 4096)
     }
+}
+
+/// The `capacity` largest of the values offered (ties: the smaller item), through a min-heap.
+struct TopSelection {
+    let capacity: Int
+    private var heap: [(value: Float, item: Int)] = []
+
+    init(capacity: Int) {
+        self.capacity = max(capacity, 0)
+        heap.reserveCapacity(self.capacity)
+    }
+
+    /// Whether `a` ranks below `b`.
+    private static func below(_ a: (value: Float, item: Int), _ b: (value: Float, item: Int)) -> Bool {
+        a.value != b.value ? a.value < b.value : a.item > b.item
+    }
+
+    mutating func offer(_ value: Float, _ item: Int) {
+        guard capacity > 0 else { return }
+        let entry = (value: value, item: item)
+        if heap.count < capacity {
+            heap.append(entry)
+            var child = heap.count - 1
+            while child > 0 {
+                let parent = (child - 1) / 2
+                guard Self.below(heap[child], heap[parent]) else { break }
+                heap.swapAt(child, parent)
+                child = parent
+            }
+            return
+        }
+        guard Self.below(heap[0], entry) else { return }
+        heap[0] = entry
+        var parent = 0
+        while true {
+            let left = 2 * parent + 1, right = left + 1
+            var smallest = parent
+            if left < heap.count && Self.below(heap[left], heap[smallest]) { smallest = left }
+            if right < heap.count && Self.below(heap[right], heap[smallest]) { smallest = right }
+            if smallest == parent { break }
+            heap.swapAt(parent, smallest)
+            parent = smallest
+        }
+    }
+
+    /// The values kept, best first.
+    func best() -> [(value: Float, item: Int)] { heap.sorted { Self.below($1, $0) } }
 }
 
 /// SplitMix64: a small deterministic generator (training samples, centroid seeds).
