@@ -157,6 +157,12 @@ struct IndexCommand: ParsableCommand {
             valueName: "seconds"))
     var videoEvery: Double = 2
 
+    @Option(
+        help: ArgumentHelp(
+            "Keep region lists beside an SQLite index once it holds this many photos (below, a search reads every photo, which is as quick). Lists once built are kept up to date whatever the count.",
+            valueName: "photos"))
+    var listsFrom = 2000
+
     @Flag(help: "Plain progress lines even on a terminal.")
     var plain = false
 
@@ -173,6 +179,7 @@ struct IndexCommand: ParsableCommand {
             throw ValidationError("--imgsz must be a multiple of 32 between 32 and 4096.")
         }
         guard (1...1000).contains(regions) else { throw ValidationError("--regions must be between 1 and 1000.") }
+        guard listsFrom >= 1 else { throw ValidationError("--lists-from must be at least 1 photo.") }
         if imageModel != nil && noImageModel {
             throw ValidationError("--image-model and --no-image-model exclude each other.")
         }
@@ -240,6 +247,7 @@ struct IndexCommand: ParsableCommand {
         }
         let index = try database.open()
         index.videoEvery = videoEvery
+        index.minimumPhotosForLists = listsFrom
         if let lease { index.claimLease = lease } else if index.store is any SharedJobStore { index.claimLease = 60 }
         // Side by side: each lane an engine of its own with one thread (the weights are shared).
         let laneCount = index.store is any SharedJobStore ? 1 : (lanes ?? ComputePool.availableCPUs())

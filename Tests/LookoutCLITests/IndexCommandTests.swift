@@ -388,6 +388,72 @@ import Testing
         #expect(try PhotoIndex(path: db, readOnly: true).integrityCheck() == "ok")
     }
 
+    /// `kill -9` while `lookout index` updates an index that keeps region lists (`--lists-from`, so that a few
+    /// photos have them), then searches through the lists: the photos committed before the kill are found
+    /// (the database's change log covers what the lists missed), and after the resumed run they equal the
+    /// scan's answers and those of lists rebuilt from nothing.
+    @Test func killedUpdateLeavesRegionListsThatSearchLikeARebuild() throws {
+        let names = try FileManager.default.contentsOfDirectory(atPath: Self.root + "/examples/scenes").filter {
+            $0.hasSuffix(".jpg")
+        }.sorted()
+        let folder = try Self.scratch(Array(names.prefix(8)))
+        defer { CLI.remove(folder) }
+        let home = try CLI.scratch("home")
+        defer { CLI.remove(home) }
+        let db = folder + "/index.sqlite"
+        let indexing = ["index", folder + "/photos", "--db", db, "--plain", "--lists-from", "4"]
+        let first = try CLI.run(indexing, home: home)
+        #expect(first.stderr.contains("built the region lists for 8 photos"), "\(first.stderr)")
+        let queries = ["red star", "blue circle", "green triangle", "yellow square"]
+        func answers(_ extra: [String] = []) throws -> [String] {
+            try queries.map { query in
+                let result = try CLI.run(
+                    ["search", query, "--db", db, "--json", "--conf", "0.01", "--top", "40"] + extra, home: home)
+                #expect(result.status == 0, "\(result.stderr)")
+                #expect(
+                    result.stderr.contains("region lists: ") == extra.isEmpty && !result.stderr.contains("scan"),
+                    "\(result.stderr)")
+                return result.stdout
+            }
+        }
+
+        // Two photos removed, the rest of the scenes added; the update killed once a few are committed.
+        for name in names.prefix(2) { unlink(folder + "/photos/" + name) }
+        for name in names.dropFirst(8) {
+            try FileManager.default.copyItem(
+                atPath: Self.root + "/examples/scenes/" + name, toPath: folder + "/photos/" + name)
+        }
+        let process = Process()
+        process.executableURL = CLI.executable
+        process.arguments = indexing
+        process.environment = CLI.environment(home: home)
+        process.standardError = FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        var committed = 0
+        let deadline = Date().addingTimeInterval(300)
+        while committed < 11 && process.isRunning && Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.02)
+            committed = (try? PhotoIndex(path: db, readOnly: true).statistics().files) ?? 0
+        }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        #expect(process.terminationReason == .uncaughtSignal, "the run ended before it could be killed")
+        let atKill = try PhotoIndex(path: db, readOnly: true).statistics().files
+        #expect(atKill >= 11 && atKill < names.count - 2, "\(atKill) photos when killed")
+        #expect(try answers() == (try answers(["--scan"])), "after the kill")
+
+        let resumed = try CLI.run(indexing, home: home)
+        #expect(resumed.status == 0 && !resumed.stderr.contains("region lists"), "\(resumed.stderr)")
+        let appended = try answers()
+        #expect(appended == (try answers(["--scan"])))
+        unlink(db + ".lists")
+        let rebuilt = try CLI.run(indexing, home: home)
+        #expect(rebuilt.stderr.contains("built the region lists for \(names.count - 2) photos"), "\(rebuilt.stderr)")
+        #expect(appended == (try answers()))
+        #expect(appended.joined().contains(names[0]) == false && appended.joined().contains(names.last!))
+    }
+
     /// Two `lookout index` runs on one database at the same moment share the work: every photo is computed
     /// once, by one of them, and both finish with the whole folder indexed.
     @Test func twoRunsAtOnceShareTheWork() throws {
