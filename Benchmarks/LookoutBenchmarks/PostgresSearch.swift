@@ -13,12 +13,13 @@ import LookoutSupport
 ///
 /// Synthetic photos are made from a real index (`--base`, the demo scenes): each region is a real region's
 /// embedding plus Gaussian noise (so the vectors cluster as real ones do, rather than spreading uniformly),
-/// each whole-photo embedding a real one plus noise. Rows go in with COPY (psql), the HNSW indexes are
-/// built after each load, and queries are real region and photo embeddings with fresh noise.
+/// each whole-photo embedding a real one plus noise. Rows go in with COPY (psql), the indexes are built after
+/// each load (the regions' IVFFlat as `lookout index` makes it, HNSW for photos), and queries are real region
+/// and photo embeddings with fresh noise.
 struct PostgresSearch: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pg-search",
-        abstract: "PostgreSQL search latency (HNSW vs scan) and recall@10 over synthetic photos.")
+        abstract: "PostgreSQL search latency (pgvector's indexes vs scan) and recall@10 over synthetic photos.")
 
     @Option(help: "A PostgreSQL database with the vector extension (emptied first).") var db: String
     @Option(help: "An SQLite index whose regions and photo embeddings seed the synthetic ones.") var base: String
@@ -29,6 +30,8 @@ struct PostgresSearch: ParsableCommand {
     @Option(help: "Noise per dimension added to the seed vectors.") var noise: Float = 0.03
     @Option(help: "psql to load with.") var psql = "psql"
     @Option(help: "Scratch folder for the COPY files.") var scratch = "/tmp/lookout-pg-search"
+    @Option(help: "IVFFlat lists probed per region query, comma-separated (each measured).")
+    var probes = "8,16,32,64"
 
     func run() throws {
         let counts = photos.split(separator: ",").compactMap { Int($0) }
@@ -85,6 +88,7 @@ struct PostgresSearch: ParsableCommand {
             // Load the rows up to `count`, without the HNSW indexes (built after, in bulk).
             var start = now()
             try sql("DROP INDEX IF EXISTS lookout.region_vectors_hnsw")
+            try sql("DROP INDEX IF EXISTS lookout.region_vectors_ivfflat")
             try sql("DROP INDEX IF EXISTS lookout.image_vectors_hnsw")
             let files = try CopyFile(scratch + "/files.tsv")
             let images = try CopyFile(scratch + "/images.tsv")
@@ -122,9 +126,11 @@ struct PostgresSearch: ParsableCommand {
             have = count
             let loaded = now() - start
             start = now()
-            try sql(
-                "SET maintenance_work_mem = '4GB'; SET max_parallel_maintenance_workers = 1; CREATE INDEX region_vectors_hnsw ON lookout.region_vectors USING hnsw (embedding vector_ip_ops)"
-            )
+            // The regions' IVFFlat index as `lookout index` makes it.
+            if regionsPerPhoto > 0 {
+                try sql("DELETE FROM lookout.meta WHERE key = 'region_index_rows'")
+                _ = try store.updateLists(model: model, minimumPhotos: 0)
+            }
             let regionBuild = now() - start
             start = now()
             try sql(
@@ -134,38 +140,51 @@ struct PostgresSearch: ParsableCommand {
             try sql("VACUUM ANALYZE")
             let vectorsHeld = try sql("SELECT count(*) FROM lookout.region_vectors")
             print(
-                "\(count) photos (\(vectorsHeld.filter(\.isNumber)) region vectors): loaded in \(format3(loaded)) s, HNSW built in \(format3(regionBuild)) s (regions) and \(format3(imageBuild)) s (photos)"
+                "\(count) photos (\(vectorsHeld.filter(\.isNumber)) region vectors): loaded in \(format3(loaded)) s, IVFFlat built in \(format3(regionBuild)) s (regions), HNSW in \(format3(imageBuild)) s (photos)"
             )
 
             for evidence in [PhotoIndex.Evidence.objects, .scenes] {
                 let seeds = evidence == .objects ? seedRegions.map(\.embedding) : seedImages
                 if evidence == .objects && regionsPerPhoto == 0 { continue }
                 let texts = (0..<queries).map { _ in noisy(seeds[Int(random.next() % UInt64(seeds.count))]) }
-                var hits = 0
-                var tiedHits = 0
+                // Objects: each probe count of the IVFFlat index; scenes: HNSW.
+                let probeCounts = evidence == .objects ? probes.split(separator: ",").compactMap { Int($0) } : [0]
                 var scanTimes: [Double] = []
-                var nearTimes: [Double] = []
+                var exacts: [[PhotoIndex.Hit]] = []
                 for text in texts {
                     index.useNearestNeighbours = false
-                    var clock = now()
-                    let exact = try index.search(text: text, confidence: 0, top: 10, evidence: evidence)
+                    let clock = now()
+                    exacts.append(try index.search(text: text, confidence: 0, top: 10, evidence: evidence))
                     scanTimes.append(now() - clock)
-                    index.useNearestNeighbours = true
-                    clock = now()
-                    let near = try index.search(text: text, confidence: 0, top: 10, evidence: evidence)
-                    nearTimes.append(now() - clock)
-                    hits += Set(exact.map(\.path)).intersection(near.map(\.path)).count
-                    // Photos whose scores tie with the exact tenth are as good an answer as it.
-                    let tenth = exact.count == 10 ? exact[9].score : 0
-                    tiedHits += near.filter { $0.score >= tenth }.count
                 }
+                index.useNearestNeighbours = true
                 func median(_ values: [Double]) -> String { format3(values.sorted()[values.count / 2] * 1000) }
                 func p95(_ values: [Double]) -> String {
                     format3(values.sorted()[min(values.count - 1, Int(Double(values.count) * 0.95))] * 1000)
                 }
-                print(
-                    "  \(evidence.rawValue): scan median \(median(scanTimes)) ms (p95 \(p95(scanTimes))), HNSW median \(median(nearTimes)) ms (p95 \(p95(nearTimes))), recall@10 \(format3(Double(hits) / Double(10 * queries))) (\(format3(Double(tiedHits) / Double(10 * queries))) counting ties with the tenth) over \(queries) queries"
-                )
+                print("  \(evidence.rawValue): scan median \(median(scanTimes)) ms (p95 \(p95(scanTimes)))")
+                for probeCount in probeCounts {
+                    if probeCount > 0 { store.regionProbes = probeCount }
+                    var hits = 0
+                    var tiedHits = 0
+                    var nearTimes: [Double] = []
+                    for (text, exact) in zip(texts, exacts) {
+                        let clock = now()
+                        let near = try index.search(text: text, confidence: 0, top: 10, evidence: evidence)
+                        nearTimes.append(now() - clock)
+                        guard index.lastSearchCandidates != nil else {
+                            throw ValidationError("the search did not go through pgvector's index")
+                        }
+                        hits += Set(exact.map(\.path)).intersection(near.map(\.path)).count
+                        // Photos whose scores tie with the exact tenth are as good an answer as it.
+                        let tenth = exact.count == 10 ? exact[9].score : 0
+                        tiedHits += near.filter { $0.score >= tenth }.count
+                    }
+                    let how = probeCount > 0 ? "IVFFlat, \(probeCount) probes" : "HNSW"
+                    print(
+                        "    \(how): median \(median(nearTimes)) ms (p95 \(p95(nearTimes))), recall@10 \(format3(Double(hits) / Double(10 * queries))) (\(format3(Double(tiedHits) / Double(10 * queries))) counting ties with the tenth) over \(queries) queries"
+                    )
+                }
             }
         }
     }

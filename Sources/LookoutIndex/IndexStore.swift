@@ -240,4 +240,7 @@ public protocol NearestNeighbourStore: IndexStore {
         throws(IndexError) -> Set<String>?
     /// ``IndexStore/forEachPhoto(model:_:)`` over the photos whose content is one of `contents`.
     func forEachPhoto(model key: String, contents: Set<String>, _ body: (StoredPhoto) -> Void) throws(IndexError)
+    /// Brings the nearest-neighbour index up to date with what was recorded, making it once the index holds
+    /// `minimumPhotos` photos of `model`: what was done, in words, or nil when nothing is worth saying.
+    func updateLists(model: IndexModel, minimumPhotos: Int, progress: (String) -> Void) throws(IndexError) -> String?
 }

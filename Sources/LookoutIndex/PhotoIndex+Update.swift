@@ -424,13 +424,14 @@ extension PhotoIndex {
         progress(Progress(done: done, total: done, current: ""))
     }
 
-    /// Brings an SQLite index's region lists up to date with what was recorded (built once the index holds
-    /// ``minimumPhotosForLists`` photos; rebuilt when missing, damaged or too far behind): what was done, in
-    /// words, or nil when nothing is worth saying.
+    /// Brings the store's nearest-neighbour index up to date with what was recorded: an SQLite index's region
+    /// lists (built once the index holds ``minimumPhotosForLists`` photos; rebuilt when missing, damaged or too
+    /// far behind), PostgreSQL's IVFFlat index over region vectors (made from as many photos, remade as they
+    /// double): what was done, in words, or nil when nothing is worth saying.
     @discardableResult
     public func updateLists(model: IndexModel, progress: (Progress) -> Void = { _ in }) throws(IndexError) -> String? {
-        guard let sqlite = store as? SQLiteIndexStore else { return nil }
-        return try sqlite.updateLists(model: model, minimumPhotos: minimumPhotosForLists) { step in
+        guard let nearest = store as? any NearestNeighbourStore else { return nil }
+        return try nearest.updateLists(model: model, minimumPhotos: minimumPhotosForLists) { step in
             progress(Progress(done: 0, total: 0, current: step))
         }
     }

@@ -1,4 +1,5 @@
 import LookoutIndex
+import LookoutSupport
 import PostgresNIO
 
 #if canImport(Glibc)
@@ -7,16 +8,21 @@ import PostgresNIO
 
 /// Searches through pgvector, where the database has the extension (`CREATE EXTENSION vector`, by its owner):
 /// every stored region's embedding (dequantised from its 8 bits) goes in `lookout.region_vectors` under an
-/// HNSW index for inner product, and every whole-photo embedding in `lookout.image_vectors` under one for
-/// cosine. A search asks each index for the nearest vectors to its queries, then reads and scores only the
-/// photos that hold them, exactly as a full scan scores them: the answer equals the scan's whenever the
-/// photos that would rank first hold one of those vectors (recall@10 is measured in BENCHMARKS.md).
+/// IVFFlat index for inner product (made by `lookout index` once the index holds enough photos, and made again
+/// as it grows), and every whole-photo embedding in `lookout.image_vectors` under an HNSW one for cosine. A
+/// search asks each index for the nearest vectors to its queries, then reads and scores only the photos that
+/// hold them, exactly as a full scan scores them: the answer equals the scan's whenever the photos that would
+/// rank first hold one of those vectors (recall@10 is measured in BENCHMARKS.md).
 ///
 /// Region vectors are *folded*: a region of output level l with embedding e is stored as `[s_l·e, b_l]`
 /// (`s_l = exp(logitScale_l)`, `b_l` the level's bias; one coordinate more than the embedding), and a query t
 /// is asked as `[t, 1]`, so that their inner product is exactly the logit of the head's score. The nearest
-/// vectors are then the best-scoring regions across the three levels, whose scales and biases differ (ranked
-/// by the raw inner product, recall@10 was 0.85 at 10,000 photos).
+/// vectors are then the best-scoring regions across the three levels, whose scales and biases differ.
+///
+/// Why IVFFlat for regions: one object seen in many photos makes a dense cluster of region vectors whose order
+/// is decided by small differences, where HNSW's graph walk stops early (recall@10 0.82 at 10,000 photos, the
+/// same at ef_search 1000); IVFFlat reads every vector of the lists it probes, as the SQLite index's region
+/// lists do.
 ///
 /// Vectors are written with the photos, so an index made before the extension was added keeps scanning
 /// (`meta.vectors` says whether every photo of the model has its vectors); so does one whose region vectors
@@ -43,8 +49,6 @@ extension PostgresIndexStore: NearestNeighbourStore {
                 CREATE TABLE lookout.image_vectors (
                     hash text NOT NULL, model text NOT NULL, embedding vector(\(size)) NOT NULL, PRIMARY KEY (hash, model))
                 """)
-            try link.query(
-                "CREATE INDEX region_vectors_hnsw ON lookout.region_vectors USING hnsw (embedding vector_ip_ops)")
             try link.query(
                 "CREATE INDEX image_vectors_hnsw ON lookout.image_vectors USING hnsw (embedding vector_cosine_ops)")
             try setMeta("vector_size", String(size))
@@ -106,6 +110,49 @@ extension PostgresIndexStore: NearestNeighbourStore {
 
     /// How region vectors are stored (``folded(_:level:_:)``); tables of another layout are made anew.
     static let vectorLayout = "folded-v1"
+    static let regionIndex = "region_vectors_ivfflat"
+
+    func hasRegionIndex() throws(IndexError) -> Bool {
+        try link.query("SELECT to_regclass('lookout.\(Self.regionIndex)') IS NOT NULL").first?.value(0, as: Bool.self)
+            == true
+    }
+
+    /// Makes the regions' IVFFlat index once the index holds `minimumPhotos` photos of `model`, and again when
+    /// the region vectors have doubled or halved since it was made (its lists are k-means centroids of the
+    /// vectors there were then: √rows of them). One worker at a time (an advisory lock; the others go on).
+    /// What was done, in words, or nil.
+    public func updateLists(
+        model: IndexModel, minimumPhotos: Int, progress: (String) -> Void = { _ in }
+    ) throws(IndexError) -> String? {
+        guard hasVectors, try meta("vectors_model") == model.key, try meta("vector_layout") == Self.vectorLayout
+        else { return nil }
+        guard try link.query("SELECT pg_try_advisory_lock(74_100_030)").first?.value(0, as: Bool.self) == true else {
+            return nil
+        }
+        defer { _ = try? link.query("SELECT pg_advisory_unlock(74_100_030)") }
+        // Indexes of earlier versions: HNSW over the folded region vectors.
+        try link.query("DROP INDEX IF EXISTS lookout.region_vectors_hnsw")
+        let photos = try link.query("SELECT count(*) FROM lookout.images").first?.value(0, as: Int64.self) ?? 0
+        let rows = try link.query("SELECT count(*) FROM lookout.region_vectors").first?.value(0, as: Int64.self) ?? 0
+        let madeFor = Int64(try meta("region_index_rows") ?? "") ?? 0
+        let exists = try hasRegionIndex()
+        if exists && rows <= 2 * madeFor && 2 * rows >= madeFor { return nil }
+        guard photos >= minimumPhotos, rows > 0 else { return nil }
+        let lists = min(max(Int(Double(rows).squareRoot()), 8), 32_768)
+        progress("pgvector: IVFFlat index over \(rows) region vectors (\(lists) lists)")
+        let start = Stopwatch.now()
+        try link.query("SET maintenance_work_mem = '1GB'")
+        try link.query("DROP INDEX IF EXISTS lookout.\(Self.regionIndex)")
+        try link.query(
+            """
+            CREATE INDEX \(Self.regionIndex) ON lookout.region_vectors USING ivfflat (embedding vector_ip_ops)
+            WITH (lists = \(lists))
+            """)
+        try link.query("RESET maintenance_work_mem")
+        try setMeta("region_index_rows", String(rows))
+        return "\(exists ? "remade" : "made") pgvector's IVFFlat index over \(rows) region vectors (\(lists) lists) in "
+            + "\(((Stopwatch.now() - start) * 10).rounded() / 10) s"
+    }
 
     /// `[s·e, b]` for a region of `level`: its inner product with `[t, 1]` is the head's logit for query t.
     public static func folded(
@@ -141,15 +188,20 @@ extension PostgresIndexStore: NearestNeighbourStore {
         guard hasVectors, try meta("vectors_model") == key, try meta("vectors") == "complete",
             try meta("vector_layout") == Self.vectorLayout
         else { return nil }
+        // Without the regions' IVFFlat index (too few photos yet), an ORDER BY would read every vector.
+        if !regionQueries.isEmpty, try !hasRegionIndex() { return nil }
         var contents = Set<String>()
         for (table, operation, queries) in [
             ("region_vectors", "<#>", regionQueries), ("image_vectors", "<=>", imageQueries),
         ] {
             if !queries.isEmpty {
-                // ef_search bounds how many candidates the graph walk keeps: at least the rows asked for.
+                // The lists IVFFlat reads per query; ef_search bounds how many candidates HNSW's walk keeps: at
+                // least the rows asked for.
                 var setting = PostgresBindings()
-                setting.append(String(min(max(limit, 40), 1000)))
-                try link.query("SELECT set_config('hnsw.ef_search', $1, false)", setting)
+                setting.append(table == "region_vectors" ? String(regionProbes) : String(min(max(limit, 40), 1000)))
+                try link.query(
+                    "SELECT set_config('\(table == "region_vectors" ? "ivfflat.probes" : "hnsw.ef_search")', $1, false)",
+                    setting)
             }
             for query in queries {
                 var binds = PostgresBindings()

@@ -56,6 +56,9 @@ public final class PostgresIndexStore: IndexStore, @unchecked Sendable {
     var vectorSize: Int?
     /// The stored model's score parameters, which fold region vectors (``folded(_:level:_:)``).
     var foldingParameters: [(logitScale: Float, bias: Float)] = []
+    /// The IVFFlat lists a region search reads (`ivfflat.probes`, of √rows lists; at 10,000 photos recall@10
+    /// was 1.00 from 8 probes of 800, BENCHMARKS.md).
+    public var regionProbes = 16
     let leases: LeaseKeeper
 
     /// Connects to the database at `address` and creates or migrates Lookout's schema (unless `readOnly`:

@@ -187,17 +187,28 @@ enum WebPage {
           return response.ok ? URL.createObjectURL(await response.blob()) : "";
         }
 
-        $("search-form").addEventListener("submit", async (e) => {
-          e.preventDefault();
+        // Search as you type: a pause of 150 ms in the typing asks the index (or Enter, at once); an answer that
+        // a later question overtook is dropped, so the grid always shows the words in the box.
+        let searchSequence = 0, searchPending = null;
+        async function search() {
+          clearTimeout(searchPending);
           const q = $("search-query").value.trim();
-          if (!q) return;
-          $("search-status").textContent = "Searching…";
+          const mine = ++searchSequence;
+          const status = $("search-status");
+          if (!q) { status.textContent = ""; $("results").innerHTML = ""; return; }
+          status.textContent = "Searching…";
+          status.dataset.state = "searching";
+          const started = performance.now();
           const reply = await api("/api/v1/search?" + new URLSearchParams({ q, top: 48 }));
+          if (mine !== searchSequence) return;
           const grid = $("results");
           grid.innerHTML = "";
-          if (reply.status !== 200) { $("search-status").textContent = "Error " + reply.status + ": " + (reply.body && reply.body.error); return; }
+          status.dataset.query = q;
+          status.dataset.state = "done";
+          if (reply.status !== 200) { status.textContent = "Error " + reply.status + ": " + (reply.body && reply.body.error); return; }
           const results = reply.body.results;
-          $("search-status").textContent = results.length ? results.length + " photos" : "Nothing found for “" + q + "”.";
+          const ms = " (" + (performance.now() - started).toFixed(0) + " ms)";
+          status.textContent = results.length ? results.length + " photos" + ms : "Nothing found for “" + q + "”.";
           for (const r of results) {
             const card = document.createElement("div");
             card.className = "card";
@@ -213,6 +224,11 @@ enum WebPage {
               $("viewer").showModal();
             });
           }
+        }
+        $("search-form").addEventListener("submit", (e) => { e.preventDefault(); search(); });
+        $("search-query").addEventListener("input", () => {
+          clearTimeout(searchPending);
+          searchPending = setTimeout(search, 150);
         });
 
         // The camera: a frame goes to /api/v1/detect (features not kept) when the answer to the previous one

@@ -85,7 +85,8 @@ struct IndexCommand: ParsableCommand {
             any machines that see the photos under the same paths, share one job: each claims photos with a \
             lease it renews while it works (--lease), a dead worker's photos go to the others when their \
             leases run out, and --status shows the whole job. With the pgvector extension in the database, \
-            searches go through HNSW indexes.
+            searches go through its indexes (IVFFlat over region vectors from --lists-from photos, HNSW over \
+            photo vectors).
 
             Examples:
               lookout index ~/Pictures
@@ -159,7 +160,7 @@ struct IndexCommand: ParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "Keep region lists beside an SQLite index once it holds this many photos (below, a search reads every photo, which is as quick). Lists once built are kept up to date whatever the count.",
+            "Keep region lists beside an SQLite index (or pgvector's IVFFlat index over region vectors on PostgreSQL) once the index holds this many photos; below, a search reads every photo, which is as quick. Lists once built are kept up to date whatever the count.",
             valueName: "photos"))
     var listsFrom = 2000
 

@@ -69,7 +69,7 @@ struct SearchCommand: ParsableCommand {
 
     @Flag(
         help:
-            "Read and score every indexed photo instead of those the region lists (SQLite) or pgvector's HNSW indexes (PostgreSQL) point to: the exact scan, slower, for comparison."
+            "Read and score every indexed photo instead of those the region lists (SQLite) or pgvector's indexes (PostgreSQL) point to: the exact scan, slower, for comparison."
     )
     var scan = false
 
@@ -198,7 +198,7 @@ struct SearchCommand: ParsableCommand {
         let timing =
             "lookout: embed \(ms(embedSeconds)) ms, search \(ms(searchSeconds)) ms"
             + (index.lastSearchCandidates.map {
-                " (\(index.store is SQLiteIndexStore ? "region lists" : "HNSW"): \($0) photos read)"
+                " (\(index.store is SQLiteIndexStore ? "region lists" : "pgvector"): \($0) photos read)"
             } ?? "")
             + (exact ? ", exact re-scoring \(ms(exactSeconds)) ms" : "")
         printError(timing)

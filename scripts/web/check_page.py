@@ -8,7 +8,8 @@ model) and opens the page. Detect view: uploads a scene through the file input, 
 boxes and checks their number and labels against `LOOKOUT detect --json` for the same photo and queries;
 changes the queries, then the confidence and IoU sliders, and checks again each time (the slider steps are
 chosen so that the boxes change); checks in the server's /metrics that the photo was uploaded once and every
-later answer came from the re-query endpoint. Search view: searches the index, checks that the grid shows
+later answer came from the re-query endpoint. Search view: types a query (no Enter: the page searches as the
+typing pauses, dropping answers a later keystroke overtook) and checks that the grid shows
 the photos `LOOKOUT search --json` lists, in that order, each with its thumbnail loaded and its boxes drawn,
 and that a click opens the photo. Then the same page at a phone's width, without sideways scrolling.
 Camera: a second browser whose fake camera plays a video made from a demo scene by ffmpeg (a panning
@@ -257,12 +258,14 @@ def main() -> None:
             re.fullmatch(r".+ \d\.\d\d", t.text) for t in label_tags), f"{[t.text for t in label_tags]}")
         driver.save_screenshot(os.path.join(shots, "detect.png"))
 
-        # Search: the grid, in the order of lookout search, thumbnails and boxes, a click opens the photo.
+        # Search as you type: the grid, in the order of lookout search, thumbnails and boxes, a click opens the
+        # photo.
         driver.find_element(By.ID, "tab-search").click()
         box = driver.find_element(By.ID, "search-query")
-        box.send_keys("red shape", Keys.ENTER)  # two words: a space in the query string
+        box.send_keys("red shape")  # typed, no Enter: the page searches as the typing pauses
         want = searched(lookout, index, "red shape")
-        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results .card")) == len(want) and all(
+        wait.until(lambda d: d.find_element(By.ID, "search-status").get_attribute("data-query") == "red shape"
+                   and len(d.find_elements(By.CSS_SELECTOR, "#results .card")) == len(want) and all(
             d.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", img)
             for img in d.find_elements(By.CSS_SELECTOR, "#results .card img")))
         cards = driver.find_elements(By.CSS_SELECTOR, "#results .card")
