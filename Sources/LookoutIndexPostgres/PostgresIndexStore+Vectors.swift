@@ -141,14 +141,19 @@ extension PostgresIndexStore: NearestNeighbourStore {
         let lists = min(max(Int(Double(rows).squareRoot()), 8), 32_768)
         progress("pgvector: IVFFlat index over \(rows) region vectors (\(lists) lists)")
         let start = Stopwatch.now()
+        // Built beside the old one without blocking other workers' inserts (CONCURRENTLY), then swapped in, so
+        // searches always have one; a build cut off leaves an invalid `_new` index, dropped by the next.
+        let fresh = Self.regionIndex + "_new"
         try link.query("SET maintenance_work_mem = '1GB'")
-        try link.query("DROP INDEX IF EXISTS lookout.\(Self.regionIndex)")
+        try link.query("DROP INDEX IF EXISTS lookout.\(fresh)")
         try link.query(
             """
-            CREATE INDEX \(Self.regionIndex) ON lookout.region_vectors USING ivfflat (embedding vector_ip_ops)
+            CREATE INDEX CONCURRENTLY \(fresh) ON lookout.region_vectors USING ivfflat (embedding vector_ip_ops)
             WITH (lists = \(lists))
             """)
         try link.query("RESET maintenance_work_mem")
+        try link.query("DROP INDEX IF EXISTS lookout.\(Self.regionIndex)")
+        try link.query("ALTER INDEX lookout.\(fresh) RENAME TO \(Self.regionIndex)")
         try setMeta("region_index_rows", String(rows))
         return "\(exists ? "remade" : "made") pgvector's IVFFlat index over \(rows) region vectors (\(lists) lists) in "
             + "\(((Stopwatch.now() - start) * 10).rounded() / 10) s"
