@@ -491,7 +491,7 @@ struct TopSelection {
 
     init(capacity: Int) {
         self.capacity = max(capacity, 0)
-        heap.reserveCapacity(self.capacity)
+        heap.reserveCapacity(min(self.capacity, 1 << 12))
     }
 
     /// Whether `a` ranks below `b`.

@@ -284,6 +284,9 @@ struct SplitMix64: RandomNumberGenerator {
         let rebuilt = try Self.search(index, queries)
         #expect(torn == rebuilt)
         #expect(repaired == rebuilt)
+        // A huge --top through the lists: a long answer, not a trap.
+        let everything = try index.search(text: queries[0], confidence: 0, top: Int.max, evidence: .objects)
+        #expect(everything.count >= 10 && index.lastSearchCandidates != nil)
         #expect(rebuilt == (try Self.scan(index, queries)))
         #expect(rebuilt.flatMap { $0 }.contains { $0.hasPrefix("/lib/2531.jpg") } == false)
     }
