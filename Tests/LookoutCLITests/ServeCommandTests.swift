@@ -20,13 +20,14 @@ import Testing
     final class Server {
         let process = Process()
         let url: String
+        private let home: String
         private let output = Pipe()
         private let errors = Pipe()
 
         init(_ arguments: [String] = []) throws {
             process.executableURL = CLI.executable
             process.arguments = ["serve", "--port", "0"] + arguments
-            let home = try CLI.scratch("serve-home")
+            home = try CLI.scratch("serve-home")
             process.environment = CLI.environment(home: home)
             process.standardOutput = output
             process.standardError = errors
@@ -53,7 +54,13 @@ import Testing
             return (process.terminationStatus, Date().timeIntervalSince(start))
         }
 
-        deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        deinit {
+            if process.isRunning {
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+            }
+            CLI.remove(home)
+        }
     }
 
     struct Reply {
