@@ -30,6 +30,27 @@ import Testing
 
     static func name(_ path: String) -> String { String(path.split(separator: "/").last!) }
 
+    /// Runs `lookout` with `arguments` (an `index` run) and kills it with SIGKILL once `db` holds `committed`
+    /// photos (polled, not timed): whether it was still running to be killed.
+    static func killIndexing(_ arguments: [String], home: String, db: String, once committed: Int) throws -> Bool {
+        let process = Process()
+        process.executableURL = CLI.executable
+        process.arguments = arguments
+        process.environment = CLI.environment(home: home)
+        process.standardError = FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        var files = 0
+        let deadline = Date().addingTimeInterval(300)
+        while files < committed && process.isRunning && Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.02)
+            files = (try? PhotoIndex(path: db, readOnly: true).statistics().files) ?? 0
+        }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        return process.terminationReason == .uncaughtSignal
+    }
+
     /// A search's JSON lines against a reference list of results (photos by name, in order).
     /// `quantised`: the query's reference embedding when the scores come from the index's 8-bit regions (not
     /// `--exact`): a region with values on a rounding boundary may then score within `IndexReferenceRounding`'s
@@ -358,22 +379,9 @@ import Testing
         let home = try CLI.scratch("home")
         defer { CLI.remove(home) }
         let db = folder + "/index.sqlite"
-        let process = Process()
-        process.executableURL = CLI.executable
-        process.arguments = ["index", folder + "/photos", "--db", db, "--plain"]
-        process.environment = CLI.environment(home: home)
-        process.standardError = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        var committed = 0
-        let deadline = Date().addingTimeInterval(300)
-        while committed < 3 && process.isRunning && Date() < deadline {
-            Thread.sleep(forTimeInterval: 0.02)
-            committed = (try? PhotoIndex(path: db, readOnly: true).statistics().files) ?? 0
-        }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        #expect(process.terminationReason == .uncaughtSignal, "the run ended before it could be killed")
+        let killed = try Self.killIndexing(
+            ["index", folder + "/photos", "--db", db, "--plain"], home: home, db: db, once: 3)
+        #expect(killed, "the run ended before it could be killed")
         let atKill = try PhotoIndex(path: db, readOnly: true).statistics().files
         #expect(atKill >= 3 && atKill < names.count, "\(atKill) of \(names.count) committed when killed")
 
@@ -423,22 +431,8 @@ import Testing
             try FileManager.default.copyItem(
                 atPath: Self.root + "/examples/scenes/" + name, toPath: folder + "/photos/" + name)
         }
-        let process = Process()
-        process.executableURL = CLI.executable
-        process.arguments = indexing
-        process.environment = CLI.environment(home: home)
-        process.standardError = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        var committed = 0
-        let deadline = Date().addingTimeInterval(300)
-        while committed < 11 && process.isRunning && Date() < deadline {
-            Thread.sleep(forTimeInterval: 0.02)
-            committed = (try? PhotoIndex(path: db, readOnly: true).statistics().files) ?? 0
-        }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        #expect(process.terminationReason == .uncaughtSignal, "the run ended before it could be killed")
+        #expect(
+            try Self.killIndexing(indexing, home: home, db: db, once: 11), "the run ended before it could be killed")
         let atKill = try PhotoIndex(path: db, readOnly: true).statistics().files
         #expect(atKill >= 11 && atKill < names.count - 2, "\(atKill) photos when killed")
         #expect(try answers() == (try answers(["--scan"])), "after the kill")
