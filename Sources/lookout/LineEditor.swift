@@ -9,7 +9,7 @@ import LookoutSupport
 ///
 /// Keys: ← → Home End (Ctrl-A, Ctrl-E) move; ↑ ↓ (Ctrl-P, Ctrl-N) walk the history; Backspace, Delete,
 /// Ctrl-K, Ctrl-U and Ctrl-W delete; Ctrl-L clears the screen; Ctrl-C clears the line; Ctrl-D on an empty
-/// line ends input. The terminal is in raw mode only while a line is read.
+/// line ends input. Between lines, keys typed ahead wait unechoed for the next prompt (`TerminalModes`).
 final class LineEditor {
     enum Input: Equatable {
         case line(String)
@@ -21,6 +21,7 @@ final class LineEditor {
     private let input: Int32
     private let output: Int32
     private let historyPath: String?
+    private let modes: TerminalModes
     private(set) var history: [String] = []
 
     // The line being edited.
@@ -48,7 +49,13 @@ final class LineEditor {
         }
         self.historyPath = historyPath
         if let historyPath { history = Self.loadHistory(historyPath) }
+        modes = TerminalModes(input)
     }
+
+    /// Gives the terminal back its original modes (also done at exit and on a terminating signal).
+    func finish() { modes.restore() }
+
+    deinit { modes.restore() }
 
     /// `$XDG_STATE_HOME/lookout/query-history`, else `~/.local/state/lookout/query-history`.
     static func defaultHistoryPath() -> String? {
@@ -79,8 +86,8 @@ final class LineEditor {
         scroll = 0
         historyIndex = history.count
         draft = []
-        let raw = RawMode(input)
-        defer { raw.restore() }
+        modes.set(.reading)
+        defer { modes.set(.answering) }
         render()
         while let byte = readByte() {
             switch byte {
@@ -281,29 +288,55 @@ final class LineEditor {
     }
 }
 
-/// The terminal in raw mode (no echo, no line discipline, no signals from keys) until `restore()`.
-/// A terminating signal restores it before the process ends.
-final class RawMode {
+/// The terminal's modes for a session at the prompt. While a line is read the terminal is raw (no echo, no
+/// line discipline, no signals from keys). While an answer is computed, keys are queued as typed, unechoed,
+/// and Ctrl-C still interrupts: what is typed ahead (Ctrl-D and Enter included) reaches the editor at the
+/// next prompt byte for byte. (In the terminal's own line mode a typed-ahead Ctrl-D would be turned into an
+/// end-of-line marker that raw reads return as a NUL.) The original modes come back when the session ends,
+/// at `exit`, and on a terminating signal.
+final class TerminalModes {
+    enum Mode {
+        case reading
+        case answering
+    }
+
     private let descriptor: Int32
     private var original = termios()
+    private var reading = termios()
+    private var answering = termios()
     private var active = false
 
     init(_ descriptor: Int32) {
         self.descriptor = descriptor
         guard tcgetattr(descriptor, &original) == 0 else { return }
-        var raw = original
-        raw.c_lflag &= ~tcflag_t(ICANON | ECHO | ISIG | IEXTEN)
-        raw.c_iflag &= ~tcflag_t(IXON | ICRNL | INLCR)
-        withUnsafeMutableBytes(of: &raw.c_cc) { cc in
+        reading = original
+        reading.c_lflag &= ~tcflag_t(ICANON | ECHO | ISIG | IEXTEN)
+        reading.c_iflag &= ~tcflag_t(IXON | ICRNL | INLCR)
+        withUnsafeMutableBytes(of: &reading.c_cc) { cc in
             cc[Int(VMIN)] = 1
             cc[Int(VTIME)] = 0
         }
-        // TCSANOW: lines typed ahead while the previous answer was computed are kept.
-        guard tcsetattr(descriptor, TCSANOW, &raw) == 0 else { return }
+        answering = reading
+        answering.c_lflag |= tcflag_t(ISIG)
         active = true
         savedTerminal = original
         savedDescriptor = descriptor
         for signal in [SIGTERM, SIGHUP, SIGQUIT] { Glibc.signal(signal, restoreAndReraise) }
+        if !exitHookInstalled {
+            exitHookInstalled = true
+            atexit { restoreSavedTerminal() }
+        }
+        set(.answering)
+    }
+
+    /// TCSANOW: bytes typed ahead are kept across the change.
+    func set(_ mode: Mode) {
+        guard active else { return }
+        if mode == .reading {
+            tcsetattr(descriptor, TCSANOW, &reading)
+        } else {
+            tcsetattr(descriptor, TCSANOW, &answering)
+        }
     }
 
     func restore() {
@@ -317,9 +350,15 @@ final class RawMode {
 
 nonisolated(unsafe) private var savedTerminal = termios()
 nonisolated(unsafe) private var savedDescriptor: Int32 = -1
+nonisolated(unsafe) private var exitHookInstalled = false
+
+/// Async-signal-safe: `tcsetattr` only.
+private func restoreSavedTerminal() {
+    if savedDescriptor >= 0 { tcsetattr(savedDescriptor, TCSANOW, &savedTerminal) }
+}
 
 private func restoreAndReraise(_ signal: Int32) {
-    if savedDescriptor >= 0 { tcsetattr(savedDescriptor, TCSANOW, &savedTerminal) }
+    restoreSavedTerminal()
     Glibc.signal(signal, SIG_DFL)
     raise(signal)
 }
@@ -348,7 +387,10 @@ nonisolated(unsafe) private var pressedDuringAnswer: Int32 = 0
 
 private func interrupted(_: Int32) {
     pressedDuringAnswer += 1
-    if pressedDuringAnswer > 1 { _exit(130) }
+    if pressedDuringAnswer > 1 {
+        restoreSavedTerminal()
+        _exit(130)
+    }
     let message = Array(
         "\nlookout: still answering; press Ctrl-C again to leave (at the prompt, Ctrl-C clears the line)\n".utf8)
     _ = message.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }

@@ -74,6 +74,7 @@ struct QueryCommand: ParsableCommand {
         let (engine, detectorFingerprint) = try modelOptions.load()
         guard engine.embedder != nil else { throw LookoutError("no text encoder") }
         let editor = LineEditor(historyPath: LineEditor.defaultHistoryPath())
+        defer { editor?.finish() }
         let store = FeatureStore(
             modelKey: detectorFingerprint, memoryLimit: featureMemory << 20, directory: featureCache)
         let session = QuerySession(

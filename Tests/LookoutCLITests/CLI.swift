@@ -155,13 +155,21 @@ final class TerminalSession: @unchecked Sendable {
         }
     }
 
-    /// Waits (at most `timeout` seconds) until `condition` holds; returns whether it did.
+    /// Whether the terminal is in its own line mode (ICANON) now, as the program left it.
+    var lineMode: Bool {
+        var modes = termios()
+        guard tcgetattr(master, &modes) == 0 else { return false }
+        return modes.c_lflag & tcflag_t(ICANON) != 0
+    }
+
+    /// Waits (at most `timeout` seconds, looking every `interval` seconds) until `condition` holds;
+    /// returns whether it did.
     @discardableResult
-    func wait(timeout: Double = 120, until condition: (TerminalSession) -> Bool) -> Bool {
+    func wait(timeout: Double = 120, interval: Double = 0.02, until condition: (TerminalSession) -> Bool) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
             if condition(self) { return true }
-            usleep(20_000)
+            usleep(UInt32(interval * 1e6))
         }
         return condition(self)
     }

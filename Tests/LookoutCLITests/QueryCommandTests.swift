@@ -157,6 +157,38 @@ import Testing
         #expect(try Self.labels(session.stdout) == [["blue circle"]])
     }
 
+    /// Keys typed while an answer is computed reach the editor as typed: the terminal never goes back to
+    /// its own line mode between prompts, where a typed-ahead Ctrl-D would become a NUL the editor cannot
+    /// read as an end (a session then waits forever).
+    @Test func keysTypedDuringAnAnswerAreKept() throws {
+        let home = try CLI.scratch("terminal-home")
+        defer { CLI.remove(home) }
+        let session = try TerminalSession(["query", Self.photo, "--json"], home: home)
+        #expect(session.wait(until: { $0.screen.contains("query> ") }))
+        let watching = NSLock()
+        nonisolated(unsafe) var watch = true
+        nonisolated(unsafe) var lineModeSeen = 0
+        let watcher = Thread {
+            while watching.withLock({ watch }) {
+                if session.lineMode { watching.withLock { lineModeSeen += 1 } }
+                usleep(100)
+            }
+        }
+        watcher.start()
+        for count in 1...4 {
+            session.type("blue circle\r")
+            #expect(session.wait(interval: 0.0002, until: Self.answered(count)))
+        }
+        // The next line and Ctrl-D typed at once, as the editor hands the line over.
+        session.type("blue circle\r")
+        #expect(session.wait(interval: 0.0002, until: { $0.screen.hasSuffix("\n") || Self.answered(5)($0) }))
+        watching.withLock { watch = false }  // at the end the original modes come back
+        session.type("blue circle\r\u{04}")
+        #expect(session.finish() == 0, "\(session.stderr)")
+        #expect(watching.withLock { lineModeSeen } == 0, "the terminal was in line mode between prompts")
+        #expect(try Self.labels(session.stdout) == Array(repeating: ["blue circle"], count: 6))
+    }
+
     /// An interrupt (Ctrl-C while an answer is computed reaches the process as SIGINT) does not end the
     /// session: the features are kept and the next query is answered.
     @Test func oneInterruptKeepsTheSession() throws {
