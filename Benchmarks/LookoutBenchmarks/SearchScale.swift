@@ -38,6 +38,7 @@ struct SearchScale: ParsableCommand {
     @Option(help: "Lists a search probes.") var probes = 64
     @Option(help: "Candidate photos a search re-scores exactly.") var candidates = 400
     @Flag(help: "One JSON object per size.") var json = false
+    @Flag(help: "Keep region lists already built for this library (no build time then).") var keepLists = false
     @Flag(help: .hidden) var searchOnly = false
 
     func run() throws {
@@ -76,9 +77,11 @@ struct SearchScale: ParsableCommand {
             let statistics = try writer.statistics()
             fields.append(("database_bytes", .int(Int64(statistics.databaseBytes))))
             var start = now()
-            unlink(writer.listsPath)
-            _ = try writer.updateLists(model: model, minimumPhotos: 0) { if !json { print("  \($0)") } }
-            fields.append(("build_s", .double(now() - start)))
+            if !keepLists || (try? RegionLists(path: writer.listsPath)) == nil {
+                unlink(writer.listsPath)
+                _ = try writer.updateLists(model: model, minimumPhotos: 0) { if !json { print("  \($0)") } }
+                fields.append(("build_s", .double(now() - start)))
+            }
             var info = stat()
             stat(writer.listsPath, &info)
             fields.append(("index_bytes", .int(Int64(info.st_size))))
@@ -93,6 +96,9 @@ struct SearchScale: ParsableCommand {
             _ = try writer.updateLists(model: model, minimumPhotos: 0)
             fields.append(("add_photo_ms", .double((now() - start) * 1000)))
             fields.append(("add_photo_record_ms", .double(recorded * 1000)))
+            start = now()
+            _ = try RegionLists(path: writer.listsPath)
+            fields.append(("open_lists_ms", .double((now() - start) * 1000)))
 
             // The searches, in a process of their own.
             let output = "\(folder)/search-\(count).json"
@@ -164,26 +170,55 @@ struct SearchScale: ParsableCommand {
             sceneFound.append(try index.search(text: text, confidence: 0, top: 10, evidence: .scenes).map(\.path))
             sceneTimes.append(now() - start)
         }
-        // The scan: the exact answer.
-        index.useNearestNeighbours = false
+        // The scan: the exact answer (kept in a file beside the database, for the same database and queries:
+        // a scan of a million photos takes a minute a query, and other settings of the lists reuse it).
+        let scanned = min(scanQueries ?? queries, queries)
+        let sceneScanned = min(scanned, sceneTexts.count)
+        let cachePath = "\(path).exact-q\(queries)-s\(scanned)-n\(noise)-c\(try store.changeSequence())"
+        var exactAnswers: [[String]] = []
+        var exactScenes: [[String]] = []
         var scanTimes: [Double] = []
+        var scanFromFile = false
+        if let bytes = try? FileContents.read(cachePath, maximumSize: 64 << 20) {
+            for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+                let fields = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+                if fields.first == "S" {
+                    exactScenes.append(Array(fields.dropFirst()))
+                } else if let time = Double(fields.first ?? "") {
+                    scanTimes.append(time)
+                    exactAnswers.append(Array(fields.dropFirst()))
+                }
+            }
+            scanFromFile = exactAnswers.count == scanned && exactScenes.count == sceneScanned
+        }
+        if !scanFromFile {
+            index.useNearestNeighbours = false
+            exactAnswers = []
+            exactScenes = []
+            scanTimes = []
+            for text in texts.prefix(scanned) {
+                let start = now()
+                exactAnswers.append(
+                    try index.search(text: text.vector, confidence: 0, top: 10, evidence: .objects).map(\.path))
+                scanTimes.append(now() - start)
+            }
+            for text in sceneTexts.prefix(sceneScanned) {
+                exactScenes.append(try index.search(text: text, confidence: 0, top: 10, evidence: .scenes).map(\.path))
+            }
+            let lines =
+                zip(scanTimes, exactAnswers).map { ([String($0)] + $1).joined(separator: "\t") }
+                + exactScenes.map { (["S"] + $0).joined(separator: "\t") }
+            try? FileContents.writeAtomically(Array(lines.map { $0 + "\n" }.joined().utf8), to: cachePath)
+        }
         var hits = (all: 0, rare: 0, common: 0)
         var asked = (rare: 0, common: 0)
-        let scanned = min(scanQueries ?? queries, queries)
         for (q, text) in texts.prefix(scanned).enumerated() {
-            let start = now()
-            let exact = try index.search(text: text.vector, confidence: 0, top: 10, evidence: .objects).map(\.path)
-            scanTimes.append(now() - start)
-            let same = Set(exact).intersection(found[q]).count
+            let same = Set(exactAnswers[q]).intersection(found[q]).count
             hits.all += same
             if text.rare { hits.rare += same; asked.rare += 1 } else { hits.common += same; asked.common += 1 }
         }
         var sceneHits = 0
-        let sceneScanned = min(scanned, sceneTexts.count)
-        for (q, text) in sceneTexts.prefix(sceneScanned).enumerated() {
-            let exact = try index.search(text: text, confidence: 0, top: 10, evidence: .scenes).map(\.path)
-            sceneHits += Set(exact).intersection(sceneFound[q]).count
-        }
+        for q in 0..<sceneScanned { sceneHits += Set(exactScenes[q]).intersection(sceneFound[q]).count }
         func percentile(_ values: [Double], _ p: Double) -> Double {
             values.sorted()[min(values.count - 1, Int(Double(values.count) * p))] * 1000
         }
@@ -198,7 +233,7 @@ struct SearchScale: ParsableCommand {
             ("peak_rss_bytes", .int(Int64(peak))),
             ("rss_anonymous_bytes", .int(Int64(memory.anonymous))), ("rss_file_bytes", .int(Int64(memory.file))),
             ("scan_p50_ms", .double(percentile(scanTimes, 0.5))), ("queries", .int(Int64(queries))),
-            ("scanned_queries", .int(Int64(scanned))),
+            ("scanned_queries", .int(Int64(scanned))), ("scan_from_earlier_run", .bool(scanFromFile)),
             ("probes", .int(Int64(probes))), ("candidates", .int(Int64(candidates))),
         ]
         print(JSONValue.object(fields).serialized)

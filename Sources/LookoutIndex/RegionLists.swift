@@ -121,8 +121,13 @@ public final class RegionLists {
         let rest = lookout_checksum(
             bytes.baseAddress! + Self.headerSize, layout.codes - Self.headerSize, structure)
         guard rest == u64(88) else { throw Unusable(reason: "damaged (checksum of the header and directory)") }
-        centroids = (0..<(centroidCount * dimension)).map {
-            Float(bitPattern: u32(Self.headerSize + 4 * $0))
+        centroids = [Float](unsafeUninitializedCapacity: centroidCount * dimension) { buffer, count in
+            let source = bytes.baseAddress! + Self.headerSize
+            for c in 0..<buffer.count {
+                buffer[c] = Float(
+                    bitPattern: UInt32(littleEndian: source.loadUnaligned(fromByteOffset: 4 * c, as: UInt32.self)))
+            }
+            count = buffer.count
         }
         let lists = groups * centroidCount
         offsets = (0...lists).map { Int(u64(layout.directory + 8 * $0)) }

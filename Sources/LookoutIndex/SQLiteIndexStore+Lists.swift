@@ -417,25 +417,36 @@ extension SQLiteIndexStore: NearestNeighbourStore {
 
 extension RegionLists {
     /// The photo number each of `hashes` holds now (its latest, not removed), where it has one.
+    ///
+    /// A pass over the base's hash table comparing first words (8 bytes) only; a match is then compared
+    /// whole. One photo at a million photos: about a millisecond.
     func liveNumbers(of hashes: Set<String>) -> [String: UInt32] {
         var out: [String: UInt32] = [:]
         guard !hashes.isEmpty else { return out }
-        let prefixes = Set(hashes.map { Self.prefix(Array($0.utf8)) })
-        let bytes = file.bytes
-        for n in 0..<basePhotos where !deleted[n] {
-            let start = hashesOffset + n * Self.hashSize
-            var word: UInt64 = 0
-            withUnsafeMutableBytes(of: &word) {
-                $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[start..<(start + 8)]))
+        let prefixes = Array(Set(hashes.map { Self.prefix(Array($0.utf8)) })).sorted()
+        let table = file.bytes.baseAddress! + hashesOffset
+        deleted.withUnsafeBufferPointer { deleted in
+            for n in 0..<basePhotos {
+                let word = UInt64(littleEndian: table.loadUnaligned(fromByteOffset: n * Self.hashSize, as: UInt64.self))
+                let found = prefixes.count <= 8 ? prefixes.contains(word) : Self.sortedContains(prefixes, word)
+                guard found, !deleted[n] else { continue }
+                let hash = hash(ofPhoto: n)
+                if hashes.contains(hash) { out[hash] = UInt32(n) }
             }
-            guard prefixes.contains(word) else { continue }
-            let hash = hash(ofPhoto: n)
-            if hashes.contains(hash) { out[hash] = UInt32(n) }
         }
         for (k, hash) in tailHashes.enumerated() where hashes.contains(hash) && !deleted[basePhotos + k] {
             out[hash] = UInt32(basePhotos + k)
         }
         return out
+    }
+
+    static func sortedContains(_ sorted: [UInt64], _ value: UInt64) -> Bool {
+        var low = 0, high = sorted.count
+        while low < high {
+            let middle = (low + high) / 2
+            if sorted[middle] < value { low = middle + 1 } else { high = middle }
+        }
+        return low < sorted.count && sorted[low] == value
     }
 
     static func prefix(_ bytes: [UInt8]) -> UInt64 {

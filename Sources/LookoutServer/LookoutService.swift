@@ -262,7 +262,8 @@ public final class LookoutService: @unchecked Sendable {
 
     private func openIndex() throws(ServiceError) -> PhotoIndex {
         guard let indexPath else {
-            throw ServiceError(404, "no index: start the server with --db PATH (made by lookout index)")
+            throw ServiceError(
+                404, "no index: `lookout index FOLDER` makes the default one, or start the server with --db PATH")
         }
         do {
             return try IndexLocation.open(indexPath, readOnly: true)

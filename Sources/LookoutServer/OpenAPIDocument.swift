@@ -68,7 +68,7 @@ public enum OpenAPIDocument {
             "/api/v1/search": {
               "get": {
                 "operationId": "search",
-                "description": "The indexed photos (the index named by --db) best matching the query, objects and scenes.",
+                "description": "The indexed photos (the served index: --db, else the default one) best matching the query, objects and scenes.",
                 "parameters": [
                   {"name": "q", "in": "query", "required": true, "schema": {"type": "string", "minLength": 1}},
                   {"name": "top", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 20}},

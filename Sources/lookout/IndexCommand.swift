@@ -32,6 +32,11 @@ struct IndexDatabaseOption: ParsableArguments {
     /// `~/.local/share/lookout/index.sqlite`.
     func path() throws -> String {
         if let db { return try Self.checked(db) }
+        return try Self.defaultPath()
+    }
+
+    /// `$LOOKOUT_DB`, else `$XDG_DATA_HOME/lookout/index.sqlite`, else `~/.local/share/lookout/index.sqlite`.
+    static func defaultPath() throws -> String {
         let variable = ResourceLocator.variable
         if let explicit = variable("LOOKOUT_DB") { return try Self.checked(explicit) }
         if let data = variable("XDG_DATA_HOME") { return data + "/lookout/index.sqlite" }

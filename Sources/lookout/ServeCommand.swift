@@ -15,7 +15,7 @@ struct ServeCommand: ParsableCommand {
         discussion: """
             Loads the model once and serves, until Ctrl-C or SIGTERM (requests in flight finish first):
               /                       the web page: open or drop a photo, type queries, move the sliders;
-                                      search the index (--db) and browse the results
+                                      search the index and browse the results
               /api/v1/detect          POST a photo's bytes with ?q=dog,red%20car → detections and an image_id
               /api/v1/images/ID/detect  POST {"queries": [...], "conf": …} → new detections, no backbone
               /api/v1/search?q=…      the index's best photos (ids, never paths)
@@ -25,8 +25,9 @@ struct ServeCommand: ParsableCommand {
             then need `Authorization: Bearer SECRET` (the page reads it from the address: /#token=SECRET).
 
             Examples:
-              lookout serve                       the demo model on http://127.0.0.1:8080/
-              lookout serve --model Models/official --db ~/.local/share/lookout/index.sqlite
+              lookout serve                       the demo model on http://127.0.0.1:8080/, searching the
+                                                  default index when lookout index made one
+              lookout serve --model Models/official --db ~/Pictures/.lookout.sqlite
               lookout serve --host 0.0.0.0 --port 9000 --token "$(openssl rand -hex 16)"
             """
     )
@@ -44,7 +45,7 @@ struct ServeCommand: ParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "An index made by lookout index (an SQLite file or a postgresql:// URL), for /api/v1/search (default: none).",
+            "An index made by lookout index (an SQLite file or a postgresql:// URL), for /api/v1/search (default: the one lookout search uses — $LOOKOUT_DB or ~/.local/share/lookout/index.sqlite — when it exists).",
             valueName: "path|url"))
     var db: String?
 
@@ -90,10 +91,11 @@ struct ServeCommand: ParsableCommand {
         } catch {
             throw ValidationError(error.message)
         }
+        let index = try servedIndex()
         let (engine, fingerprint) = try modelOptions.load()
         let service = LookoutService(
             engine: engine, detectorFingerprint: fingerprint,
-            indexPath: db.flatMap { IndexLocation.isPostgres($0) ? $0 : FileSystem.realpath($0) },
+            indexPath: index.flatMap { IndexLocation.isPostgres($0) ? $0 : FileSystem.realpath($0) },
             imageSize: imgsz, featureMemory: featureMemory << 20)
         let server = try LookoutServer(service: service, configuration: settings)
         let finished = DispatchSemaphore(value: 0)
@@ -111,6 +113,34 @@ struct ServeCommand: ParsableCommand {
         }
         finished.wait()
         if let failure = outcome.failure { throw LookoutError("cannot serve on \(host):\(port): \(failure)") }
+    }
+}
+
+extension ServeCommand {
+    /// `--db`, else the index `lookout search` uses when it exists; says on standard error which one is
+    /// served (or that none is, and how to make one).
+    func servedIndex() throws -> String? {
+        if let db {
+            printError("lookout serve: searching \(IndexLocation.shown(db))")
+            return db
+        }
+        let path: String?
+        do {
+            path = try IndexDatabaseOption.defaultPath()
+        } catch let error as ValidationError {
+            throw error  // a $LOOKOUT_DB that names no index Lookout could use
+        } catch {
+            path = nil  // no home folder: no default index
+        }
+        var info = stat()
+        if let path, IndexLocation.isPostgres(path) || FileSystem.stat(path, &info) == 0 {
+            printError("lookout serve: searching \(IndexLocation.shown(path)) (the default index; --db names another)")
+            return path
+        }
+        printError(
+            "lookout serve: no index to search\(path.map { " (none at \($0))" } ?? ""); "
+                + "`lookout index FOLDER` makes one, or --db names one")
+        return nil
     }
 }
 

@@ -22,13 +22,14 @@ import Testing
         let url: String
         private let home: String
         private let output = Pipe()
-        private let errors = Pipe()
+        let errors = Pipe()
 
-        init(_ arguments: [String] = []) throws {
+        /// `environment`: variables beside HOME (a fresh folder, removed with the server) and PATH.
+        init(_ arguments: [String] = [], environment: [String: String] = [:]) throws {
             process.executableURL = CLI.executable
             process.arguments = ["serve", "--port", "0"] + arguments
             home = try CLI.scratch("serve-home")
-            process.environment = CLI.environment(home: home)
+            process.environment = CLI.environment(home: home, environment)
             process.standardOutput = output
             process.standardError = errors
             try process.run()
@@ -218,6 +219,27 @@ import Testing
         }
         #expect(try Self.request("GET", server.url + "api/v1/search?q=star&top=0").status == 400)
         #expect(server.stop().status == 0)
+    }
+
+    /// Without --db, `serve` searches the index `lookout index` made by default (as `search` does) and says
+    /// so; without one it says how to make one, and search answers 404.
+    @Test func theDefaultIndexIsServed() throws {
+        let folder = try IndexCommandTests.scratch(["scene-0001.jpg", "scene-0003.jpg"])
+        defer { CLI.remove(folder) }
+        let data = ["XDG_DATA_HOME": folder + "/data"]
+        #expect(try CLI.run(["index", folder + "/photos", "--plain"], environment: data).status == 0)
+        let server = try Server([], environment: data)
+        let found = try Self.request("GET", server.url + "api/v1/search?q=star&top=5")
+        #expect(found.status == 200 && found.json["results"]!.count > 0)
+        #expect(server.stop().status == 0)
+        let said = String(decoding: server.errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(said.contains("searching \(folder)/data/lookout/index.sqlite (the default index"), "\(said)")
+
+        let bare = try Server([], environment: ["XDG_DATA_HOME": folder + "/nothing"])
+        #expect(try Self.request("GET", bare.url + "api/v1/search?q=star").status == 404)
+        #expect(bare.stop().status == 0)
+        let told = String(decoding: bare.errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(told.contains("no index to search (none at \(folder)/nothing/lookout/index.sqlite)"), "\(told)")
     }
 
     @Test func tokenRequiredOffLoopback() throws {
