@@ -231,6 +231,9 @@ public protocol SharedJobStore: IndexStore {
 /// A store with nearest-neighbour indexes over the region and whole-photo embeddings (pgvector's HNSW):
 /// a search reads only the photos holding the nearest vectors instead of every photo.
 public protocol NearestNeighbourStore: IndexStore {
+    /// How many nearest regions (and whole-photo embeddings) per query a search reads the photos of, unless
+    /// ``PhotoIndex/nearestNeighbourCandidates`` says otherwise.
+    var defaultCandidates: Int { get }
     /// The content hashes of the photos holding the `limit` regions nearest each of `regionQueries` (by
     /// inner product) and the `limit` whole-photo embeddings nearest each of `imageQueries` (by cosine); nil
     /// when the store has no such index for the model `key` (the search then reads every photo).

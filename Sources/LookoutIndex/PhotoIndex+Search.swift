@@ -131,7 +131,8 @@ extension PhotoIndex {
         if useNearestNeighbours, let nearest = store as? any NearestNeighbourStore,
             let contents = try nearest.nearestContents(
                 regionQueries: evidence != .scenes ? queries : [], imageQueries: evidence != .objects ? queries : [],
-                model: model.key, limit: max(nearestNeighbourCandidates, 2 * min(top, 1 << 30)))
+                model: model.key,
+                limit: max(nearestNeighbourCandidates ?? nearest.defaultCandidates, 2 * min(top, 1 << 30)))
         {
             lastSearchCandidates = contents.count
             try nearest.forEachPhoto(model: model.key, contents: contents, visit)

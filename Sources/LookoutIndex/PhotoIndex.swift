@@ -39,8 +39,9 @@ public final class PhotoIndex {
     /// holding the nearest vectors (false: every photo, exactly as a store without them).
     public var useNearestNeighbours = true
     /// How many nearest regions (and whole-photo embeddings) per query such a search reads the photos of;
-    /// each is then scored exactly as a full scan scores it.
-    public var nearestNeighbourCandidates = 400
+    /// each is then scored exactly as a full scan scores it. Nil: the store's own default (region lists 100,
+    /// pgvector 400).
+    public var nearestNeighbourCandidates: Int?
 
     /// From how many photos an SQLite index keeps region lists (``RegionLists``) for its searches: below,
     /// a scan is as quick (about 22 ms per 1,000 photos).
