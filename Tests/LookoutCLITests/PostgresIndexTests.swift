@@ -301,7 +301,15 @@ final class BackgroundLookout {
         let server = try TestPostgres()
         let workers = [try worker(photos, server), try worker(photos, server)]
         for worker in workers { try worker.start() }
-        try Self.waitUntil { try server.count("SELECT count(*) FROM lookout.files") >= 2 }
+        // Both at work (each has claimed or recorded a photo): one that starts slowly on a busy machine may
+        // not have connected yet when the other has recorded two photos.
+        try Self.waitUntil {
+            try server.count(
+                """
+                SELECT count(DISTINCT w) FROM (SELECT worker AS w FROM lookout.files WHERE worker IS NOT NULL
+                UNION SELECT worker FROM lookout.work WHERE worker IS NOT NULL) t
+                """) >= 2
+        }
         let ended = try server.count(
             "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'lookout') t"
         )
