@@ -25,8 +25,8 @@ struct ServeCommand: ParsableCommand {
             then need `Authorization: Bearer SECRET` (the page reads it from the address: /#token=SECRET).
 
             Examples:
-              lookout serve                       the demo model on http://127.0.0.1:8080/, searching the
-                                                  default index when lookout index made one
+              lookout serve                       the demo model on http://127.0.0.1:8080/
+                                                  (search: the default index, if any)
               lookout serve --model Models/official --db ~/Pictures/.lookout.sqlite
               lookout serve --host 0.0.0.0 --port 9000 --token "$(openssl rand -hex 16)"
             """
