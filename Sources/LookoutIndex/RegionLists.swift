@@ -292,14 +292,13 @@ public final class RegionLists {
             (list: choice.item, group: groups.first { $0.index == choice.item / centroidCount }!)
         }
 
-        // The probed lists' pages asked for at once: where the file is larger than memory, the disk reads them
-        // side by side instead of one fault at a time as the scoring reaches them.
+        // The probed lists' pages asked for at once, before the scoring reaches them.
         for (list, _) in probed {
             let start = offsets[list], count = offsets[list + 1] - start
             guard count > 0 else { continue }
-            willNeed(codesOffset + start * dimension, count * dimension)
-            willNeed(scalesOffset + 4 * start, 4 * count)
-            willNeed(photosOffset + 4 * start, 4 * count)
+            file.willNeed(offset: codesOffset + start * dimension, length: count * dimension)
+            file.willNeed(offset: scalesOffset + 4 * start, length: 4 * count)
+            file.willNeed(offset: photosOffset + 4 * start, length: 4 * count)
         }
 
         // Each photo's best entry (a flat array over photo numbers, and the photos touched).
@@ -348,16 +347,6 @@ public final class RegionLists {
         var chosen = TopSelection(capacity: limit)
         for photo in touched { chosen.offer(best[photo], photo) }
         return chosen.best().map { (hash(ofPhoto: $0.item), $0.value) }
-    }
-
-    /// Asks the kernel to read `length` bytes of the file from `offset` ahead (MADV_WILLNEED).
-    private func willNeed(_ offset: Int, _ length: Int) {
-        let page = 4096
-        let first = offset / page * page
-        let end = min(offset + length, file.count)
-        guard end > first else { return }
-        _ = madvise(
-            UnsafeMutableRawPointer(mutating: file.bytes.baseAddress! + first), end - first, Int32(MADV_WILLNEED))
     }
 
     // MARK: - Entries

@@ -432,8 +432,7 @@ extension RegionLists {
         deleted.withUnsafeBufferPointer { deleted in
             for n in 0..<basePhotos {
                 let word = UInt64(littleEndian: table.loadUnaligned(fromByteOffset: n * Self.hashSize, as: UInt64.self))
-                let found = prefixes.count <= 8 ? prefixes.contains(word) : Self.sortedContains(prefixes, word)
-                guard found, !deleted[n] else { continue }
+                guard Self.sortedContains(prefixes, word), !deleted[n] else { continue }
                 let hash = hash(ofPhoto: n)
                 if hashes.contains(hash) { out[hash] = UInt32(n) }
             }

@@ -55,6 +55,18 @@ public final class MappedFile: @unchecked Sendable {
         _ = madvise(UnsafeMutableRawPointer(mutating: base), bytes.count, Int32(MADV_DONTNEED))
     }
 
+    /// Asks the kernel to read the pages holding `length` bytes from `offset` ahead, all at once
+    /// (MADV_WILLNEED): where the file is larger than memory, the disk then reads them side by side instead of
+    /// one fault at a time. Nothing for a file read into memory.
+    public func willNeed(offset: Int, length: Int) {
+        guard !ownsAllocation, let base = bytes.baseAddress else { return }
+        let page = max(Int(sysconf(Int32(_SC_PAGESIZE))), 1)
+        let first = max(offset, 0) / page * page
+        let end = min(offset + length, bytes.count)
+        guard end > first else { return }
+        _ = madvise(UnsafeMutableRawPointer(mutating: base + first), end - first, Int32(MADV_WILLNEED))
+    }
+
     deinit {
         guard let base = bytes.baseAddress else { return }
         if ownsAllocation {
