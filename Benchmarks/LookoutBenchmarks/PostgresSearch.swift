@@ -90,39 +90,46 @@ struct PostgresSearch: ParsableCommand {
             try sql("DROP INDEX IF EXISTS lookout.region_vectors_hnsw")
             try sql("DROP INDEX IF EXISTS lookout.region_vectors_ivfflat")
             try sql("DROP INDEX IF EXISTS lookout.image_vectors_hnsw")
-            let files = try CopyFile(scratch + "/files.tsv")
-            let images = try CopyFile(scratch + "/images.tsv")
-            let regionRows = try CopyFile(scratch + "/regions.tsv")
-            let imageRows = try CopyFile(scratch + "/image_vectors.tsv")
-            for k in have..<count {
-                let hash = "synthetic-\(k)"
-                let list = (0..<regionsPerPhoto).map { _ -> Region in
-                    let seed = seedRegions[Int(random.next() % UInt64(seedRegions.count))]
-                    let x = Float(random.next() % 500)
-                    let y = Float(random.next() % 400)
-                    return Region(
-                        box: [x, y, x + 100, y + 80], level: seed.level, vocabularyScore: 0.5,
-                        embedding: noisy(seed.embedding))
+            // In chunks of 10,000 photos, so that the COPY files stay a few GB (a whole 100,000-photo load
+            // of 64 regions each would be about 36 GB of text).
+            for chunkStart in stride(from: have, to: count, by: 10_000) {
+                let files = try CopyFile(scratch + "/files.tsv")
+                let images = try CopyFile(scratch + "/images.tsv")
+                let regionRows = try CopyFile(scratch + "/regions.tsv")
+                let imageRows = try CopyFile(scratch + "/image_vectors.tsv")
+                for k in chunkStart..<min(chunkStart + 10_000, count) {
+                    let hash = "synthetic-\(k)"
+                    let list = (0..<regionsPerPhoto).map { _ -> Region in
+                        let seed = seedRegions[Int(random.next() % UInt64(seedRegions.count))]
+                        let x = Float(random.next() % 500)
+                        let y = Float(random.next() % 400)
+                        return Region(
+                            box: [x, y, x + 100, y + 80], level: seed.level, vocabularyScore: 0.5,
+                            embedding: noisy(seed.embedding))
+                    }
+                    let image = noisy(seedImages[Int(random.next() % UInt64(seedImages.count))])
+                    let halves = image.map { Float16($0).bitPattern }
+                    files.line(["/synthetic/\(k / 1000)/\(k).jpg", "1", "1", hash, key, "ok"])
+                    images.line([
+                        hash, key, "640", "480",
+                        CopyFile.bytea(Region.encode(list, embeddingSize: model.embeddingSize)),
+                        CopyFile.bytea(halves.flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] }),
+                    ])
+                    for (r, region) in list.enumerated() {
+                        let folded = PostgresIndexStore.folded(
+                            region.dequantized, level: Int(region.level), model.scoreParameters)
+                        regionRows.line([hash, key, String(r), vectorText(folded)])
+                    }
+                    imageRows.line([hash, key, vectorText(halves.map { Float(Float16(bitPattern: $0)) })])
                 }
-                let image = noisy(seedImages[Int(random.next() % UInt64(seedImages.count))])
-                let halves = image.map { Float16($0).bitPattern }
-                files.line(["/synthetic/\(k / 1000)/\(k).jpg", "1", "1", hash, key, "ok"])
-                images.line([
-                    hash, key, "640", "480", CopyFile.bytea(Region.encode(list, embeddingSize: model.embeddingSize)),
-                    CopyFile.bytea(halves.flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] }),
-                ])
-                for (r, region) in list.enumerated() {
-                    let folded = PostgresIndexStore.folded(
-                        region.dequantized, level: Int(region.level), model.scoreParameters)
-                    regionRows.line([hash, key, String(r), vectorText(folded)])
-                }
-                imageRows.line([hash, key, vectorText(halves.map { Float(Float16(bitPattern: $0)) })])
+                for file in [files, images, regionRows, imageRows] { file.close() }
+                try sql("\\copy lookout.files(path, size, mtime_ns, hash, model, status) FROM '\(files.path)'")
+                try sql(
+                    "\\copy lookout.images(hash, model, width, height, regions, image_embedding) FROM '\(images.path)'")
+                try sql("\\copy lookout.region_vectors(hash, model, region, embedding) FROM '\(regionRows.path)'")
+                try sql("\\copy lookout.image_vectors(hash, model, embedding) FROM '\(imageRows.path)'")
+                for file in [files, images, regionRows, imageRows] { unlink(file.path) }
             }
-            for file in [files, images, regionRows, imageRows] { file.close() }
-            try sql("\\copy lookout.files(path, size, mtime_ns, hash, model, status) FROM '\(files.path)'")
-            try sql("\\copy lookout.images(hash, model, width, height, regions, image_embedding) FROM '\(images.path)'")
-            try sql("\\copy lookout.region_vectors(hash, model, region, embedding) FROM '\(regionRows.path)'")
-            try sql("\\copy lookout.image_vectors(hash, model, embedding) FROM '\(imageRows.path)'")
             have = count
             let loaded = now() - start
             start = now()

@@ -3,6 +3,7 @@ import LookoutIndex
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import NIOSSL
 import PostgresNIO
 
 #if canImport(Glibc)
@@ -10,21 +11,27 @@ import PostgresNIO
 #endif
 
 /// Where a PostgreSQL index lives: `postgresql://user[:password]@host[:port]/database` (or `postgres://`).
-/// The password may also come from `$PGPASSWORD`, the user from `$PGUSER` or `$USER`. `sslmode=disable` is
-/// the only `sslmode` taken: Lookout talks plain TCP (use it on a trusted network, or through a tunnel).
+/// The password may also come from `$PGPASSWORD`, the user from `$PGUSER` or `$USER`. The options
+/// `?sslmode=…&sslrootcert=…&sslcert=…&sslkey=…` choose the encryption as libpq's do (``PostgresSecurity``;
+/// default `prefer`).
 public struct PostgresAddress: Sendable, Equatable {
     public var user: String
     public var password: String?
     public var host: String
     public var port: Int
     public var database: String
+    public var security: PostgresSecurity
 
-    public init(user: String, password: String?, host: String, port: Int, database: String) {
+    public init(
+        user: String, password: String?, host: String, port: Int, database: String,
+        security: PostgresSecurity = PostgresSecurity()
+    ) {
         self.user = user
         self.password = password
         self.host = host
         self.port = port
         self.database = database
+        self.security = security
     }
 
     /// Whether `text` names a PostgreSQL database (by its scheme).
@@ -34,7 +41,8 @@ public struct PostgresAddress: Sendable, Equatable {
 
     /// Reads a URL; the error says which part is wrong.
     public init(
-        url text: String, environment: (String) -> String? = { getenv($0).map { String(cString: $0) } }
+        url text: String, environment: (String) -> String? = { getenv($0).map { String(cString: $0) } },
+        fileExists: (String) -> Bool = { access($0, F_OK) == 0 }
     )
         throws(IndexError)
     {
@@ -88,20 +96,25 @@ public struct PostgresAddress: Sendable, Equatable {
             port = number
         }
         guard !host.isEmpty else { throw fail("no host") }
+        var settings: [String: String] = [:]
         for option in options.split(separator: "&") {
-            let pair = option.split(separator: "=", maxSplits: 1).map(String.init)
-            guard pair.count == 2, pair[0] == "sslmode" else {
-                throw fail("unknown option \"\(option)\" (only sslmode=disable is taken)")
+            let pair = option.split(separator: "=", maxSplits: 1)
+            guard pair.count == 2, PostgresSecurity.optionNames.contains(String(pair[0])) else {
+                throw fail(
+                    "unknown option \"\(option)\" (the options taken are "
+                        + PostgresSecurity.optionNames.map { $0 + "=" }.joined(separator: ", ") + ")")
             }
-            guard pair[1] == "disable" else {
-                throw fail("sslmode=\(pair[1]) is not supported: Lookout connects without TLS (sslmode=disable)")
-            }
+            settings[String(pair[0])] = try Self.decoded(pair[1], fail)
         }
         guard let name = user ?? environment("PGUSER") ?? environment("USER"), !name.isEmpty else {
             throw fail("no user name (in the URL, or $PGUSER)")
         }
+        let security = try PostgresSecurity(
+            options: settings, environment: environment, fileExists: fileExists,
+            fail: { IndexError(path: Self.redacted(text), kind: .noIndex, problem: $0) })
         self.init(
-            user: name, password: password ?? environment("PGPASSWORD"), host: host, port: port, database: database)
+            user: name, password: password ?? environment("PGPASSWORD"), host: host, port: port, database: database,
+            security: security)
     }
 
     private static func decoded(_ part: Substring, _ fail: (String) -> IndexError) throws(IndexError) -> String {
@@ -157,6 +170,9 @@ final class PostgresLink: @unchecked Sendable {
     private let lock = NIOLock()
     private var connection: PostgresConnection?
     private var connectionCount = 0
+    private let tlsContext: NIOSSLContext?
+    /// The TLS version and cipher of the last connection made, nil while it is not encrypted.
+    private(set) var encryption: (version: String, cipher: String)?
 
     /// Connects now: a server that cannot be reached, a refused login or a missing database is an error at
     /// once, not after ``reconnectFor``.
@@ -166,12 +182,40 @@ final class PostgresLink: @unchecked Sendable {
         logger.logLevel = .critical
         self.logger = logger
         do {
+            tlsContext = try address.security.context(host: address.host)
+        } catch {
+            try? group.syncShutdownGracefully()
+            throw IndexError(path: address.description, kind: .noIndex, problem: error.problem)
+        }
+        do {
             _ = try connect()
         } catch {
             try? group.syncShutdownGracefully()
             throw IndexError(
-                path: address.description, kind: .noIndex, problem: "cannot connect: \(Self.describe(error))")
+                path: address.description, kind: .noIndex, problem: "cannot connect: \(describeConnectFailure(error))")
         }
+    }
+
+    /// What a failed connection means: TLS (a certificate that did not verify, a server without TLS), a
+    /// server that wants TLS where `sslmode=disable` forbids it, or the server's own words.
+    func describeConnectFailure(_ error: any Error) -> String {
+        let security = address.security
+        if let sentence = PostgresSecurity.explain(Self.describe(error), host: address.host, security: security) {
+            return sentence
+        }
+        if Self.refusesPlainConnections(error) && security.mode == .disable {
+            return Self.describe(error)
+                + ": the server accepts only encrypted connections, and sslmode=disable forbids them "
+                + "(use sslmode=prefer, the default, or require)"
+        }
+        return Self.describe(error)
+    }
+
+    /// Whether the server refused a connection because it was not encrypted (pg_hba.conf has only
+    /// `hostssl` lines for it: "no pg_hba.conf entry for host …, no encryption").
+    static func refusesPlainConnections(_ error: any Error) -> Bool {
+        guard let error = error as? PSQLError, let info = error.serverInfo else { return false }
+        return info[.sqlState] == "28000" && (info[.message] ?? "").contains("no encryption")
     }
 
     deinit {
@@ -182,20 +226,61 @@ final class PostgresLink: @unchecked Sendable {
 
     private func connect() throws -> PostgresConnection {
         if let connection = lock.withLock({ self.connection }), !connection.isClosed { return connection }
+        let fresh: PostgresConnection
+        switch (address.security.mode, tlsContext) {
+        case (.allow, let context?):
+            // libpq's `allow`: plain first, encrypted only when the server refuses plain connections.
+            do {
+                fresh = try open(tls: .disable)
+            } catch  where Self.refusesPlainConnections(error) {
+                fresh = try open(tls: .require(context))
+            }
+        case (.prefer, let context?): fresh = try open(tls: .prefer(context))
+        case (_, let context?): fresh = try open(tls: .require(context))
+        case (_, nil): fresh = try open(tls: .disable)
+        }
+        _ = try fresh.query("SET application_name = 'lookout'", logger: logger).wait()
+        // The server's own view of the connection's encryption (pg_stat_ssl), for `index --status`.
+        let rows = try fresh.query(
+            "SELECT ssl, coalesce(version, ''), coalesce(cipher, '') FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+            logger: logger
+        ).wait()
+        var seen: (String, String)?
+        for row in rows {
+            let (ssl, version, cipher) = try row.decode((Bool, String, String).self)
+            if ssl { seen = (version, cipher) }
+        }
+        lock.withLock {
+            self.connection = fresh
+            self.encryption = seen
+        }
+        return fresh
+    }
+
+    private func open(tls: PostgresConnection.Configuration.TLS) throws -> PostgresConnection {
         var configuration = PostgresConnection.Configuration(
             host: address.host, port: address.port, username: address.user, password: address.password,
-            database: address.database, tls: .disable)
+            database: address.database, tls: tls)
         configuration.options.connectTimeout = .seconds(10)
         let id = lock.withLock { () -> Int in
             connectionCount += 1
             return connectionCount
         }
-        let fresh = try PostgresConnection.connect(
-            on: group.next(), configuration: configuration, id: id, logger: logger
-        ).wait()
-        _ = try fresh.query("SET application_name = 'lookout'", logger: logger).wait()
-        lock.withLock { self.connection = fresh }
-        return fresh
+        return try PostgresConnection.connect(on: group.next(), configuration: configuration, id: id, logger: logger)
+            .wait()
+    }
+
+    /// The connection's encryption in words: the mode asked for and what the server reports.
+    var securityDescription: String {
+        let security = address.security
+        let checked =
+            security.verifiesHost
+            ? ", the certificate verified for host \(address.host)"
+            : security.verifiesCertificate ? ", the certificate verified (not the host name)" : ""
+        guard let (version, cipher) = lock.withLock({ encryption }) else {
+            return "sslmode=\(security.mode.rawValue): not encrypted"
+        }
+        return "sslmode=\(security.mode.rawValue): encrypted (\(version), \(cipher))\(checked)"
     }
 
     private func drop() {

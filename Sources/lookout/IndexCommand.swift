@@ -91,7 +91,9 @@ struct IndexCommand: ParsableCommand {
             lease it renews while it works (--lease), a dead worker's photos go to the others when their \
             leases run out, and --status shows the whole job. With the pgvector extension in the database, \
             searches go through its indexes (IVFFlat over region vectors from --lists-from photos, HNSW over \
-            photo vectors).
+            photo vectors). Connections are encrypted as libpq's are: ?sslmode=prefer (the default), \
+            require, verify-ca or verify-full with &sslrootcert=CA.crt, a client certificate with \
+            &sslcert=…&sslkey=…, or $PGSSLMODE and $PGSSLROOTCERT; --status shows the encryption in use.
 
             Examples:
               lookout index ~/Pictures
@@ -333,6 +335,7 @@ struct IndexCommand: ParsableCommand {
         let left = job.waiting + job.inProgress.count
         var lines = [
             "\(try database.shown())",
+            "  connection: \((index.store as? PostgresIndexStore)?.connectionSecurity ?? "local")",
             "  indexed \(job.indexedFiles) photos, \(job.failedFiles) failed; \(job.inProgress.count) in progress, \(job.waiting) waiting",
             "  last minute: \(job.lastMinute) photos by \(job.activeWorkers.count) worker\(job.activeWorkers.count == 1 ? "" : "s")"
                 + (job.lastMinute > 0 && left > 0

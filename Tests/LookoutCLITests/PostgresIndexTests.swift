@@ -358,7 +358,7 @@ final class BackgroundLookout {
         #expect(nobody.status != 0 && nobody.stderr.contains("cannot connect"), "\(nobody.stderr)")
         for (url, words) in [
             ("postgresql://lookout@127.0.0.1:99999/photos", "port"), ("postgres://lookout@127.0.0.1", "no database"),
-            ("postgresql://lookout:secret@127.0.0.1:5432/photos?sslmode=require", "sslmode=require"),
+            ("postgresql://lookout:secret@127.0.0.1:5432/photos?sslmode=never", "sslmode=never is not one of"),
         ] {
             let result = try CLI.run(["search", "dog", "--db", url])
             #expect(result.status != 0 && result.stderr.contains(words), "\(url): \(result.stderr)")
