@@ -128,6 +128,15 @@ extension PostgresIndexStore: NearestNeighbourStore {
     ) throws(IndexError) -> String? {
         guard hasVectors, try meta("vectors_model") == model.key, try meta("vector_layout") == Self.vectorLayout
         else { return nil }
+        // One session: the advisory lock and maintenance_work_mem are the session's.
+        return try link.withSession { () throws(IndexError) -> String? in
+            try updateListsInSession(model: model, minimumPhotos: minimumPhotos, progress: progress)
+        }
+    }
+
+    private func updateListsInSession(
+        model: IndexModel, minimumPhotos: Int, progress: (String) -> Void
+    ) throws(IndexError) -> String? {
         guard try link.query("SELECT pg_try_advisory_lock(74_100_030)").first?.value(0, as: Bool.self) == true else {
             return nil
         }
@@ -197,6 +206,16 @@ extension PostgresIndexStore: NearestNeighbourStore {
         else { return nil }
         // Without the regions' IVFFlat index (too few photos yet), an ORDER BY would read every vector.
         if !regionQueries.isEmpty, try !hasRegionIndex() { return nil }
+        // One session: the probes and ef_search settings are the session's.
+        return try link.withSession { () throws(IndexError) -> Set<String> in
+            try nearestContentsInSession(
+                regionQueries: regionQueries, imageQueries: imageQueries, model: key, limit: limit)
+        }
+    }
+
+    private func nearestContentsInSession(
+        regionQueries: [[Float]], imageQueries: [[Float]], model key: String, limit: Int
+    ) throws(IndexError) -> Set<String> {
         var contents = Set<String>()
         for (table, operation, queries) in [
             ("region_vectors", "<#>", regionQueries), ("image_vectors", "<=>", imageQueries),

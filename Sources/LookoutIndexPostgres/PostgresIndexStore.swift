@@ -67,8 +67,18 @@ public final class PostgresIndexStore: IndexStore, @unchecked Sendable {
 
     /// Connects to the database at `address` and creates or migrates Lookout's schema (unless `readOnly`:
     /// then a database without it is "no index here").
-    public init(address: PostgresAddress, readOnly: Bool = false) throws(IndexError) {
-        link = try PostgresLink(address: address)
+    /// `connections`: the most connections it keeps open at once (a pool its threads share).
+    public convenience init(
+        address: PostgresAddress, readOnly: Bool = false, connections: Int = 4
+    )
+        throws(IndexError)
+    {
+        try self.init(link: try PostgresLink(address: address, maximumConnections: connections), readOnly: readOnly)
+    }
+
+    /// On connections already open (``IndexLocation``'s shared pools).
+    init(link: PostgresLink, readOnly: Bool) throws(IndexError) {
+        self.link = link
         leases = LeaseKeeper(link: link)
         if readOnly {
             let found = try link.query("SELECT to_regclass('lookout.meta') IS NOT NULL")
@@ -91,15 +101,18 @@ public final class PostgresIndexStore: IndexStore, @unchecked Sendable {
     }
 
     private func createSchema() throws(IndexError) {
-        try link.query("SELECT pg_advisory_lock(\(Self.schemaLock))")
-        defer { _ = try? link.query("SELECT pg_advisory_unlock(\(Self.schemaLock))") }
-        for statement in Self.schema { try link.query(statement) }
-        if try meta("schema_version") == nil { try setMeta("schema_version", String(Self.schemaVersion)) }
-        guard var version = try meta("schema_version").flatMap({ Int($0) }) else { return }
-        while version < Self.schemaVersion && version >= 1 {
-            for statement in Self.migrations[version - 1] { try link.query(statement) }
-            version += 1
-            try setMeta("schema_version", String(version))
+        // One session: the advisory lock is the session's.
+        try link.withSession { () throws(IndexError) in
+            try link.query("SELECT pg_advisory_lock(\(Self.schemaLock))")
+            defer { _ = try? link.query("SELECT pg_advisory_unlock(\(Self.schemaLock))") }
+            for statement in Self.schema { try link.query(statement) }
+            if try meta("schema_version") == nil { try setMeta("schema_version", String(Self.schemaVersion)) }
+            guard var version = try meta("schema_version").flatMap({ Int($0) }) else { return }
+            while version < Self.schemaVersion && version >= 1 {
+                for statement in Self.migrations[version - 1] { try link.query(statement) }
+                version += 1
+                try setMeta("schema_version", String(version))
+            }
         }
     }
 

@@ -1,3 +1,4 @@
+import Dispatch
 import Logging
 import LookoutIndex
 import NIOConcurrencyHelpers
@@ -156,19 +157,35 @@ public struct PostgresAddress: Sendable, Equatable {
     }
 }
 
-/// One connection to the server, used synchronously: every call blocks until the server answers. When the
-/// connection is lost (the server restarted, the backend was terminated, the network dropped), a call
-/// reconnects and runs its statement again, for up to ``reconnectFor`` seconds; the statements Lookout sends
-/// are single statements (atomic on the server) whose repetition does no harm. Safe to call from several
-/// threads (the lease keeper renews claims from its own).
+/// Connections to the server, used synchronously: every call blocks until the server answers. A bounded pool:
+/// a call takes an idle connection, or opens one while fewer than ``maximumConnections`` are open, or waits
+/// for one, so no more than that many are ever open however many threads call (the server's threads for
+/// `serve`, the lease keeper beside a worker). When a connection is lost (the server restarted, the backend
+/// was terminated, the network dropped), a call reconnects and runs its statement again, for up to
+/// ``reconnectFor`` seconds; the statements Lookout sends are single statements (atomic on the server) whose
+/// repetition does no harm, and what needs one session (a session-level setting, an advisory lock) runs in
+/// ``withSession(_:)``, repeated whole.
 final class PostgresLink: @unchecked Sendable {
     let address: PostgresAddress
     /// How long a call keeps trying to reconnect before it gives up (seconds).
     var reconnectFor: Double = 120
+    /// The most connections open at once.
+    let maximumConnections: Int
     private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     private let logger: Logger
     private let lock = NIOLock()
-    private var connection: PostgresConnection?
+    /// Open connections no call is using.
+    private var idle: [PostgresConnection] = []
+    /// One permit per connection that may be open: taken while a call uses a connection.
+    private let permits: DispatchSemaphore
+    /// The connection each thread inside ``withSession(_:)`` holds (by `pthread_self`), and the error of its
+    /// last failed statement (what decides whether the session is repeated).
+    private final class Session {
+        let connection: PostgresConnection
+        var failure: (any Error)?
+        init(_ connection: PostgresConnection) { self.connection = connection }
+    }
+    private var sessions: [UInt: Session] = [:]
     private var connectionCount = 0
     private let tlsContext: NIOSSLContext?
     /// The TLS version and cipher of the last connection made, nil while it is not encrypted.
@@ -176,8 +193,10 @@ final class PostgresLink: @unchecked Sendable {
 
     /// Connects now: a server that cannot be reached, a refused login or a missing database is an error at
     /// once, not after ``reconnectFor``.
-    init(address: PostgresAddress) throws(IndexError) {
+    init(address: PostgresAddress, maximumConnections: Int = 4) throws(IndexError) {
         self.address = address
+        self.maximumConnections = max(maximumConnections, 1)
+        permits = DispatchSemaphore(value: self.maximumConnections)
         var logger = Logger(label: "lookout.postgres")
         logger.logLevel = .critical
         self.logger = logger
@@ -188,7 +207,8 @@ final class PostgresLink: @unchecked Sendable {
             throw IndexError(path: address.description, kind: .noIndex, problem: error.problem)
         }
         do {
-            _ = try connect()
+            let connection = try acquire()
+            release(connection)
         } catch {
             try? group.syncShutdownGracefully()
             throw IndexError(
@@ -219,13 +239,37 @@ final class PostgresLink: @unchecked Sendable {
     }
 
     deinit {
-        let connection = lock.withLock { self.connection }
-        _ = try? connection?.close().wait()
+        let open = lock.withLock { idle }
+        for connection in open { _ = try? connection.close().wait() }
         try? group.syncShutdownGracefully()
     }
 
+    /// A connection for one call: an idle one, or a new one while fewer than the maximum are open (else it
+    /// waits for one to come back).
+    private func acquire() throws -> PostgresConnection {
+        permits.wait()
+        while let connection = lock.withLock({ idle.popLast() }) {
+            if !connection.isClosed { return connection }
+        }
+        do {
+            return try connect()
+        } catch {
+            permits.signal()
+            throw error
+        }
+    }
+
+    /// Gives a connection back: kept for the next call, or closed when it failed.
+    private func release(_ connection: PostgresConnection, failed: Bool = false) {
+        if failed || connection.isClosed {
+            _ = try? connection.close().wait()
+        } else {
+            lock.withLock { idle.append(connection) }
+        }
+        permits.signal()
+    }
+
     private func connect() throws -> PostgresConnection {
-        if let connection = lock.withLock({ self.connection }), !connection.isClosed { return connection }
         let fresh: PostgresConnection
         switch (address.security.mode, tlsContext) {
         case (.allow, let context?):
@@ -239,20 +283,22 @@ final class PostgresLink: @unchecked Sendable {
         case (_, let context?): fresh = try open(tls: .require(context))
         case (_, nil): fresh = try open(tls: .disable)
         }
-        _ = try fresh.query("SET application_name = 'lookout'", logger: logger).wait()
-        // The server's own view of the connection's encryption (pg_stat_ssl), for `index --status`.
-        let rows = try fresh.query(
-            "SELECT ssl, coalesce(version, ''), coalesce(cipher, '') FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
-            logger: logger
-        ).wait()
-        var seen: (String, String)?
-        for row in rows {
-            let (ssl, version, cipher) = try row.decode((Bool, String, String).self)
-            if ssl { seen = (version, cipher) }
-        }
-        lock.withLock {
-            self.connection = fresh
-            self.encryption = seen
+        do {
+            _ = try fresh.query("SET application_name = 'lookout'", logger: logger).wait()
+            // The server's own view of the connection's encryption (pg_stat_ssl), for `index --status`.
+            let rows = try fresh.query(
+                "SELECT ssl, coalesce(version, ''), coalesce(cipher, '') FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                logger: logger
+            ).wait()
+            var seen: (String, String)?
+            for row in rows {
+                let (ssl, version, cipher) = try row.decode((Bool, String, String).self)
+                if ssl { seen = (version, cipher) }
+            }
+            lock.withLock { self.encryption = seen }
+        } catch {
+            _ = try? fresh.close().wait()
+            throw error
         }
         return fresh
     }
@@ -283,29 +329,63 @@ final class PostgresLink: @unchecked Sendable {
         return "sslmode=\(security.mode.rawValue): encrypted (\(version), \(cipher))\(checked)"
     }
 
-    private func drop() {
-        let old = lock.withLock { () -> PostgresConnection? in
-            defer { self.connection = nil }
-            return self.connection
-        }
-        _ = try? old?.close().wait()
-    }
-
     /// Runs one statement and collects its rows, reconnecting and repeating it when the connection is lost.
+    /// Inside ``withSession(_:)`` it runs on the session's connection (and a lost connection repeats the
+    /// whole session).
     @discardableResult
     func query(_ sql: String, _ binds: PostgresBindings = PostgresBindings()) throws(IndexError) -> [PostgresRow] {
+        if let session = lock.withLock({ sessions[UInt(pthread_self())] }) {
+            do {
+                return Array(
+                    try session.connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger).wait())
+            } catch {
+                session.failure = error
+                throw IndexError(path: address.description, problem: Self.describe(error))
+            }
+        }
+        return try withConnection { connection in
+            Array(try connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger).wait())
+        }
+    }
+
+    /// Runs `body` with every ``query(_:_:)`` it makes on this thread on one connection (one server
+    /// session: session settings and advisory locks hold across its statements). A lost connection repeats
+    /// `body` on a new one, as a lost statement is repeated.
+    func withSession<T>(_ body: () throws(IndexError) -> T) throws(IndexError) -> T {
+        let me = UInt(pthread_self())
+        if lock.withLock({ sessions[me] }) != nil { return try body() }  // already in one
+        return try withConnection { connection in
+            let session = Session(connection)
+            lock.withLock { sessions[me] = session }
+            defer { _ = lock.withLock { sessions.removeValue(forKey: me) } }
+            do {
+                return try body()
+            } catch {
+                // The statement's own error when one failed (a lost connection repeats the session).
+                if let failure = session.failure, Self.isTransient(failure) { throw failure }
+                throw error
+            }
+        }
+    }
+
+    /// Runs `body` on a pooled connection; when the connection is lost, on a new one after a pause, for up to
+    /// ``reconnectFor`` seconds.
+    private func withConnection<T>(_ body: (PostgresConnection) throws -> T) throws(IndexError) -> T {
         var waited = 0.0
         var pause = 0.1
         while true {
+            var connection: PostgresConnection?
             do {
-                let connection = try connect()
-                let result = try connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger).wait()
-                return Array(result)
+                connection = try acquire()
+                let result = try body(connection!)
+                release(connection!)
+                return result
             } catch {
+                if let connection { release(connection, failed: Self.isTransient(error)) }
                 guard Self.isTransient(error), waited < reconnectFor else {
+                    if let error = error as? IndexError { throw error }
                     throw IndexError(path: address.description, problem: Self.describe(error))
                 }
-                drop()
                 usleep(UInt32(pause * 1_000_000))
                 waited += pause
                 pause = min(pause * 2, 2)

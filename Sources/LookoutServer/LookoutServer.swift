@@ -42,12 +42,18 @@ public final class LookoutServer: Sendable {
     public let service: LookoutService
     public let configuration: Configuration
     let queue: InferenceQueue
+    /// Index searches, after their query is embedded on the inference thread: as many at once as the index
+    /// has connections, beside inference.
+    let searches: InferenceQueue
     let registry = PrometheusCollectorRegistry()
 
     public init(service: LookoutService, configuration: Configuration) throws(ServiceError) {
         self.service = service
         self.configuration = try configuration.validated()
         self.queue = InferenceQueue(limit: configuration.queueLimit, timeout: configuration.requestTimeout)
+        self.searches = InferenceQueue(
+            limit: configuration.queueLimit, timeout: configuration.requestTimeout,
+            workers: service.databaseConnections, label: "lookout.search")
     }
 
     /// Serves until SIGTERM or SIGINT (requests in flight finish first); `ready` gets the URL once the port
@@ -63,7 +69,10 @@ public final class LookoutServer: Sendable {
         // queued are answered 503 at once, so the stop waits for one inference at most.
         let signals = [SIGTERM, SIGINT].map { number in
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { [queue] in queue.stop() }
+            source.setEventHandler { [queue, searches] in
+                queue.stop()
+                searches.stop()
+            }
             source.resume()
             return source
         }
@@ -83,7 +92,7 @@ public final class LookoutServer: Sendable {
     }
 
     private func routes(_ router: Router<BasicRequestContext>, metrics: ServerMetrics) {
-        let service = self.service, queue = self.queue, registry = self.registry
+        let service = self.service, queue = self.queue, searches = self.searches, registry = self.registry
         let limit = configuration.maximumBodyBytes
         router.get("/") { _, _ in
             Response(
@@ -149,7 +158,10 @@ public final class LookoutServer: Sendable {
                 if query["conf"] == nil { parsed.confidence = 0.1 }
                 let thresholds = parsed
                 let text = query["q"] ?? ""
-                return try await queue.run { try service.search(query: text, top: top, thresholds: thresholds) }
+                let embedding = try await queue.run { try service.searchEmbedding(query: text, top: top) }
+                return try await searches.run {
+                    try service.search(query: text, embedding: embedding, top: top, thresholds: thresholds)
+                }
             }
         }
         api.get("/photos/{photo_id}") { _, context in
@@ -335,11 +347,15 @@ final class InferenceQueue: @unchecked Sendable {
     let timeout: Double
     private let lock = NSLock()
     private var waiting = 0
-    private let worker = DispatchQueue(label: "lookout.inference")
+    private let worker: DispatchQueue
+    /// How many pieces of work run at once (one for inference).
+    private let running: DispatchSemaphore
 
-    init(limit: Int, timeout: Double) {
+    init(limit: Int, timeout: Double, workers: Int = 1, label: String = "lookout.inference") {
         self.limit = limit
         self.timeout = timeout
+        worker = DispatchQueue(label: label, attributes: workers > 1 ? .concurrent : [])
+        running = DispatchSemaphore(value: max(workers, 1))
     }
 
     var depth: Int { lock.withLock { waiting } }
@@ -384,7 +400,11 @@ final class InferenceQueue: @unchecked Sendable {
         return try await withCheckedThrowingContinuation { continuation in
             let answer = OneAnswer(continuation)
             worker.async {
-                defer { self.lock.withLock { self.waiting -= 1 } }
+                self.running.wait()
+                defer {
+                    self.running.signal()
+                    self.lock.withLock { self.waiting -= 1 }
+                }
                 guard !self.isStopping else {
                     answer.give(.failure(ServiceError(503, "the server is stopping; try again later")))
                     return

@@ -21,10 +21,14 @@ public final class LookoutService: @unchecked Sendable {
     private let lock = NSLock()
     private var photoPaths: [String: String] = [:]
 
+    /// The most connections to a PostgreSQL index open at once (one pool for every request).
+    public let databaseConnections: Int
+
     public init(
         engine: Engine, detectorFingerprint: String, indexPath: String?, imageSize: Int = 640,
-        featureMemory: Int = 512 << 20, pixelLimit: Int = 50_000_000
+        featureMemory: Int = 512 << 20, pixelLimit: Int = 50_000_000, databaseConnections: Int = 4
     ) {
+        self.databaseConnections = databaseConnections
         self.engine = engine
         self.store = FeatureStore(modelKey: detectorFingerprint, memoryLimit: featureMemory)
         self.imageSize = imageSize
@@ -170,12 +174,28 @@ public final class LookoutService: @unchecked Sendable {
 
     /// The index's best photos for `query`: ids (never paths), scores, boxes.
     public func search(query: String, top: Int, thresholds: Thresholds) throws(ServiceError) -> [UInt8] {
+        try search(
+            query: query, embedding: try searchEmbedding(query: query, top: top), top: top, thresholds: thresholds)
+    }
+
+    /// A search's first half, on the inference thread: the query checked and embedded (the text encoder).
+    public func searchEmbedding(query: String, top: Int) throws(ServiceError) -> [Float] {
         let query = query.trimmingCharacters(in: .whitespaces)
         guard !query.isEmpty else { throw ServiceError(400, "no query: give q=…") }
         guard (1...1000).contains(top) else { throw ServiceError(400, "top must be from 1 to 1000") }
-        let index = try openIndex()
         guard let embedder = engine.embedder else { throw ServiceError(500, "no text encoder") }
-        let text = embedder.embed([query]).embeddings[0]
+        return embedder.embed([query]).embeddings[0]
+    }
+
+    /// A search's second half: the index searched with the query's embedding. Safe to run on several threads
+    /// at once (each opens the index; a PostgreSQL index's connections come from one pool).
+    public func search(
+        query: String, embedding text: [Float], top: Int, thresholds: Thresholds
+    )
+        throws(ServiceError) -> [UInt8]
+    {
+        let query = query.trimmingCharacters(in: .whitespaces)
+        let index = try openIndex()
         let hits: [PhotoIndex.Hit]
         do {
             hits = try index.search(text: text, confidence: thresholds.confidence, top: top)
@@ -266,7 +286,8 @@ public final class LookoutService: @unchecked Sendable {
                 404, "no index: `lookout index FOLDER` makes the default one, or start the server with --db PATH")
         }
         do {
-            return try IndexLocation.open(indexPath, readOnly: true)
+            return try IndexLocation.open(
+                indexPath, readOnly: true, connections: databaseConnections, sharedConnections: true)
         } catch {
             throw ServiceError(503, "the index \(IndexLocation.shown(indexPath)) cannot be opened: \(error.problem)")
         }

@@ -61,6 +61,12 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Seconds a request may take, waiting included; later it gets 503 with Retry-After.")
     var timeout: Double = 30
 
+    @Option(
+        help:
+            "Connections to a PostgreSQL index kept open for searches (a pool every request shares), and how many searches run at once."
+    )
+    var dbConnections = 4
+
     func validate() throws {
         guard imgsz >= 32 && imgsz % 32 == 0 && imgsz <= 4096 else {
             throw ValidationError("--imgsz must be a multiple of 32 between 32 and 4096.")
@@ -70,6 +76,9 @@ struct ServeCommand: ParsableCommand {
             throw ValidationError("--feature-memory is in MiB, from 0 to 1048576.")
         }
         guard (1...10_000).contains(queue) else { throw ValidationError("--queue must be from 1 to 10000.") }
+        guard (1...1_000).contains(dbConnections) else {
+            throw ValidationError("--db-connections must be from 1 to 1000.")
+        }
         guard timeout >= 0.1 && timeout <= 3600 else {
             throw ValidationError("--timeout is in seconds, from 0.1 to 3600.")
         }
@@ -96,7 +105,7 @@ struct ServeCommand: ParsableCommand {
         let service = LookoutService(
             engine: engine, detectorFingerprint: fingerprint,
             indexPath: index.flatMap { IndexLocation.isPostgres($0) ? $0 : FileSystem.realpath($0) },
-            imageSize: imgsz, featureMemory: featureMemory << 20)
+            imageSize: imgsz, featureMemory: featureMemory << 20, databaseConnections: dbConnections)
         let server = try LookoutServer(service: service, configuration: settings)
         let finished = DispatchSemaphore(value: 0)
         let outcome = ServeOutcome()
