@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "LookoutIndex", targets: ["LookoutIndex"]),
         .library(name: "LookoutIndexPostgres", targets: ["LookoutIndexPostgres"]),
         .library(name: "LookoutServer", targets: ["LookoutServer"]),
+        .library(name: "LookoutFetch", targets: ["LookoutFetch"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -30,6 +31,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         // Layer 0: C libraries (each imported by exactly one Swift module) and Lookout's own C code.
@@ -110,6 +112,17 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]),
 
+        // `lookout models fetch`: official models downloaded over HTTPS (AsyncHTTPClient), resumed, checked.
+        .target(
+            name: "LookoutFetch",
+            dependencies: [
+                "LookoutJSON", "LookoutSupport", "LookoutWeights",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ]),
+
         // `lookout serve`: the HTTP API and the web page (Hummingbird), over the engine and the index.
         .target(
             name: "LookoutServer",
@@ -130,7 +143,7 @@ let package = Package(
                 "LookoutSupport", "LookoutTokenizer", "LookoutJSON", "LookoutWeights", "LookoutTextEncoder",
                 "LookoutEngine", "LookoutIndex", "LookoutTensor", "LookoutIndexPostgres", "LookoutDetector",
                 "LookoutImage", "LookoutVideo",
-                "LookoutServer",
+                "LookoutServer", "LookoutFetch",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -4,6 +4,10 @@ import LookoutTextEncoder
 import LookoutTokenizer
 import LookoutWeights
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Which model an engine runs and where its supporting files are: everything a program needs to say to
 /// get an ``Engine`` (the command line, a server, or any other Swift program), resolved by
 /// ``Engine/load(_:)``.
@@ -12,7 +16,8 @@ public struct EngineConfiguration: Sendable, Equatable {
         /// The demo model that ships with Lookout (`Models/demo`, found beside the executable or its
         /// checkout, under `share/lookout/`, or through `$LOOKOUT_DEFAULT_MODEL`).
         case demo
-        /// A model directory with a `lookout-model.json` naming the detector and the text encoder.
+        /// A model directory with a `lookout-model.json` naming the detector and the text encoder, or the name
+        /// of a model `lookout models fetch` put in ``ResourceLocator/modelsDirectory()``.
         case directory(String)
         /// A detector and a text encoder file.
         case files(detector: String, textEncoder: String)
@@ -45,7 +50,8 @@ public struct EngineConfiguration: Sendable, Equatable {
         switch model {
         case .files(let detector, let textEncoder):
             return (detector, textEncoder, nil)
-        case .directory(let directory):
+        case .directory(let given):
+            let directory = Self.modelDirectory(given)
             let manifest = try ModelManifest(directory: directory)
             return (manifest.detector.path, manifest.textEncoder.path, directory)
         case .demo:
@@ -64,10 +70,21 @@ public struct EngineConfiguration: Sendable, Equatable {
             let file = try WeightFile.open(textEncoder)
             return file.names.contains { $0.hasPrefix("visual.") } ? textEncoder : nil
         case .directory(let directory):
-            return try ModelManifest(directory: directory).imageEncoder?.path
+            return try ModelManifest(directory: Self.modelDirectory(directory)).imageEncoder?.path
         case .demo:
             return try ModelManifest(directory: Self.demoDirectory()).imageEncoder?.path
         }
+    }
+
+    /// The folder `--model` names: `given` itself when it holds a manifest or is a path; a bare name
+    /// (`yolov8s-worldv2`) is a fetched model's folder when there is one.
+    public static func modelDirectory(_ given: String) -> String {
+        let manifest = given + "/" + ModelManifest.fileName
+        guard access(manifest, F_OK) != 0, !given.contains("/"), !given.hasPrefix("."),
+            let models = ResourceLocator.modelsDirectory(),
+            access(models + "/" + given + "/" + ModelManifest.fileName, F_OK) == 0
+        else { return given }
+        return models + "/" + given
     }
 
     /// The demo model's directory.

@@ -155,19 +155,40 @@ extension PostgresIndexStore: NearestNeighbourStore {
         // Built beside the old one without blocking other workers' inserts (CONCURRENTLY), then swapped in, so
         // searches always have one; a build cut off leaves an invalid `_new` index, dropped by the next.
         let fresh = Self.regionIndex + "_new"
-        try link.query("SET maintenance_work_mem = '1GB'")
-        try link.query("DROP INDEX IF EXISTS lookout.\(fresh)")
-        try link.query(
-            """
-            CREATE INDEX CONCURRENTLY \(fresh) ON lookout.region_vectors USING ivfflat (embedding vector_ip_ops)
-            WITH (lists = \(lists))
-            """)
+        // pgvector's k-means wants its sample in maintenance_work_mem (about 1.5 GB at 6.4 M vectors, 2,530
+        // lists): 1 GB first, then what the server says it needs.
+        var memory = 1024
+        while true {
+            try link.query("SET maintenance_work_mem = '\(memory)MB'")
+            try link.query("DROP INDEX IF EXISTS lookout.\(fresh)")
+            do {
+                try link.query(
+                    """
+                    CREATE INDEX CONCURRENTLY \(fresh) ON lookout.region_vectors USING ivfflat (embedding vector_ip_ops)
+                    WITH (lists = \(lists))
+                    """)
+                break
+            } catch {
+                guard let needed = Self.memoryRequired(error.problem), needed >= memory, memory < 64 * 1024 else {
+                    throw error
+                }
+                progress(
+                    "pgvector: the IVFFlat build needs \(needed) MB of maintenance_work_mem; building again with it")
+                memory = needed + 256
+            }
+        }
         try link.query("RESET maintenance_work_mem")
         try link.query("DROP INDEX IF EXISTS lookout.\(Self.regionIndex)")
         try link.query("ALTER INDEX lookout.\(fresh) RENAME TO \(Self.regionIndex)")
         try setMeta("region_index_rows", String(rows))
         return "\(exists ? "remade" : "made") pgvector's IVFFlat index over \(rows) region vectors (\(lists) lists) in "
             + "\(((Stopwatch.now() - start) * 10).rounded() / 10) s"
+    }
+
+    /// N from pgvector's "memory required is N MB, maintenance_work_mem is M MB".
+    static func memoryRequired(_ message: String) -> Int? {
+        guard let range = message.firstRange(of: "memory required is ") else { return nil }
+        return Int(message[range.upperBound...].prefix { $0.isNumber })
     }
 
     /// `[s·e, b]` for a region of `level`: its inner product with `[t, 1]` is the head's logit for query t.

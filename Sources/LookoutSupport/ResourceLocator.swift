@@ -44,6 +44,15 @@ public enum ResourceLocator {
         throw NotFound(what: what, searched: searched, hint: hint)
     }
 
+    /// Where `lookout models fetch` puts models, each in a folder of its name: `$LOOKOUT_MODELS_DIR`, else
+    /// `$XDG_DATA_HOME/lookout/models`, else `$HOME/.local/share/lookout/models`; nil when none can be named.
+    public static func modelsDirectory() -> String? {
+        if let explicit = variable("LOOKOUT_MODELS_DIR") { return explicit }
+        if let xdg = variable("XDG_DATA_HOME") { return xdg + "/lookout/models" }
+        if let home = variable("HOME") { return home + "/.local/share/lookout/models" }
+        return nil
+    }
+
     /// Lookout's cache folder: `$LOOKOUT_CACHE_DIR`, else `$XDG_CACHE_HOME/lookout`, else
     /// `$HOME/.cache/lookout`; nil when none can be named.
     public static func cacheDirectory() -> String? {

@@ -36,7 +36,11 @@ public struct ModelManifest: Sendable {
         do {
             root = try JSONDocument(bytes: try FileContents.read(path, maximumSize: 1 << 20)).root
         } catch let error as FileContents.FileError {
-            throw fail("\(error.reason) (a model directory needs a \(Self.fileName))")
+            let hint =
+                directory.contains("/")
+                ? ""
+                : "; or name a fetched model: `lookout models fetch \(directory)` downloads an official one (`lookout models fetch --list`)"
+            throw fail("\(error.reason) (a model directory needs a \(Self.fileName)\(hint))")
         } catch {
             throw fail("not valid JSON (\(error))")
         }

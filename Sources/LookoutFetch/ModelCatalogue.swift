@@ -1,0 +1,153 @@
+import LookoutJSON
+import LookoutSupport
+
+/// The models `lookout models fetch` knows: for each, the files to download (URL and, where known, SHA-256)
+/// and the `lookout-model.json` to write beside them. Built in (``builtIn``), or read from a JSON file of the
+/// same form (a mirror's own list, or a test's):
+///
+///     {"models": [
+///       {"name": "clip-vit-b-32", "description": "…",
+///        "files": [{"file": "ViT-B-32.pt", "url": "https://…/ViT-B-32.pt", "sha256": "40d3…"}]},
+///       {"name": "yolov8s-worldv2", "description": "…", "requires": ["clip-vit-b-32"],
+///        "files": [{"file": "yolov8s-worldv2.pt", "url": "https://…/yolov8s-worldv2.pt"}],
+///        "manifest": {"detector": "yolov8s-worldv2.pt", "text_encoder": "../clip-vit-b-32/ViT-B-32.pt",
+///                     "image_encoder": "../clip-vit-b-32/ViT-B-32.pt"}}]}
+///
+/// A model's files go into a folder of its name; `manifest` paths are relative to that folder (so models
+/// share the CLIP file a folder up instead of holding a copy each).
+public struct ModelCatalogue: Sendable {
+    public struct File: Sendable, Equatable {
+        public var name: String
+        public var url: String
+        /// Lowercase hex; nil where no digest is published (then the digest of the first download is
+        /// recorded in the model's manifest, and later fetches check against it).
+        public var sha256: String?
+    }
+
+    public struct Model: Sendable {
+        public var name: String
+        public var description: String
+        public var files: [File]
+        /// Models fetched first (the text encoder a detector uses).
+        public var requires: [String]
+        /// The `lookout-model.json` roles (`detector`, `text_encoder`, `image_encoder`) and their paths,
+        /// relative to the model's folder; empty for a model that is only a part of others.
+        public var manifest: [(role: String, path: String)]
+    }
+
+    public var models: [Model]
+
+    public func model(named name: String) -> Model? { models.first { $0.name == name } }
+
+    /// `name` and the models it requires, those first, each once.
+    public func withRequirements(_ name: String) throws(FetchError) -> [Model] {
+        var order: [Model] = []
+        func visit(_ name: String, from: [String]) throws(FetchError) {
+            guard !from.contains(name) else { throw FetchError("the catalogue's models require each other: \(from)") }
+            guard let model = model(named: name) else {
+                throw FetchError(
+                    "no model named \(name); known: \(models.map(\.name).joined(separator: ", ")) (or all)")
+            }
+            for required in model.requires { try visit(required, from: from + [name]) }
+            if !order.contains(where: { $0.name == name }) { order.append(model) }
+        }
+        try visit(name, from: [])
+        return order
+    }
+
+    /// Reads a catalogue; every problem names the file and the entry.
+    public init(json bytes: [UInt8], source: String) throws(FetchError) {
+        func fail(_ problem: String) -> FetchError { FetchError("\(source): \(problem)") }
+        let root: JSONNode
+        do {
+            root = try JSONDocument(bytes: bytes).root
+        } catch {
+            throw fail("not valid JSON (\(error))")
+        }
+        guard let list = root["models"], list.kind == .array else { throw fail("needs \"models\": [ … ]") }
+        var models: [Model] = []
+        for k in 0..<list.count {
+            let node = list[k]
+            guard let name = node["name"]?.string, !name.isEmpty, !name.contains("/"), !name.hasPrefix(".") else {
+                throw fail("model \(k + 1) needs a \"name\" (no slashes)")
+            }
+            var files: [File] = []
+            if let fileList = node["files"] {
+                for f in 0..<fileList.count {
+                    let entry = fileList[f]
+                    guard let file = entry["file"]?.string, !file.isEmpty, !file.contains("/"),
+                        let url = entry["url"]?.string, url.hasPrefix("https://") || url.hasPrefix("http://")
+                    else { throw fail("\(name): file \(f + 1) needs \"file\" (a name) and \"url\" (http[s]://…)") }
+                    let sha = entry["sha256"]?.string?.lowercased()
+                    if let sha, sha.count != 64 || !sha.allSatisfy(\.isHexDigit) {
+                        throw fail("\(name): \(file).sha256 is not 64 hexadecimal digits")
+                    }
+                    files.append(File(name: file, url: url, sha256: sha))
+                }
+            }
+            var requires: [String] = []
+            if let list = node["requires"] {
+                for r in 0..<list.count { if let value = list[r].string { requires.append(value) } }
+            }
+            var manifest: [(String, String)] = []
+            if let roles = node["manifest"] {
+                for role in ["detector", "text_encoder", "image_encoder"] {
+                    if let path = roles[role]?.string { manifest.append((role, path)) }
+                }
+                guard manifest.contains(where: { $0.0 == "detector" }),
+                    manifest.contains(where: { $0.0 == "text_encoder" })
+                else { throw fail("\(name): a manifest needs a detector and a text_encoder") }
+            }
+            models.append(
+                Model(
+                    name: name, description: node["description"]?.string ?? "", files: files, requires: requires,
+                    manifest: manifest))
+        }
+        self.models = models
+        for model in models {
+            _ = try withRequirements(model.name)
+        }
+    }
+
+    /// The official models: ultralytics' YOLO-World v2 detectors (their release assets) and OpenAI's CLIP
+    /// ViT-B/32 (its URL carries its SHA-256). ultralytics publishes no digests for its assets: a detector's
+    /// digest is recorded at its first download.
+    public static let builtIn: ModelCatalogue = {
+        let clipDigest = "40d365715913c9da98579312b702a82c18be219cc2a73407c4526f58eba950af"
+        var models = [
+            Model(
+                name: "clip-vit-b-32", description: "OpenAI CLIP ViT-B/32: the text and image towers",
+                files: [
+                    File(
+                        name: "ViT-B-32.pt",
+                        url: "https://openaipublic.azureedge.net/clip/models/\(clipDigest)/ViT-B-32.pt",
+                        sha256: clipDigest)
+                ], requires: [], manifest: [])
+        ]
+        for scale in ["s", "m", "l", "x"] {
+            let file = "yolov8\(scale)-worldv2.pt"
+            models.append(
+                Model(
+                    name: "yolov8\(scale)-worldv2",
+                    description: "ultralytics YOLO-World v2 \(scale) with CLIP ViT-B/32",
+                    files: [
+                        File(
+                            name: file, url: "https://github.com/ultralytics/assets/releases/download/v8.3.0/\(file)",
+                            sha256: nil)
+                    ], requires: ["clip-vit-b-32"],
+                    manifest: [
+                        ("detector", file), ("text_encoder", "../clip-vit-b-32/ViT-B-32.pt"),
+                        ("image_encoder", "../clip-vit-b-32/ViT-B-32.pt"),
+                    ]))
+        }
+        return ModelCatalogue(models: models)
+    }()
+
+    init(models: [Model]) { self.models = models }
+}
+
+/// A fetch that failed, in a sentence for the user.
+public struct FetchError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}

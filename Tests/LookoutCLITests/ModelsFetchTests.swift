@@ -1,0 +1,188 @@
+import Foundation
+import LookoutSupport
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `lookout models fetch` against a local HTTPS server started by the test (scripts/test-file-server.py,
+/// a self-signed certificate made with openssl and passed with --ca-file), serving the demo model's files
+/// under a catalogue written by the test: a transfer cut in the middle and resumed with a range request, a
+/// wrong digest (the file removed), a 404, an untrusted certificate, a damaged file fetched again, and the
+/// fetched model used by name (`detect --model NAME`) with the same detections as the demo model.
+@Suite(.serialized) struct ModelsFetchTests {
+    final class FileServer {
+        let folder: String
+        let process = Process()
+        let url: String
+        var root: String { folder + "/root" }
+        var certificate: String { folder + "/server.crt" }
+        var log: String { folder + "/requests.log" }
+
+        init(truncate: [String]) throws {
+            let folder = try CLI.scratch("file-server")
+            self.folder = folder
+            let root = folder + "/root", certificate = folder + "/server.crt", log = folder + "/requests.log"
+            try FileManager.default.createDirectory(atPath: folder + "/root", withIntermediateDirectories: true)
+            for name in ["detector.safetensors", "text-encoder.safetensors", "image-encoder.safetensors"] {
+                try FileManager.default.copyItem(atPath: CLI.root + "/Models/demo/" + name, toPath: root + "/" + name)
+            }
+            let (status, _, err) = try TestPostgres.shell([
+                "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+                "-addext", "subjectAltName = IP:127.0.0.1", "-keyout", folder + "/server.key", "-out", certificate,
+            ])
+            guard status == 0 else { throw TestFailure("openssl: \(err)") }
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments =
+                [
+                    "python3", CLI.root + "/scripts/test-file-server.py", root, "--cert", certificate, "--key",
+                    folder + "/server.key", "--log", log,
+                ] + truncate.flatMap { ["--truncate", $0] }
+            let output = Pipe()
+            process.standardOutput = output
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            var line: [UInt8] = []
+            var byte: UInt8 = 0
+            while read(output.fileHandleForReading.fileDescriptor, &byte, 1) == 1 && byte != 10 { line.append(byte) }
+            url = String(decoding: line, as: UTF8.self)
+            guard url.hasPrefix("https://") else { throw TestFailure("the file server did not start: \(url)") }
+        }
+
+        var requests: String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+
+        deinit {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            CLI.remove(folder)
+        }
+    }
+
+    static func sha256(_ path: String) throws -> String {
+        let (status, out, err) = try TestPostgres.shell(["sha256sum", path])
+        guard status == 0 else { throw TestFailure("sha256sum: \(err)") }
+        return String(out.prefix(64))
+    }
+
+    /// The test's catalogue: the demo's text and image towers (digests pinned), its detector (no digest:
+    /// recorded at the first download) requiring them, one with a wrong digest, one the server lacks.
+    static func catalogue(_ server: FileServer) throws -> String {
+        let text = try sha256(server.root + "/text-encoder.safetensors")
+        let image = try sha256(server.root + "/image-encoder.safetensors")
+        let json = """
+            {"models": [
+              {"name": "demo-towers", "description": "the demo's CLIP towers",
+               "files": [{"file": "text-encoder.safetensors", "url": "\(server.url)text-encoder.safetensors", "sha256": "\(text)"},
+                         {"file": "image-encoder.safetensors", "url": "\(server.url)image-encoder.safetensors", "sha256": "\(image)"}]},
+              {"name": "demo-detector", "description": "the demo detector", "requires": ["demo-towers"],
+               "files": [{"file": "detector.safetensors", "url": "\(server.url)detector.safetensors"}],
+               "manifest": {"detector": "detector.safetensors", "text_encoder": "../demo-towers/text-encoder.safetensors",
+                            "image_encoder": "../demo-towers/image-encoder.safetensors"}},
+              {"name": "wrong-digest", "description": "a digest the file does not have",
+               "files": [{"file": "detector.safetensors", "url": "\(server.url)detector.safetensors", "sha256": "\(String(repeating: "0", count: 64))"}]},
+              {"name": "not-there", "description": "a file the server lacks",
+               "files": [{"file": "absent.bin", "url": "\(server.url)absent.bin"}]}
+            ]}
+            """
+        let path = server.folder + "/catalogue.json"
+        try json.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    @Test func fetchResumeVerifyAndUseByName() throws {
+        let detectorSize =
+            try FileManager.default.attributesOfItem(atPath: CLI.root + "/Models/demo/detector.safetensors")[
+                .size] as! Int
+        let cut = detectorSize / 2
+        let server = try FileServer(truncate: ["detector.safetensors:\(cut)"])
+        let catalogue = try Self.catalogue(server)
+        let models = try CLI.scratch("fetched-models")
+        defer { CLI.remove(models) }
+        let options = ["--dir", models, "--catalogue", catalogue, "--ca-file", server.certificate]
+
+        // The detector's transfer is cut halfway: an error that says so, the part kept.
+        let first = try CLI.run(["models", "fetch", "demo-detector"] + options)
+        #expect(first.status != 0, "\(first.stderr)")
+        #expect(
+            first.stderr.contains("stopped at") && first.stderr.contains("run the same command again to resume"),
+            "\(first.stderr)")
+        let part = models + "/demo-detector/detector.safetensors.part"
+        // What arrived before the cut (TLS may drop the last records it had buffered).
+        let kept = ModelsFetchTests.size(part) ?? 0
+        #expect(kept > 0 && kept <= cut, "the part holds what arrived (\(kept) of \(cut) bytes)")
+        #expect(!FileManager.default.fileExists(atPath: models + "/demo-detector/detector.safetensors"))
+        #expect(FileManager.default.fileExists(atPath: models + "/demo-towers/text-encoder.safetensors"))
+
+        // Again: resumed with a range request, then whole and identical.
+        let second = try CLI.run(["models", "fetch", "demo-detector"] + options)
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(server.requests.contains("/detector.safetensors bytes=\(kept)- 206"), "\(server.requests)")
+        #expect(second.stderr.contains("resumed from"), "\(second.stderr)")
+        #expect(second.stderr.contains("text-encoder.safetensors: already there, SHA-256 verified"), "\(second.stderr)")
+        #expect(second.stdout.contains("demo-detector: ready in \(models)/demo-detector"), "\(second.stdout)")
+        let fetched = models + "/demo-detector/detector.safetensors"
+        #expect(
+            try Self.sha256(fetched) == Self.sha256(CLI.root + "/Models/demo/detector.safetensors"),
+            "the resumed file is the file")
+        #expect(!FileManager.default.fileExists(atPath: part))
+        let manifest = try String(contentsOfFile: models + "/demo-detector/lookout-model.json", encoding: .utf8)
+        #expect(manifest.contains(try Self.sha256(fetched)), "the detector's digest recorded: \(manifest)")
+        let verified = try CLI.run(["models", "verify", models + "/demo-detector"])
+        #expect(verified.status == 0, "\(verified.stdout) \(verified.stderr)")
+
+        // Used by name: the same detections as the demo model itself.
+        let scene = CLI.root + "/examples/scenes/scene-0003.jpg"
+        let byName = try CLI.run(
+            ["detect", scene, "-q", "star, circle", "--json", "--model", "demo-detector"],
+            environment: ["LOOKOUT_MODELS_DIR": models])
+        let demo = try CLI.run(["detect", scene, "-q", "star, circle", "--json"])
+        #expect(byName.status == 0 && demo.status == 0, "\(byName.stderr)")
+        let found = try Reference.lines(byName.stdout)[0]["detections"]!
+        let expected = try Reference.lines(demo.stdout)[0]["detections"]!
+        #expect(expected.count > 0 && found.count == expected.count, "\(found.count) vs \(expected.count)")
+        for k in 0..<min(found.count, expected.count) {
+            #expect(found[k]["label"]!.string == expected[k]["label"]!.string)
+            #expect(found[k]["score"]!.number == expected[k]["score"]!.number)
+            #expect(Reference.numbers(found[k]["box"]!) == Reference.numbers(expected[k]["box"]!))
+        }
+        let unknown = try CLI.run(
+            ["detect", scene, "-q", "star", "--model", "yolov8x-worldv2"], environment: ["LOOKOUT_MODELS_DIR": models])
+        #expect(
+            unknown.status != 0 && unknown.stderr.contains("lookout models fetch yolov8x-worldv2"), "\(unknown.stderr)")
+
+        // A damaged file is fetched again (its recorded digest no longer matches).
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: fetched))
+        try handle.seek(toOffset: 100)
+        handle.write(Data([0xFF, 0xFE]))
+        try handle.close()
+        let repaired = try CLI.run(["models", "fetch", "demo-detector"] + options)
+        #expect(
+            repaired.status == 0 && repaired.stderr.contains("detector.safetensors: downloaded"), "\(repaired.stderr)")
+        #expect(try Self.sha256(fetched) == Self.sha256(CLI.root + "/Models/demo/detector.safetensors"))
+
+        // A wrong digest: a clear error, and nothing left behind.
+        let wrong = try CLI.run(["models", "fetch", "wrong-digest"] + options)
+        #expect(
+            wrong.status != 0 && wrong.stderr.contains("has SHA-256")
+                && wrong.stderr.contains("the download was removed"), "\(wrong.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: models + "/wrong-digest").isEmpty)
+
+        // A 404, and a certificate nobody vouched for.
+        let missing = try CLI.run(["models", "fetch", "not-there"] + options)
+        #expect(missing.status != 0 && missing.stderr.contains("HTTP 404"), "\(missing.stderr)")
+        let untrusted = try CLI.run([
+            "models", "fetch", "demo-towers", "--dir", models + "/other", "--catalogue", catalogue,
+        ])
+        #expect(
+            untrusted.status != 0 && untrusted.stderr.contains("certificate did not verify"), "\(untrusted.stderr)")
+        let unknownName = try CLI.run(["models", "fetch", "yolov9"] + options)
+        #expect(
+            unknownName.status != 0 && unknownName.stderr.contains("no model named yolov9"), "\(unknownName.stderr)")
+        withExtendedLifetime(server) {}
+    }
+
+    static func size(_ path: String) -> Int? {
+        (try? FileManager.default.attributesOfItem(atPath: path)[.size]) as? Int
+    }
+}
