@@ -93,7 +93,7 @@ public struct EngineConfiguration: Sendable, Equatable {
             "Models/demo/lookout-model.json", environment: "LOOKOUT_DEFAULT_MODEL", what: "The demo model",
             hint: """
                 Pass --model DIR (a folder with lookout-model.json), or --detector FILE and --text-model FILE. \
-                scripts/fetch-models downloads the official weights; see Models/README.md. A lookout copied on its \
+                `lookout models fetch` downloads the official weights (then --model yolov8s-worldv2); see Models/README.md. A lookout copied on its \
                 own finds no demo model: install it with scripts/install PREFIX, which puts the model beside it.
                 """)
         return String(manifest.dropLast("/lookout-model.json".count))

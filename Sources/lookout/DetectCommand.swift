@@ -17,7 +17,8 @@ import LookoutWeights
 struct ModelOptions: ParsableArguments {
     @Option(
         help: ArgumentHelp(
-            "Model directory with a lookout-model.json naming a detector and a text encoder.", valueName: "dir"))
+            "Model directory with a lookout-model.json naming a detector and a text encoder, or the name of a model `lookout models fetch` downloaded (yolov8s-worldv2).",
+            valueName: "dir|name"))
     var model: String?
 
     @Option(
@@ -174,8 +175,8 @@ struct DetectCommand: ParsableCommand {
 
             Examples:
               lookout detect examples/scenes/scene-0001.jpg -q "green star, blue circle, ring" --save out
-              lookout detect --model Models/official photo.jpg -q "dog, red car"
-              lookout detect --model Models/official *.jpg -q person --conf 0.1 --json
+              lookout detect --model yolov8s-worldv2 photo.jpg -q "dog, red car"
+              lookout detect --model yolov8s-worldv2 *.jpg -q person --conf 0.1 --json
               lookout detect photos/*.jpg -q "sofa|couch, dog@0.4, -cat" --format csv > boxes.csv
               lookout detect photos/*.jpg --queries-file classes.txt --format yolo --output labels
               lookout detect clip.mp4 -q "dog, ball" --fps 2 --json > frames.jsonl

@@ -27,7 +27,7 @@ struct EvalCommand: ParsableCommand {
             synonyms). Image files are looked up as IMAGES/file_name.
 
             Examples:
-              lookout eval instances_val2017.json --images val2017 --model Models/official
+              lookout eval instances_val2017.json --images val2017 --model yolov8s-worldv2
               lookout eval truth.json --images photos --json --detections detections.json
             """
     )

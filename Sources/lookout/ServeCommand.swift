@@ -27,7 +27,7 @@ struct ServeCommand: ParsableCommand {
             Examples:
               lookout serve                       the demo model on http://127.0.0.1:8080/
                                                   (search: the default index, if any)
-              lookout serve --model Models/official --db ~/Pictures/.lookout.sqlite
+              lookout serve --model yolov8s-worldv2 --db ~/Pictures/.lookout.sqlite
               lookout serve --host 0.0.0.0 --port 9000 --token "$(openssl rand -hex 16)"
             """
     )

@@ -356,7 +356,7 @@ import Testing
         try FileManager.default.copyItem(atPath: prefix + "/usr/bin/lookout", toPath: prefix + "/alone/lookout")
         let (aloneStatus, _, aloneError) = try run(prefix + "/alone/lookout")
         #expect(
-            aloneStatus == 1 && aloneError.contains("not found") && aloneError.contains("scripts/fetch-models"),
+            aloneStatus == 1 && aloneError.contains("not found") && aloneError.contains("lookout models fetch"),
             "\(aloneError)")
     }
 

@@ -150,8 +150,12 @@ def main() -> None:
     parser.add_argument("--photo", default=os.path.join(ROOT, "examples", "scenes", "scene-0003.jpg"))
     parser.add_argument("--pg", help="a PostgreSQL URL whose Lookout connections are counted during each run")
     parser.add_argument("--psql", default="psql")
-    parser.add_argument("serve_arguments", nargs="*", help="more arguments for lookout serve (after --)")
-    options = parser.parse_args()
+    arguments, serve_arguments = sys.argv[1:], []
+    if "--" in arguments:  # what follows goes to lookout serve
+        cut = arguments.index("--")
+        arguments, serve_arguments = arguments[:cut], arguments[cut + 1:]
+    options = parser.parse_args(arguments)
+    options.serve_arguments = serve_arguments
     levels = [int(c) for c in options.concurrency.split(",")]
     photo = open(options.photo, "rb").read()
 
@@ -198,11 +202,7 @@ def main() -> None:
                 print(f"{endpoint} c={concurrency}: {row[2]} requests, {row[3]:.1f}/s, p50 {row[4]:.1f} ms, "
                       f"p95 {row[5]:.1f}, p99 {row[6]:.1f}; {row[8]}; RSS {before:.0f} -> {after:.0f} MiB; "
                       f"most PostgreSQL connections {row[12]}", flush=True)
-            method = "POST"
-            if endpoint == "search":
-                words = SEARCHES[n % len(SEARCHES)].replace(" ", "%20")
-                body, path, kind, method = None, f"/api/v1/search?q={words}&top=10", "", "GET"
-            elif endpoint == "detect":  # the re-query photo may have been evicted: send it once more
+            if endpoint == "detect":  # the re-query photo may have been evicted: send it once more
                 status, body = warm.post("/api/v1/detect?q=star", photo, "image/jpeg")
                 image_id = json.loads(body)["image_id"]
         print()
