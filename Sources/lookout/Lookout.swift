@@ -48,7 +48,8 @@ struct Lookout: ParsableCommand {
             path.append(argument)
         }
         let help = Lookout.helpMessage(for: command, columns: 1000)
-        var known: Set<String> = ["--help", "--version"]
+        // ArgumentParser's own, not in the help: shell completions (scripts/install writes them).
+        var known: Set<String> = ["--help", "--version", "--generate-completion-script", "--experimental-dump-help"]
         let characters = Array(help)
         var index = 0
         while index + 2 < characters.count {

@@ -330,6 +330,19 @@ import Testing
         try install.run()
         install.waitUntilExit()
         #expect(install.terminationStatus == 0)
+        // Shell completions for the three shells, and a man page with every command's help.
+        for (file, words) in [
+            ("bash-completion/completions/lookout", "_lookout"), ("zsh/site-functions/_lookout", "#compdef lookout"),
+            ("fish/vendor_completions.d/lookout.fish", "complete -c 'lookout'"),
+            ("man/man1/lookout.1", ".TH LOOKOUT 1"),
+        ] {
+            let text = (try? String(contentsOfFile: prefix + "/usr/share/" + file, encoding: .utf8)) ?? ""
+            #expect(text.contains(words), "\(file)")
+        }
+        let manual = (try? String(contentsOfFile: prefix + "/usr/share/man/man1/lookout.1", encoding: .utf8)) ?? ""
+        for section in ["LOOKOUT DETECT", "LOOKOUT SERVE", "LOOKOUT MODELS FETCH"] {
+            #expect(manual.contains(".SH \"\(section)\""), "the man page has \(section)")
+        }
         let copy = prefix + "/scene.jpg"
         try FileManager.default.copyItem(atPath: CLI.root + "/examples/scenes/scene-0001.jpg", toPath: copy)
         func run(_ binary: String) throws -> (Int32, String, String) {
