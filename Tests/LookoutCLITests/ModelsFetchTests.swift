@@ -10,7 +10,8 @@ import Testing
 /// a self-signed certificate made with openssl and passed with --ca-file), serving the demo model's files
 /// under a catalogue written by the test: a transfer cut in the middle and resumed with a range request, a
 /// wrong digest (the file removed), a 404, an untrusted certificate, a damaged file fetched again, and the
-/// fetched model used by name (`detect --model NAME`) with the same detections as the demo model.
+/// fetched model used by name (`detect --model NAME`) with the same detections as the demo model, and a
+/// fetch through a CONNECT proxy ($HTTPS_PROXY; $NO_PROXY honoured).
 @Suite(.serialized) struct ModelsFetchTests {
     final class FileServer {
         let folder: String
@@ -56,6 +57,35 @@ import Testing
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
             CLI.remove(folder)
+        }
+    }
+
+    /// scripts/test-connect-proxy.py: a CONNECT proxy that logs the tunnels it opens.
+    final class Proxy {
+        let process = Process()
+        let url: String
+        let log: String
+
+        init(log: String) throws {
+            self.log = log
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["python3", CLI.root + "/scripts/test-connect-proxy.py", log]
+            let output = Pipe()
+            process.standardOutput = output
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            var line: [UInt8] = []
+            var byte: UInt8 = 0
+            while read(output.fileHandleForReading.fileDescriptor, &byte, 1) == 1 && byte != 10 { line.append(byte) }
+            url = String(decoding: line, as: UTF8.self)
+            guard url.hasPrefix("http://") else { throw TestFailure("the proxy did not start: \(url)") }
+        }
+
+        var tunnels: String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+
+        deinit {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
         }
     }
 
@@ -179,6 +209,24 @@ import Testing
         let unknownName = try CLI.run(["models", "fetch", "yolov9"] + options)
         #expect(
             unknownName.status != 0 && unknownName.stderr.contains("no model named yolov9"), "\(unknownName.stderr)")
+
+        // Through $HTTPS_PROXY (a CONNECT tunnel to the server), and past it for a host in $NO_PROXY.
+        let proxy = try Proxy(log: server.folder + "/proxy.log")
+        let proxied = try CLI.run(
+            [
+                "models", "fetch", "demo-towers", "--dir", models + "/proxied", "--catalogue", catalogue, "--ca-file",
+                server.certificate,
+            ], environment: ["HTTPS_PROXY": proxy.url])
+        let port = server.url.split(separator: ":").last!.filter(\.isNumber)
+        #expect(proxied.status == 0, "\(proxied.stderr)")
+        #expect(proxy.tunnels.contains("CONNECT 127.0.0.1:\(port)"), "\(proxy.tunnels)")
+        let tunnelsBefore = proxy.tunnels
+        let direct = try CLI.run(
+            [
+                "models", "fetch", "demo-towers", "--dir", models + "/direct", "--catalogue", catalogue, "--ca-file",
+                server.certificate,
+            ], environment: ["HTTPS_PROXY": proxy.url, "NO_PROXY": "127.0.0.1"])
+        #expect(direct.status == 0 && proxy.tunnels == tunnelsBefore, "\(direct.stderr)")
         withExtendedLifetime(server) {}
     }
 
