@@ -66,8 +66,8 @@ struct ModelOptions: ParsableArguments {
             printError(
                 """
                 lookout: no model given, using the demo model in \(loaded.directory ?? "Models/demo"): it knows coloured \
-                shapes ("red star", "ring"), not real objects. For photos, get the official weights (Models/README.md) \
-                and pass --model DIR.
+                shapes ("red star", "ring"), not real objects. For photos, `lookout models fetch` downloads the official \
+                weights; then pass --model yolov8s-worldv2.
                 """)
         }
         return (engine, loaded.detectorFingerprint)
