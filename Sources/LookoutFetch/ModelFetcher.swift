@@ -71,7 +71,11 @@ public final class ModelFetcher: @unchecked Sendable {
         var digests: [String: String] = [:]  // absolute path → SHA-256
         for model in models {
             let folder = directory + "/" + model.name
-            try Self.makeDirectories(folder)
+            do {
+                try FileContents.makeDirectories(folder)
+            } catch {
+                throw FetchError("\(error.path): cannot make the folder (\(error.reason))")
+            }
             let recorded = Self.recordedDigests(folder)
             var report = Report(model: model.name, folder: folder, files: [])
             for file in model.files {
@@ -227,14 +231,11 @@ public final class ModelFetcher: @unchecked Sendable {
             members.append((role, .object(entry)))
         }
         let text = JSONValue.object(members).serialized + "\n"
-        let path = folder + "/" + ModelManifest.fileName
-        let temporary = path + ".tmp"
-        guard let handle = fopen(temporary, "w") else {
-            throw FetchError("\(temporary): cannot write (\(String(cString: strerror(errno))))")
+        do {
+            try FileContents.writeAtomically(Array(text.utf8), to: folder + "/" + ModelManifest.fileName)
+        } catch {
+            throw FetchError("\(error.path): cannot write the manifest (\(error.reason))")
         }
-        fputs(text, handle)
-        fclose(handle)
-        guard rename(temporary, path) == 0 else { throw FetchError("\(path): cannot write the manifest") }
     }
 
     /// The digests an earlier fetch recorded in the folder's manifest, by file name.
@@ -356,9 +357,10 @@ public final class ModelFetcher: @unchecked Sendable {
         return Int64(info.st_size)
     }
 
-    static func megabytes(_ bytes: Int64) -> String {
+    /// `bytes` in megabytes for messages: one decimal below 10 MB.
+    public static func megabytes(_ bytes: Int64) -> String {
         let value = Double(bytes) / 1_000_000
-        return value < 10 ? "\((value * 100).rounded() / 100) MB" : "\(Int(value.rounded())) MB"
+        return value < 10 ? "\((value * 10).rounded() / 10) MB" : "\(Int(value.rounded())) MB"
     }
 
     /// `a/b/../c` → `a/c` (the manifest's shared files, for messages and digests).
@@ -372,16 +374,6 @@ public final class ModelFetcher: @unchecked Sendable {
             }
         }
         return (path.hasPrefix("/") ? "/" : "") + parts.joined(separator: "/")
-    }
-
-    static func makeDirectories(_ path: String) throws(FetchError) {
-        var built = path.hasPrefix("/") ? "" : "."
-        for part in path.split(separator: "/") {
-            built += "/" + part
-            if mkdir(built, 0o755) != 0 && errno != EEXIST {
-                throw FetchError("\(built): cannot make the folder (\(String(cString: strerror(errno))))")
-            }
-        }
     }
 }
 

@@ -11,7 +11,8 @@ public enum IndexLocation {
     /// `sharedConnections`, every index opened for the same URL in this process shares one pool of them (a
     /// server opens the index for each request, on connections kept open between requests).
     public static func open(
-        _ location: String, readOnly: Bool = false, connections: Int = 4, sharedConnections: Bool = false
+        _ location: String, readOnly: Bool = false, connections: Int = PostgresIndexStore.defaultConnections,
+        sharedConnections: Bool = false
     ) throws(IndexError) -> PhotoIndex {
         if isPostgres(location) {
             let address = try PostgresAddress(url: location)

@@ -67,9 +67,12 @@ public final class PostgresIndexStore: IndexStore, @unchecked Sendable {
 
     /// Connects to the database at `address` and creates or migrates Lookout's schema (unless `readOnly`:
     /// then a database without it is "no index here").
+    /// The most connections a store keeps open unless told otherwise (`serve --db-connections`).
+    public static let defaultConnections = 4
+
     /// `connections`: the most connections it keeps open at once (a pool its threads share).
     public convenience init(
-        address: PostgresAddress, readOnly: Bool = false, connections: Int = 4
+        address: PostgresAddress, readOnly: Bool = false, connections: Int = PostgresIndexStore.defaultConnections
     )
         throws(IndexError)
     {

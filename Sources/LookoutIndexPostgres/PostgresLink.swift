@@ -193,7 +193,7 @@ final class PostgresLink: @unchecked Sendable {
 
     /// Connects now: a server that cannot be reached, a refused login or a missing database is an error at
     /// once, not after ``reconnectFor``.
-    init(address: PostgresAddress, maximumConnections: Int = 4) throws(IndexError) {
+    init(address: PostgresAddress, maximumConnections: Int) throws(IndexError) {
         self.address = address
         self.maximumConnections = max(maximumConnections, 1)
         permits = DispatchSemaphore(value: self.maximumConnections)
@@ -334,18 +334,18 @@ final class PostgresLink: @unchecked Sendable {
     /// whole session).
     @discardableResult
     func query(_ sql: String, _ binds: PostgresBindings = PostgresBindings()) throws(IndexError) -> [PostgresRow] {
+        func run(_ connection: PostgresConnection) throws -> [PostgresRow] {
+            Array(try connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger).wait())
+        }
         if let session = lock.withLock({ sessions[UInt(pthread_self())] }) {
             do {
-                return Array(
-                    try session.connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger).wait())
+                return try run(session.connection)
             } catch {
                 session.failure = error
                 throw IndexError(path: address.description, problem: Self.describe(error))
             }
         }
-        return try withConnection { connection in
-            Array(try connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger).wait())
-        }
+        return try withConnection(run)
     }
 
     /// Runs `body` with every ``query(_:_:)`` it makes on this thread on one connection (one server

@@ -26,7 +26,8 @@ public final class LookoutService: @unchecked Sendable {
 
     public init(
         engine: Engine, detectorFingerprint: String, indexPath: String?, imageSize: Int = 640,
-        featureMemory: Int = 512 << 20, pixelLimit: Int = 50_000_000, databaseConnections: Int = 4
+        featureMemory: Int = 512 << 20, pixelLimit: Int = 50_000_000,
+        databaseConnections: Int = PostgresIndexStore.defaultConnections
     ) {
         self.databaseConnections = databaseConnections
         self.engine = engine

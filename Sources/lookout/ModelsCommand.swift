@@ -106,9 +106,9 @@ struct ModelsCommand: ParsableCommand {
                         let what: String
                         switch file.outcome {
                         case .present: what = "already there"
-                        case .downloaded(let bytes): what = "downloaded (\(DownloadBar.megabytes(bytes)))"
+                        case .downloaded(let bytes): what = "downloaded (\(ModelFetcher.megabytes(bytes)))"
                         case .resumed(let from, let bytes):
-                            what = "resumed from \(DownloadBar.megabytes(from)) (\(DownloadBar.megabytes(bytes)))"
+                            what = "resumed from \(ModelFetcher.megabytes(from)) (\(ModelFetcher.megabytes(bytes)))"
                         }
                         let check =
                             file.pinned
@@ -262,25 +262,25 @@ final class DownloadBar: @unchecked Sendable {
             started = now
             lastShown = -10
             if progress.resumedFrom > 0 {
-                printError("\(file): resuming from \(Self.megabytes(progress.resumedFrom))")
+                printError("\(file): resuming from \(ModelFetcher.megabytes(progress.resumedFrom))")
             }
         }
         let complete = progress.total.map { progress.received >= $0 } ?? false
         guard now - lastShown >= (terminal ? 0.1 : 5) || complete else { return }
         lastShown = now
         let rate = Double(progress.received - progress.resumedFrom) / max(now - started, 1e-3)
-        var line = "\(file) \(Self.megabytes(progress.received))"
+        var line = "\(file) \(ModelFetcher.megabytes(progress.received))"
         if let total = progress.total, total > 0 {
             let share = min(Double(progress.received) / Double(total), 1)
             let filled = Int(share * 30)
             line =
                 "\(file) [\(String(repeating: "#", count: filled))\(String(repeating: ".", count: 30 - filled))] "
-                + "\(Int(share * 100))% \(Self.megabytes(progress.received))/\(Self.megabytes(total))"
+                + "\(Int(share * 100))% \(ModelFetcher.megabytes(progress.received))/\(ModelFetcher.megabytes(total))"
             if rate > 0 && !complete {
                 line += " ETA \(Int((Double(total - progress.received) / rate).rounded())) s"
             }
         }
-        line += " \(Self.megabytes(Int64(rate)))/s"
+        line += " \(ModelFetcher.megabytes(Int64(rate)))/s"
         if terminal {
             var text = "\r\u{1B}[K" + line
             text.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
@@ -294,10 +294,5 @@ final class DownloadBar: @unchecked Sendable {
         if terminal && drawn { printError("") }
         drawn = false
         file = ""
-    }
-
-    static func megabytes(_ bytes: Int64) -> String {
-        let value = Double(bytes) / 1_000_000
-        return value < 10 ? "\((value * 10).rounded() / 10) MB" : "\(Int(value.rounded())) MB"
     }
 }

@@ -65,7 +65,7 @@ struct ServeCommand: ParsableCommand {
         help:
             "Connections to a PostgreSQL index kept open for searches (a pool every request shares), and how many searches run at once."
     )
-    var dbConnections = 4
+    var dbConnections = PostgresIndexStore.defaultConnections
 
     func validate() throws {
         guard imgsz >= 32 && imgsz % 32 == 0 && imgsz <= 4096 else {

@@ -15,8 +15,8 @@ import Testing
 @Suite(.serialized) struct ModelsFetchTests {
     final class FileServer {
         let folder: String
-        let process = Process()
-        let url: String
+        private let script: ScriptServer
+        var url: String { script.url }
         var root: String { folder + "/root" }
         var certificate: String { folder + "/server.crt" }
         var log: String { folder + "/requests.log" }
@@ -34,12 +34,25 @@ import Testing
                 "-addext", "subjectAltName = IP:127.0.0.1", "-keyout", folder + "/server.key", "-out", certificate,
             ])
             guard status == 0 else { throw TestFailure("openssl: \(err)") }
+            script = try ScriptServer(
+                [root, "--cert", certificate, "--key", folder + "/server.key", "--log", log]
+                    + truncate.flatMap { ["--truncate", $0] }, script: "test-file-server.py", scheme: "https://")
+        }
+
+        var requests: String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+
+        deinit { CLI.remove(folder) }
+    }
+
+    /// A server of scripts/ (Python, standard library) that prints its URL on its first line of output;
+    /// killed when released.
+    final class ScriptServer {
+        let process = Process()
+        let url: String
+
+        init(_ arguments: [String], script: String, scheme: String) throws {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments =
-                [
-                    "python3", CLI.root + "/scripts/test-file-server.py", root, "--cert", certificate, "--key",
-                    folder + "/server.key", "--log", log,
-                ] + truncate.flatMap { ["--truncate", $0] }
+            process.arguments = ["python3", CLI.root + "/scripts/" + script] + arguments
             let output = Pipe()
             process.standardOutput = output
             process.standardError = FileHandle.nullDevice
@@ -48,45 +61,30 @@ import Testing
             var byte: UInt8 = 0
             while read(output.fileHandleForReading.fileDescriptor, &byte, 1) == 1 && byte != 10 { line.append(byte) }
             url = String(decoding: line, as: UTF8.self)
-            guard url.hasPrefix("https://") else { throw TestFailure("the file server did not start: \(url)") }
+            guard url.hasPrefix(scheme) else {
+                kill(process.processIdentifier, SIGKILL)
+                throw TestFailure("\(script) did not start: \(url)")
+            }
         }
-
-        var requests: String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
 
         deinit {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
-            CLI.remove(folder)
         }
     }
 
     /// scripts/test-connect-proxy.py: a CONNECT proxy that logs the tunnels it opens.
     final class Proxy {
-        let process = Process()
-        let url: String
+        private let script: ScriptServer
         let log: String
+        var url: String { script.url }
 
         init(log: String) throws {
             self.log = log
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["python3", CLI.root + "/scripts/test-connect-proxy.py", log]
-            let output = Pipe()
-            process.standardOutput = output
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            var line: [UInt8] = []
-            var byte: UInt8 = 0
-            while read(output.fileHandleForReading.fileDescriptor, &byte, 1) == 1 && byte != 10 { line.append(byte) }
-            url = String(decoding: line, as: UTF8.self)
-            guard url.hasPrefix("http://") else { throw TestFailure("the proxy did not start: \(url)") }
+            script = try ScriptServer([log], script: "test-connect-proxy.py", scheme: "http://")
         }
 
         var tunnels: String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
-
-        deinit {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
     }
 
     static func sha256(_ path: String) throws -> String {
