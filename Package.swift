@@ -1,4 +1,4 @@
-// swift-tools-version: 6.0
+// swift-tools-version: 6.1
 import PackageDescription
 
 // Targets in layer order: C libraries and small utilities first, then the modules that build on them, then
@@ -21,6 +21,17 @@ let package = Package(
         .library(name: "LookoutIndexPostgres", targets: ["LookoutIndexPostgres"]),
         .library(name: "LookoutServer", targets: ["LookoutServer"]),
         .library(name: "LookoutFetch", targets: ["LookoutFetch"]),
+    ],
+    // Network (on by default): `lookout serve`, PostgreSQL indexes and `lookout models fetch`, whose packages
+    // (SwiftNIO, Hummingbird, postgres-nio, AsyncHTTPClient) take most of a fresh build. The README's first
+    // command builds without it (`--disable-default-traits`), which leaves those commands saying how to get them.
+    traits: [
+        .trait(
+            name: "Network",
+            description:
+                "lookout serve, PostgreSQL indexes and lookout models fetch (SwiftNIO, Hummingbird, postgres-nio, AsyncHTTPClient)"
+        ),
+        .default(enabledTraits: ["Network"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -141,9 +152,10 @@ let package = Package(
             name: "lookout",
             dependencies: [
                 "LookoutSupport", "LookoutTokenizer", "LookoutJSON", "LookoutWeights", "LookoutTextEncoder",
-                "LookoutEngine", "LookoutIndex", "LookoutTensor", "LookoutIndexPostgres", "LookoutDetector",
-                "LookoutImage", "LookoutVideo",
-                "LookoutServer", "LookoutFetch",
+                "LookoutEngine", "LookoutIndex", "LookoutTensor", "LookoutDetector", "LookoutImage", "LookoutVideo",
+                .target(name: "LookoutIndexPostgres", condition: .when(traits: ["Network"])),
+                .target(name: "LookoutServer", condition: .when(traits: ["Network"])),
+                .target(name: "LookoutFetch", condition: .when(traits: ["Network"])),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -45,7 +45,5 @@ public enum IndexLocation {
     private static let links = NIOLockedValueBox<[String: PostgresLink]>([:])
 
     /// `location` fit for messages (a URL's password hidden).
-    public static func shown(_ location: String) -> String {
-        isPostgres(location) ? PostgresAddress.redacted(location) : location
-    }
+    public static func shown(_ location: String) -> String { IndexAddress.shown(location) }
 }

@@ -36,9 +36,7 @@ public struct PostgresAddress: Sendable, Equatable {
     }
 
     /// Whether `text` names a PostgreSQL database (by its scheme).
-    public static func isAddress(_ text: String) -> Bool {
-        text.hasPrefix("postgresql://") || text.hasPrefix("postgres://")
-    }
+    public static func isAddress(_ text: String) -> Bool { IndexAddress.isPostgres(text) }
 
     /// Reads a URL; the error says which part is wrong.
     public init(
@@ -140,15 +138,7 @@ public struct PostgresAddress: Sendable, Equatable {
     }
 
     /// The URL with its password replaced by `***`, for messages.
-    public static func redacted(_ text: String) -> String {
-        guard let schemeEnd = text.range(of: "://") else { return text }
-        let rest = text[schemeEnd.upperBound...]
-        guard let slash = rest.firstIndex(of: "/") ?? Optional(rest.endIndex),
-            let at = rest[..<slash].lastIndex(of: "@"),
-            let colon = rest[..<at].firstIndex(of: ":")
-        else { return text }
-        return String(text[..<rest.index(after: colon)]) + "***" + String(rest[at...])
-    }
+    public static func redacted(_ text: String) -> String { IndexAddress.redacted(text) }
 
     /// The address as a URL without the password, for messages.
     public var description: String {

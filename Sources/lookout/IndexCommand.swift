@@ -2,7 +2,6 @@ import ArgumentParser
 import LookoutEngine
 import LookoutImage
 import LookoutIndex
-import LookoutIndexPostgres
 import LookoutJSON
 import LookoutSupport
 import LookoutTensor
@@ -22,11 +21,11 @@ struct IndexDatabaseOption: ParsableArguments {
 
     /// Opens the index `--db` names (an SQLite file or a PostgreSQL database).
     func open(readOnly: Bool = false) throws -> PhotoIndex {
-        try IndexLocation.open(try path(), readOnly: readOnly)
+        try IndexStores.open(try path(), readOnly: readOnly)
     }
 
     /// The index's place for messages (a URL's password hidden).
-    func shown() throws -> String { IndexLocation.shown(try path()) }
+    func shown() throws -> String { IndexAddress.shown(try path()) }
 
     /// `--db`, else `$LOOKOUT_DB`, else `$XDG_DATA_HOME/lookout/index.sqlite`, else
     /// `~/.local/share/lookout/index.sqlite`.
@@ -51,7 +50,7 @@ struct IndexDatabaseOption: ParsableArguments {
         if path == ":memory:" || path.hasPrefix("file:") {
             throw ValidationError("--db \(path): the index must be a file path (in-memory databases keep nothing).")
         }
-        if IndexLocation.isPostgres(path) { return path }
+        if IndexAddress.isPostgres(path) { return path }
         let parts = path.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
         if parts.count == 2, parts[1].hasPrefix("//"), !parts[0].isEmpty, !parts[0].contains("/") {
             throw ValidationError(
@@ -335,7 +334,7 @@ struct IndexCommand: ParsableCommand {
         let left = job.waiting + job.inProgress.count
         var lines = [
             "\(try database.shown())",
-            "  connection: \((index.store as? PostgresIndexStore)?.connectionSecurity ?? "local")",
+            "  connection: \(IndexStores.connection(index))",
             "  indexed \(job.indexedFiles) photos, \(job.failedFiles) failed; \(job.inProgress.count) in progress, \(job.waiting) waiting",
             "  last minute: \(job.lastMinute) photos by \(job.activeWorkers.count) worker\(job.activeWorkers.count == 1 ? "" : "s")"
                 + (job.lastMinute > 0 && left > 0

@@ -47,6 +47,8 @@ struct Lookout: ParsableCommand {
             command = next
             path.append(argument)
         }
+        // A command this build left out takes anything, and says how to get it.
+        if command is LeftOutCommand.Type { return }
         let help = Lookout.helpMessage(for: command, columns: 1000)
         // ArgumentParser's own, not in the help: shell completions (scripts/install writes them).
         var known: Set<String> = ["--help", "--version", "--generate-completion-script", "--experimental-dump-help"]

@@ -1,158 +1,174 @@
-import ArgumentParser
-import Dispatch
-import LookoutIndexPostgres
-import LookoutServer
-import LookoutSupport
+// Built with the Network trait (on by default); without it, a command that says how to get it.
+#if Network
+    import ArgumentParser
+    import Dispatch
+    import LookoutIndexPostgres
+    import LookoutServer
+    import LookoutSupport
 
-#if canImport(Glibc)
-    import Glibc
-#endif
+    #if canImport(Glibc)
+        import Glibc
+    #endif
 
-struct ServeCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "serve",
-        abstract: "An HTTP API and a web page: detect, re-query as you type, search the index.",
-        discussion: """
-            Loads the model once and serves, until Ctrl-C or SIGTERM (requests in flight finish first):
-              /                       the web page: open or drop a photo, type queries, move the sliders;
-                                      search the index and browse the results
-              /api/v1/detect          POST a photo's bytes with ?q=dog,red%20car → detections and an image_id
-              /api/v1/images/ID/detect  POST {"queries": [...], "conf": …} → new detections, no backbone
-              /api/v1/search?q=…      the index's best photos (ids, never paths)
-              /api/v1/openapi.json    the whole API; /api/v1/health; /metrics (Prometheus)
+    struct ServeCommand: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "serve",
+            abstract: "An HTTP API and a web page: detect, re-query as you type, search the index.",
+            discussion: """
+                Loads the model once and serves, until Ctrl-C or SIGTERM (requests in flight finish first):
+                  /                       the web page: open or drop a photo, type queries, move the sliders;
+                                          search the index and browse the results
+                  /api/v1/detect          POST a photo's bytes with ?q=dog,red%20car → detections and an image_id
+                  /api/v1/images/ID/detect  POST {"queries": [...], "conf": …} → new detections, no backbone
+                  /api/v1/search?q=…      the index's best photos (ids, never paths)
+                  /api/v1/openapi.json    the whole API; /api/v1/health; /metrics (Prometheus)
 
-            It binds 127.0.0.1. Another --host (0.0.0.0 for every interface) needs --token SECRET: requests \
-            then need `Authorization: Bearer SECRET` (the page reads it from the address: /#token=SECRET).
+                It binds 127.0.0.1. Another --host (0.0.0.0 for every interface) needs --token SECRET: requests \
+                then need `Authorization: Bearer SECRET` (the page reads it from the address: /#token=SECRET).
 
-            Examples:
-              lookout serve                       the demo model on http://127.0.0.1:8080/
-                                                  (search: the default index, if any)
-              lookout serve --model yolov8s-worldv2 --db ~/Pictures/.lookout.sqlite
-              lookout serve --host 0.0.0.0 --port 9000 --token "$(openssl rand -hex 16)"
-            """
-    )
+                Examples:
+                  lookout serve                       the demo model on http://127.0.0.1:8080/
+                                                      (search: the default index, if any)
+                  lookout serve --model yolov8s-worldv2 --db ~/Pictures/.lookout.sqlite
+                  lookout serve --host 0.0.0.0 --port 9000 --token "$(openssl rand -hex 16)"
+                """
+        )
 
-    @OptionGroup var modelOptions: ModelOptions
+        @OptionGroup var modelOptions: ModelOptions
 
-    @Option(help: "Address to bind (127.0.0.1: this machine only; others need --token).")
-    var host = "127.0.0.1"
+        @Option(help: "Address to bind (127.0.0.1: this machine only; others need --token).")
+        var host = "127.0.0.1"
 
-    @Option(help: "Port (0: any free one; the URL printed says which).")
-    var port = 8080
+        @Option(help: "Port (0: any free one; the URL printed says which).")
+        var port = 8080
 
-    @Option(help: "Secret that requests must send as Authorization: Bearer TOKEN (required off 127.0.0.1).")
-    var token: String?
+        @Option(help: "Secret that requests must send as Authorization: Bearer TOKEN (required off 127.0.0.1).")
+        var token: String?
 
-    @Option(
-        help: ArgumentHelp(
-            "An index made by lookout index (an SQLite file or a postgresql:// URL), for /api/v1/search (default: the one lookout search uses — $LOOKOUT_DB or ~/.local/share/lookout/index.sqlite — when it exists).",
-            valueName: "path|url"))
-    var db: String?
+        @Option(
+            help: ArgumentHelp(
+                "An index made by lookout index (an SQLite file or a postgresql:// URL), for /api/v1/search (default: the one lookout search uses — $LOOKOUT_DB or ~/.local/share/lookout/index.sqlite — when it exists).",
+                valueName: "path|url"))
+        var db: String?
 
-    @Option(help: "Network input size (multiple of 32).")
-    var imgsz = 640
+        @Option(help: "Network input size (multiple of 32).")
+        var imgsz = 640
 
-    @Option(help: "Memory for kept image features (re-query), in MiB; the least recently used go first.")
-    var featureMemory = 512
+        @Option(help: "Memory for kept image features (re-query), in MiB; the least recently used go first.")
+        var featureMemory = 512
 
-    @Option(help: "Requests that may wait for inference; more get 503 with Retry-After.")
-    var queue = 16
+        @Option(help: "Requests that may wait for inference; more get 503 with Retry-After.")
+        var queue = 16
 
-    @Option(help: "Seconds a request may take, waiting included; later it gets 503 with Retry-After.")
-    var timeout: Double = 30
+        @Option(help: "Seconds a request may take, waiting included; later it gets 503 with Retry-After.")
+        var timeout: Double = 30
 
-    @Option(
-        help:
-            "Connections to a PostgreSQL index kept open for searches (a pool every request shares), and how many searches run at once."
-    )
-    var dbConnections = PostgresIndexStore.defaultConnections
+        @Option(
+            help:
+                "Connections to a PostgreSQL index kept open for searches (a pool every request shares), and how many searches run at once."
+        )
+        var dbConnections = PostgresIndexStore.defaultConnections
 
-    func validate() throws {
-        guard imgsz >= 32 && imgsz % 32 == 0 && imgsz <= 4096 else {
-            throw ValidationError("--imgsz must be a multiple of 32 between 32 and 4096.")
-        }
-        guard (0...65535).contains(port) else { throw ValidationError("--port must be from 0 to 65535.") }
-        guard featureMemory >= 0 && featureMemory <= 1 << 20 else {
-            throw ValidationError("--feature-memory is in MiB, from 0 to 1048576.")
-        }
-        guard (1...10_000).contains(queue) else { throw ValidationError("--queue must be from 1 to 10000.") }
-        guard (1...1_000).contains(dbConnections) else {
-            throw ValidationError("--db-connections must be from 1 to 1000.")
-        }
-        guard timeout >= 0.1 && timeout <= 3600 else {
-            throw ValidationError("--timeout is in seconds, from 0.1 to 3600.")
-        }
-        var info = stat()
-        if let db, !IndexLocation.isPostgres(db), FileSystem.stat(db, &info) != 0 {
-            throw ValidationError("--db \(db): no such index (make one with lookout index FOLDER --db \(db)).")
-        }
-    }
-
-    func run() throws {
-        var settings = LookoutServer.Configuration()
-        settings.host = host
-        settings.port = port
-        settings.token = token
-        settings.queueLimit = queue
-        settings.requestTimeout = timeout
-        do {
-            settings = try settings.validated()
-        } catch {
-            throw ValidationError(error.message)
-        }
-        let index = try servedIndex()
-        let (engine, fingerprint) = try modelOptions.load()
-        let service = LookoutService(
-            engine: engine, detectorFingerprint: fingerprint,
-            indexPath: index.flatMap { IndexLocation.isPostgres($0) ? $0 : FileSystem.realpath($0) },
-            imageSize: imgsz, featureMemory: featureMemory << 20, databaseConnections: dbConnections)
-        let server = try LookoutServer(service: service, configuration: settings)
-        let finished = DispatchSemaphore(value: 0)
-        let outcome = ServeOutcome()
-        Task {
-            do {
-                try await server.run { url in
-                    print("lookout serve: listening on \(url)")
-                    fflush(nil)
-                }
-            } catch {
-                outcome.failure = "\(error)"
+        func validate() throws {
+            guard imgsz >= 32 && imgsz % 32 == 0 && imgsz <= 4096 else {
+                throw ValidationError("--imgsz must be a multiple of 32 between 32 and 4096.")
             }
-            finished.signal()
+            guard (0...65535).contains(port) else { throw ValidationError("--port must be from 0 to 65535.") }
+            guard featureMemory >= 0 && featureMemory <= 1 << 20 else {
+                throw ValidationError("--feature-memory is in MiB, from 0 to 1048576.")
+            }
+            guard (1...10_000).contains(queue) else { throw ValidationError("--queue must be from 1 to 10000.") }
+            guard (1...1_000).contains(dbConnections) else {
+                throw ValidationError("--db-connections must be from 1 to 1000.")
+            }
+            guard timeout >= 0.1 && timeout <= 3600 else {
+                throw ValidationError("--timeout is in seconds, from 0.1 to 3600.")
+            }
+            var info = stat()
+            if let db, !IndexLocation.isPostgres(db), FileSystem.stat(db, &info) != 0 {
+                throw ValidationError("--db \(db): no such index (make one with lookout index FOLDER --db \(db)).")
+            }
         }
-        finished.wait()
-        if let failure = outcome.failure { throw LookoutError("cannot serve on \(host):\(port): \(failure)") }
-    }
-}
 
-extension ServeCommand {
-    /// `--db`, else the index `lookout search` uses when it exists; says on standard error which one is
-    /// served (or that none is, and how to make one).
-    func servedIndex() throws -> String? {
-        if let db {
-            printError("lookout serve: searching \(IndexLocation.shown(db))")
-            return db
+        func run() throws {
+            var settings = LookoutServer.Configuration()
+            settings.host = host
+            settings.port = port
+            settings.token = token
+            settings.queueLimit = queue
+            settings.requestTimeout = timeout
+            do {
+                settings = try settings.validated()
+            } catch {
+                throw ValidationError(error.message)
+            }
+            let index = try servedIndex()
+            let (engine, fingerprint) = try modelOptions.load()
+            let service = LookoutService(
+                engine: engine, detectorFingerprint: fingerprint,
+                indexPath: index.flatMap { IndexLocation.isPostgres($0) ? $0 : FileSystem.realpath($0) },
+                imageSize: imgsz, featureMemory: featureMemory << 20, databaseConnections: dbConnections)
+            let server = try LookoutServer(service: service, configuration: settings)
+            let finished = DispatchSemaphore(value: 0)
+            let outcome = ServeOutcome()
+            Task {
+                do {
+                    try await server.run { url in
+                        print("lookout serve: listening on \(url)")
+                        fflush(nil)
+                    }
+                } catch {
+                    outcome.failure = "\(error)"
+                }
+                finished.signal()
+            }
+            finished.wait()
+            if let failure = outcome.failure { throw LookoutError("cannot serve on \(host):\(port): \(failure)") }
         }
-        let path: String?
-        do {
-            path = try IndexDatabaseOption.defaultPath()
-        } catch let error as ValidationError {
-            throw error  // a $LOOKOUT_DB that names no index Lookout could use
-        } catch {
-            path = nil  // no home folder: no default index
-        }
-        var info = stat()
-        if let path, IndexLocation.isPostgres(path) || FileSystem.stat(path, &info) == 0 {
-            printError("lookout serve: searching \(IndexLocation.shown(path)) (the default index; --db names another)")
-            return path
-        }
-        printError(
-            "lookout serve: no index to search\(path.map { " (none at \($0))" } ?? ""); "
-                + "`lookout index FOLDER` makes one, or --db names one")
-        return nil
     }
-}
 
-private final class ServeOutcome: @unchecked Sendable {
-    var failure: String?
-}
+    extension ServeCommand {
+        /// `--db`, else the index `lookout search` uses when it exists; says on standard error which one is
+        /// served (or that none is, and how to make one).
+        func servedIndex() throws -> String? {
+            if let db {
+                printError("lookout serve: searching \(IndexLocation.shown(db))")
+                return db
+            }
+            let path: String?
+            do {
+                path = try IndexDatabaseOption.defaultPath()
+            } catch let error as ValidationError {
+                throw error  // a $LOOKOUT_DB that names no index Lookout could use
+            } catch {
+                path = nil  // no home folder: no default index
+            }
+            var info = stat()
+            if let path, IndexLocation.isPostgres(path) || FileSystem.stat(path, &info) == 0 {
+                printError(
+                    "lookout serve: searching \(IndexLocation.shown(path)) (the default index; --db names another)")
+                return path
+            }
+            printError(
+                "lookout serve: no index to search\(path.map { " (none at \($0))" } ?? ""); "
+                    + "`lookout index FOLDER` makes one, or --db names one")
+            return nil
+        }
+    }
+
+    private final class ServeOutcome: @unchecked Sendable {
+        var failure: String?
+    }
+
+#else
+
+    import ArgumentParser
+
+    /// `serve` in a build without the network modules: says how to get them.
+    struct ServeCommand: LeftOutCommand {
+        static let configuration = LeftOut.configuration("serve", "An HTTP API and a web page")
+        @Argument(parsing: .allUnrecognized) var arguments: [String] = []
+        func run() throws { throw LeftOut.error("lookout serve") }
+    }
+
+#endif

@@ -1,0 +1,55 @@
+import ArgumentParser
+import LookoutIndex
+import LookoutSupport
+
+#if Network
+    import LookoutIndexPostgres
+#endif
+
+// The modules that talk over a network — `serve` (Hummingbird), PostgreSQL indexes (postgres-nio) and
+// `models fetch` (AsyncHTTPClient) — are built with the package trait Network, on by default. The README's
+// first command leaves them out (`--disable-default-traits`) so that a newcomer's first detection waits only
+// for what `detect` needs; such a build names what it left out and how to get it.
+
+/// Opens the index a `--db` value names: an SQLite file, or (with the network modules) a PostgreSQL database.
+enum IndexStores {
+    static func open(_ location: String, readOnly: Bool) throws -> PhotoIndex {
+        #if Network
+            return try IndexLocation.open(location, readOnly: readOnly)
+        #else
+            if IndexAddress.isPostgres(location) {
+                throw LeftOut.error("a PostgreSQL index (\(IndexAddress.redacted(location)))")
+            }
+            return try PhotoIndex(path: location, readOnly: readOnly)
+        #endif
+    }
+
+    /// How the index's store is reached, for `index --status`: PostgreSQL's TLS state, else "local".
+    static func connection(_ index: PhotoIndex) -> String {
+        #if Network
+            if let store = index.store as? PostgresIndexStore { return store.connectionSecurity }
+        #endif
+        return "local"
+    }
+}
+
+/// A command whose modules this build left out: it takes any arguments and says how to get it.
+protocol LeftOutCommand: ParsableCommand {}
+
+enum LeftOut {
+    static func configuration(_ name: String, _ what: String) -> CommandConfiguration {
+        CommandConfiguration(
+            commandName: name, abstract: "\(what) (not in this build: build with the Network trait, see --help).",
+            discussion: """
+                This lookout was built with --disable-default-traits (the README's quick start), which leaves out \
+                the network modules: serve, PostgreSQL indexes and models fetch. Build the full lookout with \
+                `swift build -c release` (or scripts/install), then run .build/release/lookout.
+                """)
+    }
+
+    static func error(_ what: String) -> LookoutError {
+        LookoutError(
+            "\(what) needs the network modules, which this build leaves out (it was built with --disable-default-traits, as the README's quick start does). Build the full lookout: swift build -c release (or scripts/install), then run .build/release/lookout."
+        )
+    }
+}
