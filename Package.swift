@@ -21,6 +21,7 @@ let package = Package(
         .library(name: "LookoutIndexPostgres", targets: ["LookoutIndexPostgres"]),
         .library(name: "LookoutServer", targets: ["LookoutServer"]),
         .library(name: "LookoutFetch", targets: ["LookoutFetch"]),
+        .library(name: "LookoutTracking", targets: ["LookoutTracking"]),
     ],
     // Network (on by default): `lookout serve`, PostgreSQL indexes and `lookout models fetch`, whose packages
     // (SwiftNIO, Hummingbird, postgres-nio, AsyncHTTPClient) take most of a fresh build. The README's first
@@ -89,6 +90,10 @@ let package = Package(
         // YOLO-World v2 network: backbone, text-guided neck, contrastive head, NMS.
         .target(name: "LookoutDetector", dependencies: ["LookoutTensor", "LookoutWeights"]),
 
+        // Following objects from frame to frame (ByteTrack as ultralytics computes it) and counting them
+        // (supervision's line and zone counts).
+        .target(name: "LookoutTracking"),
+
         // Layer 4: what programs use.
         // The pipeline (photo → letterbox → backbone → neck/head with the query embeddings → NMS), its
         // configuration and loading, the feature store, evaluation.
@@ -153,6 +158,7 @@ let package = Package(
             dependencies: [
                 "LookoutSupport", "LookoutTokenizer", "LookoutJSON", "LookoutWeights", "LookoutTextEncoder",
                 "LookoutEngine", "LookoutIndex", "LookoutTensor", "LookoutDetector", "LookoutImage", "LookoutVideo",
+                "LookoutTracking",
                 .target(name: "LookoutIndexPostgres", condition: .when(traits: ["Network"])),
                 .target(name: "LookoutServer", condition: .when(traits: ["Network"])),
                 .target(name: "LookoutFetch", condition: .when(traits: ["Network"])),
@@ -223,6 +229,8 @@ let package = Package(
                 "LookoutTestSupport", "LookoutSupport", "lookout", "LookoutJSON", "LookoutIndex", "LookoutWeights",
                 "LookoutImage", "LookoutServer", "LookoutVideo",
             ]),
+        .testTarget(
+            name: "LookoutTrackingTests", dependencies: ["LookoutTracking", "LookoutJSON", "LookoutSupport"]),
         .testTarget(
             name: "LookoutVideoTests",
             dependencies: ["LookoutTestSupport", "LookoutSupport", "LookoutImage", "LookoutVideo"]),

@@ -244,3 +244,47 @@ extension ImageFile {
         }
     }
 }
+
+/// A path to draw (a track's trail, a counting line or a zone's outline): points in the image's pixels and a
+/// colour slot.
+public struct PathAnnotation: Sendable {
+    public var points: [(x: Float, y: Float)]
+    public var colorIndex: Int
+    public var closed: Bool
+
+    public init(points: [(x: Float, y: Float)], colorIndex: Int, closed: Bool = false) {
+        self.points = points
+        self.colorIndex = colorIndex
+        self.closed = closed
+    }
+}
+
+extension Image {
+    /// The image with each path drawn as connected segments, as thick as the boxes' outlines.
+    public func drawing(_ paths: [PathAnnotation]) -> Image {
+        precondition(channels == 3)
+        var out = self
+        let thickness = max(2, Int((Double(min(width, height)) / 320).rounded()))
+        for path in paths where path.points.count >= 2 {
+            let color = Self.palette[((path.colorIndex % Self.palette.count) + Self.palette.count) % Self.palette.count]
+            var segments = Array(zip(path.points, path.points.dropFirst()))
+            if path.closed, let first = path.points.first, let last = path.points.last {
+                segments.append((last, first))
+            }
+            for (a, b) in segments {
+                guard a.x.isFinite, a.y.isFinite, b.x.isFinite, b.y.isFinite else { continue }
+                let steps = max(1, Int(max(abs(b.x - a.x), abs(b.y - a.y)).rounded(.up)))
+                guard steps <= 100_000 else { continue }
+                for step in 0...steps {
+                    let t = Float(step) / Float(steps)
+                    let x = Int((a.x + (b.x - a.x) * t).rounded())
+                    let y = Int((a.y + (b.y - a.y) * t).rounded())
+                    out.fillRectangle(
+                        x1: x - thickness / 2, y1: y - thickness / 2, x2: x - thickness / 2 + thickness,
+                        y2: y - thickness / 2 + thickness, color: color)
+                }
+            }
+        }
+        return out
+    }
+}

@@ -122,7 +122,8 @@ struct Lookout: ParsableCommand {
             """,
         version: "0.1.0",
         subcommands: [
-            DetectCommand.self, QueryCommand.self, IndexCommand.self, SearchCommand.self, EvalCommand.self,
+            DetectCommand.self, TrackCommand.self, QueryCommand.self, IndexCommand.self, SearchCommand.self,
+            EvalCommand.self,
             TokenizeCommand.self,
             EmbedCommand.self, SimilarCommand.self, DuplicatesCommand.self, ServeCommand.self, ModelsCommand.self,
         ]

@@ -1,0 +1,375 @@
+import ArgumentParser
+import LookoutDetector
+import LookoutEngine
+import LookoutImage
+import LookoutJSON
+import LookoutSupport
+import LookoutTracking
+import LookoutVideo
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+struct TrackCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "track",
+        abstract: "Follow what you describe through a video or a camera: an id per object, lines and zones counted.",
+        discussion: """
+            Detects on each processed frame, then follows the boxes with ByteTrack exactly as ultralytics' \
+            model.track() does (bytetrack.yaml): the same detections give the same ids. As there, the \
+            detection threshold defaults to 0.1 (ByteTrack's second association uses the doubtful boxes), and \
+            a frame shows its tracks only, with the tracker's (Kalman) box and the score and class of the \
+            detection it matched; a frame without a confirmed track shows nothing while a new track waits, \
+            and otherwise its detections without ids (as ultralytics reports it).
+
+            --line x1,y1,x2,y2 counts tracks crossing the segment, per query and direction (as \
+            supervision's LineZone: all four corners of a box must have passed to its other side; "in" is \
+            from the right of start→end to its left). --zone x1,y1,x2,y2,x3,y3,… counts the tracks whose \
+            box's bottom centre stands in the polygon in each frame (supervision's PolygonZone). Both \
+            repeat; coordinates are the video's pixels.
+
+            Output: a table per frame, or with --json one line per processed frame — \
+            {"video","frame","time","width","height","detections":[{…,"track_id"}],"lines":[…],"zones":[…]} \
+            — and a last line {"video","summary":{…}}. --save writes the video with ids, trails, lines \
+            and zones drawn.
+
+            Examples:
+              lookout track examples/tracking/shapes.mp4 -q "red circle, blue square, green star"
+              lookout track traffic.mp4 --model yolov8s-worldv2 -q "car, truck" --line 0,400,1280,400 --json
+              lookout track /dev/video0 -q person --zone 100,100,500,100,500,400,100,400
+              lookout track clip.mp4 -q dog --every 2 --save out.mp4
+            """
+    )
+
+    @Argument(
+        help: ArgumentHelp("A video file (MP4, MOV, MKV, WebM, AVI) or a camera (/dev/video0).", valueName: "video"))
+    var source: String
+
+    @Option(
+        name: [.customShort("q"), .customLong("queries")],
+        help: "Comma-separated queries in Lookout's syntax (sofa|couch, dog@0.4, -person).")
+    var queries: String
+
+    @Option(help: ArgumentHelp("The tracker: bytetrack (ultralytics' bytetrack.yaml).", valueName: "name"))
+    var tracker = "bytetrack"
+
+    @Option(
+        help: ArgumentHelp("Frames a lost track is kept for before its id is retired (track_buffer).", valueName: "n"))
+    var trackBuffer = 30
+
+    @Option(help: "Process every Nth decoded frame (the first, then every Nth after it; default 1).")
+    var every: Int?
+
+    @Option(help: ArgumentHelp("Process F frames per second of video time instead of --every.", valueName: "F"))
+    var fps: Double?
+
+    @Option(
+        parsing: .unconditionalSingleValue,
+        help: ArgumentHelp("A counting line x1,y1,x2,y2 in the video's pixels (repeatable).", valueName: "x1,y1,x2,y2"))
+    var line: [String] = []
+
+    @Option(
+        parsing: .unconditionalSingleValue,
+        help: ArgumentHelp(
+            "A counting zone, a polygon x1,y1,x2,y2,x3,y3,… of at least 3 whole-pixel corners (repeatable).",
+            valueName: "x1,y1,…"))
+    var zone: [String] = []
+
+    @Flag(help: "One JSON object per processed frame per line, then a summary line.")
+    var json = false
+
+    @Option(
+        help: ArgumentHelp(
+            "Write the annotated video: a file (.mp4, .mkv, .mov) or a folder (FOLDER/NAME.mp4).", valueName: "out"))
+    var save: String?
+
+    @Option(parsing: .unconditional, help: "Confidence threshold for the detector (ultralytics' track() uses 0.1).")
+    var conf: Float = 0.1
+
+    @Option(parsing: .unconditional, help: "IoU above which a lower-scoring box of the same query is suppressed.")
+    var iou: Double = 0.7
+
+    @Option(parsing: .unconditional, help: "Network input size (multiple of 32).")
+    var imgsz = 640
+
+    @OptionGroup var modelOptions: ModelOptions
+
+    func validate() throws {
+        try ThresholdOptions.check(conf: conf, iou: iou, maxDet: 300, imgsz: imgsz)
+        if every != nil && fps != nil { throw ValidationError("Give --every N or --fps F, not both.") }
+        if let every, every < 1 { throw ValidationError("--every must be 1 or more.") }
+        if let fps, !(fps > 0 && fps <= 1000) { throw ValidationError("--fps must be above 0 and at most 1000.") }
+        guard tracker == "bytetrack" else {
+            throw ValidationError(
+                "--tracker \(tracker): Lookout follows objects with bytetrack only (BoT-SORT is not built yet).")
+        }
+        guard (1...10_000).contains(trackBuffer) else { throw ValidationError("--track-buffer must be 1 to 10000.") }
+        _ = try lines()
+        _ = try zones()
+    }
+
+    func lines() throws -> [LineCounter] {
+        try line.map { text in
+            let values = text.split(separator: ",", omittingEmptySubsequences: false).map {
+                Double($0.trimmingCharacters(in: " "))
+            }
+            guard values.count == 4, values.allSatisfy({ $0?.isFinite == true }) else {
+                throw ValidationError("--line \(text): give four numbers x1,y1,x2,y2 (the segment's ends in pixels).")
+            }
+            guard let counter = LineCounter(from: (values[0]!, values[1]!), to: (values[2]!, values[3]!)) else {
+                throw ValidationError("--line \(text): the two ends are the same point.")
+            }
+            return counter
+        }
+    }
+
+    func zones() throws -> [ZoneCounter] {
+        try zone.map { text in
+            let values = text.split(separator: ",", omittingEmptySubsequences: false).map {
+                Int($0.trimmingCharacters(in: " "))
+            }
+            guard values.count >= 6, values.count % 2 == 0, values.allSatisfy({ $0 != nil && abs($0!) <= 1_000_000 })
+            else {
+                throw ValidationError(
+                    "--zone \(text): give at least three corners as whole pixels, x1,y1,x2,y2,x3,y3,…")
+            }
+            let points = stride(from: 0, to: values.count, by: 2).map { (values[$0]!, values[$0 + 1]!) }
+            return ZoneCounter(polygon: points)!
+        }
+    }
+
+    func run() throws {
+        let list: [Query]
+        do throws(QuerySyntaxError) {
+            list = try QuerySyntax.parseLine(queries).0
+        } catch {
+            throw ValidationError(error.message)
+        }
+        guard list.contains(where: { !$0.negative }) else {
+            throw ValidationError("-q needs at least one query naming something to follow.")
+        }
+        guard VideoDetection.isVideo(source) else {
+            throw LookoutError(
+                "\(Report.visible(source)): not a video (lookout track reads MP4, MOV, MKV, WebM, AVI or /dev/videoN)")
+        }
+        let engine = try modelOptions.engine()
+        let plan = QueryPlan(list)
+        warnAboutLongQueries(plan.texts, engine: engine)
+        var options = SuppressionOptions()
+        options.confidence = conf
+        options.iou = iou
+        options = plan.applied(to: options)
+        let textFeatures = engine.embed(plan).features
+
+        var settings = ByteTracker.Settings()
+        settings.buffer = trackBuffer
+        let session = TrackingSession(settings: settings, lines: try lines(), zones: try zones())
+
+        let reader = try VideoReader(path: source, threads: 1)
+        let info = reader.info
+        var writer: VideoWriter?
+        if let output = try savePath() {
+            writer = try VideoWriter(
+                path: output, width: info.width, height: info.height, frameRate: info.frameRate ?? 30)
+            if !json { print("saving \(Report.visible(output))") }
+        }
+        let frames = VideoReadAhead(
+            reader, selection: FrameSelection(fps.map { .perSecond($0) } ?? .every(every ?? 1)),
+            onlySelected: writer == nil)
+        defer { frames.stop() }
+        let labels = plan.labels
+        var processed = 0
+        var latest: TrackingSession.Frame?
+        var interrupted: VideoError?
+        do throws(VideoError) {
+            while let (frame, selected) = try frames.next() {
+                if selected {
+                    let prepared = engine.prepare(image: frame.image, name: source, size: imgsz)
+                    let result = engine.detections(
+                        engine.score(prepared, plan: plan, text: textFeatures), options: options)
+                    let detections = result.detections.map {
+                        ByteTracker.Detection(box: $0.box, score: $0.score, label: $0.queryIndex)
+                    }
+                    let tracked = session.update(detections)
+                    latest = tracked
+                    processed += 1
+                    print(
+                        json
+                            ? jsonLine(
+                                tracked, frame: frame, width: result.width, height: result.height, labels: labels)
+                            : table(tracked, frame: frame, width: result.width, height: result.height, labels: labels),
+                        terminator: "")
+                }
+                if let writer {
+                    try writer.add(annotate(frame.image, latest, session: session, labels: labels), time: frame.time)
+                }
+            }
+            try writer?.finish()
+        } catch {
+            if error.kind != .notWritten { try? writer?.finish() }
+            interrupted = error
+        }
+        print(
+            json
+                ? summaryJSON(session, frames: processed, labels: labels)
+                : summaryTable(session, frames: processed, labels: labels), terminator: "")
+        if let interrupted { throw interrupted }
+    }
+
+    /// --save: a video file as named, or FOLDER/NAME.mp4.
+    func savePath() throws -> String? {
+        guard let save else { return nil }
+        let lower = save.lowercased()
+        if [".mp4", ".mkv", ".mov"].contains(where: { lower.hasSuffix($0) }) { return save }
+        try FileContents.makeDirectories(save)
+        let name = String(source.split(separator: "/").last ?? "video")
+        let stem = name.contains(".") ? String(name[..<name.lastIndex(of: ".")!]) : name
+        return save + "/" + stem + ".mp4"
+    }
+
+    private func table(
+        _ tracked: TrackingSession.Frame, frame: VideoFrame, width: Int, height: Int, labels: [String]
+    ) -> String {
+        var out =
+            "\(Report.visible(source)) frame \(frame.index) at \(VideoDetection.seconds(frame.time)) s (\(width)×\(height)): \(tracked.shown.count) tracked\n"
+        let names = tracked.shown.map { Report.visible(labels[$0.label]) }
+        let nameWidth = max(5, names.map(Report.displayWidth).max() ?? 0)
+        for (item, name) in zip(tracked.shown, names) {
+            let id = item.id.map { "#\($0)" } ?? "-"
+            let box = item.box.map { Report.format1($0) }.joined(separator: " ")
+            out +=
+                "  \(id.padding(toLength: 5, withPad: " ", startingAt: 0)) \(name)\(String(repeating: " ", count: nameWidth - Report.displayWidth(name)))  \(Report.format3(item.score))  [\(box)]\n"
+        }
+        for (l, counts) in tracked.lines.enumerated() {
+            out += "  line \(l + 1): in \(total(counts.into)), out \(total(counts.outOf))\n"
+        }
+        for (z, count) in tracked.zones.enumerated() { out += "  zone \(z + 1): \(count.total)\n" }
+        return out
+    }
+
+    private func total(_ counts: [Int: Int]) -> Int { counts.values.reduce(0, +) }
+
+    private func perLabel(_ counts: [Int: Int], _ labels: [String]) -> JSONValue {
+        .object(counts.keys.sorted().map { (labels[$0], .int(Int64(counts[$0]!))) })
+    }
+
+    private func jsonLine(
+        _ tracked: TrackingSession.Frame, frame: VideoFrame, width: Int, height: Int, labels: [String]
+    ) -> String {
+        let detections = JSONValue.array(
+            tracked.shown.map { item in
+                var fields: [(String, JSONValue)] = [
+                    ("label", .string(labels[item.label])), ("query_index", .int(Int64(item.label))),
+                    ("score", Report.shortest(item.score)), ("box", .array(item.box.map(Report.shortest))),
+                ]
+                if let id = item.id { fields.append(("track_id", .int(Int64(id)))) }
+                return .object(fields)
+            })
+        var fields: [(String, JSONValue)] = [
+            ("video", .string(source)), ("frame", .int(Int64(frame.index))),
+            ("time", .double((frame.time * 1_000_000).rounded() / 1_000_000)),
+            ("width", .int(Int64(width))), ("height", .int(Int64(height))), ("detections", detections),
+        ]
+        if !line.isEmpty {
+            fields.append(
+                (
+                    "lines",
+                    .array(
+                        tracked.lines.map {
+                            .object([("in", perLabel($0.into, labels)), ("out", perLabel($0.outOf, labels))])
+                        })
+                ))
+        }
+        if !zone.isEmpty {
+            fields.append(
+                (
+                    "zones",
+                    .array(
+                        tracked.zones.map {
+                            .object([("count", .int(Int64($0.total))), ("labels", perLabel($0.perLabel, labels))])
+                        })
+                ))
+        }
+        return JSONValue.object(fields).serialized + "\n"
+    }
+
+    private func summaryJSON(_ session: TrackingSession, frames: Int, labels: [String]) -> String {
+        var summary: [(String, JSONValue)] = [
+            ("frames", .int(Int64(frames))), ("tracks", .int(Int64(session.ids.count))),
+        ]
+        if !line.isEmpty {
+            summary.append(
+                (
+                    "lines",
+                    .array(
+                        zip(line, session.lines).map { text, counter in
+                            .object([
+                                ("line", .string(text)), ("in", perLabel(counter.into, labels)),
+                                ("out", perLabel(counter.outOf, labels)),
+                            ])
+                        })
+                ))
+        }
+        if !zone.isEmpty {
+            summary.append(
+                (
+                    "zones",
+                    .array(
+                        zip(zone, session.zonePeaks).map { text, peak in
+                            .object([("zone", .string(text)), ("most_at_once", .int(Int64(peak)))])
+                        })
+                ))
+        }
+        return JSONValue.object([("video", .string(source)), ("summary", .object(summary))]).serialized + "\n"
+    }
+
+    private func summaryTable(_ session: TrackingSession, frames: Int, labels: [String]) -> String {
+        var out = "\(Report.visible(source)): \(frames) frames processed, \(session.ids.count) tracks\n"
+        for (text, counter) in zip(line, session.lines) {
+            let described = { (counts: [Int: Int]) in
+                counts.keys.sorted().map { "\(counts[$0]!) \(Report.visible(labels[$0]))" }.joined(separator: ", ")
+            }
+            out += "  line \(text): in \(counter.totalIn)"
+            if counter.totalIn > 0 { out += " (\(described(counter.into)))" }
+            out += ", out \(counter.totalOut)"
+            if counter.totalOut > 0 { out += " (\(described(counter.outOf)))" }
+            out += "\n"
+        }
+        for (text, peak) in zip(zone, session.zonePeaks) { out += "  zone \(text): at most \(peak) at once\n" }
+        return out
+    }
+
+    /// The frame with the counting lines and zones, each shown track's trail, and its box labelled with its id,
+    /// coloured by id.
+    private func annotate(
+        _ image: Image, _ tracked: TrackingSession.Frame?, session: TrackingSession, labels: [String]
+    ) -> Image {
+        var paths: [PathAnnotation] = []
+        for counter in session.lines {
+            paths.append(
+                PathAnnotation(
+                    points: [
+                        (Float(counter.start.x), Float(counter.start.y)), (Float(counter.end.x), Float(counter.end.y)),
+                    ],
+                    colorIndex: 11))
+        }
+        for zone in session.zones {
+            paths.append(
+                PathAnnotation(points: zone.polygon.map { (Float($0.x), Float($0.y)) }, colorIndex: 5, closed: true))
+        }
+        guard let tracked else { return image.drawing(paths) }
+        for item in tracked.shown {
+            if let id = item.id, let trail = session.trails[id] {
+                paths.append(PathAnnotation(points: trail, colorIndex: id))
+            }
+        }
+        let boxes = tracked.shown.map { item in
+            BoxAnnotation(
+                box: item.box,
+                label: (item.id.map { "#\($0) " } ?? "") + "\(labels[item.label]) \(Report.format2(item.score))",
+                colorIndex: item.id ?? item.label)
+        }
+        return image.drawing(paths).annotated(with: boxes)
+    }
+}
