@@ -158,8 +158,12 @@ public final class LookoutServer: Sendable {
                 if query["conf"] == nil { parsed.confidence = 0.1 }
                 let thresholds = parsed
                 let text = query["q"] ?? ""
-                let embedding = try await queue.run { try service.searchEmbedding(query: text, top: top) }
-                return try await searches.run {
+                // One limit for the whole request, through both queues.
+                let deadline = DispatchTime.now() + queue.timeout
+                let embedding = try await queue.run(until: deadline) {
+                    try service.searchEmbedding(query: text, top: top)
+                }
+                return try await searches.run(until: deadline) {
                     try service.search(query: text, embedding: embedding, top: top, thresholds: thresholds)
                 }
             }
@@ -370,14 +374,18 @@ final class InferenceQueue: @unchecked Sendable {
     /// Runs `work` on the inference thread. The answer comes within `timeout` seconds of the call: a request
     /// that could not start by then, or whose work is still running then, gets 503 (the work itself runs to
     /// its end, bounded by the pixel limit, and its result is dropped).
-    func run<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-        try await run(reading: {}) { _ in try work() }
+    /// `deadline` (default: `timeout` from now) lets a request that passes through two queues keep one limit.
+    func run<T: Sendable>(until deadline: DispatchTime? = nil, _ work: @escaping @Sendable () throws -> T)
+        async throws -> T
+    {
+        try await run(until: deadline, reading: {}) { _ in try work() }
     }
 
     /// ``run(_:)`` for work on a request's input: the request takes its place in the queue first, then its
     /// input is read (`reading`: the body), so inputs in memory are bounded by the queue's limit too.
     func run<Input: Sendable, T: Sendable>(
-        reading: () async throws -> Input, _ work: @escaping @Sendable (Input) throws -> T
+        until givenDeadline: DispatchTime? = nil, reading: () async throws -> Input,
+        _ work: @escaping @Sendable (Input) throws -> T
     ) async throws -> T {
         let (admitted, stopped) = lock.withLock { () -> (Bool, Bool) in
             guard waiting < limit && !stopping else { return (false, stopping) }
@@ -388,7 +396,7 @@ final class InferenceQueue: @unchecked Sendable {
             throw ServiceError(
                 503, stopped ? "the server is stopping" : "busy: \(limit) requests are waiting; try again")
         }
-        let deadline = DispatchTime.now() + timeout
+        let deadline = givenDeadline ?? DispatchTime.now() + timeout
         let timeout = self.timeout
         let input: Input
         do {
