@@ -375,7 +375,9 @@ final class InferenceQueue: @unchecked Sendable {
     /// that could not start by then, or whose work is still running then, gets 503 (the work itself runs to
     /// its end, bounded by the pixel limit, and its result is dropped).
     /// `deadline` (default: `timeout` from now) lets a request that passes through two queues keep one limit.
-    func run<T: Sendable>(until deadline: DispatchTime? = nil, _ work: @escaping @Sendable () throws -> T)
+    func run<T: Sendable>(
+        until deadline: DispatchTime? = nil, _ work: @escaping @Sendable () throws -> T
+    )
         async throws -> T
     {
         try await run(until: deadline, reading: {}) { _ in try work() }
