@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """A small HTTPS file server for tests of `lookout models fetch` (standard library only).
 
-    test-file-server.py ROOT --cert CERT.pem --key KEY.pem [--truncate FILE:BYTES ...] [--log LOG]
+    test-file-server.py ROOT [--cert CERT.pem --key KEY.pem] [--truncate FILE:BYTES ...] [--log LOG]
+
+Without --cert it serves plain HTTP (the tests' HLS streams).
 
 Serves ROOT's files on a loopback port (printed as https://127.0.0.1:PORT/ on the first line of standard
 output), with HTTP range requests (`Range: bytes=N-`, answered 206). `--truncate FILE:BYTES` cuts the first
@@ -19,8 +21,8 @@ import threading
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("root")
-    parser.add_argument("--cert", required=True)
-    parser.add_argument("--key", required=True)
+    parser.add_argument("--cert")
+    parser.add_argument("--key")
     parser.add_argument("--truncate", action="append", default=[])
     parser.add_argument("--log")
     options = parser.parse_args()
@@ -81,10 +83,12 @@ def main() -> None:
             self.wfile.write(data[start:])
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(options.cert, options.key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    print(f"https://127.0.0.1:{server.server_address[1]}/", flush=True)
+    if options.cert:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(options.cert, options.key)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+    scheme = "https" if options.cert else "http"
+    print(f"{scheme}://127.0.0.1:{server.server_address[1]}/", flush=True)
     sys.stdout.close()
     server.serve_forever()
 

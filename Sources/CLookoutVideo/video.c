@@ -34,6 +34,40 @@ static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
 static void setup(void) {
     av_log_set_level(AV_LOG_FATAL);
     avdevice_register_all();
+    avformat_network_init();
+}
+
+/// A network source's clock: FFmpeg asks `interrupted` while it waits on the network, and gives up (AVERROR_EXIT)
+/// once the deadline has passed. The deadline is set before the open and before each read.
+typedef struct {
+    double deadline;  // seconds on the monotonic clock; 0: none
+} network_clock;
+
+static double monotonic(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return now.tv_sec + now.tv_nsec / 1e9;
+}
+
+static int interrupted(void *opaque) {
+    network_clock *clock = opaque;
+    return clock->deadline > 0 && monotonic() > clock->deadline;
+}
+
+/// The URL's scheme, lower-cased, into `scheme` ("" for a path).
+static void scheme_of(const char *path, char *scheme, size_t size) {
+    const char *colon = strstr(path, "://");
+    size_t length = colon ? (size_t)(colon - path) : 0;
+    if (length >= size) length = 0;
+    for (size_t i = 0; i < length; i++) {
+        char c = path[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '+' || c == '-')) {
+            length = 0;
+            break;
+        }
+        scheme[i] = (char)(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    }
+    scheme[length] = 0;
 }
 
 struct lookout_video {
@@ -52,13 +86,15 @@ struct lookout_video {
     long long decoded;       // frames returned since the open or the last seek
     double last_time;
     int flushing, finished, sought, live;
+    network_clock *clock;  // network sources only
+    double timeout;        // seconds a network read may wait
     int pending;  // `packet` was refused for now (the decoder had frames to give first): send it again
     uint8_t *converted;  // swscale's output: rows of `stride` bytes and slack after them (it writes past a row's end)
     int stride;
 };
 
-lookout_video *lookout_video_open(const char *path, int threads, lookout_video_info *info, char *error,
-                                  size_t error_size) {
+lookout_video *lookout_video_open(const char *path, int threads, double timeout, lookout_video_info *info,
+                                  char *error, size_t error_size) {
     pthread_once(&setup_once, setup);
     memset(info, 0, sizeof *info);
     char why[128];
@@ -71,28 +107,76 @@ lookout_video *lookout_video_open(const char *path, int threads, lookout_video_i
             return NULL;
         }
     }
-    AVFormatContext *format = NULL;
-    int status = avformat_open_input(&format, path, forced, NULL);
+    char scheme[16];
+    scheme_of(path, scheme, sizeof scheme);
+    int network = scheme[0] && strcmp(scheme, "file") != 0;
+    int streaming = !strcmp(scheme, "rtsp") || !strcmp(scheme, "rtsps") || !strcmp(scheme, "rtmp") ||
+                    !strcmp(scheme, "rtp") || !strcmp(scheme, "udp") || !strcmp(scheme, "srt");
+    AVFormatContext *format = avformat_alloc_context();
+    network_clock *clock = NULL;
+    AVDictionary *options = NULL;
+    if (!format) {
+        say(error, error_size, "out of memory");
+        return NULL;
+    }
+    if (network) {
+        if (timeout <= 0) timeout = 10;
+        clock = calloc(1, sizeof *clock);
+        if (!clock) {
+            avformat_free_context(format);
+            say(error, error_size, "out of memory");
+            return NULL;
+        }
+        format->interrupt_callback.callback = interrupted;
+        format->interrupt_callback.opaque = clock;
+        clock->deadline = monotonic() + timeout;
+        char microseconds[32];
+        snprintf(microseconds, sizeof microseconds, "%lld", (long long)(timeout * 1e6));
+        if (!strcmp(scheme, "rtsp") || !strcmp(scheme, "rtsps")) {
+            av_dict_set(&options, "rtsp_flags", "prefer_tcp", 0);
+            av_dict_set(&options, "timeout", microseconds, 0);
+        } else if (!strcmp(scheme, "udp")) {
+            av_dict_set(&options, "timeout", microseconds, 0);
+        } else {
+            av_dict_set(&options, "rw_timeout", microseconds, 0);
+        }
+    }
+    int status = avformat_open_input(&format, path, forced, &options);
+    av_dict_free(&options);
     if (status < 0) {
-        if (status == AVERROR_INVALIDDATA)
+        // A demuxer cut short by the time limit may report its own error (RTSP: invalid data).
+        if (network && (status == AVERROR_EXIT || monotonic() > clock->deadline))
+            say(error, error_size, "no answer within %g s", timeout);
+        else if (status == AVERROR_INVALIDDATA)
             say(error, error_size, "not a video FFmpeg can read (no known container format in it)");
         else if (live && status == AVERROR(ENOENT))
             say(error, error_size, "no such camera (V4L2 device)");
         else
             say(error, error_size, "cannot open: %s", reason(status, why, sizeof why));
+        free(clock);
         return NULL;
     }
+    if (clock) clock->deadline = monotonic() + timeout;
     status = avformat_find_stream_info(format, NULL);
     if (status < 0) {
-        say(error, error_size, "cannot read the streams: %s (truncated or damaged?)", reason(status, why, sizeof why));
+        if (network && (status == AVERROR_EXIT || monotonic() > clock->deadline))
+            say(error, error_size, "no video within %g s", timeout);
+        else
+            say(error, error_size, "cannot read the streams: %s (truncated or damaged?)",
+                reason(status, why, sizeof why));
         avformat_close_input(&format);
+        free(clock);
         return NULL;
     }
+    // A network stream with no stated end (RTSP, UDP, a live HLS playlist) is live: frames are dropped rather
+    // than queued when the network runs ahead of the detector.
+    if (streaming || (network && (format->duration == AV_NOPTS_VALUE || format->duration <= 0))) live = 1;
     const AVCodec *codec = NULL;
     int stream = av_find_best_stream(format, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
     if (stream == AVERROR_STREAM_NOT_FOUND) {
         say(error, error_size, "no video stream in it (%s)", format->iformat->name);
         avformat_close_input(&format);
+        free(clock);
         return NULL;
     }
     if (stream < 0 || !codec) {
@@ -102,6 +186,7 @@ lookout_video *lookout_video_open(const char *path, int threads, lookout_video_i
         say(error, error_size, "its video codec (%s) cannot be decoded by this machine's FFmpeg",
             parameters ? avcodec_get_name(parameters->codec_id) : "unknown");
         avformat_close_input(&format);
+        free(clock);
         return NULL;
     }
     AVStream *video_stream = format->streams[stream];
@@ -110,6 +195,7 @@ lookout_video *lookout_video_open(const char *path, int threads, lookout_video_i
         say(error, error_size, "out of memory");
         avcodec_free_context(&decoder);
         avformat_close_input(&format);
+        free(clock);
         return NULL;
     }
     decoder->thread_count = threads;
@@ -120,9 +206,12 @@ lookout_video *lookout_video_open(const char *path, int threads, lookout_video_i
             status < 0 ? reason(status, why, sizeof why) : "no frame size");
         avcodec_free_context(&decoder);
         avformat_close_input(&format);
+        free(clock);
         return NULL;
     }
     lookout_video *video = calloc(1, sizeof *video);
+    video->clock = clock;
+    video->timeout = timeout;
     video->format = format;
     video->decoder = decoder;
     video->stream = stream;
@@ -261,9 +350,14 @@ int lookout_video_next(lookout_video *video, uint8_t *bgr, double *time, char *e
         // the flush at the end.
         for (;;) {
             if (!video->pending) {
+                if (video->clock) video->clock->deadline = monotonic() + video->timeout;
                 status = av_read_frame(video->format, video->packet);
                 if (status == AVERROR(EAGAIN)) continue;
                 if (status < 0) {
+                    if (video->clock && (status == AVERROR_EXIT || monotonic() > video->clock->deadline)) {
+                        say(error, error_size, "no data for %g s (the stream stopped answering)", video->timeout);
+                        return -1;
+                    }
                     if (status != AVERROR_EOF && !(video->format->pb && avio_feof(video->format->pb))) {
                         say(error, error_size, "cannot read: %s", reason(status, why, sizeof why));
                         return -1;
@@ -316,6 +410,7 @@ void lookout_video_close(lookout_video *video) {
     av_packet_free(&video->packet);
     avcodec_free_context(&video->decoder);
     avformat_close_input(&video->format);
+    free(video->clock);
     free(video);
 }
 

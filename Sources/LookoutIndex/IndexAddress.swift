@@ -1,3 +1,5 @@
+import LookoutSupport
+
 /// What a `--db` value names, read without connecting to anything: a PostgreSQL URL or an SQLite file. It lives
 /// here, not beside the PostgreSQL store, so that a build without the network modules still knows a URL when
 /// it sees one (and says it cannot open it) and never prints its password.
@@ -8,15 +10,7 @@ public enum IndexAddress {
     }
 
     /// `text` with a URL's password replaced by `***` (anything else unchanged), for messages.
-    public static func redacted(_ text: String) -> String {
-        guard let schemeEnd = text.range(of: "://") else { return text }
-        let rest = text[schemeEnd.upperBound...]
-        guard let slash = rest.firstIndex(of: "/") ?? Optional(rest.endIndex),
-            let at = rest[..<slash].lastIndex(of: "@"),
-            let colon = rest[..<at].firstIndex(of: ":")
-        else { return text }
-        return String(text[..<rest.index(after: colon)]) + "***" + String(rest[at...])
-    }
+    public static func redacted(_ text: String) -> String { URLText.redacted(text) }
 
     /// `location` fit for messages: a URL's password hidden, a file path as it is.
     public static func shown(_ location: String) -> String {

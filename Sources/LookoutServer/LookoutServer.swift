@@ -88,6 +88,12 @@ public final class LookoutServer: Sendable {
                 ready("http://\(host.contains(":") ? "[\(host)]" : host):\(port)/")
             },
             logger: logger)
+        // The process ends only after the inference threads have: a request answered 503 at its time limit
+        // may still be computing (its result dropped), and exiting under it would crash the exit.
+        defer {
+            queue.waitUntilIdle()
+            searches.waitUntilIdle()
+        }
         try await app.runService()
     }
 
@@ -370,6 +376,9 @@ final class InferenceQueue: @unchecked Sendable {
     /// From now on: no new request is admitted and those waiting are answered 503 at once (the one running
     /// finishes), so that a stop waits for one inference at most.
     func stop() { lock.withLock { stopping = true } }
+
+    /// Waits until the work running or queued now has ended (after ``stop()``, queued work ends at once).
+    func waitUntilIdle() { worker.sync(flags: .barrier) {} }
 
     /// Runs `work` on the inference thread. The answer comes within `timeout` seconds of the call: a request
     /// that could not start by then, or whose work is still running then, gets 503 (the work itself runs to

@@ -28,8 +28,9 @@ public struct VideoError: Error, CustomStringConvertible, Sendable {
     public let problem: String
     public var description: String { "\(path): \(problem)" }
 
+    /// A URL's password is never kept (nor printed).
     public init(path: String, kind: Kind, problem: String) {
-        self.path = path
+        self.path = URLText.redacted(path)
         self.kind = kind
         self.problem = problem
     }
@@ -85,12 +86,16 @@ public final class VideoReader {
     public static let defaultPixelLimit = ImageFile.defaultPixelLimit
 
     /// Opens `path` with a decoder of `threads` threads (0: FFmpeg's choice, 1 leaves the other cores to the
-    /// network).
-    public init(path: String, threads: Int = 1, pixelLimit: Int = defaultPixelLimit) throws(VideoError) {
+    /// network). A URL's open and each read give up after `timeout` seconds without an answer.
+    public init(
+        path: String, threads: Int = 1, pixelLimit: Int = defaultPixelLimit, timeout: Double = 10
+    )
+        throws(VideoError)
+    {
         self.path = path
         var raw = lookout_video_info()
         var message = [CChar](repeating: 0, count: 512)
-        guard let handle = lookout_video_open(path, Int32(threads), &raw, &message, message.count) else {
+        guard let handle = lookout_video_open(path, Int32(threads), timeout, &raw, &message, message.count) else {
             let problem = message.text
             let kind: VideoError.Kind =
                 problem.hasPrefix("no video stream")
@@ -208,10 +213,19 @@ public enum VideoFile {
     /// Names of the form /dev/videoN are cameras.
     public static func isCamera(_ path: String) -> Bool { path.hasPrefix("/dev/video") }
 
-    /// Whether `path` is a camera or starts like a video container: ISO media (MP4, MOV, 3GP; not HEIC or
-    /// AVIF images), Matroska and WebM, AVI, MPEG transport and program streams, FLV, Ogg.
+    /// Network sources FFmpeg reads here: RTSP (rtsps too), HTTP(S) for HLS playlists and progressive MP4,
+    /// UDP (MPEG-TS), RTMP, SRT.
+    public static let streamSchemes: Set<String> = ["rtsp", "rtsps", "http", "https", "udp", "rtp", "rtmp", "srt"]
+
+    /// Whether `path` is a URL of a network stream.
+    public static func isStream(_ path: String) -> Bool {
+        URLText.scheme(path).map(streamSchemes.contains) ?? false
+    }
+
+    /// Whether `path` is a camera, a network stream, or starts like a video container: ISO media (MP4, MOV,
+    /// 3GP; not HEIC or AVIF images), Matroska and WebM, AVI, MPEG transport and program streams, FLV, Ogg.
     public static func isVideo(_ path: String) -> Bool {
-        if isCamera(path) { return true }
+        if isCamera(path) || isStream(path) { return true }
         guard let head = try? FileContents.readPrefix(path, count: 16) else { return false }
         return looksLikeVideo(head)
     }

@@ -202,6 +202,8 @@ struct DetectCommand: ParsableCommand {
             valueName: "F"))
     var fps: Double?
 
+    @OptionGroup var streamOptions: StreamOptions
+
     @Option(
         name: [.customShort("q"), .long], parsing: .unconditional,
         help:
@@ -376,7 +378,7 @@ struct DetectCommand: ParsableCommand {
                         Self.unusedName(
                             for: String(path.split(separator: "/").last ?? "video"), extension: ".mp4", in: $0,
                             names: &savedNames)
-                    }, progress: isatty(2) == 1)
+                    }, progress: isatty(2) == 1, timeout: streamOptions.timeout, reconnects: streamOptions.reconnect)
                 do {
                     try video.run()
                 } catch {
@@ -384,7 +386,10 @@ struct DetectCommand: ParsableCommand {
                     printError("lookout: \(error)")
                     if chosenFormat == .json {
                         print(
-                            JSONValue.object([("video", .string(path)), ("error", .string(error.problem))]).serialized)
+                            JSONValue.object([
+                                ("video", .string(URLText.redacted(path))), ("error", .string(error.problem)),
+                            ])
+                            .serialized)
                     }
                 }
                 continue

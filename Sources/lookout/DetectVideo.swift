@@ -25,6 +25,9 @@ struct VideoDetection {
     /// Where `--save` writes the annotated video.
     let saveTo: String?
     let progress: Bool
+    /// A network stream's time limit for an answer, and how often a live one that stops is opened again.
+    var timeout = 10.0
+    var reconnects = 5
 
     /// A video by its first bytes, or by its name (the error then comes from FFmpeg).
     static func isVideo(_ path: String) -> Bool { VideoFile.isVideo(path) || VideoFile.hasExtension(path) }
@@ -32,16 +35,17 @@ struct VideoDetection {
     /// Detects on the selected frames, printing as it goes. Returns normally when the video was read to its end;
     /// throws the error that stopped it (after printing the frames before it).
     func run() throws(VideoError) {
-        let reader = try VideoReader(path: path, threads: 1)
-        let info = reader.info
+        let frames = try VideoSource(
+            path: path, selection: selection, onlySelected: saveTo == nil, timeout: timeout, reconnects: reconnects,
+            notice: { printError("lookout: \($0)") })
+        defer { frames.stop() }
+        let info = frames.info
         var writer: VideoWriter?
         if let output = saveTo {
             writer = try VideoWriter(
                 path: output, width: info.width, height: info.height, frameRate: info.frameRate ?? 30)
             if format == .table { print("  saving \(Report.visible(output))") }
         }
-        let frames = VideoReadAhead(reader, selection: selection, onlySelected: writer == nil)
-        defer { frames.stop() }
         let expected = expectedFrames(info)
         let reporter = progress && expected != nil ? ProgressReporter(terminal: true, unit: "frames") : nil
         var processed = 0
@@ -49,7 +53,7 @@ struct VideoDetection {
         do throws(VideoError) {
             while let (frame, selected) = try frames.next() {
                 if selected {
-                    let prepared = engine.prepare(image: frame.image, name: path, size: imgsz)
+                    let prepared = engine.prepare(image: frame.image, name: frames.shown, size: imgsz)
                     let result = engine.detections(
                         engine.score(prepared, plan: plan, text: textFeatures), options: options)
                     let shown = pad ? result.droppingPadding() : result
@@ -85,12 +89,12 @@ struct VideoDetection {
 
     private func render(_ result: ImageDetections, frame: VideoFrame) -> String {
         switch format {
-        case .json: return Self.json(result, video: path, frame: frame)
+        case .json: return Self.json(result, video: URLText.redacted(path), frame: frame)
         default:
             return Report.table(
                 result,
                 title:
-                    "\(Report.visible(path)) frame \(frame.index) at \(Self.seconds(frame.time)) s (\(result.width)×\(result.height))"
+                    "\(Report.visible(URLText.redacted(path))) frame \(frame.index) at \(Self.seconds(frame.time)) s (\(result.width)×\(result.height))"
             )
         }
     }
@@ -107,4 +111,28 @@ struct VideoDetection {
     }
 
     static func seconds(_ time: Double) -> String { "\((time * 1000).rounded() / 1000)" }
+}
+
+/// `--timeout` and `--reconnect`: how `detect` and `track` treat a network stream.
+struct StreamOptions: ParsableArguments {
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp(
+            "Seconds a network stream (rtsp://, http(s):// HLS or MP4, udp://) may take to answer, at the start and for each read.",
+            valueName: "s"))
+    var timeout: Double = 10
+
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp(
+            "Times a live stream that stops is opened again (waiting 1, 2, 4… s between tries); 0: end at the first stop.",
+            valueName: "n"))
+    var reconnect = 5
+
+    func validate() throws {
+        guard timeout.isFinite && timeout > 0 && timeout <= 3600 else {
+            throw ValidationError("--timeout must be above 0 and at most 3600 seconds.")
+        }
+        guard (0...100).contains(reconnect) else { throw ValidationError("--reconnect must be 0 to 100.") }
+    }
 }

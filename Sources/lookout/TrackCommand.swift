@@ -93,6 +93,7 @@ struct TrackCommand: ParsableCommand {
     @Option(parsing: .unconditional, help: "Network input size (multiple of 32).")
     var imgsz = 640
 
+    @OptionGroup var streamOptions: StreamOptions
     @OptionGroup var modelOptions: ModelOptions
 
     func validate() throws {
@@ -151,7 +152,8 @@ struct TrackCommand: ParsableCommand {
         }
         guard VideoDetection.isVideo(source) else {
             throw LookoutError(
-                "\(Report.visible(source)): not a video (lookout track reads MP4, MOV, MKV, WebM, AVI or /dev/videoN)")
+                "\(Report.visible(shown)): not a video (lookout track reads MP4, MOV, MKV, WebM, AVI, /dev/videoN, or rtsp://, http(s)://, udp:// streams)"
+            )
         }
         let engine = try modelOptions.engine()
         let plan = QueryPlan(list)
@@ -166,18 +168,18 @@ struct TrackCommand: ParsableCommand {
         settings.buffer = trackBuffer
         let session = TrackingSession(settings: settings, lines: try lines(), zones: try zones())
 
-        let reader = try VideoReader(path: source, threads: 1)
-        let info = reader.info
+        let frames = try VideoSource(
+            path: source, selection: FrameSelection(fps.map { .perSecond($0) } ?? .every(every ?? 1)),
+            onlySelected: save == nil, timeout: streamOptions.timeout, reconnects: streamOptions.reconnect,
+            notice: { printError("lookout: \($0)") })
+        defer { frames.stop() }
+        let info = frames.info
         var writer: VideoWriter?
         if let output = try savePath() {
             writer = try VideoWriter(
                 path: output, width: info.width, height: info.height, frameRate: info.frameRate ?? 30)
             if !json { print("saving \(Report.visible(output))") }
         }
-        let frames = VideoReadAhead(
-            reader, selection: FrameSelection(fps.map { .perSecond($0) } ?? .every(every ?? 1)),
-            onlySelected: writer == nil)
-        defer { frames.stop() }
         let labels = plan.labels
         var processed = 0
         var latest: TrackingSession.Frame?
@@ -185,7 +187,7 @@ struct TrackCommand: ParsableCommand {
         do throws(VideoError) {
             while let (frame, selected) = try frames.next() {
                 if selected {
-                    let prepared = engine.prepare(image: frame.image, name: source, size: imgsz)
+                    let prepared = engine.prepare(image: frame.image, name: shown, size: imgsz)
                     let result = engine.detections(
                         engine.score(prepared, plan: plan, text: textFeatures), options: options)
                     let detections = result.detections.map {
@@ -217,13 +219,16 @@ struct TrackCommand: ParsableCommand {
         if let interrupted { throw interrupted }
     }
 
+    /// The source for messages and output (a URL's password hidden).
+    var shown: String { URLText.redacted(source) }
+
     /// --save: a video file as named, or FOLDER/NAME.mp4.
     func savePath() throws -> String? {
         guard let save else { return nil }
         let lower = save.lowercased()
         if [".mp4", ".mkv", ".mov"].contains(where: { lower.hasSuffix($0) }) { return save }
         try FileContents.makeDirectories(save)
-        let name = String(source.split(separator: "/").last ?? "video")
+        let name = VideoFile.isStream(source) ? "stream" : String(source.split(separator: "/").last ?? "video")
         let stem = name.contains(".") ? String(name[..<name.lastIndex(of: ".")!]) : name
         return save + "/" + stem + ".mp4"
     }
@@ -232,7 +237,7 @@ struct TrackCommand: ParsableCommand {
         _ tracked: TrackingSession.Frame, frame: VideoFrame, width: Int, height: Int, labels: [String]
     ) -> String {
         var out =
-            "\(Report.visible(source)) frame \(frame.index) at \(VideoDetection.seconds(frame.time)) s (\(width)×\(height)): \(tracked.shown.count) tracked\n"
+            "\(Report.visible(shown)) frame \(frame.index) at \(VideoDetection.seconds(frame.time)) s (\(width)×\(height)): \(tracked.shown.count) tracked\n"
         let names = tracked.shown.map { Report.visible(labels[$0.label]) }
         let nameWidth = max(5, names.map(Report.displayWidth).max() ?? 0)
         for (item, name) in zip(tracked.shown, names) {
@@ -267,7 +272,7 @@ struct TrackCommand: ParsableCommand {
                 return .object(fields)
             })
         var fields: [(String, JSONValue)] = [
-            ("video", .string(source)), ("frame", .int(Int64(frame.index))),
+            ("video", .string(shown)), ("frame", .int(Int64(frame.index))),
             ("time", .double((frame.time * 1_000_000).rounded() / 1_000_000)),
             ("width", .int(Int64(width))), ("height", .int(Int64(height))), ("detections", detections),
         ]
@@ -321,11 +326,11 @@ struct TrackCommand: ParsableCommand {
                         })
                 ))
         }
-        return JSONValue.object([("video", .string(source)), ("summary", .object(summary))]).serialized + "\n"
+        return JSONValue.object([("video", .string(shown)), ("summary", .object(summary))]).serialized + "\n"
     }
 
     private func summaryTable(_ session: TrackingSession, frames: Int, labels: [String]) -> String {
-        var out = "\(Report.visible(source)): \(frames) frames processed, \(session.ids.count) tracks\n"
+        var out = "\(Report.visible(shown)): \(frames) frames processed, \(session.ids.count) tracks\n"
         for (text, counter) in zip(line, session.lines) {
             let described = { (counts: [Int: Int]) in
                 counts.keys.sorted().map { "\(counts[$0]!) \(Report.visible(labels[$0]))" }.joined(separator: ", ")

@@ -50,9 +50,10 @@ import Testing
         let process = Process()
         let url: String
 
-        init(_ arguments: [String], script: String, scheme: String) throws {
+        /// `python`: "python3" on the PATH, or a path (Debian's /usr/bin/python3 for GStreamer's bindings).
+        init(_ arguments: [String], script: String, scheme: String, python: String = "python3") throws {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["python3", CLI.root + "/scripts/" + script] + arguments
+            process.arguments = [python, CLI.root + "/scripts/" + script] + arguments
             let output = Pipe()
             process.standardOutput = output
             process.standardError = FileHandle.nullDevice

@@ -15,18 +15,20 @@ typedef struct {
     double duration;        /// seconds; 0 when the container does not say
     double frame_rate;      /// frames per second (average, else the stream's rate); 0 when unknown
     long long frame_count;  /// frames the container states; 0 when it does not say
-    int is_live;            /// a camera (no end, no duration)
+    int is_live;            /// a camera or a live network stream (no stated end)
     char codec[32];         /// the decoder's name, e.g. "h264"
     char container[64];     /// the demuxer's name, e.g. "matroska,webm"
 } lookout_video_info;
 
 typedef struct lookout_video lookout_video;
 
-/// Opens `path` (a file, or a V4L2 device such as /dev/video0) and its best video stream with a decoder
-/// that uses `threads` threads (0: FFmpeg's choice). Returns NULL with a sentence in `error` when the file
-/// cannot be opened, is not a video, has no video stream, or its codec cannot be decoded here.
-lookout_video *lookout_video_open(const char *path, int threads, lookout_video_info *info, char *error,
-                                  size_t error_size);
+/// Opens `path` (a file, a V4L2 device such as /dev/video0, or a URL: rtsp, rtsps, http(s) for HLS or
+/// progressive MP4, udp, rtmp) and its best video stream with a decoder that uses `threads` threads (0:
+/// FFmpeg's choice). A URL's open and each of its reads give up after `timeout` seconds without an answer
+/// (0: 10 s). Returns NULL with a sentence in `error` when the source cannot be opened, is not a video, has
+/// no video stream, or its codec cannot be decoded here.
+lookout_video *lookout_video_open(const char *path, int threads, double timeout, lookout_video_info *info,
+                                  char *error, size_t error_size);
 
 /// Decodes the next frame into `bgr` (width*height*3 bytes, the info's coded size: a frame of another size
 /// is scaled to it). `time` receives its presentation time in seconds from the stream's start. Returns 1
