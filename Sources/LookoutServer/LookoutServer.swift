@@ -130,8 +130,12 @@ public final class LookoutServer: Sendable {
             try await Self.answer {
                 let query = FormQuery(request.uri.query ?? "")
                 let queries = query["q"].map { $0.split(separator: ",").map(String.init) } ?? []
-                let thresholds = try LookoutService.Thresholds.parse(
+                var parsed = try LookoutService.Thresholds.parse(
                     conf: query["conf"], iou: query["iou"], maxDet: query["max_det"])
+                let track = query["track"]
+                // Tracking, as ultralytics' track(): ByteTrack's second association needs the doubtful boxes.
+                if track != nil && query["conf"] == nil { parsed.confidence = 0.1 }
+                let thresholds = parsed
                 let keep: Bool
                 switch query["keep"] {
                 case nil, "true": keep = true
@@ -140,7 +144,8 @@ public final class LookoutServer: Sendable {
                 }
                 // Admitted to the queue before the body is read: at most queue-limit bodies in memory.
                 return try await queue.run(reading: { try await Self.body(request, limit: limit) }) { body in
-                    try service.detect(imageBytes: body, queries: queries, thresholds: thresholds, keep: keep)
+                    try service.detect(
+                        imageBytes: body, queries: queries, thresholds: thresholds, keep: keep, track: track)
                 }
             }
         }

@@ -6,6 +6,7 @@ import LookoutIndex
 import LookoutIndexPostgres
 import LookoutJSON
 import LookoutSupport
+import LookoutTracking
 
 /// What `lookout serve` answers, without HTTP: detection on uploaded photos (their features kept for
 /// re-query under an image id), re-query, index search, and indexed photos by id. Every answer is a JSON
@@ -91,12 +92,15 @@ public final class LookoutService: @unchecked Sendable {
     /// Decodes `bytes`, runs the backbone (or finds its features kept under the photo's id) and detects
     /// `queries`. The id is the SHA-256 of the bytes: the same photo sent again reuses its features. With
     /// `keep` false (a camera's frames, never asked again) the features are not kept.
+    /// `track`: a client's name for a sequence of frames (a camera), followed by ByteTrack across requests.
     public func detect(
-        imageBytes bytes: [UInt8], queries: [String], thresholds: Thresholds, keep: Bool = true
+        imageBytes bytes: [UInt8], queries: [String], thresholds: Thresholds, keep: Bool = true,
+        track: String? = nil
     ) throws(ServiceError)
         -> [UInt8]
     {
         let queries = try Self.checkedQueries(queries)
+        if let track { try TrackedSequences.check(track) }
         guard !bytes.isEmpty else { throw ServiceError(400, "the request body is empty: send the photo's bytes") }
         var hash = SHA256()
         hash.update(bytes)
@@ -124,7 +128,8 @@ public final class LookoutService: @unchecked Sendable {
             prepared = fresh
             if keep { store.keep(prepared, key: key(id)) }
         }
-        return answer(id: id, prepared: prepared, queries: queries, thresholds: thresholds, reused: reused)
+        return answer(
+            id: id, prepared: prepared, queries: queries, thresholds: thresholds, reused: reused, track: track)
     }
 
     /// New queries on a photo sent before: the neck and head only. 404 once its features were dropped.
@@ -144,7 +149,8 @@ public final class LookoutService: @unchecked Sendable {
 
     /// The detections as JSON; `reused`: the features were kept, so decoding and the backbone cost nothing.
     private func answer(
-        id: String, prepared: PreparedImage, queries: [String], thresholds: Thresholds, reused: Bool
+        id: String, prepared: PreparedImage, queries: [String], thresholds: Thresholds, reused: Bool,
+        track: String? = nil
     )
         -> [UInt8]
     {
@@ -155,11 +161,25 @@ public final class LookoutService: @unchecked Sendable {
             prepared.timings.backbone = 0
         }
         let result = engine.detect(prepared, queries: queries, options: thresholds.options)
-        let detections = result.detections.map { item -> JSONValue in
+        var detections = result.detections.map { item -> JSONValue in
             .object([
                 ("label", .string(item.label)), ("query_index", .int(Int64(item.queryIndex))),
                 ("score", Self.number(item.score)), ("box", .array(item.box.map(Self.number))),
             ])
+        }
+        if let track {
+            // What the frame shows as ultralytics' track() reports it: the tracks (the tracker's box, the
+            // score and class of the detection matched), nothing while a new one waits, else the detections.
+            let shown = sequences.update(track, queries: queries, detections: result.detections)
+            detections = shown.map { item in
+                var fields: [(String, JSONValue)] = [
+                    ("label", .string(result.detections[item.detection].label)),
+                    ("query_index", .int(Int64(item.label))), ("score", Self.number(item.score)),
+                    ("box", .array(item.box.map(Self.number))),
+                ]
+                if let id = item.id { fields.append(("track_id", .int(Int64(id)))) }
+                return .object(fields)
+            }
         }
         let timings = result.timings.milliseconds.map { ($0.0 + "_ms", JSONValue.double(($0.1 * 100).rounded() / 100)) }
         return Array(
@@ -170,6 +190,8 @@ public final class LookoutService: @unchecked Sendable {
     }
 
     static func number(_ value: Float) -> JSONValue { .double(Double("\(value)") ?? Double(value)) }
+
+    private let sequences = TrackedSequences()
 
     // MARK: - Index
 
@@ -309,4 +331,46 @@ public struct ServiceError: Error, CustomStringConvertible, Sendable {
 
     /// `{"error": message}`.
     public var body: [UInt8] { Array(JSONValue.object([("error", .string(message))]).serialized.utf8) }
+}
+
+/// The camera sequences `detect?track=NAME` follows: a ByteTrack session per name, started again when the
+/// queries change, forgotten after 2 minutes unused; at most 32 (the least recently used goes first).
+final class TrackedSequences: @unchecked Sendable {
+    private let lock = NSLock()
+    private var sequences: [String: (queries: [String], session: TrackingSession, used: Double)] = [:]
+    static let limit = 32
+    static let idleSeconds = 120.0
+
+    static func check(_ name: String) throws(ServiceError) {
+        guard (1...64).contains(name.utf8.count),
+            name.utf8.allSatisfy({ $0.isASCIIAlphanumeric || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-") })
+        else { throw ServiceError(400, "track must be 1 to 64 letters, digits, _ or -") }
+    }
+
+    func update(_ name: String, queries: [String], detections: [ImageDetections.Item]) -> [TrackingSession.Shown] {
+        lock.withLock {
+            let now = Stopwatch.now()
+            sequences = sequences.filter { now - $0.value.used < Self.idleSeconds }
+            var entry = sequences[name]
+            if entry == nil || entry!.queries != queries {
+                if sequences[name] == nil && sequences.count >= Self.limit,
+                    let oldest = sequences.min(by: { $0.value.used < $1.value.used })?.key
+                {
+                    sequences[oldest] = nil
+                }
+                entry = (queries, TrackingSession(), now)
+            }
+            entry!.used = now
+            sequences[name] = entry
+            let frame = entry!.session.update(
+                detections.map { ByteTracker.Detection(box: $0.box, score: $0.score, label: $0.queryIndex) })
+            return frame.shown
+        }
+    }
+}
+
+extension UInt8 {
+    fileprivate var isASCIIAlphanumeric: Bool {
+        (48...57).contains(self) || (65...90).contains(self) || (97...122).contains(self)
+    }
 }

@@ -31,7 +31,8 @@ public enum OpenAPIDocument {
                   {"name": "conf", "in": "query", "schema": {"type": "number", "minimum": 0, "exclusiveMaximum": true, "maximum": 1, "default": 0.25}},
                   {"name": "iou", "in": "query", "schema": {"type": "number", "exclusiveMinimum": true, "minimum": 0, "maximum": 1, "default": 0.7}},
                   {"name": "max_det", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 300}},
-                  {"name": "keep", "in": "query", "description": "false: do not keep the photo's features (a camera's frames, never asked again).", "schema": {"type": "boolean", "default": true}}
+                  {"name": "keep", "in": "query", "description": "false: do not keep the photo's features (a camera's frames, never asked again).", "schema": {"type": "boolean", "default": true}},
+                  {"name": "track", "in": "query", "description": "A name the client picks for a sequence of frames (a camera): the frames sent with it are followed by ByteTrack as ultralytics' track() does, each detection gets a track_id, and conf defaults to 0.1. New queries start the sequence again; a name unused for 2 minutes is forgotten.", "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}}
                 ],
                 "requestBody": {"required": true, "content": {
                   "image/jpeg": {"schema": {"type": "string", "format": "binary"}},
@@ -140,6 +141,7 @@ public enum OpenAPIDocument {
                 "max_det": {"type": "integer", "minimum": 1, "maximum": 10000}}},
               "Detection": {"type": "object", "required": ["label", "query_index", "score", "box"], "properties": {
                 "label": {"type": "string"}, "query_index": {"type": "integer"}, "score": {"type": "number"},
+                "track_id": {"type": "integer", "description": "With track=NAME: the object's id in that sequence of frames."},
                 "box": {"type": "array", "items": {"type": "number"}, "minItems": 4, "maxItems": 4}}},
               "Detections": {"type": "object", "required": ["image_id", "width", "height", "detections"], "properties": {
                 "image_id": {"type": "string"}, "width": {"type": "integer"}, "height": {"type": "integer"},

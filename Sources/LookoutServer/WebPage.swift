@@ -4,7 +4,9 @@
 /// grid of thumbnails with their boxes; a click opens the photo. Camera: the browser's camera
 /// (`getUserMedia`), each frame sent as a PNG to the detect endpoint as soon as the previous answer came (never
 /// two requests in flight), its boxes drawn over the live picture, frames per second shown; the last frames
-/// sent and their answers are kept in `window.lookoutCamera.log` (three at most). A token given as
+/// sent and their answers are kept in `window.lookoutCamera.log` (three at most); with "track" ticked the frames
+/// go with `track=NAME` and the boxes show their track ids (the session's frames kept in
+/// `window.lookoutCamera.tracked`). A token given as
 /// `#token=…` in the address is sent with every request.
 enum WebPage {
     static let html = #"""
@@ -66,6 +68,7 @@ enum WebPage {
             <div class="controls">
               <div id="drop" class="drop" style="flex: 1 1 18rem">Drop a photo here, or <input id="file" type="file" accept="image/jpeg,image/png" aria-label="photo"></div>
               <button id="camera" type="button" aria-pressed="false">Camera</button>
+              <label title="Follow each object from frame to frame (ByteTrack, as ultralytics' track()): an id over each box"><input id="track" type="checkbox"> track</label>
               <output id="camera-fps" aria-label="frames per second"></output>
             </div>
             <div id="status" role="status"></div>
@@ -107,7 +110,7 @@ enum WebPage {
             const [x1, y1, x2, y2] = d.box;
             const box = document.createElement("div");
             box.className = "box" + (y1 / height < 0.06 ? " low" : "");
-            box.style.setProperty("--c", colours[(d.query_index || 0) % colours.length]);
+            box.style.setProperty("--c", colours[(d.track_id ?? d.query_index ?? 0) % colours.length]);
             box.style.left = (100 * x1 / width) + "%";
             box.style.top = (100 * y1 / height) + "%";
             box.style.width = (100 * (x2 - x1) / width) + "%";
@@ -115,6 +118,7 @@ enum WebPage {
             box.dataset.label = d.label || "";
             box.dataset.score = d.score;
             box.dataset.box = d.box.join(",");
+            box.dataset.track = d.track_id ?? "";
             const tag = document.createElement("span");
             tag.textContent = labelOf(d);
             box.appendChild(tag);
@@ -233,8 +237,11 @@ enum WebPage {
 
         // The camera: a frame goes to /api/v1/detect (features not kept) when the answer to the previous one
         // has come, so the page never has two requests in flight and runs as fast as the server answers.
+        // With "track" ticked, the frames go with track=SESSION (a name made when tracking starts, and again
+        // when the queries change): the server follows them with ByteTrack and each box gets its id. The frames
+        // and answers of the current session are kept in `tracked` (the last 300).
         const camera = { stream: null, running: false, inFlight: 0, maxInFlight: 0, sent: 0, answers: [], log: [],
-                         canvas: document.createElement("canvas") };
+                         canvas: document.createElement("canvas"), session: null, sessionQueries: "", tracked: [] };
         window.lookoutCamera = camera;
         const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -264,6 +271,7 @@ enum WebPage {
 
         function stopCamera() {
           camera.running = false;
+          camera.session = null;
           if (camera.stream) camera.stream.getTracks().forEach((track) => track.stop());
           camera.stream = null;
           $("camera").textContent = "Camera";
@@ -288,7 +296,17 @@ enum WebPage {
             camera.canvas.getContext("2d").drawImage(video, 0, 0, width, height);
             const blob = await new Promise((resolve) => camera.canvas.toBlob(resolve, "image/png"));
             const t = thresholds();
-            const q = new URLSearchParams({ q: list.join(","), conf: t.conf, iou: t.iou, keep: "false" });
+            const tracking = $("track").checked;
+            if (!tracking) camera.session = null;
+            else if (!camera.session || camera.sessionQueries !== list.join(",")) {
+              camera.session = "camera-" + Math.random().toString(36).slice(2, 12);
+              camera.sessionQueries = list.join(",");
+              camera.tracked = [];
+            }
+            // Tracking detects at ultralytics' track() threshold (0.1, the server's default with track=).
+            const q = new URLSearchParams(tracking ? { q: list.join(","), iou: t.iou, keep: "false", track: camera.session }
+                                                   : { q: list.join(","), conf: t.conf, iou: t.iou, keep: "false" });
+            const session = camera.session;
             camera.inFlight += 1;
             camera.maxInFlight = Math.max(camera.maxInFlight, camera.inFlight);
             let reply;
@@ -308,7 +326,12 @@ enum WebPage {
             }
             const r = reply.body;
             camera.sent += 1;
-            drawBoxes(stage, r.width, r.height, r.detections, (d) => d.label + " " + d.score.toFixed(2));
+            drawBoxes(stage, r.width, r.height, r.detections,
+                      (d) => (d.track_id !== undefined ? "#" + d.track_id + " " : "") + d.label + " " + d.score.toFixed(2));
+            if (session && session === camera.session) {
+              camera.tracked.push({ frame: camera.sent, blob, queries: list, reply: r });
+              if (camera.tracked.length > 300) camera.tracked.shift();
+            }
             stage.dataset.frame = camera.sent;
             camera.log.push({ frame: camera.sent, blob, queries: list, conf: t.conf, iou: t.iou, reply: r });
             if (camera.log.length > 3) camera.log.shift();

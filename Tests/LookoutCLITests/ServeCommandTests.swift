@@ -119,6 +119,35 @@ import Testing
         }
     }
 
+    /// `detect?track=NAME`: frames sent under one name are followed (ids kept from frame to frame, the first
+    /// frame's tracks confirmed at once, as ByteTrack does), another name starts its own ids, new queries start
+    /// again, and a bad name is refused.
+    @Test func framesSentUnderANameAreTracked() throws {
+        let server = try Server()
+        let photo = try FileContents.read(Self.scene)
+        func ids(_ reply: Reply) -> [Int64] {
+            let detections = reply.json["detections"]!
+            return (0..<detections.count).compactMap { detections[$0]["track_id"]?.int }
+        }
+        var seen: [[Int64]] = []
+        for _ in 0..<3 {
+            let reply = try Self.request(
+                "POST", server.url + "api/v1/detect?q=star,circle,shape&keep=false&track=cam-1", body: photo)
+            #expect(reply.status == 200)
+            seen.append(ids(reply))
+        }
+        #expect(!seen[0].isEmpty && seen.allSatisfy { $0 == seen[0] }, "\(seen)")
+        #expect(seen[0] == Array(1...Int64(seen[0].count)), "ids from 1: \(seen[0])")
+        let other = try Self.request(
+            "POST", server.url + "api/v1/detect?q=star,circle,shape&keep=false&track=cam-2", body: photo)
+        #expect(ids(other) == seen[0], "another name, its own ids from 1")
+        let plain = try Self.request("POST", server.url + "api/v1/detect?q=star,circle,shape&keep=false", body: photo)
+        #expect(ids(plain).isEmpty, "no track: no ids")
+        let bad = try Self.request("POST", server.url + "api/v1/detect?q=star&track=bad%20name", body: photo)
+        #expect(bad.status == 400 && bad.json["error"]!.string!.contains("track must be"))
+        #expect(server.stop().status == 0)
+    }
+
     @Test func detectAndRequeryMatchTheCommandLine() throws {
         let server = try Server()
         let photo = try FileContents.read(Self.scene)

@@ -83,6 +83,50 @@ def chromium(*extra: str):
     return webdriver.Chrome(options=options, service=service)
 
 
+def check_camera_tracking(driver, wait, lookout: str, work: str, check) -> None:
+    """Ticks "track": the frames the page sent in its tracking session, made into a lossless video and given to
+    `lookout track`, give the ids, labels, scores and boxes the server answered (and the page drew)."""
+    count = 12
+    driver.find_element(By.ID, "track").click()
+    wait.until(lambda d: d.execute_script("return window.lookoutCamera.tracked.length") >= count)
+    state = driver.execute_async_script("""
+        const done = arguments[arguments.length - 1], count = arguments[0];
+        const frames = window.lookoutCamera.tracked.slice(0, count);
+        const tags = [...document.getElementById("camera-stage").querySelectorAll(".box span")].map((s) => s.textContent);
+        const read = (blob) => new Promise((resolve) => {
+          const reader = new FileReader();
+          reader.onload = () => resolve(reader.result);
+          reader.readAsDataURL(blob);
+        });
+        Promise.all(frames.map((f) => read(f.blob))).then((pngs) => done({
+          pngs, replies: frames.map((f) => f.reply), queries: frames[0].queries, tags,
+          iou: document.getElementById("iou").value }));
+    """, count)
+    folder = os.path.join(work, "tracked")
+    os.makedirs(folder, exist_ok=True)
+    for i, png in enumerate(state["pngs"]):
+        with open(os.path.join(folder, f"{i:04d}.png"), "wb") as f:
+            f.write(base64.b64decode(png.split(",", 1)[1]))
+    video = os.path.join(folder, "frames.mkv")
+    subprocess.run(["ffmpeg", "-nostdin", "-y", "-framerate", "10", "-i", os.path.join(folder, "%04d.png"),
+                    "-c:v", "ffv1", "-pix_fmt", "bgr0", video], check=True, capture_output=True)
+    out = subprocess.run([lookout, "track", video, "-q", ",".join(state["queries"]), "--iou", str(state["iou"]),
+                          "--json"], capture_output=True, text=True, check=True).stdout
+    lines = [json.loads(line) for line in out.splitlines() if '"frame"' in line]
+
+    def shown(detections):
+        return [(d.get("track_id"), d["label"], d["score"], tuple(d["box"])) for d in detections]
+
+    page = [shown(r["detections"]) for r in state["replies"]]
+    want = [shown(line["detections"]) for line in lines]
+    ids = {d[0] for frame in page for d in frame if d[0] is not None}
+    check(f"camera tracking: {count} frames equal `lookout track` on them", page == want,
+          f"page ids {[[d[0] for d in f] for f in page]}, lookout track {[[d[0] for d in f] for f in want]}")
+    check("camera tracking: ids over the boxes", len(ids) > 0 and (not state["tags"] or any(t.startswith("#") for t in state["tags"])),
+          f"ids {sorted(ids)}, tags {state['tags']}")
+    driver.find_element(By.ID, "track").click()
+
+
 def check_camera(lookout: str, url: str, work: str, shots: str, check) -> None:
     driver = chromium("--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
                       "--use-file-for-fake-video-capture=" + fake_camera_video(work))
@@ -155,6 +199,7 @@ def check_camera(lookout: str, url: str, work: str, shots: str, check) -> None:
         check("frames per second shown", re.fullmatch(r"\d+\.\d fps", fps) is not None and float(fps.split()[0]) > 0,
               repr(fps))
         driver.save_screenshot(os.path.join(shots, "camera.png"))
+        check_camera_tracking(driver, wait, lookout, work, check)
         driver.find_element(By.ID, "camera").click()
         stopped = driver.execute_script("return !window.lookoutCamera.running && "
                                         "document.getElementById('camera-stage').hidden")
