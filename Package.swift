@@ -144,7 +144,7 @@ let package = Package(
             name: "LookoutServer",
             dependencies: [
                 "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutIndex", "LookoutIndexPostgres",
-                "LookoutJSON", "LookoutTracking",
+                "LookoutJSON", "LookoutTracking", "LookoutVideo",
                 "LookoutSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Metrics", package: "swift-metrics"),

@@ -20,6 +20,9 @@ public final class LookoutServer: Sendable {
         public var port = 8080
         public var token: String?
         public var maximumBodyBytes = 32 << 20
+        /// Videos posted to /api/v1/videos/detect: at most this many bytes and this many seconds of video.
+        public var maximumVideoBytes = 64 << 20
+        public var maximumVideoSeconds = 120.0
         public var queueLimit = 16
         public var requestTimeout: Double = 30
 
@@ -146,6 +149,38 @@ public final class LookoutServer: Sendable {
                 return try await queue.run(reading: { try await Self.body(request, limit: limit) }) { body in
                     try service.detect(
                         imageBytes: body, queries: queries, thresholds: thresholds, keep: keep, track: track)
+                }
+            }
+        }
+        let videoBytes = configuration.maximumVideoBytes, videoSeconds = configuration.maximumVideoSeconds
+        let videoTime = max(configuration.requestTimeout, 300)
+        api.post("/videos/detect") { request, _ in
+            try await Self.answer {
+                let query = FormQuery(request.uri.query ?? "")
+                let queries = query["q"].map { $0.split(separator: ",").map(String.init) } ?? []
+                var parsed = try LookoutService.Thresholds.parse(
+                    conf: query["conf"], iou: query["iou"], maxDet: query["max_det"])
+                var video = LookoutService.VideoRequest()
+                video.maximumSeconds = videoSeconds
+                switch query["track"] {
+                case nil, "false": video.track = false
+                case "true": video.track = true
+                case let value?: throw ServiceError(400, "track must be true or false, not \(value)")
+                }
+                if video.track && query["conf"] == nil { parsed.confidence = 0.1 }
+                if let every = query["every"] {
+                    guard let value = Int(every), (1...1000).contains(value) else {
+                        throw ServiceError(400, "every must be a whole number from 1 to 1000")
+                    }
+                    video.every = value
+                }
+                let thresholds = parsed, settings = video
+                // A video holds the inference thread for all its frames: its own, longer time limit.
+                return try await queue.run(
+                    until: DispatchTime.now() + videoTime,
+                    reading: { try await Self.body(request, limit: videoBytes) }
+                ) { body in
+                    try service.detectVideo(bytes: body, queries: queries, thresholds: thresholds, request: settings)
                 }
             }
         }

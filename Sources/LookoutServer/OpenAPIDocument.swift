@@ -50,6 +50,32 @@ public enum OpenAPIDocument {
                 }
               }
             },
+            "/api/v1/videos/detect": {
+              "post": {
+                "operationId": "detectVideo",
+                "description": "Detects the queries in every frame (or every Nth) of the video sent as the body (MP4, MOV, MKV, WebM, AVI; at most 64 MB and the server's --max-video-seconds), answered as one JSON document once the video is read. With track=true the frames are followed by ByteTrack as ultralytics' track() does (conf 0.1 by default) and each detection has a track_id.",
+                "parameters": [
+                  {"name": "q", "in": "query", "required": true, "description": "Comma-separated queries (at most 256): dog,red car", "schema": {"type": "string", "pattern": "[^,\\s]"}},
+                  {"name": "conf", "in": "query", "schema": {"type": "number", "minimum": 0, "exclusiveMaximum": true, "maximum": 1, "default": 0.25}},
+                  {"name": "iou", "in": "query", "schema": {"type": "number", "exclusiveMinimum": true, "minimum": 0, "maximum": 1, "default": 0.7}},
+                  {"name": "max_det", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 300}},
+                  {"name": "every", "in": "query", "description": "Detect on every Nth frame (the first, then every Nth).", "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 1}},
+                  {"name": "track", "in": "query", "schema": {"type": "boolean", "default": false}}
+                ],
+                "requestBody": {"required": true, "content": {
+                  "video/mp4": {"schema": {"type": "string", "format": "binary"}},
+                  "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
+                "responses": {
+                  "200": {"description": "The processed frames and what was found when.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/VideoDetections"}}}},
+                  "400": {"$ref": "#/components/responses/Error"},
+                  "401": {"$ref": "#/components/responses/Error"},
+                  "413": {"$ref": "#/components/responses/Error"},
+                  "415": {"$ref": "#/components/responses/Error"},
+                  "422": {"$ref": "#/components/responses/Error"},
+                  "503": {"$ref": "#/components/responses/Error"}
+                }
+              }
+            },
             "/api/v1/images/{image_id}/detect": {
               "post": {
                 "operationId": "redetect",
@@ -143,6 +169,14 @@ public enum OpenAPIDocument {
                 "label": {"type": "string"}, "query_index": {"type": "integer"}, "score": {"type": "number"},
                 "track_id": {"type": "integer", "description": "With track=NAME: the object's id in that sequence of frames."},
                 "box": {"type": "array", "items": {"type": "number"}, "minItems": 4, "maxItems": 4}}},
+              "VideoDetections": {"type": "object", "required": ["width", "height", "frames", "found"], "properties": {
+                "width": {"type": "integer"}, "height": {"type": "integer"},
+                "frames": {"type": "array", "items": {"type": "object", "required": ["frame", "time", "detections"], "properties": {
+                  "frame": {"type": "integer"}, "time": {"type": "number"},
+                  "detections": {"type": "array", "items": {"$ref": "#/components/schemas/Detection"}}}}},
+                "found": {"type": "object", "additionalProperties": {"type": "object", "required": ["first", "last", "frames"], "properties": {
+                  "first": {"type": "number"}, "last": {"type": "number"}, "frames": {"type": "integer"}}}},
+                "tracks": {"type": "integer"}}},
               "Detections": {"type": "object", "required": ["image_id", "width", "height", "detections"], "properties": {
                 "image_id": {"type": "string"}, "width": {"type": "integer"}, "height": {"type": "integer"},
                 "detections": {"type": "array", "items": {"$ref": "#/components/schemas/Detection"}},
@@ -171,7 +205,8 @@ public enum OpenAPIDocument {
     /// Every operation the document describes, as (method, path template) — what the server routes.
     public static let operations: [(method: String, path: String)] = [
         ("GET", "/api/v1/health"), ("GET", "/api/v1/openapi.json"), ("POST", "/api/v1/detect"),
-        ("POST", "/api/v1/images/{image_id}/detect"), ("GET", "/api/v1/search"), ("GET", "/api/v1/photos/{photo_id}"),
+        ("POST", "/api/v1/images/{image_id}/detect"), ("POST", "/api/v1/videos/detect"), ("GET", "/api/v1/search"),
+        ("GET", "/api/v1/photos/{photo_id}"),
         ("GET", "/api/v1/photos/{photo_id}/thumbnail"), ("GET", "/metrics"),
     ]
 }

@@ -20,6 +20,8 @@
                                           search the index and browse the results
                   /api/v1/detect          POST a photo's bytes with ?q=dog,red%20car → detections and an image_id
                   /api/v1/images/ID/detect  POST {"queries": [...], "conf": …} → new detections, no backbone
+                  /api/v1/videos/detect   POST a video's bytes with ?q=…[&track=true] → every frame's detections
+                                      (track ids with track=true) and when each query was found
                   /api/v1/search?q=…      the index's best photos (ids, never paths)
                   /api/v1/openapi.json    the whole API; /api/v1/health; /metrics (Prometheus)
 
@@ -64,6 +66,12 @@
         var timeout: Double = 30
 
         @Option(
+            help: ArgumentHelp(
+                "The longest video /api/v1/videos/detect takes, in seconds of video (and at most 64 MB).",
+                valueName: "s"))
+        var maxVideoSeconds: Double = 120
+
+        @Option(
             help:
                 "Connections to a PostgreSQL index kept open for searches (a pool every request shares), and how many searches run at once."
         )
@@ -97,6 +105,10 @@
             settings.token = token
             settings.queueLimit = queue
             settings.requestTimeout = timeout
+            guard maxVideoSeconds.isFinite && maxVideoSeconds > 0 && maxVideoSeconds <= 3600 else {
+                throw ValidationError("--max-video-seconds must be above 0 and at most 3600.")
+            }
+            settings.maximumVideoSeconds = maxVideoSeconds
             do {
                 settings = try settings.validated()
             } catch {

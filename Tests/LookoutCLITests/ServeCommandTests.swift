@@ -148,6 +148,41 @@ import Testing
         #expect(server.stop().status == 0)
     }
 
+    /// `POST /api/v1/videos/detect?track=true`: every frame's detections and track ids equal `lookout track` on
+    /// the same file; what was found when; not a video (415) and too long a video (422) refused.
+    @Test func aVideoUploadEqualsLookoutTrack() throws {
+        let server = try Server(["--max-video-seconds", "10"])
+        let video = try FileContents.read(TrackCommandTests.video)
+        let queries = "red%20circle,blue%20square,yellow%20triangle,green%20star,purple%20heart"
+        let reply = try Self.request(
+            "POST", server.url + "api/v1/videos/detect?q=\(queries)&track=true", body: video,
+            headers: ["Content-Type": "video/mp4"])
+        try #require(reply.status == 200, "\(String(decoding: reply.body, as: UTF8.self))")
+        let frames = reply.json["frames"]!
+        let cli = try Reference.lines(
+            try CLI.run(["track", TrackCommandTests.video] + TrackCommandTests.queries + ["--json"]).stdout
+        ).filter { $0["frame"] != nil }
+        #expect(frames.count == 72 && cli.count == 72)
+        var ids = Set<Int64>()
+        for f in 0..<min(frames.count, cli.count) {
+            #expect(
+                frames[f]["detections"]!.value.serialized == cli[f]["detections"]!.value.serialized, "frame \(f)")
+            let detections = frames[f]["detections"]!
+            for d in 0..<detections.count { ids.insert(detections[d]["track_id"]!.int!) }
+        }
+        #expect(ids.count == 7 && reply.json["tracks"]!.int! == 7)
+        let heart = reply.json["found"]!["purple heart"]!
+        #expect(heart["first"]!.number! == 0 && heart["frames"]!.int! == 72)
+        let photo = try FileContents.read(Self.scene)
+        let notVideo = try Self.request("POST", server.url + "api/v1/videos/detect?q=star", body: photo)
+        #expect(notVideo.status == 415, "\(notVideo.status)")
+        #expect(server.stop().status == 0)
+        let short = try Server(["--max-video-seconds", "2"])
+        let long = try Self.request("POST", short.url + "api/v1/videos/detect?q=star", body: video)
+        #expect(long.status == 422 && long.json["error"]!.string!.contains("at most 2 s"), "\(long.status)")
+        #expect(short.stop().status == 0)
+    }
+
     @Test func detectAndRequeryMatchTheCommandLine() throws {
         let server = try Server()
         let photo = try FileContents.read(Self.scene)

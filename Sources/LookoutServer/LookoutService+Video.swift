@@ -1,0 +1,133 @@
+import Foundation
+import LookoutEngine
+import LookoutJSON
+import LookoutSupport
+import LookoutTracking
+import LookoutVideo
+
+extension LookoutService {
+    /// How a video upload is read: every Nth frame, optionally followed by ByteTrack; at most `maximumSeconds`
+    /// of video.
+    public struct VideoRequest: Sendable {
+        public var every = 1
+        public var track = false
+        public var maximumSeconds = 120.0
+
+        public init() {}
+    }
+
+    /// `POST /api/v1/videos/detect`: the uploaded video's processed frames with their detections (and track
+    /// ids when tracking), then what was found when — one JSON document:
+    /// `{"width","height","frames":[{"frame","time","detections"}],"found":{label:{"first","last","frames"}},
+    /// "tracks"}`. The bytes go to a private temporary file for FFmpeg, removed before the answer.
+    public func detectVideo(
+        bytes: [UInt8], queries: [String], thresholds: Thresholds, request: VideoRequest
+    ) throws(ServiceError) -> [UInt8] {
+        let queries = try Self.checkedQueries(queries)
+        guard !bytes.isEmpty else { throw ServiceError(400, "the request body is empty: send the video's bytes") }
+        guard VideoFile.looksLikeVideo(Array(bytes.prefix(16))) else {
+            throw ServiceError(415, "not a video Lookout reads (MP4, MOV, MKV, WebM, AVI, MPEG, FLV, Ogg)")
+        }
+        var template = Array((NSTemporaryDirectory() + "/lookout-upload-XXXXXX").utf8CString)
+        let descriptor = mkstemp(&template)
+        guard descriptor >= 0 else { throw ServiceError(500, "cannot make a temporary file for the video") }
+        let path = String(cString: template)
+        defer { unlink(path) }
+        let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        close(descriptor)
+        guard written == bytes.count else { throw ServiceError(507, "cannot store the video to read it") }
+
+        let reader: VideoReader
+        do {
+            reader = try VideoReader(path: path, threads: 1, pixelLimit: pixelLimit)
+        } catch {
+            throw Self.serviceError(error)
+        }
+        if let duration = reader.info.duration, duration > request.maximumSeconds + 0.5 {
+            throw ServiceError(
+                422, "the video lasts \(Int(duration.rounded())) s: at most \(Int(request.maximumSeconds)) s")
+        }
+        let session = request.track ? TrackingSession() : nil
+        var selection = FrameSelection(.every(request.every))
+        var frames: [JSONValue] = []
+        var found: [String: (first: Double, last: Double, frames: Int)] = [:]
+        var width = reader.info.width, height = reader.info.height
+        do throws(VideoError) {
+            while let frame = try reader.next() {
+                guard frame.time <= request.maximumSeconds else {
+                    throw VideoError(
+                        path: "upload", kind: .tooLarge,
+                        problem: "the video goes on past \(Int(request.maximumSeconds)) s")
+                }
+                guard selection.takes(frame.index, time: frame.time) else { continue }
+                let prepared = engine.prepare(image: frame.image, name: "upload", size: imageSize)
+                let result = engine.detect(prepared, queries: queries, options: thresholds.options)
+                width = result.width
+                height = result.height
+                var items: [(label: String, queryIndex: Int, score: Float, box: [Float], id: Int?)] =
+                    result.detections.map { ($0.label, $0.queryIndex, $0.score, $0.box, nil) }
+                if let session {
+                    let shown = session.update(
+                        result.detections.map {
+                            ByteTracker.Detection(box: $0.box, score: $0.score, label: $0.queryIndex)
+                        })
+                    items = shown.shown.map {
+                        (result.detections[$0.detection].label, $0.label, $0.score, $0.box, $0.id)
+                    }
+                }
+                for label in Set(items.map(\.label)) {
+                    let seen = found[label]
+                    found[label] = (seen?.first ?? frame.time, frame.time, (seen?.frames ?? 0) + 1)
+                }
+                frames.append(
+                    .object([
+                        ("frame", .int(Int64(frame.index))), ("time", .double((frame.time * 1000).rounded() / 1000)),
+                        (
+                            "detections",
+                            .array(
+                                items.map { item in
+                                    var fields: [(String, JSONValue)] = [
+                                        ("label", .string(item.label)), ("query_index", .int(Int64(item.queryIndex))),
+                                        ("score", Self.number(item.score)), ("box", .array(item.box.map(Self.number))),
+                                    ]
+                                    if let id = item.id { fields.append(("track_id", .int(Int64(id)))) }
+                                    return .object(fields)
+                                })
+                        ),
+                    ]))
+            }
+        } catch {
+            throw Self.serviceError(error)
+        }
+        guard !frames.isEmpty else { throw ServiceError(400, "no frame could be decoded") }
+        var document: [(String, JSONValue)] = [
+            ("width", .int(Int64(width))), ("height", .int(Int64(height))), ("frames", .array(frames)),
+            (
+                "found",
+                .object(
+                    found.keys.sorted().map { label in
+                        let entry = found[label]!
+                        return (
+                            label,
+                            .object([
+                                ("first", .double((entry.first * 1000).rounded() / 1000)),
+                                ("last", .double((entry.last * 1000).rounded() / 1000)),
+                                ("frames", .int(Int64(entry.frames))),
+                            ])
+                        )
+                    })
+            ),
+        ]
+        if let session { document.append(("tracks", .int(Int64(session.ids.count)))) }
+        return Array(JSONValue.object(document).serialized.utf8)
+    }
+
+    static func serviceError(_ error: VideoError) -> ServiceError {
+        switch error.kind {
+        case .unreadable, .noVideoStream, .unsupportedCodec:
+            ServiceError(415, "not a video Lookout reads: \(error.problem)")
+        case .tooLarge: ServiceError(422, error.problem)
+        case .damaged, .notWritten: ServiceError(400, "the video is damaged: \(error.problem)")
+        }
+    }
+}
