@@ -35,6 +35,11 @@ enum WebPage {
           .controls button { border: 1px solid var(--line); background: #fff; padding: .45rem .9rem; border-radius: 6px; cursor: pointer; font: inherit; }
           .controls button[aria-pressed="true"] { background: #c62828; color: #fff; border-color: #c62828; }
           #camera-fps { font-variant-numeric: tabular-nums; }
+          #timeline .row { display: flex; gap: .5rem; align-items: center; margin: .2rem 0; }
+          #timeline .name { flex: 0 0 12rem; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+          #timeline .strip { position: relative; flex: 1; height: 1rem; background: #eee; border-radius: 3px; }
+          #timeline .tick { position: absolute; top: 0; bottom: 0; width: 2px; background: var(--c); }
+          #timeline .when { flex: 0 0 11rem; font-variant-numeric: tabular-nums; font-size: .85rem; }
           .box { position: absolute; border: 2px solid var(--c); pointer-events: none; }
           .box span { position: absolute; left: -2px; top: -1.45em; background: var(--c); color: #fff; font-size: 12px; line-height: 1.3em;
                       padding: 0 .35em; white-space: nowrap; border-radius: 3px 3px 3px 0; text-shadow: 0 0 2px #000; }
@@ -71,7 +76,9 @@ enum WebPage {
               <label title="Follow each object from frame to frame (ByteTrack, as ultralytics' track()): an id over each box"><input id="track" type="checkbox"> track</label>
               <output id="camera-fps" aria-label="frames per second"></output>
             </div>
+            <div class="controls"><label>or a video: <input id="video-file" type="file" accept="video/*" aria-label="video"></label></div>
             <div id="status" role="status"></div>
+            <div id="timeline" hidden></div>
             <div id="detect-stage" class="stage" hidden><img id="photo" alt="the photo"></div>
             <div id="camera-stage" class="stage" hidden><video id="camera-video" muted playsinline aria-label="the camera"></video></div>
           </section>
@@ -348,6 +355,53 @@ enum WebPage {
         }
 
         $("camera").addEventListener("click", () => (camera.running ? stopCamera() : startCamera()));
+
+        // A video: sent whole to /api/v1/videos/detect (tracked when "track" is ticked); the answer is drawn as a
+        // timeline, a row per query with a mark at each frame where it was found. Kept in window.lookoutVideo.
+        window.lookoutVideo = { reply: null };
+        $("video-file").addEventListener("change", async () => {
+          const file = $("video-file").files[0], list = queries();
+          if (!file) return;
+          if (list.length === 0) { $("status").textContent = "Type what to look for."; return; }
+          const t = thresholds(), tracking = $("track").checked;
+          const q = new URLSearchParams(tracking ? { q: list.join(","), iou: t.iou, track: "true" }
+                                                 : { q: list.join(","), conf: t.conf, iou: t.iou });
+          $("status").textContent = "Reading " + file.name + " …";
+          $("status").dataset.state = "busy";
+          const reply = await api("/api/v1/videos/detect?" + q, { method: "POST", body: file,
+                                                                  headers: { "Content-Type": "application/octet-stream" } });
+          if (reply.status !== 200) {
+            $("status").textContent = "Error " + reply.status + ": " + (reply.body && reply.body.error);
+            $("status").dataset.state = "error";
+            return;
+          }
+          const r = reply.body, timeline = $("timeline");
+          window.lookoutVideo.reply = r;
+          const end = r.frames.length ? Math.max(r.frames[r.frames.length - 1].time, 0.001) : 1;
+          timeline.replaceChildren();
+          list.forEach((label, index) => {
+            const found = r.found[label], row = document.createElement("div");
+            row.className = "row";
+            row.dataset.label = label;
+            const name = document.createElement("span"), strip = document.createElement("span"), when = document.createElement("span");
+            name.className = "name"; strip.className = "strip"; when.className = "when";
+            name.textContent = label;
+            strip.style.setProperty("--c", colours[index % colours.length]);
+            when.textContent = found ? found.first.toFixed(2) + "–" + found.last.toFixed(2) + " s, " + found.frames + " frames" : "not found";
+            for (const frame of r.frames) {
+              if (!frame.detections.some((d) => d.label === label)) continue;
+              const tick = document.createElement("span");
+              tick.className = "tick";
+              tick.style.left = (100 * frame.time / end) + "%";
+              strip.appendChild(tick);
+            }
+            row.append(name, strip, when);
+            timeline.appendChild(row);
+          });
+          timeline.hidden = false;
+          $("status").textContent = file.name + ": " + r.frames.length + " frames" + (r.tracks !== undefined ? ", " + r.tracks + " tracks" : "");
+          $("status").dataset.state = "video";
+        });
 
         function show(view) {
           $("detect-view").hidden = view !== "detect";

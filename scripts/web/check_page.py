@@ -127,6 +127,45 @@ def check_camera_tracking(driver, wait, lookout: str, work: str, check) -> None:
     driver.find_element(By.ID, "track").click()
 
 
+def check_video_upload(lookout: str, url: str, shots: str, check) -> None:
+    """The tracking video chosen in the page: its timeline gives, per query, the first and last time and the
+    frames where `lookout detect VIDEO` found it, and a mark per such frame."""
+    queries = ["red circle", "blue square", "yellow triangle", "green star", "purple heart"]
+    video = os.path.join(ROOT, "examples", "tracking", "shapes.mp4")
+    out = subprocess.run([lookout, "detect", video, "-q", ",".join(queries), "--json"], capture_output=True, text=True,
+                         check=True).stdout
+    want = {}
+    for line in out.splitlines():
+        frame = json.loads(line)
+        for label in {d["label"] for d in frame["detections"]}:
+            first, _, frames = want.get(label, (frame["time"], 0, 0))
+            want[label] = (first, frame["time"], frames + 1)
+    driver = chromium()
+    try:
+        driver.get(url)
+        wait = WebDriverWait(driver, 120)
+        box = driver.find_element(By.ID, "queries")
+        box.clear()
+        box.send_keys(", ".join(queries))
+        driver.find_element(By.ID, "video-file").send_keys(video)
+        wait.until(lambda d: d.execute_script("return window.lookoutVideo.reply !== null"))
+        rows = driver.execute_script("""
+            return [...document.querySelectorAll('#timeline .row')].map((r) => ({
+              label: r.dataset.label, when: r.querySelector('.when').textContent,
+              ticks: r.querySelectorAll('.tick').length }));""")
+        shown = {r["label"]: r for r in rows}
+        for label in queries:
+            first, last, frames = want.get(label, (None, None, 0))
+            text = f"{first:.2f}–{last:.2f} s, {frames} frames" if frames else "not found"
+            row = shown.get(label, {})
+            check(f"video timeline '{label}'", row.get("when") == text and row.get("ticks") == frames,
+                  f"page {row.get('when')!r} with {row.get('ticks')} marks, lookout detect {text!r}")
+        check("the video timeline has something on it", sum(w[2] for w in want.values()) > 0, f"{want}")
+        driver.save_screenshot(os.path.join(shots, "video.png"))
+    finally:
+        driver.quit()
+
+
 def check_camera(lookout: str, url: str, work: str, shots: str, check) -> None:
     driver = chromium("--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
                       "--use-file-for-fake-video-capture=" + fake_camera_video(work))
@@ -336,6 +375,7 @@ def main() -> None:
               f"overflow {overflow} px, photo right edge {photo_width:.0f} of {inner}")
         driver.save_screenshot(os.path.join(shots, "phone.png"))
         check_camera(lookout, url, work, shots, check)
+        check_video_upload(lookout, url, shots, check)
         print(f"screenshots: {shots}/detect.png, search.png, phone.png, camera.png")
     finally:
         if driver:
