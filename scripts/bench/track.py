@@ -3,13 +3,15 @@
 the same video with the same model, in one run (numbers for BENCHMARKS.md).
 
     swift build -c release --product lookout
-    $(scripts/reference-venv scripts/reference/requirements-track.txt) scripts/bench/track.py [--repeat 3]
+    $(scripts/reference-venv scripts/reference/requirements-track.txt) scripts/bench/track.py [--repeat 3] [--model demo|s]
 
 The model: the demo detector as ultralytics reads it (Tests/Fixtures/demo/demo-detector.pt, made from the
 shipped weights by scripts/demo/make_demo_fixtures.py), with the text embeddings of the queries from the
 demo text encoder (`lookout embed`), given to ultralytics as its `txt_feats` (what `set_classes` computes
 with its own CLIP). The video: examples/tracking/shapes.mp4 (72 frames, 416x320), every frame at 640, conf
-0.1 (track()'s default), 2 threads each. Lookout's time is the whole command (process start, model load,
+0.1 (track()'s default), 2 threads each. `--model s`: the random-weight yolov8s-worldv2 of the s-scale parity
+fixtures (Tests/Fixtures/s-scale, calibrated BatchNorm) in both, with the same demo text embeddings: the speed
+of the s architecture (its boxes mean nothing). Lookout's time is the whole command (process start, model load,
 decoding, detection, tracking, JSON); ultralytics' the `track()` loop after the model is loaded. Also says in
 how many frames the two report the same ids in the same order.
 """
@@ -33,9 +35,18 @@ VIDEO = os.path.join(ROOT, "examples", "tracking", "shapes.mp4")
 QUERIES = ["red circle", "blue square", "yellow triangle", "green star", "purple heart"]
 
 
+DETECTORS = {
+    "demo": os.path.join(ROOT, "Tests", "Fixtures", "demo", "demo-detector.pt"),
+    "s": os.path.join(ROOT, "Tests", "Fixtures", "s-scale", "yolov8s-worldv2-random.pt"),
+}
+MODEL = "demo"
+
+
 def lookout_track():
     started = time.perf_counter()
-    out = subprocess.run([LOOKOUT, "track", VIDEO, "-q", ", ".join(QUERIES), "--json"], check=True,
+    model = [] if MODEL == "demo" else ["--detector", DETECTORS[MODEL], "--text-model",
+                                        os.path.join(ROOT, "Models", "demo", "text-encoder.safetensors")]
+    out = subprocess.run([LOOKOUT, "track", VIDEO, "-q", ", ".join(QUERIES), "--json", *model], check=True,
                          capture_output=True, text=True).stdout  # fmt: skip
     seconds = time.perf_counter() - started
     frames = [json.loads(line) for line in out.splitlines() if '"frame"' in line]
@@ -45,7 +56,7 @@ def lookout_track():
 def ultralytics_model():
     out = subprocess.run([LOOKOUT, "embed", *QUERIES], check=True, capture_output=True, text=True).stdout
     feats = torch.tensor([json.loads(line) for line in out.splitlines()], dtype=torch.float32)
-    model = YOLOWorld(os.path.join(ROOT, "Tests", "Fixtures", "demo", "demo-detector.pt"))
+    model = YOLOWorld(DETECTORS[MODEL])
     net = model.model
     net.txt_feats = feats.reshape(1, len(QUERIES), -1)
     net.model[-1].nc = len(QUERIES)
@@ -66,7 +77,10 @@ def ultralytics_track(model):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--model", choices=sorted(DETECTORS), default="demo")
     options = parser.parse_args()
+    global MODEL
+    MODEL = options.model
     torch.set_num_threads(2)
     model = ultralytics_model()
     # PyPI's torchvision is a CUDA build whose NMS cannot load here, and the video loader imports it: its NMS
@@ -85,7 +99,7 @@ def main():
     frames = len(lookout_ids)
     same = sum(1 for a, b in zip(lookout_ids, ultralytics_ids) if a == b)
     result = {
-        "frames": frames,
+        "model": MODEL, "frames": frames,
         "lookout_s": sorted(lookout_runs), "ultralytics_s": sorted(ultralytics_runs),
         "lookout_fps": frames / np.median(lookout_runs), "ultralytics_fps": len(ultralytics_ids) / np.median(ultralytics_runs),
         "same_ids_frames": same, "ultralytics_frames": len(ultralytics_ids),
