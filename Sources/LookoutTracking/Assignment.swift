@@ -18,10 +18,60 @@ public enum Assignment {
     }
 
     /// `costs` is rows × columns, row-major.
+    ///
+    /// Only pairs cheaper than `threshold` can be in the optimum (a pair costing more is beaten by leaving both
+    /// unmatched, threshold/2 each), so the problem splits into the connected groups of such pairs, each solved
+    /// on its own: a frame of hundreds of boxes costs a few small problems instead of one of rows + columns.
     public static func solve(_ costs: [Double], rows: Int, columns: Int, threshold: Double) -> Result {
         guard rows > 0, columns > 0 else {
             return Result(matches: [], unmatchedRows: Array(0..<rows), unmatchedColumns: Array(0..<columns))
         }
+        // Groups: union-find over rows (0..<rows) and columns (rows..<rows + columns) joined by cheap pairs.
+        var parent = Array(0..<(rows + columns))
+        func root(_ x: Int) -> Int {
+            var x = x
+            while parent[x] != x {
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            }
+            return x
+        }
+        var cheap = false
+        for i in 0..<rows {
+            for j in 0..<columns where costs[i * columns + j] < threshold {
+                cheap = true
+                let (a, b) = (root(i), root(rows + j))
+                if a != b { parent[a] = b }
+            }
+        }
+        guard cheap else {
+            return Result(matches: [], unmatchedRows: Array(0..<rows), unmatchedColumns: Array(0..<columns))
+        }
+        var groups: [Int: (rows: [Int], columns: [Int])] = [:]
+        for i in 0..<rows { groups[root(i), default: ([], [])].rows.append(i) }
+        for j in 0..<columns { groups[root(rows + j), default: ([], [])].columns.append(j) }
+        var columnOfRow = [Int](repeating: -1, count: rows)
+        for group in groups.values where !group.rows.isEmpty && !group.columns.isEmpty {
+            var part = [Double](repeating: 0, count: group.rows.count * group.columns.count)
+            for (a, i) in group.rows.enumerated() {
+                for (b, j) in group.columns.enumerated() { part[a * group.columns.count + b] = costs[i * columns + j] }
+            }
+            let solved = solveWhole(part, rows: group.rows.count, columns: group.columns.count, threshold: threshold)
+            for (a, b) in solved.matches { columnOfRow[group.rows[a]] = group.columns[b] }
+        }
+        var matches: [(row: Int, column: Int)] = []
+        var columnMatched = [Bool](repeating: false, count: columns)
+        for i in 0..<rows where columnOfRow[i] >= 0 {
+            matches.append((i, columnOfRow[i]))
+            columnMatched[columnOfRow[i]] = true
+        }
+        return Result(
+            matches: matches, unmatchedRows: (0..<rows).filter { columnOfRow[$0] < 0 },
+            unmatchedColumns: (0..<columns).filter { !columnMatched[$0] })
+    }
+
+    /// The whole extended problem at once.
+    static func solveWhole(_ costs: [Double], rows: Int, columns: Int, threshold: Double) -> Result {
         let n = rows + columns
         var square = [Double](repeating: threshold / 2, count: n * n)
         for i in rows..<n {
