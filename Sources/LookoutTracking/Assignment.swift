@@ -70,8 +70,8 @@ public enum Assignment {
             unmatchedColumns: (0..<columns).filter { !columnMatched[$0] })
     }
 
-    /// The whole extended problem at once.
-    static func solveWhole(_ costs: [Double], rows: Int, columns: Int, threshold: Double) -> Result {
+    /// The whole extended problem at once (what `solve` splits; kept for comparison).
+    public static func solveWhole(_ costs: [Double], rows: Int, columns: Int, threshold: Double) -> Result {
         let n = rows + columns
         var square = [Double](repeating: threshold / 2, count: n * n)
         for i in rows..<n {

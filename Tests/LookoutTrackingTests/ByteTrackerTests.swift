@@ -115,6 +115,28 @@ import Testing
         #expect(shared.matches.map { [$0.row, $0.column] } == [[0, 1], [1, 0]])
         #expect(Assignment.solve([], rows: 0, columns: 3, threshold: 0.8).unmatchedColumns == [0, 1, 2])
     }
+
+    /// Split into groups of cheap pairs, the problem gives the matches of the whole extended problem (dense
+    /// costs, and sparse ones as boxes give: most pairs not overlapping at all).
+    @Test func groupsGiveTheWholeProblemsMatches() {
+        var state: UInt64 = 20_261_125
+        func random() -> Double {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Double(state >> 11) / Double(1 << 53)
+        }
+        var differ = 0, matched = 0
+        for trial in 0..<2000 {
+            let rows = 1 + Int(random() * 12), columns = 1 + Int(random() * 12)
+            let costs = (0..<(rows * columns)).map { _ in
+                trial % 2 == 0 ? random() * 1.2 : (random() < 0.2 ? random() * 0.8 : 1.0)
+            }
+            let split = Assignment.solve(costs, rows: rows, columns: columns, threshold: 0.8)
+            if split != Assignment.solveWhole(costs, rows: rows, columns: columns, threshold: 0.8) { differ += 1 }
+            matched += split.matches.count
+        }
+        #expect(differ == 0)
+        #expect(matched > 2000, "the problems match something")
+    }
 }
 
 extension ByteTrackerTests {
