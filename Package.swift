@@ -92,7 +92,7 @@ let package = Package(
 
         // Following objects from frame to frame (ByteTrack as ultralytics computes it) and counting them
         // (supervision's line and zone counts).
-        .target(name: "LookoutTracking"),
+        .target(name: "LookoutTracking", dependencies: ["LookoutSupport"]),
 
         // Layer 4: what programs use.
         // The pipeline (photo → letterbox → backbone → neck/head with the query embeddings → NMS), its

@@ -9,11 +9,8 @@ public enum IndexAddress {
         text.hasPrefix("postgresql://") || text.hasPrefix("postgres://")
     }
 
-    /// `text` with a URL's password replaced by `***` (anything else unchanged), for messages.
-    public static func redacted(_ text: String) -> String { URLText.redacted(text) }
-
     /// `location` fit for messages: a URL's password hidden, a file path as it is.
     public static func shown(_ location: String) -> String {
-        isPostgres(location) ? redacted(location) : location
+        isPostgres(location) ? URLText.redacted(location) : location
     }
 }

@@ -235,15 +235,7 @@ extension PhotoIndex {
         let count = paths.count
         guard count > 1 else { return [] }
         // Cosines a block of rows at a time (one GEMM each), links kept in a union-find.
-        var parent = Array(0..<count)
-        func root(_ i: Int) -> Int {
-            var i = i
-            while parent[i] != i {
-                parent[i] = parent[parent[i]]
-                i = parent[i]
-            }
-            return i
-        }
+        var sets = DisjointSets(count: count)
         var best = [Float](repeating: -1, count: count)
         let block = 256
         var cosines = [Float](repeating: 0, count: block * count)
@@ -261,15 +253,14 @@ extension PhotoIndex {
                         let cosine = cosines[r * count + j]
                         best[i] = max(best[i], cosine)
                         best[j] = max(best[j], cosine)
-                        let (a, b) = (root(i), root(j))
-                        if a != b { parent[max(a, b)] = min(a, b) }
+                        sets.union(i, j)
                     }
                 }
             }
         }
         var groups: [Int: [(path: String, cosine: Float)]] = [:]
         for i in 0..<count where best[i] >= threshold {
-            groups[root(i), default: []].append((paths[i], min(best[i], 1)))
+            groups[sets.root(i), default: []].append((paths[i], min(best[i], 1)))
         }
         return groups.values.map { group in
             group.sorted { $0.cosine != $1.cosine ? $0.cosine > $1.cosine : $0.path < $1.path }

@@ -1,6 +1,7 @@
 import Dispatch
 import Logging
 import LookoutIndex
+import LookoutSupport
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
@@ -138,7 +139,7 @@ public struct PostgresAddress: Sendable, Equatable {
     }
 
     /// The URL with its password replaced by `***`, for messages.
-    public static func redacted(_ text: String) -> String { IndexAddress.redacted(text) }
+    public static func redacted(_ text: String) -> String { URLText.redacted(text) }
 
     /// The address as a URL without the password, for messages.
     public var description: String {

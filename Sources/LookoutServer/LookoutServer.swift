@@ -132,19 +132,9 @@ public final class LookoutServer: Sendable {
         api.post("/detect") { request, _ in
             try await Self.answer {
                 let query = FormQuery(request.uri.query ?? "")
-                let queries = query["q"].map { $0.split(separator: ",").map(String.init) } ?? []
-                var parsed = try LookoutService.Thresholds.parse(
-                    conf: query["conf"], iou: query["iou"], maxDet: query["max_det"])
                 let track = query["track"]
-                // Tracking, as ultralytics' track(): ByteTrack's second association needs the doubtful boxes.
-                if track != nil && query["conf"] == nil { parsed.confidence = 0.1 }
-                let thresholds = parsed
-                let keep: Bool
-                switch query["keep"] {
-                case nil, "true": keep = true
-                case "false": keep = false
-                case let value?: throw ServiceError(400, "keep must be true or false, not \(value)")
-                }
+                let (queries, thresholds) = try Self.detection(query, tracking: track != nil)
+                let keep = try Self.flag(query, "keep", default: true)
                 // Admitted to the queue before the body is read: at most queue-limit bodies in memory.
                 return try await queue.run(reading: { try await Self.body(request, limit: limit) }) { body in
                     try service.detect(
@@ -157,24 +147,17 @@ public final class LookoutServer: Sendable {
         api.post("/videos/detect") { request, _ in
             try await Self.answer {
                 let query = FormQuery(request.uri.query ?? "")
-                let queries = query["q"].map { $0.split(separator: ",").map(String.init) } ?? []
-                var parsed = try LookoutService.Thresholds.parse(
-                    conf: query["conf"], iou: query["iou"], maxDet: query["max_det"])
                 var video = LookoutService.VideoRequest()
                 video.maximumSeconds = videoSeconds
-                switch query["track"] {
-                case nil, "false": video.track = false
-                case "true": video.track = true
-                case let value?: throw ServiceError(400, "track must be true or false, not \(value)")
-                }
-                if video.track && query["conf"] == nil { parsed.confidence = 0.1 }
+                video.track = try Self.flag(query, "track", default: false)
+                let (queries, thresholds) = try Self.detection(query, tracking: video.track)
                 if let every = query["every"] {
                     guard let value = Int(every), (1...1000).contains(value) else {
                         throw ServiceError(400, "every must be a whole number from 1 to 1000")
                     }
                     video.every = value
                 }
-                let thresholds = parsed, settings = video
+                let settings = video
                 // A video holds the inference thread for all its frames: its own, longer time limit.
                 return try await queue.run(
                     until: DispatchTime.now() + videoTime,
@@ -268,6 +251,30 @@ public final class LookoutServer: Sendable {
             return Array(buffer: try await request.body.collect(upTo: limit))
         } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
             throw ServiceError(413, "the body is over \(limit) bytes")
+        }
+    }
+
+    /// A detect request's `q` (comma-separated) and `conf`, `iou`, `max_det`. When `tracking`, conf defaults to
+    /// 0.1, as ultralytics' track() asks: ByteTrack's second association needs the doubtful boxes.
+    static func detection(
+        _ query: FormQuery, tracking: Bool
+    ) throws(ServiceError) -> (
+        [String], LookoutService.Thresholds
+    ) {
+        let queries = query["q"].map { $0.split(separator: ",").map(String.init) } ?? []
+        var thresholds = try LookoutService.Thresholds.parse(
+            conf: query["conf"], iou: query["iou"], maxDet: query["max_det"])
+        if tracking && query["conf"] == nil { thresholds.confidence = 0.1 }
+        return (queries, thresholds)
+    }
+
+    /// A `true`/`false` query parameter.
+    static func flag(_ query: FormQuery, _ name: String, default value: Bool) throws(ServiceError) -> Bool {
+        switch query[name] {
+        case nil: return value
+        case "true": return true
+        case "false": return false
+        case let other?: throw ServiceError(400, "\(name) must be true or false, not \(other)")
         }
     }
 

@@ -64,17 +64,7 @@ extension LookoutService {
                 let result = engine.detect(prepared, queries: queries, options: thresholds.options)
                 width = result.width
                 height = result.height
-                var items: [(label: String, queryIndex: Int, score: Float, box: [Float], id: Int?)] =
-                    result.detections.map { ($0.label, $0.queryIndex, $0.score, $0.box, nil) }
-                if let session {
-                    let shown = session.update(
-                        result.detections.map {
-                            ByteTracker.Detection(box: $0.box, score: $0.score, label: $0.queryIndex)
-                        })
-                    items = shown.shown.map {
-                        (result.detections[$0.detection].label, $0.label, $0.score, $0.box, $0.id)
-                    }
-                }
+                let items = Self.shown(result.detections, tracking: session)
                 for label in Set(items.map(\.label)) {
                     let seen = found[label]
                     found[label] = (seen?.first ?? frame.time, frame.time, (seen?.frames ?? 0) + 1)
@@ -82,18 +72,7 @@ extension LookoutService {
                 frames.append(
                     .object([
                         ("frame", .int(Int64(frame.index))), ("time", .double((frame.time * 1000).rounded() / 1000)),
-                        (
-                            "detections",
-                            .array(
-                                items.map { item in
-                                    var fields: [(String, JSONValue)] = [
-                                        ("label", .string(item.label)), ("query_index", .int(Int64(item.queryIndex))),
-                                        ("score", Self.number(item.score)), ("box", .array(item.box.map(Self.number))),
-                                    ]
-                                    if let id = item.id { fields.append(("track_id", .int(Int64(id)))) }
-                                    return .object(fields)
-                                })
-                        ),
+                        ("detections", .array(items.map(\.json))),
                     ]))
             }
         } catch {

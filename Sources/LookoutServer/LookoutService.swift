@@ -161,26 +161,10 @@ public final class LookoutService: @unchecked Sendable {
             prepared.timings.backbone = 0
         }
         let result = engine.detect(prepared, queries: queries, options: thresholds.options)
-        var detections = result.detections.map { item -> JSONValue in
-            .object([
-                ("label", .string(item.label)), ("query_index", .int(Int64(item.queryIndex))),
-                ("score", Self.number(item.score)), ("box", .array(item.box.map(Self.number))),
-            ])
-        }
-        if let track {
-            // What the frame shows as ultralytics' track() reports it: the tracks (the tracker's box, the
-            // score and class of the detection matched), nothing while a new one waits, else the detections.
-            let shown = sequences.update(track, queries: queries, detections: result.detections)
-            detections = shown.map { item in
-                var fields: [(String, JSONValue)] = [
-                    ("label", .string(result.detections[item.detection].label)),
-                    ("query_index", .int(Int64(item.label))), ("score", Self.number(item.score)),
-                    ("box", .array(item.box.map(Self.number))),
-                ]
-                if let id = item.id { fields.append(("track_id", .int(Int64(id)))) }
-                return .object(fields)
-            }
-        }
+        let shown =
+            track.map { sequences.update($0, queries: queries, detections: result.detections) }
+            ?? Self.shown(result.detections, tracking: nil)
+        let detections = shown.map(\.json)
         let timings = result.timings.milliseconds.map { ($0.0 + "_ms", JSONValue.double(($0.1 * 100).rounded() / 100)) }
         return Array(
             JSONValue.object([
@@ -190,6 +174,42 @@ public final class LookoutService: @unchecked Sendable {
     }
 
     static func number(_ value: Float) -> JSONValue { .double(Double("\(value)") ?? Double(value)) }
+
+    /// A detection as an answer lists it, with its track id when the frame was tracked.
+    struct ShownDetection {
+        var label: String
+        var queryIndex: Int
+        var score: Float
+        var box: [Float]
+        var trackID: Int?
+
+        var json: JSONValue {
+            var fields: [(String, JSONValue)] = [
+                ("label", .string(label)), ("query_index", .int(Int64(queryIndex))),
+                ("score", LookoutService.number(score)), ("box", .array(box.map(LookoutService.number))),
+            ]
+            if let trackID { fields.append(("track_id", .int(Int64(trackID)))) }
+            return .object(fields)
+        }
+    }
+
+    /// A frame's detections as the answer lists them: as they are; or, followed by `session`, what the frame
+    /// shows as ultralytics' track() reports it (the tracks with the tracker's box and the score and class of
+    /// the detection matched, nothing while a new track waits, else the detections without ids).
+    static func shown(_ detections: [ImageDetections.Item], tracking session: TrackingSession?) -> [ShownDetection] {
+        guard let session else {
+            return detections.map {
+                ShownDetection(label: $0.label, queryIndex: $0.queryIndex, score: $0.score, box: $0.box)
+            }
+        }
+        let frame = session.update(
+            detections.map { ByteTracker.Detection(box: $0.box, score: $0.score, label: $0.queryIndex) })
+        return frame.shown.map {
+            ShownDetection(
+                label: detections[$0.detection].label, queryIndex: $0.label, score: $0.score, box: $0.box,
+                trackID: $0.id)
+        }
+    }
 
     private let sequences = TrackedSequences()
 
@@ -347,7 +367,11 @@ final class TrackedSequences: @unchecked Sendable {
         else { throw ServiceError(400, "track must be 1 to 64 letters, digits, _ or -") }
     }
 
-    func update(_ name: String, queries: [String], detections: [ImageDetections.Item]) -> [TrackingSession.Shown] {
+    func update(
+        _ name: String, queries: [String], detections: [ImageDetections.Item]
+    )
+        -> [LookoutService.ShownDetection]
+    {
         lock.withLock {
             let now = Stopwatch.now()
             sequences = sequences.filter { now - $0.value.used < Self.idleSeconds }
@@ -362,9 +386,7 @@ final class TrackedSequences: @unchecked Sendable {
             }
             entry!.used = now
             sequences[name] = entry
-            let frame = entry!.session.update(
-                detections.map { ByteTracker.Detection(box: $0.box, score: $0.score, label: $0.queryIndex) })
-            return frame.shown
+            return LookoutService.shown(detections, tracking: entry!.session)
         }
     }
 }

@@ -27,10 +27,8 @@ public enum OpenAPIDocument {
                 "operationId": "detect",
                 "description": "Detects the queries in the photo sent as the body (JPEG or PNG bytes). The photo's features are kept under image_id for /api/v1/images/{image_id}/detect.",
                 "parameters": [
-                  {"name": "q", "in": "query", "required": true, "description": "Comma-separated queries (at most 256): dog,red car", "schema": {"type": "string", "pattern": "[^,\\s]"}},
-                  {"name": "conf", "in": "query", "schema": {"type": "number", "minimum": 0, "exclusiveMaximum": true, "maximum": 1, "default": 0.25}},
-                  {"name": "iou", "in": "query", "schema": {"type": "number", "exclusiveMinimum": true, "minimum": 0, "maximum": 1, "default": 0.7}},
-                  {"name": "max_det", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 300}},
+                  {"$ref": "#/components/parameters/Queries"}, {"$ref": "#/components/parameters/Conf"},
+                  {"$ref": "#/components/parameters/Iou"}, {"$ref": "#/components/parameters/MaxDet"},
                   {"name": "keep", "in": "query", "description": "false: do not keep the photo's features (a camera's frames, never asked again).", "schema": {"type": "boolean", "default": true}},
                   {"name": "track", "in": "query", "description": "A name the client picks for a sequence of frames (a camera): the frames sent with it are followed by ByteTrack as ultralytics' track() does, each detection gets a track_id, and conf defaults to 0.1. New queries start the sequence again; a name unused for 2 minutes is forgotten.", "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}}
                 ],
@@ -55,10 +53,8 @@ public enum OpenAPIDocument {
                 "operationId": "detectVideo",
                 "description": "Detects the queries in every frame (or every Nth) of the video sent as the body (MP4, MOV, MKV, WebM, AVI; at most 64 MB and the server's --max-video-seconds), answered as one JSON document once the video is read. With track=true the frames are followed by ByteTrack as ultralytics' track() does (conf 0.1 by default) and each detection has a track_id.",
                 "parameters": [
-                  {"name": "q", "in": "query", "required": true, "description": "Comma-separated queries (at most 256): dog,red car", "schema": {"type": "string", "pattern": "[^,\\s]"}},
-                  {"name": "conf", "in": "query", "schema": {"type": "number", "minimum": 0, "exclusiveMaximum": true, "maximum": 1, "default": 0.25}},
-                  {"name": "iou", "in": "query", "schema": {"type": "number", "exclusiveMinimum": true, "minimum": 0, "maximum": 1, "default": 0.7}},
-                  {"name": "max_det", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 300}},
+                  {"$ref": "#/components/parameters/Queries"}, {"$ref": "#/components/parameters/Conf"},
+                  {"$ref": "#/components/parameters/Iou"}, {"$ref": "#/components/parameters/MaxDet"},
                   {"name": "every", "in": "query", "description": "Detect on every Nth frame (the first, then every Nth).", "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 1}},
                   {"name": "track", "in": "query", "schema": {"type": "boolean", "default": false}}
                 ],
@@ -153,6 +149,12 @@ public enum OpenAPIDocument {
             }
           },
           "components": {
+            "parameters": {
+              "Queries": {"name": "q", "in": "query", "required": true, "description": "Comma-separated queries (at most 256): dog,red car", "schema": {"type": "string", "pattern": "[^,\\s]"}},
+              "Conf": {"name": "conf", "in": "query", "schema": {"type": "number", "minimum": 0, "exclusiveMaximum": true, "maximum": 1, "default": 0.25}},
+              "Iou": {"name": "iou", "in": "query", "schema": {"type": "number", "exclusiveMinimum": true, "minimum": 0, "maximum": 1, "default": 0.7}},
+              "MaxDet": {"name": "max_det", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 300}}
+            },
             "responses": {
               "Error": {"description": "What was wrong.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
             },

@@ -1,3 +1,5 @@
+import LookoutSupport
+
 /// Matching tracks to detections by cost, as ByteTrack does it through `lap.lapjv(cost, extend_cost=True,
 /// cost_limit=threshold)`: the rows × columns costs are extended to a square of rows + columns, where leaving a
 /// row or a column unmatched costs threshold/2 (so a pair is matched only if that beats leaving both alone), and
@@ -27,29 +29,20 @@ public enum Assignment {
             return Result(matches: [], unmatchedRows: Array(0..<rows), unmatchedColumns: Array(0..<columns))
         }
         // Groups: union-find over rows (0..<rows) and columns (rows..<rows + columns) joined by cheap pairs.
-        var parent = Array(0..<(rows + columns))
-        func root(_ x: Int) -> Int {
-            var x = x
-            while parent[x] != x {
-                parent[x] = parent[parent[x]]
-                x = parent[x]
-            }
-            return x
-        }
+        var sets = DisjointSets(count: rows + columns)
         var cheap = false
         for i in 0..<rows {
             for j in 0..<columns where costs[i * columns + j] < threshold {
                 cheap = true
-                let (a, b) = (root(i), root(rows + j))
-                if a != b { parent[a] = b }
+                sets.union(i, rows + j)
             }
         }
         guard cheap else {
             return Result(matches: [], unmatchedRows: Array(0..<rows), unmatchedColumns: Array(0..<columns))
         }
         var groups: [Int: (rows: [Int], columns: [Int])] = [:]
-        for i in 0..<rows { groups[root(i), default: ([], [])].rows.append(i) }
-        for j in 0..<columns { groups[root(rows + j), default: ([], [])].columns.append(j) }
+        for i in 0..<rows { groups[sets.root(i), default: ([], [])].rows.append(i) }
+        for j in 0..<columns { groups[sets.root(rows + j), default: ([], [])].columns.append(j) }
         var columnOfRow = [Int](repeating: -1, count: rows)
         for group in groups.values where !group.rows.isEmpty && !group.columns.isEmpty {
             var part = [Double](repeating: 0, count: group.rows.count * group.columns.count)

@@ -190,18 +190,7 @@ struct DetectCommand: ParsableCommand {
     )
     var images: [String]
 
-    @Option(
-        help: ArgumentHelp(
-            "In a video, detect on every Nth decoded frame (the first, then every Nth after it; default 1).",
-            valueName: "n"))
-    var every: Int?
-
-    @Option(
-        help: ArgumentHelp(
-            "In a video, detect on F frames per second of video time (the first frame at or after each 1/F seconds), instead of --every.",
-            valueName: "F"))
-    var fps: Double?
-
+    @OptionGroup var frameOptions: FrameOptions
     @OptionGroup var streamOptions: StreamOptions
 
     @Option(
@@ -274,9 +263,6 @@ struct DetectCommand: ParsableCommand {
 
     func validate() throws {
         if images.isEmpty { throw ValidationError("Give at least one image.") }
-        if every != nil && fps != nil { throw ValidationError("Give --every N or --fps F, not both.") }
-        if let every, every < 1 { throw ValidationError("--every must be 1 or more.") }
-        if let fps, !(fps > 0 && fps <= 1000) { throw ValidationError("--fps must be above 0 and at most 1000.") }
         if let lanes, !(1...64).contains(lanes) { throw ValidationError("--lanes must be between 1 and 64.") }
         if queries != nil && queriesFile != nil {
             throw ValidationError("Give the queries with -q \"a, b\" or --queries-file FILE, not both.")
@@ -372,7 +358,7 @@ struct DetectCommand: ParsableCommand {
             if videos[index] {
                 let video = VideoDetection(
                     path: path, engine: engine, plan: plan, textFeatures: textFeatures, options: options, imgsz: imgsz,
-                    selection: FrameSelection(fps.map { .perSecond($0) } ?? .every(every ?? 1)), format: chosenFormat,
+                    selection: frameOptions.selection, format: chosenFormat,
                     pad: pad,
                     saveTo: save.map {
                         Self.unusedName(

@@ -113,6 +113,29 @@ struct VideoDetection {
     static func seconds(_ time: Double) -> String { "\((time * 1000).rounded() / 1000)" }
 }
 
+/// `--every` and `--fps`: which frames of a video `detect` and `track` process.
+struct FrameOptions: ParsableArguments {
+    @Option(
+        help: ArgumentHelp(
+            "In a video, detect on every Nth decoded frame (the first, then every Nth after it; default 1).",
+            valueName: "n"))
+    var every: Int?
+
+    @Option(
+        help: ArgumentHelp(
+            "In a video, detect on F frames per second of video time (the first frame at or after each 1/F seconds), instead of --every.",
+            valueName: "F"))
+    var fps: Double?
+
+    func validate() throws {
+        if every != nil && fps != nil { throw ValidationError("Give --every N or --fps F, not both.") }
+        if let every, every < 1 { throw ValidationError("--every must be 1 or more.") }
+        if let fps, !(fps > 0 && fps <= 1000) { throw ValidationError("--fps must be above 0 and at most 1000.") }
+    }
+
+    var selection: FrameSelection { FrameSelection(fps.map { .perSecond($0) } ?? .every(every ?? 1)) }
+}
+
 /// `--timeout` and `--reconnect`: how `detect` and `track` treat a network stream.
 struct StreamOptions: ParsableArguments {
     @Option(

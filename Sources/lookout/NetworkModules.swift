@@ -18,7 +18,7 @@ enum IndexStores {
             return try IndexLocation.open(location, readOnly: readOnly)
         #else
             if IndexAddress.isPostgres(location) {
-                throw LeftOut.error("a PostgreSQL index (\(IndexAddress.redacted(location)))")
+                throw LeftOut.error("a PostgreSQL index (\(URLText.redacted(location)))")
             }
             return try PhotoIndex(path: location, readOnly: readOnly)
         #endif

@@ -58,11 +58,7 @@ struct TrackCommand: ParsableCommand {
         help: ArgumentHelp("Frames a lost track is kept for before its id is retired (track_buffer).", valueName: "n"))
     var trackBuffer = 30
 
-    @Option(help: "Process every Nth decoded frame (the first, then every Nth after it; default 1).")
-    var every: Int?
-
-    @Option(help: ArgumentHelp("Process F frames per second of video time instead of --every.", valueName: "F"))
-    var fps: Double?
+    @OptionGroup var frameOptions: FrameOptions
 
     @Option(
         parsing: .unconditionalSingleValue,
@@ -98,9 +94,6 @@ struct TrackCommand: ParsableCommand {
 
     func validate() throws {
         try ThresholdOptions.check(conf: conf, iou: iou, maxDet: 300, imgsz: imgsz)
-        if every != nil && fps != nil { throw ValidationError("Give --every N or --fps F, not both.") }
-        if let every, every < 1 { throw ValidationError("--every must be 1 or more.") }
-        if let fps, !(fps > 0 && fps <= 1000) { throw ValidationError("--fps must be above 0 and at most 1000.") }
         guard tracker == "bytetrack" else {
             throw ValidationError(
                 "--tracker \(tracker): Lookout follows objects with bytetrack only (BoT-SORT is not built yet).")
@@ -169,7 +162,7 @@ struct TrackCommand: ParsableCommand {
         let session = TrackingSession(settings: settings, lines: try lines(), zones: try zones())
 
         let frames = try VideoSource(
-            path: source, selection: FrameSelection(fps.map { .perSecond($0) } ?? .every(every ?? 1)),
+            path: source, selection: frameOptions.selection,
             onlySelected: save == nil, timeout: streamOptions.timeout, reconnects: streamOptions.reconnect,
             notice: { printError("lookout: \($0)") })
         defer { frames.stop() }
