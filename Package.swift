@@ -230,7 +230,8 @@ let package = Package(
                 "LookoutImage", "LookoutServer", "LookoutVideo",
             ]),
         .testTarget(
-            name: "LookoutTrackingTests", dependencies: ["LookoutTracking", "LookoutJSON", "LookoutSupport"]),
+            name: "LookoutTrackingTests",
+            dependencies: ["LookoutTracking", "LookoutJSON", "LookoutSupport", "LookoutVideo", "LookoutImage"]),
         .testTarget(
             name: "LookoutVideoTests",
             dependencies: ["LookoutTestSupport", "LookoutSupport", "LookoutImage", "LookoutVideo"]),

@@ -3,9 +3,20 @@
 /// association, activation rules, lost-track buffer and list bookkeeping (quirks included) follow the
 /// reference line by line; arithmetic is done in the precision numpy does it in (boxes and IoU in float32, the
 /// Kalman filter in float64).
+///
+/// With `Settings.method = .botSort` it is ultralytics' `BOTSORT` without re-identification (`botsort.yaml`,
+/// `with_reid: False`), which ultralytics builds on the same tracker: a Kalman filter over centre, width and
+/// height, both velocities of the size cleared for tracks not seen last frame, and the camera's motion (a warp
+/// from `CameraMotion`, given with each frame) applied to the predicted tracks before they are matched.
 public final class ByteTracker {
-    /// `bytetrack.yaml`.
+    public enum Method: String, Sendable, CaseIterable {
+        case byteTrack = "bytetrack"
+        case botSort = "botsort"
+    }
+
+    /// `bytetrack.yaml` (the thresholds are the same in `botsort.yaml`).
     public struct Settings: Sendable, Equatable {
+        public var method = Method.byteTrack
         /// First association: detections at or above this score.
         public var highThreshold: Float = 0.25
         /// Second association: detections above this and below `highThreshold`.
@@ -59,10 +70,11 @@ public final class ByteTracker {
     private var lost: [Tracklet] = []
     private var removed: [Tracklet] = []
     private var lastId = 0
-    private let filter = KalmanBoxFilter()
+    private let filter: KalmanBoxFilter
 
     public init(settings: Settings = Settings()) {
         self.settings = settings
+        filter = KalmanBoxFilter(layout: settings.method == .botSort ? .widthHeight : .aspectHeight)
     }
 
     /// Starts again: no tracks, ids from 1 (ultralytics does this for each new video).
@@ -74,15 +86,16 @@ public final class ByteTracker {
         lastId = 0
     }
 
-    /// Takes the next frame's detections and says what the frame shows.
-    public func update(_ detections: [Detection]) -> Frame {
-        let tracks = step(detections)
+    /// Takes the next frame's detections and says what the frame shows. `warp` is the camera's motion since the
+    /// previous frame (BoT-SORT; nil: none applied, as ultralytics does without a picture).
+    public func update(_ detections: [Detection], warp: CameraWarp? = nil) -> Frame {
+        let tracks = step(detections, warp: warp)
         if !tracks.isEmpty { return .tracks(tracks) }
         return tracked.contains { !$0.isActivated } ? .hidden : .untracked
     }
 
     /// `BYTETracker.update`: the confirmed tracks after this frame, in the tracker's order.
-    func step(_ detections: [Detection]) -> [Track] {
+    func step(_ detections: [Detection], warp: CameraWarp? = nil) -> [Track] {
         frame += 1
         var activated: [Tracklet] = []
         var refound: [Tracklet] = []
@@ -91,8 +104,9 @@ public final class ByteTracker {
 
         var high: [Tracklet] = []
         var low: [Tracklet] = []
+        let layout = filter.layout
         for (index, detection) in detections.enumerated() {
-            let tracklet = Tracklet(detection: detection, index: index)
+            let tracklet = Tracklet(detection: detection, index: index, layout: layout)
             let (w, h) = (tracklet.centreBox[2], tracklet.centreBox[3])
             guard w > 0 && h > 0 else { continue }
             if detection.score >= settings.highThreshold {
@@ -107,8 +121,14 @@ public final class ByteTracker {
         let pool = Self.joined(confirmed, lost)
         for tracklet in pool {
             var state = tracklet.kalman!
-            if tracklet.state != .tracked { state.mean[7] = 0 }
+            if tracklet.state != .tracked {
+                if settings.method == .botSort { state.mean[6] = 0 }
+                state.mean[7] = 0
+            }
             tracklet.kalman = filter.predict(state)
+        }
+        if settings.method == .botSort, let warp {
+            for tracklet in pool + unconfirmed { tracklet.kalman = Self.moved(tracklet.kalman!, by: warp) }
         }
 
         // First association: every confirmed or lost track against the confident detections.
@@ -197,6 +217,48 @@ public final class ByteTracker {
         }
     }
 
+    /// `multi_gmc`: the state carried along by the camera's warp [R | t]. Centre and its velocity turn with R
+    /// (the centre also moves by t); width and height, and their velocities, scale by |R| (element-wise).
+    static func moved(_ state: KalmanBoxFilter.State, by warp: CameraWarp) -> KalmanBoxFilter.State {
+        let w = warp.values
+        let r = [w[0], w[1], w[3], w[4]]
+        var big = [Double](repeating: 0, count: 64)  // R8: block-diagonal, 2×2 blocks
+        for block in 0..<4 {
+            let signed = block == 0 || block == 2
+            for i in 0..<2 {
+                for j in 0..<2 {
+                    let value = r[i * 2 + j]
+                    big[(block * 2 + i) * 8 + block * 2 + j] = signed ? value : abs(value)
+                }
+            }
+        }
+        var mean = [Double](repeating: 0, count: 8)
+        for i in 0..<8 {
+            var sum = 0.0
+            for k in 0..<8 { sum += big[i * 8 + k] * state.mean[k] }
+            mean[i] = sum
+        }
+        mean[0] += w[2]
+        mean[1] += w[5]
+        var left = [Double](repeating: 0, count: 64)
+        for i in 0..<8 {
+            for j in 0..<8 {
+                var sum = 0.0
+                for k in 0..<8 { sum += big[i * 8 + k] * state.covariance[k * 8 + j] }
+                left[i * 8 + j] = sum
+            }
+        }
+        var covariance = [Double](repeating: 0, count: 64)
+        for i in 0..<8 {
+            for j in 0..<8 {
+                var sum = 0.0
+                for k in 0..<8 { sum += left[i * 8 + k] * big[j * 8 + k] }
+                covariance[i * 8 + j] = sum
+            }
+        }
+        return KalmanBoxFilter.State(mean: mean, covariance: covariance)
+    }
+
     /// 1 − IoU between tracks and detections (float32, as `matching.iou_distance`), optionally fused with the
     /// detections' scores (`matching.fuse_score`): 1 − (1 − cost)·score.
     private func costs(_ tracks: [Tracklet], _ detections: [Tracklet], fuse: Bool) -> [Double] {
@@ -274,8 +336,10 @@ final class Tracklet {
     /// Its top-left x, y, width, height (computed in float64 and stored as float32, as `STrack._tlwh`).
     let detectionBox: [Float]
     var kalman: KalmanBoxFilter.State?
+    let layout: KalmanBoxFilter.Layout
 
-    init(detection: ByteTracker.Detection, index: Int) {
+    init(detection: ByteTracker.Detection, index: Int, layout: KalmanBoxFilter.Layout = .aspectHeight) {
+        self.layout = layout
         let b = detection.box
         centreBox = [(b[0] + b[2]) / 2, (b[1] + b[3]) / 2, b[2] - b[0], b[3] - b[1]]
         let c = centreBox.map { Double($0) }
@@ -285,12 +349,16 @@ final class Tracklet {
         self.index = index
     }
 
-    /// The box as centre x, y, aspect ratio, height: computed in float32 from the top-left form (`tlwh_to_xyah`).
+    /// The box as centre x, y, aspect ratio, height (`tlwh_to_xyah`) or centre x, y, width, height
+    /// (`tlwh_to_xywh`): computed in float32 from the top-left form.
     var measurement: [Double] {
         let t = detectionBox
         let x = t[0] + t[2] / 2
         let y = t[1] + t[3] / 2
-        return [Double(x), Double(y), Double(t[2] / t[3]), Double(t[3])]
+        switch layout {
+        case .aspectHeight: return [Double(x), Double(y), Double(t[2] / t[3]), Double(t[3])]
+        case .widthHeight: return [Double(x), Double(y), Double(t[2]), Double(t[3])]
+        }
     }
 
     /// x1, y1, x2, y2: from the Kalman mean (float64) once there is one, else from the detection (float32).
@@ -299,7 +367,7 @@ final class Tracklet {
             let t = detectionBox
             return [Double(t[0]), Double(t[1]), Double(t[0] + t[2]), Double(t[1] + t[3])]
         }
-        let w = mean[2] * mean[3]
+        let w = layout == .aspectHeight ? mean[2] * mean[3] : mean[2]
         let h = mean[3]
         let x = mean[0] - w / 2
         let y = mean[1] - h / 2

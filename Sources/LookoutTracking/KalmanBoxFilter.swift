@@ -1,9 +1,20 @@
-/// The constant-velocity Kalman filter ByteTrack follows a box with, as ultralytics' `KalmanFilterXYAH` defines it:
-/// the state is the box's centre x, y, aspect ratio a = w/h and height h, then their velocities; noise scales
-/// with the height (1/20 of it for positions, 1/160 for velocities). In doubles, as numpy computes it.
+/// The constant-velocity Kalman filter a tracker follows a box with, as ultralytics defines it. ByteTrack's
+/// `KalmanFilterXYAH`: the state is the box's centre x, y, aspect ratio a = w/h and height h, then their
+/// velocities, noise scaled by the height. BoT-SORT's `KalmanFilterXYWH`: centre, width and height, noise scaled
+/// by the width for x and w and by the height for y and h. Positions get 1/20 of the size, velocities 1/160. In
+/// doubles, as numpy computes it.
 public struct KalmanBoxFilter: Sendable {
     public static let positionWeight = 1.0 / 20
     public static let velocityWeight = 1.0 / 160
+
+    public enum Layout: Sendable {
+        /// x, y, aspect ratio, height (ByteTrack).
+        case aspectHeight
+        /// x, y, width, height (BoT-SORT).
+        case widthHeight
+    }
+
+    public let layout: Layout
 
     /// The state's mean (8 values) and covariance (8×8, row-major).
     public struct State: Sendable, Equatable {
@@ -11,14 +22,29 @@ public struct KalmanBoxFilter: Sendable {
         public var covariance: [Double]
     }
 
-    public init() {}
+    public init(layout: Layout = .aspectHeight) {
+        self.layout = layout
+    }
 
-    /// A new track's state from its first measurement (x, y, a, h), velocities zero.
+    /// Each state value's size for the noise: the height, or (x, w) the width in the x, y, w, h layout.
+    private func sizes(_ mean: [Double]) -> [Double] {
+        switch layout {
+        case .aspectHeight: return [mean[3], mean[3], .nan, mean[3]]
+        case .widthHeight: return [mean[2], mean[3], mean[2], mean[3]]
+        }
+    }
+
+    /// A new track's state from its first measurement (x, y, a, h or x, y, w, h), velocities zero.
     public func initiate(_ measurement: [Double]) -> State {
-        let h = measurement[3]
+        let s = sizes(measurement)
         let p = Self.positionWeight
         let v = Self.velocityWeight
-        let deviations = [2 * p * h, 2 * p * h, 1e-2, 2 * p * h, 10 * v * h, 10 * v * h, 1e-5, 10 * v * h]
+        var deviations = [2 * p * s[0], 2 * p * s[1], 2 * p * s[2], 2 * p * s[3]]
+        deviations += [10 * v * s[0], 10 * v * s[1], 10 * v * s[2], 10 * v * s[3]]
+        if layout == .aspectHeight {
+            deviations[2] = 1e-2
+            deviations[6] = 1e-5
+        }
         var covariance = [Double](repeating: 0, count: 64)
         for i in 0..<8 { covariance[i * 9] = deviations[i] * deviations[i] }
         return State(mean: measurement + [0, 0, 0, 0], covariance: covariance)
@@ -27,10 +53,14 @@ public struct KalmanBoxFilter: Sendable {
     /// One frame ahead: x += v, P = F P Fᵀ + Q (each sum has at most two terms, so the order numpy adds them
     /// in cannot change a bit).
     public func predict(_ state: State) -> State {
-        let h = state.mean[3]
+        let s = sizes(state.mean)
         let p = Self.positionWeight
         let v = Self.velocityWeight
-        let deviations = [p * h, p * h, 1e-2, p * h, v * h, v * h, 1e-5, v * h]
+        var deviations = [p * s[0], p * s[1], p * s[2], p * s[3], v * s[0], v * s[1], v * s[2], v * s[3]]
+        if layout == .aspectHeight {
+            deviations[2] = 1e-2
+            deviations[6] = 1e-5
+        }
         var mean = state.mean
         for i in 0..<4 { mean[i] = state.mean[i] + state.mean[i + 4] }
         let covariance = state.covariance
@@ -48,11 +78,12 @@ public struct KalmanBoxFilter: Sendable {
         return State(mean: mean, covariance: next)
     }
 
-    /// The state corrected by a measurement (x, y, a, h).
+    /// The state corrected by a measurement (x, y, a, h or x, y, w, h).
     public func update(_ state: State, measurement: [Double]) -> State {
-        let h = state.mean[3]
+        let s = sizes(state.mean)
         let p = Self.positionWeight
-        let noise = [p * h, p * h, 1e-1, p * h]
+        var noise = [p * s[0], p * s[1], p * s[2], p * s[3]]
+        if layout == .aspectHeight { noise[2] = 1e-1 }
         // S = H P Hᵀ + R: the covariance's top-left 4×4 plus the measurement noise.
         var projected = [Double](repeating: 0, count: 16)
         for i in 0..<4 {

@@ -1,5 +1,6 @@
-/// What `lookout track` (and the web page's camera view) do with each frame's detections: ByteTrack, then the
-/// line crossings and zone counts of the tracks, and a short trail of where each track has been.
+/// What `lookout track` (and the web page's camera view) do with each frame's detections: ByteTrack or BoT-SORT
+/// (with the camera's motion estimated from the frame's pixels), then the line crossings and zone counts of the
+/// tracks, and a short trail of where each track has been.
 public final class TrackingSession {
     /// One box a frame shows: a track (with its id) or, in a frame ultralytics reports untracked, a detection.
     public struct Shown: Sendable, Equatable {
@@ -26,6 +27,8 @@ public final class TrackingSession {
     }
 
     public let tracker: ByteTracker
+    /// BoT-SORT's global motion compensation (nil for ByteTrack).
+    public let motion: CameraMotion?
     public private(set) var lines: [LineCounter]
     public let zones: [ZoneCounter]
     /// The most zone occupants seen in one frame, per zone.
@@ -42,16 +45,23 @@ public final class TrackingSession {
         trailLength: Int = 30
     ) {
         tracker = ByteTracker(settings: settings)
+        motion = settings.method == .botSort ? CameraMotion() : nil
         self.lines = lines
         self.zones = zones
         self.trailLength = trailLength
         zonePeaks = Array(repeating: 0, count: zones.count)
     }
 
-    public func update(_ detections: [ByteTracker.Detection]) -> Frame {
+    /// The next frame: its detections and, for BoT-SORT's camera motion, its pixels (interleaved BGR, as Lookout decodes them).
+    public func update(_ detections: [ByteTracker.Detection], bgr: [UInt8], width: Int, height: Int) -> Frame {
+        update(detections, warp: motion?.estimate(bgr: bgr, width: width, height: height))
+    }
+
+    /// The next frame: its detections and the camera's motion since the last one (nil: none applied).
+    public func update(_ detections: [ByteTracker.Detection], warp: CameraWarp? = nil) -> Frame {
         var shown: [Shown] = []
         var tracks: [(box: [Float], id: Int, label: Int)] = []
-        switch tracker.update(detections) {
+        switch tracker.update(detections, warp: warp) {
         case .tracks(let list):
             for track in list {
                 shown.append(

@@ -17,7 +17,11 @@ struct TrackCommand: ParsableCommand {
         abstract: "Follow what you describe through a video or a camera: an id per object, lines and zones counted.",
         discussion: """
             Detects on each processed frame, then follows the boxes with ByteTrack exactly as ultralytics' \
-            model.track() does (bytetrack.yaml): the same detections give the same ids. As there, the \
+            model.track() does (bytetrack.yaml): the same detections give the same ids. --tracker botsort is \
+            ultralytics' BoT-SORT without re-identification (botsort.yaml): a Kalman filter over width and \
+            height, and the camera's own motion (pans, turns, zoom) estimated from each frame by sparse \
+            optical flow as ultralytics' GMC does, so boxes stay on their objects when the camera moves; it \
+            costs a few milliseconds a frame more. As there, the \
             detection threshold defaults to 0.1 (ByteTrack's second association uses the doubtful boxes), and \
             a frame shows its tracks only, with the tracker's (Kalman) box and the score and class of the \
             detection it matched; a frame without a confirmed track shows nothing while a new track waits, \
@@ -36,6 +40,7 @@ struct TrackCommand: ParsableCommand {
 
             Examples:
               lookout track examples/tracking/shapes.mp4 -q "red circle, blue square, green star"
+              lookout track examples/tracking/camera.mp4 -q "red circle, green star" --tracker botsort
               lookout track traffic.mp4 --model yolov8s-worldv2 -q "car, truck" --line 0,400,1280,400 --json
               lookout track /dev/video0 -q person --zone 100,100,500,100,500,400,100,400
               lookout track clip.mp4 -q dog --every 2 --save out.mp4
@@ -51,7 +56,10 @@ struct TrackCommand: ParsableCommand {
         help: "Comma-separated queries in Lookout's syntax (sofa|couch, dog@0.4, -person).")
     var queries: String
 
-    @Option(help: ArgumentHelp("The tracker: bytetrack (ultralytics' bytetrack.yaml).", valueName: "name"))
+    @Option(
+        help: ArgumentHelp(
+            "The tracker: bytetrack (ultralytics' bytetrack.yaml) or botsort (botsort.yaml, camera motion "
+                + "compensated, no re-identification).", valueName: "name"))
     var tracker = "bytetrack"
 
     @Option(
@@ -94,9 +102,8 @@ struct TrackCommand: ParsableCommand {
 
     func validate() throws {
         try ThresholdOptions.check(conf: conf, iou: iou, maxDet: 300, imgsz: imgsz)
-        guard tracker == "bytetrack" else {
-            throw ValidationError(
-                "--tracker \(tracker): Lookout follows objects with bytetrack only (BoT-SORT is not built yet).")
+        guard ByteTracker.Method(rawValue: tracker) != nil else {
+            throw ValidationError("--tracker \(tracker): choose bytetrack or botsort.")
         }
         guard (1...10_000).contains(trackBuffer) else { throw ValidationError("--track-buffer must be 1 to 10000.") }
         _ = try lines()
@@ -158,6 +165,7 @@ struct TrackCommand: ParsableCommand {
         let textFeatures = engine.embed(plan).features
 
         var settings = ByteTracker.Settings()
+        settings.method = ByteTracker.Method(rawValue: tracker) ?? .byteTrack
         settings.buffer = trackBuffer
         let session = TrackingSession(settings: settings, lines: try lines(), zones: try zones())
 
@@ -186,7 +194,11 @@ struct TrackCommand: ParsableCommand {
                     let detections = result.detections.map {
                         ByteTracker.Detection(box: $0.box, score: $0.score, label: $0.queryIndex)
                     }
-                    let tracked = session.update(detections)
+                    let image = frame.image
+                    let tracked =
+                        image.channels == 3
+                        ? session.update(detections, bgr: image.pixels, width: image.width, height: image.height)
+                        : session.update(detections)
                     latest = tracked
                     processed += 1
                     print(

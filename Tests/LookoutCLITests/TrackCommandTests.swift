@@ -92,8 +92,36 @@ import Testing
         #expect(changed, "boxes are drawn")
     }
 
+    /// `--tracker botsort` on the video seen by a moving camera: the ids and boxes of ultralytics' BOTSORT
+    /// (its own GMC on OpenCV's decoding of the frames) on the same detections.
+    @Test func botSortIdsEqualTheReference() throws {
+        let reference = try JSONDocument(
+            bytes: FileContents.read(CLI.root + "/Tests/Fixtures/tracking/botsort.json")
+        ).root
+        let video = CLI.root + "/" + reference["video"]!.string!
+        let result = try CLI.run(["track", video] + Self.queries + ["--tracker", "botsort", "--json"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let lines = try Reference.lines(result.stdout)
+        let expected = reference["recorded"]!
+        try #require(lines.count == expected.count + 1, "one line per frame, then the summary")
+        var worst = 0.0
+        for f in 0..<expected.count {
+            let shown = lines[f]["detections"]!
+            let want = expected[f]["tracks"]!
+            try #require(shown.count == want.count, "frame \(f)")
+            for i in 0..<shown.count {
+                let row = Self.numbers(want[i])
+                #expect(shown[i]["track_id"]!.int! == Int64(row[4]), "frame \(f) track \(i)")
+                let box = Self.numbers(shown[i]["box"]!)
+                for k in 0..<4 { worst = max(worst, abs(box[k] - row[k])) }
+            }
+        }
+        print("track --tracker botsort: boxes within \(worst) px of ultralytics' BOTSORT")
+        #expect(worst <= 1e-3)
+    }
+
     @Test(arguments: [
-        (["--tracker", "botsort"], "bytetrack only"),
+        (["--tracker", "deepsort"], "choose bytetrack or botsort"),
         (["--line", "1,2,3"], "four numbers"),
         (["--line", "5,5,5,5"], "the same point"),
         (["--zone", "1,2,3,4"], "at least three corners"),
