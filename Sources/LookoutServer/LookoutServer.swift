@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import Logging
 import LookoutJSON
+import LookoutTracking
 import Metrics
 import Prometheus
 
@@ -150,6 +151,12 @@ public final class LookoutServer: Sendable {
                 var video = LookoutService.VideoRequest()
                 video.maximumSeconds = videoSeconds
                 video.track = try Self.flag(query, "track", default: false)
+                if let tracker = query["tracker"] {
+                    guard let method = ByteTracker.Method(rawValue: tracker) else {
+                        throw ServiceError(400, "tracker must be bytetrack or botsort")
+                    }
+                    video.tracker = method
+                }
                 let (queries, thresholds) = try Self.detection(query, tracking: video.track)
                 if let every = query["every"] {
                     guard let value = Int(every), (1...1000).contains(value) else {

@@ -6,11 +6,12 @@ import LookoutTracking
 import LookoutVideo
 
 extension LookoutService {
-    /// How a video upload is read: every Nth frame, optionally followed by ByteTrack; at most `maximumSeconds`
-    /// of video.
+    /// How a video upload is read: every Nth frame, optionally followed by ByteTrack or BoT-SORT; at most
+    /// `maximumSeconds` of video.
     public struct VideoRequest: Sendable {
         public var every = 1
         public var track = false
+        public var tracker = ByteTracker.Method.byteTrack
         public var maximumSeconds = 120.0
 
         public init() {}
@@ -47,7 +48,9 @@ extension LookoutService {
             throw ServiceError(
                 422, "the video lasts \(Int(duration.rounded())) s: at most \(Int(request.maximumSeconds)) s")
         }
-        let session = request.track ? TrackingSession() : nil
+        var settings = ByteTracker.Settings()
+        settings.method = request.tracker
+        let session = request.track ? TrackingSession(settings: settings) : nil
         var selection = FrameSelection(.every(request.every))
         var frames: [JSONValue] = []
         var found: [String: (first: Double, last: Double, frames: Int)] = [:]
@@ -64,7 +67,7 @@ extension LookoutService {
                 let result = engine.detect(prepared, queries: queries, options: thresholds.options)
                 width = result.width
                 height = result.height
-                let items = Self.shown(result.detections, tracking: session)
+                let items = Self.shown(result.detections, tracking: session, frame: frame.image)
                 for label in Set(items.map(\.label)) {
                     let seen = found[label]
                     found[label] = (seen?.first ?? frame.time, frame.time, (seen?.frames ?? 0) + 1)

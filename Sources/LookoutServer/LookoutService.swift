@@ -196,15 +196,25 @@ public final class LookoutService: @unchecked Sendable {
     /// A frame's detections as the answer lists them: as they are; or, followed by `session`, what the frame
     /// shows as ultralytics' track() reports it (the tracks with the tracker's box and the score and class of
     /// the detection matched, nothing while a new track waits, else the detections without ids).
-    static func shown(_ detections: [ImageDetections.Item], tracking session: TrackingSession?) -> [ShownDetection] {
+    /// `frame`: the picture, for BoT-SORT's camera motion.
+    static func shown(
+        _ detections: [ImageDetections.Item], tracking session: TrackingSession?, frame: Image? = nil
+    )
+        -> [ShownDetection]
+    {
         guard let session else {
             return detections.map {
                 ShownDetection(label: $0.label, queryIndex: $0.queryIndex, score: $0.score, box: $0.box)
             }
         }
-        let frame = session.update(
-            detections.map { ByteTracker.Detection(box: $0.box, score: $0.score, label: $0.queryIndex) })
-        return frame.shown.map {
+        let boxes = detections.map { ByteTracker.Detection(box: $0.box, score: $0.score, label: $0.queryIndex) }
+        let tracked =
+            if let frame, frame.channels == 3 {
+                session.update(boxes, bgr: frame.pixels, width: frame.width, height: frame.height)
+            } else {
+                session.update(boxes)
+            }
+        return tracked.shown.map {
             ShownDetection(
                 label: detections[$0.detection].label, queryIndex: $0.label, score: $0.score, box: $0.box,
                 trackID: $0.id)

@@ -51,12 +51,13 @@ public enum OpenAPIDocument {
             "/api/v1/videos/detect": {
               "post": {
                 "operationId": "detectVideo",
-                "description": "Detects the queries in every frame (or every Nth) of the video sent as the body (MP4, MOV, MKV, WebM, AVI; at most 64 MB and the server's --max-video-seconds), answered as one JSON document once the video is read. With track=true the frames are followed by ByteTrack as ultralytics' track() does (conf 0.1 by default) and each detection has a track_id.",
+                "description": "Detects the queries in every frame (or every Nth) of the video sent as the body (MP4, MOV, MKV, WebM, AVI; at most 64 MB and the server's --max-video-seconds), answered as one JSON document once the video is read. With track=true the frames are followed by ByteTrack (or with tracker=botsort by BoT-SORT, camera motion compensated) as ultralytics' track() does (conf 0.1 by default) and each detection has a track_id.",
                 "parameters": [
                   {"$ref": "#/components/parameters/Queries"}, {"$ref": "#/components/parameters/Conf"},
                   {"$ref": "#/components/parameters/Iou"}, {"$ref": "#/components/parameters/MaxDet"},
                   {"name": "every", "in": "query", "description": "Detect on every Nth frame (the first, then every Nth).", "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 1}},
-                  {"name": "track", "in": "query", "schema": {"type": "boolean", "default": false}}
+                  {"name": "track", "in": "query", "schema": {"type": "boolean", "default": false}},
+                  {"name": "tracker", "in": "query", "description": "With track=true: bytetrack (ultralytics' bytetrack.yaml) or botsort (botsort.yaml without re-identification: the camera's motion estimated from the frames).", "schema": {"type": "string", "enum": ["bytetrack", "botsort"], "default": "bytetrack"}}
                 ],
                 "requestBody": {"required": true, "content": {
                   "video/mp4": {"schema": {"type": "string", "format": "binary"}},

@@ -112,7 +112,7 @@ public struct GreyPicture: Sendable, Equatable {
 /// cancellation noise, so warps agree to about 1e-6 rather than to the last bit.
 public final class CameraMotion {
     public let downscale: Int
-    private var previous: [GreyPicture]?
+    private var previous: [OpticalFlow.Level]?
     private var corners: [(x: Float, y: Float)] = []
 
     public init(downscale: Int = 2) {
@@ -132,7 +132,7 @@ public final class CameraMotion {
     /// The warp from the previous frame to this one, given the grey, reduced picture.
     public func estimate(_ picture: GreyPicture) -> CameraWarp {
         let found = Self.corners(picture)
-        let pyramid = OpticalFlow.pyramid(picture)
+        let pyramid = OpticalFlow.pyramid(picture).map(OpticalFlow.level)
         defer {
             previous = found.isEmpty ? nil : pyramid
             corners = found
@@ -140,9 +140,7 @@ public final class CameraMotion {
         guard let previous, previous[0].width == picture.width, previous[0].height == picture.height else {
             return .identity
         }
-        let levels = min(previous.count, pyramid.count)
-        let flow = OpticalFlow.follow(
-            corners, from: Array(previous.prefix(levels)), to: Array(pyramid.prefix(levels)))
+        let flow = OpticalFlow.follow(corners, from: previous, to: pyramid)
         var from: [(x: Float, y: Float)] = []
         var to: [(x: Float, y: Float)] = []
         for (i, moved) in flow.enumerated() {
@@ -195,10 +193,9 @@ public final class CameraMotion {
     )
         -> [(x: Float, y: Float)?]
     {
-        let a = OpticalFlow.pyramid(previous)
-        let b = OpticalFlow.pyramid(next)
-        let levels = min(a.count, b.count)
-        return OpticalFlow.follow(points, from: Array(a.prefix(levels)), to: Array(b.prefix(levels)))
+        OpticalFlow.follow(
+            points, from: OpticalFlow.pyramid(previous).map(OpticalFlow.level),
+            to: OpticalFlow.pyramid(next).map(OpticalFlow.level))
     }
 
     /// `estimateAffinePartial2D(from, to, RANSAC)` with its defaults (nil: no estimate).
@@ -211,31 +208,46 @@ public final class CameraMotion {
         let w = picture.width
         let h = picture.height
         let scale = Float(1.0 / (4.0 * 3.0 * 255.0))
-        func at(_ x: Int, _ y: Int) -> Float {
-            Float(picture.pixels[reflect(y, h) * w + reflect(x, w)])
+        // The picture with a one-pixel BORDER_REFLECT_101 margin.
+        let pw = w + 2
+        var padded = [Float](repeating: 0, count: pw * (h + 2))
+        for y in 0..<(h + 2) {
+            let sy = reflect(y - 1, h)
+            for x in 0..<pw { padded[y * pw + x] = Float(picture.pixels[sy * w + reflect(x - 1, w)]) }
         }
-        var dx = [Float](repeating: 0, count: w * h)
-        var dy = [Float](repeating: 0, count: w * h)
-        for y in 0..<h {
-            for x in 0..<w {
-                // Sobel as a row filter, then a column filter, the scale inside the derivative's kernel.
-                var rows = [Float](repeating: 0, count: 3)
-                var smooth = [Float](repeating: 0, count: 3)
-                for k in -1...1 {
-                    rows[k + 1] = at(x + 1, y + k) * scale - at(x - 1, y + k) * scale
-                    smooth[k + 1] = at(x - 1, y + k) + at(x, y + k) * 2 + at(x + 1, y + k)
-                }
-                dx[y * w + x] = rows[0] + rows[1] * 2 + rows[2]
-                dy[y * w + x] = smooth[2] * scale - smooth[0] * scale
-            }
-        }
-        var xx = [Float](repeating: 0, count: w * h)
+        var xx = [Float](repeating: 0, count: pw * (h + 2))
         var xy = xx
         var yy = xx
-        for i in 0..<(w * h) {
-            xx[i] = dx[i] * dx[i]
-            xy[i] = dx[i] * dy[i]
-            yy[i] = dy[i] * dy[i]
+        padded.withUnsafeBufferPointer { p in
+            for y in 0..<h {
+                for x in 0..<w {
+                    // Sobel as a row filter, then a column filter, the scale inside the derivative's kernel.
+                    let c = (y + 1) * pw + x + 1
+                    let r0 = p[c - pw + 1] * scale - p[c - pw - 1] * scale
+                    let r1 = p[c + 1] * scale - p[c - 1] * scale
+                    let r2 = p[c + pw + 1] * scale - p[c + pw - 1] * scale
+                    let s0 = p[c - pw - 1] + p[c - pw] * 2 + p[c - pw + 1]
+                    let s2 = p[c + pw - 1] + p[c + pw] * 2 + p[c + pw + 1]
+                    let dx = r0 + r1 * 2 + r2
+                    let dy = s2 * scale - s0 * scale
+                    xx[c] = dx * dx
+                    xy[c] = dx * dy
+                    yy[c] = dy * dy
+                }
+            }
+        }
+        // The products' margins, reflected again for the box filter.
+        for field in [0, 1, 2] {
+            func fill(_ a: inout [Float]) {
+                for y in 0..<(h + 2) {
+                    let sy = reflect(y - 1, h) + 1
+                    for x in [0, pw - 1] { a[y * pw + x] = a[sy * pw + reflect(x - 1, w) + 1] }
+                    if y == 0 || y == h + 1 {
+                        for x in 1..<(pw - 1) { a[y * pw + x] = a[sy * pw + x] }
+                    }
+                }
+            }
+            if field == 0 { fill(&xx) } else if field == 1 { fill(&xy) } else { fill(&yy) }
         }
         var eigen = [Float](repeating: 0, count: w * h)
         for y in 0..<h {
@@ -244,12 +256,11 @@ public final class CameraMotion {
                 var a: Float = 0
                 var b: Float = 0
                 var c: Float = 0
-                for j in -1...1 {
-                    let row = reflect(y + j, h) * w
-                    let (l, m, r) = (row + reflect(x - 1, w), row + x, row + reflect(x + 1, w))
-                    a += xx[l] + xx[m] + xx[r]
-                    b += xy[l] + xy[m] + xy[r]
-                    c += yy[l] + yy[m] + yy[r]
+                for j in 0..<3 {
+                    let m = (y + j) * pw + x + 1
+                    a += xx[m - 1] + xx[m] + xx[m + 1]
+                    b += xy[m - 1] + xy[m] + xy[m + 1]
+                    c += yy[m - 1] + yy[m] + yy[m + 1]
                 }
                 a *= 0.5
                 c *= 0.5

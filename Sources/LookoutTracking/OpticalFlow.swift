@@ -92,17 +92,17 @@ enum OpticalFlow {
     /// Where each point of `previous` went in `next` (nil: lost — outside the picture, or a window without
     /// texture). Both pyramids have the same number of levels.
     static func follow(
-        _ points: [(x: Float, y: Float)], from previous: [GreyPicture], to next: [GreyPicture]
+        _ points: [(x: Float, y: Float)], from previous: [Level], to next: [Level]
     ) -> [(
         x: Float, y: Float
     )?] {
-        let maxLevel = previous.count - 1
+        let maxLevel = min(previous.count, next.count) - 1
         var found = points
         var ok = [Bool](repeating: true, count: points.count)
         let half = Float(window - 1) * 0.5
         for level in stride(from: maxLevel, through: 0, by: -1) {
-            let i = OpticalFlow.level(previous[level])
-            let j = OpticalFlow.level(next[level])
+            let i = previous[level]
+            let j = next[level]
             let factor = Float(1.0 / Double(1 << level))
             for k in points.indices {
                 let start = (x: points[k].x * factor, y: points[k].y * factor)
@@ -150,6 +150,7 @@ enum OpticalFlow {
         let (w00, w01, w10, w11) = weights(px - Float(ix), py - Float(iy))
         var patch = [Int32](repeating: 0, count: n * n)
         var gradient = [Int32](repeating: 0, count: n * n * 2)
+        var differences = [Int32](repeating: 0, count: n)
         // OpenCV adds the products in four float lanes (x mod 4, for x < 16) and the rest (x ≥ 16) in one
         // sum, then tail + ((lane 0 + lane 2) + (lane 1 + lane 3)); this keeps its rounding.
         var lanes11 = [Float](repeating: 0, count: 4)
@@ -232,7 +233,6 @@ enum OpticalFlow {
             j.pixels.withUnsafeBufferPointer { pixels in
                 for y in 0..<n {
                     let row = (y + jy + n) * j.stride + jx + n
-                    var differences = [Int32](repeating: 0, count: n)
                     for x in 0..<n {
                         let s = row + x
                         let value =

@@ -149,7 +149,8 @@ import Testing
     }
 
     /// `POST /api/v1/videos/detect?track=true`: every frame's detections and track ids equal `lookout track` on
-    /// the same file; what was found when; not a video (415) and too long a video (422) refused.
+    /// the same file, with ByteTrack and (on the moving camera's video) BoT-SORT; what was found when; an
+    /// unknown tracker (400), not a video (415) and too long a video (422) refused.
     @Test func aVideoUploadEqualsLookoutTrack() throws {
         let server = try Server(["--max-video-seconds", "10"])
         let video = try FileContents.read(TrackCommandTests.video)
@@ -173,6 +174,25 @@ import Testing
         #expect(ids.count == 7 && reply.json["tracks"]!.int! == 7)
         let heart = reply.json["found"]!["purple heart"]!
         #expect(heart["first"]!.number! == 0 && heart["frames"]!.int! == 72)
+        // BoT-SORT on the video seen by a moving camera: the same as `lookout track --tracker botsort`.
+        let camera = CLI.root + "/examples/tracking/camera.mp4"
+        let moving = try Self.request(
+            "POST", server.url + "api/v1/videos/detect?q=\(queries)&track=true&tracker=botsort",
+            body: try FileContents.read(camera), headers: ["Content-Type": "video/mp4"])
+        try #require(moving.status == 200, "\(String(decoding: moving.body, as: UTF8.self))")
+        let botsort = try Reference.lines(
+            try CLI.run(["track", camera] + TrackCommandTests.queries + ["--tracker", "botsort", "--json"]).stdout
+        ).filter { $0["frame"] != nil }
+        let movingFrames = moving.json["frames"]!
+        #expect(movingFrames.count == 60 && botsort.count == 60)
+        for f in 0..<min(movingFrames.count, botsort.count) {
+            #expect(
+                movingFrames[f]["detections"]!.value.serialized == botsort[f]["detections"]!.value.serialized,
+                "botsort frame \(f)")
+        }
+        let unknown = try Self.request(
+            "POST", server.url + "api/v1/videos/detect?q=star&track=true&tracker=sort", body: video)
+        #expect(unknown.status == 400 && unknown.json["error"]!.string!.contains("bytetrack or botsort"))
         let photo = try FileContents.read(Self.scene)
         let notVideo = try Self.request("POST", server.url + "api/v1/videos/detect?q=star", body: photo)
         #expect(notVideo.status == 415, "\(notVideo.status)")

@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""Tracking benchmark and end-to-end check: `lookout track` beside ultralytics' `model.track()` (ByteTrack) on
-the same video with the same model, in one run (numbers for BENCHMARKS.md).
+"""Tracking benchmark and end-to-end check: `lookout track` beside ultralytics' `model.track()` (ByteTrack or
+BoT-SORT) on the same video with the same model, in one run (numbers for BENCHMARKS.md).
 
     swift build -c release --product lookout
-    $(scripts/reference-venv scripts/reference/requirements-track.txt) scripts/bench/track.py [--repeat 3] [--model demo|s]
+    $(scripts/reference-venv scripts/reference/requirements-track.txt) scripts/bench/track.py [--repeat 3] \
+        [--model demo|s] [--tracker bytetrack|botsort]
+
+`--tracker botsort` runs both with BoT-SORT (botsort.yaml: no ReID, sparse-optical-flow camera motion) on
+examples/tracking/camera.mp4, the video seen by a moving camera (60 frames, 416x320).
 
 The model: the demo detector as ultralytics reads it (Tests/Fixtures/demo/demo-detector.pt, made from the
 shipped weights by scripts/demo/make_demo_fixtures.py), with the text embeddings of the queries from the
@@ -40,13 +44,15 @@ DETECTORS = {
     "s": os.path.join(ROOT, "Tests", "Fixtures", "s-scale", "yolov8s-worldv2-random.pt"),
 }
 MODEL = "demo"
+TRACKER = "bytetrack"
 
 
 def lookout_track():
     started = time.perf_counter()
     model = [] if MODEL == "demo" else ["--detector", DETECTORS[MODEL], "--text-model",
                                         os.path.join(ROOT, "Models", "demo", "text-encoder.safetensors")]
-    out = subprocess.run([LOOKOUT, "track", VIDEO, "-q", ", ".join(QUERIES), "--json", *model], check=True,
+    out = subprocess.run([LOOKOUT, "track", VIDEO, "-q", ", ".join(QUERIES), "--json", "--tracker", TRACKER, *model],
+                         check=True,
                          capture_output=True, text=True).stdout  # fmt: skip
     seconds = time.perf_counter() - started
     frames = [json.loads(line) for line in out.splitlines() if '"frame"' in line]
@@ -67,7 +73,7 @@ def ultralytics_model():
 def ultralytics_track(model):
     started = time.perf_counter()
     ids = []
-    for result in model.track(source=VIDEO, conf=0.1, imgsz=640, tracker="bytetrack.yaml", stream=True,
+    for result in model.track(source=VIDEO, conf=0.1, imgsz=640, tracker=TRACKER + ".yaml", stream=True,
                               verbose=False, persist=False):  # fmt: skip
         boxes = result.boxes
         ids.append([int(i) for i in boxes.id.tolist()] if boxes.id is not None else [None] * len(boxes))
@@ -78,9 +84,13 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--model", choices=sorted(DETECTORS), default="demo")
+    parser.add_argument("--tracker", choices=["bytetrack", "botsort"], default="bytetrack")
     options = parser.parse_args()
-    global MODEL
+    global MODEL, TRACKER, VIDEO
     MODEL = options.model
+    TRACKER = options.tracker
+    if TRACKER == "botsort":
+        VIDEO = os.path.join(ROOT, "examples", "tracking", "camera.mp4")
     torch.set_num_threads(2)
     model = ultralytics_model()
     # PyPI's torchvision is a CUDA build whose NMS cannot load here, and the video loader imports it: its NMS
@@ -99,7 +109,7 @@ def main():
     frames = len(lookout_ids)
     same = sum(1 for a, b in zip(lookout_ids, ultralytics_ids) if a == b)
     result = {
-        "model": MODEL, "frames": frames,
+        "model": MODEL, "tracker": TRACKER, "frames": frames,
         "lookout_s": sorted(lookout_runs), "ultralytics_s": sorted(ultralytics_runs),
         "lookout_fps": frames / np.median(lookout_runs), "ultralytics_fps": len(ultralytics_ids) / np.median(ultralytics_runs),
         "same_ids_frames": same, "ultralytics_frames": len(ultralytics_ids),
