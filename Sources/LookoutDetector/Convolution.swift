@@ -59,7 +59,7 @@ struct Convolution: Sendable {
         }
         self.init(
             weight: weight, bias: bias, inputs: inputs, outputs: outputs, kernel: kernel, stride: stride,
-            activation: activation)
+            activation: activation, precision: file.precision)
     }
 
     /// A plain `nn.Conv2d` with bias named `prefix` (`.weight`, `.bias`), no activation.
@@ -72,14 +72,18 @@ struct Convolution: Sendable {
         self.init(
             weight: view.floats(), bias: try file.floats(prefix + ".bias", shape: [view.shape[0]]),
             inputs: view.shape[1],
-            outputs: view.shape[0], kernel: view.shape[2], stride: 1, activation: false)
+            outputs: view.shape[0], kernel: view.shape[2], stride: 1, activation: false, precision: file.precision)
     }
 
-    init(weight: [Float], bias: [Float], inputs: Int, outputs: Int, kernel: Int, stride: Int, activation: Bool) {
+    init(
+        weight: [Float], bias: [Float], inputs: Int, outputs: Int, kernel: Int, stride: Int, activation: Bool,
+        precision: Precision = .fp32
+    ) {
         let weights = ConvolutionWeights(
             weight: weight, bias: bias, inputs: inputs, outputs: outputs, kernel: kernel, stride: stride,
             activation: activation)
-        implementation = ConvolutionKernels.default
+        implementation =
+            precision == .fp32 ? ConvolutionKernels.default : ConvolutionKernels.kernel(precision: precision)
         self.weights = implementation.prepare(weights)
     }
 

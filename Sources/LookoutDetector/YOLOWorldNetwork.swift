@@ -31,12 +31,16 @@ public final class YOLOWorldNetwork: Sendable {
     let neck12: C2f, neck15: C2f, neck18: C2f, neck21: C2f
     let down16: Convolution, down19: Convolution
     let detectHead: WorldDetectHead
+    /// The arithmetic of its convolutions.
+    public let precision: Precision
 
     /// Binds the network to `weights` strictly: every tensor it takes has the shape the layers around it
     /// imply (a file whose layers do not fit together is an error naming them, never a read out of bounds),
     /// and a tensor it does not take is an error too (BatchNorm's `num_batches_tracked` aside).
-    public init(weights: WeightFile) throws(WeightsError) {
-        let file = WeightBinding(weights)
+    /// `precision`: the arithmetic of the convolutions (bf16 where the CPU has it; see ``Precision``).
+    public init(weights: WeightFile, precision: Precision = .fp32) throws(WeightsError) {
+        let file = WeightBinding(weights, precision: precision)
+        self.precision = precision
         path = weights.path
         guard file.has("model.0.conv.weight"), ModelSummary.headIndex(weights.tensors) == 22 else {
             throw WeightsError(

@@ -1,5 +1,6 @@
 import LookoutDetector
 import LookoutSupport
+import LookoutTensor
 import LookoutTextEncoder
 import LookoutTokenizer
 import LookoutWeights
@@ -30,6 +31,8 @@ public struct EngineConfiguration: Sendable, Equatable {
     public var caches: Bool
     /// The cache folder; nil: `$LOOKOUT_CACHE_DIR`, else `$XDG_CACHE_HOME/lookout`, else `~/.cache/lookout`.
     public var cacheDirectory: String?
+    /// The arithmetic of the detector's convolutions (``Precision``); fp32, exact to the reference, by default.
+    public var precision: Precision = .fp32
 
     public init(model: Model = .demo, vocabulary: String? = nil, caches: Bool = true, cacheDirectory: String? = nil) {
         self.model = model
@@ -134,7 +137,7 @@ extension Engine {
     public static func load(_ configuration: EngineConfiguration) throws -> (engine: Engine, model: LoadedModel) {
         let (detectorPath, textPath, directory) = try configuration.resolveModel()
         let weights = try WeightFile.open(detectorPath)
-        let network = try YOLOWorldNetwork(weights: weights)
+        let network = try YOLOWorldNetwork(weights: weights, precision: configuration.precision)
         let encoder = try CLIPTextEncoder(contentsOf: textPath)
         let embedder = try TextEmbedder(
             tokenizer: configuration.loadTokenizer(), encoder: encoder, cache: configuration.textEmbeddingCache())

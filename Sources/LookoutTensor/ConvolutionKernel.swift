@@ -6,6 +6,21 @@ import CLookoutKernels
     import Darwin
 #endif
 
+/// The arithmetic convolutions run in. fp32: exact to the reference. bf16: weights and activations rounded to
+/// bfloat16, products summed in fp32 (AVX-512 BF16's VDPBF16PS), about twice the multiply rate.
+public enum Precision: String, Sendable, CaseIterable {
+    case fp32
+    case bf16
+
+    /// Whether this CPU runs `self` natively (bf16: AVX512_BF16, and not turned off by LOOKOUT_NO_BF16).
+    public var isNative: Bool {
+        switch self {
+        case .fp32: return true
+        case .bf16: return lookout_gemm_bf16_available() != 0 && ConvolutionGEMM.available
+        }
+    }
+}
+
 /// A 2-D convolution's parameters as the kernels take them: weights `outputs × inputs × kernel × kernel`
 /// (BatchNorm already folded in), bias, square kernel with padding `kernel / 2`, stride, and whether SiLU
 /// follows.
@@ -22,6 +37,9 @@ public struct ConvolutionWeights: Sendable {
     /// The GEMM's A operand packed for ``ConvolutionGEMM`` (the weights as `outputs × inputs·k·k`, or for
     /// Winograd the 36 transformed matrices one after another), or empty: the kernels then use OpenBLAS.
     public var packed: [Float] = []
+    /// The same operand in bf16 (``ConvolutionGEMM/packBF16(_:m:k:matrices:)``) when the kernel runs in bf16,
+    /// or empty.
+    public var packedBF16: [UInt32] = []
 
     public init(weight: [Float], bias: [Float], inputs: Int, outputs: Int, kernel: Int, stride: Int, activation: Bool) {
         precondition(weight.count == outputs * inputs * kernel * kernel && bias.count == outputs)
@@ -69,9 +87,15 @@ extension ConvolutionKernel {
 public enum ConvolutionKernels {
     /// What models use: Winograd F(4×4, 3×3) for stride-1 3×3 convolutions where the CPU has AVX2/FMA, the
     /// lowered GEMM for the rest. `LOOKOUT_CONVOLUTION=lowered` runs every layer lowered (for comparisons).
-    public static let `default`: any ConvolutionKernel =
-        getenv("LOOKOUT_CONVOLUTION").map { String(cString: $0) } == "lowered"
-        ? LoweredConvolution() : WinogradConvolution()
+    public static let `default`: any ConvolutionKernel = kernel(precision: .fp32)
+
+    /// The kernels of a precision (bf16 where the packed GEMM runs; fp32 otherwise).
+    public static func kernel(precision: Precision) -> any ConvolutionKernel {
+        let lowered = getenv("LOOKOUT_CONVOLUTION").map { String(cString: $0) } == "lowered"
+        let precision = ConvolutionGEMM.available ? precision : .fp32
+        return lowered
+            ? LoweredConvolution(precision: precision) : WinogradConvolution(precision: precision)
+    }
 }
 
 /// Lookout's own GEMM for convolutions (`gemm.c`): the weights packed once at load into panels of eight
@@ -97,6 +121,34 @@ public enum ConvolutionGEMM {
     }
 
     public static func packedCount(m: Int, k: Int) -> Int { lookout_gemm_packed_count(Int32(m), Int32(k)) }
+
+    /// `matrices` matrices `m × k` → their bf16 panels (``packedCountBF16(m:k:)`` words each).
+    public static func packBF16(_ a: UnsafePointer<Float>, m: Int, k: Int, matrices: Int = 1) -> [UInt32] {
+        let each = packedCountBF16(m: m, k: k)
+        return [UInt32](unsafeUninitializedCapacity: each * matrices) { buffer, count in
+            for index in 0..<matrices {
+                lookout_gemm_bf16_pack(
+                    a + index * m * k, Int32(m), Int32(k), k, buffer.baseAddress! + index * each)
+            }
+            count = each * matrices
+        }
+    }
+
+    public static func packedCountBF16(m: Int, k: Int) -> Int { lookout_gemm_bf16_packed_count(Int32(m), Int32(k)) }
+
+    /// ``multiply(packed:m:k:rows:b:ldb:n:c:ldc:bias:activation:)`` in bf16: `b` rounded to bf16 as it is read.
+    public static func multiply(
+        bf16 packed: UnsafePointer<UInt32>, m: Int, k: Int, rows: Range<Int>? = nil, b: UnsafePointer<Float>,
+        ldb: Int, n: Int, c: UnsafeMutablePointer<Float>, ldc: Int, bias: UnsafePointer<Float>? = nil,
+        activation: Bool = false
+    ) {
+        let rows = rows ?? 0..<m
+        guard !rows.isEmpty && n > 0 else { return }
+        precondition(rows.lowerBound % 8 == 0 && rows.upperBound <= m)
+        lookout_gemm_bf16(
+            packed + (rows.lowerBound / 8) * 8 * ((k + 1) / 2), Int32(rows.count), Int32(k), b, ldb, Int32(n),
+            c + rows.lowerBound * ldc, ldc, bias.map { $0 + rows.lowerBound }, activation ? 1 : 0)
+    }
 
     /// Rows `rows` (whole panels of eight: the lower bound a multiple of 8) of `C = A·B (+ bias, SiLU)`, for
     /// `n` columns; `b` is `k × n` with row stride `ldb`, `c` has row stride `ldc`; `c` and `bias` point at row
@@ -157,11 +209,14 @@ public struct DirectConvolution: ConvolutionKernel {
 public struct WinogradConvolution: ConvolutionKernel {
     let fallback: LoweredConvolution
     let packs: Bool
+    public let precision: Precision
 
-    /// `packed`: the products through ``ConvolutionGEMM`` (false: OpenBLAS, for comparisons).
-    public init(packed: Bool = ConvolutionGEMM.available) {
+    /// `packed`: the products through ``ConvolutionGEMM`` (false: OpenBLAS, for comparisons); `precision`:
+    /// bf16 multiplies the transformed tiles by the transformed weights in bf16 (the transforms stay fp32).
+    public init(packed: Bool = ConvolutionGEMM.available, precision: Precision = .fp32) {
         packs = packed
-        fallback = LoweredConvolution(packed: packed)
+        self.precision = packed ? precision : .fp32
+        fallback = LoweredConvolution(packed: packed, precision: precision)
     }
 
     /// Whether this CPU runs it (AVX2 and FMA).
@@ -184,7 +239,12 @@ public struct WinogradConvolution: ConvolutionKernel {
         }
         // With 32 inputs (and thousands of tiles) OpenBLAS measured faster (1.8 against 2.7 ms for the 36
         // products of 32→32 at 160×160, one thread); from 64 on, the packed GEMM.
-        if packs && weights.inputs >= 64 {
+        if packs && precision == .bf16 {
+            prepared.packedBF16 = prepared.transformed.withUnsafeBufferPointer {
+                ConvolutionGEMM.packBF16($0.baseAddress!, m: weights.outputs, k: weights.inputs, matrices: 36)
+            }
+            prepared.transformed = []
+        } else if packs && weights.inputs >= 64 {
             prepared.packed = prepared.transformed.withUnsafeBufferPointer {
                 ConvolutionGEMM.pack($0.baseAddress!, m: weights.outputs, k: weights.inputs, matrices: 36)
             }
@@ -195,8 +255,10 @@ public struct WinogradConvolution: ConvolutionKernel {
 
     public func convolve(_ x: FeatureMap, _ w: ConvolutionWeights, pool: ComputePool) -> FeatureMap {
         let packedCount = ConvolutionGEMM.packedCount(m: w.outputs, k: w.inputs)
+        let bf16Count = ConvolutionGEMM.packedCountBF16(m: w.outputs, k: w.inputs)
         guard Self.applies(w),
             w.transformed.count == 36 * w.outputs * w.inputs || w.packed.count == 36 * packedCount
+                || w.packedBF16.count == 36 * bf16Count
         else {
             return fallback.convolve(x, w, pool: pool)
         }
@@ -236,19 +298,34 @@ public struct WinogradConvolution: ConvolutionKernel {
             }
         }
         if LoweredConvolution.profiling { t1 = LoweredConvolution.clock() }
-        // The 36 products: through the packed GEMM where the weights were packed for it, OpenBLAS otherwise.
-        let packed = w.packed.count == 36 * packedCount
-        (packed ? w.packed : w.transformed).withUnsafeBufferPointer { u in
-            let u = UnsafeSendable(UnsafeMutablePointer(mutating: u.baseAddress!))
-            pool.parallelFor(36, chunk: 1) { range in
-                for xi in range {
-                    let (b, c) = (v.pointer + xi * inputs * tiles, m.pointer + xi * outputs * tiles)
-                    if packed {
+        // The 36 products: through the packed GEMM where the weights were packed for it (in bf16 or fp32),
+        // OpenBLAS otherwise.
+        if w.packedBF16.count == 36 * bf16Count {
+            w.packedBF16.withUnsafeBufferPointer { u in
+                let u = UnsafeSendable(UnsafeMutablePointer(mutating: u.baseAddress!))
+                pool.parallelFor(36, chunk: 1) { range in
+                    for xi in range {
                         ConvolutionGEMM.multiply(
-                            packed: u.pointer + xi * packedCount, m: outputs, k: inputs, b: b, ldb: tiles, n: tiles,
-                            c: c, ldc: tiles)
-                    } else {
-                        BLAS.gemm(m: outputs, n: tiles, k: inputs, a: u.pointer + xi * outputs * inputs, b: b, c: c)
+                            bf16: u.pointer + xi * bf16Count, m: outputs, k: inputs, b: v.pointer + xi * inputs * tiles,
+                            ldb: tiles, n: tiles, c: m.pointer + xi * outputs * tiles, ldc: tiles)
+                    }
+                }
+            }
+        }
+        let packed = w.packed.count == 36 * packedCount
+        if w.packedBF16.isEmpty {
+            (packed ? w.packed : w.transformed).withUnsafeBufferPointer { u in
+                let u = UnsafeSendable(UnsafeMutablePointer(mutating: u.baseAddress!))
+                pool.parallelFor(36, chunk: 1) { range in
+                    for xi in range {
+                        let (b, c) = (v.pointer + xi * inputs * tiles, m.pointer + xi * outputs * tiles)
+                        if packed {
+                            ConvolutionGEMM.multiply(
+                                packed: u.pointer + xi * packedCount, m: outputs, k: inputs, b: b, ldb: tiles, n: tiles,
+                                c: c, ldc: tiles)
+                        } else {
+                            BLAS.gemm(m: outputs, n: tiles, k: inputs, a: u.pointer + xi * outputs * inputs, b: b, c: c)
+                        }
                     }
                 }
             }
@@ -277,14 +354,26 @@ public struct WinogradConvolution: ConvolutionKernel {
 /// on the input itself.
 public struct LoweredConvolution: ConvolutionKernel {
     let packs: Bool
+    public let precision: Precision
 
-    /// `packed`: the products through ``ConvolutionGEMM`` (false: OpenBLAS, for comparisons).
-    public init(packed: Bool = ConvolutionGEMM.available) { packs = packed }
+    /// `packed`: the products through ``ConvolutionGEMM`` (false: OpenBLAS, for comparisons); `precision`:
+    /// bf16 packs the weights in bf16 and rounds each lowered tile to bf16 as the GEMM reads it. Convolutions
+    /// with fewer than 16 inputs (the stem's first) stay fp32.
+    public init(packed: Bool = ConvolutionGEMM.available, precision: Precision = .fp32) {
+        packs = packed
+        self.precision = packed ? precision : .fp32
+    }
 
     public func prepare(_ weights: ConvolutionWeights) -> ConvolutionWeights {
         guard packs else { return weights }
         var prepared = weights
         let depth = weights.inputs * weights.kernel * weights.kernel
+        if precision == .bf16 && weights.inputs >= 16 {
+            prepared.packedBF16 = weights.weight.withUnsafeBufferPointer {
+                ConvolutionGEMM.packBF16($0.baseAddress!, m: weights.outputs, k: depth)
+            }
+            return prepared  // keeps `weight` (``ConvolutionWeights/denseWeight``)
+        }
         prepared.packed = weights.weight.withUnsafeBufferPointer {
             ConvolutionGEMM.pack($0.baseAddress!, m: weights.outputs, k: depth)
         }
@@ -328,7 +417,9 @@ public struct LoweredConvolution: ConvolutionKernel {
         let profileStart = Self.profiling ? Self.clock() : 0
         defer { if Self.profiling { Self.report(w, height: outHeight, width: outWidth, since: profileStart) } }
         let pointwise = kernel == 1 && stride == 1
-        if w.packed.count == ConvolutionGEMM.packedCount(m: outputs, k: depth) {
+        if w.packed.count == ConvolutionGEMM.packedCount(m: outputs, k: depth)
+            || w.packedBF16.count == ConvolutionGEMM.packedCountBF16(m: outputs, k: depth)
+        {
             convolvePacked(x, w, pointwise: pointwise, into: &out, pool: pool)
             return out
         }
@@ -391,31 +482,43 @@ public struct LoweredConvolution: ConvolutionKernel {
         let groups = pointwise ? max(1, min(panels, wanted / tiles)) : 1
         let panelsPerGroup = (panels + groups - 1) / groups
         let activation = w.activation
-        w.packed.withUnsafeBufferPointer { a in
-            w.bias.withUnsafeBufferPointer { bias in
-                x.data.withUnsafeBufferPointer { source in
-                    out.data.withUnsafeMutableBufferPointer { c in
-                        let a = UnsafeSendable(UnsafeMutablePointer(mutating: a.baseAddress!))
-                        let bias = UnsafeSendable(UnsafeMutablePointer(mutating: bias.baseAddress!))
-                        let source = UnsafeSendable(UnsafeMutablePointer(mutating: source.baseAddress!))
-                        let c = UnsafeSendable(c.baseAddress!)
-                        pool.parallelFor(tiles * groups, chunk: 1) { range in
-                            let buffer = pointwise ? nil : UnsafeMutablePointer<Float>.allocate(capacity: depth * tile)
-                            defer { buffer?.deallocate() }
-                            for task in range {
-                                let (t, group) = (task / groups, task % groups)
-                                let p0 = t * tile
-                                let n = min(tile, columns - p0)
-                                let rows =
-                                    min(
-                                        outputs, group * panelsPerGroup * 8)..<min(
-                                        outputs, (group + 1) * panelsPerGroup * 8)
-                                let (b, ldb) = Self.operand(
-                                    x, source.pointer, kernel: kernel, stride: stride, outWidth: outWidth, first: p0,
-                                    count: n, buffer: buffer)
-                                ConvolutionGEMM.multiply(
-                                    packed: a.pointer, m: outputs, k: depth, rows: rows, b: b, ldb: ldb, n: n,
-                                    c: c.pointer + p0, ldc: columns, bias: bias.pointer, activation: activation)
+        let bf16 = !w.packedBF16.isEmpty
+        w.packed.withUnsafeBufferPointer { a32 in
+            w.packedBF16.withUnsafeBufferPointer { a16 in
+                w.bias.withUnsafeBufferPointer { bias in
+                    x.data.withUnsafeBufferPointer { source in
+                        out.data.withUnsafeMutableBufferPointer { c in
+                            // One of the two is packed: fp32 panels, or bf16 ones.
+                            let a = UnsafeSendable(a32.baseAddress), a16 = UnsafeSendable(bf16 ? a16.baseAddress : nil)
+                            let bias = UnsafeSendable(UnsafeMutablePointer(mutating: bias.baseAddress!))
+                            let source = UnsafeSendable(UnsafeMutablePointer(mutating: source.baseAddress!))
+                            let c = UnsafeSendable(c.baseAddress!)
+                            pool.parallelFor(tiles * groups, chunk: 1) { range in
+                                let buffer =
+                                    pointwise ? nil : UnsafeMutablePointer<Float>.allocate(capacity: depth * tile)
+                                defer { buffer?.deallocate() }
+                                for task in range {
+                                    let (t, group) = (task / groups, task % groups)
+                                    let p0 = t * tile
+                                    let n = min(tile, columns - p0)
+                                    let rows =
+                                        min(
+                                            outputs, group * panelsPerGroup * 8)..<min(
+                                            outputs, (group + 1) * panelsPerGroup * 8)
+                                    let (b, ldb) = Self.operand(
+                                        x, source.pointer, kernel: kernel, stride: stride, outWidth: outWidth,
+                                        first: p0,
+                                        count: n, buffer: buffer)
+                                    if let packed = a16.pointer {
+                                        ConvolutionGEMM.multiply(
+                                            bf16: packed, m: outputs, k: depth, rows: rows, b: b, ldb: ldb, n: n,
+                                            c: c.pointer + p0, ldc: columns, bias: bias.pointer, activation: activation)
+                                    } else {
+                                        ConvolutionGEMM.multiply(
+                                            packed: a.pointer!, m: outputs, k: depth, rows: rows, b: b, ldb: ldb, n: n,
+                                            c: c.pointer + p0, ldc: columns, bias: bias.pointer, activation: activation)
+                                    }
+                                }
                             }
                         }
                     }

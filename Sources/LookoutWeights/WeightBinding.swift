@@ -1,11 +1,18 @@
+import LookoutTensor
+
 /// A weight file as one model binds to it: every tensor the model takes is recorded, so that at the end
 /// of loading the tensors it left can be named (``requireEverythingTaken(ignoring:model:)``). A file with
 /// tensors a model does not understand is then an error rather than silently half-used.
 public final class WeightBinding {
     public let file: WeightFile
+    /// The arithmetic the layers bound from this file run in.
+    public let precision: Precision
     private var taken: Set<String> = []
 
-    public init(_ file: WeightFile) { self.file = file }
+    public init(_ file: WeightFile, precision: Precision = .fp32) {
+        self.file = file
+        self.precision = precision
+    }
 
     public var path: String { file.path }
     public var attributes: [String: TensorView] { file.attributes }

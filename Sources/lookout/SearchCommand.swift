@@ -91,6 +91,12 @@ struct SearchCommand: ParsableCommand {
     var html: String?
 
     func validate() throws {
+        guard modelOptions.precision == "fp32" else {
+            throw ValidationError(
+                "--precision \(modelOptions.precision): indexes are built and searched in fp32 for now (an index "
+                    + "does not yet record the precision its regions were computed in, and mixing them would go "
+                    + "unnoticed).")
+        }
         guard top > 0 else { throw ValidationError("--top must be positive.") }
         guard conf >= 0 && conf < 1 else { throw ValidationError("--conf must be in [0, 1).") }
         guard !query.trimmingCharacters(in: " \t\n").isEmpty else { throw ValidationError("The query is empty.") }

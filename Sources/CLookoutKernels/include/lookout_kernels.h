@@ -63,6 +63,17 @@ void lookout_gemm_unpack(const float *packed, int m, int k, float *a);
 int lookout_gemm_available(void);
 void lookout_gemm(const float *packed, int m, int k, const float *b, size_t ldb, int n, float *c, size_t ldc,
                   const float *bias, int activation);
+/* The same GEMM in bf16 (gemm_bf16.c): A and B rounded to bfloat16 (nearest even), products summed in fp32 by
+   AVX-512 BF16 (VDPBF16PS) where `lookout_gemm_bf16_available`, by portable C otherwise. A is packed once with
+   `lookout_gemm_bf16_pack` into ceil(m / 8) panels of ceil(k / 2) × 8 words (two bf16 of a row per word);
+   `lookout_gemm_bf16_packed_count` words. B and C as for `lookout_gemm`. */
+size_t lookout_gemm_bf16_packed_count(int m, int k);
+void lookout_gemm_bf16_pack(const float *a, int m, int k, size_t lda, uint32_t *packed);
+int lookout_gemm_bf16_available(void);
+void lookout_gemm_bf16(const uint32_t *packed, int m, int k, const float *b, size_t ldb, int n, float *c,
+                       size_t ldc, const float *bias, int activation);
+/* A float rounded to bfloat16 (nearest even) and back. */
+float lookout_bf16_round(float value);
 /* glibc: keep freed memory for reuse (no mmap below 256 MB, no trimming below 1 GB, the heap grown 64 MB at a
    time) instead of returning it to the kernel; 1 when set, 0 elsewhere. */
 int lookout_keep_freed_memory(void);
