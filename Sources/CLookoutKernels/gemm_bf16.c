@@ -183,6 +183,11 @@ void lookout_gemm_bf16(const uint32_t *packed, int m, int k, const float *b, siz
         return;
     }
 #endif
+    lookout_gemm_bf16_portable(packed, m, k, b, ldb, n, c, ldc, bias, activation);
+}
+
+void lookout_gemm_bf16_portable(const uint32_t *packed, int m, int k, const float *b, size_t ldb, int n, float *c,
+                                size_t ldc, const float *bias, int activation) {
     int pairs = (k + 1) / 2;
     for (int i = 0; i < m; i++) {
         const uint32_t *a = packed + (size_t)(i / 8) * 8 * pairs + i % 8;

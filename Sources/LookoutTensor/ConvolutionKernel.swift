@@ -136,20 +136,6 @@ public enum ConvolutionGEMM {
 
     public static func packedCountBF16(m: Int, k: Int) -> Int { lookout_gemm_bf16_packed_count(Int32(m), Int32(k)) }
 
-    /// ``multiply(packed:m:k:rows:b:ldb:n:c:ldc:bias:activation:)`` in bf16: `b` rounded to bf16 as it is read.
-    public static func multiply(
-        bf16 packed: UnsafePointer<UInt32>, m: Int, k: Int, rows: Range<Int>? = nil, b: UnsafePointer<Float>,
-        ldb: Int, n: Int, c: UnsafeMutablePointer<Float>, ldc: Int, bias: UnsafePointer<Float>? = nil,
-        activation: Bool = false
-    ) {
-        let rows = rows ?? 0..<m
-        guard !rows.isEmpty && n > 0 else { return }
-        precondition(rows.lowerBound % 8 == 0 && rows.upperBound <= m)
-        lookout_gemm_bf16(
-            packed + (rows.lowerBound / 8) * 8 * ((k + 1) / 2), Int32(rows.count), Int32(k), b, ldb, Int32(n),
-            c + rows.lowerBound * ldc, ldc, bias.map { $0 + rows.lowerBound }, activation ? 1 : 0)
-    }
-
     /// Rows `rows` (whole panels of eight: the lower bound a multiple of 8) of `C = A·B (+ bias, SiLU)`, for
     /// `n` columns; `b` is `k × n` with row stride `ldb`, `c` has row stride `ldc`; `c` and `bias` point at row
     /// 0.
@@ -164,6 +150,25 @@ public enum ConvolutionGEMM {
             packed + (rows.lowerBound / 8) * 8 * k, Int32(rows.count), Int32(k), b, ldb, Int32(n),
             c + rows.lowerBound * ldc, ldc, bias.map { $0 + rows.lowerBound }, activation ? 1 : 0)
     }
+
+    /// ``multiply(packed:m:k:rows:b:ldb:n:c:ldc:bias:activation:)`` in bf16: `b` rounded to bf16 as it is read.
+    /// `portable`: the C path whatever the CPU (for tests).
+    public static func multiply(
+        bf16 packed: UnsafePointer<UInt32>, m: Int, k: Int, rows: Range<Int>? = nil, b: UnsafePointer<Float>,
+        ldb: Int, n: Int, c: UnsafeMutablePointer<Float>, ldc: Int, bias: UnsafePointer<Float>? = nil,
+        activation: Bool = false, portable: Bool = false
+    ) {
+        let rows = rows ?? 0..<m
+        guard !rows.isEmpty && n > 0 else { return }
+        precondition(rows.lowerBound % 8 == 0 && rows.upperBound <= m)
+        let run = portable ? lookout_gemm_bf16_portable : lookout_gemm_bf16
+        run(
+            packed + (rows.lowerBound / 8) * 8 * ((k + 1) / 2), Int32(rows.count), Int32(k), b, ldb, Int32(n),
+            c + rows.lowerBound * ldc, ldc, bias.map { $0 + rows.lowerBound }, activation ? 1 : 0)
+    }
+
+    /// A float rounded to bfloat16 (nearest even) and back.
+    public static func roundedToBF16(_ value: Float) -> Float { lookout_bf16_round(value) }
 }
 
 /// The reference: the convolution's definition as loops, in Double. Slow; for tests.

@@ -72,6 +72,9 @@ void lookout_gemm_bf16_pack(const float *a, int m, int k, size_t lda, uint32_t *
 int lookout_gemm_bf16_available(void);
 void lookout_gemm_bf16(const uint32_t *packed, int m, int k, const float *b, size_t ldb, int n, float *c,
                        size_t ldc, const float *bias, int activation);
+/* The portable path, whatever the CPU (for tests). */
+void lookout_gemm_bf16_portable(const uint32_t *packed, int m, int k, const float *b, size_t ldb, int n, float *c,
+                                size_t ldc, const float *bias, int activation);
 /* A float rounded to bfloat16 (nearest even) and back. */
 float lookout_bf16_round(float value);
 /* glibc: keep freed memory for reuse (no mmap below 256 MB, no trimming below 1 GB, the heap grown 64 MB at a
