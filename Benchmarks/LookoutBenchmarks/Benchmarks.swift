@@ -24,7 +24,7 @@ struct Benchmarks: ParsableCommand {
         abstract: "Timing runs recorded in BENCHMARKS.md.",
         subcommands: [
             Tokenizer.self, Weights.self, Detect.self, Text.self, MeanAveragePrecision.self, Search.self,
-            SearchScale.self, ImageTower.self, PostgresSearch.self, Layers.self, Video.self,
+            SearchScale.self, ImageTower.self, PostgresSearch.self, Layers.self, Video.self, PrecisionDeltas.self,
         ]
     )
 }
@@ -463,5 +463,74 @@ struct Layers: ParsableCommand {
         print(
             "fastest kernel per layer, all convolutions of a detection: \(format3(best)) ms (cells: median ms, GFLOP/s counted as direct convolution)"
         )
+    }
+}
+
+/// How far a reduced precision moves the detector's raw output from fp32's, anchor by anchor (before NMS, so
+/// that nothing is matched up): every class score and every box coordinate of every anchor.
+struct PrecisionDeltas: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "precision",
+        abstract: "Score and box deltas of a precision against fp32 on the raw head output (max, 99th percentile).")
+    @Option(help: "Detector weights.") var detector: String
+    @Option(help: "Photos.") var image: [String]
+    @Option(help: "Network input size.") var imgsz = 640
+    @Option(help: "How many seeded unit queries.") var queries = 3
+    @Option(help: "The precision to compare with fp32.") var precision = "bf16"
+
+    func run() throws {
+        guard let arithmetic = Precision(rawValue: precision), arithmetic.isNative else {
+            throw ValidationError("--precision \(precision): not a precision this CPU runs")
+        }
+        let reference = try YOLOWorldNetwork(weights: WeightFile.open(detector))
+        let reduced = try YOLOWorldNetwork(weights: WeightFile.open(detector), precision: arithmetic)
+        let engine = try Engine(network: reference, embedder: nil)
+        let reducedEngine = try Engine(network: reduced, embedder: nil)
+        var generator = SplitMixGenerator(seed: 7)
+        var text = (0..<(queries * 512)).map { _ in Float.random(in: -1...1, using: &generator) }
+        for k in 0..<queries {
+            let norm = (0..<512).reduce(Float(0)) { $0 + text[k * 512 + $1] * text[k * 512 + $1] }.squareRoot()
+            for d in 0..<512 { text[k * 512 + d] /= norm }
+        }
+        var scores: [Double] = []
+        var boxes: [Double] = []
+        for path in image {
+            let a = reference.head(try engine.prepare(path: path, size: imgsz).features, text: text, classes: queries)
+            let b = reduced.head(
+                try reducedEngine.prepare(path: path, size: imgsz).features, text: text, classes: queries)
+            let anchors = a.count / (4 + queries)
+            for row in 0..<(4 + queries) {
+                for anchor in 0..<anchors {
+                    let d = Double(abs(a[row * anchors + anchor] - b[row * anchors + anchor]))
+                    if row < 4 { boxes.append(d) } else { scores.append(d) }
+                }
+            }
+        }
+        func percentile(_ values: [Double], _ p: Double) -> Double {
+            let sorted = values.sorted()
+            return sorted[min(sorted.count - 1, Int(Double(sorted.count - 1) * p))]
+        }
+        print(
+            "\(precision) against fp32, \(image.count) photos × \(boxes.count / 4 / image.count) anchors × \(queries) queries:"
+        )
+        print(
+            "  score: max \(format3(scores.max() ?? 0)), 99th percentile \(format3(percentile(scores, 0.99))), median \(format3(percentile(scores, 0.5)))"
+        )
+        print(
+            "  box coordinate (input pixels): max \(format3(boxes.max() ?? 0)), 99th percentile \(format3(percentile(boxes, 0.99))), median \(format3(percentile(boxes, 0.5)))"
+        )
+    }
+}
+
+/// SplitMix64, for seeded queries.
+struct SplitMixGenerator: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 }

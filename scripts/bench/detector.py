@@ -4,7 +4,8 @@ YOLO-World v2 models, in one run (numbers for BENCHMARKS.md).
 
     swift build -c release --product lookout-benchmarks
     .build/reference-venv-requirements-text/bin/pip install onnx onnxruntime openvino   # once
-    .build/reference-venv-requirements-text/bin/python scripts/bench/detector.py [--models s] [--configs 640x640:3]
+    .build/reference-venv-requirements-text/bin/python scripts/bench/detector.py [--models s] [--configs 640x640:3] \
+        [--precisions fp32,bf16] [--skip-torch]
 
 For each model (n, s, m, l, x; random weights in the released architecture and `.pt` format, made with
 ultralytics under /tmp/lookout-bench) and each configuration (network input HxW : number of queries):
@@ -17,6 +18,10 @@ ultralytics under /tmp/lookout-bench) and each configuration (network input HxW 
 - OpenVINO: the same ONNX file read by OpenVINO's CPU plugin, 2 threads, f32 inference precision, latency
   hint, network only.
 - PyTorch: ultralytics `predict` on the same photo (its full pipeline), 2 threads, median of 5.
+
+`--precisions fp32,bf16` also runs Lookout with `--precision bf16`, and OpenVINO with the bf16 inference
+precision hint where its CPU plugin offers BF16 (OPTIMIZATION_CAPABILITIES); the bf16 table's ratio is Lookout
+bf16 against OpenVINO fp32 (issue 32's target: ≤ 0.6).
 
 Each engine is warmed up once. Prints one line per engine and a Markdown row per model and configuration
 (ratio = Lookout / the faster of ONNX Runtime and OpenVINO).
@@ -77,11 +82,11 @@ def onnx_file(size, pt, height, width, queries):
     return path
 
 
-def lookout(pt, height, width, queries, runs):
+def lookout(pt, height, width, queries, runs, precision="fp32"):
     photo = PHOTOS[(height, width)]
     result = subprocess.run(
         [BENCH, "detect", "--detector", pt, "--image", photo, "--imgsz", str(max(height, width)),
-         "--queries", str(queries), "--repetitions", str(runs), "--full-only"],
+         "--queries", str(queries), "--repetitions", str(runs), "--full-only", "--precision", precision],
         check=True, capture_output=True, text=True)
     match = re.search(r"full detect .*: median ([0-9.]+) ms", result.stdout)
     size = re.search(r"network input (\d+)x(\d+)", result.stdout)
@@ -96,14 +101,19 @@ def main():
     parser.add_argument("--configs", default="640x640:3,448x640:80")
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--skip-torch", action="store_true")
+    parser.add_argument("--precisions", default="fp32")
     args = parser.parse_args()
+    precisions = args.precisions.split(",")
     reference_env.forget_torchvision()
     torch.set_num_threads(2)
     import onnxruntime as ort
     import openvino as ov
 
     core = ov.Core()
+    ov_bf16 = "BF16" in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    print(f"OpenVINO CPU capabilities: {core.get_property('CPU', 'OPTIMIZATION_CAPABILITIES')}")
     rows = []
+    bf16_rows = []
     for size in args.models.split(","):
         pt = weights(size)
         for config in args.configs.split(","):
@@ -113,6 +123,10 @@ def main():
             label = f"{size} {height}x{width} {queries}q"
             lookout_ms = lookout(pt, height, width, queries, args.runs)
             print(f"{label}: Lookout full detect median {lookout_ms:.1f} ms", flush=True)
+            lookout_bf16 = float("nan")
+            if "bf16" in precisions:
+                lookout_bf16 = lookout(pt, height, width, queries, args.runs, "bf16")
+                print(f"{label}: Lookout bf16 full detect median {lookout_bf16:.1f} ms", flush=True)
             path = onnx_file(size, pt, height, width, queries)
             x = np.random.default_rng(0).random((1, 3, height, width), dtype=np.float32)
 
@@ -133,6 +147,17 @@ def main():
             ov_ms = median_ms(lambda: request.infer({0: x}), args.runs)
             del request, compiled
             print(f"{label}: OpenVINO {ov.__version__} network only median {ov_ms:.1f} ms", flush=True)
+            ov_bf16_ms = float("nan")
+            if "bf16" in precisions and ov_bf16:
+                compiled = core.compile_model(core.read_model(path), "CPU", {
+                    "INFERENCE_NUM_THREADS": 2, "INFERENCE_PRECISION_HINT": "bf16", "PERFORMANCE_HINT": "LATENCY"})
+                request = compiled.create_infer_request()
+                request.infer({0: x})
+                ov_bf16_ms = median_ms(lambda: request.infer({0: x}), args.runs)
+                del request, compiled
+                print(f"{label}: OpenVINO bf16 network only median {ov_bf16_ms:.1f} ms", flush=True)
+            if "bf16" in precisions:
+                bf16_rows.append((size, f"{height}×{width}", queries, lookout_bf16, lookout_ms, ov_ms, ov_bf16_ms))
 
             torch_ms = float("nan")
             if not args.skip_torch:
@@ -150,6 +175,13 @@ def main():
     for size, shape, queries, lk, ort_ms, ov_ms, torch_ms in rows:
         print(f"| {size} | {shape} | {queries} | {lk:.1f} ms | {ort_ms:.1f} ms | {ov_ms:.1f} ms | "
               f"**{lk / min(ort_ms, ov_ms):.2f}×** | {torch_ms:.1f} ms |")
+    if bf16_rows:
+        print("\n| model | input | queries | Lookout bf16 | Lookout fp32 | OpenVINO fp32 | OpenVINO bf16 | "
+              "bf16 / OpenVINO fp32 |")
+        print("|---|---|---|---|---|---|---|---|")
+        for size, shape, queries, bf, lk, ov_ms, ov_bf in bf16_rows:
+            print(f"| {size} | {shape} | {queries} | {bf:.1f} ms | {lk:.1f} ms | {ov_ms:.1f} ms | {ov_bf:.1f} ms | "
+                  f"**{bf / ov_ms:.2f}×** |")
 
 
 if __name__ == "__main__":

@@ -2,17 +2,22 @@
 """examples/scenes/instances.json: the example scenes' ground truth (truth.json) in COCO's format, one
 category per shape, for `lookout eval examples/scenes/instances.json --images examples/scenes`.
 
-    python3 scripts/demo/make_coco_example.py
+    python3 scripts/demo/make_coco_example.py [FOLDER]
+
+FOLDER (default examples/scenes) holds scenes.py's truth.json; FOLDER/instances.json is written (for the 500
+held-out scenes of BENCHMARKS.md: `scripts/demo/scenes.py DIR --count 500 --seed 900000 --split eval`, then
+this with DIR).
 """
 import json
 import os
+import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHAPES = ["circle", "square", "triangle", "star", "hexagon", "heart", "cross", "ring"]
 
 
 def main():
-    scenes = os.path.join(ROOT, "examples", "scenes")
+    scenes = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "examples", "scenes")
     truth = json.load(open(os.path.join(scenes, "truth.json")))
     images, annotations = [], []
     for image_id, image in enumerate(truth["images"], start=1):
