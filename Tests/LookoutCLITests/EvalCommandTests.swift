@@ -70,7 +70,8 @@ import Testing
     /// measured 0.073 at most, on a doubtful box; most move by less than 0.005), both ways; a box within 0.08
     /// of the 0.25 threshold may be kept by one and not the other, so the lists are made at 0.17 and only boxes
     /// above 0.33 must be found in the other's; where the CPU cannot
-    /// (LOOKOUT_NO_BF16 here), a notice and fp32's very numbers.
+    /// (LOOKOUT_NO_BF16 here), a notice and fp32's very numbers; `index` and `search` refuse bf16, and an
+    /// unknown precision is a usage error.
     @Test func bf16FindsWhatFP32Finds() throws {
         let truth = CLI.root + "/examples/scenes/instances.json"
         func evaluate(_ precision: String, environment: [String: String] = [:]) throws -> (Double, String) {
@@ -90,6 +91,16 @@ import Testing
             environment: ["LOOKOUT_NO_BF16": "1"])
         #expect(fallback.stderr.contains("no AVX-512 BF16; running in fp32"), "\(fallback.stderr)")
         #expect(fallback.stdout == fp32Text, "the fallback is fp32")
+        // An index does not record its precision yet: building or searching one in bf16 is refused.
+        for arguments in [["index", CLI.root + "/examples/scenes"], ["search", "star"]] {
+            let refused = try CLI.run(arguments + ["--precision", "bf16"])
+            #expect(refused.status == 64, "\(arguments[0]): \(refused.status)")
+            #expect(refused.stderr.contains("indexes are built and searched in fp32"), "\(refused.stderr)")
+        }
+        let unknown = try CLI.run([
+            "detect", CLI.root + "/examples/scenes/scene-0000.jpg", "-q", "star", "--precision", "fp16",
+        ])
+        #expect(unknown.status == 64 && unknown.stderr.contains("choose fp32 or bf16"), "\(unknown.stderr)")
 
         var worstScore = 0.0
         var worstIoU = 1.0
