@@ -38,6 +38,11 @@ func now() -> Double {
 /// `count` random 512-d unit vectors, one after another: text embeddings for timing runs.
 func randomUnitQueries(_ count: Int) -> [Float] {
     var generator = SystemRandomNumberGenerator()
+    return randomUnitQueries(count, using: &generator)
+}
+
+/// The same from `generator` (a seeded one repeats them).
+func randomUnitQueries(_ count: Int, using generator: inout some RandomNumberGenerator) -> [Float] {
     var text = (0..<(count * 512)).map { _ in Float.random(in: -1...1, using: &generator) }
     for k in 0..<count {
         let norm = (0..<512).reduce(Float(0)) { $0 + text[k * 512 + $1] * text[k * 512 + $1] }.squareRoot()
@@ -486,12 +491,8 @@ struct PrecisionDeltas: ParsableCommand {
         let reduced = try YOLOWorldNetwork(weights: WeightFile.open(detector), precision: arithmetic)
         let engine = try Engine(network: reference, embedder: nil)
         let reducedEngine = try Engine(network: reduced, embedder: nil)
-        var generator = SplitMixGenerator(seed: 7)
-        var text = (0..<(queries * 512)).map { _ in Float.random(in: -1...1, using: &generator) }
-        for k in 0..<queries {
-            let norm = (0..<512).reduce(Float(0)) { $0 + text[k * 512 + $1] * text[k * 512 + $1] }.squareRoot()
-            for d in 0..<512 { text[k * 512 + d] /= norm }
-        }
+        var generator = SeededRandom(seed: 7)
+        let text = randomUnitQueries(queries, using: &generator)
         var scores: [Double] = []
         var boxes: [Double] = []
         for path in image {
@@ -519,18 +520,5 @@ struct PrecisionDeltas: ParsableCommand {
         print(
             "  box coordinate (input pixels): max \(format3(boxes.max() ?? 0)), 99th percentile \(format3(percentile(boxes, 0.99))), median \(format3(percentile(boxes, 0.5)))"
         )
-    }
-}
-
-/// SplitMix64, for seeded queries.
-struct SplitMixGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

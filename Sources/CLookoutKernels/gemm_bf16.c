@@ -11,6 +11,7 @@
    portable path computes the same products in C (both factors rounded to bf16, exact products, fp32 sums of
    each pair then of the chain) — for tests and correctness, not speed. */
 #include "lookout_kernels.h"
+#include "gemm_exp.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,25 +71,6 @@ int lookout_gemm_bf16_available(void) {
 #if defined(__x86_64__)
 #define GBF __attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline)) static inline
 
-/* exp(x) as gemm.c's exp16 computes it. */
-GBF __m512 exp16_bf(__m512 x) {
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.3f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    __m512 r2 = _mm512_mul_ps(r, r);
-    p = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
-}
-
 /* Rows 2q and 2q + 1 of B's columns [0, width) → `pairs` × 48 words, each word the two rounded values of one
    column (row 2q in the low half); columns beyond `width` are zero. */
 GBF void pair_block(const float *b, size_t ldb, int k, int width, uint32_t *scratch) {
@@ -133,7 +115,7 @@ GBF void bf16_block(const int P, const uint32_t *a, int pairs, const uint32_t *b
         for (int j = 0; j < P; j++) {
             __m512 value = bias ? _mm512_add_ps(acc[r][j], add) : acc[r][j];
             if (activation) {
-                __m512 e = exp16_bf(_mm512_sub_ps(_mm512_setzero_ps(), value));
+                __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), value));
                 value = _mm512_div_ps(value, _mm512_add_ps(one, e));
             }
             float *target = c + (size_t)r * ldc + 16 * j;

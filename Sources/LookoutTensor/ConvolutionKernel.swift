@@ -304,32 +304,26 @@ public struct WinogradConvolution: ConvolutionKernel {
         }
         if LoweredConvolution.profiling { t1 = LoweredConvolution.clock() }
         // The 36 products: through the packed GEMM where the weights were packed for it (in bf16 or fp32),
-        // OpenBLAS otherwise.
-        if w.packedBF16.count == 36 * bf16Count {
-            w.packedBF16.withUnsafeBufferPointer { u in
-                let u = UnsafeSendable(UnsafeMutablePointer(mutating: u.baseAddress!))
-                pool.parallelFor(36, chunk: 1) { range in
-                    for xi in range {
-                        ConvolutionGEMM.multiply(
-                            bf16: u.pointer + xi * bf16Count, m: outputs, k: inputs, b: v.pointer + xi * inputs * tiles,
-                            ldb: tiles, n: tiles, c: m.pointer + xi * outputs * tiles, ldc: tiles)
-                    }
-                }
-            }
-        }
+        // OpenBLAS otherwise. One of the three operands holds the weights; the others are empty.
+        let bf16 = w.packedBF16.count == 36 * bf16Count
         let packed = w.packed.count == 36 * packedCount
-        if w.packedBF16.isEmpty {
+        w.packedBF16.withUnsafeBufferPointer { u16 in
             (packed ? w.packed : w.transformed).withUnsafeBufferPointer { u in
-                let u = UnsafeSendable(UnsafeMutablePointer(mutating: u.baseAddress!))
+                let u16 = UnsafeSendable(bf16 ? u16.baseAddress : nil), u = UnsafeSendable(u.baseAddress)
                 pool.parallelFor(36, chunk: 1) { range in
                     for xi in range {
                         let (b, c) = (v.pointer + xi * inputs * tiles, m.pointer + xi * outputs * tiles)
-                        if packed {
+                        if let weights = u16.pointer {
                             ConvolutionGEMM.multiply(
-                                packed: u.pointer + xi * packedCount, m: outputs, k: inputs, b: b, ldb: tiles, n: tiles,
+                                bf16: weights + xi * bf16Count, m: outputs, k: inputs, b: b, ldb: tiles, n: tiles,
                                 c: c, ldc: tiles)
+                        } else if packed {
+                            ConvolutionGEMM.multiply(
+                                packed: u.pointer! + xi * packedCount, m: outputs, k: inputs, b: b, ldb: tiles,
+                                n: tiles, c: c, ldc: tiles)
                         } else {
-                            BLAS.gemm(m: outputs, n: tiles, k: inputs, a: u.pointer + xi * outputs * inputs, b: b, c: c)
+                            BLAS.gemm(
+                                m: outputs, n: tiles, k: inputs, a: u.pointer! + xi * outputs * inputs, b: b, c: c)
                         }
                     }
                 }

@@ -25,52 +25,19 @@ import Testing
         GreyPicture(bgr: image.pixels, width: image.width, height: image.height).reduced(by: 2)
     }
 
-    static func detections(_ frame: JSONNode) -> [ByteTracker.Detection] {
-        (0..<frame["detections"]!.count).map { i in
-            let row = numbers(frame["detections"]![i])
-            return ByteTracker.Detection(box: row[0..<4].map { Float($0) }, score: Float(row[4]), label: Int(row[5]))
-        }
-    }
-
     static func warp(_ node: JSONNode?) -> CameraWarp? {
         guard let node, node.count == 2 else { return nil }
         return CameraWarp(numbers(node[0]) + numbers(node[1]))
     }
 
     /// Runs a sequence through BoT-SORT and compares each frame with the reference's; returns the largest box
-    /// difference. `warps` gives each frame's camera motion.
+    /// difference and the ids seen. `warps` gives each frame's camera motion.
     static func compare(_ sequence: String, warps: (Int) -> CameraWarp?) throws -> (box: Double, ids: Int) {
-        let frames = reference.root[sequence]!
         var settings = ByteTracker.Settings()
         settings.method = .botSort
-        let tracker = ByteTracker(settings: settings)
-        var worst = 0.0
-        var ids = Set<Int>()
-        for f in 0..<frames.count {
-            let frame = frames[f]
-            let shown = tracker.update(detections(frame), warp: warps(f))
-            let kind = frame["kind"]!.string!
-            let expected = frame["tracks"]!
-            switch shown {
-            case .hidden: #expect(kind == "hidden", "\(sequence) frame \(f): hidden, the reference says \(kind)")
-            case .untracked:
-                #expect(kind == "untracked", "\(sequence) frame \(f): untracked, the reference says \(kind)")
-            case .tracks(let tracks):
-                try #require(kind == "tracks", "\(sequence) frame \(f): tracks, the reference says \(kind)")
-                try #require(
-                    tracks.map(\.id) == (0..<expected.count).map { Int(expected[$0][4].number!) },
-                    "\(sequence) frame \(f): ids \(tracks.map(\.id))")
-                for (i, track) in tracks.enumerated() {
-                    let row = numbers(expected[i])
-                    ids.insert(track.id)
-                    #expect(Double(track.score) == Double(Float(row[5])))
-                    #expect(track.label == Int(row[6]))
-                    #expect(track.detection == Int(row[7]))
-                    for k in 0..<4 { worst = max(worst, abs(Double(track.box[k]) - row[k])) }
-                }
-            }
-        }
-        return (worst, ids.count)
+        let (box, ids, _) = try ByteTrackerTests.compare(
+            reference.root[sequence]!, sequence: sequence, tracker: ByteTracker(settings: settings), warps: warps)
+        return (box, ids)
     }
 
     /// The tracker alone: given the warps ultralytics' GMC estimated, the same ids and Kalman boxes.

@@ -14,9 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
 import sys
-import tempfile
 
 import cv2
 import numpy as np
@@ -100,16 +98,12 @@ def main() -> None:
     video, truth_path = sys.argv[1], sys.argv[2]
     world = world_texture()
     truth = {"width": WIDTH, "height": HEIGHT, "frame_rate": RATE, "frames": []}
-    with tempfile.TemporaryDirectory() as work:
-        for index in range(FRAMES):
-            image, objects, m = frame(index, world)
-            cv2.imwrite(os.path.join(work, f"{index:04d}.png"), image)
-            truth["frames"].append({"frame": index, "objects": objects, "camera": np.round(m, 6).tolist()})
-        subprocess.run(
-            ["ffmpeg", "-v", "error", "-y", "-framerate", str(RATE), "-i", os.path.join(work, "%04d.png"),
-             "-c:v", "libx264", "-preset", "veryslow", "-crf", "24", "-pix_fmt", "yuv420p", "-g", "24", video],
-            check=True,
-        )  # fmt: skip
+    images = []
+    for index in range(FRAMES):
+        image, objects, m = frame(index, world)
+        images.append(image)
+        truth["frames"].append({"frame": index, "objects": objects, "camera": np.round(m, 6).tolist()})
+    plain.encode(video, images, crf=24)
     with open(truth_path, "w") as f:
         json.dump(truth, f, indent=1)
         f.write("\n")

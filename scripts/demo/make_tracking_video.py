@@ -73,20 +73,28 @@ def frame(index: int, still: np.ndarray) -> tuple[np.ndarray, list[dict]]:
     return np.clip(base, 0, 255).astype(np.uint8), objects
 
 
+def encode(video: str, images: list[np.ndarray], crf: int) -> None:
+    """The frames (BGR) as an H.264 MP4 at RATE, through lossless PNGs and ffmpeg."""
+    with tempfile.TemporaryDirectory() as work:
+        for index, image in enumerate(images):
+            cv2.imwrite(os.path.join(work, f"{index:04d}.png"), image)
+        subprocess.run(
+            ["ffmpeg", "-v", "error", "-y", "-framerate", str(RATE), "-i", os.path.join(work, "%04d.png"),
+             "-c:v", "libx264", "-preset", "veryslow", "-crf", str(crf), "-pix_fmt", "yuv420p", "-g", "24", video],
+            check=True,
+        )  # fmt: skip
+
+
 def main() -> None:
     video, truth_path = sys.argv[1], sys.argv[2]
     still = background(np.random.default_rng(1))
     truth = {"width": WIDTH, "height": HEIGHT, "frame_rate": RATE, "frames": []}
-    with tempfile.TemporaryDirectory() as work:
-        for index in range(FRAMES):
-            image, objects = frame(index, still)
-            cv2.imwrite(os.path.join(work, f"{index:04d}.png"), image)
-            truth["frames"].append({"frame": index, "objects": objects})
-        subprocess.run(
-            ["ffmpeg", "-v", "error", "-y", "-framerate", str(RATE), "-i", os.path.join(work, "%04d.png"),
-             "-c:v", "libx264", "-preset", "veryslow", "-crf", "26", "-pix_fmt", "yuv420p", "-g", "24", video],
-            check=True,
-        )  # fmt: skip
+    images = []
+    for index in range(FRAMES):
+        image, objects = frame(index, still)
+        images.append(image)
+        truth["frames"].append({"frame": index, "objects": objects})
+    encode(video, images, crf=26)
     with open(truth_path, "w") as f:
         json.dump(truth, f, indent=1)
         f.write("\n")
