@@ -159,11 +159,13 @@ struct Detect: ParsableCommand {
     @Option(help: "How many random unit queries.") var queries = 80
     @Option(help: "Timed runs of the full detection.") var repetitions = 11
     @Flag(help: "Only the full detection (no re-query, neck or re-threshold).") var fullOnly = false
-    @Option(help: "The convolutions' arithmetic: fp32 or bf16.") var precision = "fp32"
+    @Option(
+        help: "The convolutions' arithmetic: fp32, bf16 or int8 (int8: a detector `lookout models calibrate` made).")
+    var precision = "fp32"
 
     func run() throws {
         guard let arithmetic = Precision(rawValue: precision) else {
-            throw ValidationError("--precision \(precision): choose fp32 or bf16.")
+            throw ValidationError("--precision \(precision): choose fp32, bf16 or int8.")
         }
         if !arithmetic.isNative { print("this CPU has no AVX-512 BF16: fp32") }
         let network = try YOLOWorldNetwork(

@@ -59,7 +59,7 @@ struct Convolution: Sendable {
         }
         self.init(
             weight: weight, bias: bias, inputs: inputs, outputs: outputs, kernel: kernel, stride: stride,
-            activation: activation, precision: file.precision)
+            activation: activation, precision: file.precision, name: prefix, file: file)
     }
 
     /// A plain `nn.Conv2d` with bias named `prefix` (`.weight`, `.bias`), no activation.
@@ -72,18 +72,26 @@ struct Convolution: Sendable {
         self.init(
             weight: view.floats(), bias: try file.floats(prefix + ".bias", shape: [view.shape[0]]),
             inputs: view.shape[1],
-            outputs: view.shape[0], kernel: view.shape[2], stride: 1, activation: false, precision: file.precision)
+            outputs: view.shape[0], kernel: view.shape[2], stride: 1, activation: false, precision: file.precision,
+            name: prefix, file: file)
     }
 
+    /// `name` and `file`: the convolution's name in the weight file, under which int8 finds its input's range
+    /// (``WeightBinding/inputRanges``) and calibration records it (``WeightBinding/recorder``).
     init(
         weight: [Float], bias: [Float], inputs: Int, outputs: Int, kernel: Int, stride: Int, activation: Bool,
-        precision: Precision = .fp32
+        precision: Precision = .fp32, name: String? = nil, file: WeightBinding? = nil
     ) {
-        let weights = ConvolutionWeights(
+        var weights = ConvolutionWeights(
             weight: weight, bias: bias, inputs: inputs, outputs: outputs, kernel: kernel, stride: stride,
             activation: activation)
-        implementation =
+        if precision == .int8, let name { weights.inputRange = file?.inputRanges?.ranges[name] }
+        var implementation =
             precision == .fp32 ? ConvolutionKernels.default : ConvolutionKernels.kernel(precision: precision)
+        if let name, let recorder = file?.recorder {
+            implementation = ObservedConvolution(implementation, name: name, recorder: recorder)
+        }
+        self.implementation = implementation
         self.weights = implementation.prepare(weights)
     }
 

@@ -37,11 +37,26 @@ public final class YOLOWorldNetwork: Sendable {
     /// Binds the network to `weights` strictly: every tensor it takes has the shape the layers around it
     /// imply (a file whose layers do not fit together is an error naming them, never a read out of bounds),
     /// and a tensor it does not take is an error too (BatchNorm's `num_batches_tracked` aside).
-    /// `precision`: the arithmetic of the convolutions (bf16 where the CPU has it; see ``Precision``).
-    public init(weights: WeightFile, precision: Precision = .fp32) throws(WeightsError) {
-        let file = WeightBinding(weights, precision: precision)
+    /// `precision`: the arithmetic of the convolutions (bf16 where the CPU has it; see ``Precision``); int8 needs
+    /// the input ranges `lookout models calibrate` stores in the file. `recorder`: records every convolution's
+    /// input range as the network runs (calibration).
+    public init(
+        weights: WeightFile, precision: Precision = .fp32, recorder: ActivationRecorder? = nil
+    )
+        throws(WeightsError)
+    {
+        let file = WeightBinding(weights, precision: precision, recorder: recorder)
         self.precision = precision
         path = weights.path
+        if precision == .int8 && file.inputRanges == nil {
+            let damaged = weights.metadata[ActivationRanges.metadataKey] != nil
+            throw WeightsError(
+                path: file.path,
+                problem: damaged
+                    ? "its int8 calibration (metadata \(ActivationRanges.metadataKey)) is damaged; calibrate again"
+                    : "int8 needs the input ranges calibration records, which this file lacks: make a calibrated "
+                        + "copy with `lookout models calibrate MODEL PHOTOS... -o MODEL-int8.safetensors` and run that")
+        }
         guard file.has("model.0.conv.weight"), ModelSummary.headIndex(weights.tensors) == 22 else {
             throw WeightsError(
                 path: file.path, kind: .wrongModel,

@@ -33,6 +33,8 @@ public struct EngineConfiguration: Sendable, Equatable {
     public var cacheDirectory: String?
     /// The arithmetic of the detector's convolutions (``Precision``); fp32, exact to the reference, by default.
     public var precision: Precision = .fp32
+    /// Records the range of every convolution's input as the detector runs (`lookout models calibrate`), or nil.
+    public var recorder: ActivationRecorder?
 
     public init(model: Model = .demo, vocabulary: String? = nil, caches: Bool = true, cacheDirectory: String? = nil) {
         self.model = model
@@ -137,7 +139,8 @@ extension Engine {
     public static func load(_ configuration: EngineConfiguration) throws -> (engine: Engine, model: LoadedModel) {
         let (detectorPath, textPath, directory) = try configuration.resolveModel()
         let weights = try WeightFile.open(detectorPath)
-        let network = try YOLOWorldNetwork(weights: weights, precision: configuration.precision)
+        let network = try YOLOWorldNetwork(
+            weights: weights, precision: configuration.precision, recorder: configuration.recorder)
         let encoder = try CLIPTextEncoder(contentsOf: textPath)
         let embedder = try TextEmbedder(
             tokenizer: configuration.loadTokenizer(), encoder: encoder, cache: configuration.textEmbeddingCache())

@@ -7,16 +7,21 @@ import CLookoutKernels
 #endif
 
 /// The arithmetic convolutions run in. fp32: exact to the reference. bf16: weights and activations rounded to
-/// bfloat16, products summed in fp32 (AVX-512 BF16's VDPBF16PS), about twice the multiply rate.
+/// bfloat16, products summed in fp32 (AVX-512 BF16's VDPBF16PS), about twice the multiply rate. int8: weights
+/// quantised per output channel, each convolution's input per map with the range calibration recorded
+/// (``ActivationRanges``), exact integer sums (AVX-512 VNNI's VPDPBUSD), four times the multiply rate.
 public enum Precision: String, Sendable, CaseIterable {
     case fp32
     case bf16
+    case int8
 
-    /// Whether this CPU runs `self` natively (bf16: AVX512_BF16, and not turned off by LOOKOUT_NO_BF16).
+    /// Whether this CPU runs `self` natively (bf16: AVX512_BF16, and not turned off by LOOKOUT_NO_BF16; int8:
+    /// AVX-512BW — with VNNI 8-bit weights, without it 7-bit ones — and not turned off by LOOKOUT_NO_AVX512).
     public var isNative: Bool {
         switch self {
         case .fp32: return true
         case .bf16: return lookout_gemm_bf16_available() != 0 && ConvolutionGEMM.available
+        case .int8: return lookout_int8_level() >= 1 && ConvolutionGEMM.available
         }
     }
 }
@@ -40,6 +45,10 @@ public struct ConvolutionWeights: Sendable {
     /// The same operand in bf16 (``ConvolutionGEMM/packBF16(_:m:k:matrices:)``) when the kernel runs in bf16,
     /// or empty.
     public var packedBF16: [UInt32] = []
+    /// The range calibration saw at this convolution's input (int8 quantises the input to it), or nil.
+    public var inputRange: ClosedRange<Float>?
+    /// The weights in int8 (``ConvolutionGEMM/packInt8(_:m:k:input:)``) when the kernel runs in int8, or nil.
+    public var int8: Int8Weights?
 
     public init(weight: [Float], bias: [Float], inputs: Int, outputs: Int, kernel: Int, stride: Int, activation: Bool) {
         precondition(weight.count == outputs * inputs * kernel * kernel && bias.count == outputs)
@@ -53,9 +62,10 @@ public struct ConvolutionWeights: Sendable {
     }
 
     /// The weights `outputs × inputs × kernel × kernel`: `weight`, or read back from the packed GEMM operand
-    /// where the lowered kernel keeps only that.
+    /// where the lowered kernel keeps only that (for int8 the quantised values, dequantised).
     public var denseWeight: [Float] {
         let depth = inputs * kernel * kernel
+        if weight.isEmpty, let int8 { return int8.dequantised(m: outputs, k: depth) }
         guard weight.isEmpty && packed.count == ConvolutionGEMM.packedCount(m: outputs, k: depth) else { return weight }
         return [Float](unsafeUninitializedCapacity: outputs * depth) { buffer, count in
             packed.withUnsafeBufferPointer {
@@ -89,10 +99,18 @@ public enum ConvolutionKernels {
     /// lowered GEMM for the rest. `LOOKOUT_CONVOLUTION=lowered` runs every layer lowered (for comparisons).
     public static let `default`: any ConvolutionKernel = kernel(precision: .fp32)
 
-    /// The kernels of a precision (bf16 where the packed GEMM runs; fp32 otherwise).
+    /// The kernels of a precision (bf16 and int8 where the packed GEMM runs; fp32 otherwise). int8: the
+    /// convolutions with a calibrated input range in int8, except the stride-1 3×3 ones that narrow the channels
+    /// by two or more, which Winograd runs in bf16 (fp32 where the CPU lacks bf16) — faster there, as measured
+    /// (BENCHMARKS.md, "int8"); `LOOKOUT_INT8_CONVOLUTION=all` runs those in int8 too.
     public static func kernel(precision: Precision) -> any ConvolutionKernel {
         let lowered = getenv("LOOKOUT_CONVOLUTION").map { String(cString: $0) } == "lowered"
         let precision = ConvolutionGEMM.available ? precision : .fp32
+        if precision == .int8 {
+            let all = getenv("LOOKOUT_INT8_CONVOLUTION").map { String(cString: $0) } == "all"
+            return Int8Convolution(
+                fallback: kernel(precision: Precision.bf16.isNative ? .bf16 : .fp32), winograd: !all && !lowered)
+        }
         return lowered
             ? LoweredConvolution(precision: precision) : WinogradConvolution(precision: precision)
     }
@@ -169,6 +187,92 @@ public enum ConvolutionGEMM {
 
     /// A float rounded to bfloat16 (nearest even) and back.
     public static func roundedToBF16(_ value: Float) -> Float { lookout_bf16_round(value) }
+
+    /// A matrix `m × k` (row-major) quantised and packed for the int8 GEMM, its input quantised to `input`:
+    /// weights to ±`limit` per row (127 where the CPU has VNNI, 63 where VPMADDUBSW must not saturate).
+    public static func packInt8(
+        _ a: UnsafePointer<Float>, m: Int, k: Int, input: ActivationQuantization,
+        limit: Int = Int(lookout_gemm_int8_limit())
+    ) -> Int8Weights {
+        var sums = [Int32](repeating: 0, count: m)
+        var scales = [Float](repeating: 0, count: m)
+        let packed = [UInt32](unsafeUninitializedCapacity: Int(lookout_gemm_int8_packed_count(Int32(m), Int32(k)))) {
+            buffer, count in
+            lookout_gemm_int8_pack(a, Int32(m), Int32(k), k, Int32(limit), buffer.baseAddress!, &scales, &sums)
+            count = buffer.count
+        }
+        return Int8Weights(
+            packed: packed, weightScales: scales, scales: scales.map { $0 * input.scale },
+            corrections: sums.map { $0 * input.zero }, input: input)
+    }
+
+    /// Rows `rows` (whole panels of eight) of the int8 GEMM: `b` is `k × n` bytes, row stride `ldb`, quantised
+    /// to `weights.input`. `level`: 2 VNNI, 1 AVX-512BW, 0 portable C; nil the best this CPU has (for tests).
+    public static func multiply(
+        int8 weights: Int8Weights, m: Int, k: Int, rows: Range<Int>? = nil, b: UnsafePointer<UInt8>, ldb: Int, n: Int,
+        c: UnsafeMutablePointer<Float>, ldc: Int, bias: UnsafePointer<Float>? = nil, activation: Bool = false,
+        level: Int? = nil
+    ) {
+        let rows = rows ?? 0..<m
+        guard !rows.isEmpty && n > 0 else { return }
+        precondition(rows.lowerBound % 8 == 0 && rows.upperBound <= m)
+        let quads = (k + 3) / 4
+        weights.packed.withUnsafeBufferPointer { packed in
+            weights.scales.withUnsafeBufferPointer { scales in
+                weights.corrections.withUnsafeBufferPointer { corrections in
+                    lookout_gemm_int8_at(
+                        Int32(level ?? Int(lookout_int8_level())),
+                        packed.baseAddress! + (rows.lowerBound / 8) * 8 * quads,
+                        scales.baseAddress! + rows.lowerBound, corrections.baseAddress! + rows.lowerBound,
+                        Int32(rows.count), Int32(k), b, ldb, Int32(n), c + rows.lowerBound * ldc, ldc,
+                        bias.map { $0 + rows.lowerBound }, activation ? 1 : 0)
+                }
+            }
+        }
+    }
+}
+
+/// How a map is quantised to u8: `q = clamp(round(x / scale) + zero, 0, 255)` (round half to even), so
+/// `x ≈ (q − zero) · scale`; the range is widened to hold 0, which is then exact (padding quantises to `zero`).
+public struct ActivationQuantization: Sendable, Equatable {
+    public let scale: Float
+    public let zero: Int32
+
+    public init(range: ClosedRange<Float>) {
+        let low = min(range.lowerBound, 0), high = max(range.upperBound, 0)
+        guard high > low, (high - low).isFinite else {
+            scale = 1
+            zero = 0
+            return
+        }
+        scale = (high - low) / 255
+        zero = Int32(min(max((-low / scale).rounded(.toNearestOrEven), 0), 255))
+    }
+
+    /// `count` values of `x` → bytes.
+    public func quantize(
+        _ x: UnsafePointer<Float>, count: Int, into out: UnsafeMutablePointer<UInt8>, portable: Bool = false
+    ) {
+        (portable ? lookout_quantize_u8_portable : lookout_quantize_u8)(x, count, 1 / scale, zero, out)
+    }
+}
+
+/// A convolution's weights as the int8 GEMM takes them: quantised and packed, each output channel's scale,
+/// the products' scales (`weightScales[i] · input.scale`) and the zero point's share (`input.zero · Σ q`).
+public struct Int8Weights: Sendable {
+    public let packed: [UInt32]
+    public let weightScales: [Float]
+    public let scales: [Float]
+    public let corrections: [Int32]
+    public let input: ActivationQuantization
+
+    /// The quantised weights as floats, `m × k`.
+    public func dequantised(m: Int, k: Int) -> [Float] {
+        [Float](unsafeUninitializedCapacity: m * k) { buffer, count in
+            lookout_gemm_int8_unpack(packed, weightScales, Int32(m), Int32(k), buffer.baseAddress!)
+            count = m * k
+        }
+    }
 }
 
 /// The reference: the convolution's definition as loops, in Double. Slow; for tests.
@@ -536,16 +640,16 @@ public struct LoweredConvolution: ConvolutionKernel {
         guard let buffer else { return (source + first, x.height * x.width) }
         lower(
             source, channels: x.channels, height: x.height, width: x.width, kernel: kernel, stride: stride,
-            padding: kernel / 2, outWidth: outWidth, first: first, count: count, into: buffer)
+            padding: kernel / 2, outWidth: outWidth, first: first, count: count, zero: 0, into: buffer)
         return (UnsafePointer(buffer), count)
     }
 
     /// im2col of output pixels `first ..< first + count` (row-major over the output): row
     /// `(c·k + ky)·k + kx` of `target` (`count` wide) holds input `(c, oy·s − pad + ky, ox·s − pad + kx)`, 0
     /// outside the image.
-    static func lower(
-        _ source: UnsafePointer<Float>, channels: Int, height: Int, width: Int, kernel: Int, stride: Int,
-        padding: Int, outWidth: Int, first: Int, count: Int, into target: UnsafeMutablePointer<Float>
+    static func lower<Element>(
+        _ source: UnsafePointer<Element>, channels: Int, height: Int, width: Int, kernel: Int, stride: Int,
+        padding: Int, outWidth: Int, first: Int, count: Int, zero: Element, into target: UnsafeMutablePointer<Element>
     ) {
         for c in 0..<channels {
             let plane = source + c * height * width
@@ -561,18 +665,18 @@ public struct LoweredConvolution: ConvolutionKernel {
                         let segment = ox1 - ox0
                         let iy = oy * stride - padding + ky
                         if iy < 0 || iy >= height {
-                            row.update(repeating: 0, count: segment)
+                            row.update(repeating: zero, count: segment)
                         } else {
                             let line = plane + iy * width
                             if stride == 1 {
                                 // ix = ox − pad + kx is inside [0, width) for ox in [lo, hi).
                                 let lo = min(max(ox0, padding - kx), ox1)
                                 let hi = max(min(ox1, width + padding - kx), lo)
-                                if lo > ox0 { row.update(repeating: 0, count: lo - ox0) }
+                                if lo > ox0 { row.update(repeating: zero, count: lo - ox0) }
                                 if hi > lo {
                                     (row + (lo - ox0)).update(from: line + (lo - padding + kx), count: hi - lo)
                                 }
-                                if ox1 > hi { (row + (hi - ox0)).update(repeating: 0, count: ox1 - hi) }
+                                if ox1 > hi { (row + (hi - ox0)).update(repeating: zero, count: ox1 - hi) }
                             } else {
                                 // ix = ox·s − pad + kx is inside [0, width) for ox in [lo, hi).
                                 let shift = kx - padding
@@ -580,10 +684,10 @@ public struct LoweredConvolution: ConvolutionKernel {
                                 let last = width - 1 - shift < 0 ? -1 : (width - 1 - shift) / stride
                                 let lo = min(max(ox0, first), ox1)
                                 let hi = max(min(ox1, last + 1), lo)
-                                if lo > ox0 { row.update(repeating: 0, count: lo - ox0) }
+                                if lo > ox0 { row.update(repeating: zero, count: lo - ox0) }
                                 var ix = lo * stride + shift
                                 var ox = lo
-                                if stride == 2 {
+                                if stride == 2 && Element.self == Float.self {
                                     // Eight outputs from sixteen contiguous inputs: their even lanes.
                                     while ox + 8 <= hi && ix + 16 <= width {
                                         let wide = UnsafeRawPointer(line + ix).loadUnaligned(as: SIMD16<Float>.self)
@@ -592,13 +696,22 @@ public struct LoweredConvolution: ConvolutionKernel {
                                         ox += 8
                                         ix += 16
                                     }
+                                } else if stride == 2 && Element.self == UInt8.self {
+                                    // Sixteen outputs from thirty-two contiguous bytes.
+                                    while ox + 16 <= hi && ix + 32 <= width {
+                                        let wide = UnsafeRawPointer(line + ix).loadUnaligned(as: SIMD32<UInt8>.self)
+                                        UnsafeMutableRawPointer(row + (ox - ox0)).storeBytes(
+                                            of: wide.evenHalf, as: SIMD16<UInt8>.self)
+                                        ox += 16
+                                        ix += 32
+                                    }
                                 }
                                 while ox < hi {
                                     row[ox - ox0] = line[ix]
                                     ix += stride
                                     ox += 1
                                 }
-                                if ox1 > hi { (row + (hi - ox0)).update(repeating: 0, count: ox1 - hi) }
+                                if ox1 > hi { (row + (hi - ox0)).update(repeating: zero, count: ox1 - hi) }
                             }
                         }
                         row += segment

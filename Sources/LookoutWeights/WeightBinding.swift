@@ -7,11 +7,18 @@ public final class WeightBinding {
     public let file: WeightFile
     /// The arithmetic the layers bound from this file run in.
     public let precision: Precision
+    /// Where the convolutions bound from this file record their inputs' ranges while they run (calibration), or
+    /// nil.
+    public let recorder: ActivationRecorder?
+    /// The input ranges calibration stored in the file (``ActivationRanges``), or nil.
+    public let inputRanges: ActivationRanges?
     private var taken: Set<String> = []
 
-    public init(_ file: WeightFile, precision: Precision = .fp32) {
+    public init(_ file: WeightFile, precision: Precision = .fp32, recorder: ActivationRecorder? = nil) {
         self.file = file
         self.precision = precision
+        self.recorder = recorder
+        inputRanges = file.metadata[ActivationRanges.metadataKey].flatMap { ActivationRanges(serialized: $0) }
     }
 
     public var path: String { file.path }

@@ -8,8 +8,10 @@ extension WeightFile {
     /// the source format and file, class names, and BatchNorm epsilons (a JSON object).
     ///
     /// With `keepHalf`, tensors stored as F16 stay F16 (their bits copied, nothing rounded): half the size,
-    /// the same values.
-    public func writeCanonical(to output: String, keepHalf: Bool = false) throws(WeightsError) {
+    /// the same values. `extraMetadata` is added to (and replaces entries of) the file's metadata.
+    public func writeCanonical(
+        to output: String, keepHalf: Bool = false, extraMetadata: [String: String] = [:]
+    ) throws(WeightsError) {
         var entries: [(name: String, shape: [Int], values: TensorValues)] = []
         func values(_ view: TensorView) -> TensorValues {
             if keepHalf, let bits = view.halfBits() { return .float16Bits(bits) }
@@ -24,6 +26,7 @@ extension WeightFile {
             entries.append((Self.attributePrefix + name, view.shape, values(view)))
         }
         var metadata = self.metadata
+        metadata.merge(extraMetadata) { $1 }
         metadata["lookout.format"] = "canonical-1"
         metadata["lookout.source_format"] = metadata["lookout.source_format"] ?? format.rawValue
         if !batchNormEpsilon.isEmpty {

@@ -36,16 +36,18 @@ struct ModelOptions: ParsableArguments {
 
     @Option(
         help: ArgumentHelp(
-            "The detector's arithmetic: fp32 (exact to ultralytics) or bf16 (bfloat16 products summed in fp32 "
-                + "through AVX-512 BF16: faster, scores within about 1%; fp32 where the CPU lacks it).",
-            valueName: "fp32|bf16"))
+            "The detector's arithmetic: fp32 (exact to ultralytics), bf16 (bfloat16 products summed in fp32 "
+                + "through AVX-512 BF16: faster, scores within about 1%) or int8 (8-bit weights and inputs through "
+                + "AVX-512 VNNI, for a detector `lookout models calibrate` made). fp32 where the CPU lacks them.",
+            valueName: "fp32|bf16|int8"))
     var precision = "fp32"
 
     /// The precision asked for, or fp32 with a notice where the CPU cannot run it.
     var chosenPrecision: Precision {
         let asked = Precision(rawValue: precision) ?? .fp32
         guard asked.isNative else {
-            printError("lookout: --precision \(asked.rawValue): this CPU has no AVX-512 BF16; running in fp32.")
+            let lacks = asked == .bf16 ? "AVX-512 BF16" : "AVX-512BW"
+            printError("lookout: --precision \(asked.rawValue): this CPU has no \(lacks); running in fp32.")
             return .fp32
         }
         return asked
@@ -53,7 +55,7 @@ struct ModelOptions: ParsableArguments {
 
     func validate() throws {
         guard Precision(rawValue: precision) != nil else {
-            throw ValidationError("--precision \(precision): choose fp32 or bf16.")
+            throw ValidationError("--precision \(precision): choose fp32, bf16 or int8.")
         }
         if model != nil && (detector != nil || textModel != nil) {
             throw ValidationError("Give --model DIR, or --detector and --text-model, not both.")

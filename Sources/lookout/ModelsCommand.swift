@@ -11,7 +11,7 @@ struct ModelsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "models",
         abstract: "Fetch, inspect and convert models and weight files.",
-        subcommands: [Fetch.self, Inspect.self, Convert.self, Verify.self]
+        subcommands: [Fetch.self, Inspect.self, Convert.self, Verify.self, Calibrate.self]
     )
 
     struct Inspect: ParsableCommand {

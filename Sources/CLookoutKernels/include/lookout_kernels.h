@@ -75,6 +75,29 @@ void lookout_gemm_bf16(const uint32_t *packed, int m, int k, const float *b, siz
 /* The portable path, whatever the CPU (for tests). */
 void lookout_gemm_bf16_portable(const uint32_t *packed, int m, int k, const float *b, size_t ldb, int n, float *c,
                                 size_t ldc, const float *bias, int activation);
+/* The same GEMM in int8 (gemm_int8.c): A quantised per row (symmetric, to ±`limit`: 127 with VNNI, 63 without,
+   `lookout_gemm_int8_limit`) and packed with `lookout_gemm_int8_pack` into ceil(m / 8) panels of ceil(k / 4) × 8
+   words (four s8 of a row per word), writing each row's scale and the sum of its quantised values; B is u8
+   (`lookout_quantize_u8`), row stride ldb. c_ij = float(Σ_k q_ik·b_kj − corrections_i)·scales_i + bias_i, then
+   SiLU when `activation`. Exact 32-bit integer sums: VNNI, AVX-512BW and the portable C agree. */
+size_t lookout_gemm_int8_packed_count(int m, int k);
+void lookout_gemm_int8_pack(const float *a, int m, int k, size_t lda, int limit, uint32_t *packed, float *scales,
+                            int32_t *sums);
+/* The quantised A back as floats (q · scale), m × k dense. */
+void lookout_gemm_int8_unpack(const uint32_t *packed, const float *scales, int m, int k, float *a);
+/* 2: AVX-512 VNNI, 1: AVX-512BW without it (or LOOKOUT_NO_VNNI set), 0: portable C (or LOOKOUT_NO_AVX512). */
+int lookout_int8_level(void);
+/* The weights' range this CPU's path needs: 127 at level 2, 63 below. */
+int lookout_gemm_int8_limit(void);
+void lookout_gemm_int8(const uint32_t *packed, const float *scales, const int32_t *corrections, int m, int k,
+                       const uint8_t *b, size_t ldb, int n, float *c, size_t ldc, const float *bias, int activation);
+/* At a given level (lowered to what the CPU has), for tests. Level 1 needs weights packed with limit 63. */
+void lookout_gemm_int8_at(int level, const uint32_t *packed, const float *scales, const int32_t *corrections, int m,
+                          int k, const uint8_t *b, size_t ldb, int n, float *c, size_t ldc, const float *bias,
+                          int activation);
+/* out_i = clamp(round_half_even(x_i · inverse_scale) + zero, 0, 255); NaN → 0. */
+void lookout_quantize_u8(const float *x, size_t count, float inverse_scale, int zero, uint8_t *out);
+void lookout_quantize_u8_portable(const float *x, size_t count, float inverse_scale, int zero, uint8_t *out);
 /* A float rounded to bfloat16 (nearest even) and back. */
 float lookout_bf16_round(float value);
 /* glibc: keep freed memory for reuse (no mmap below 256 MB, no trimming below 1 GB, the heap grown 64 MB at a

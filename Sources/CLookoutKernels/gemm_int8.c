@@ -1,0 +1,290 @@
+/* The convolutions' GEMM in int8: C (m × n) = dequantised (A_q (m × k, s8) · B_q (k × n, u8)), then bias and
+   SiLU as in gemm.c.
+
+   A (the weights) is quantised per row at load, symmetric: s_i = max_k |a_ik| / L, q_ik = round(a_ik / s_i)
+   clamped to ±L, where L is 127 on CPUs with AVX-512 VNNI and 63 without (there VPMADDUBSW sums two u8 × s8
+   products in 16 bits with saturation: 2 · 255 · 63 < 2¹⁵, while 2 · 255 · 127 is not). Packed in panels of
+   eight rows as in gemm.c, k taken four at a time: for each quad (4q … 4q + 3) eight 32-bit words, row r's
+   four bytes in word r (the lowest index in the low byte). Beyond k the bytes are 0.
+
+   B (the activations) arrives quantised, u8 with one scale and zero point for the whole map
+   (`lookout_quantize_u8`); each block of up to 48 columns is interleaved into quads once (k/4 × 48 words) and
+   multiplied by every panel. Sums are exact in 32 bits (k · 255 · 127 < 2³¹ for k below 66,000).
+
+   Output: c_ij = float(Σ_k q_ik · x_kj − corrections_i) · scales_i + bias_i, where the caller gives
+   scales_i = s_x · s_i and corrections_i = z_x · Σ_k q_ik (the zero point's share). VNNI, AVX-512BW without
+   VNNI and the portable C compute the same integers, so all three give the same floats. */
+#include "lookout_kernels.h"
+#include "gemm_exp.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+size_t lookout_gemm_int8_packed_count(int m, int k) { return (size_t)((m + 7) / 8) * 8 * (size_t)((k + 3) / 4); }
+
+static inline int clamp_int(int value, int low, int high) { return value < low ? low : value > high ? high : value; }
+
+void lookout_gemm_int8_pack(const float *a, int m, int k, size_t lda, int limit, uint32_t *packed, float *scales,
+                            int32_t *sums) {
+    int quads = (k + 3) / 4;
+    memset(packed, 0, lookout_gemm_int8_packed_count(m, k) * 4);
+    for (int row = 0; row < m; row++) {
+        const float *values = a + (size_t)row * lda;
+        float largest = 0;
+        for (int i = 0; i < k; i++) largest = fmaxf(largest, fabsf(values[i]));
+        float scale = largest / (float)limit;
+        float inverse = largest > 0 ? (float)limit / largest : 0;
+        int32_t sum = 0;
+        uint8_t *target = (uint8_t *)(packed + (size_t)(row / 8) * 8 * quads) + (row % 8) * 4;
+        for (int i = 0; i < k; i++) {
+            int q = clamp_int((int)nearbyintf(values[i] * inverse), -limit, limit);
+            target[(size_t)(i / 4) * 32 + i % 4] = (uint8_t)(int8_t)q;
+            sum += q;
+        }
+        scales[row] = scale;
+        sums[row] = sum;
+    }
+}
+
+void lookout_gemm_int8_unpack(const uint32_t *packed, const float *scales, int m, int k, float *a) {
+    int quads = (k + 3) / 4;
+    for (int row = 0; row < m; row++) {
+        const uint8_t *source = (const uint8_t *)(packed + (size_t)(row / 8) * 8 * quads) + (row % 8) * 4;
+        for (int i = 0; i < k; i++)
+            a[(size_t)row * k + i] = (float)(int8_t)source[(size_t)(i / 4) * 32 + i % 4] * scales[row];
+    }
+}
+
+int lookout_int8_level(void) {
+#if defined(__x86_64__)
+    static int cached = -1;
+    if (cached < 0) {
+        __builtin_cpu_init();
+        int bw = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                 __builtin_cpu_supports("avx512vl") && getenv("LOOKOUT_NO_AVX512") == NULL;
+        int vnni = bw && __builtin_cpu_supports("avx512vnni") && getenv("LOOKOUT_NO_VNNI") == NULL;
+        cached = vnni ? 2 : bw ? 1 : 0;
+    }
+    return cached;
+#else
+    return 0;
+#endif
+}
+
+int lookout_gemm_int8_limit(void) { return lookout_int8_level() == 2 ? 127 : 63; }
+
+void lookout_quantize_u8_portable(const float *x, size_t count, float inverse_scale, int zero, uint8_t *out) {
+    for (size_t i = 0; i < count; i++) {
+        float scaled = x[i] * inverse_scale;
+        int q = scaled != scaled ? 0 : (int)nearbyintf(fminf(fmaxf(scaled, -1e6f), 1e6f)) + zero;
+        out[i] = (uint8_t)clamp_int(q, 0, 255);
+    }
+}
+
+#if defined(__x86_64__)
+#define GI8 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), always_inline)) static inline
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static void quantize_avx512(const float *x, size_t count,
+                                                                          float inverse_scale, int zero,
+                                                                          uint8_t *out) {
+    __m512 inverse = _mm512_set1_ps(inverse_scale);
+    __m512 low = _mm512_set1_ps(-1e6f), high = _mm512_set1_ps(1e6f);
+    __m512i z = _mm512_set1_epi32(zero), top = _mm512_set1_epi32(255);
+    size_t i = 0;
+    for (; i < count; i += 16) {
+        size_t left = count - i;
+        __mmask16 mask = left >= 16 ? 0xFFFF : (__mmask16)((1u << left) - 1);
+        __m512 v = _mm512_maskz_loadu_ps(mask, x + i);
+        __m512 scaled = _mm512_mul_ps(v, inverse);
+        __mmask16 number = _mm512_cmp_ps_mask(scaled, scaled, _CMP_ORD_Q);
+        /* max/min return the second operand for NaN: the clamp keeps it; the mask zeroes it below */
+        scaled = _mm512_min_ps(_mm512_max_ps(scaled, low), high);
+        __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(scaled), z); /* nearest even, as nearbyintf */
+        q = _mm512_maskz_mov_epi32(number, _mm512_min_epi32(_mm512_max_epi32(q, _mm512_setzero_si512()), top));
+        _mm_mask_storeu_epi8(out + i, mask, _mm512_cvtepi32_epi8(q));
+    }
+}
+#endif
+
+void lookout_quantize_u8(const float *x, size_t count, float inverse_scale, int zero, uint8_t *out) {
+#if defined(__x86_64__)
+    if (lookout_int8_level() >= 1) {
+        quantize_avx512(x, count, inverse_scale, zero, out);
+        return;
+    }
+#endif
+    lookout_quantize_u8_portable(x, count, inverse_scale, zero, out);
+}
+
+#if defined(__x86_64__)
+/* Rows 4q … 4q + 3 of B's columns [0, width) → `quads` × 48 words, each word the four bytes of one column (row
+   4q in the low byte); rows beyond k and columns beyond `width` are 0. */
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static inline void quad_block(
+    const uint8_t *b, size_t ldb, int k, int width, uint32_t *scratch) {
+    int quads = (k + 3) / 4;
+    for (int q = 0; q < quads; q++) {
+        for (int j = 0; j < 48; j += 16) {
+            int left = width - j;
+            __mmask16 mask = left >= 16 ? 0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
+            __m128i r[4];
+            for (int i = 0; i < 4; i++)
+                r[i] = 4 * q + i < k ? _mm_maskz_loadu_epi8(mask, b + (size_t)(4 * q + i) * ldb + j)
+                                     : _mm_setzero_si128();
+            __m128i t0 = _mm_unpacklo_epi8(r[0], r[1]), t1 = _mm_unpackhi_epi8(r[0], r[1]);
+            __m128i t2 = _mm_unpacklo_epi8(r[2], r[3]), t3 = _mm_unpackhi_epi8(r[2], r[3]);
+            uint32_t *target = scratch + (size_t)q * 48 + j;
+            _mm_storeu_si128((__m128i *)target, _mm_unpacklo_epi16(t0, t2));
+            _mm_storeu_si128((__m128i *)(target + 4), _mm_unpackhi_epi16(t0, t2));
+            _mm_storeu_si128((__m128i *)(target + 8), _mm_unpacklo_epi16(t1, t3));
+            _mm_storeu_si128((__m128i *)(target + 12), _mm_unpackhi_epi16(t1, t3));
+        }
+    }
+}
+
+/* The epilogue of one 8 × 16P block: dequantise, bias, SiLU, store. */
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static inline void int8_store(
+    const int P, __m512i acc[8][3], __mmask16 mask, float *c, size_t ldc, int rows, const float *scales,
+    const int32_t *corrections, const float *bias, int activation) {
+    __m512 one = _mm512_set1_ps(1.0f);
+    for (int r = 0; r < rows; r++) {
+        __m512i correction = _mm512_set1_epi32(corrections[r]);
+        __m512 scale = _mm512_set1_ps(scales[r]);
+        __m512 add = _mm512_set1_ps(bias ? bias[r] : 0.0f);
+        for (int j = 0; j < P; j++) {
+            __m512 value = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][j], correction));
+            value = _mm512_add_ps(_mm512_mul_ps(value, scale), add);
+            if (activation) {
+                __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), value));
+                value = _mm512_div_ps(value, _mm512_add_ps(one, e));
+            }
+            float *target = c + (size_t)r * ldc + 16 * j;
+            if (j == P - 1)
+                _mm512_mask_storeu_ps(target, mask, value);
+            else
+                _mm512_storeu_ps(target, value);
+        }
+    }
+}
+
+GI8 void vnni_block(const int P, const uint32_t *a, int quads, const uint32_t *b, __mmask16 mask, float *c,
+                    size_t ldc, int rows, const float *scales, const int32_t *corrections, const float *bias,
+                    int activation) {
+    __m512i acc[8][3];
+    for (int r = 0; r < 8; r++)
+        for (int j = 0; j < P; j++) acc[r][j] = _mm512_setzero_si512();
+    for (int q = 0; q < quads; q++) {
+        const uint32_t *row = b + (size_t)q * 48;
+        __m512i x0 = _mm512_loadu_si512((const void *)row);
+        __m512i x1 = _mm512_loadu_si512((const void *)(row + 16));
+        __m512i x2 = _mm512_loadu_si512((const void *)(row + 32));
+        const uint32_t *w = a + (size_t)q * 8;
+        for (int r = 0; r < 8; r++) {
+            __m512i s = _mm512_set1_epi32((int)w[r]);
+            acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], x0, s);
+            if (P >= 2) acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], x1, s);
+            if (P >= 3) acc[r][2] = _mm512_dpbusd_epi32(acc[r][2], x2, s);
+        }
+    }
+    int8_store(P, acc, mask, c, ldc, rows, scales, corrections, bias, activation);
+}
+
+/* Without VNNI: VPMADDUBSW (pairs of u8 × s8 summed in 16 bits, exact for |q| ≤ 63) then VPMADDWD by ones. */
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static inline void bw_block(
+    const int P, const uint32_t *a, int quads, const uint32_t *b, __mmask16 mask, float *c, size_t ldc, int rows,
+    const float *scales, const int32_t *corrections, const float *bias, int activation) {
+    __m512i acc[8][3];
+    __m512i ones = _mm512_set1_epi16(1);
+    for (int r = 0; r < 8; r++)
+        for (int j = 0; j < P; j++) acc[r][j] = _mm512_setzero_si512();
+    for (int q = 0; q < quads; q++) {
+        const uint32_t *row = b + (size_t)q * 48;
+        __m512i x0 = _mm512_loadu_si512((const void *)row);
+        __m512i x1 = _mm512_loadu_si512((const void *)(row + 16));
+        __m512i x2 = _mm512_loadu_si512((const void *)(row + 32));
+        const uint32_t *w = a + (size_t)q * 8;
+        for (int r = 0; r < 8; r++) {
+            __m512i s = _mm512_set1_epi32((int)w[r]);
+            acc[r][0] = _mm512_add_epi32(acc[r][0], _mm512_madd_epi16(_mm512_maddubs_epi16(x0, s), ones));
+            if (P >= 2)
+                acc[r][1] = _mm512_add_epi32(acc[r][1], _mm512_madd_epi16(_mm512_maddubs_epi16(x1, s), ones));
+            if (P >= 3)
+                acc[r][2] = _mm512_add_epi32(acc[r][2], _mm512_madd_epi16(_mm512_maddubs_epi16(x2, s), ones));
+        }
+    }
+    int8_store(P, acc, mask, c, ldc, rows, scales, corrections, bias, activation);
+}
+
+#define INT8_DRIVER(NAME, BLOCK, TARGET)                                                                       \
+    __attribute__((target(TARGET))) static void NAME(                                                          \
+        const uint32_t *packed, const float *scales, const int32_t *corrections, int m, int k, const uint8_t *b, \
+        size_t ldb, int n, float *c, size_t ldc, const float *bias, int activation) {                           \
+        int panels = (m + 7) / 8, quads = (k + 3) / 4;                                                          \
+        uint32_t *scratch = aligned_alloc(64, (size_t)quads * 48 * 4 + 64);                                     \
+        for (int j0 = 0; j0 < n;) {                                                                             \
+            int vectors = (n - j0 + 15) / 16, blocks = (vectors + 2) / 3;                                       \
+            int P = (vectors + blocks - 1) / blocks;                                                            \
+            int width = n - j0 < 16 * P ? n - j0 : 16 * P;                                                      \
+            int last = width - 16 * (P - 1);                                                                    \
+            __mmask16 mask = (__mmask16)(last == 16 ? 0xFFFF : (1u << last) - 1);                               \
+            quad_block(b + j0, ldb, k, width, scratch);                                                         \
+            for (int panel = 0; panel < panels; panel++) {                                                      \
+                int rows = m - panel * 8 < 8 ? m - panel * 8 : 8;                                               \
+                const uint32_t *a = packed + (size_t)panel * 8 * quads;                                         \
+                float *target = c + (size_t)panel * 8 * ldc + j0;                                               \
+                const float *sc = scales + panel * 8;                                                           \
+                const int32_t *co = corrections + panel * 8;                                                    \
+                const float *bb = bias ? bias + panel * 8 : NULL;                                               \
+                if (P == 3)                                                                                     \
+                    BLOCK(3, a, quads, scratch, mask, target, ldc, rows, sc, co, bb, activation);               \
+                else if (P == 2)                                                                                \
+                    BLOCK(2, a, quads, scratch, mask, target, ldc, rows, sc, co, bb, activation);               \
+                else                                                                                            \
+                    BLOCK(1, a, quads, scratch, mask, target, ldc, rows, sc, co, bb, activation);               \
+            }                                                                                                   \
+            j0 += width;                                                                                        \
+        }                                                                                                       \
+        free(scratch);                                                                                          \
+    }
+
+INT8_DRIVER(gemm_int8_vnni, vnni_block, "avx512f,avx512bw,avx512vl,avx512vnni")
+INT8_DRIVER(gemm_int8_bw, bw_block, "avx512f,avx512bw,avx512vl")
+#endif
+
+void lookout_gemm_int8_portable(const uint32_t *packed, const float *scales, const int32_t *corrections, int m,
+                                int k, const uint8_t *b, size_t ldb, int n, float *c, size_t ldc, const float *bias,
+                                int activation) {
+    int quads = (k + 3) / 4;
+    for (int i = 0; i < m; i++) {
+        const int8_t *a = (const int8_t *)(packed + (size_t)(i / 8) * 8 * quads) + (i % 8) * 4;
+        for (int j = 0; j < n; j++) {
+            int32_t sum = 0;
+            for (int t = 0; t < k; t++) sum += (int32_t)a[(size_t)(t / 4) * 32 + t % 4] * b[(size_t)t * ldb + j];
+            float value = (float)(sum - corrections[i]) * scales[i] + (bias ? bias[i] : 0.0f);
+            if (activation) value = value / (1.0f + expf(-value));
+            c[(size_t)i * ldc + j] = value;
+        }
+    }
+}
+
+void lookout_gemm_int8(const uint32_t *packed, const float *scales, const int32_t *corrections, int m, int k,
+                       const uint8_t *b, size_t ldb, int n, float *c, size_t ldc, const float *bias, int activation) {
+    lookout_gemm_int8_at(lookout_int8_level(), packed, scales, corrections, m, k, b, ldb, n, c, ldc, bias,
+                         activation);
+}
+
+void lookout_gemm_int8_at(int level, const uint32_t *packed, const float *scales, const int32_t *corrections, int m,
+                          int k, const uint8_t *b, size_t ldb, int n, float *c, size_t ldc, const float *bias,
+                          int activation) {
+    if (level > lookout_int8_level()) level = lookout_int8_level();
+#if defined(__x86_64__)
+    if (level == 2) {
+        gemm_int8_vnni(packed, scales, corrections, m, k, b, ldb, n, c, ldc, bias, activation);
+        return;
+    }
+    if (level == 1) {
+        gemm_int8_bw(packed, scales, corrections, m, k, b, ldb, n, c, ldc, bias, activation);
+        return;
+    }
+#endif
+    lookout_gemm_int8_portable(packed, scales, corrections, m, k, b, ldb, n, c, ldc, bias, activation);
+}
