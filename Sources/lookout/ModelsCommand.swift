@@ -45,6 +45,14 @@ struct ModelsCommand: ParsableCommand {
             case .unknown:
                 out += "  model: not recognised (neither a YOLO-World detector nor a CLIP text encoder)\n"
             }
+            if let text = weights.metadata[ActivationRanges.metadataKey] {
+                if let calibration = ActivationRanges(serialized: text) {
+                    out +=
+                        "  int8 calibration: input ranges of \(calibration.ranges.count) convolutions from \(calibration.images) photos (runs with --precision int8)\n"
+                } else {
+                    out += "  int8 calibration: DAMAGED (\(ActivationRanges.metadataKey) is not readable)\n"
+                }
+            }
             let dtypes = summary.dtypes.sorted { $0.key.rawValue < $1.key.rawValue }.map {
                 "\($0.key.rawValue) ×\($0.value)"
             }

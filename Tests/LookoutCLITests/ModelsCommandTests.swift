@@ -32,6 +32,53 @@ import Testing
         #expect(inspect.stdout.contains("F32 ×"))
     }
 
+    /// `models calibrate`: a copy of the detector with the same tensors and each convolution's input range,
+    /// which then runs in int8; what it cannot calibrate on is a clear error.
+    @Test func calibrateWritesACalibratedCopy() throws {
+        let folder = try CLI.scratch("calibrate")
+        defer { CLI.remove(folder) }
+        let detector = Self.weights + "/yolov8n-worldv2-random.pt"
+        let text = CLI.root + "/Models/demo/text-encoder.safetensors"
+        let photos = ["scene-0001.jpg", "scene-0002.jpg"].map { CLI.root + "/examples/scenes/" + $0 }
+        let output = folder + "/n-int8.safetensors"
+        let run = try CLI.run(
+            [
+                "models", "calibrate", "--detector", detector, "--text-model", text, "-q", "star, red circle", "-o",
+                output,
+            ]
+                + photos)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.contains("64 convolution input ranges from 2 photos and 2 queries"), "\(run.stdout)")
+        let inspect = try CLI.run(["models", "inspect", output])
+        #expect(inspect.stdout.contains("int8 calibration: input ranges of 64 convolutions from 2 photos"))
+        // The tensors are the source's, bit for bit (F16 kept).
+        let source = try WeightFile.open(detector), copy = try WeightFile.open(output)
+        #expect(copy.fingerprint() == source.fingerprint())
+        let ranges = try #require(
+            copy.metadata[ActivationRanges.metadataKey].flatMap(ActivationRanges.init(serialized:)))
+        #expect(ranges.images == 2 && ranges.ranges["model.0"] != nil && ranges.ranges["model.22.cv2.2.2"] != nil)
+        // The stem sees the letterboxed photo in [0, 1].
+        #expect(ranges.ranges["model.0"]!.lowerBound >= 0 && ranges.ranges["model.0"]!.upperBound <= 1)
+        let detect = try CLI.run(
+            ["detect", photos[0], "-q", "star", "--precision", "int8", "--detector", output, "--text-model", text])
+        #expect(detect.status == 0, "\(detect.stderr)")
+
+        let empty = folder + "/empty"
+        try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
+        let none = try CLI.run(["models", "calibrate", empty, "-o", folder + "/x.safetensors"])
+        #expect(none.status == 1 && none.stderr.contains("no photos"), "\(none.stderr)")
+        let missing = try CLI.run(["models", "calibrate", folder + "/nothing", "-o", folder + "/x.safetensors"])
+        #expect(missing.status == 1 && missing.stderr.contains("No such file"), "\(missing.stderr)")
+        let bf16 = try CLI.run([
+            "models", "calibrate", photos[0], "--precision", "bf16", "-o", folder + "/x.safetensors",
+        ])
+        #expect(bf16.status == 64 && bf16.stderr.contains("calibration runs the detector in fp32"), "\(bf16.stderr)")
+        let notPhoto = try CLI.run(["models", "calibrate", detector, "-o", folder + "/x.safetensors"])
+        #expect(
+            notPhoto.status == 1 && notPhoto.stderr.contains("none of the photos could be read"), "\(notPhoto.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: folder + "/x.safetensors"))
+    }
+
     @Test func verifyChecksDigests() throws {
         let directory = NSTemporaryDirectory() + "lookout-model-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)

@@ -1,0 +1,229 @@
+import Foundation
+import LookoutTensor
+import LookoutTestSupport
+import Testing
+
+/// The int8 arithmetic against its definition. Quantisation: weights per row to ±L with scale max|w|/L, inputs
+/// to u8 with a scale and zero point; each value within half a step of what it stands for. The GEMM: the exact
+/// integer sum Σ q·x minus the zero point's share, times the scales, plus the bias — the VNNI, AVX-512BW and
+/// portable paths give it bit for bit (the integer sums are exact; the epilogue is one conversion, one multiply
+/// and one add). The convolutions in int8 against `DirectConvolution` (fp64) of the dequantised weights and
+/// input (the same numbers up to fp32 summation), and against the unquantised convolution within the bound
+/// quantisation implies: Σ (|Δw|·|x| + |w|·|Δx| + |Δw|·|Δx|) with |Δw| ≤ s_w/2, |Δx| ≤ s_x/2.
+@Suite struct Int8Tests {
+    static func random(_ count: Int, seed: UInt64, in range: ClosedRange<Float> = -1...1) -> [Float] {
+        var generator = SplitMix64(seed: seed)
+        return (0..<count).map { _ in Float.random(in: range, using: &generator) }
+    }
+
+    /// The levels this CPU runs (2 VNNI, 1 AVX-512BW, 0 portable C).
+    static var levels: [Int] {
+        Precision.int8.isNative
+            ? (ProcessInfo.processInfo.environment["LOOKOUT_NO_VNNI"] == nil ? [2, 1, 0] : [1, 0]) : [0]
+    }
+
+    @Test(arguments: [(1, 1, 1), (8, 5, 16), (13, 7, 17), (9, 33, 48), (24, 64, 49), (17, 3, 100), (40, 70, 129)])
+    func gemmMatchesItsDefinition(m: Int, k: Int, n: Int) {
+        let a = Self.random(m * k, seed: UInt64(m * 1000 + k))
+        let x = Self.random(k * n, seed: UInt64(n * 7 + 3), in: -0.3...2.5)
+        let bias = Self.random(m, seed: 99)
+        let input = ActivationQuantization(range: -0.3...2.5)
+        var b = [UInt8](repeating: 0, count: k * n)
+        x.withUnsafeBufferPointer { input.quantize($0.baseAddress!, count: k * n, into: &b) }
+        for limit in [127, 63] {
+            let weights = a.withUnsafeBufferPointer {
+                ConvolutionGEMM.packInt8($0.baseAddress!, m: m, k: k, input: input, limit: limit)
+            }
+            // The definition, from the quantised values the packing reports.
+            let q = weights.dequantised(m: m, k: k).enumerated().map { index, value in
+                Int32((value / weights.weightScales[index / k]).rounded())
+            }
+            #expect(q.allSatisfy { abs($0) <= limit })
+            for i in 0..<m {
+                #expect(weights.corrections[i] == input.zero * q[(i * k)..<((i + 1) * k)].reduce(0, +))
+            }
+            var expected = [Float](repeating: 0, count: m * n)
+            for i in 0..<m {
+                for j in 0..<n {
+                    var sum: Int32 = 0
+                    for p in 0..<k { sum += q[i * k + p] * Int32(b[p * n + j]) }
+                    expected[i * n + j] = Float(sum - weights.corrections[i]) * weights.scales[i] + bias[i]
+                }
+            }
+            for level in Self.levels where !(limit == 127 && level == 1) {
+                var c = [Float](repeating: .nan, count: m * n)
+                b.withUnsafeBufferPointer { b in
+                    bias.withUnsafeBufferPointer { bias in
+                        ConvolutionGEMM.multiply(
+                            int8: weights, m: m, k: k, b: b.baseAddress!, ldb: n, n: n, c: &c, ldc: n,
+                            bias: bias.baseAddress!, level: level)
+                    }
+                }
+                #expect(c == expected, "level \(level), limit \(limit), m\(m) k\(k) n\(n)")
+                // With SiLU: the vector exp against expf, within a few ulp.
+                var activated = [Float](repeating: .nan, count: m * n)
+                b.withUnsafeBufferPointer { b in
+                    bias.withUnsafeBufferPointer { bias in
+                        ConvolutionGEMM.multiply(
+                            int8: weights, m: m, k: k, b: b.baseAddress!, ldb: n, n: n, c: &activated, ldc: n,
+                            bias: bias.baseAddress!, activation: true, level: level)
+                    }
+                }
+                let silu = expected.map { $0 / (1 + expf(-$0)) }
+                let worst = zip(activated, silu).map { abs($0 - $1) / max(abs($1), 1e-3) }.max() ?? 0
+                #expect(worst <= 1e-5, "level \(level) SiLU: \(worst)")
+            }
+        }
+    }
+
+    /// Weights: each within half a step (s = max|w|/L) of its quantised value; the largest exactly ±L.
+    @Test func weightRoundTrip() {
+        let (m, k) = (19, 75)
+        var a = Self.random(m * k, seed: 4)
+        for p in 0..<k { a[3 * k + p] = 0 }  // a row of zeros: scale 0, values 0
+        let weights = a.withUnsafeBufferPointer {
+            ConvolutionGEMM.packInt8($0.baseAddress!, m: m, k: k, input: ActivationQuantization(range: 0...1))
+        }
+        let back = weights.dequantised(m: m, k: k)
+        for i in 0..<m {
+            let row = a[(i * k)..<((i + 1) * k)]
+            let largest = row.map(abs).max()!
+            let limit = Float(weights.weightScales[i] == 0 ? 1 : largest / weights.weightScales[i]).rounded()
+            #expect(i == 3 ? weights.weightScales[i] == 0 : limit == 127 || limit == 63)
+            for p in 0..<k {
+                #expect(abs(back[i * k + p] - a[i * k + p]) <= weights.weightScales[i] / 2 * 1.0001)
+            }
+        }
+    }
+
+    /// Inputs: within half a step inside the range, clamped outside it, 0 exact, ties to even, NaN to 0; the
+    /// vector path equals the portable one.
+    @Test func inputRoundTrip() {
+        let input = ActivationQuantization(range: -0.25...3.5)
+        #expect(input.scale == 3.75 / 255)
+        let zero = input.zero
+        #expect(zero == Int32((0.25 / input.scale).rounded(.toNearestOrEven)))
+        var x = Self.random(1000, seed: 8, in: -0.25...3.5)
+        x += [0, -5, 40, .infinity, -.infinity, .nan, Float(3) * input.scale, Float(2.5) * input.scale]
+        var fast = [UInt8](repeating: 7, count: x.count)
+        var portable = [UInt8](repeating: 9, count: x.count)
+        x.withUnsafeBufferPointer {
+            input.quantize($0.baseAddress!, count: x.count, into: &fast)
+            input.quantize($0.baseAddress!, count: x.count, into: &portable, portable: true)
+        }
+        #expect(fast == portable)
+        for (value, q) in zip(x.prefix(1000), fast) {
+            #expect(abs(Float(Int32(q) - zero) * input.scale - value) <= input.scale / 2 * 1.0001)
+        }
+        let tail = Array(fast.suffix(8))
+        #expect(tail[0] == UInt8(zero), "0 is exact")
+        #expect(tail[1] == 0 && tail[2] == 255 && tail[3] == 255 && tail[4] == 0 && tail[5] == 0)
+        // 2.5 steps above zero: x·(1/s) is 2.5 up to rounding; ties go to even.
+        #expect(abs(Int32(tail[7]) - zero - 2) <= 1)
+        #expect(Int32(tail[6]) - zero == 3)
+        // A range that does not hold 0 is widened to hold it; an empty one gives scale 1.
+        #expect(ActivationQuantization(range: 1...2).zero == 0)
+        #expect(ActivationQuantization(range: -2 ... -1).zero == 255)
+        #expect(ActivationQuantization(range: 0...0).scale == 1)
+    }
+
+    @Test(arguments: [
+        (64, 48, 1, 1, 20, 24), (32, 64, 3, 1, 17, 23), (48, 64, 3, 2, 21, 26), (256, 64, 1, 1, 10, 12),
+        (16, 24, 3, 2, 33, 31),
+    ])
+    func convolutionMatchesTheDequantisedDefinition(
+        inputs: Int, outputs: Int, kernel: Int, stride: Int, height: Int, width: Int
+    ) throws {  // on any CPU: without AVX-512 the portable C runs
+        var x = FeatureMap(channels: inputs, height: height, width: width)
+        x.data = Self.random(inputs * height * width, seed: 21, in: -0.28...3)
+        var w = ConvolutionWeights(
+            weight: Self.random(outputs * inputs * kernel * kernel, seed: 22).map { $0 * 0.2 },
+            bias: Self.random(outputs, seed: 23), inputs: inputs, outputs: outputs, kernel: kernel, stride: stride,
+            activation: false)
+        w.inputRange = -0.28...3
+        let pool = ComputePool(threads: 2)
+        let int8 = Int8Convolution(fallback: LoweredConvolution(), winograd: false)
+        let prepared = int8.prepare(w)
+        let weights = try #require(prepared.int8)
+        let got = int8.convolve(x, prepared, pool: pool).data
+
+        // The dequantised operands through the fp64 definition.
+        var dequantised = x
+        var bytes = [UInt8](repeating: 0, count: x.data.count)
+        x.data.withUnsafeBufferPointer { weights.input.quantize($0.baseAddress!, count: x.data.count, into: &bytes) }
+        dequantised.data = bytes.map { Float(Int32($0) - weights.input.zero) * weights.input.scale }
+        let denseQuantised = ConvolutionWeights(
+            weight: prepared.denseWeight, bias: w.bias, inputs: inputs, outputs: outputs, kernel: kernel,
+            stride: stride, activation: false)
+        let definition = DirectConvolution().convolve(dequantised, denseQuantised, pool: pool).data
+        let magnitude = BF16Tests.magnitudes(dequantised, denseQuantised)
+        let depth = inputs * kernel * kernel
+        for i in got.indices {
+            #expect(
+                abs(got[i] - definition[i]) <= Float(depth + 3) * 0x1p-24 * magnitude[i] * 1.01 + 1e-6,
+                "\(i): \(got[i]) against \(definition[i])")
+        }
+
+        // Against the unquantised convolution, within the quantisation bound: per tap |Δw|·(|x| + |Δx|) + |w|·|Δx|.
+        let exact = DirectConvolution().convolve(x, w, pool: pool).data
+        let halfStepX = weights.input.scale / 2
+        func positive(_ map: [Float], _ weight: [Float]) -> [Float] {
+            var m = x
+            m.data = map
+            let v = ConvolutionWeights(
+                weight: weight, bias: .init(repeating: 0, count: outputs), inputs: inputs, outputs: outputs,
+                kernel: kernel, stride: stride, activation: false)
+            return DirectConvolution().convolve(m, v, pool: pool).data
+        }
+        let fromWeights = positive(
+            x.data.map { abs($0) + halfStepX }, (0..<(outputs * depth)).map { weights.weightScales[$0 / depth] / 2 })
+        let fromInputs = positive(x.data.map { _ in halfStepX }, w.weight.map(abs))
+        let bound = zip(fromWeights, fromInputs).map { $0 + $1 }
+        var worst = 0.0
+        for i in got.indices {
+            let allowed = Double(bound[i]) * 1.001 + 1e-5
+            worst = max(worst, Double(abs(got[i] - exact[i])) / allowed)
+        }
+        print("int8 \(inputs)->\(outputs) k\(kernel) s\(stride): worst \(worst) of the quantisation bound")
+        #expect(worst <= 1)
+    }
+
+    /// Without a recorded range (or with fewer than 16 inputs) a convolution stays in the fallback's precision;
+    /// with `winograd`, stride-1 3×3 convolutions that halve the channels go to Winograd.
+    @Test func whichConvolutionsRunInInt8() {
+        func weights(
+            _ inputs: Int, _ outputs: Int, _ kernel: Int, _ stride: Int, range: Bool = true
+        )
+            -> ConvolutionWeights
+        {
+            var w = ConvolutionWeights(
+                weight: Self.random(outputs * inputs * kernel * kernel, seed: 5),
+                bias: .init(repeating: 0, count: outputs),
+                inputs: inputs, outputs: outputs, kernel: kernel, stride: stride, activation: true)
+            if range { w.inputRange = 0...1 }
+            return w
+        }
+        let kernel = Int8Convolution(fallback: WinogradConvolution(), winograd: true)
+        #expect(kernel.prepare(weights(64, 64, 1, 1)).int8 != nil)
+        #expect(kernel.prepare(weights(64, 64, 3, 2)).int8 != nil)
+        #expect(kernel.prepare(weights(64, 64, 3, 1)).int8 != nil)
+        #expect(kernel.prepare(weights(128, 64, 3, 1)).int8 == nil)
+        #expect(kernel.prepare(weights(64, 64, 1, 1, range: false)).int8 == nil)
+        #expect(kernel.prepare(weights(8, 64, 3, 2)).int8 == nil)
+        #expect(
+            Int8Convolution(fallback: WinogradConvolution(), winograd: false).prepare(weights(128, 64, 3, 1)).int8
+                != nil)
+    }
+
+    /// The ranges calibration records.
+    @Test func recorderKeepsTheExtremes() {
+        let recorder = ActivationRecorder()
+        [Float](arrayLiteral: 0.5, -0.25, .nan, 3).withUnsafeBufferPointer { recorder.record("model.2.cv1", $0) }
+        [Float](arrayLiteral: 4, 1).withUnsafeBufferPointer { recorder.record("model.2.cv1", $0) }
+        [Float](arrayLiteral: .infinity).withUnsafeBufferPointer { recorder.record("model.3", $0) }
+        recorder.finishedImage()
+        let (ranges, images) = recorder.recorded
+        #expect(ranges == ["model.2.cv1": -0.25...4])
+        #expect(images == 1)
+    }
+}
