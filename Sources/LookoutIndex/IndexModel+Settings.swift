@@ -8,7 +8,7 @@ extension IndexModel {
             ("embedding_size", String(embeddingSize)), ("score_parameters", encodedParameters),
             ("region_rule", regionRule), ("image_tower", imageTower ?? ""), ("image_tower_path", imageTowerPath ?? ""),
             ("scene_center", String(sceneScore.center)), ("scene_slope", String(sceneScore.slope)),
-            ("duplicate_threshold", duplicateThreshold.map { String($0) } ?? ""),
+            ("duplicate_threshold", duplicateThreshold.map { String($0) } ?? ""), ("precision", precision),
         ]
     }
 
@@ -42,5 +42,6 @@ extension IndexModel {
         duplicateThreshold = values["duplicate_threshold"].flatMap(Float.init)
         // Indexes made before the rule was recorded hold 16-bit regions chosen the first way.
         regionRule = values["region_rule"] ?? "f16-v1"
+        precision = values["precision"].flatMap { $0.isEmpty ? nil : $0 } ?? "fp32"
     }
 }

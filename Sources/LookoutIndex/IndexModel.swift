@@ -21,6 +21,9 @@ public struct IndexModel: Sendable, Equatable {
     public var sceneScore = SceneScore.standard
     /// The `lookout duplicates` threshold measured for that tower, when its file records one.
     public var duplicateThreshold: Float?
+    /// The arithmetic the detector computed the regions in (`fp32`, `bf16`, `int8`; indexes made before it was
+    /// recorded are fp32's).
+    public var precision = "fp32"
 
     /// No score floor, near-duplicate suppression at IoU 0.95, 8-bit embeddings.
     public static let currentRegionRule = "q8-v2"
@@ -42,7 +45,9 @@ public struct IndexModel: Sendable, Equatable {
         var hash = SHA256()
         let settings =
             "\(detectorFingerprint)|\(textEncoderFingerprint)|\(vocabulary)|\(imageSize)|\(maximumRegions)|\(regionRule)"
-        hash.update(Array((settings + (imageTower.map { "|image:\($0)" } ?? "")).utf8))
+        // fp32 adds nothing, so that the indexes made before precisions were recorded keep their key.
+        let arithmetic = precision == "fp32" ? "" : "|precision:\(precision)"
+        hash.update(Array((settings + (imageTower.map { "|image:\($0)" } ?? "") + arithmetic).utf8))
         return String(hash.finalize().prefix(32))
     }
 
@@ -69,6 +74,7 @@ public struct IndexModel: Sendable, Equatable {
         if maximumRegions != other.maximumRegions {
             parts.append("regions \(maximumRegions) → \(other.maximumRegions)")
         }
+        if precision != other.precision { parts.append("precision \(precision) → \(other.precision)") }
         if regionRule != other.regionRule { parts.append("region format \(regionRule) → \(other.regionRule)") }
         if imageTower != other.imageTower {
             parts.append(

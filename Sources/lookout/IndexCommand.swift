@@ -174,12 +174,6 @@ struct IndexCommand: ParsableCommand {
     var plain = false
 
     func validate() throws {
-        guard modelOptions.precision == "fp32" else {
-            throw ValidationError(
-                "--precision \(modelOptions.precision): indexes are built and searched in fp32 for now (an index "
-                    + "does not yet record the precision its regions were computed in, and mixing them would go "
-                    + "unnoticed).")
-        }
         if !(videoEvery >= 0.04 && videoEvery <= 3600) {
             throw ValidationError("--video-every must be between 0.04 and 3600 seconds.")
         }
@@ -231,6 +225,7 @@ struct IndexCommand: ParsableCommand {
             detectorFingerprint: detectorFingerprint, textEncoderFingerprint: engine.embedder!.encoder.fingerprint,
             vocabulary: vocabulary.name, imageSize: imgsz, maximumRegions: regions,
             embeddingSize: engine.network.embeddingSize, scoreParameters: engine.network.scoreParameters)
+        model.precision = engine.network.precision.rawValue
         var imageTower: CLIPImageEncoder?
         if !noImageModel, let imageModel = try imageModel ?? modelOptions.configuration.imageTowerPath() {
             let tower = try CLIPImageEncoder(contentsOf: imageModel)

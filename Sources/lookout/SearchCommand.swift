@@ -91,12 +91,6 @@ struct SearchCommand: ParsableCommand {
     var html: String?
 
     func validate() throws {
-        guard modelOptions.precision == "fp32" else {
-            throw ValidationError(
-                "--precision \(modelOptions.precision): indexes are built and searched in fp32 for now (an index "
-                    + "does not yet record the precision its regions were computed in, and mixing them would go "
-                    + "unnoticed).")
-        }
         guard top > 0 else { throw ValidationError("--top must be positive.") }
         guard conf >= 0 && conf < 1 else { throw ValidationError("--conf must be in [0, 1).") }
         guard !query.trimmingCharacters(in: " \t\n").isEmpty else { throw ValidationError("The query is empty.") }
@@ -121,6 +115,13 @@ struct SearchCommand: ParsableCommand {
             throw LookoutError(
                 "\(path) was indexed with another model: search with the same --model, or index the folder again with this one"
             )
+        }
+        if stored.precision != engine.network.precision.rawValue {
+            printError(
+                "lookout: \(path) was indexed in \(stored.precision); its regions are \(stored.precision)'s whatever "
+                    + "--precision says (\(engine.network.precision.rawValue) applies to what the detector computes "
+                    + "now: --exact). Index the folder again with --precision \(engine.network.precision.rawValue) for "
+                    + "\(engine.network.precision.rawValue) regions.")
         }
         let parsed: Query
         do {

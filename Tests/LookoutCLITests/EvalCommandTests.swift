@@ -1,5 +1,6 @@
 import Foundation
 import LookoutEngine
+import LookoutIndex
 import LookoutJSON
 import LookoutSupport
 import LookoutTestSupport
@@ -68,8 +69,8 @@ import Testing
     /// `--precision bf16` (issue 32): on the example scenes (24), mAP50-95 within 0.5 points of fp32's (the
     /// target), and every scene's detections the same objects as fp32's (label, IoU ≥ 0.9, score within 0.08:
     /// measured 0.073 at most, on a doubtful box; most move by less than 0.005), both ways (``sameObjects``);
-    /// where the CPU cannot (LOOKOUT_NO_BF16 here), a notice and fp32's very numbers; `index` and `search`
-    /// refuse bf16, and an unknown precision is a usage error.
+    /// where the CPU cannot (LOOKOUT_NO_BF16 here), a notice and fp32's very numbers; an unknown precision is a
+    /// usage error.
     @Test func bf16FindsWhatFP32Finds() throws {
         let truth = CLI.root + "/examples/scenes/instances.json"
         let (fp32, fp32Text) = try Self.evaluate("fp32")
@@ -82,12 +83,6 @@ import Testing
             environment: ["LOOKOUT_NO_BF16": "1"])
         #expect(fallback.stderr.contains("no AVX-512 BF16; running in fp32"), "\(fallback.stderr)")
         #expect(fallback.stdout == fp32Text, "the fallback is fp32")
-        // An index does not record its precision yet: building or searching one in bf16 is refused.
-        for arguments in [["index", CLI.root + "/examples/scenes"], ["search", "star"]] {
-            let refused = try CLI.run(arguments + ["--precision", "bf16"])
-            #expect(refused.status == 64, "\(arguments[0]): \(refused.status)")
-            #expect(refused.stderr.contains("indexes are built and searched in fp32"), "\(refused.stderr)")
-        }
         let unknown = try CLI.run([
             "detect", CLI.root + "/examples/scenes/scene-0000.jpg", "-q", "star", "--precision", "fp16",
         ])
@@ -115,6 +110,32 @@ import Testing
         ])
         #expect(uncalibrated.status == 1, "\(uncalibrated.stderr)")
         #expect(uncalibrated.stderr.contains("lookout models calibrate"), "\(uncalibrated.stderr)")
+    }
+
+    /// An index records the precision its regions were computed in: a search in another precision says so, and
+    /// indexing in another precision recomputes the regions (as another model would) rather than mixing them.
+    @Test func anIndexRecordsItsPrecision() throws {
+        let folder = try IndexCommandTests.scratch(Array(IndexCommandTests.photos.prefix(3)))
+        defer { CLI.remove(folder) }
+        let db = folder + "/index.sqlite"
+        let index = ["index", folder + "/photos", "--db", db, "--plain", "--no-image-model"]
+        let int8 = try CLI.run(index + ["--precision", "int8"])
+        #expect(int8.status == 0, "\(int8.stderr)")
+        let stored = try #require(try PhotoIndex(path: db, readOnly: true).store.storedModel())
+        #expect(stored.precision == "int8")
+        let same = try CLI.run(["search", "star", "--db", db, "--precision", "int8"])
+        #expect(same.status == 0 && !same.stderr.contains("was indexed in"), "\(same.stderr)")
+        let other = try CLI.run(["search", "star", "--db", db])
+        #expect(other.status == 0, "\(other.stderr)")
+        #expect(other.stderr.contains("was indexed in int8; its regions are int8's"), "\(other.stderr)")
+        #expect(other.stdout == same.stdout, "the same stored regions")
+        let again = try CLI.run(index)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(try PhotoIndex(path: db, readOnly: true).store.storedModel()?.precision == "fp32")
+        #expect(
+            (again.stdout + again.stderr).contains("(3 computed"), "fp32 recomputes int8's regions: \(again.stderr)")
+        let fp32 = try CLI.run(["search", "star", "--db", db])
+        #expect(fp32.status == 0 && !fp32.stderr.contains("was indexed in"), "\(fp32.stderr)")
     }
 
     /// `lookout eval` of the example scenes in a precision: mAP50-95 and the printed JSON.

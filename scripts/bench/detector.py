@@ -23,6 +23,14 @@ ultralytics under /tmp/lookout-bench) and each configuration (network input HxW 
 precision hint where its CPU plugin offers BF16 (OPTIMIZATION_CAPABILITIES); the bf16 table's ratio is Lookout
 bf16 against OpenVINO fp32 (issue 32's target: ≤ 0.6).
 
+`--precisions ...,int8` also runs Lookout with `--precision int8` on a copy of the model that `lookout models
+calibrate` made (`.build/release/lookout`; the demo text encoder for the queries "person, dog, car") and the
+peers' int8 models of the same ONNX file: OpenVINO after NNCF post-training quantisation (`nncf.quantize`,
+MIXED preset: symmetric per-channel weights, asymmetric activations) and ONNX Runtime's static QDQ model
+(`quantize_static`, per-channel s8 weights, u8 activations, after `quant_pre_process`). All three calibrate on
+the same 29 photos (examples/photos and examples/scenes, letterboxed as ultralytics does). The int8 table's
+ratio is Lookout int8 against the faster of the two (issue 32's target: ≤ 1.0).
+
 Each engine is warmed up once. Prints one line per engine and a Markdown row per model and configuration
 (ratio = Lookout / the faster of ONNX Runtime and OpenVINO).
 """
@@ -48,6 +56,76 @@ PHOTOS = {
     (448, 640): os.path.join(ROOT, "examples", "photos", "rocket.jpg"),
 }
 BENCH = os.path.join(ROOT, ".build", "release", "lookout-benchmarks")
+LOOKOUT = os.path.join(ROOT, ".build", "release", "lookout")
+
+
+def calibration_photos():
+    photos = []
+    for folder in ("photos", "scenes"):
+        directory = os.path.join(ROOT, "examples", folder)
+        photos += sorted(os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".jpg"))
+    return photos
+
+
+def calibrated(size, pt):
+    """A copy of the model with Lookout's int8 calibration (lookout models calibrate)."""
+    path = os.path.join(WORK, f"yolov8{size}-worldv2-int8.safetensors")
+    if not os.path.exists(path):
+        subprocess.run(
+            [LOOKOUT, "models", "calibrate", "--detector", pt, "--text-model",
+             os.path.join(ROOT, "Models", "demo", "text-encoder.safetensors"), "-q", "person, dog, car", "-o", path]
+            + calibration_photos(), check=True, capture_output=True)
+    return path
+
+
+def letterboxed(height, width):
+    """The calibration photos as the network's input (ultralytics' LetterBox, RGB, 0..1, NCHW)."""
+    import cv2
+    from ultralytics.data.augment import LetterBox
+
+    inputs = []
+    for photo in calibration_photos():
+        boxed = LetterBox(new_shape=(height, width), auto=False)(image=cv2.imread(photo))
+        inputs.append(np.ascontiguousarray(boxed[..., ::-1].transpose(2, 0, 1)[None], dtype=np.float32) / 255)
+    return inputs
+
+
+def openvino_int8(core, path, inputs):
+    target = path.replace(".onnx", "-nncf-int8.xml")
+    if not os.path.exists(target):
+        import nncf
+        import openvino as ov
+
+        quantized = nncf.quantize(
+            core.read_model(path), nncf.Dataset(inputs), preset=nncf.QuantizationPreset.MIXED,
+            subset_size=len(inputs))
+        ov.save_model(quantized, target)
+    return target
+
+
+def onnxruntime_int8(path, inputs):
+    target = path.replace(".onnx", "-qdq-int8.onnx")
+    if not os.path.exists(target):
+        from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+        from onnxruntime.quantization.shape_inference import quant_pre_process
+
+        prepared = path.replace(".onnx", "-pre.onnx")
+        try:
+            quant_pre_process(path, prepared)
+        except Exception as error:  # its symbolic shape inference fails on some exports: quantise the file itself
+            print(f"quant_pre_process failed ({type(error).__name__}); quantising the export as it is", flush=True)
+            prepared = path
+
+        class Reader(CalibrationDataReader):
+            def __init__(self):
+                self.items = iter([{"images": x} for x in inputs])
+
+            def get_next(self):
+                return next(self.items, None)
+
+        quantize_static(prepared, target, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    return target
 
 
 def weights(size):
@@ -114,6 +192,7 @@ def main():
     print(f"OpenVINO CPU capabilities: {core.get_property('CPU', 'OPTIMIZATION_CAPABILITIES')}")
     rows = []
     bf16_rows = []
+    int8_rows = []
     for size in args.models.split(","):
         pt = weights(size)
         for config in args.configs.split(","):
@@ -158,6 +237,25 @@ def main():
                 print(f"{label}: OpenVINO bf16 network only median {ov_bf16_ms:.1f} ms", flush=True)
             if "bf16" in precisions:
                 bf16_rows.append((size, f"{height}×{width}", queries, lookout_bf16, lookout_ms, ov_ms, ov_bf16_ms))
+            if "int8" in precisions:
+                lookout_int8 = lookout(calibrated(size, pt), height, width, queries, args.runs, "int8")
+                print(f"{label}: Lookout int8 full detect median {lookout_int8:.1f} ms", flush=True)
+                inputs = letterboxed(height, width)
+                compiled = core.compile_model(core.read_model(openvino_int8(core, path, inputs)), "CPU", {
+                    "INFERENCE_NUM_THREADS": 2, "INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY"})
+                request = compiled.create_infer_request()
+                request.infer({0: x})
+                ov_int8_ms = median_ms(lambda: request.infer({0: x}), args.runs)
+                del request, compiled
+                print(f"{label}: OpenVINO NNCF int8 network only median {ov_int8_ms:.1f} ms", flush=True)
+                session = ort.InferenceSession(onnxruntime_int8(path, inputs), options,
+                                               providers=["CPUExecutionProvider"])
+                session.run(None, {name: x})
+                ort_int8_ms = median_ms(lambda: session.run(None, {name: x}), args.runs)
+                del session
+                print(f"{label}: ONNX Runtime QDQ int8 network only median {ort_int8_ms:.1f} ms", flush=True)
+                int8_rows.append((size, f"{height}×{width}", queries, lookout_int8, lookout_ms, ov_int8_ms,
+                                  ort_int8_ms))
 
             torch_ms = float("nan")
             if not args.skip_torch:
@@ -182,6 +280,15 @@ def main():
         for size, shape, queries, bf, lk, ov_ms, ov_bf in bf16_rows:
             print(f"| {size} | {shape} | {queries} | {bf:.1f} ms | {lk:.1f} ms | {ov_ms:.1f} ms | {ov_bf:.1f} ms | "
                   f"**{bf / ov_ms:.2f}×** |")
+
+
+    if int8_rows:
+        print("\n| model | input | queries | Lookout int8 | Lookout fp32 | OpenVINO int8 (NNCF) | "
+              "ONNX Runtime int8 (QDQ) | int8 / the faster int8 peer |")
+        print("|---|---|---|---|---|---|---|---|")
+        for size, shape, queries, i8, lk, ov_i8, ort_i8 in int8_rows:
+            print(f"| {size} | {shape} | {queries} | {i8:.1f} ms | {lk:.1f} ms | {ov_i8:.1f} ms | {ort_i8:.1f} ms | "
+                  f"**{i8 / min(ov_i8, ort_i8):.2f}×** |")
 
 
 if __name__ == "__main__":
