@@ -250,6 +250,224 @@ INT8_DRIVER(gemm_int8_vnni, vnni_block, "avx512f,avx512bw,avx512vl,avx512vnni")
 INT8_DRIVER(gemm_int8_bw, bw_block, "avx512f,avx512bw,avx512vl")
 #endif
 
+/* ---- Direct stride-1 3×3 convolutions on a blocked, padded u8 map (no im2col) ----
+
+   The map is stored as ceil(C/4) quads of channels, each (H + 2) × (W + 2) pixels of four bytes (channel 4q + j
+   in byte j), with a one-pixel border of the zero point: the four inputs a VPDPBUSD lane takes for one tap are
+   one 32-bit word, and sixteen neighbouring output pixels read sixteen consecutive words. The weights are packed
+   as for the GEMM with k ordered (tap, quad, byte): word (t·Q + q) of a panel row holds channels 4q … 4q + 3 at
+   tap t. */
+
+size_t lookout_int8_blocked_count(int channels, int height, int width) {
+    return (size_t)((channels + 3) / 4) * (size_t)(height + 2) * (size_t)(width + 2) * 4 + 256;
+}
+
+static inline uint8_t quantize_one(float value, float inverse, int zero) {
+    float scaled = value * inverse;
+    if (scaled != scaled) return 0;
+    return (uint8_t)clamp_int((int)nearbyintf(fminf(fmaxf(scaled, -1e6f), 1e6f)) + zero, 0, 255);
+}
+
+static void blocked_border(int height, int width, int zero, uint8_t *quad) {
+    int wp = width + 2;
+    memset(quad, zero, (size_t)wp * 4);
+    memset(quad + (size_t)(height + 1) * wp * 4, zero, (size_t)wp * 4);
+    for (int y = 1; y <= height; y++) {
+        memset(quad + (size_t)y * wp * 4, zero, 4);
+        memset(quad + ((size_t)y * wp + width + 1) * 4, zero, 4);
+    }
+}
+
+void lookout_quantize_u8_blocked_portable(const float *x, int channels, int height, int width, float inverse,
+                                          int zero, int q_begin, int q_end, uint8_t *out) {
+    size_t plane = (size_t)height * width, padded = (size_t)(height + 2) * (width + 2);
+    for (int q = q_begin; q < q_end; q++) {
+        uint8_t *quad = out + (size_t)q * padded * 4;
+        blocked_border(height, width, zero, quad);
+        for (int y = 0; y < height; y++)
+            for (int xx = 0; xx < width; xx++)
+                for (int j = 0; j < 4; j++) {
+                    int c = 4 * q + j;
+                    quad[(((size_t)y + 1) * (width + 2) + xx + 1) * 4 + j] =
+                        c < channels ? quantize_one(x[c * plane + (size_t)y * width + xx], inverse, zero)
+                                     : (uint8_t)zero;
+                }
+    }
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static void quantize_blocked_avx512(
+    const float *x, int channels, int height, int width, float inverse_scale, int zero, int q_begin, int q_end,
+    uint8_t *out) {
+    size_t plane = (size_t)height * width, padded = (size_t)(height + 2) * (width + 2);
+    __m512 inverse = _mm512_set1_ps(inverse_scale);
+    __m512 low = _mm512_set1_ps(-1e6f), high = _mm512_set1_ps(1e6f);
+    __m512i z = _mm512_set1_epi32(zero), top = _mm512_set1_epi32(255);
+    for (int q = q_begin; q < q_end; q++) {
+        uint8_t *quad = out + (size_t)q * padded * 4;
+        blocked_border(height, width, zero, quad);
+        for (int y = 0; y < height; y++) {
+            uint8_t *row = quad + (((size_t)y + 1) * (width + 2) + 1) * 4;
+            for (int xx = 0; xx < width; xx += 16) {
+                int left = width - xx;
+                __mmask16 mask = left >= 16 ? 0xFFFF : (__mmask16)((1u << left) - 1);
+                __m128i bytes[4];
+                for (int j = 0; j < 4; j++) {
+                    int c = 4 * q + j;
+                    if (c >= channels) {
+                        bytes[j] = _mm_set1_epi8((char)zero);
+                        continue;
+                    }
+                    __m512 v = _mm512_maskz_loadu_ps(mask, x + c * plane + (size_t)y * width + xx);
+                    __m512 scaled = _mm512_mul_ps(v, inverse);
+                    __mmask16 number = _mm512_cmp_ps_mask(scaled, scaled, _CMP_ORD_Q);
+                    scaled = _mm512_min_ps(_mm512_max_ps(scaled, low), high);
+                    __m512i qv = _mm512_add_epi32(_mm512_cvtps_epi32(scaled), z);
+                    qv = _mm512_maskz_mov_epi32(number,
+                                                _mm512_min_epi32(_mm512_max_epi32(qv, _mm512_setzero_si512()), top));
+                    bytes[j] = _mm512_cvtepi32_epi8(qv);
+                }
+                __m128i t0 = _mm_unpacklo_epi8(bytes[0], bytes[1]), t1 = _mm_unpackhi_epi8(bytes[0], bytes[1]);
+                __m128i t2 = _mm_unpacklo_epi8(bytes[2], bytes[3]), t3 = _mm_unpackhi_epi8(bytes[2], bytes[3]);
+                __m512i words = _mm512_castsi128_si512(_mm_unpacklo_epi16(t0, t2));
+                words = _mm512_inserti32x4(words, _mm_unpackhi_epi16(t0, t2), 1);
+                words = _mm512_inserti32x4(words, _mm_unpacklo_epi16(t1, t3), 2);
+                words = _mm512_inserti32x4(words, _mm_unpackhi_epi16(t1, t3), 3);
+                _mm512_mask_storeu_epi32(row + (size_t)xx * 4, mask, words);
+            }
+        }
+    }
+}
+#endif
+
+void lookout_quantize_u8_blocked(const float *x, int channels, int height, int width, float inverse_scale, int zero,
+                                 int q_begin, int q_end, uint8_t *out) {
+#if defined(__x86_64__)
+    if (lookout_int8_level() >= 1) {
+        quantize_blocked_avx512(x, channels, height, width, inverse_scale, zero, q_begin, q_end, out);
+        return;
+    }
+#endif
+    lookout_quantize_u8_blocked_portable(x, channels, height, width, inverse_scale, zero, q_begin, q_end, out);
+}
+
+#if defined(__x86_64__)
+/* One panel (8 outputs) × 16P pixels of one output row: Σ over the 9 taps and Q quads. `in` points at the
+   block's first output pixel's top-left input (row oy, column ox0 of the padded map). */
+#define DIRECT_BLOCK(NAME, TARGET, STEP)                                                                          \
+    __attribute__((target(TARGET), always_inline)) static inline void NAME(                                       \
+        const int P, const uint32_t *a, int quads, const uint8_t *in, size_t quad_stride, int wp, __mmask16 mask,  \
+        float *c, size_t ldc, int rows, const float *scales, const int32_t *corrections, const float *bias,        \
+        int activation) {                                                                                          \
+        __m512i acc[8][3];                                                                                         \
+        __m512i ones = _mm512_set1_epi16(1);                                                                       \
+        (void)ones;                                                                                                \
+        for (int r = 0; r < 8; r++)                                                                                \
+            for (int j = 0; j < P; j++) acc[r][j] = _mm512_setzero_si512();                                        \
+        for (int t = 0; t < 9; t++) {                                                                              \
+            const uint8_t *tap = in + ((size_t)(t / 3) * wp + t % 3) * 4;                                          \
+            const uint32_t *w = a + (size_t)t * quads * 8;                                                         \
+            for (int q = 0; q < quads; q++, tap += quad_stride, w += 8) {                                          \
+                __m512i x0 = _mm512_loadu_si512((const void *)tap);                                                \
+                __m512i x1 = P >= 2 ? _mm512_loadu_si512((const void *)(tap + 64)) : x0;                           \
+                __m512i x2 = P >= 3 ? _mm512_loadu_si512((const void *)(tap + 128)) : x0;                          \
+                for (int r = 0; r < 8; r++) {                                                                      \
+                    __m512i s = _mm512_set1_epi32((int)w[r]);                                                      \
+                    acc[r][0] = STEP(acc[r][0], x0, s);                                                            \
+                    if (P >= 2) acc[r][1] = STEP(acc[r][1], x1, s);                                                \
+                    if (P >= 3) acc[r][2] = STEP(acc[r][2], x2, s);                                                \
+                }                                                                                                  \
+            }                                                                                                      \
+        }                                                                                                          \
+        int8_store(P, acc, mask, c, ldc, rows, scales, corrections, bias, activation);                             \
+    }
+
+#define VNNI_STEP(acc, x, s) _mm512_dpbusd_epi32(acc, x, s)
+#define BW_STEP(acc, x, s) _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(x, s), ones))
+DIRECT_BLOCK(direct_vnni, "avx512f,avx512bw,avx512vl,avx512vnni", VNNI_STEP)
+DIRECT_BLOCK(direct_bw, "avx512f,avx512bw,avx512vl", BW_STEP)
+
+#define DIRECT_DRIVER(NAME, BLOCK, TARGET)                                                                         \
+    __attribute__((target(TARGET))) static void NAME(                                                             \
+        const uint32_t *packed, const float *scales, const int32_t *corrections, int m, int channels,              \
+        const uint8_t *blocked, int height, int width, int row_begin, int row_end, int panel_begin, int panel_end, \
+        float *out, const float *bias, int activation) {                                                           \
+        int quads = (channels + 3) / 4, wp = width + 2;                                                            \
+        size_t quad_stride = (size_t)(height + 2) * wp * 4, plane = (size_t)height * width;                        \
+        for (int oy = row_begin; oy < row_end; oy++) {                                                             \
+            for (int x0 = 0; x0 < width;) {                                                                        \
+                int vectors = (width - x0 + 15) / 16, blocks = (vectors + 2) / 3;                                  \
+                int P = (vectors + blocks - 1) / blocks;                                                           \
+                int span = width - x0 < 16 * P ? width - x0 : 16 * P;                                              \
+                int last = span - 16 * (P - 1);                                                                    \
+                __mmask16 mask = (__mmask16)(last == 16 ? 0xFFFF : (1u << last) - 1);                               \
+                const uint8_t *in = blocked + ((size_t)oy * wp + x0) * 4;                                          \
+                for (int panel = panel_begin; panel < panel_end; panel++) {                                        \
+                    int rows = m - panel * 8 < 8 ? m - panel * 8 : 8;                                              \
+                    const uint32_t *a = packed + (size_t)panel * 8 * 9 * quads;                                    \
+                    float *c = out + (size_t)panel * 8 * plane + (size_t)oy * width + x0;                          \
+                    const float *sc = scales + panel * 8;                                                          \
+                    const int32_t *co = corrections + panel * 8;                                                   \
+                    const float *bb = bias ? bias + panel * 8 : NULL;                                              \
+                    if (P == 3)                                                                                    \
+                        BLOCK(3, a, quads, in, quad_stride, wp, mask, c, plane, rows, sc, co, bb, activation);     \
+                    else if (P == 2)                                                                               \
+                        BLOCK(2, a, quads, in, quad_stride, wp, mask, c, plane, rows, sc, co, bb, activation);     \
+                    else                                                                                           \
+                        BLOCK(1, a, quads, in, quad_stride, wp, mask, c, plane, rows, sc, co, bb, activation);     \
+                }                                                                                                  \
+                x0 += span;                                                                                        \
+            }                                                                                                      \
+        }                                                                                                          \
+    }
+
+DIRECT_DRIVER(direct_driver_vnni, direct_vnni, "avx512f,avx512bw,avx512vl,avx512vnni")
+DIRECT_DRIVER(direct_driver_bw, direct_bw, "avx512f,avx512bw,avx512vl")
+#endif
+
+static void direct_portable(const uint32_t *packed, const float *scales, const int32_t *corrections, int m,
+                            int channels, const uint8_t *blocked, int height, int width, int row_begin, int row_end,
+                            int panel_begin, int panel_end, float *out, const float *bias, int activation) {
+    int quads = (channels + 3) / 4, wp = width + 2;
+    size_t quad_stride = (size_t)(height + 2) * wp * 4, plane = (size_t)height * width;
+    for (int i = panel_begin * 8; i < panel_end * 8 && i < m; i++) {
+        const int8_t *a = (const int8_t *)(packed + (size_t)(i / 8) * 8 * 9 * quads) + (i % 8) * 4;
+        for (int oy = row_begin; oy < row_end; oy++)
+            for (int ox = 0; ox < width; ox++) {
+                int32_t sum = 0;
+                for (int t = 0; t < 9; t++)
+                    for (int q = 0; q < quads; q++) {
+                        const uint8_t *x = blocked + q * quad_stride + (((size_t)oy + t / 3) * wp + ox + t % 3) * 4;
+                        const int8_t *w = a + ((size_t)t * quads + q) * 32;
+                        for (int j = 0; j < 4; j++) sum += (int32_t)w[j] * x[j];
+                    }
+                float value = (float)(sum - corrections[i]) * scales[i] + (bias ? bias[i] : 0.0f);
+                if (activation) value = value / (1.0f + expf(-value));
+                out[(size_t)i * plane + (size_t)oy * width + ox] = value;
+            }
+    }
+}
+
+void lookout_conv3x3_int8(int level, const uint32_t *packed, const float *scales, const int32_t *corrections, int m,
+                          int channels, const uint8_t *blocked, int height, int width, int row_begin, int row_end,
+                          int panel_begin, int panel_end, float *out, const float *bias, int activation) {
+    if (level > lookout_int8_level()) level = lookout_int8_level();
+#if defined(__x86_64__)
+    if (level == 2) {
+        direct_driver_vnni(packed, scales, corrections, m, channels, blocked, height, width, row_begin, row_end,
+                           panel_begin, panel_end, out, bias, activation);
+        return;
+    }
+    if (level == 1) {
+        direct_driver_bw(packed, scales, corrections, m, channels, blocked, height, width, row_begin, row_end,
+                         panel_begin, panel_end, out, bias, activation);
+        return;
+    }
+#endif
+    direct_portable(packed, scales, corrections, m, channels, blocked, height, width, row_begin, row_end, panel_begin,
+                    panel_end, out, bias, activation);
+}
+
 void lookout_gemm_int8_portable(const uint32_t *packed, const float *scales, const int32_t *corrections, int m,
                                 int k, const uint8_t *b, size_t ldb, int n, float *c, size_t ldc, const float *bias,
                                 int activation) {

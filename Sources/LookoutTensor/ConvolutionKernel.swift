@@ -65,7 +65,11 @@ public struct ConvolutionWeights: Sendable {
     /// where the lowered kernel keeps only that (for int8 the quantised values, dequantised).
     public var denseWeight: [Float] {
         let depth = inputs * kernel * kernel
-        if weight.isEmpty, let int8 { return int8.dequantised(m: outputs, k: depth) }
+        if weight.isEmpty, let int8 {
+            guard int8.direct else { return int8.dequantised(m: outputs, k: depth) }
+            return Int8Convolution.standardOrder(
+                int8.dequantised(m: outputs, k: 36 * ((inputs + 3) / 4)), inputs: inputs, outputs: outputs)
+        }
         guard weight.isEmpty && packed.count == ConvolutionGEMM.packedCount(m: outputs, k: depth) else { return weight }
         return [Float](unsafeUninitializedCapacity: outputs * depth) { buffer, count in
             packed.withUnsafeBufferPointer {
@@ -99,18 +103,12 @@ public enum ConvolutionKernels {
     /// lowered GEMM for the rest. `LOOKOUT_CONVOLUTION=lowered` runs every layer lowered (for comparisons).
     public static let `default`: any ConvolutionKernel = kernel(precision: .fp32)
 
-    /// The kernels of a precision (bf16 and int8 where the packed GEMM runs; fp32 otherwise). int8: the
-    /// convolutions with a calibrated input range in int8, except the stride-1 3×3 ones that narrow the channels
-    /// by two or more, which Winograd runs in bf16 (fp32 where the CPU lacks bf16) — faster there, as measured
-    /// (BENCHMARKS.md, "int8"); `LOOKOUT_INT8_CONVOLUTION=all` runs those in int8 too.
+    /// The kernels of a precision (bf16 and int8 where the packed GEMM runs; fp32 otherwise). int8: every
+    /// convolution with a calibrated input range in int8 (``Int8Convolution``), the others in fp32.
     public static func kernel(precision: Precision) -> any ConvolutionKernel {
         let lowered = getenv("LOOKOUT_CONVOLUTION").map { String(cString: $0) } == "lowered"
         let precision = ConvolutionGEMM.available ? precision : .fp32
-        if precision == .int8 {
-            let all = getenv("LOOKOUT_INT8_CONVOLUTION").map { String(cString: $0) } == "all"
-            return Int8Convolution(
-                fallback: kernel(precision: Precision.bf16.isNative ? .bf16 : .fp32), winograd: !all && !lowered)
-        }
+        if precision == .int8 { return Int8Convolution(fallback: kernel(precision: .fp32)) }
         return lowered
             ? LoweredConvolution(precision: precision) : WinogradConvolution(precision: precision)
     }
@@ -203,7 +201,7 @@ public enum ConvolutionGEMM {
         }
         return Int8Weights(
             packed: packed, weightScales: scales, scales: scales.map { $0 * input.scale },
-            corrections: sums.map { $0 * input.zero }, input: input)
+            corrections: sums.map { $0 * input.zero }, input: input, direct: false)
     }
 
     /// Rows `rows` (whole panels of eight) of the int8 GEMM: `b` is `k × n` bytes, row stride `ldb`, quantised
@@ -265,6 +263,9 @@ public struct Int8Weights: Sendable {
     public let scales: [Float]
     public let corrections: [Int32]
     public let input: ActivationQuantization
+    /// Packed for the direct 3×3 kernel (k ordered tap, channel quad, channel: ``Int8Convolution``), not as
+    /// `outputs × inputs·k·k`.
+    public var direct: Bool
 
     /// The quantised weights as floats, `m × k`.
     public func dequantised(m: Int, k: Int) -> [Float] {

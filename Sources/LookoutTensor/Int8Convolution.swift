@@ -6,42 +6,88 @@ import CLookoutKernels
     import Darwin
 #endif
 
-/// Convolutions in int8: the input map quantised to u8 once (``ActivationQuantization``, from the range
-/// calibration recorded), lowered in bytes (1×1 stride-1: the map itself), multiplied by the weights quantised
-/// per output channel (``ConvolutionGEMM/packInt8(_:m:k:input:limit:)``) with exact integer sums, dequantised
-/// with bias and SiLU in the GEMM's epilogue. Convolutions without a recorded range or with fewer than 16
-/// inputs (the stem's first), and — unless `winograd` is false — stride-1 3×3 ones with at least twice as many
-/// inputs as outputs (the head's first convolutions: there Winograd in bf16 measured faster than int8 lowered,
-/// BENCHMARKS.md "int8"), go to `fallback`.
+/// Convolutions in int8: each input map quantised to u8 once (``ActivationQuantization``, from the range
+/// calibration recorded), multiplied by the weights quantised per output channel
+/// (``ConvolutionGEMM/packInt8(_:m:k:input:limit:)``) with exact integer sums, dequantised with bias and SiLU in
+/// the epilogue. Stride-1 3×3 convolutions read a blocked, padded copy of the map directly (no im2col; measured
+/// faster than Winograd in bf16 on every such layer of s, BENCHMARKS.md "int8"); 1×1 stride-1 ones multiply the
+/// map itself; others are lowered in bytes. Convolutions without a recorded range, or with fewer than 16 inputs,
+/// go to `fallback`.
 public struct Int8Convolution: ConvolutionKernel {
     let fallback: any ConvolutionKernel
-    let winograd: Bool
+    let weightLimit: Int
 
-    public init(fallback: any ConvolutionKernel, winograd: Bool) {
+    /// `weightLimit`: the weights' range, ±127 where the CPU has VNNI, ±63 where VPMADDUBSW must not saturate
+    /// (tests give 63 to run both paths on the same weights).
+    public init(fallback: any ConvolutionKernel, weightLimit: Int = Int(lookout_gemm_int8_limit())) {
         self.fallback = fallback
-        self.winograd = winograd
+        self.weightLimit = weightLimit
     }
 
-    func applies(_ w: ConvolutionWeights) -> Bool {
-        w.inputRange != nil && w.inputs >= 16
-            && !(winograd && w.kernel == 3 && w.stride == 1 && w.inputs >= 2 * w.outputs
-                && WinogradConvolution.available)
-    }
+    /// The stem's first convolution (3 inputs: 27 products per output) stays fp32: with VPMADDUBSW's 7-bit weights
+    /// it moved boxes by more than the 0.9 IoU allowed (0.893), and it is 1% of the time.
+    func applies(_ w: ConvolutionWeights) -> Bool { w.inputRange != nil && w.inputs >= 16 }
 
     public func prepare(_ weights: ConvolutionWeights) -> ConvolutionWeights {
         guard applies(weights), let range = weights.inputRange else { return fallback.prepare(weights) }
         var prepared = weights
         let depth = weights.inputs * weights.kernel * weights.kernel
-        prepared.int8 = weights.weight.withUnsafeBufferPointer {
-            ConvolutionGEMM.packInt8(
-                $0.baseAddress!, m: weights.outputs, k: depth, input: ActivationQuantization(range: range))
+        let input = ActivationQuantization(range: range)
+        if weights.kernel == 3 && weights.stride == 1 {
+            let ordered = Self.directOrder(weights.weight, inputs: weights.inputs, outputs: weights.outputs)
+            prepared.int8 = ordered.withUnsafeBufferPointer {
+                ConvolutionGEMM.packInt8(
+                    $0.baseAddress!, m: weights.outputs, k: 36 * ((weights.inputs + 3) / 4), input: input,
+                    limit: weightLimit)
+            }
+            prepared.int8?.direct = true
+        } else {
+            prepared.int8 = weights.weight.withUnsafeBufferPointer {
+                ConvolutionGEMM.packInt8(
+                    $0.baseAddress!, m: weights.outputs, k: depth, input: input, limit: weightLimit)
+            }
         }
         prepared.weight = []  // one copy: the quantised one (``ConvolutionWeights/denseWeight`` reads it back)
         return prepared
     }
 
+    /// 3×3 weights `outputs × inputs × 3 × 3` → `outputs × 36·ceil(inputs/4)`, column `(t·Q + q)·4 + j` holding
+    /// input `4q + j` at tap `t` (0 beyond the inputs): the direct kernel's order.
+    public static func directOrder(_ weight: [Float], inputs: Int, outputs: Int) -> [Float] {
+        let quads = (inputs + 3) / 4
+        var ordered = [Float](repeating: 0, count: outputs * 36 * quads)
+        for o in 0..<outputs {
+            for c in 0..<inputs {
+                for t in 0..<9 {
+                    ordered[o * 36 * quads + (t * quads + c / 4) * 4 + c % 4] = weight[(o * inputs + c) * 9 + t]
+                }
+            }
+        }
+        return ordered
+    }
+
+    /// The inverse of ``directOrder(_:inputs:outputs:)``.
+    public static func standardOrder(_ ordered: [Float], inputs: Int, outputs: Int) -> [Float] {
+        let quads = (inputs + 3) / 4
+        var weight = [Float](repeating: 0, count: outputs * inputs * 9)
+        for o in 0..<outputs {
+            for c in 0..<inputs {
+                for t in 0..<9 {
+                    weight[(o * inputs + c) * 9 + t] = ordered[o * 36 * quads + (t * quads + c / 4) * 4 + c % 4]
+                }
+            }
+        }
+        return weight
+    }
+
+    /// `level`: the int8 path (2 VNNI, 1 AVX-512BW, 0 portable; nil the best this CPU has), for tests.
     public func convolve(_ x: FeatureMap, _ w: ConvolutionWeights, pool: ComputePool) -> FeatureMap {
+        convolve(x, w, pool: pool, level: nil)
+    }
+
+    public func convolve(_ x: FeatureMap, _ w: ConvolutionWeights, pool: ComputePool, level: Int?) -> FeatureMap {
         guard let int8 = w.int8 else { return fallback.convolve(x, w, pool: pool) }
+        if int8.direct { return convolveDirect(x, w, int8, pool: pool, level: level) }
         precondition(x.channels == w.inputs, "convolution expects \(w.inputs) channels, got \(x.channels)")
         let (inputs, outputs, kernel, stride) = (w.inputs, w.outputs, w.kernel, w.stride)
         let (outHeight, outWidth) = w.outputSize(height: x.height, width: x.width)
@@ -102,7 +148,77 @@ public struct Int8Convolution: ConvolutionKernel {
                         }
                         ConvolutionGEMM.multiply(
                             int8: int8, m: outputs, k: depth, rows: rows, b: b, ldb: ldb, n: n, c: c.pointer + p0,
-                            ldc: columns, bias: bias.pointer, activation: w.activation)
+                            ldc: columns, bias: bias.pointer, activation: w.activation, level: level)
+                    }
+                }
+            }
+        }
+        return out
+    }
+}
+
+extension Int8Convolution {
+    /// Stride-1 3×3: the input quantised once into the blocked, padded map, then output rows × panels of eight
+    /// outputs straight from it (`lookout_conv3x3_int8`).
+    func convolveDirect(
+        _ x: FeatureMap, _ w: ConvolutionWeights, _ int8: Int8Weights, pool: ComputePool, level: Int?
+    )
+        -> FeatureMap
+    {
+        precondition(x.channels == w.inputs, "convolution expects \(w.inputs) channels, got \(x.channels)")
+        let (height, width, inputs, outputs) = (x.height, x.width, w.inputs, w.outputs)
+        var out = FeatureMap(unfilledChannels: outputs, height: height, width: width)
+        let profileStart = LoweredConvolution.profiling ? LoweredConvolution.clock() : 0
+        defer {
+            if LoweredConvolution.profiling {
+                LoweredConvolution.report(w, height: height, width: width, since: profileStart, note: " (int8 direct)")
+            }
+        }
+        let quads = (inputs + 3) / 4
+        let blocked = UnsafeMutablePointer<UInt8>.allocate(
+            capacity: lookout_int8_blocked_count(Int32(inputs), Int32(height), Int32(width)))
+        defer { blocked.deallocate() }
+        let map = UnsafeSendable(blocked)
+        let portable = level == 0
+        x.data.withUnsafeBufferPointer { source in
+            let source = UnsafeSendable(UnsafeMutablePointer(mutating: source.baseAddress!))
+            pool.parallelFor(quads, chunk: max(1, quads / (4 * pool.threadCount))) { range in
+                (portable ? lookout_quantize_u8_blocked_portable : lookout_quantize_u8_blocked)(
+                    source.pointer, Int32(inputs), Int32(height), Int32(width), 1 / int8.input.scale, int8.input.zero,
+                    Int32(range.lowerBound), Int32(range.upperBound), map.pointer)
+            }
+        }
+        // Tasks: bands of output rows × groups of panels, about four per thread.
+        let panels = (outputs + 7) / 8
+        let wanted = 4 * pool.threadCount
+        let bands = min(height, wanted)
+        let groups = max(1, min(panels, (wanted + bands - 1) / bands))
+        let panelsPerGroup = (panels + groups - 1) / groups
+        let chosen = Int32(level ?? Int(lookout_int8_level()))
+        int8.packed.withUnsafeBufferPointer { packed in
+            int8.scales.withUnsafeBufferPointer { scales in
+                int8.corrections.withUnsafeBufferPointer { corrections in
+                    w.bias.withUnsafeBufferPointer { bias in
+                        out.data.withUnsafeMutableBufferPointer { y in
+                            let packed = UnsafeSendable(UnsafeMutablePointer(mutating: packed.baseAddress!))
+                            let scales = UnsafeSendable(UnsafeMutablePointer(mutating: scales.baseAddress!))
+                            let corrections = UnsafeSendable(UnsafeMutablePointer(mutating: corrections.baseAddress!))
+                            let bias = UnsafeSendable(UnsafeMutablePointer(mutating: bias.baseAddress!))
+                            let y = UnsafeSendable(y.baseAddress!)
+                            pool.parallelFor(bands * groups, chunk: 1) { range in
+                                for task in range {
+                                    let (band, group) = (task / groups, task % groups)
+                                    let rows = (band * height / bands)..<((band + 1) * height / bands)
+                                    let first = group * panelsPerGroup, last = min(panels, first + panelsPerGroup)
+                                    guard !rows.isEmpty && first < last else { continue }
+                                    lookout_conv3x3_int8(
+                                        chosen, packed.pointer, scales.pointer, corrections.pointer, Int32(outputs),
+                                        Int32(inputs), map.pointer, Int32(height), Int32(width),
+                                        Int32(rows.lowerBound), Int32(rows.upperBound), Int32(first), Int32(last),
+                                        y.pointer, bias.pointer, w.activation ? 1 : 0)
+                                }
+                            }
+                        }
                     }
                 }
             }

@@ -129,7 +129,7 @@ import Testing
 
     @Test(arguments: [
         (64, 48, 1, 1, 20, 24), (32, 64, 3, 1, 17, 23), (48, 64, 3, 2, 21, 26), (256, 64, 1, 1, 10, 12),
-        (16, 24, 3, 2, 33, 31),
+        (16, 24, 3, 2, 33, 31), (18, 24, 3, 1, 9, 53), (64, 16, 3, 1, 5, 7), (16, 16, 3, 2, 12, 14),
     ])
     func convolutionMatchesTheDequantisedDefinition(
         inputs: Int, outputs: Int, kernel: Int, stride: Int, height: Int, width: Int
@@ -142,10 +142,18 @@ import Testing
             activation: false)
         w.inputRange = -0.28...3
         let pool = ComputePool(threads: 2)
-        let int8 = Int8Convolution(fallback: LoweredConvolution(), winograd: false)
+        let int8 = Int8Convolution(fallback: LoweredConvolution())
         let prepared = int8.prepare(w)
         let weights = try #require(prepared.int8)
         let got = int8.convolve(x, prepared, pool: pool).data
+        #expect(weights.direct == (kernel == 3 && stride == 1))
+        // Every path computes the same integers: the same floats (without SiLU), on 8-bit weights and on 7-bit.
+        #expect(int8.convolve(x, prepared, pool: pool, level: 0).data == got, "portable C")
+        let seven = Int8Convolution(fallback: LoweredConvolution(), weightLimit: 63)
+        let prepared7 = seven.prepare(w)
+        let levels = Self.levels
+        let results = levels.map { seven.convolve(x, prepared7, pool: pool, level: $0).data }
+        for (level, result) in zip(levels, results) { #expect(result == results.last!, "level \(level), 7-bit") }
 
         // The dequantised operands through the fp64 definition.
         var dequantised = x
@@ -186,33 +194,6 @@ import Testing
         }
         print("int8 \(inputs)->\(outputs) k\(kernel) s\(stride): worst \(worst) of the quantisation bound")
         #expect(worst <= 1)
-    }
-
-    /// Without a recorded range (or with fewer than 16 inputs) a convolution stays in the fallback's precision;
-    /// with `winograd`, stride-1 3×3 convolutions that halve the channels go to Winograd.
-    @Test func whichConvolutionsRunInInt8() {
-        func weights(
-            _ inputs: Int, _ outputs: Int, _ kernel: Int, _ stride: Int, range: Bool = true
-        )
-            -> ConvolutionWeights
-        {
-            var w = ConvolutionWeights(
-                weight: Self.random(outputs * inputs * kernel * kernel, seed: 5),
-                bias: .init(repeating: 0, count: outputs),
-                inputs: inputs, outputs: outputs, kernel: kernel, stride: stride, activation: true)
-            if range { w.inputRange = 0...1 }
-            return w
-        }
-        let kernel = Int8Convolution(fallback: WinogradConvolution(), winograd: true)
-        #expect(kernel.prepare(weights(64, 64, 1, 1)).int8 != nil)
-        #expect(kernel.prepare(weights(64, 64, 3, 2)).int8 != nil)
-        #expect(kernel.prepare(weights(64, 64, 3, 1)).int8 != nil)
-        #expect(kernel.prepare(weights(128, 64, 3, 1)).int8 == nil)
-        #expect(kernel.prepare(weights(64, 64, 1, 1, range: false)).int8 == nil)
-        #expect(kernel.prepare(weights(8, 64, 3, 2)).int8 == nil)
-        #expect(
-            Int8Convolution(fallback: WinogradConvolution(), winograd: false).prepare(weights(128, 64, 3, 1)).int8
-                != nil)
     }
 
     /// The ranges calibration records.
