@@ -252,9 +252,11 @@ INT8_DRIVER(gemm_int8_bw, bw_block, "avx512f,avx512bw,avx512vl")
 
 /* ---- Direct stride-1 3×3 convolutions on a blocked, padded u8 map (no im2col) ----
 
-   The map is stored as ceil(C/4) quads of channels, each (H + 2) × (W + 2) pixels of four bytes (channel 4q + j
-   in byte j), with a one-pixel border of the zero point: the four inputs a VPDPBUSD lane takes for one tap are
-   one 32-bit word, and sixteen neighbouring output pixels read sixteen consecutive words. The weights are packed
+   The map is stored row by row: each of the H + 2 padded rows holds the ceil(C/4) quads of channels one after
+   another, each W + 2 pixels of four bytes (channel 4q + j in byte j), with a one-pixel border of the zero point:
+   the four inputs a VPDPBUSD lane takes for one tap are one 32-bit word, sixteen neighbouring output pixels read
+   sixteen consecutive words, and the three rows the taps read are contiguous (measured as fast as quads
+   outermost). The weights are packed
    as for the GEMM with k ordered (tap, quad, byte): word (t·Q + q) of a panel row holds channels 4q … 4q + 3 at
    tap t. */
 
@@ -268,27 +270,31 @@ static inline uint8_t quantize_one(float value, float inverse, int zero) {
     return (uint8_t)clamp_int((int)nearbyintf(fminf(fmaxf(scaled, -1e6f), 1e6f)) + zero, 0, 255);
 }
 
-static void blocked_border(int height, int width, int zero, uint8_t *quad) {
-    int wp = width + 2;
-    memset(quad, zero, (size_t)wp * 4);
-    memset(quad + (size_t)(height + 1) * wp * 4, zero, (size_t)wp * 4);
+/* Offset of padded pixel (yp, xp) of quad q. */
+static inline size_t blocked_at(int quads, int width, int q, int yp, int xp) {
+    return (((size_t)yp * quads + q) * (size_t)(width + 2) + xp) * 4;
+}
+
+static void blocked_border(int quads, int height, int width, int zero, int q, uint8_t *out) {
+    memset(out + blocked_at(quads, width, q, 0, 0), zero, (size_t)(width + 2) * 4);
+    memset(out + blocked_at(quads, width, q, height + 1, 0), zero, (size_t)(width + 2) * 4);
     for (int y = 1; y <= height; y++) {
-        memset(quad + (size_t)y * wp * 4, zero, 4);
-        memset(quad + ((size_t)y * wp + width + 1) * 4, zero, 4);
+        memset(out + blocked_at(quads, width, q, y, 0), zero, 4);
+        memset(out + blocked_at(quads, width, q, y, width + 1), zero, 4);
     }
 }
 
 void lookout_quantize_u8_blocked_portable(const float *x, int channels, int height, int width, float inverse,
                                           int zero, int q_begin, int q_end, uint8_t *out) {
-    size_t plane = (size_t)height * width, padded = (size_t)(height + 2) * (width + 2);
+    size_t plane = (size_t)height * width;
+    int quads = (channels + 3) / 4;
     for (int q = q_begin; q < q_end; q++) {
-        uint8_t *quad = out + (size_t)q * padded * 4;
-        blocked_border(height, width, zero, quad);
+        blocked_border(quads, height, width, zero, q, out);
         for (int y = 0; y < height; y++)
             for (int xx = 0; xx < width; xx++)
                 for (int j = 0; j < 4; j++) {
                     int c = 4 * q + j;
-                    quad[(((size_t)y + 1) * (width + 2) + xx + 1) * 4 + j] =
+                    out[blocked_at(quads, width, q, y + 1, xx + 1) + j] =
                         c < channels ? quantize_one(x[c * plane + (size_t)y * width + xx], inverse, zero)
                                      : (uint8_t)zero;
                 }
@@ -299,15 +305,15 @@ void lookout_quantize_u8_blocked_portable(const float *x, int channels, int heig
 __attribute__((target("avx512f,avx512bw,avx512vl"))) static void quantize_blocked_avx512(
     const float *x, int channels, int height, int width, float inverse_scale, int zero, int q_begin, int q_end,
     uint8_t *out) {
-    size_t plane = (size_t)height * width, padded = (size_t)(height + 2) * (width + 2);
+    size_t plane = (size_t)height * width;
+    int quads = (channels + 3) / 4;
     __m512 inverse = _mm512_set1_ps(inverse_scale);
     __m512 low = _mm512_set1_ps(-1e6f), high = _mm512_set1_ps(1e6f);
     __m512i z = _mm512_set1_epi32(zero), top = _mm512_set1_epi32(255);
     for (int q = q_begin; q < q_end; q++) {
-        uint8_t *quad = out + (size_t)q * padded * 4;
-        blocked_border(height, width, zero, quad);
+        blocked_border(quads, height, width, zero, q, out);
         for (int y = 0; y < height; y++) {
-            uint8_t *row = quad + (((size_t)y + 1) * (width + 2) + 1) * 4;
+            uint8_t *row = out + blocked_at(quads, width, q, y + 1, 1);
             for (int xx = 0; xx < width; xx += 16) {
                 int left = width - xx;
                 __mmask16 mask = left >= 16 ? 0xFFFF : (__mmask16)((1u << left) - 1);
@@ -356,7 +362,8 @@ void lookout_quantize_u8_blocked(const float *x, int channels, int height, int w
    block's first output pixel's top-left input (row oy, column ox0 of the padded map). */
 #define DIRECT_BLOCK(NAME, TARGET, STEP)                                                                          \
     __attribute__((target(TARGET), always_inline)) static inline void NAME(                                       \
-        const int P, const uint32_t *a, int quads, const uint8_t *in, size_t quad_stride, int wp, __mmask16 mask,  \
+        const int P, const uint32_t *a, int quads, const uint8_t *in, size_t quad_stride, size_t row_stride,       \
+        __mmask16 mask,                                                                                            \
         float *c, size_t ldc, int rows, const float *scales, const int32_t *corrections, const float *bias,        \
         int activation) {                                                                                          \
         __m512i acc[8][3];                                                                                         \
@@ -365,7 +372,7 @@ void lookout_quantize_u8_blocked(const float *x, int channels, int height, int w
         for (int r = 0; r < 8; r++)                                                                                \
             for (int j = 0; j < P; j++) acc[r][j] = _mm512_setzero_si512();                                        \
         for (int t = 0; t < 9; t++) {                                                                              \
-            const uint8_t *tap = in + ((size_t)(t / 3) * wp + t % 3) * 4;                                          \
+            const uint8_t *tap = in + (size_t)(t / 3) * row_stride + (size_t)(t % 3) * 4;                          \
             const uint32_t *w = a + (size_t)t * quads * 8;                                                         \
             for (int q = 0; q < quads; q++, tap += quad_stride, w += 8) {                                          \
                 __m512i x0 = _mm512_loadu_si512((const void *)tap);                                                \
@@ -392,31 +399,32 @@ DIRECT_BLOCK(direct_bw, "avx512f,avx512bw,avx512vl", BW_STEP)
         const uint32_t *packed, const float *scales, const int32_t *corrections, int m, int channels,              \
         const uint8_t *blocked, int height, int width, int row_begin, int row_end, int panel_begin, int panel_end, \
         float *out, const float *bias, int activation) {                                                           \
-        int quads = (channels + 3) / 4, wp = width + 2;                                                            \
-        size_t quad_stride = (size_t)(height + 2) * wp * 4, plane = (size_t)height * width;                        \
-        for (int oy = row_begin; oy < row_end; oy++) {                                                             \
-            for (int x0 = 0; x0 < width;) {                                                                        \
-                int vectors = (width - x0 + 15) / 16, blocks = (vectors + 2) / 3;                                  \
-                int P = (vectors + blocks - 1) / blocks;                                                           \
-                int span = width - x0 < 16 * P ? width - x0 : 16 * P;                                              \
-                int last = span - 16 * (P - 1);                                                                    \
-                __mmask16 mask = (__mmask16)(last == 16 ? 0xFFFF : (1u << last) - 1);                               \
-                const uint8_t *in = blocked + ((size_t)oy * wp + x0) * 4;                                          \
-                for (int panel = panel_begin; panel < panel_end; panel++) {                                        \
-                    int rows = m - panel * 8 < 8 ? m - panel * 8 : 8;                                              \
-                    const uint32_t *a = packed + (size_t)panel * 8 * 9 * quads;                                    \
+        int quads = (channels + 3) / 4;                                                                            \
+        size_t quad_stride = (size_t)(width + 2) * 4, row_stride = quad_stride * quads;                            \
+        size_t plane = (size_t)height * width;                                                                     \
+        for (int panel = panel_begin; panel < panel_end; panel++) {                                                \
+            int rows = m - panel * 8 < 8 ? m - panel * 8 : 8;                                                      \
+            const uint32_t *a = packed + (size_t)panel * 8 * 9 * quads;                                            \
+            const float *sc = scales + panel * 8;                                                                  \
+            const int32_t *co = corrections + panel * 8;                                                           \
+            const float *bb = bias ? bias + panel * 8 : NULL;                                                      \
+            for (int oy = row_begin; oy < row_end; oy++) {                                                         \
+                for (int x0 = 0; x0 < width;) {                                                                    \
+                    int vectors = (width - x0 + 15) / 16, blocks = (vectors + 2) / 3;                              \
+                    int P = (vectors + blocks - 1) / blocks;                                                       \
+                    int span = width - x0 < 16 * P ? width - x0 : 16 * P;                                          \
+                    int last = span - 16 * (P - 1);                                                                \
+                    __mmask16 mask = (__mmask16)(last == 16 ? 0xFFFF : (1u << last) - 1);                           \
+                    const uint8_t *in = blocked + (size_t)oy * row_stride + (size_t)x0 * 4;                        \
                     float *c = out + (size_t)panel * 8 * plane + (size_t)oy * width + x0;                          \
-                    const float *sc = scales + panel * 8;                                                          \
-                    const int32_t *co = corrections + panel * 8;                                                   \
-                    const float *bb = bias ? bias + panel * 8 : NULL;                                              \
                     if (P == 3)                                                                                    \
-                        BLOCK(3, a, quads, in, quad_stride, wp, mask, c, plane, rows, sc, co, bb, activation);     \
+                        BLOCK(3, a, quads, in, quad_stride, row_stride, mask, c, plane, rows, sc, co, bb, activation); \
                     else if (P == 2)                                                                               \
-                        BLOCK(2, a, quads, in, quad_stride, wp, mask, c, plane, rows, sc, co, bb, activation);     \
+                        BLOCK(2, a, quads, in, quad_stride, row_stride, mask, c, plane, rows, sc, co, bb, activation); \
                     else                                                                                           \
-                        BLOCK(1, a, quads, in, quad_stride, wp, mask, c, plane, rows, sc, co, bb, activation);     \
+                        BLOCK(1, a, quads, in, quad_stride, row_stride, mask, c, plane, rows, sc, co, bb, activation); \
+                    x0 += span;                                                                                    \
                 }                                                                                                  \
-                x0 += span;                                                                                        \
             }                                                                                                      \
         }                                                                                                          \
     }
@@ -428,8 +436,8 @@ DIRECT_DRIVER(direct_driver_bw, direct_bw, "avx512f,avx512bw,avx512vl")
 static void direct_portable(const uint32_t *packed, const float *scales, const int32_t *corrections, int m,
                             int channels, const uint8_t *blocked, int height, int width, int row_begin, int row_end,
                             int panel_begin, int panel_end, float *out, const float *bias, int activation) {
-    int quads = (channels + 3) / 4, wp = width + 2;
-    size_t quad_stride = (size_t)(height + 2) * wp * 4, plane = (size_t)height * width;
+    int quads = (channels + 3) / 4;
+    size_t plane = (size_t)height * width;
     for (int i = panel_begin * 8; i < panel_end * 8 && i < m; i++) {
         const int8_t *a = (const int8_t *)(packed + (size_t)(i / 8) * 8 * 9 * quads) + (i % 8) * 4;
         for (int oy = row_begin; oy < row_end; oy++)
@@ -437,7 +445,7 @@ static void direct_portable(const uint32_t *packed, const float *scales, const i
                 int32_t sum = 0;
                 for (int t = 0; t < 9; t++)
                     for (int q = 0; q < quads; q++) {
-                        const uint8_t *x = blocked + q * quad_stride + (((size_t)oy + t / 3) * wp + ox + t % 3) * 4;
+                        const uint8_t *x = blocked + blocked_at(quads, width, q, oy + t / 3, ox + t % 3);
                         const int8_t *w = a + ((size_t)t * quads + q) * 32;
                         for (int j = 0; j < 4; j++) sum += (int32_t)w[j] * x[j];
                     }

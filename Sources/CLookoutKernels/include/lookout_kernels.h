@@ -98,9 +98,9 @@ void lookout_gemm_int8_at(int level, const uint32_t *packed, const float *scales
 /* out_i = clamp(round_half_even(x_i · inverse_scale) + zero, 0, 255); NaN → 0. */
 void lookout_quantize_u8(const float *x, size_t count, float inverse_scale, int zero, uint8_t *out);
 void lookout_quantize_u8_portable(const float *x, size_t count, float inverse_scale, int zero, uint8_t *out);
-/* Direct stride-1 3×3 int8 convolutions (gemm_int8.c): the input quantised into a blocked map — ceil(C/4)
-   quads of (H + 2) × (W + 2) pixels of four channel bytes, a border of `zero` (`lookout_int8_blocked_count`
-   bytes, slack included) — for channel quads [q_begin, q_end); the weights packed by `lookout_gemm_int8_pack`
+/* Direct stride-1 3×3 int8 convolutions (gemm_int8.c): the input quantised into a blocked map — H + 2 padded
+   rows, each the ceil(C/4) channel quads one after another, each W + 2 pixels of four channel bytes, a border of
+   `zero` (`lookout_int8_blocked_count` bytes, slack included) — for channel quads [q_begin, q_end); the weights packed by `lookout_gemm_int8_pack`
    from an m × 36·ceil(C/4) matrix whose column (t·Q + q)·4 + j is channel 4q + j at tap t (0 beyond C). Output
    rows [row_begin, row_end) of panels [panel_begin, panel_end), into `out` (m × H × W), as the GEMM's epilogue. */
 size_t lookout_int8_blocked_count(int channels, int height, int width);
