@@ -253,10 +253,15 @@ struct ImageTower: ParsableCommand {
         commandName: "image", abstract: "The CLIP image tower: one photo, and eight as one batch.")
     @Option(help: "OpenAI CLIP weights (ViT-B-32.pt).") var model: String
     @Option(help: "A photo.") var photo = "examples/photos/astronaut.jpg"
+    @Option(help: "The linear layers' arithmetic: fp32 or bf16.") var precision = "fp32"
 
     func run() throws {
+        guard let arithmetic = Precision(rawValue: precision), arithmetic != .int8 else {
+            throw ValidationError("--precision \(precision): choose fp32 or bf16.")
+        }
         let start = now()
-        let encoder = try CLIPImageEncoder(contentsOf: model)
+        let encoder = try CLIPImageEncoder(contentsOf: model, precision: arithmetic)
+        if arithmetic == .bf16 && !arithmetic.isNative { print("this CPU has no AVX-512 BF16: fp32") }
         print("load image tower \(model): \(format3((now() - start) * 1000)) ms")
         let side = encoder.configuration.inputResolution
         let bytes = try FileContents.read(photo)

@@ -33,6 +33,9 @@ public struct EngineConfiguration: Sendable, Equatable {
     public var cacheDirectory: String?
     /// The arithmetic of the detector's convolutions (``Precision``); fp32, exact to the reference, by default.
     public var precision: Precision = .fp32
+    /// The CLIP towers' arithmetic for ``precision``: bf16 for bf16 and int8 where the CPU has it (the towers
+    /// have no int8 form), fp32 otherwise.
+    public var towerPrecision: Precision { precision != .fp32 && Precision.bf16.isNative ? .bf16 : .fp32 }
     /// Records the range of every convolution's input as the detector runs (`lookout models calibrate`), or nil.
     public var recorder: ActivationRecorder?
 
@@ -141,7 +144,7 @@ extension Engine {
         let weights = try WeightFile.open(detectorPath)
         let network = try YOLOWorldNetwork(
             weights: weights, precision: configuration.precision, recorder: configuration.recorder)
-        let encoder = try CLIPTextEncoder(contentsOf: textPath)
+        let encoder = try CLIPTextEncoder(contentsOf: textPath, precision: configuration.towerPrecision)
         let embedder = try TextEmbedder(
             tokenizer: configuration.loadTokenizer(), encoder: encoder, cache: configuration.textEmbeddingCache())
         let engine = try Engine(network: network, embedder: embedder)

@@ -252,7 +252,11 @@ public struct PackedLinear: Sendable {
     public let outputs: Int
     let floats: [Float]?
     let halves: [UInt16]?
+    /// The weight in bf16 pairs (``ConvolutionGEMM/packBF16(_:m:k:matrices:)``, `outputs × inputs`) when the
+    /// layer runs in bf16, and its bias unpadded.
+    let bf16: [UInt32]?
     let bias: [Float]?
+    let plainBias: [Float]?
 
     /// `weight` is `outputs × inputs` (PyTorch's layout), `bias` has `outputs` values.
     public init(weight: [Float], bias: [Float]?, inputs: Int, outputs: Int) {
@@ -263,8 +267,27 @@ public struct PackedLinear: Sendable {
                 lookout_pack_linear(w.baseAddress!, Int32(inputs), Int32(outputs), p.baseAddress!)
             }
         }
-        (self.inputs, self.outputs, floats, halves) = (inputs, outputs, packed, nil)
+        (self.inputs, self.outputs, floats, halves, bf16, plainBias) = (inputs, outputs, packed, nil, nil, nil)
         self.bias = bias.map { Self.padded($0) }
+    }
+
+    /// In bf16 (where the CPU has AVX-512 BF16; otherwise as ``init(weight:bias:inputs:outputs:)``): the
+    /// weight rounded to bf16 at load, each input rounded as it is read, products summed in fp32
+    /// (``ConvolutionGEMM/multiply(bf16:m:k:rows:b:ldb:n:c:ldc:bias:activation:portable:)`` on the transposed
+    /// rows).
+    public init(bf16Weight weight: [Float], bias: [Float]?, inputs: Int, outputs: Int) {
+        guard Precision.bf16.isNative else {
+            self = PackedLinear(weight: weight, bias: bias, inputs: inputs, outputs: outputs)
+            return
+        }
+        precondition(weight.count == inputs * outputs && (bias?.count ?? outputs) == outputs)
+        let packed = weight.withUnsafeBufferPointer { ConvolutionGEMM.packBF16($0.baseAddress!, m: outputs, k: inputs) }
+        self = PackedLinear(inputs: inputs, outputs: outputs, bf16: packed, bias: bias)
+    }
+
+    private init(inputs: Int, outputs: Int, bf16: [UInt32], bias: [Float]?) {
+        (self.inputs, self.outputs, floats, halves, self.bf16) = (inputs, outputs, nil, nil, bf16)
+        (self.bias, plainBias) = (nil, bias)
     }
 
     /// `halfWeight` holds the IEEE-half bit patterns of an `outputs × inputs` weight.
@@ -276,9 +299,12 @@ public struct PackedLinear: Sendable {
                 lookout_pack_linear_f16(w.baseAddress!, Int32(inputs), Int32(outputs), p.baseAddress!)
             }
         }
-        (self.inputs, self.outputs, floats, halves) = (inputs, outputs, nil, packed)
+        (self.inputs, self.outputs, floats, halves, bf16, plainBias) = (inputs, outputs, nil, packed, nil, nil)
         self.bias = bias.map { Self.padded($0) }
     }
+
+    /// Whether the layer runs in bf16.
+    public var isBF16: Bool { bf16 != nil }
 
     /// The code the kernel runs: 1 portable C, 2 AVX2, 3 AVX-512; 0 (the default) the best this CPU has.
     /// Returns the level in force (a level the CPU lacks gives the best it has). For tests, process-wide.
@@ -296,6 +322,10 @@ public struct PackedLinear: Sendable {
         _ x: UnsafePointer<Float>, rows: Int, into y: UnsafeMutablePointer<Float>, pool: ComputePool = .shared
     ) {
         guard rows > 0 else { return }
+        if let bf16 {
+            applyBF16(bf16, x, rows: rows, into: y, pool: pool)
+            return
+        }
         let pairs = (outputs + 31) / 32
         let panels = (outputs + 15) / 16
         let x = UnsafeSendable(x), y = UnsafeSendable(y)
@@ -316,6 +346,43 @@ public struct PackedLinear: Sendable {
             halves.withUnsafeBytes { w in withBias { run(w.baseAddress!, 1, $0) } }
         } else {
             floats!.withUnsafeBytes { w in withBias { run(w.baseAddress!, 0, $0) } }
+        }
+    }
+
+    /// `yᵀ = W · xᵀ` through the bf16 GEMM: the rows transposed in, the outputs' panels shared among the pool's
+    /// threads, transposed back.
+    private func applyBF16(
+        _ packed: [UInt32], _ x: UnsafePointer<Float>, rows: Int, into y: UnsafeMutablePointer<Float>,
+        pool: ComputePool
+    ) {
+        let (inputs, outputs) = (self.inputs, self.outputs)
+        let xT = UnsafeMutablePointer<Float>.allocate(capacity: inputs * rows)
+        let yT = UnsafeMutablePointer<Float>.allocate(capacity: outputs * rows)
+        defer {
+            xT.deallocate()
+            yT.deallocate()
+        }
+        for r in 0..<rows {
+            for i in 0..<inputs { xT[i * rows + r] = x[r * inputs + i] }
+        }
+        let panels = (outputs + 7) / 8
+        let chunk = max(1, (panels + 2 * pool.threadCount - 1) / (2 * pool.threadCount))
+        let (b, c) = (UnsafeSendable(xT), UnsafeSendable(yT))
+        packed.withUnsafeBufferPointer { a in
+            let a = UnsafeSendable(UnsafeMutablePointer(mutating: a.baseAddress!))
+            func run(_ bias: UnsafePointer<Float>?) {
+                let bias = bias.map { UnsafeSendable(UnsafeMutablePointer(mutating: $0)) }
+                pool.parallelFor(panels, chunk: chunk) { range in
+                    ConvolutionGEMM.multiply(
+                        bf16: a.pointer, m: outputs, k: inputs,
+                        rows: (8 * range.lowerBound)..<min(outputs, 8 * range.upperBound), b: b.pointer, ldb: rows,
+                        n: rows, c: c.pointer, ldc: rows, bias: bias.map { UnsafePointer($0.pointer) })
+                }
+            }
+            if let plainBias { plainBias.withUnsafeBufferPointer { run($0.baseAddress!) } } else { run(nil) }
+        }
+        for r in 0..<rows {
+            for o in 0..<outputs { y[r * outputs + o] = yT[o * rows + r] }
         }
     }
 }

@@ -32,8 +32,8 @@ struct CLIPImageWeights: Sendable {
     /// width × embedding, multiplied on the right.
     let projection: [Float]
 
-    init(_ weights: WeightFile) throws(WeightsError) {
-        let file = WeightBinding(weights)
+    init(_ weights: WeightFile, precision: Precision = .fp32) throws(WeightsError) {
+        let file = WeightBinding(weights, precision: precision)
         guard file.has("visual.conv1.weight") else {
             throw WeightsError(
                 path: file.path, kind: .wrongModel,
@@ -131,9 +131,12 @@ public final class CLIPImageEncoder: Sendable {
     public let sceneSlope: Float?
     public let duplicateThreshold: Float?
     let weights: CLIPImageWeights
+    /// The linear layers' arithmetic: fp32, or bf16 (where the CPU has AVX-512 BF16).
+    public let precision: Precision
 
-    public init(weights file: WeightFile) throws(WeightsError) {
-        let weights = try CLIPImageWeights(file)
+    public init(weights file: WeightFile, precision: Precision = .fp32) throws(WeightsError) {
+        let weights = try CLIPImageWeights(file, precision: precision)
+        self.precision = precision
         self.weights = weights
         self.configuration = weights.configuration
         self.path = file.path
@@ -146,8 +149,8 @@ public final class CLIPImageEncoder: Sendable {
         duplicateThreshold = number("lookout.duplicate_threshold", -1...1)
     }
 
-    public convenience init(contentsOf path: String) throws(WeightsError) {
-        try self.init(weights: WeightFile.open(path))
+    public convenience init(contentsOf path: String, precision: Precision = .fp32) throws(WeightsError) {
+        try self.init(weights: WeightFile.open(path), precision: precision)
     }
 
     /// L2-normalised embeddings of preprocessed photos (each `3 × inputResolution²` values, channels first, as

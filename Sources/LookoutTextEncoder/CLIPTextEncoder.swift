@@ -17,17 +17,22 @@ public final class CLIPTextEncoder: Sendable {
     /// Identity of the weights, for caches (``WeightFile/fingerprint()``).
     public let fingerprint: String
     let weights: CLIPTextWeights
+    /// The linear layers' arithmetic: fp32, or bf16 (where the CPU has AVX-512 BF16).
+    public let precision: Precision
+    /// What caches key its embeddings by: the weights' fingerprint, and the precision unless fp32.
+    public var cacheKey: String { precision == .fp32 ? fingerprint : fingerprint + "|" + precision.rawValue }
 
-    public init(weights file: WeightFile) throws(WeightsError) {
-        let weights = try CLIPTextWeights(file)
+    public init(weights file: WeightFile, precision: Precision = .fp32) throws(WeightsError) {
+        let weights = try CLIPTextWeights(file, precision: precision)
+        self.precision = precision
         self.path = file.path
         self.weights = weights
         self.configuration = weights.configuration
         self.fingerprint = file.fingerprint()
     }
 
-    public convenience init(contentsOf path: String) throws(WeightsError) {
-        try self.init(weights: WeightFile.open(path))
+    public convenience init(contentsOf path: String, precision: Precision = .fp32) throws(WeightsError) {
+        try self.init(weights: WeightFile.open(path), precision: precision)
     }
 
     /// L2-normalised embeddings of tokenised queries (each row `contextLength` ids, as

@@ -30,11 +30,21 @@ struct Linear: Sendable {
     let inputs: Int
     let outputs: Int
 
-    /// `weight` is only read when the file's weight is not fp16.
+    /// `weight` is only read when the file's weight is not fp16. `precision` bf16: the weight rounded to bf16
+    /// (from its halves where it has them) and the products in bf16 (``PackedLinear/init(bf16Weight:bias:inputs:outputs:)``).
     init(
-        weight: () throws(WeightsError) -> [Float], halfWeight: [UInt16]?, bias: [Float], inputs: Int, outputs: Int
+        weight: () throws(WeightsError) -> [Float], halfWeight: [UInt16]?, bias: [Float], inputs: Int, outputs: Int,
+        precision: Precision = .fp32
     ) throws(WeightsError) {
-        if let halfWeight {
+        if precision == .bf16 {
+            let floats: [Float]
+            if let halfWeight {
+                floats = halfWeight.map { Float(Float16(bitPattern: $0)) }
+            } else {
+                floats = try weight()
+            }
+            packed = PackedLinear(bf16Weight: floats, bias: bias, inputs: inputs, outputs: outputs)
+        } else if let halfWeight {
             packed = PackedLinear(halfWeight: halfWeight, bias: bias, inputs: inputs, outputs: outputs)
         } else {
             packed = PackedLinear(weight: try weight(), bias: bias, inputs: inputs, outputs: outputs)
@@ -53,7 +63,7 @@ struct Linear: Sendable {
         }
         try self.init(
             weight: { () throws(WeightsError) in try file.floats(weight, shape: shape) }, halfWeight: view.halfBits(),
-            bias: bias, inputs: inputs, outputs: outputs)
+            bias: bias, inputs: inputs, outputs: outputs, precision: file.precision)
     }
 
     func linear(_ x: UnsafePointer<Float>, rows: Int, into y: UnsafeMutablePointer<Float>, pool: ComputePool) {
@@ -105,8 +115,8 @@ struct CLIPTextWeights: Sendable {
     /// width × embedding, multiplied on the right.
     let projection: [Float]
 
-    init(_ weights: WeightFile) throws(WeightsError) {
-        let file = WeightBinding(weights)
+    init(_ weights: WeightFile, precision: Precision = .fp32) throws(WeightsError) {
+        let file = WeightBinding(weights, precision: precision)
         /// A tensor's fp16 bit patterns with its shape checked (nil when it is not fp16); marks it taken.
         func halves(_ name: String, shape: [Int]) throws(WeightsError) -> [UInt16]? {
             let view = try file.view(name)
@@ -203,7 +213,7 @@ struct CLIPTextWeights: Sendable {
                         var weight: [Float] = []
                         for part in parts { weight += try file.floats(part + ".weight", shape: [width, width]) }
                         return weight
-                    }, halfWeight: half, bias: bias, inputs: width, outputs: 3 * width)
+                    }, halfWeight: half, bias: bias, inputs: width, outputs: 3 * width, precision: file.precision)
             } else {
                 inProjection = try Linear(
                     file, weight: p + "attn.in_proj_weight", shape: [3 * width, width],

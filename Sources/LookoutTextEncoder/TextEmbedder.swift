@@ -45,7 +45,7 @@ public final class TextEmbedder: Sendable {
         for (index, text) in texts.enumerated() {
             let ids = tokenizer.tokenize(text)
             let key = TextEmbeddingCache.key(
-                model: encoder.fingerprint, vocabulary: tokenizer.vocabulary.digest, ids: ids)
+                model: encoder.cacheKey, vocabulary: tokenizer.vocabulary.digest, ids: ids)
             if let cache, let hit = cache.lookup(key, ids: ids, size: size) {
                 results[index] = hit
                 report.cached += 1

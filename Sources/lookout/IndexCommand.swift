@@ -228,7 +228,8 @@ struct IndexCommand: ParsableCommand {
         model.precision = engine.network.precision.rawValue
         var imageTower: CLIPImageEncoder?
         if !noImageModel, let imageModel = try imageModel ?? modelOptions.configuration.imageTowerPath() {
-            let tower = try CLIPImageEncoder(contentsOf: imageModel)
+            let tower = try CLIPImageEncoder(
+                contentsOf: imageModel, precision: modelOptions.configuration.towerPrecision)
             imageTower = tower
             let textSize = engine.embedder!.encoder.configuration.embeddingSize
             guard tower.configuration.embeddingSize == textSize else {

@@ -75,8 +75,11 @@ struct QueryCommand: ParsableCommand {
         guard engine.embedder != nil else { throw LookoutError("no text encoder") }
         let editor = LineEditor(historyPath: LineEditor.defaultHistoryPath())
         defer { editor?.finish() }
+        // Features computed in bf16 or int8 are not fp32's: their own entries in the disk cache.
+        let precision = engine.network.precision
         let store = FeatureStore(
-            modelKey: detectorFingerprint, memoryLimit: featureMemory << 20, directory: featureCache)
+            modelKey: precision == .fp32 ? detectorFingerprint : detectorFingerprint + "|" + precision.rawValue,
+            memoryLimit: featureMemory << 20, directory: featureCache)
         let session = QuerySession(
             engine: engine, store: store, imageSize: thresholds.imgsz, options: thresholds.options())
         session.imageConfidence = imagePromptOptions.imageQueryConf

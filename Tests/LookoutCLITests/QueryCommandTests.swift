@@ -48,7 +48,7 @@ import Testing
 
     /// Two photos, a second query set, features kept on disk (--feature-cache) and a memory bound too small
     /// for one photo's features (--feature-memory 1): each answer still equals the reference, and a second
-    /// session answers from the disk cache.
+    /// session answers from the disk cache; a session in int8 does not take fp32's features from it.
     @Test func featureMemoryAndDiskCache() throws {
         let cache = try CLI.scratch("feature-cache")
         defer { CLI.remove(cache) }
@@ -75,6 +75,12 @@ import Testing
             if session == 1 { #expect(now == files, "the second session reused the first's files") }
             files = now
         }
+        // Features computed in int8 are not fp32's: a session in int8 keeps its own files beside them.
+        let int8 = try CLI.run(
+            ["query"] + photos + ["--json", "--feature-cache", cache, "--precision", "int8"], input: input)
+        #expect(int8.status == 0, "\(int8.stderr)")
+        let after = try FileManager.default.contentsOfDirectory(atPath: cache).sorted()
+        #expect(Set(after).isStrictSuperset(of: files), "\(after) against \(files)")
         let bad = try CLI.run(["query", photos[0], "--feature-memory", "-1"], input: "")
         #expect(bad.status != 0 && bad.stderr.contains("--feature-memory"), "\(bad.stderr)")
     }

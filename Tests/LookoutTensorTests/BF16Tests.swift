@@ -61,6 +61,33 @@ import Testing
         }
     }
 
+    /// A linear layer in bf16 (the CLIP towers'): y = x·Wᵀ + b through the bf16 GEMM on the transposed rows,
+    /// within the rounding bound of the fp64 product, for row counts around the GEMM's blocks and outputs that
+    /// are not a multiple of its panels.
+    @Test(arguments: [(1, 64, 40), (5, 48, 17), (50, 96, 130), (77, 33, 8)])
+    func linearLayerWithinTheBound(rows: Int, inputs: Int, outputs: Int) throws {
+        try #require(Precision.bf16.isNative, "this CPU has no AVX-512 BF16")
+        let w = Self.random(outputs * inputs, seed: 31), x = Self.random(rows * inputs, seed: 32)
+        let bias = Self.random(outputs, seed: 33)
+        let layer = PackedLinear(bf16Weight: w, bias: bias, inputs: inputs, outputs: outputs)
+        #expect(layer.isBF16)
+        var y = [Float](repeating: .nan, count: rows * outputs)
+        x.withUnsafeBufferPointer { layer.apply($0.baseAddress!, rows: rows, into: &y, pool: ComputePool(threads: 2)) }
+        var worst = 0.0
+        for r in 0..<rows {
+            for o in 0..<outputs {
+                var exact = Double(bias[o]), magnitude = abs(Double(bias[o]))
+                for i in 0..<inputs {
+                    exact += Double(x[r * inputs + i]) * Double(w[o * inputs + i])
+                    magnitude += abs(Double(x[r * inputs + i]) * Double(w[o * inputs + i]))
+                }
+                let bound = ((0x1p-7 + 0x1p-16) + Double(inputs + 2) * 0x1p-24) * magnitude * 1.01
+                worst = max(worst, abs(Double(y[r * outputs + o]) - exact) / bound)
+            }
+        }
+        #expect(worst <= 1, "rows \(rows), \(inputs)->\(outputs): \(worst) of the bound")
+    }
+
     /// Rounding to nearest even, ties and NaN included.
     @Test func roundingToBF16() {
         let round = ConvolutionGEMM.roundedToBF16

@@ -6,7 +6,8 @@
 DIR holds the full-size random ViT-B/32 that `scripts/check-full-clip` writes (default .build/full-clip).
 PyTorch runs the reference path (clip.load on the CPU, float32, 2 threads); ONNX Runtime runs an export of
 the same `model.visual` (opset 17, 2 intra-op threads, all graph optimisations). Times are for the tower
-on one preprocessed photo, and per photo in a batch of 8; preprocessing is timed apart.
+on one preprocessed photo, and per photo in a batch of 8; preprocessing is timed apart. Lookout runs in fp32
+and in bf16 (`--precision bf16`), PyTorch in fp32 and under bf16 autocast.
 """
 import os
 import subprocess
@@ -29,8 +30,10 @@ def main():
     directory = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, ".build", "full-clip")
     model_path = os.path.join(directory, "ViT-B-32-random.pt")
     photo = os.path.join(ROOT, "examples", "photos", "astronaut.jpg")
-    subprocess.run([os.path.join(ROOT, ".build", "release", "lookout-benchmarks"), "image", "--model", model_path,
-                    "--photo", photo], check=True, cwd=ROOT)
+    for precision in ("fp32", "bf16"):  # bf16: the linear layers through AVX-512 BF16 (issue 32)
+        print(f"Lookout {precision}:", flush=True)
+        subprocess.run([os.path.join(ROOT, ".build", "release", "lookout-benchmarks"), "image", "--model",
+                        model_path, "--photo", photo, "--precision", precision], check=True, cwd=ROOT)
 
     torch.set_num_threads(2)
     model, preprocess = clip.load(model_path, device="cpu", jit=False)
@@ -44,6 +47,12 @@ def main():
         print(f"PyTorch {torch.__version__} (2 threads) encode_image, one photo: "
               f"median {median_ms(lambda: model.encode_image(x), 20):.1f} ms")
         print(f"PyTorch encode_image, 8 photos: median {median_ms(lambda: model.encode_image(batch), 5) / 8:.1f} ms per photo")
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            model.encode_image(x)
+            print(f"PyTorch bf16 autocast encode_image, one photo: "
+                  f"median {median_ms(lambda: model.encode_image(x), 20):.1f} ms")
+            print(f"PyTorch bf16 autocast encode_image, 8 photos: "
+                  f"median {median_ms(lambda: model.encode_image(batch), 5) / 8:.1f} ms per photo")
 
     import onnxruntime as ort
 
