@@ -167,7 +167,7 @@ struct Detect: ParsableCommand {
         guard let arithmetic = Precision(rawValue: precision) else {
             throw ValidationError("--precision \(precision): choose fp32, bf16 or int8.")
         }
-        if !arithmetic.isNative { print("this CPU has no AVX-512 BF16: fp32") }
+        if !arithmetic.isNative { print("this CPU does not run \(precision) natively: fp32") }
         let network = try YOLOWorldNetwork(
             weights: WeightFile.open(detector), precision: arithmetic.isNative ? arithmetic : .fp32)
         let engine = try Engine(network: network, embedder: nil)
