@@ -33,6 +33,10 @@ public final class YOLOWorldNetwork: Sendable {
     let detectHead: WorldDetectHead
     /// The arithmetic of its convolutions.
     public let precision: Precision
+    /// ``precision`` in words that tell apart every arithmetic whose results differ: `fp32`, `bf16`, or for int8
+    /// the weights' width on this CPU (8 bits with VNNI, 7 without) and which calibration (``ActivationRanges/digest``),
+    /// e.g. `int8 (8-bit weights, calibration 3f2a9c1e)`. What caches and indexes key results by.
+    public let arithmetic: String
 
     /// Binds the network to `weights` strictly: every tensor it takes has the shape the layers around it
     /// imply (a file whose layers do not fit together is an error naming them, never a read out of bounds),
@@ -48,6 +52,11 @@ public final class YOLOWorldNetwork: Sendable {
         let file = WeightBinding(weights, precision: precision, recorder: recorder)
         self.precision = precision
         path = weights.path
+        if precision == .int8, let ranges = file.inputRanges {
+            arithmetic = "int8 (\(Int8Convolution.weightBits)-bit weights, calibration \(ranges.digest))"
+        } else {
+            arithmetic = precision.rawValue
+        }
         if precision == .int8 && file.inputRanges == nil {
             let damaged = weights.metadata[ActivationRanges.metadataKey] != nil
             throw WeightsError(

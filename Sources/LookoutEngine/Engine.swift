@@ -89,6 +89,14 @@ public final class Engine: Sendable {
         self.pool = pool
     }
 
+    /// The arithmetic its results depend on (what caches and indexes key them by): the network's
+    /// (``YOLOWorldNetwork/arithmetic``), and for int8 also the CLIP towers', which are bf16 only where the CPU has
+    /// it (with fp32 and bf16 the towers follow the network).
+    public var arithmetic: String {
+        guard network.precision == .int8, network.arithmetic.hasSuffix(")") else { return network.arithmetic }
+        return network.arithmetic.dropLast() + ", towers \(embedder?.encoder.precision.rawValue ?? "fp32"))"
+    }
+
     /// An engine on the same weights (network and text encoder, shared) computing on `pool`: a lane that
     /// works on one photo while another engine works on the next.
     public func sharingWeights(pool: ComputePool) -> Engine {

@@ -24,6 +24,9 @@ public struct Int8Convolution: ConvolutionKernel {
         self.weightLimit = weightLimit
     }
 
+    /// The weights' width this CPU's int8 path uses: 8 bits with VNNI, 7 without.
+    public static var weightBits: Int { lookout_gemm_int8_limit() == 127 ? 8 : 7 }
+
     /// The stem's first convolution (3 inputs: 27 products per output) stays fp32: with VPMADDUBSW's 7-bit weights
     /// it moved boxes by more than the 0.9 IoU allowed (0.893), and it is 1% of the time.
     func applies(_ w: ConvolutionWeights) -> Bool { w.inputRange != nil && w.inputs >= 16 }

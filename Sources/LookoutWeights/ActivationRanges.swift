@@ -1,4 +1,5 @@
 import LookoutJSON
+import LookoutSupport
 
 /// The range of values calibration saw at each convolution's input, by the convolution's name in the weight
 /// file (`model.2.cv1`): what int8 quantises each input to. Stored in a detector file's metadata under
@@ -37,12 +38,21 @@ public struct ActivationRanges: Sendable, Equatable {
         else { return nil }
         var ranges: [String: ClosedRange<Float>] = [:]
         for (name, pair) in table {
-            guard case .array(let values) = pair, values.count == 2, let low = number(values[0]),
-                let high = number(values[1]), low <= high
+            guard case .array(let values) = pair, values.count == 2, let low = number(values[0]).map(Float.init),
+                let high = number(values[1]).map(Float.init), low.isFinite, high.isFinite, low <= high
             else { return nil }
-            ranges[name] = Float(low)...Float(high)
+            ranges[name] = low...high
         }
         let images = members.first(where: { $0.0 == "images" }).flatMap { number($0.1) } ?? 0
+        guard images >= 0 && images <= 1e12 else { return nil }
         self.init(ranges: ranges, images: Int(images))
+    }
+
+    /// A short digest of the ranges (the first 8 hex digits of the SHA-256 of ``serialized``): which calibration
+    /// int8 results came from, for caches and indexes.
+    public var digest: String {
+        var hash = SHA256()
+        hash.update(Array(serialized.utf8))
+        return String(hash.finalize().prefix(8))
     }
 }

@@ -23,7 +23,8 @@ extension ModelsCommand {
                   lookout detect --detector s-int8.safetensors --text-model ViT-B-32.pt --precision int8 photo.jpg
 
                 Calibration is a step of its own, not done at load, so that it runs once (a few seconds per photo), \
-                an int8 run is repeatable (the same file gives the same detections on every machine), and loading \
+                an int8 run is repeatable (the same file gives the same detections wherever the int8 path is the same: \
+                8-bit weights with AVX-512 VNNI, 7-bit without), and loading \
                 stays instant. Use photos like those you will search — 50 to 200 are plenty — and the kind of \
                 queries you will type (by default the detector's built-in class names).
                 """)

@@ -225,7 +225,7 @@ struct IndexCommand: ParsableCommand {
             detectorFingerprint: detectorFingerprint, textEncoderFingerprint: engine.embedder!.encoder.fingerprint,
             vocabulary: vocabulary.name, imageSize: imgsz, maximumRegions: regions,
             embeddingSize: engine.network.embeddingSize, scoreParameters: engine.network.scoreParameters)
-        model.precision = engine.network.precision.rawValue
+        model.precision = engine.arithmetic
         var imageTower: CLIPImageEncoder?
         if !noImageModel, let imageModel = try imageModel ?? modelOptions.configuration.imageTowerPath() {
             let tower = try CLIPImageEncoder(

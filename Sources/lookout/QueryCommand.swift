@@ -75,10 +75,11 @@ struct QueryCommand: ParsableCommand {
         guard engine.embedder != nil else { throw LookoutError("no text encoder") }
         let editor = LineEditor(historyPath: LineEditor.defaultHistoryPath())
         defer { editor?.finish() }
-        // Features computed in bf16 or int8 are not fp32's: their own entries in the disk cache.
-        let precision = engine.network.precision
+        // Features computed in bf16 or int8 (by calibration and weight width) are not fp32's: their own entries
+        // in the disk cache.
+        let arithmetic = engine.network.arithmetic
         let store = FeatureStore(
-            modelKey: precision == .fp32 ? detectorFingerprint : detectorFingerprint + "|" + precision.rawValue,
+            modelKey: arithmetic == "fp32" ? detectorFingerprint : detectorFingerprint + "|" + arithmetic,
             memoryLimit: featureMemory << 20, directory: featureCache)
         let session = QuerySession(
             engine: engine, store: store, imageSize: thresholds.imgsz, options: thresholds.options())

@@ -116,12 +116,12 @@ struct SearchCommand: ParsableCommand {
                 "\(path) was indexed with another model: search with the same --model, or index the folder again with this one"
             )
         }
-        if stored.precision != engine.network.precision.rawValue {
+        if stored.precision != engine.arithmetic {
+            let now = engine.arithmetic
             printError(
-                "lookout: \(path) was indexed in \(stored.precision); its regions are \(stored.precision)'s whatever "
-                    + "--precision says (\(engine.network.precision.rawValue) applies to what the detector computes "
-                    + "now: --exact). Index the folder again with --precision \(engine.network.precision.rawValue) for "
-                    + "\(engine.network.precision.rawValue) regions.")
+                "lookout: \(path) was indexed in \(stored.precision); its regions are that arithmetic's whatever "
+                    + "--precision says (\(now) applies to what is computed now: the query's embedding, --exact). "
+                    + "Index the folder again with these options for \(now) regions.")
         }
         let parsed: Query
         do {

@@ -58,7 +58,9 @@ struct SimilarCommand: ParsableCommand {
             throw LookoutError(
                 "\(path) holds no whole-photo embeddings: index the folder again with --image-model ViT-B-32.pt")
         }
-        let tower = try CLIPImageEncoder(contentsOf: towerPath)
+        // The photo embedded as the index's were: by the tower in bf16 where the index was made so.
+        let bf16 = stored.precision == "bf16" || stored.precision.contains("towers bf16")
+        let tower = try CLIPImageEncoder(contentsOf: towerPath, precision: bf16 ? .bf16 : .fp32)
         guard tower.fingerprint == fingerprint else {
             throw LookoutError(
                 "\(towerPath) is not the image tower \(path) was made with: give that one with --image-model")
