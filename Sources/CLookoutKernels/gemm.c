@@ -71,20 +71,11 @@ G512 void gemm_block(const int P, const float *a, int k, const float *b, size_t 
             if (P >= 3) acc[r][2] = _mm512_fmadd_ps(s, x2, acc[r][2]);
         }
     }
-    __m512 one = _mm512_set1_ps(1.0f);
     for (int r = 0; r < rows; r++) {
         __m512 add = bias ? _mm512_set1_ps(bias[r]) : _mm512_setzero_ps();
         for (int j = 0; j < P; j++) {
             __m512 value = bias ? _mm512_add_ps(acc[r][j], add) : acc[r][j];
-            if (activation) {
-                __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), value));
-                value = _mm512_div_ps(value, _mm512_add_ps(one, e));
-            }
-            float *target = c + (size_t)r * ldc + 16 * j;
-            if (j == P - 1)
-                _mm512_mask_storeu_ps(target, mask, value);
-            else
-                _mm512_storeu_ps(target, value);
+            store_output(value, activation, c + (size_t)r * ldc + 16 * j, j, P, mask);
         }
     }
 }
@@ -94,13 +85,9 @@ __attribute__((target("avx512f"))) static void gemm_avx512(const float *packed, 
                                                            const float *bias, int activation) {
     int panels = (m + 7) / 8;
     for (int j0 = 0; j0 < n;) {
-        /* Blocks of at most three registers (48 columns), the registers spread evenly over the blocks (100
-           columns: 48, 32 and 20, not 48, 48 and 4); only the last register of the row is partial. */
-        int vectors = (n - j0 + 15) / 16, blocks = (vectors + 2) / 3;
-        int P = (vectors + blocks - 1) / blocks;
-        int width = n - j0 < 16 * P ? n - j0 : 16 * P;
-        int last = width - 16 * (P - 1);
-        __mmask16 mask = (__mmask16)(last == 16 ? 0xFFFF : (1u << last) - 1);
+        column_block block = next_columns(n - j0);
+        int P = block.P, width = block.width;
+        __mmask16 mask = block.mask;
         for (int panel = 0; panel < panels; panel++) {
             int rows = m - panel * 8 < 8 ? m - panel * 8 : 8;
             const float *a = packed + (size_t)panel * 8 * k;

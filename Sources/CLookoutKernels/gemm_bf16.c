@@ -109,20 +109,11 @@ GBF void bf16_block(const int P, const uint32_t *a, int pairs, const uint32_t *b
             if (P >= 3) acc[r][2] = _mm512_dpbf16_ps(acc[r][2], s, x2);
         }
     }
-    __m512 one = _mm512_set1_ps(1.0f);
     for (int r = 0; r < rows; r++) {
         __m512 add = bias ? _mm512_set1_ps(bias[r]) : _mm512_setzero_ps();
         for (int j = 0; j < P; j++) {
             __m512 value = bias ? _mm512_add_ps(acc[r][j], add) : acc[r][j];
-            if (activation) {
-                __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), value));
-                value = _mm512_div_ps(value, _mm512_add_ps(one, e));
-            }
-            float *target = c + (size_t)r * ldc + 16 * j;
-            if (j == P - 1)
-                _mm512_mask_storeu_ps(target, mask, value);
-            else
-                _mm512_storeu_ps(target, value);
+            store_output(value, activation, c + (size_t)r * ldc + 16 * j, j, P, mask);
         }
     }
 }
@@ -133,11 +124,9 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) static void gemm_bf16_avx
     int panels = (m + 7) / 8, pairs = (k + 1) / 2;
     uint32_t *scratch = aligned_alloc(64, (size_t)pairs * 48 * 4 + 64);
     for (int j0 = 0; j0 < n;) {
-        int vectors = (n - j0 + 15) / 16, blocks = (vectors + 2) / 3;
-        int P = (vectors + blocks - 1) / blocks;
-        int width = n - j0 < 16 * P ? n - j0 : 16 * P;
-        int last = width - 16 * (P - 1);
-        __mmask16 mask = (__mmask16)(last == 16 ? 0xFFFF : (1u << last) - 1);
+        column_block block = next_columns(n - j0);
+        int P = block.P, width = block.width;
+        __mmask16 mask = block.mask;
         pair_block(b + j0, ldb, k, width, scratch);
         for (int panel = 0; panel < panels; panel++) {
             int rows = m - panel * 8 < 8 ? m - panel * 8 : 8;

@@ -1,4 +1,5 @@
-/* Shared by gemm.c and gemm_bf16.c (private to CLookoutKernels): the epilogue's exp for SiLU, AVX-512. */
+/* Shared by the GEMMs (gemm.c, gemm_bf16.c, gemm_int8.c; private to CLookoutKernels), AVX-512: how a row of
+   columns is cut into register blocks, and the epilogue's SiLU (its exp) and store. */
 #ifndef LOOKOUT_GEMM_EXP_H
 #define LOOKOUT_GEMM_EXP_H
 #if defined(__x86_64__)
@@ -21,6 +22,39 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 exp16(__m
     p = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
     __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
     return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+
+/* The next block of a row with `left` columns to go: `P` registers of 16 columns (at most three, spread evenly
+   over the blocks the rest needs — 100 columns: 48, 32 and 20, not 48, 48 and 4), its `width`, and the `mask`
+   of its last register, the only partial one. */
+typedef struct {
+    int P, width;
+    __mmask16 mask;
+} column_block;
+
+static inline column_block next_columns(int left) {
+    int vectors = (left + 15) / 16, blocks = (vectors + 2) / 3;
+    column_block block;
+    block.P = (vectors + blocks - 1) / blocks;
+    block.width = left < 16 * block.P ? left : 16 * block.P;
+    int last = block.width - 16 * (block.P - 1);
+    block.mask = (__mmask16)(last == 16 ? 0xFFFF : (1u << last) - 1);
+    return block;
+}
+
+/* Register `j` of a `P`-register row of a block, bias already added: SiLU (x / (1 + exp(−x))) when `activation`,
+   then stored at `target` (the last register under `mask`). */
+__attribute__((target("avx512f"), always_inline)) static inline void store_output(__m512 value, int activation,
+                                                                                 float *target, int j, int P,
+                                                                                 __mmask16 mask) {
+    if (activation) {
+        __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), value));
+        value = _mm512_div_ps(value, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+    }
+    if (j == P - 1)
+        _mm512_mask_storeu_ps(target, mask, value);
+    else
+        _mm512_storeu_ps(target, value);
 }
 
 #endif

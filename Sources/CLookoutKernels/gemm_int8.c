@@ -145,7 +145,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static inlin
 __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static inline void int8_store(
     const int P, __m512i acc[8][3], __mmask16 mask, float *c, size_t ldc, int rows, const float *scales,
     const int32_t *corrections, const float *bias, int activation) {
-    __m512 one = _mm512_set1_ps(1.0f);
     for (int r = 0; r < rows; r++) {
         __m512i correction = _mm512_set1_epi32(corrections[r]);
         __m512 scale = _mm512_set1_ps(scales[r]);
@@ -153,66 +152,47 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static inlin
         for (int j = 0; j < P; j++) {
             __m512 value = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][j], correction));
             value = _mm512_add_ps(_mm512_mul_ps(value, scale), add);
-            if (activation) {
-                __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), value));
-                value = _mm512_div_ps(value, _mm512_add_ps(one, e));
-            }
-            float *target = c + (size_t)r * ldc + 16 * j;
-            if (j == P - 1)
-                _mm512_mask_storeu_ps(target, mask, value);
-            else
-                _mm512_storeu_ps(target, value);
+            store_output(value, activation, c + (size_t)r * ldc + 16 * j, j, P, mask);
         }
     }
 }
 
-GI8 void vnni_block(const int P, const uint32_t *a, int quads, const uint32_t *b, __mmask16 mask, float *c,
-                    size_t ldc, int rows, const float *scales, const int32_t *corrections, const float *bias,
-                    int activation) {
-    __m512i acc[8][3];
-    for (int r = 0; r < 8; r++)
-        for (int j = 0; j < P; j++) acc[r][j] = _mm512_setzero_si512();
-    for (int q = 0; q < quads; q++) {
-        const uint32_t *row = b + (size_t)q * 48;
-        __m512i x0 = _mm512_loadu_si512((const void *)row);
-        __m512i x1 = _mm512_loadu_si512((const void *)(row + 16));
-        __m512i x2 = _mm512_loadu_si512((const void *)(row + 32));
-        const uint32_t *w = a + (size_t)q * 8;
-        for (int r = 0; r < 8; r++) {
-            __m512i s = _mm512_set1_epi32((int)w[r]);
-            acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], x0, s);
-            if (P >= 2) acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], x1, s);
-            if (P >= 3) acc[r][2] = _mm512_dpbusd_epi32(acc[r][2], x2, s);
-        }
+/* The eight rows' weight quads at `w`, each broadcast, into the rows' accumulators `acc[r][0 … P − 1]` with the
+   column registers x0, x1, x2, by STEP. */
+#define ACCUMULATE_ROWS(STEP, w, x0, x1, x2)                                                                      \
+    for (int r = 0; r < 8; r++) {                                                                                 \
+        __m512i s = _mm512_set1_epi32((int)(w)[r]);                                                               \
+        acc[r][0] = STEP(acc[r][0], x0, s);                                                                       \
+        if (P >= 2) acc[r][1] = STEP(acc[r][1], x1, s);                                                           \
+        if (P >= 3) acc[r][2] = STEP(acc[r][2], x2, s);                                                           \
     }
-    int8_store(P, acc, mask, c, ldc, rows, scales, corrections, bias, activation);
-}
 
-/* Without VNNI: VPMADDUBSW (pairs of u8 × s8 summed in 16 bits, exact for |q| ≤ 63) then VPMADDWD by ones. */
-__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static inline void bw_block(
-    const int P, const uint32_t *a, int quads, const uint32_t *b, __mmask16 mask, float *c, size_t ldc, int rows,
-    const float *scales, const int32_t *corrections, const float *bias, int activation) {
-    __m512i acc[8][3];
-    __m512i ones = _mm512_set1_epi16(1);
-    for (int r = 0; r < 8; r++)
-        for (int j = 0; j < P; j++) acc[r][j] = _mm512_setzero_si512();
-    for (int q = 0; q < quads; q++) {
-        const uint32_t *row = b + (size_t)q * 48;
-        __m512i x0 = _mm512_loadu_si512((const void *)row);
-        __m512i x1 = _mm512_loadu_si512((const void *)(row + 16));
-        __m512i x2 = _mm512_loadu_si512((const void *)(row + 32));
-        const uint32_t *w = a + (size_t)q * 8;
-        for (int r = 0; r < 8; r++) {
-            __m512i s = _mm512_set1_epi32((int)w[r]);
-            acc[r][0] = _mm512_add_epi32(acc[r][0], _mm512_madd_epi16(_mm512_maddubs_epi16(x0, s), ones));
-            if (P >= 2)
-                acc[r][1] = _mm512_add_epi32(acc[r][1], _mm512_madd_epi16(_mm512_maddubs_epi16(x1, s), ones));
-            if (P >= 3)
-                acc[r][2] = _mm512_add_epi32(acc[r][2], _mm512_madd_epi16(_mm512_maddubs_epi16(x2, s), ones));
-        }
+/* One block: eight rows of the packed panel `a` × `P` registers of 16 columns of the quad-interleaved block `b`,
+   each quad of k through STEP: VPDPBUSD, or without VNNI VPMADDUBSW (pairs of u8 × s8 summed in 16 bits, exact for
+   |q| ≤ 63) then VPMADDWD by ones. */
+#define INT8_BLOCK(NAME, TARGET, STEP)                                                                            \
+    __attribute__((target(TARGET), always_inline)) static inline void NAME(                                       \
+        const int P, const uint32_t *a, int quads, const uint32_t *b, __mmask16 mask, float *c, size_t ldc,         \
+        int rows, const float *scales, const int32_t *corrections, const float *bias, int activation) {            \
+        __m512i acc[8][3];                                                                                         \
+        __m512i ones = _mm512_set1_epi16(1);                                                                       \
+        (void)ones;                                                                                                \
+        for (int r = 0; r < 8; r++)                                                                                \
+            for (int j = 0; j < P; j++) acc[r][j] = _mm512_setzero_si512();                                        \
+        for (int q = 0; q < quads; q++) {                                                                          \
+            const uint32_t *row = b + (size_t)q * 48;                                                              \
+            __m512i x0 = _mm512_loadu_si512((const void *)row);                                                    \
+            __m512i x1 = _mm512_loadu_si512((const void *)(row + 16));                                             \
+            __m512i x2 = _mm512_loadu_si512((const void *)(row + 32));                                             \
+            ACCUMULATE_ROWS(STEP, a + (size_t)q * 8, x0, x1, x2);                                                  \
+        }                                                                                                          \
+        int8_store(P, acc, mask, c, ldc, rows, scales, corrections, bias, activation);                             \
     }
-    int8_store(P, acc, mask, c, ldc, rows, scales, corrections, bias, activation);
-}
+
+#define VNNI_STEP(acc, x, s) _mm512_dpbusd_epi32(acc, x, s)
+#define BW_STEP(acc, x, s) _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(x, s), ones))
+INT8_BLOCK(vnni_block, "avx512f,avx512bw,avx512vl,avx512vnni", VNNI_STEP)
+INT8_BLOCK(bw_block, "avx512f,avx512bw,avx512vl", BW_STEP)
 
 #define INT8_DRIVER(NAME, BLOCK, TARGET)                                                                       \
     __attribute__((target(TARGET))) static void NAME(                                                          \
@@ -221,11 +201,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static inlin
         int panels = (m + 7) / 8, quads = (k + 3) / 4;                                                          \
         uint32_t *scratch = aligned_alloc(64, (size_t)quads * 48 * 4 + 64);                                     \
         for (int j0 = 0; j0 < n;) {                                                                             \
-            int vectors = (n - j0 + 15) / 16, blocks = (vectors + 2) / 3;                                       \
-            int P = (vectors + blocks - 1) / blocks;                                                            \
-            int width = n - j0 < 16 * P ? n - j0 : 16 * P;                                                      \
-            int last = width - 16 * (P - 1);                                                                    \
-            __mmask16 mask = (__mmask16)(last == 16 ? 0xFFFF : (1u << last) - 1);                               \
+            column_block block = next_columns(n - j0);                                                          \
+            int P = block.P, width = block.width;                                                               \
+            __mmask16 mask = block.mask;                                                                        \
             quad_block(b + j0, ldb, k, width, scratch);                                                         \
             for (int panel = 0; panel < panels; panel++) {                                                      \
                 int rows = m - panel * 8 < 8 ? m - panel * 8 : 8;                                               \
@@ -378,19 +356,12 @@ void lookout_quantize_u8_blocked(const float *x, int channels, int height, int w
                 __m512i x0 = _mm512_loadu_si512((const void *)tap);                                                \
                 __m512i x1 = P >= 2 ? _mm512_loadu_si512((const void *)(tap + 64)) : x0;                           \
                 __m512i x2 = P >= 3 ? _mm512_loadu_si512((const void *)(tap + 128)) : x0;                          \
-                for (int r = 0; r < 8; r++) {                                                                      \
-                    __m512i s = _mm512_set1_epi32((int)w[r]);                                                      \
-                    acc[r][0] = STEP(acc[r][0], x0, s);                                                            \
-                    if (P >= 2) acc[r][1] = STEP(acc[r][1], x1, s);                                                \
-                    if (P >= 3) acc[r][2] = STEP(acc[r][2], x2, s);                                                \
-                }                                                                                                  \
+                ACCUMULATE_ROWS(STEP, w, x0, x1, x2);                                                              \
             }                                                                                                      \
         }                                                                                                          \
         int8_store(P, acc, mask, c, ldc, rows, scales, corrections, bias, activation);                             \
     }
 
-#define VNNI_STEP(acc, x, s) _mm512_dpbusd_epi32(acc, x, s)
-#define BW_STEP(acc, x, s) _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(x, s), ones))
 DIRECT_BLOCK(direct_vnni, "avx512f,avx512bw,avx512vl,avx512vnni", VNNI_STEP)
 DIRECT_BLOCK(direct_bw, "avx512f,avx512bw,avx512vl", BW_STEP)
 
@@ -410,11 +381,9 @@ DIRECT_BLOCK(direct_bw, "avx512f,avx512bw,avx512vl", BW_STEP)
             const float *bb = bias ? bias + panel * 8 : NULL;                                                      \
             for (int oy = row_begin; oy < row_end; oy++) {                                                         \
                 for (int x0 = 0; x0 < width;) {                                                                    \
-                    int vectors = (width - x0 + 15) / 16, blocks = (vectors + 2) / 3;                              \
-                    int P = (vectors + blocks - 1) / blocks;                                                       \
-                    int span = width - x0 < 16 * P ? width - x0 : 16 * P;                                          \
-                    int last = span - 16 * (P - 1);                                                                \
-                    __mmask16 mask = (__mmask16)(last == 16 ? 0xFFFF : (1u << last) - 1);                           \
+                    column_block block = next_columns(width - x0);                                                 \
+                    int P = block.P, span = block.width;                                                           \
+                    __mmask16 mask = block.mask;                                                                   \
                     const uint8_t *in = blocked + (size_t)oy * row_stride + (size_t)x0 * 4;                        \
                     float *c = out + (size_t)panel * 8 * plane + (size_t)oy * width + x0;                          \
                     if (P == 3)                                                                                    \

@@ -576,15 +576,8 @@ public struct LoweredConvolution: ConvolutionKernel {
         let (outHeight, outWidth) = (out.height, out.width)
         let columns = outHeight * outWidth
         let depth = inputs * kernel * kernel
-        let wanted = 4 * pool.threadCount
-        // Columns in multiples of 48 (the kernel's block), at most 192 per tile when lowering.
-        var tile = pointwise ? 384 : Self.tileColumns
-        let balanced = ((columns + wanted - 1) / wanted + 47) / 48 * 48
-        tile = max(48, min(tile, balanced))
-        let tiles = (columns + tile - 1) / tile
-        let panels = (outputs + 7) / 8
-        let groups = pointwise ? max(1, min(panels, wanted / tiles)) : 1
-        let panelsPerGroup = (panels + groups - 1) / groups
+        let split = PackedSplit(columns: columns, outputs: outputs, pointwise: pointwise, pool: pool)
+        let tile = split.tile
         let activation = w.activation
         let bf16 = !w.packedBF16.isEmpty
         w.packed.withUnsafeBufferPointer { a32 in
@@ -597,18 +590,12 @@ public struct LoweredConvolution: ConvolutionKernel {
                             let bias = UnsafeSendable(UnsafeMutablePointer(mutating: bias.baseAddress!))
                             let source = UnsafeSendable(UnsafeMutablePointer(mutating: source.baseAddress!))
                             let c = UnsafeSendable(c.baseAddress!)
-                            pool.parallelFor(tiles * groups, chunk: 1) { range in
+                            pool.parallelFor(split.count, chunk: 1) { range in
                                 let buffer =
                                     pointwise ? nil : UnsafeMutablePointer<Float>.allocate(capacity: depth * tile)
                                 defer { buffer?.deallocate() }
                                 for task in range {
-                                    let (t, group) = (task / groups, task % groups)
-                                    let p0 = t * tile
-                                    let n = min(tile, columns - p0)
-                                    let rows =
-                                        min(
-                                            outputs, group * panelsPerGroup * 8)..<min(
-                                            outputs, (group + 1) * panelsPerGroup * 8)
+                                    let (p0, n, rows) = split.task(task)
                                     let (b, ldb) = Self.operand(
                                         x, source.pointer, kernel: kernel, stride: stride, outWidth: outWidth,
                                         first: p0,
@@ -721,5 +708,40 @@ public struct LoweredConvolution: ConvolutionKernel {
                 }
             }
         }
+    }
+}
+
+/// How the packed GEMMs' convolutions share out their work (``LoweredConvolution`` and ``Int8Convolution``): the
+/// results do not depend on the split, so it is made for balance — about four tasks per thread, tiles of output
+/// pixels in multiples of 48 columns (the kernels' block; at most 192 when lowering, 384 for 1×1), and for 1×1
+/// convolutions of small maps with many channels also groups of output panels.
+struct PackedSplit {
+    let columns: Int
+    let outputs: Int
+    let tile: Int
+    let tiles: Int
+    let groups: Int
+    let panelsPerGroup: Int
+
+    init(columns: Int, outputs: Int, pointwise: Bool, pool: ComputePool) {
+        let wanted = 4 * pool.threadCount
+        let balanced = ((columns + wanted - 1) / wanted + 47) / 48 * 48
+        tile = max(48, min(pointwise ? 384 : LoweredConvolution.tileColumns, balanced))
+        tiles = (columns + tile - 1) / tile
+        let panels = (outputs + 7) / 8
+        groups = pointwise ? max(1, min(panels, wanted / tiles)) : 1
+        panelsPerGroup = (panels + groups - 1) / groups
+        (self.columns, self.outputs) = (columns, outputs)
+    }
+
+    /// How many tasks.
+    var count: Int { tiles * groups }
+
+    /// Task `index`: its first output pixel, how many, and its rows of outputs (whole panels of eight).
+    func task(_ index: Int) -> (first: Int, count: Int, rows: Range<Int>) {
+        let (t, group) = (index / groups, index % groups)
+        let first = t * tile
+        let rows = min(outputs, group * panelsPerGroup * 8)..<min(outputs, (group + 1) * panelsPerGroup * 8)
+        return (first, min(tile, columns - first), rows)
     }
 }

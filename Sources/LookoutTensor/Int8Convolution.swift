@@ -117,28 +117,18 @@ public struct Int8Convolution: ConvolutionKernel {
             }
         }
         let pointwise = kernel == 1 && stride == 1
-        let wanted = 4 * pool.threadCount
-        var tile = pointwise ? 384 : LoweredConvolution.tileColumns
-        let balanced = ((columns + wanted - 1) / wanted + 47) / 48 * 48
-        tile = max(48, min(tile, balanced))
-        let tiles = (columns + tile - 1) / tile
-        let panels = (outputs + 7) / 8
-        let groups = pointwise ? max(1, min(panels, wanted / tiles)) : 1
-        let panelsPerGroup = (panels + groups - 1) / groups
+        let split = PackedSplit(columns: columns, outputs: outputs, pointwise: pointwise, pool: pool)
+        let tile = split.tile
         let zero = UInt8(int8.input.zero)
         w.bias.withUnsafeBufferPointer { bias in
             out.data.withUnsafeMutableBufferPointer { c in
                 let bias = UnsafeSendable(UnsafeMutablePointer(mutating: bias.baseAddress!))
                 let c = UnsafeSendable(c.baseAddress!)
-                pool.parallelFor(tiles * groups, chunk: 1) { range in
+                pool.parallelFor(split.count, chunk: 1) { range in
                     let buffer = pointwise ? nil : UnsafeMutablePointer<UInt8>.allocate(capacity: depth * tile)
                     defer { buffer?.deallocate() }
                     for task in range {
-                        let (t, group) = (task / groups, task % groups)
-                        let p0 = t * tile
-                        let n = min(tile, columns - p0)
-                        let rows =
-                            min(outputs, group * panelsPerGroup * 8)..<min(outputs, (group + 1) * panelsPerGroup * 8)
+                        let (p0, n, rows) = split.task(task)
                         let b: UnsafePointer<UInt8>, ldb: Int
                         if let buffer {
                             LoweredConvolution.lower(

@@ -209,31 +209,31 @@ def main():
             path = onnx_file(size, pt, height, width, queries)
             x = np.random.default_rng(0).random((1, 3, height, width), dtype=np.float32)
 
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = 2
-            options.inter_op_num_threads = 1
-            session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-            name = session.get_inputs()[0].name
-            session.run(None, {name: x})
-            ort_ms = median_ms(lambda: session.run(None, {name: x}), args.runs)
-            del session
-            print(f"{label}: ONNX Runtime {ort.__version__} network only median {ort_ms:.1f} ms", flush=True)
+            def onnxruntime_ms(model_path):
+                """ONNX Runtime's CPU provider on `model_path`, 2 intra-op threads: median of the runs after one."""
+                options = ort.SessionOptions()
+                options.intra_op_num_threads = 2
+                options.inter_op_num_threads = 1
+                session = ort.InferenceSession(model_path, options, providers=["CPUExecutionProvider"])
+                name = session.get_inputs()[0].name
+                session.run(None, {name: x})
+                return median_ms(lambda: session.run(None, {name: x}), args.runs)
 
-            compiled = core.compile_model(core.read_model(path), "CPU", {
-                "INFERENCE_NUM_THREADS": 2, "INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY"})
-            request = compiled.create_infer_request()
-            request.infer({0: x})
-            ov_ms = median_ms(lambda: request.infer({0: x}), args.runs)
-            del request, compiled
+            def openvino_ms(model_path, hint="f32"):
+                """OpenVINO's CPU plugin on `model_path`, 2 threads, latency hint: median of the runs after one."""
+                compiled = core.compile_model(core.read_model(model_path), "CPU", {
+                    "INFERENCE_NUM_THREADS": 2, "INFERENCE_PRECISION_HINT": hint, "PERFORMANCE_HINT": "LATENCY"})
+                request = compiled.create_infer_request()
+                request.infer({0: x})
+                return median_ms(lambda: request.infer({0: x}), args.runs)
+
+            ort_ms = onnxruntime_ms(path)
+            print(f"{label}: ONNX Runtime {ort.__version__} network only median {ort_ms:.1f} ms", flush=True)
+            ov_ms = openvino_ms(path)
             print(f"{label}: OpenVINO {ov.__version__} network only median {ov_ms:.1f} ms", flush=True)
             ov_bf16_ms = float("nan")
             if "bf16" in precisions and ov_bf16:
-                compiled = core.compile_model(core.read_model(path), "CPU", {
-                    "INFERENCE_NUM_THREADS": 2, "INFERENCE_PRECISION_HINT": "bf16", "PERFORMANCE_HINT": "LATENCY"})
-                request = compiled.create_infer_request()
-                request.infer({0: x})
-                ov_bf16_ms = median_ms(lambda: request.infer({0: x}), args.runs)
-                del request, compiled
+                ov_bf16_ms = openvino_ms(path, "bf16")
                 print(f"{label}: OpenVINO bf16 network only median {ov_bf16_ms:.1f} ms", flush=True)
             if "bf16" in precisions:
                 bf16_rows.append((size, f"{height}×{width}", queries, lookout_bf16, lookout_ms, ov_ms, ov_bf16_ms))
@@ -241,18 +241,9 @@ def main():
                 lookout_int8 = lookout(calibrated(size, pt), height, width, queries, args.runs, "int8")
                 print(f"{label}: Lookout int8 full detect median {lookout_int8:.1f} ms", flush=True)
                 inputs = letterboxed(height, width)
-                compiled = core.compile_model(core.read_model(openvino_int8(core, path, inputs)), "CPU", {
-                    "INFERENCE_NUM_THREADS": 2, "INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY"})
-                request = compiled.create_infer_request()
-                request.infer({0: x})
-                ov_int8_ms = median_ms(lambda: request.infer({0: x}), args.runs)
-                del request, compiled
+                ov_int8_ms = openvino_ms(openvino_int8(core, path, inputs))
                 print(f"{label}: OpenVINO NNCF int8 network only median {ov_int8_ms:.1f} ms", flush=True)
-                session = ort.InferenceSession(onnxruntime_int8(path, inputs), options,
-                                               providers=["CPUExecutionProvider"])
-                session.run(None, {name: x})
-                ort_int8_ms = median_ms(lambda: session.run(None, {name: x}), args.runs)
-                del session
+                ort_int8_ms = onnxruntime_ms(onnxruntime_int8(path, inputs))
                 print(f"{label}: ONNX Runtime QDQ int8 network only median {ort_int8_ms:.1f} ms", flush=True)
                 int8_rows.append((size, f"{height}×{width}", queries, lookout_int8, lookout_ms, ov_int8_ms,
                                   ort_int8_ms))
