@@ -261,10 +261,20 @@ final class BackgroundLookout {
         let server = try TestPostgres()
         let victim = try worker(photos, server, ["--lease", "2"])
         try victim.start()
-        // Killed while it holds a photo, after it has recorded some.
+        // Killed while it holds a photo, after it has recorded some: stopped (SIGSTOP) once both hold, checked
+        // again while it cannot move (between the check and a kill it could finish the photo and let go of it),
+        // resumed and waited for again if it had let go.
         try Self.waitUntil {
-            try server.count("SELECT count(*) FROM lookout.files WHERE status = 'ok'") >= 2
+            let ready =
+                try server.count("SELECT count(*) FROM lookout.files WHERE status = 'ok'") >= 2
                 && server.count("SELECT count(*) FROM lookout.work WHERE worker LIKE '%:\(victim.pid):%'") == 1
+            guard ready else { return false }
+            kill(victim.pid, SIGSTOP)
+            if try server.count("SELECT count(*) FROM lookout.work WHERE worker LIKE '%:\(victim.pid):%'") == 1 {
+                return true
+            }
+            kill(victim.pid, SIGCONT)
+            return false
         }
         kill(victim.pid, SIGKILL)
         _ = victim.wait()
