@@ -27,20 +27,37 @@ func repeatCount(_ prefix: String, in file: WeightBinding) -> Int {
     return count
 }
 
+/// One block of a ``C2f`` chain: a `Bottleneck`, or in YOLO11's `C3k2(c3k=True)` a ``C3k``.
+enum ChainBlock: Sendable {
+    case bottleneck(Bottleneck)
+    case c3k(C3k)
+
+    func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
+        switch self {
+        case .bottleneck(let block): block(x, pool: pool)
+        case .c3k(let block): block(x, pool: pool)
+        }
+    }
+}
+
 /// `C2f(c1, c2, n, shortcut)`: `cv1` 1×1 to 2c, split in halves y0, y1, a chain of n Bottlenecks from y1,
 /// `cv2` 1×1 over the concatenation of all of them. `C2fAttn` adds the max-sigmoid attention of the last
-/// one, guided by the text, before `cv2`.
+/// one, guided by the text, before `cv2`. YOLO11's `C3k2` is the same forward (its Bottlenecks halve their
+/// width, which the weights say; with `c3k=True` its blocks are ``C3k``s, told by their `cv3`).
 struct C2f: Sendable {
     let cv1: Convolution
-    let blocks: [Bottleneck]
+    let blocks: [ChainBlock]
     let attention: MaxSigmoidAttention?
     let cv2: Convolution
 
     init(_ prefix: String, shortcut: Bool, attention: Bool, in file: WeightBinding) throws(WeightsError) {
         cv1 = try Convolution(conv: prefix + ".cv1", stride: 1, in: file)
-        var blocks: [Bottleneck] = []
+        var blocks: [ChainBlock] = []
         for index in 0..<repeatCount(prefix, in: file) {
-            blocks.append(try Bottleneck("\(prefix).m.\(index)", shortcut: shortcut, in: file))
+            let name = "\(prefix).m.\(index)"
+            blocks.append(
+                file.has(name + ".cv3.conv.weight")
+                    ? .c3k(try C3k(name, in: file)) : .bottleneck(try Bottleneck(name, shortcut: shortcut, in: file)))
         }
         guard !blocks.isEmpty else {
             throw WeightsError(path: file.path, problem: "missing tensor \(prefix).m.0.cv1.conv.weight")

@@ -31,10 +31,24 @@ struct ConnectionCheck {
         guard hidden % 2 == 0 else { throw fail("\(name).cv1 gives \(hidden) channels, which do not split in halves") }
         let half = hidden / 2
         var concatenated = hidden
-        for (index, bottleneck) in block.blocks.enumerated() {
-            let middle = try check(bottleneck.cv1, "\(name).m.\(index).cv1", receives: half)
-            let out = try check(bottleneck.cv2, "\(name).m.\(index).cv2", receives: middle)
-            guard out == half else { throw fail("\(name).m.\(index).cv2 gives \(out) channels, expected \(half)") }
+        for (index, inner) in block.blocks.enumerated() {
+            let out: Int
+            switch inner {
+            case .bottleneck(let bottleneck):
+                out = try check(bottleneck, "\(name).m.\(index)", receives: half)
+            case .c3k(let c3k):
+                let hidden = try check(c3k.cv1, "\(name).m.\(index).cv1", receives: half)
+                var chain = hidden
+                for (k, bottleneck) in c3k.blocks.enumerated() {
+                    chain = try check(bottleneck, "\(name).m.\(index).m.\(k)", receives: chain)
+                    guard chain == hidden else {
+                        throw fail("\(name).m.\(index).m.\(k).cv2 gives \(chain) channels, expected \(hidden)")
+                    }
+                }
+                let side = try check(c3k.cv2, "\(name).m.\(index).cv2", receives: half)
+                out = try check(c3k.cv3, "\(name).m.\(index).cv3", receives: chain + side)
+            }
+            guard out == half else { throw fail("\(name).m.\(index) gives \(out) channels, expected \(half)") }
             concatenated += half
         }
         if let attention = block.attention {
@@ -52,9 +66,56 @@ struct ConnectionCheck {
         return try check(block.cv2, name + ".cv2", receives: concatenated)
     }
 
+    /// A Bottleneck receiving `channels`; returns its output channels (a shortcut needs them equal, which
+    /// ``Bottleneck`` checks when it decides whether to add).
+    func check(_ block: Bottleneck, _ name: String, receives channels: Int) throws(WeightsError) -> Int {
+        let middle = try check(block.cv1, name + ".cv1", receives: channels)
+        return try check(block.cv2, name + ".cv2", receives: middle)
+    }
+
     func check(_ block: SPPF, _ name: String, receives channels: Int) throws(WeightsError) -> Int {
         let hidden = try check(block.cv1, name + ".cv1", receives: channels)
         return try check(block.cv2, name + ".cv2", receives: 4 * hidden)
+    }
+}
+
+extension ConnectionCheck {
+    /// The detection head on the neck's three maps (its embeddings `text`-d wide).
+    func check(_ head: WorldDetectHead, _ name: String, receives maps: [Int]) throws(WeightsError) {
+        for (index, (level, inputs)) in zip(head.levels, maps).enumerated() {
+            var box = inputs
+            for (k, layer) in level.box.enumerated() {
+                box = try check(layer, "\(name).cv2.\(index).\(k)", receives: box)
+            }
+            var embedding = inputs
+            for (k, layer) in level.hidden.enumerated() {
+                let layerName = "\(name).cv3.\(index).\(level.hidden.count == 4 ? "\(k / 2).\(k % 2)" : "\(k)")"
+                switch layer {
+                case .conv(let convolution): embedding = try check(convolution, layerName, receives: embedding)
+                case .depthwise(let depthwise): try expect(layerName, inputs: depthwise.inputs, receives: embedding)
+                }
+            }
+            embedding = try check(level.last, "\(name).cv3.\(index).2", receives: embedding)
+            guard box == 4 * head.bins, head.bins > 0 else {
+                throw fail("\(name).cv2.\(index).2 gives \(box) channels, expected 4 × \(head.bins) bins")
+            }
+            guard embedding == head.embeddingSize, level.normScale.count == head.embeddingSize else {
+                throw fail("\(name).cv3.\(index).2 gives \(embedding) channels, expected \(head.embeddingSize)")
+            }
+            if !level.mask.isEmpty {
+                var mask = inputs
+                for (k, layer) in level.mask.enumerated() {
+                    mask = try check(layer, "\(name).cv5.\(index).\(k)", receives: mask)
+                }
+                guard mask == head.maskCoefficients else {
+                    throw fail("\(name).cv5.\(index).2 gives \(mask) channels, expected \(head.maskCoefficients)")
+                }
+            }
+            let strided = level.box + level.mask + [level.last]
+            guard strided.allSatisfy({ $0.stride == 1 }) else {
+                throw fail("\(name) level \(index) has a strided convolution")
+            }
+        }
     }
 }
 
@@ -80,25 +141,7 @@ extension YOLOWorldNetwork {
         let x18 = try check.check(neck18, "model.18", receives: d16 + x12, text: text)
         let d19 = try check.check(down19, "model.19", receives: x18)
         let x21 = try check.check(neck21, "model.21", receives: d19 + p5, text: text)
-        for (index, (level, inputs)) in zip(detectHead.levels, [x15, x18, x21]).enumerated() {
-            var box = inputs
-            var embedding = inputs
-            for (k, layer) in level.box.enumerated() {
-                box = try check.check(layer, "model.22.cv2.\(index).\(k)", receives: box)
-            }
-            for (k, layer) in level.embedding.enumerated() {
-                embedding = try check.check(layer, "model.22.cv3.\(index).\(k)", receives: embedding)
-            }
-            guard box == 4 * detectHead.bins, detectHead.bins > 0 else {
-                throw check.fail("model.22.cv2.\(index).2 gives \(box) channels, expected 4 × \(detectHead.bins) bins")
-            }
-            guard embedding == text, level.normScale.count == text else {
-                throw check.fail("model.22.cv3.\(index).2 gives \(embedding) channels, expected \(text)")
-            }
-            guard level.box.allSatisfy({ $0.stride == 1 }), level.embedding.allSatisfy({ $0.stride == 1 }) else {
-                throw check.fail("model.22 level \(index) has a strided convolution")
-            }
-        }
+        try check.check(detectHead, "model.22", receives: [x15, x18, x21])
         return [p3, p4, p5]
     }
 }

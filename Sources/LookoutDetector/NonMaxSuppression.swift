@@ -3,11 +3,20 @@ public struct Detection: Sendable, Equatable {
     public var box: [Float]
     public var score: Float
     public var classIndex: Int
+    /// The anchor (column of the raw output) it came from: where its mask coefficients are (−1 if unknown).
+    public var anchor: Int
 
-    public init(box: [Float], score: Float, classIndex: Int) {
+    public init(box: [Float], score: Float, classIndex: Int, anchor: Int = -1) {
         self.box = box
         self.score = score
         self.classIndex = classIndex
+        self.anchor = anchor
+    }
+
+    /// Two detections are equal when their boxes, scores and queries are: where they came from is not part of
+    /// what was detected (a reference's detections carry no anchor).
+    public static func == (a: Detection, b: Detection) -> Bool {
+        a.box == b.box && a.score == b.score && a.classIndex == b.classIndex
     }
 }
 
@@ -47,8 +56,9 @@ public enum NonMaxSuppression {
             let halfWidth = output[2 * anchors + anchor] / 2, halfHeight = output[3 * anchors + anchor] / 2
             candidates.append(
                 Detection(
-                    box: [cx - halfWidth, cy - halfHeight, cx + halfWidth, cy + halfHeight], score: score, classIndex: k
-                ))
+                    box: [cx - halfWidth, cy - halfHeight, cx + halfWidth, cy + halfHeight], score: score,
+                    classIndex: k,
+                    anchor: anchor))
         }
         for anchor in 0..<anchors {
             if options.multiLabel {

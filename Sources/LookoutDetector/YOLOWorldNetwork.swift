@@ -192,14 +192,39 @@ public final class YOLOWorldNetwork: Sendable {
     }
 }
 
-/// `WorldDetect` with `BNContrastiveHead`: per level a box branch (`cv2`: two 3×3 convs and a 1×1 conv to
-/// 4×16 distribution bins) and an embedding branch (`cv3`: two 3×3 convs and a 1×1 conv to the embedding
-/// size) whose output, batch-normalised, is dotted with each L2-normalised text feature, times
-/// `exp(logit_scale)` plus a bias; DFL turns the bins into distances, anchors and strides into boxes.
+/// A layer of the head's embedding branch before its last 1×1 convolution: a `Conv`, or in YOLOE-11 a
+/// depthwise `DWConv`.
+enum HeadLayer: Sendable {
+    case conv(Convolution)
+    case depthwise(DepthwiseConvolution)
+
+    var inputs: Int {
+        switch self {
+        case .conv(let layer): layer.inputs
+        case .depthwise(let layer): layer.inputs
+        }
+    }
+
+    func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
+        switch self {
+        case .conv(let layer): layer(x, pool: pool)
+        case .depthwise(let layer): layer(x, pool: pool)
+        }
+    }
+}
+
+/// `WorldDetect` with `BNContrastiveHead` (and YOLOE's `YOLOEDetect`, the same head): per level a box branch
+/// (`cv2`: two 3×3 convs and a 1×1 conv to 4×16 distribution bins) and an embedding branch (`cv3`: two 3×3
+/// convs — in YOLOE-11 each a depthwise 3×3 and a 1×1 — and a 1×1 conv to the embedding size) whose output,
+/// batch-normalised, is dotted with each L2-normalised text feature, times `exp(logit_scale)` plus a bias;
+/// DFL turns the bins into distances, anchors and strides into boxes. YOLOE's segmentation head adds per
+/// level a mask branch (`cv5`: two 3×3 convs and a 1×1 conv to the 32 mask coefficients).
 struct WorldDetectHead: Sendable {
     struct Level: Sendable {
         let box: [Convolution]
-        let embedding: [Convolution]
+        let hidden: [HeadLayer]
+        let last: Convolution
+        let mask: [Convolution]
         let normScale: [Float]  // BN as y = x·scale + shift, per channel
         let normShift: [Float]
         let logitScale: Float
@@ -209,8 +234,10 @@ struct WorldDetectHead: Sendable {
     let levels: [Level]
     let embeddingSize: Int
     let bins: Int
+    /// Mask coefficients per anchor (0 without a mask branch).
+    let maskCoefficients: Int
 
-    init(_ prefix: String, in file: WeightBinding) throws(WeightsError) {
+    init(_ prefix: String, masks: Bool = false, in file: WeightBinding) throws(WeightsError) {
         var levels: [Level] = []
         var index = 0
         while file.has("\(prefix).cv2.\(index).0.conv.weight") {
@@ -220,12 +247,27 @@ struct WorldDetectHead: Sendable {
                 try Convolution(conv: p2 + ".1", stride: 1, in: file),
                 try Convolution(plain: p2 + ".2", in: file),
             ]
-            let embedding = [
-                try Convolution(conv: p3 + ".0", stride: 1, in: file),
-                try Convolution(conv: p3 + ".1", stride: 1, in: file),
-                try Convolution(plain: p3 + ".2", in: file),
-            ]
-            let width = embedding[2].outputs
+            let hidden: [HeadLayer] =
+                file.has(p3 + ".0.0.conv.weight")
+                ? [
+                    .depthwise(try DepthwiseConvolution(conv: p3 + ".0.0", in: file)),
+                    .conv(try Convolution(conv: p3 + ".0.1", stride: 1, in: file)),
+                    .depthwise(try DepthwiseConvolution(conv: p3 + ".1.0", in: file)),
+                    .conv(try Convolution(conv: p3 + ".1.1", stride: 1, in: file)),
+                ]
+                : [
+                    .conv(try Convolution(conv: p3 + ".0", stride: 1, in: file)),
+                    .conv(try Convolution(conv: p3 + ".1", stride: 1, in: file)),
+                ]
+            let last = try Convolution(plain: p3 + ".2", in: file)
+            let mask =
+                masks
+                ? [
+                    try Convolution(conv: "\(prefix).cv5.\(index).0", stride: 1, in: file),
+                    try Convolution(conv: "\(prefix).cv5.\(index).1", stride: 1, in: file),
+                    try Convolution(plain: "\(prefix).cv5.\(index).2", in: file),
+                ] : []
+            let width = last.outputs
             let bn = try BatchNormStatistics(p4 + ".norm", channels: width, in: file)
             // PyTorch's eval BatchNorm (ATen `batch_norm_cpu` inference): α = (1/√(var + eps))·γ, y = fma(x, α, fma(−μ, α, β)).
             var scale = [Float](repeating: 0, count: width)
@@ -236,7 +278,7 @@ struct WorldDetectHead: Sendable {
             }
             levels.append(
                 Level(
-                    box: box, embedding: embedding, normScale: scale, normShift: shift,
+                    box: box, hidden: hidden, last: last, mask: mask, normScale: scale, normShift: shift,
                     logitScale: try file.floats(p4 + ".logit_scale", shape: []).first ?? 0,
                     bias: try file.floats(p4 + ".bias", shape: [1]).first ?? 0))
             index += 1
@@ -245,8 +287,9 @@ struct WorldDetectHead: Sendable {
             throw WeightsError(path: file.path, problem: "\(prefix) has \(levels.count) output levels, expected 3")
         }
         self.levels = levels
-        embeddingSize = levels[0].embedding[2].outputs
+        embeddingSize = levels[0].last.outputs
         bins = levels[0].box[2].outputs / 4
+        maskCoefficients = levels[0].mask.last?.outputs ?? 0
         let dfl = try file.floats(prefix + ".dfl.conv.weight", shape: [1, bins, 1, 1])
         guard dfl == (0..<bins).map(Float.init) else {
             throw WeightsError(path: file.path, problem: "\(prefix).dfl.conv.weight is not 0, 1, …, \(bins - 1)")
@@ -255,44 +298,60 @@ struct WorldDetectHead: Sendable {
 
     /// The head's output for the neck's maps; when `embeddings` is non-nil on entry it receives each level's
     /// batch-normalised region embeddings (`embeddingSize × plane`, channel-major): what the contrastive head
-    /// dots with text.
+    /// dots with text. With a mask branch, `coefficients` receives the mask coefficients
+    /// (`maskCoefficients × anchors`, row-major, in the output's anchor order).
     func run(
         _ inputs: [FeatureMap], text: [Float], classes: Int, strides: [Int], embeddings kept: inout [[Float]]?,
-        pool: ComputePool
+        coefficients: UnsafeMutablePointer<[Float]>? = nil, pool: ComputePool
     ) -> [Float] {
         let normalized = normalizedText(text, classes: classes)
         let anchors = inputs.reduce(0) { $0 + $1.plane }
         var output = [Float](repeating: 0, count: (4 + classes) * anchors)
-        // The six branches (box and embedding of three levels) are independent: each runs on one thread
+        // The branches (embedding, box and mask of three levels) are independent: each runs on one thread
         // (their convolutions inline), the largest first, so that both threads stay busy without a barrier
         // after every small convolution. The arithmetic is the same as one branch at a time.
-        let branches = UnsafeMutableBufferPointer<FeatureMap?>.allocate(capacity: 2 * levels.count)
+        let kinds = maskCoefficients > 0 && coefficients != nil ? 3 : 2
+        let branches = UnsafeMutableBufferPointer<FeatureMap?>.allocate(capacity: kinds * levels.count)
         branches.initialize(repeating: nil)
         defer {
-            _ = branches.deinitialize()  // the six maps are released here
+            _ = branches.deinitialize()  // the branches' maps are released here
             branches.deallocate()
         }
-        let order = (0..<(2 * levels.count)).sorted { a, b in
-            let (la, lb) = (a / 2, b / 2)
-            let costA = inputs[la].plane * inputs[la].channels * (a % 2 == 0 ? 2 : 1)
-            let costB = inputs[lb].plane * inputs[lb].channels * (b % 2 == 0 ? 2 : 1)
+        let order = (0..<(kinds * levels.count)).sorted { a, b in
+            let (la, lb) = (a / kinds, b / kinds)
+            let costA = inputs[la].plane * inputs[la].channels * (a % kinds == 0 ? 2 : 1)
+            let costB = inputs[lb].plane * inputs[lb].channels * (b % kinds == 0 ? 2 : 1)
             return costA > costB
         }
         let (slots, levels) = (UnsafeSendable(branches.baseAddress!), self.levels)
         pool.parallelFor(order.count, chunk: 1) { range in
             for task in range {
                 let branch = order[task]
-                let (level, x) = (levels[branch / 2], inputs[branch / 2])
+                let (level, x) = (levels[branch / kinds], inputs[branch / kinds])
+                let layers = branch % kinds == 1 ? level.box : level.mask
                 slots.pointer[branch] =
-                    branch % 2 == 0
-                    ? level.embedding[1](level.embedding[0](x, pool: pool), pool: pool)
-                    : level.box[2](level.box[1](level.box[0](x, pool: pool), pool: pool), pool: pool)
+                    branch % kinds == 0
+                    ? level.hidden.reduce(x) { $1($0, pool: pool) }
+                    : layers[2](layers[1](layers[0](x, pool: pool), pool: pool), pool: pool)
             }
+        }
+        if kinds == 3, let coefficients {
+            let count = maskCoefficients
+            var values = [Float](repeating: 0, count: count * anchors)
+            var offset = 0
+            for index in levels.indices {
+                let map = branches[kinds * index + 2]!
+                for c in 0..<count {
+                    for p in 0..<map.plane { values[c * anchors + offset + p] = map.data[c * map.plane + p] }
+                }
+                offset += map.plane
+            }
+            coefficients.pointee = values
         }
         var offset = 0
         for (index, (level, x)) in zip(levels, inputs).enumerated() {
-            let box = branches[2 * index + 1]!
-            let hidden = branches[2 * index]!
+            let box = branches[kinds * index + 1]!
+            let hidden = branches[kinds * index]!
             // Class logits = weights · source + constants, per anchor.
             let weights: [Float], depth: Int, constants: [Float], source: [Float]
             if kept == nil {
@@ -333,7 +392,7 @@ struct WorldDetectHead: Sendable {
     func foldedText(
         _ normalized: [Float], classes: Int, level: Level
     ) -> (weights: [Float], depth: Int, constants: [Float]) {
-        let last = level.embedding[2]
+        let last = level.last
         let depth = last.inputs
         var constants = [Float](repeating: 0, count: classes)
         var scaled = normalized
@@ -361,7 +420,7 @@ struct WorldDetectHead: Sendable {
     /// The batch-normalised region embeddings of a level (`embeddingSize × plane`): the last 1×1 convolution,
     /// then PyTorch's eval BatchNorm.
     func regionEmbeddings(_ hidden: FeatureMap, level: Level, pool: ComputePool) -> [Float] {
-        var embedding = level.embedding[2](hidden, pool: pool)
+        var embedding = level.last(hidden, pool: pool)
         let plane = embedding.plane
         level.normScale.withUnsafeBufferPointer { scale in
             level.normShift.withUnsafeBufferPointer { shift in

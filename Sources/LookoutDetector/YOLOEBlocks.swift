@@ -1,0 +1,387 @@
+import LookoutTensor
+import LookoutWeights
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// ultralytics `Conv(c, c, k, g=c)` after `fuse()`: a depthwise convolution (one k×k filter per channel,
+/// stride 1, padding k/2) with BatchNorm folded in as ``Convolution/init(conv:stride:activation:in:)`` folds
+/// it, optionally followed by SiLU. `DWConv(c, c, 3)` in YOLOE-11's head and `Attention.pe` are this.
+struct DepthwiseConvolution: Sendable {
+    let channels: Int
+    let kernel: Int
+    let weight: [Float]  // channels × kernel × kernel
+    let bias: [Float]
+    let activation: Bool
+
+    var inputs: Int { channels }
+    var outputs: Int { channels }
+
+    init(conv prefix: String, activation: Bool = true, in file: WeightBinding) throws(WeightsError) {
+        let view = try file.view(prefix + ".conv.weight")
+        guard view.shape.count == 4, view.shape[1] == 1, view.shape[2] == view.shape[3], view.shape[2] % 2 == 1,
+            view.shape[2] <= 15, view.shape[0] > 0
+        else {
+            throw WeightsError(
+                path: file.path,
+                problem:
+                    "tensor \(prefix).conv.weight has shape \(view.shape), expected a depthwise [c, 1, k, k], k odd")
+        }
+        channels = view.shape[0]
+        kernel = view.shape[2]
+        var weight = view.floats()
+        let bn = try BatchNormStatistics(prefix + ".bn", channels: channels, in: file)
+        var bias = [Float](repeating: 0, count: channels)
+        let perChannel = kernel * kernel
+        for c in 0..<channels {
+            let rs = 1 / (bn.variance[c] + bn.epsilon).squareRoot()
+            let scale = bn.gamma[c] * rs
+            for index in (c * perChannel)..<((c + 1) * perChannel) { weight[index] *= scale }
+            bias[c] = ((0 - bn.mean[c]) * rs) * bn.gamma[c] + bn.beta[c]
+        }
+        self.weight = weight
+        self.bias = bias
+        self.activation = activation
+    }
+
+    func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
+        precondition(x.channels == channels, "depthwise convolution of \(x.channels) channels, expected \(channels)")
+        var out = FeatureMap(unfilledChannels: channels, height: x.height, width: x.width)
+        let (height, width, kernel, half) = (x.height, x.width, kernel, kernel / 2)
+        let plane = x.plane
+        x.data.withUnsafeBufferPointer { source in
+            out.data.withUnsafeMutableBufferPointer { target in
+                weight.withUnsafeBufferPointer { weight in
+                    let source = UnsafeSendable(source.baseAddress!), target = UnsafeSendable(target.baseAddress!)
+                    let weight = UnsafeSendable(weight.baseAddress!)
+                    let (bias, activation) = (self.bias, self.activation)
+                    pool.parallelFor(channels, chunk: max(1, channels / (4 * pool.threadCount))) { range in
+                        for c in range {
+                            let input = source.pointer + c * plane, output = target.pointer + c * plane
+                            let filter = weight.pointer + c * kernel * kernel
+                            for y in 0..<height {
+                                for x in 0..<width {
+                                    var sum: Float = 0
+                                    for ky in 0..<kernel {
+                                        let iy = y + ky - half
+                                        guard iy >= 0 && iy < height else { continue }
+                                        for kx in 0..<kernel {
+                                            let ix = x + kx - half
+                                            guard ix >= 0 && ix < width else { continue }
+                                            sum += input[iy * width + ix] * filter[ky * kernel + kx]
+                                        }
+                                    }
+                                    output[y * width + x] = sum + bias[c]
+                                }
+                            }
+                            if activation { Kernels.silu(output, count: plane) }
+                        }
+                    }
+                }
+            }
+        }
+        return out
+    }
+}
+
+/// `C3k(c1, c2, n=2, shortcut=True, e=0.5, k=3)`: `cv3(cat(m(cv1(x)), cv2(x)))`, `m` a chain of Bottlenecks
+/// (the inner block of YOLO11's `C3k2` when `c3k=True`).
+struct C3k: Sendable {
+    let cv1: Convolution
+    let cv2: Convolution
+    let blocks: [Bottleneck]
+    let cv3: Convolution
+
+    init(_ prefix: String, in file: WeightBinding) throws(WeightsError) {
+        cv1 = try Convolution(conv: prefix + ".cv1", stride: 1, in: file)
+        cv2 = try Convolution(conv: prefix + ".cv2", stride: 1, in: file)
+        var blocks: [Bottleneck] = []
+        for index in 0..<repeatCount(prefix, in: file) {
+            blocks.append(try Bottleneck("\(prefix).m.\(index)", shortcut: true, in: file))
+        }
+        guard !blocks.isEmpty else {
+            throw WeightsError(path: file.path, problem: "missing tensor \(prefix).m.0.cv1.conv.weight")
+        }
+        self.blocks = blocks
+        cv3 = try Convolution(conv: prefix + ".cv3", stride: 1, in: file)
+    }
+
+    func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
+        var y = cv1(x, pool: pool)
+        for block in blocks { y = block(y, pool: pool) }
+        return cv3(FeatureMap.concatenate([y, cv2(x, pool: pool)]), pool: pool)
+    }
+}
+
+/// YOLO11's `Attention(dim, heads, attn_ratio=0.5)` (ultralytics `nn/modules/block.py`): `qkv` a 1×1 conv
+/// giving per head `key` query channels, `key` key channels and `dim/heads` value channels, in that order;
+/// per head `softmax((q·key^-½)ᵀ k)` over the positions, the values weighted by it, plus `pe` (a depthwise 3×3
+/// conv of the values), through `proj` (1×1). No activations.
+struct PositionAttention: Sendable {
+    let qkv: Convolution
+    let positional: DepthwiseConvolution
+    let projection: Convolution
+    let heads: Int
+    let keySize: Int
+    let headSize: Int
+
+    init(_ prefix: String, in file: WeightBinding) throws(WeightsError) {
+        qkv = try Convolution(conv: prefix + ".qkv", stride: 1, activation: false, in: file)
+        positional = try DepthwiseConvolution(conv: prefix + ".pe", activation: false, in: file)
+        projection = try Convolution(conv: prefix + ".proj", stride: 1, activation: false, in: file)
+        let dim = qkv.inputs
+        // ultralytics: num_heads = dim // 64 (at least 1), key_dim = int(head_dim · 0.5).
+        heads = max(dim / 64, 1)
+        headSize = dim / heads
+        keySize = headSize / 2
+        guard dim % heads == 0, keySize > 0, qkv.outputs == dim + 2 * heads * keySize else {
+            throw WeightsError(
+                path: file.path, kind: .layersDoNotConnect,
+                problem:
+                    "\(prefix).qkv gives \(qkv.outputs) channels for \(dim) inputs: expected \(dim + 2 * heads * keySize) (\(heads) heads)"
+            )
+        }
+    }
+
+    func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
+        let t = qkv(x, pool: pool)
+        let n = x.plane
+        let (heads, keySize, headSize) = (heads, keySize, headSize)
+        let group = 2 * keySize + headSize
+        let scale = Float(1 / Double(keySize).squareRoot())
+        var values = FeatureMap(unfilledChannels: heads * headSize, height: x.height, width: x.width)
+        var attended = FeatureMap(unfilledChannels: heads * headSize, height: x.height, width: x.width)
+        t.data.withUnsafeBufferPointer { t in
+            values.data.withUnsafeMutableBufferPointer { values in
+                attended.data.withUnsafeMutableBufferPointer { attended in
+                    let t = UnsafeSendable(t.baseAddress!), values = UnsafeSendable(values.baseAddress!)
+                    let attended = UnsafeSendable(attended.baseAddress!)
+                    pool.parallelFor(heads, chunk: 1) { range in
+                        let query = UnsafeMutablePointer<Float>.allocate(capacity: keySize * n)
+                        let scores = UnsafeMutablePointer<Float>.allocate(capacity: n * n)
+                        defer {
+                            query.deallocate()
+                            scores.deallocate()
+                        }
+                        for h in range {
+                            let base = t.pointer + h * group * n
+                            for index in 0..<(keySize * n) { query[index] = base[index] * scale }
+                            let key = base + keySize * n, value = base + 2 * keySize * n
+                            (values.pointer + h * headSize * n).update(from: value, count: headSize * n)
+                            // scores[i, j] = Σ_d q[d, i]·k[d, j]; softmax over j.
+                            BLAS.gemm(m: n, n: n, k: keySize, a: query, transposeA: true, b: key, c: scores)
+                            for i in 0..<n {
+                                let row = scores + i * n
+                                var maximum = -Float.infinity
+                                for j in 0..<n { maximum = max(maximum, row[j]) }
+                                var total: Float = 0
+                                for j in 0..<n {
+                                    row[j] = expf(row[j] - maximum)
+                                    total += row[j]
+                                }
+                                for j in 0..<n { row[j] /= total }
+                            }
+                            // out[c, i] = Σ_j v[c, j]·attn[i, j]
+                            BLAS.gemm(
+                                m: headSize, n: n, k: n, a: value, b: scores, transposeB: true,
+                                c: attended.pointer + h * headSize * n)
+                        }
+                    }
+                }
+            }
+        }
+        attended.add(positional(values, pool: pool))
+        return projection(attended, pool: pool)
+    }
+}
+
+/// `PSABlock(c, 0.5, heads, shortcut=True)`: `x + attn(x)`, then `x + ffn(x)` with `ffn` a 1×1 conv to 2c (SiLU)
+/// and a 1×1 conv back (no activation).
+struct PositionAttentionBlock: Sendable {
+    let attention: PositionAttention
+    let expand: Convolution
+    let contract: Convolution
+
+    init(_ prefix: String, in file: WeightBinding) throws(WeightsError) {
+        attention = try PositionAttention(prefix + ".attn", in: file)
+        expand = try Convolution(conv: prefix + ".ffn.0", stride: 1, in: file)
+        contract = try Convolution(conv: prefix + ".ffn.1", stride: 1, activation: false, in: file)
+    }
+
+    func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
+        var y = attention(x, pool: pool)
+        y.add(x)
+        var z = contract(expand(y, pool: pool), pool: pool)
+        z.add(y)
+        return z
+    }
+}
+
+/// `C2PSA(c1, c2, n, e=0.5)`: `cv1` 1×1 to 2c, split in halves a, b; b through n ``PositionAttentionBlock``s;
+/// `cv2` 1×1 over `cat(a, b)`.
+struct C2PSA: Sendable {
+    let cv1: Convolution
+    let blocks: [PositionAttentionBlock]
+    let cv2: Convolution
+
+    init(_ prefix: String, in file: WeightBinding) throws(WeightsError) {
+        cv1 = try Convolution(conv: prefix + ".cv1", stride: 1, in: file)
+        var blocks: [PositionAttentionBlock] = []
+        while file.has("\(prefix).m.\(blocks.count).attn.qkv.conv.weight") {
+            blocks.append(try PositionAttentionBlock("\(prefix).m.\(blocks.count)", in: file))
+        }
+        guard !blocks.isEmpty else {
+            throw WeightsError(path: file.path, problem: "missing tensor \(prefix).m.0.attn.qkv.conv.weight")
+        }
+        self.blocks = blocks
+        cv2 = try Convolution(conv: prefix + ".cv2", stride: 1, in: file)
+    }
+
+    func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
+        let y = cv1(x, pool: pool)
+        let half = y.channels / 2
+        var b = y.channels(half..<y.channels)
+        for block in blocks { b = block(b, pool: pool) }
+        return cv2(FeatureMap.concatenate([y.channels(0..<half), b]), pool: pool)
+    }
+}
+
+/// `nn.ConvTranspose2d(c, c, 2, 2)` with bias: every input pixel spreads to a 2×2 output block,
+/// `out[o, 2y + dy, 2x + dx] = b[o] + Σ_i W[i, o, dy, dx]·x[i, y, x]`.
+struct TransposedConvolution2x2: Sendable {
+    let inputs: Int
+    let outputs: Int
+    let taps: [[Float]]  // per (dy, dx): outputs × inputs
+    let bias: [Float]
+
+    init(_ prefix: String, in file: WeightBinding) throws(WeightsError) {
+        let view = try file.view(prefix + ".weight")
+        guard view.shape.count == 4, view.shape[2] == 2, view.shape[3] == 2 else {
+            throw WeightsError(
+                path: file.path, problem: "tensor \(prefix).weight has shape \(view.shape), expected [in, out, 2, 2]")
+        }
+        (inputs, outputs) = (view.shape[0], view.shape[1])
+        let weight = view.floats()
+        var taps = [[Float]](repeating: [Float](repeating: 0, count: inputs * outputs), count: 4)
+        for i in 0..<inputs {
+            for o in 0..<outputs {
+                for tap in 0..<4 { taps[tap][o * inputs + i] = weight[(i * outputs + o) * 4 + tap] }
+            }
+        }
+        self.taps = taps
+        bias = try file.floats(prefix + ".bias", shape: [outputs])
+    }
+
+    func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
+        let (height, width, plane) = (x.height, x.width, x.plane)
+        var out = FeatureMap(unfilledChannels: outputs, height: 2 * height, width: 2 * width)
+        var products = [Float](repeating: 0, count: 4 * outputs * plane)
+        x.data.withUnsafeBufferPointer { source in
+            products.withUnsafeMutableBufferPointer { products in
+                let source = UnsafeSendable(source.baseAddress!), products = UnsafeSendable(products.baseAddress!)
+                let (taps, inputs, outputs) = (taps, inputs, outputs)
+                pool.parallelFor(4, chunk: 1) { range in
+                    for tap in range {
+                        taps[tap].withUnsafeBufferPointer { w in
+                            BLAS.gemm(
+                                m: outputs, n: plane, k: inputs, a: w.baseAddress!, b: source.pointer,
+                                c: products.pointer + tap * outputs * plane)
+                        }
+                    }
+                }
+            }
+        }
+        for o in 0..<outputs {
+            for y in 0..<height {
+                for x in 0..<width {
+                    for tap in 0..<4 {
+                        let (dy, dx) = (tap / 2, tap % 2)
+                        out.data[(o * 2 * height + 2 * y + dy) * 2 * width + 2 * x + dx] =
+                            products[(tap * outputs + o) * plane + y * width + x] + bias[o]
+                    }
+                }
+            }
+        }
+        return out
+    }
+}
+
+/// `Proto(c1, c_, 32)`: `cv1` 3×3, ``TransposedConvolution2x2`` (×2), `cv2` 3×3, `cv3` 1×1 to the 32 mask
+/// prototypes at a quarter of the input's resolution (twice P3's).
+struct Proto: Sendable {
+    let cv1: Convolution
+    let upsample: TransposedConvolution2x2
+    let cv2: Convolution
+    let cv3: Convolution
+
+    init(_ prefix: String, in file: WeightBinding) throws(WeightsError) {
+        cv1 = try Convolution(conv: prefix + ".cv1", stride: 1, in: file)
+        upsample = try TransposedConvolution2x2(prefix + ".upsample", in: file)
+        cv2 = try Convolution(conv: prefix + ".cv2", stride: 1, in: file)
+        cv3 = try Convolution(conv: prefix + ".cv3", stride: 1, in: file)
+    }
+
+    func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
+        cv3(cv2(upsample(cv1(x, pool: pool), pool: pool), pool: pool), pool: pool)
+    }
+}
+
+/// YOLOE's auxiliary text network `reprta = Residual(SwiGLUFFN(e, e))` and the normalisation `get_tpe` applies:
+/// `normalize(t + w3(silu(a) ⊙ b))` with `[a, b] = w12·t + b12` split in halves. What turns the text tower's
+/// output into the class embeddings the head dots with.
+struct TextProjection: Sendable {
+    let w12: [Float]
+    let b12: [Float]
+    let w3: [Float]
+    let b3: [Float]
+    let size: Int
+    let hidden: Int
+
+    init(_ prefix: String, in file: WeightBinding) throws(WeightsError) {
+        let w12View = try file.view(prefix + ".w12.weight")
+        guard w12View.shape.count == 2, w12View.shape[0] % 2 == 0 else {
+            throw WeightsError(path: file.path, problem: "tensor \(prefix).w12.weight has shape \(w12View.shape)")
+        }
+        size = w12View.shape[1]
+        hidden = w12View.shape[0] / 2
+        w12 = w12View.floats()
+        b12 = try file.floats(prefix + ".w12.bias", shape: [2 * hidden])
+        w3 = try file.floats(prefix + ".w3.weight", shape: [size, hidden])
+        b3 = try file.floats(prefix + ".w3.bias", shape: [size])
+    }
+
+    /// `text` is rows × size.
+    func callAsFunction(_ text: [Float], rows: Int) -> [Float] {
+        precondition(text.count == rows * size, "text features of the wrong size")
+        var expanded = [Float](repeating: 0, count: rows * 2 * hidden)
+        var gated = [Float](repeating: 0, count: rows * hidden)
+        var out = [Float](repeating: 0, count: rows * size)
+        text.withUnsafeBufferPointer { t in
+            Kernels.linear(
+                t.baseAddress!, rows: rows, inputs: size, weight: w12, bias: b12, outputs: 2 * hidden,
+                into: &expanded)
+        }
+        for r in 0..<rows {
+            for j in 0..<hidden {
+                let a = expanded[r * 2 * hidden + j], b = expanded[r * 2 * hidden + hidden + j]
+                gated[r * hidden + j] = a / (1 + expf(-a)) * b
+            }
+        }
+        gated.withUnsafeBufferPointer { g in
+            Kernels.linear(g.baseAddress!, rows: rows, inputs: hidden, weight: w3, bias: b3, outputs: size, into: &out)
+        }
+        for r in 0..<rows {
+            var squares: Float = 0
+            for d in 0..<size {
+                out[r * size + d] += text[r * size + d]
+                squares += out[r * size + d] * out[r * size + d]
+            }
+            let norm = max(squares.squareRoot(), 1e-12)
+            for d in 0..<size { out[r * size + d] /= norm }
+        }
+        return out
+    }
+}

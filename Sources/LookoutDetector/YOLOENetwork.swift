@@ -1,0 +1,283 @@
+import LookoutTensor
+import LookoutWeights
+
+/// The mask side of a segmentation head's output for one image: per anchor `count` coefficients, and the
+/// prototypes they weight (`count × height × width`, a quarter of the input's resolution).
+public struct MaskPrototypes: Sendable {
+    /// `count × anchors`, row-major, in the output's anchor order.
+    public let coefficients: [Float]
+    public let prototypes: FeatureMap
+    public var count: Int { prototypes.channels }
+}
+
+/// What the neck and head give for one image and one query set.
+public struct HeadOutput: Sendable {
+    /// `(4 + classes) × anchors`, row-major, as ultralytics' inference output: box centre x, centre y, width,
+    /// height in input pixels, then one sigmoid score per class.
+    public var output: [Float]
+    /// With a segmentation head: the mask coefficients and prototypes.
+    public var masks: MaskPrototypes?
+}
+
+/// ultralytics' YOLOE (`cfg/models/{v8,11}/yoloe-{v8,11}[-seg].yaml`, ultralytics 8.4.190; THU-MIG, "YOLOE:
+/// Real-Time Seeing Anything"), every width and repeat count read from the weights, BatchNorm folded at load.
+///
+/// Unlike YOLO-World the text does not enter the neck: ``backbone(_:pool:)`` and the neck depend on the
+/// image alone, and a query set only meets the head. The text tower's output goes through the head's
+/// auxiliary network (`reprta`, ``TextProjection``) as `get_tpe` does before `set_classes`; the head's
+/// contrastive scoring is YOLO-World's. The `-seg` models add mask coefficients per anchor and a `Proto`
+/// branch on the P3 map.
+///
+/// - YOLOE-v8: YOLOv8's C2f backbone and neck, the head of YOLO-World v2 (3×3 convolutions in its
+///   embedding branch).
+/// - YOLOE-11: YOLO11's C3k2 blocks, C2PSA (position-sensitive attention) after SPPF, and depthwise
+///   separable convolutions in the head's embedding branch.
+///
+/// Visual prompts (`savpe`) and prompt-free files (`lrpc`) are not supported yet: a file's `savpe` tensors are
+/// recognised and left unused, and a prompt-free file is refused.
+public final class YOLOENetwork: Sendable {
+    public enum Family: String, Sendable {
+        case v8 = "YOLOE-v8"
+        case v11 = "YOLOE-11"
+    }
+
+    public let path: String
+    public let family: Family
+    /// The model's scale letter as ultralytics names it (from the stem's width), e.g. `s`.
+    public let scale: String
+    public let embeddingSize: Int
+    public let strides: [Int]
+    /// Channels of the backbone's three outputs (P3, P4, P5).
+    public let featureChannels: [Int]
+    public let precision: Precision
+    public let arithmetic: String
+    /// Whether the head has a mask branch (a `-seg` model).
+    public var segments: Bool { proto != nil }
+
+    let stem: [Convolution]  // layers 0, 1, 3, 5, 7
+    let stages: [C2f]  // layers 2, 4, 6, 8 (C2f or C3k2)
+    let sppf: SPPF  // 9
+    let attention: C2PSA?  // 10 in YOLOE-11
+    let neckUp1: C2f, neckUp2: C2f, neckDown1: C2f, neckDown2: C2f
+    let down1: Convolution, down2: Convolution
+    let detectHead: WorldDetectHead
+    let textProjection: TextProjection
+    let proto: Proto?
+    /// Index of the head layer (22 for YOLOE-v8, 23 for YOLOE-11).
+    let headIndex: Int
+
+    /// Binds the network to `weights` strictly, as ``YOLOWorldNetwork/init(weights:precision:recorder:)`` does.
+    public init(
+        weights: WeightFile, precision: Precision = .fp32, recorder: ActivationRecorder? = nil
+    )
+        throws(WeightsError)
+    {
+        let file = WeightBinding(weights, precision: precision, recorder: recorder)
+        path = weights.path
+        self.precision = precision
+        if precision == .int8, let ranges = file.inputRanges {
+            arithmetic = "int8 (\(Int8Convolution.weightBits)-bit weights, calibration \(ranges.digest))"
+        } else {
+            arithmetic = precision.rawValue
+        }
+        if precision == .int8 && file.inputRanges == nil {
+            throw WeightsError(
+                path: file.path,
+                problem:
+                    "int8 needs the input ranges calibration records, which this file lacks: make a calibrated copy with `lookout models calibrate MODEL PHOTOS... -o MODEL-int8.safetensors` and run that"
+            )
+        }
+        guard let head = ModelSummary.headIndex(weights.tensors), file.has("model.0.conv.weight"),
+            file.has("model.\(head).reprta.m.w12.weight") || file.has("model.\(head).lrpc.0.vocab.weight")
+        else {
+            throw WeightsError(
+                path: file.path, kind: .wrongModel,
+                problem: "not a YOLOE model: expected model.0.conv.weight and a YOLOE head with reprta (text) weights")
+        }
+        guard !file.has("model.\(head).lrpc.0.vocab.weight") else {
+            throw WeightsError(
+                path: file.path, kind: .wrongModel,
+                problem:
+                    "a prompt-free YOLOE (-pf) file: Lookout does not run prompt-free models yet; use the text-prompt model (without -pf)"
+            )
+        }
+        switch head {
+        case 22: family = .v8
+        case 23 where file.has("model.10.m.0.attn.qkv.conv.weight"): family = .v11
+        default:
+            throw WeightsError(
+                path: file.path, kind: .wrongModel,
+                problem:
+                    "a YOLOE head at model.\(head) with this layout is not supported: Lookout runs YOLOE-v8 (head 22) and YOLOE-11 (head 23 after C2PSA)"
+            )
+        }
+        headIndex = head
+        let stemWidth = try file.view("model.0.conv.weight").shape.first ?? 0
+        scale = [16: "n", 32: "s", 48: "m", 64: "l", 80: "x"][stemWidth] ?? "custom (\(stemWidth) stem channels)"
+        stem = try [0, 1, 3, 5, 7].map { index throws(WeightsError) in
+            try Convolution(conv: "model.\(index)", stride: 2, in: file)
+        }
+        stages = try [2, 4, 6, 8].map { index throws(WeightsError) in
+            try C2f("model.\(index)", shortcut: true, attention: false, in: file)
+        }
+        sppf = try SPPF("model.9", in: file)
+        attention = family == .v11 ? try C2PSA("model.10", in: file) : nil
+        // YOLOE-v8's neck C2f have no shortcut (args [512]); YOLO11's C3k2 keep theirs (shortcut=True).
+        let (first, shortcut) = family == .v8 ? (12, false) : (13, true)
+        neckUp1 = try C2f("model.\(first)", shortcut: shortcut, attention: false, in: file)
+        neckUp2 = try C2f("model.\(first + 3)", shortcut: shortcut, attention: false, in: file)
+        down1 = try Convolution(conv: "model.\(first + 4)", stride: 2, in: file)
+        neckDown1 = try C2f("model.\(first + 6)", shortcut: shortcut, attention: false, in: file)
+        down2 = try Convolution(conv: "model.\(first + 7)", stride: 2, in: file)
+        neckDown2 = try C2f("model.\(first + 9)", shortcut: shortcut, attention: false, in: file)
+        let prefix = "model.\(head)"
+        let segments = file.has(prefix + ".proto.cv1.conv.weight")
+        detectHead = try WorldDetectHead(prefix, masks: segments, in: file)
+        embeddingSize = detectHead.embeddingSize
+        textProjection = try TextProjection(prefix + ".reprta.m", in: file)
+        proto = segments ? try Proto(prefix + ".proto", in: file) : nil
+        featureChannels = [stages[1].cv2.outputs, stages[2].cv2.outputs, (attention?.cv2 ?? sppf.cv2).outputs]
+        if let stride = file.attributes["\(prefix).stride"], stride.count == 3 {
+            let values = stride.floats()
+            guard values.allSatisfy({ $0.isFinite && $0 >= 1 && $0 <= 1024 && $0.rounded() == $0 }) else {
+                throw WeightsError(
+                    path: file.path,
+                    problem: "\(prefix).stride holds \(values): expected three whole numbers from 1 to 1024"
+                )
+            }
+            strides = values.map { Int($0) }
+        } else {
+            strides = [8, 16, 32]
+        }
+        try checkConnections(path: file.path)
+        // SAVPE (visual prompts) is part of every released file; Lookout does not run it yet.
+        try file.requireEverythingTaken(
+            ignoring: { $0.hasSuffix(".num_batches_tracked") || $0.hasPrefix(prefix + ".savpe.") },
+            model: "\(family.rawValue) model")
+    }
+
+    /// Layers 0–9 (and 10, C2PSA, in YOLOE-11): P3, P4, P5.
+    public func backbone(_ image: FeatureMap, pool: ComputePool = .shared) -> [FeatureMap] {
+        ComputePool.keepFreedMemory()
+        var x = stem[0](image, pool: pool)
+        x = stem[1](x, pool: pool)
+        x = stages[0](x, pool: pool)
+        x = stem[2](x, pool: pool)
+        let p3 = stages[1](x, pool: pool)
+        x = stem[3](p3, pool: pool)
+        let p4 = stages[2](x, pool: pool)
+        x = stem[4](p4, pool: pool)
+        var p5 = sppf(stages[3](x, pool: pool), pool: pool)
+        if let attention { p5 = attention(p5, pool: pool) }
+        return [p3, p4, p5]
+    }
+
+    /// The neck (no text in YOLOE): the head's three inputs.
+    public func neck(_ features: [FeatureMap], pool: ComputePool = .shared) -> [FeatureMap] {
+        let (p3, p4, p5) = (features[0], features[1], features[2])
+        let up1 = neckUp1(FeatureMap.concatenate([p5.upsampled(), p4]), pool: pool)
+        let small = neckUp2(FeatureMap.concatenate([up1.upsampled(), p3]), pool: pool)
+        let medium = neckDown1(FeatureMap.concatenate([down1(small, pool: pool), up1]), pool: pool)
+        let large = neckDown2(FeatureMap.concatenate([down2(medium, pool: pool), p5]), pool: pool)
+        return [small, medium, large]
+    }
+
+    /// The class embeddings the head dots with, from the text tower's output (`classes × embeddingSize`):
+    /// ultralytics' `get_tpe`, `normalize(t + reprta(t))`.
+    public func classEmbeddings(_ text: [Float], classes: Int) -> [Float] {
+        textProjection(text, rows: classes)
+    }
+
+    /// Neck and head from backbone outputs, for text-tower embeddings `text` (`classes × embeddingSize`).
+    public func run(_ features: [FeatureMap], text: [Float], classes: Int, pool: ComputePool = .shared) -> HeadOutput {
+        run(features, classEmbeddings: classEmbeddings(text, classes: classes), classes: classes, pool: pool)
+    }
+
+    /// Neck and head for class embeddings already through ``classEmbeddings(_:classes:)``.
+    public func run(
+        _ features: [FeatureMap], classEmbeddings: [Float], classes: Int, pool: ComputePool = .shared
+    )
+        -> HeadOutput
+    {
+        let maps = neck(features, pool: pool)
+        var unused: [[Float]]? = nil
+        var coefficients: [Float] = []
+        let output = withUnsafeMutablePointer(to: &coefficients) { coefficients in
+            detectHead.run(
+                maps, text: classEmbeddings, classes: classes, strides: strides, embeddings: &unused,
+                coefficients: coefficients, pool: pool)
+        }
+        guard let proto else { return HeadOutput(output: output, masks: nil) }
+        return HeadOutput(
+            output: output, masks: MaskPrototypes(coefficients: coefficients, prototypes: proto(maps[0], pool: pool)))
+    }
+
+    /// Per level, the contrastive head's `(logitScale, bias)`.
+    public var scoreParameters: [(logitScale: Float, bias: Float)] {
+        detectHead.levels.map { ($0.logitScale, $0.bias) }
+    }
+
+    func checkConnections(path: String) throws(WeightsError) {
+        let check = ConnectionCheck(path: path)
+        var channels = try check.check(stem[0], "model.0", receives: 3)
+        channels = try check.check(stem[1], "model.1", receives: channels)
+        channels = try check.check(stages[0], "model.2", receives: channels)
+        channels = try check.check(stem[2], "model.3", receives: channels)
+        let p3 = try check.check(stages[1], "model.4", receives: channels)
+        channels = try check.check(stem[3], "model.5", receives: p3)
+        let p4 = try check.check(stages[2], "model.6", receives: channels)
+        channels = try check.check(stem[4], "model.7", receives: p4)
+        channels = try check.check(stages[3], "model.8", receives: channels)
+        var p5 = try check.check(sppf, "model.9", receives: channels)
+        if let attention { p5 = try check.check(attention, "model.10", receives: p5) }
+        let first = family == .v8 ? 12 : 13
+        let up1 = try check.check(neckUp1, "model.\(first)", receives: p5 + p4)
+        let small = try check.check(neckUp2, "model.\(first + 3)", receives: up1 + p3)
+        let d1 = try check.check(down1, "model.\(first + 4)", receives: small)
+        let medium = try check.check(neckDown1, "model.\(first + 6)", receives: d1 + up1)
+        let d2 = try check.check(down2, "model.\(first + 7)", receives: medium)
+        let large = try check.check(neckDown2, "model.\(first + 9)", receives: d2 + p5)
+        try check.check(detectHead, "model.\(headIndex)", receives: [small, medium, large])
+        guard textProjection.size == embeddingSize else {
+            throw check.fail(
+                "model.\(headIndex).reprta takes \(textProjection.size)-d text, the head's embeddings are \(embeddingSize)-d"
+            )
+        }
+        if let proto {
+            let hidden = try check.check(proto.cv1, "model.\(headIndex).proto.cv1", receives: small)
+            try check.expect("model.\(headIndex).proto.upsample", inputs: proto.upsample.inputs, receives: hidden)
+            let up = try check.check(proto.cv2, "model.\(headIndex).proto.cv2", receives: proto.upsample.outputs)
+            let count = try check.check(proto.cv3, "model.\(headIndex).proto.cv3", receives: up)
+            guard count == detectHead.maskCoefficients else {
+                throw check.fail(
+                    "model.\(headIndex).proto gives \(count) prototypes but cv5 gives \(detectHead.maskCoefficients) coefficients"
+                )
+            }
+        }
+        assert([p3, p4, p5] == featureChannels)
+    }
+}
+
+extension ConnectionCheck {
+    func check(_ block: C2PSA, _ name: String, receives channels: Int) throws(WeightsError) -> Int {
+        let hidden = try check(block.cv1, name + ".cv1", receives: channels)
+        guard hidden % 2 == 0 else { throw fail("\(name).cv1 gives \(hidden) channels, which do not split in halves") }
+        let half = hidden / 2
+        for (index, psa) in block.blocks.enumerated() {
+            let prefix = "\(name).m.\(index)"
+            let attention = psa.attention
+            try expect(prefix + ".attn.qkv", inputs: attention.qkv.inputs, receives: half)
+            _ = try check(attention.qkv, prefix + ".attn.qkv", receives: half)
+            try expect(
+                prefix + ".attn.pe", inputs: attention.positional.inputs, receives: attention.heads * attention.headSize
+            )
+            let out = try check(attention.projection, prefix + ".attn.proj", receives: attention.positional.outputs)
+            let expanded = try check(psa.expand, prefix + ".ffn.0", receives: out)
+            let back = try check(psa.contract, prefix + ".ffn.1", receives: expanded)
+            guard out == half, back == half else {
+                throw fail("\(prefix) gives \(back) channels, expected \(half)")
+            }
+        }
+        return try check(block.cv2, name + ".cv2", receives: hidden)
+    }
+}
