@@ -4,20 +4,48 @@
     import Darwin
 #endif
 
-/// A binary mask, one byte per pixel (0 or 1), row-major.
-public struct BinaryMask: Sendable, Equatable {
+/// A binary mask over a `width × height` picture, stored as the window that can hold set pixels (a detection's
+/// mask lies inside its box): `windowWidth × windowHeight` bytes (0 or 1), row-major, at `left`, `top`.
+public struct BinaryMask: Sendable, Equatable, Codable {
     public let width: Int
     public let height: Int
+    public let left: Int
+    public let top: Int
+    public let windowWidth: Int
+    public let windowHeight: Int
     public var pixels: [UInt8]
 
+    /// A mask given whole (`width × height` bytes).
     public init(width: Int, height: Int, pixels: [UInt8]) {
-        precondition(pixels.count == width * height)
-        self.width = width
-        self.height = height
-        self.pixels = pixels
+        self.init(width: width, height: height, left: 0, top: 0, windowWidth: width, windowHeight: height, pixels: pixels)
+    }
+
+    public init(width: Int, height: Int, left: Int, top: Int, windowWidth: Int, windowHeight: Int, pixels: [UInt8]) {
+        precondition(pixels.count == windowWidth * windowHeight && left >= 0 && top >= 0)
+        precondition(left + windowWidth <= width && top + windowHeight <= height)
+        (self.width, self.height, self.left, self.top) = (width, height, left, top)
+        (self.windowWidth, self.windowHeight, self.pixels) = (windowWidth, windowHeight, pixels)
     }
 
     public var area: Int { pixels.reduce(0) { $0 + Int($1) } }
+
+    /// The pixel at column `x`, row `y` of the picture (0 or 1).
+    public func pixel(x: Int, y: Int) -> UInt8 {
+        let (column, row) = (x - left, y - top)
+        guard column >= 0, column < windowWidth, row >= 0, row < windowHeight else { return 0 }
+        return pixels[row * windowWidth + column]
+    }
+
+    /// Every pixel of the picture, row-major.
+    public var wholePixels: [UInt8] {
+        var whole = [UInt8](repeating: 0, count: width * height)
+        for row in 0..<windowHeight {
+            for column in 0..<windowWidth {
+                whole[(top + row) * width + left + column] = pixels[row * windowWidth + column]
+            }
+        }
+        return whole
+    }
 
     /// COCO's run-length encoding (pycocotools `mask.encode`): runs over the pixels in column-major order,
     /// starting with a run of zeros (possibly empty), as the compressed string `rleToString` writes: each
@@ -28,8 +56,9 @@ public struct BinaryMask: Sendable, Equatable {
         var current: UInt8 = 0
         var run = 0
         for x in 0..<width {
+            let inside = x >= left && x < left + windowWidth
             for y in 0..<height {
-                let value = pixels[y * width + x]
+                let value = inside && y >= top && y < top + windowHeight ? pixels[(y - top) * windowWidth + x - left] : 0
                 if value != current {
                     counts.append(run)
                     run = 0
@@ -90,36 +119,47 @@ public enum MaskProcessing {
 
     /// Bilinear resize of a `height × width` map (a sub-rectangle `rows × columns` of a map `stride` wide)
     /// to `outHeight × outWidth`.
+    /// The output rows `window.rows` and columns `window.columns` only (default: all), as a map of that size.
     static func resize(
         _ source: [Float], stride: Int, top: Int = 0, left: Int = 0, rows: Int, columns: Int, outHeight: Int,
-        outWidth: Int, ratioY: Float? = nil, ratioX: Float? = nil
+        outWidth: Int, ratioY: Float? = nil, ratioX: Float? = nil, window: (rows: Range<Int>, columns: Range<Int>)? = nil
     ) -> [Float] {
         let ys = axis(input: rows, output: outHeight, ratio: ratioY ?? Float(rows) / Float(outHeight))
         let xs = axis(input: columns, output: outWidth, ratio: ratioX ?? Float(columns) / Float(outWidth))
-        var out = [Float](repeating: 0, count: outHeight * outWidth)
-        for (y, (y0, y1, h0, h1)) in ys.enumerated() {
+        let (outRows, outColumns) = window ?? (0..<outHeight, 0..<outWidth)
+        var out = [Float](repeating: 0, count: outRows.count * outColumns.count)
+        for (y, row) in outRows.enumerated() {
+            let (y0, y1, h0, h1) = ys[row]
             let r0 = (top + y0) * stride + left, r1 = (top + y1) * stride + left
-            for (x, (x0, x1, w0, w1)) in xs.enumerated() {
+            for (x, column) in outColumns.enumerated() {
+                let (x0, x1, w0, w1) = xs[column]
                 let upper = source[r0 + x0] * w0 + source[r0 + x1] * w1
                 let lower = source[r1 + x0] * w0 + source[r1 + x1] * w1
-                out[y * outWidth + x] = upper * h0 + lower * h1
+                out[y * outColumns.count + x] = upper * h0 + lower * h1
             }
         }
         return out
     }
 
-    /// `> 0`, then the box crop.
-    static func binarize(_ logits: [Float], width: Int, height: Int, box: [Float]) -> BinaryMask {
-        var pixels = [UInt8](repeating: 0, count: width * height)
-        for y in 0..<height {
-            let row = Float(y)
-            guard row >= box[1] && row < box[3] else { continue }
-            for x in 0..<width {
-                let column = Float(x)
-                if logits[y * width + x] > 0 && column >= box[0] && column < box[2] { pixels[y * width + x] = 1 }
-            }
+    /// The pixels a box can keep: columns c with `x1 ≤ c < x2`, rows r with `y1 ≤ r < y2`, within the picture.
+    static func window(_ box: [Float], width: Int, height: Int) -> (rows: Range<Int>, columns: Range<Int>) {
+        func span(_ low: Float, _ high: Float, _ size: Int) -> Range<Int> {
+            guard low.isFinite, high.isFinite else { return 0..<0 }
+            let first = min(max(Int(ceilf(max(low, 0))), 0), size)
+            let end = min(max(Int(ceilf(min(high, Float(size)))), first), size)
+            return first..<end
         }
-        return BinaryMask(width: width, height: height, pixels: pixels)
+        return (span(box[1], box[3], height), span(box[0], box[2], width))
+    }
+
+    /// `> 0` over a box's window (the crop: nothing outside it is kept).
+    static func binarize(
+        _ logits: [Float], window: (rows: Range<Int>, columns: Range<Int>), width: Int, height: Int
+    ) -> BinaryMask {
+        BinaryMask(
+            width: width, height: height, left: window.columns.lowerBound, top: window.rows.lowerBound,
+            windowWidth: window.columns.count, windowHeight: window.rows.count,
+            pixels: logits.map { $0 > 0 ? 1 : 0 })
     }
 
     /// `process_mask(..., upsample=True)`, what `predict` gives by default: masks at the letterboxed input's
@@ -128,10 +168,11 @@ public enum MaskProcessing {
         _ masks: MaskPrototypes, anchor: Int, box: [Float], inputWidth: Int, inputHeight: Int
     ) -> BinaryMask {
         let (mh, mw) = (masks.prototypes.height, masks.prototypes.width)
+        let window = window(box, width: inputWidth, height: inputHeight)
         let up = resize(
             logits(masks, anchor: anchor), stride: mw, rows: mh, columns: mw, outHeight: inputHeight,
-            outWidth: inputWidth)
-        return binarize(up, width: inputWidth, height: inputHeight, box: box)
+            outWidth: inputWidth, window: window)
+        return binarize(up, window: window, width: inputWidth, height: inputHeight)
     }
 
     /// `process_mask_native`, what `predict(retina_masks=True)` gives: masks at the photo's size, for `box` in
@@ -166,12 +207,17 @@ public enum MaskProcessing {
             let (t, l) = (min(max(top, 0), height), min(max(left, 0), width))
             let (b, r) = (min(max(bottom, t), height), min(max(right, l), width))
             guard b > t, r > l else {
-                return BinaryMask(width: w, height: h, pixels: [UInt8](repeating: 0, count: w * h))
+                return BinaryMask(width: w, height: h, left: 0, top: 0, windowWidth: 0, windowHeight: 0, pixels: [])
             }
+            let window = window(box, width: w, height: h)
             logits = resize(
-                logits, stride: width, top: t, left: l, rows: b - t, columns: r - l, outHeight: h, outWidth: w)
+                logits, stride: width, top: t, left: l, rows: b - t, columns: r - l, outHeight: h, outWidth: w,
+                window: window)
+            return binarize(logits, window: window, width: w, height: h)
         }
-        return binarize(logits, width: w, height: h, box: box)
+        let window = window(box, width: w, height: h)
+        let cropped = window.rows.flatMap { row in window.columns.map { logits[row * w + $0] } }
+        return binarize(cropped, window: window, width: w, height: h)
     }
 
     static func gcd(_ a: Int, _ b: Int) -> Int {

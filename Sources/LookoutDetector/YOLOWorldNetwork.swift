@@ -170,20 +170,10 @@ public final class YOLOWorldNetwork: Sendable {
         var kept: [[Float]]? = []
         let output = detectHead.run(
             neckOutputs, text: text, classes: classes, strides: strides, embeddings: &kept, pool: pool)
-        let size = embeddingSize
-        let anchors = neckOutputs.reduce(0) { $0 + $1.plane }
-        var embeddings = [Float](repeating: 0, count: anchors * size)
-        var levels = [UInt8](repeating: 0, count: anchors)
-        var offset = 0
-        for (level, (map, data)) in zip(neckOutputs, kept!).enumerated() {
-            let plane = map.plane
-            for p in 0..<plane {
-                levels[offset + p] = UInt8(level)
-                for c in 0..<size { embeddings[(offset + p) * size + c] = data[c * plane + p] }
-            }
-            offset += plane
-        }
-        return (output, embeddings, levels)
+        return (
+            output, WorldDetectHead.anchorMajor(kept!, maps: neckOutputs, size: embeddingSize),
+            WorldDetectHead.levels(neckOutputs)
+        )
     }
 
     /// Per level, the contrastive head's `(logitScale, bias)`: score = sigmoid(similarity·exp(logitScale) + bias).
@@ -372,6 +362,26 @@ struct WorldDetectHead: Sendable {
             offset += x.plane
         }
         return output
+    }
+
+    /// Each level's region embeddings (channel-major, as ``run`` keeps them) as one anchors × size matrix.
+    static func anchorMajor(_ kept: [[Float]], maps: [FeatureMap], size: Int) -> [Float] {
+        let anchors = maps.reduce(0) { $0 + $1.plane }
+        var embeddings = [Float](repeating: 0, count: anchors * size)
+        var offset = 0
+        for (map, data) in zip(maps, kept) {
+            let plane = map.plane
+            for p in 0..<plane {
+                for c in 0..<size { embeddings[(offset + p) * size + c] = data[c * plane + p] }
+            }
+            offset += plane
+        }
+        return embeddings
+    }
+
+    /// Each anchor's level.
+    static func levels(_ maps: [FeatureMap]) -> [UInt8] {
+        maps.enumerated().flatMap { level, map in [UInt8](repeating: UInt8(level), count: map.plane) }
     }
 
     /// F.normalize of each text feature: x / max(‖x‖, 1e-12).

@@ -52,6 +52,9 @@ public struct ImageDetections: Sendable, Codable, Equatable {
         public let score: Float
         /// `x1, y1, x2, y2` in the original image's pixels.
         public let box: [Float]
+        /// With a segmentation model (YOLOE): the detection's mask at the photo's size, as ultralytics'
+        /// `predict(retina_masks=True)` computes it.
+        public var mask: BinaryMask? = nil
     }
 
     public let image: String
@@ -64,14 +67,14 @@ public struct ImageDetections: Sendable, Codable, Equatable {
 /// The detection pipeline: photo → letterbox → backbone → text-guided neck and head → NMS → original
 /// pixels (ultralytics `predict`), with the image features kept so that new queries skip the backbone.
 public final class Engine: Sendable {
-    public let network: YOLOWorldNetwork
+    public let network: any DetectorNetwork
     public let embedder: TextEmbedder?
     /// The threads the network's loops run on (several engines may share one).
     public let pool: ComputePool
 
     /// Checks that the detector and the text encoder fit together (embedding sizes).
     public convenience init(
-        network: YOLOWorldNetwork, embedder: TextEmbedder?, pool: ComputePool = .shared
+        network: any DetectorNetwork, embedder: TextEmbedder?, pool: ComputePool = .shared
     ) throws(WeightsError) {
         if let embedder, embedder.encoder.configuration.embeddingSize != network.embeddingSize {
             throw WeightsError(
@@ -83,7 +86,7 @@ public final class Engine: Sendable {
         self.init(checked: network, embedder: embedder, pool: pool)
     }
 
-    private init(checked network: YOLOWorldNetwork, embedder: TextEmbedder?, pool: ComputePool) {
+    private init(checked network: any DetectorNetwork, embedder: TextEmbedder?, pool: ComputePool) {
         self.network = network
         self.embedder = embedder
         self.pool = pool
@@ -204,9 +207,10 @@ public final class Engine: Sendable {
     public func score(_ prepared: PreparedImage, labels: [String], text: [Float]) -> ScoredImage {
         var timings = prepared.timings
         var clock = Stopwatch()
-        let output = network.head(prepared.features, text: text, classes: labels.count, pool: pool)
+        let result = network.score(prepared.features, text: text, classes: labels.count, pool: pool)
         timings.neckAndHead = clock.lap()
-        return ScoredImage(prepared: prepared, labels: labels, output: output, timings: timings)
+        return ScoredImage(
+            prepared: prepared, labels: labels, output: result.output, timings: timings, masks: result.masks)
     }
 
     /// Thresholds, NMS and scaling to the photo's pixels (milliseconds: a new threshold costs only this).
@@ -233,11 +237,23 @@ public final class Engine: Sendable {
         let scaled = NonMaxSuppression.scaleBoxes(
             kept, inputWidth: prepared.letterbox.width, inputHeight: prepared.letterbox.height,
             imageWidth: prepared.width, imageHeight: prepared.height)
-        timings.suppression = clock.lap()
-        let items = scaled.map {
+        var items = scaled.map {
             ImageDetections.Item(
                 label: scored.labels[$0.classIndex], queryIndex: $0.classIndex, score: $0.score, box: $0.box)
         }
+        if let masks = scored.masks {
+            // ultralytics drops a detection whose mask is empty.
+            items = zip(items, scaled).compactMap { item, detection in
+                let mask = MaskProcessing.photoMask(
+                    masks, anchor: detection.anchor, box: detection.box, photoWidth: prepared.width,
+                    photoHeight: prepared.height)
+                guard mask.area > 0 else { return nil }
+                var item = item
+                item.mask = mask
+                return item
+            }
+        }
+        timings.suppression = clock.lap()
         return ImageDetections(
             image: prepared.name, width: prepared.width, height: prepared.height, detections: items, timings: timings)
     }
@@ -284,6 +300,20 @@ public struct ScoredImage: Sendable {
     public var timings: StageTimings
     /// Queries that are never reported; they remove the boxes they overlap with a higher score (``Query``).
     public var negatives: Set<Int> = []
+    /// With a segmentation model: mask coefficients per anchor and the prototypes.
+    public var masks: MaskPrototypes? = nil
+
+    public init(
+        prepared: PreparedImage, labels: [String], output: [Float], timings: StageTimings, negatives: Set<Int> = [],
+        masks: MaskPrototypes? = nil
+    ) {
+        self.prepared = prepared
+        self.labels = labels
+        self.output = output
+        self.timings = timings
+        self.negatives = negatives
+        self.masks = masks
+    }
 
     /// Scores per group of texts (indices into `labels`): boxes unchanged, each group's score the best of its
     /// members' at each anchor. Groups of one are plain queries.
@@ -303,14 +333,15 @@ public struct ScoredImage: Sendable {
                 }
             }
         }
-        return ScoredImage(prepared: prepared, labels: labels, output: merged, timings: timings)
+        return ScoredImage(prepared: prepared, labels: labels, output: merged, timings: timings, masks: masks)
     }
 
     /// The same scores without the image features (enough to re-threshold; frees the backbone outputs).
     public func withoutFeatures() -> ScoredImage {
         var light = prepared
         light.features = []
-        return ScoredImage(prepared: light, labels: labels, output: output, timings: timings, negatives: negatives)
+        return ScoredImage(
+            prepared: light, labels: labels, output: output, timings: timings, negatives: negatives, masks: masks)
     }
 }
 

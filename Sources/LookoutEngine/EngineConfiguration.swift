@@ -142,8 +142,8 @@ extension Engine {
     public static func load(_ configuration: EngineConfiguration) throws -> (engine: Engine, model: LoadedModel) {
         let (detectorPath, textPath, directory) = try configuration.resolveModel()
         let weights = try WeightFile.open(detectorPath)
-        let network = try YOLOWorldNetwork(
-            weights: weights, precision: configuration.precision, recorder: configuration.recorder)
+        let network = try openDetector(
+            weights, precision: configuration.precision, recorder: configuration.recorder)
         let encoder = try CLIPTextEncoder(contentsOf: textPath, precision: configuration.towerPrecision)
         let embedder = try TextEmbedder(
             tokenizer: configuration.loadTokenizer(), encoder: encoder, cache: configuration.textEmbeddingCache())

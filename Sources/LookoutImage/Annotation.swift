@@ -67,7 +67,47 @@ public struct BoxAnnotation: Sendable {
     }
 }
 
+/// A region to tint: a window of the image (`left`, `top`, `width × height`, row-major 0/1 bytes) and the
+/// palette entry of its colour.
+public struct MaskAnnotation: Sendable {
+    public var left: Int
+    public var top: Int
+    public var width: Int
+    public var height: Int
+    public var pixels: [UInt8]
+    public var colorIndex: Int
+
+    public init(left: Int, top: Int, width: Int, height: Int, pixels: [UInt8], colorIndex: Int) {
+        precondition(pixels.count == width * height)
+        (self.left, self.top, self.width, self.height) = (left, top, width, height)
+        (self.pixels, self.colorIndex) = (pixels, colorIndex)
+    }
+}
+
 extension Image {
+    /// The image with each mask's pixels blended half-way towards its colour (ultralytics' `plot` tints masks
+    /// at alpha 0.5 too).
+    public func tinted(with masks: [MaskAnnotation]) -> Image {
+        precondition(channels == 3)
+        var out = self
+        for mask in masks {
+            let color = Self.palette[((mask.colorIndex % Self.palette.count) + Self.palette.count) % Self.palette.count]
+            for row in 0..<mask.height {
+                let y = mask.top + row
+                guard y >= 0 && y < height else { continue }
+                for column in 0..<mask.width where mask.pixels[row * mask.width + column] != 0 {
+                    let x = mask.left + column
+                    guard x >= 0 && x < width else { continue }
+                    let base = (y * width + x) * 3
+                    out.pixels[base] = UInt8((Int(out.pixels[base]) + Int(color.0) + 1) / 2)
+                    out.pixels[base + 1] = UInt8((Int(out.pixels[base + 1]) + Int(color.1) + 1) / 2)
+                    out.pixels[base + 2] = UInt8((Int(out.pixels[base + 2]) + Int(color.2) + 1) / 2)
+                }
+            }
+        }
+        return out
+    }
+
     /// Twenty BGR colours that stay apart from each other (the query index picks one, cycling).
     static let palette: [(UInt8, UInt8, UInt8)] = [
         (56, 56, 255), (151, 157, 255), (31, 112, 255), (29, 178, 255), (49, 210, 207), (10, 249, 72),

@@ -111,8 +111,12 @@ struct ThresholdOptions: ParsableArguments {
     @Option(parsing: .unconditional, help: "At most this many detections per image.")
     var maxDet = 300
 
-    @Flag(help: "Suppress overlapping boxes across queries too (one NMS for all queries).")
-    var agnostic = false
+    @Flag(
+        inversion: .prefixedNo,
+        help: ArgumentHelp(
+            "Suppress overlapping boxes across queries too (one NMS for all queries).",
+            discussion: "Default: off for YOLO-World, on for YOLOE (as ultralytics' predict does for each)."))
+    var agnostic: Bool?
 
     @Option(parsing: .unconditional, help: "Network input size: the longer side is scaled to it (multiple of 32).")
     var imgsz = 640
@@ -129,12 +133,13 @@ struct ThresholdOptions: ParsableArguments {
         }
     }
 
-    func options() -> SuppressionOptions {
+    /// The thresholds for `network`: without `--agnostic` or `--no-agnostic`, its family's default.
+    func options(for network: any DetectorNetwork) -> SuppressionOptions {
         var options = SuppressionOptions()
         options.confidence = conf
         options.iou = iou
         options.maximumDetections = maxDet
-        options.agnostic = agnostic
+        options.agnostic = agnostic ?? network.agnosticSuppressionByDefault
         return options
     }
 }
@@ -333,7 +338,7 @@ struct DetectCommand: ParsableCommand {
             plan.append(label: prompt.label, embedding: prompt.embedding)
         }
         // Thresholds: the global one, a query's own (dog@0.4), then --query-conf; photo queries their own.
-        var options = try queryThresholds.apply(to: plan.applied(to: thresholds.options()), queries: plan.labels)
+        var options = try queryThresholds.apply(to: plan.applied(to: thresholds.options(for: engine.network)), queries: plan.labels)
         options.multiLabel = multiLabel
         for query in textQueries..<plan.count where options.perClassConfidence[query] == nil {
             options.perClassConfidence[query] = imagePromptOptions.imageQueryConf
@@ -521,7 +526,14 @@ struct DetectCommand: ParsableCommand {
         names: inout Set<String>
     ) throws {
         let image = try piped ?? ImageFile.read(source)
-        let annotated = image.annotated(with: Report.annotations(result))
+        let masks = result.detections.compactMap { item in
+            item.mask.map {
+                MaskAnnotation(
+                    left: $0.left, top: $0.top, width: $0.windowWidth, height: $0.windowHeight, pixels: $0.pixels,
+                    colorIndex: item.queryIndex)
+            }
+        }
+        let annotated = (masks.isEmpty ? image : image.tinted(with: masks)).annotated(with: Report.annotations(result))
         let base = source == "-" ? "stdin.jpg" : String(source.split(separator: "/").last ?? "image")
         let output = Self.unusedName(
             for: base, extension: base.lowercased().hasSuffix(".png") ? ".png" : ".jpg", in: directory,
@@ -630,16 +642,27 @@ enum Report {
         return width
     }
 
-    /// The detections as JSON objects: label, query index, score, box.
+    /// The detections as JSON objects: label, query index, score, box, and with a segmentation model the mask
+    /// (``rle(_:)``).
     static func detectionsJSON(_ result: ImageDetections) -> JSONValue {
         .array(
             result.detections.map { item -> JSONValue in
-                .object([
+                var fields: [(String, JSONValue)] = [
                     ("label", .string(item.label)), ("query_index", .int(Int64(item.queryIndex))),
                     ("score", shortest(item.score)),
                     ("box", .array(item.box.map(shortest))),
-                ])
+                ]
+                if let mask = item.mask { fields.append(("mask", rle(mask))) }
+                return .object(fields)
             })
+    }
+
+    /// A mask as COCO's compressed RLE object, `{"size": [height, width], "counts": "..."}` (what pycocotools'
+    /// `mask.decode` reads).
+    static func rle(_ mask: BinaryMask) -> JSONValue {
+        .object([
+            ("size", .array([.int(Int64(mask.height)), .int(Int64(mask.width))])), ("counts", .string(mask.cocoRLE)),
+        ])
     }
 
     /// The boxes as `--save` draws them: label and score, coloured by query.

@@ -26,7 +26,7 @@ enum Export {
 
     /// One COCO dataset: `images` (ids from 1 in the order given, file_name as given), `categories` (the
     /// queries, id = query index + 1; negative queries and the padding query left out) and `annotations` with `bbox` = [x, y, w, h]
-    /// and `score`.
+    /// and `score` (and with a segmentation model `segmentation`, the mask as compressed RLE, and `area` its pixels).
     static func coco(_ results: [ImageDetections], labels: [String], leftOut: Set<Int>) -> JSONValue {
         var images: [JSONValue] = [], annotations: [JSONValue] = []
         for (index, result) in results.enumerated() {
@@ -39,14 +39,16 @@ enum Export {
                 let detection = COCODetection(
                     imageID: Int64(index + 1), categoryID: Int64(item.queryIndex + 1), corners: item.box,
                     score: item.score)
-                annotations.append(
-                    .object([
-                        ("id", .int(Int64(annotations.count + 1))), ("image_id", .int(detection.imageID)),
-                        ("category_id", .int(detection.categoryID)),
-                        ("bbox", .array(detection.box.map { .double($0) })),
-                        ("area", .double(detection.box[2] * detection.box[3])), ("iscrowd", .int(0)),
-                        ("score", .double(detection.score)),
-                    ]))
+                var fields: [(String, JSONValue)] = [
+                    ("id", .int(Int64(annotations.count + 1))), ("image_id", .int(detection.imageID)),
+                    ("category_id", .int(detection.categoryID)),
+                    ("bbox", .array(detection.box.map { .double($0) })),
+                    ("area", .double(item.mask.map { Double($0.area) } ?? detection.box[2] * detection.box[3])),
+                    ("iscrowd", .int(0)), ("score", .double(detection.score)),
+                ]
+                // With a segmentation model: the mask as COCO's compressed RLE, and its pixel count as the area.
+                if let mask = item.mask { fields.insert(("segmentation", Report.rle(mask)), at: 4) }
+                annotations.append(.object(fields))
             }
         }
         let categories = labels.enumerated().filter { !leftOut.contains($0.offset) }.map { index, label in

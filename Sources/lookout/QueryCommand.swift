@@ -82,7 +82,7 @@ struct QueryCommand: ParsableCommand {
             modelKey: arithmetic == "fp32" ? detectorFingerprint : detectorFingerprint + "|" + arithmetic,
             memoryLimit: featureMemory << 20, directory: featureCache)
         let session = QuerySession(
-            engine: engine, store: store, imageSize: thresholds.imgsz, options: thresholds.options())
+            engine: engine, store: store, imageSize: thresholds.imgsz, options: thresholds.options(for: engine.network))
         session.imageConfidence = imagePromptOptions.imageQueryConf
         let (failures, backbone) = session.add(images)
         for failure in failures { printError("lookout: \(failure.error)") }

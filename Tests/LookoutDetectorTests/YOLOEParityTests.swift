@@ -96,7 +96,7 @@ import Testing
 
     static func iou(_ a: BinaryMask, _ b: BinaryMask) -> Double {
         var (both, either) = (0, 0)
-        for (x, y) in zip(a.pixels, b.pixels) {
+        for (x, y) in zip(a.wholePixels, b.wholePixels) {
             both += Int(x & y)
             either += Int(x | y)
         }
@@ -152,7 +152,7 @@ import Testing
                 let expected = expectedMasks[index]
                 #expect(mask.width == expected.width && mask.height == expected.height, "\(name) mask size")
                 worstIoU = min(worstIoU, Self.iou(mask, expected))
-                differing += zip(mask.pixels, expected.pixels).filter { $0 != $1 }.count
+                differing += zip(mask.wholePixels, expected.wholePixels).filter { $0 != $1 }.count
             }
             print(
                 "\(name) \(retina ? "retina" : "input-size") masks: \(found.count) detections, boxes \(boxError) px, scores \(scoreError), worst mask IoU \(worstIoU), \(differing) pixels differ"

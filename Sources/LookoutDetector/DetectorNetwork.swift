@@ -1,0 +1,90 @@
+import LookoutTensor
+import LookoutWeights
+
+/// An open-vocabulary detector as the engine runs it: an image-only backbone whose outputs can be kept, then a
+/// text-conditioned rest that turns a query set's text embeddings into ultralytics' raw output.
+/// ``YOLOWorldNetwork`` (text in the neck and head) and ``YOLOENetwork`` (text in the head only, masks) are
+/// the two.
+public protocol DetectorNetwork: AnyObject, Sendable {
+    /// The weight file it was loaded from.
+    var path: String { get }
+    /// The family in words, as `models inspect` and error messages name it: `YOLO-World v2`, `YOLOE-11`.
+    var familyName: String { get }
+    /// Size of the text embeddings it consumes.
+    var embeddingSize: Int { get }
+    var strides: [Int] { get }
+    /// Channels of the backbone's outputs (P3, P4, P5).
+    var featureChannels: [Int] { get }
+    /// Class text features stored in the checkpoint, if any (`classes × embeddingSize`).
+    var builtinText: [Float]? { get }
+    var builtinClassCount: Int { get }
+    var precision: Precision { get }
+    /// What caches and indexes key results by (see ``YOLOWorldNetwork/arithmetic``).
+    var arithmetic: String { get }
+    /// Per level, the contrastive head's `(logitScale, bias)`.
+    var scoreParameters: [(logitScale: Float, bias: Float)] { get }
+    /// Whether ultralytics' `predict` suppresses across classes by default for this family (YOLOE does).
+    var agnosticSuppressionByDefault: Bool { get }
+    /// Whether its head gives masks.
+    var segments: Bool { get }
+
+    /// The image-only part: P3, P4, P5.
+    func backbone(_ image: FeatureMap, pool: ComputePool) -> [FeatureMap]
+    /// The rest, for text-tower embeddings `text` (`classes × embeddingSize`).
+    func score(_ features: [FeatureMap], text: [Float], classes: Int, pool: ComputePool) -> HeadOutput
+    /// ``score(_:text:classes:pool:)``'s output plus each anchor's region embedding (`anchors × embeddingSize`,
+    /// what the contrastive head dots with ``classEmbeddings(_:classes:)``) and level.
+    func headWithRegions(_ features: [FeatureMap], text: [Float], classes: Int, pool: ComputePool)
+        -> (output: [Float], embeddings: [Float], levels: [UInt8])
+    /// What the head dots region embeddings with (after normalisation), from text-tower embeddings: the text
+    /// itself for YOLO-World, YOLOE's `get_tpe` for YOLOE.
+    func classEmbeddings(_ text: [Float], classes: Int) -> [Float]
+}
+
+extension YOLOWorldNetwork: DetectorNetwork {
+    public var familyName: String { "YOLO-World v2" }
+    public var agnosticSuppressionByDefault: Bool { false }
+    public var segments: Bool { false }
+
+    public func score(_ features: [FeatureMap], text: [Float], classes: Int, pool: ComputePool) -> HeadOutput {
+        HeadOutput(output: head(features, text: text, classes: classes, pool: pool), masks: nil)
+    }
+
+    public func classEmbeddings(_ text: [Float], classes: Int) -> [Float] { text }
+}
+
+extension YOLOENetwork: DetectorNetwork {
+    public var familyName: String { family.rawValue }
+    public var agnosticSuppressionByDefault: Bool { true }
+    public var builtinText: [Float]? { nil }
+    public var builtinClassCount: Int { 0 }
+
+    public func score(_ features: [FeatureMap], text: [Float], classes: Int, pool: ComputePool) -> HeadOutput {
+        run(features, text: text, classes: classes, pool: pool)
+    }
+
+    public func headWithRegions(_ features: [FeatureMap], text: [Float], classes: Int, pool: ComputePool)
+        -> (output: [Float], embeddings: [Float], levels: [UInt8])
+    {
+        let maps = neck(features, pool: pool)
+        var kept: [[Float]]? = []
+        let output = detectHead.run(
+            maps, text: classEmbeddings(text, classes: classes), classes: classes, strides: strides,
+            embeddings: &kept, pool: pool)
+        return (output, WorldDetectHead.anchorMajor(kept!, maps: maps, size: embeddingSize), WorldDetectHead.levels(maps))
+    }
+}
+
+/// Opens a detector file as the family it holds: YOLOE when its head has YOLOE's text network (or a
+/// prompt-free vocabulary), YOLO-World v2 otherwise.
+public func openDetector(
+    _ weights: WeightFile, precision: Precision = .fp32, recorder: ActivationRecorder? = nil
+) throws(WeightsError) -> any DetectorNetwork {
+    if let head = ModelSummary.headIndex(weights.tensors),
+        weights.tensors["model.\(head).reprta.m.w12.weight"] != nil
+            || weights.tensors["model.\(head).lrpc.0.vocab.weight"] != nil
+    {
+        return try YOLOENetwork(weights: weights, precision: precision, recorder: recorder)
+    }
+    return try YOLOWorldNetwork(weights: weights, precision: precision, recorder: recorder)
+}
