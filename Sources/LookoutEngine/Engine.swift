@@ -153,13 +153,17 @@ public final class Engine: Sendable {
     /// The text features of a plan's texts (`plan.texts.count × embeddingSize`): through the embedding
     /// cache, embedding queries (photos) as given.
     public func embed(_ plan: QueryPlan) -> (features: [Float], cached: Int) {
-        guard let embedder else { preconditionFailure("an engine without a text encoder needs text features") }
         let words = plan.texts.indices.filter { plan.embedded[$0] == nil }
-        let (embeddings, report) = embedder.embed(words.map { plan.texts[$0] })
+        var (embeddings, cached): ([[Float]], Int) = ([], 0)
+        if !words.isEmpty {
+            guard let embedder else { preconditionFailure("an engine without a text encoder needs text features") }
+            let (computed, report) = embedder.embed(words.map { plan.texts[$0] })
+            (embeddings, cached) = (computed, report.cached)
+        }
         var rows = [[Float]](repeating: [], count: plan.texts.count)
         for (row, index) in words.enumerated() { rows[index] = embeddings[row] }
         for (index, embedding) in plan.embedded { rows[index] = embedding }
-        return (rows.flatMap { $0 }, report.cached)
+        return (rows.flatMap { $0 }, cached)
     }
 
     /// Detects a query plan (synonyms, per-query thresholds, negative queries: ``Query``) with its text

@@ -20,8 +20,9 @@ public struct EngineConfiguration: Sendable, Equatable {
         /// A model directory with a `lookout-model.json` naming the detector and the text encoder, or the name
         /// of a model `lookout models fetch` put in ``ResourceLocator/modelsDirectory()``.
         case directory(String)
-        /// A detector and a text encoder file.
-        case files(detector: String, textEncoder: String)
+        /// A detector and a text encoder file; a detector alone (no text encoder) when queries come as
+        /// embeddings (``TextEmbeddingsFile``).
+        case files(detector: String, textEncoder: String?)
     }
 
     public var model: Model
@@ -54,7 +55,7 @@ public struct EngineConfiguration: Sendable, Equatable {
 
     /// The detector and text-encoder files this configuration names, and the model directory when there is
     /// one. For `.demo`, the demo model's directory.
-    public func resolveModel() throws -> (detector: String, textEncoder: String, directory: String?) {
+    public func resolveModel() throws -> (detector: String, textEncoder: String?, directory: String?) {
         switch model {
         case .files(let detector, let textEncoder):
             return (detector, textEncoder, nil)
@@ -75,6 +76,7 @@ public struct EngineConfiguration: Sendable, Equatable {
     public func imageTowerPath() throws -> String? {
         switch model {
         case .files(_, let textEncoder):
+            guard let textEncoder else { return nil }
             let file = try WeightFile.open(textEncoder)
             return file.names.contains { $0.hasPrefix("visual.") } ? textEncoder : nil
         case .directory(let directory):
@@ -128,7 +130,8 @@ public struct EngineConfiguration: Sendable, Equatable {
 /// What ``Engine/load(_:)`` loaded.
 public struct LoadedModel: Sendable {
     public let detectorPath: String
-    public let textEncoderPath: String
+    /// nil for a detector loaded without a text encoder.
+    public let textEncoderPath: String?
     /// The model directory, when the model came from one (the demo model's included).
     public let directory: String?
     /// Identity of the detector file (what an index records about the model).
@@ -144,9 +147,19 @@ extension Engine {
         let weights = try WeightFile.open(detectorPath)
         let network = try openDetector(
             weights, precision: configuration.precision, recorder: configuration.recorder)
-        let encoder = try CLIPTextEncoder(contentsOf: textPath, precision: configuration.towerPrecision)
-        let embedder = try TextEmbedder(
-            tokenizer: configuration.loadTokenizer(), encoder: encoder, cache: configuration.textEmbeddingCache())
+        var embedder: TextEmbedder? = nil
+        if let textPath {
+            if network is YOLOENetwork {
+                throw WeightsError(
+                    path: textPath, kind: .incompatibleModels,
+                    problem:
+                        "\(network.familyName) reads text through MobileCLIP (ultralytics' mobileclip_blt.ts), which Lookout cannot run yet; a CLIP text encoder's embeddings would mean nothing to it. Give the queries as MobileCLIP embeddings with --text-embeddings FILE instead of a text model"
+                )
+            }
+            let encoder = try CLIPTextEncoder(contentsOf: textPath, precision: configuration.towerPrecision)
+            embedder = try TextEmbedder(
+                tokenizer: configuration.loadTokenizer(), encoder: encoder, cache: configuration.textEmbeddingCache())
+        }
         let engine = try Engine(network: network, embedder: embedder)
         let model = LoadedModel(
             detectorPath: detectorPath, textEncoderPath: textPath, directory: directory,

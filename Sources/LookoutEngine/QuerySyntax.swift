@@ -201,6 +201,11 @@ public struct QueryPlan: Sendable, Equatable {
         if let threshold { thresholds[index] = threshold }
     }
 
+    /// Gives the text `texts[index]` as an embedding instead of embedding it (`--text-embeddings`).
+    public mutating func setEmbedding(_ embedding: [Float], forText index: Int) {
+        embedded[index] = embedding
+    }
+
     private mutating func add(_ text: String) -> Int {
         texts.append(text)
         return texts.count - 1

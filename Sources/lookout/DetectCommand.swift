@@ -60,8 +60,8 @@ struct ModelOptions: ParsableArguments {
         if model != nil && (detector != nil || textModel != nil) {
             throw ValidationError("Give --model DIR, or --detector and --text-model, not both.")
         }
-        if model == nil && (detector == nil) != (textModel == nil) {
-            throw ValidationError("--detector and --text-model go together (or use --model DIR).")
+        if model == nil && detector == nil && textModel != nil {
+            throw ValidationError("--text-model goes with --detector (or use --model DIR).")
         }
     }
 
@@ -70,7 +70,7 @@ struct ModelOptions: ParsableArguments {
         let choice: EngineConfiguration.Model
         if let model {
             choice = .directory(model)
-        } else if let detector, let textModel {
+        } else if let detector {
             choice = .files(detector: detector, textEncoder: textModel)
         } else {
             choice = .demo
@@ -80,11 +80,16 @@ struct ModelOptions: ParsableArguments {
         return configuration
     }
 
-    /// Loads the detector and the text encoder, and checks that they fit together.
-    func engine() throws -> Engine { try load().engine }
+    /// Loads the detector and the text encoder, and checks that they fit together. `textEmbeddings`: the
+    /// queries come as embeddings (`--text-embeddings`), so `--detector` may come without `--text-model`.
+    func engine(textEmbeddings: Bool = false) throws -> Engine { try load(textEmbeddings: textEmbeddings).engine }
 
     /// The engine and the detector file's fingerprint (what an index records about the model).
-    func load() throws -> (engine: Engine, detectorFingerprint: String) {
+    func load(textEmbeddings: Bool = false) throws -> (engine: Engine, detectorFingerprint: String) {
+        if detector != nil && textModel == nil && !textEmbeddings {
+            throw ValidationError(
+                "--detector needs --text-model FILE (or, with detect and query, --text-embeddings FILE: queries as embeddings).")
+        }
         let (engine, loaded) = try Engine.load(configuration)
         if loaded.isDemo {
             printError(
@@ -95,6 +100,33 @@ struct ModelOptions: ParsableArguments {
                 """)
         }
         return (engine, loaded.detectorFingerprint)
+    }
+}
+
+/// `--text-embeddings FILE` (detect and query): queries as the text tower's embeddings (``TextEmbeddingsFile``).
+struct TextEmbeddingOptions: ParsableArguments {
+    @Option(
+        name: .customLong("text-embeddings"),
+        help: ArgumentHelp(
+            "Queries as precomputed text-tower embeddings (YOLO-World: CLIP; YOLOE: MobileCLIP): a safetensors file with one vector per label (its tensor names; -q picks some, else all), or an .npy N×D array labelled by -q in order.",
+            valueName: "file"))
+    var path: String?
+
+    /// Gives `plan`'s texts (or, without typed queries, every label of the file) their embeddings from the file.
+    func apply(to plan: inout QueryPlan, typed: Bool, engine: Engine) throws {
+        guard let path else { return }
+        let entries: [(label: String, embedding: [Float])]
+        do {
+            entries = try TextEmbeddingsFile.load(
+                path, labels: typed ? plan.texts : nil, size: engine.network.embeddingSize)
+        } catch let problem as TextEmbeddingsFile.Problem {
+            throw ValidationError(problem.description)
+        }
+        if typed {
+            for (index, entry) in entries.enumerated() { plan.setEmbedding(entry.embedding, forText: index) }
+        } else {
+            for entry in entries { plan.append(label: entry.label, embedding: entry.embedding) }
+        }
     }
 }
 
@@ -246,6 +278,7 @@ struct DetectCommand: ParsableCommand {
     @OptionGroup var thresholds: ThresholdOptions
     @OptionGroup var queryThresholds: QueryThresholdOptions
     @OptionGroup var imagePromptOptions: ImagePromptOptions
+    @OptionGroup var textEmbeddings: TextEmbeddingOptions
 
     @Flag(help: "One JSON object per image per line instead of a table (the same as --format json).")
     var json = false
@@ -296,9 +329,9 @@ struct DetectCommand: ParsableCommand {
         if queries != nil && queriesFile != nil {
             throw ValidationError("Give the queries with -q \"a, b\" or --queries-file FILE, not both.")
         }
-        if queries == nil && queriesFile == nil && queryImages.isEmpty {
+        if queries == nil && queriesFile == nil && queryImages.isEmpty && textEmbeddings.path == nil {
             throw ValidationError(
-                "Give the queries with -q \"a, b\", --queries-file FILE or --query-image CROP.jpg.")
+                "Give the queries with -q \"a, b\", --queries-file FILE, --query-image CROP.jpg or --text-embeddings FILE.")
         }
         if images.filter({ $0 == "-" }).count > 1 {
             throw ValidationError("- (an image from standard input) can be given once.")
@@ -331,7 +364,8 @@ struct DetectCommand: ParsableCommand {
         guard typed.isEmpty || typed.contains(where: { !$0.negative }) || !queryImages.isEmpty else {
             throw ValidationError("Only negative queries (-\(typed[0].label)): name something to find too.")
         }
-        let engine = try modelOptions.engine()
+        let engine = try modelOptions.engine(textEmbeddings: textEmbeddings.path != nil)
+        try textEmbeddings.apply(to: &plan, typed: !typed.isEmpty, engine: engine)
         warnAboutLongQueries(plan.texts, engine: engine)
         let textQueries = plan.count
         for prompt in try imagePromptOptions.embed(queryImages, model: modelOptions, engine: engine) {

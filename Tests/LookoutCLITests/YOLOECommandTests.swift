@@ -1,0 +1,177 @@
+import Foundation
+import LookoutJSON
+import LookoutSupport
+import LookoutWeights
+import Testing
+
+/// `lookout detect` with a YOLOE segmentation model (the random-weight YOLOE-11n of
+/// Tests/Fixtures/yoloe, queries given as text-tower embeddings): the detections and masks of ultralytics'
+/// `YOLOE.predict(retina_masks=True)` on the same photo and embeddings, from the JSON a user gets.
+@Suite struct YOLOECommandTests {
+    static let fixtures = CLI.root + "/Tests/Fixtures/yoloe"
+    static let detector = fixtures + "/yoloe-11n-seg-random.pt"
+    static let photo = CLI.root + "/examples/photos/rocket.jpg"
+
+    /// The reference case: the text embeddings (rows), its threshold, detections and photo-size masks.
+    static func reference() throws -> (text: [[Float]], conf: String, detections: [Float], masks: [[UInt8]]) {
+        let file = try WeightFile.open(fixtures + "/11-rocket-416.safetensors")
+        let text = try file.view("text")
+        let values = text.floats()
+        let size = text.shape[2]
+        let rows = (0..<text.shape[1]).map { Array(values[($0 * size)..<(($0 + 1) * size)]) }
+        let shape = file.metadata["retina_masks_shape"]!.split(separator: ",").map { Int($0)! }
+        let bits = try file.view("retina_masks").floats().map { UInt8($0) }
+        let plane = shape[1] * shape[2]
+        let masks = (0..<shape[0]).map { n in
+            (0..<plane).map { p in (bits[(n * plane + p) / 8] >> (7 - UInt8((n * plane + p) % 8))) & 1 }
+        }
+        return (rows, file.metadata["conf"]!, try file.view("retina_detections").floats(), masks)
+    }
+
+    /// A little-endian float32 `.npy` array of `rows`.
+    static func npy(_ rows: [[Float]]) -> [UInt8] {
+        var header = "{'descr': '<f4', 'fortran_order': False, 'shape': (\(rows.count), \(rows[0].count)), }"
+        while (10 + header.utf8.count + 1) % 64 != 0 { header += " " }
+        header += "\n"
+        var bytes: [UInt8] = [0x93] + Array("NUMPY".utf8) + [1, 0]
+        bytes += [UInt8(header.utf8.count & 0xff), UInt8(header.utf8.count >> 8)] + Array(header.utf8)
+        for value in rows.joined() { withUnsafeBytes(of: value.bitPattern.littleEndian) { bytes += $0 } }
+        return bytes
+    }
+
+    /// A safetensors file of `rows` named `labels`.
+    static func safetensors(_ rows: [[Float]], labels: [String]) -> [UInt8] {
+        let size = rows[0].count * 4
+        let entries = labels.enumerated().map { index, label in
+            "\"\(label)\":{\"dtype\":\"F32\",\"shape\":[\(rows[index].count)],\"data_offsets\":[\(index * size),\((index + 1) * size)]}"
+        }
+        let header = Array(("{" + entries.joined(separator: ",") + "}").utf8)
+        var bytes: [UInt8] = []
+        withUnsafeBytes(of: UInt64(header.count).littleEndian) { bytes += $0 }
+        bytes += header
+        for value in rows.joined() { withUnsafeBytes(of: value.bitPattern.littleEndian) { bytes += $0 } }
+        return bytes
+    }
+
+    /// pycocotools' compressed RLE back to row-major pixels.
+    static func decode(_ counts: String, height: Int, width: Int) -> [UInt8] {
+        var runs: [Int] = []
+        var bytes = Array(counts.utf8)[...]
+        while !bytes.isEmpty {
+            var (x, shift, more) = (0, 0, true)
+            while more, let first = bytes.first {
+                let c = Int(first) - 48
+                bytes = bytes.dropFirst()
+                x |= (c & 0x1f) << shift
+                more = c & 0x20 != 0
+                shift += 5
+                if !more && c & 0x10 != 0 { x |= -1 << shift }
+            }
+            if runs.count > 2 { x += runs[runs.count - 2] }
+            runs.append(x)
+        }
+        var columnMajor: [UInt8] = []
+        for (index, run) in runs.enumerated() {
+            columnMajor += [UInt8](repeating: UInt8(index % 2), count: run)
+        }
+        var pixels = [UInt8](repeating: 0, count: width * height)
+        for (index, value) in columnMajor.enumerated() where index < width * height {
+            pixels[(index % height) * width + index / height] = value
+        }
+        return pixels
+    }
+
+    @Test func detectGivesUltralyticsBoxesAndMasks() throws {
+        let (text, conf, expected, masks) = try Self.reference()
+        let labels = (0..<text.count).map { "query\($0)" }
+        let folder = try CLI.scratch("yoloe")
+        defer { CLI.remove(folder) }
+        try FileContents.writeAtomically(Self.npy(text), to: folder + "/queries.npy")
+        try FileContents.writeAtomically(Self.safetensors(text, labels: labels), to: folder + "/queries.safetensors")
+        for queries in [
+            ["--text-embeddings", folder + "/queries.npy", "-q", labels.joined(separator: ",")],
+            ["--text-embeddings", folder + "/queries.safetensors"],
+        ] {
+            let result = try CLI.run(
+                ["detect", Self.photo, "--detector", Self.detector, "--imgsz", "416", "--conf", conf, "--json"] + queries)
+            try #require(result.status == 0, "\(result.stderr)")
+            let answer = try #require(try Reference.lines(result.stdout).first)
+            let detections = try #require(answer["detections"]?.elements)
+            #expect(detections.count == expected.count / 6, "\(queries[1])")
+            var worst = 1.0
+            for (index, item) in detections.enumerated() where 6 * index + 5 < expected.count {
+                let row = expected[(6 * index)..<(6 * index + 6)].map { $0 }
+                let box = item["box"]!.elements!.map { Float($0.number!) }
+                #expect(zip(box, row[0..<4]).allSatisfy { abs($0 - $1) <= 0.01 }, "box \(index): \(box) vs \(row)")
+                #expect(abs(Float(item["score"]!.number!) - row[4]) <= 1e-5, "score \(index)")
+                #expect(item["label"]!.string! == labels[Int(row[5])], "class \(index)")
+                let mask = try #require(item["mask"])
+                let size = mask["size"]!.elements!.map { Int($0.int!) }
+                #expect(size == [427, 640])
+                let pixels = Self.decode(mask["counts"]!.string!, height: size[0], width: size[1])
+                let both = zip(pixels, masks[index]).filter { $0 == 1 && $1 == 1 }.count
+                let either = zip(pixels, masks[index]).filter { $0 == 1 || $1 == 1 }.count
+                worst = min(worst, either == 0 ? 1 : Double(both) / Double(either))
+            }
+            print("YOLOE detect \(queries[1]): \(detections.count) detections, worst mask IoU \(worst)")
+            #expect(worst >= 0.99)
+        }
+    }
+
+    @Test func cocoExportCarriesSegmentation() throws {
+        let (text, conf, expected, _) = try Self.reference()
+        let folder = try CLI.scratch("yoloe-coco")
+        defer { CLI.remove(folder) }
+        try FileContents.writeAtomically(Self.npy(text), to: folder + "/queries.npy")
+        let result = try CLI.run([
+            "detect", Self.photo, "--detector", Self.detector, "--imgsz", "416", "--conf", conf, "--format", "coco",
+            "--text-embeddings", folder + "/queries.npy", "-q", "a,b,c,d,e",
+        ])
+        try #require(result.status == 0, "\(result.stderr)")
+        let dataset = try JSONDocument(text: result.stdout).root
+        let annotations = try #require(dataset["annotations"]?.elements)
+        #expect(annotations.count == expected.count / 6)
+        #expect(annotations.allSatisfy { $0["segmentation"]?["counts"]?.string?.isEmpty == false })
+    }
+
+    @Test func aCLIPTextModelIsRefusedWithYOLOE() throws {
+        let result = try CLI.run([
+            "detect", Self.photo, "--detector", Self.detector, "--text-model",
+            CLI.root + "/Tests/Fixtures/weights/clip-tiny-openai.pt", "-q", "rocket",
+        ])
+        #expect(result.status != 0)
+        #expect(result.stderr.contains("MobileCLIP") && result.stderr.contains("--text-embeddings"), "\(result.stderr)")
+        let alone = try CLI.run(["detect", Self.photo, "--detector", Self.detector, "-q", "rocket"])
+        #expect(alone.status != 0 && alone.stderr.contains("--text-embeddings"), "\(alone.stderr)")
+    }
+
+    @Test func badEmbeddingFilesAreRefused() throws {
+        let folder = try CLI.scratch("yoloe-bad")
+        defer { CLI.remove(folder) }
+        let (text, _, _, _) = try Self.reference()
+        try FileContents.writeAtomically(Self.npy(text), to: folder + "/five.npy")
+        try FileContents.writeAtomically(Array(Self.npy(text).prefix(200)), to: folder + "/truncated.npy")
+        try FileContents.writeAtomically(Self.npy(text.map { Array($0.prefix(64)) }), to: folder + "/narrow.npy")
+        try FileContents.writeAtomically(Array("not embeddings".utf8), to: folder + "/text.txt")
+        for (file, queries, message) in [
+            ("five.npy", "a,b", "5 embeddings but 2 queries"),
+            ("five.npy", nil, "no labels"),
+            ("truncated.npy", "a,b,c,d,e", "data bytes"),
+            ("narrow.npy", "a,b,c,d,e", "64-d"),
+            ("text.txt", nil, "not a safetensors file"),
+        ] as [(String, String?, String)] {
+            let result = try CLI.run(
+                ["detect", Self.photo, "--detector", Self.detector, "--text-embeddings", folder + "/" + file]
+                    + (queries.map { ["-q", $0] } ?? []))
+            #expect(result.status != 0 && result.stderr.contains(message), "\(file): \(result.stderr)")
+            #expect(!result.stderr.contains("Fatal error"), "\(file) crashed")
+        }
+    }
+}
+
+extension JSONNode {
+    /// An array's elements (nil for anything else).
+    fileprivate var elements: [JSONNode]? {
+        kind == .array ? (0..<count).map { self[$0] } : nil
+    }
+}
