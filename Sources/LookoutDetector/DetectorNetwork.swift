@@ -34,7 +34,9 @@ public protocol DetectorNetwork: AnyObject, Sendable {
     func score(_ features: [FeatureMap], text: [Float], classes: Int, pool: ComputePool) -> HeadOutput
     /// ``score(_:text:classes:pool:)``'s output plus each anchor's region embedding (`anchors × embeddingSize`,
     /// what the contrastive head dots with ``classEmbeddings(_:classes:)``) and level.
-    func headWithRegions(_ features: [FeatureMap], text: [Float], classes: Int, pool: ComputePool)
+    func headWithRegions(
+        _ features: [FeatureMap], text: [Float], classes: Int, pool: ComputePool
+    )
         -> (output: [Float], embeddings: [Float], levels: [UInt8])
     /// What the head dots region embeddings with (after normalisation), from text-tower embeddings: the text
     /// itself for YOLO-World, YOLOE's `get_tpe` for YOLOE.
@@ -63,7 +65,9 @@ extension YOLOENetwork: DetectorNetwork {
         run(features, text: text, classes: classes, pool: pool)
     }
 
-    public func headWithRegions(_ features: [FeatureMap], text: [Float], classes: Int, pool: ComputePool)
+    public func headWithRegions(
+        _ features: [FeatureMap], text: [Float], classes: Int, pool: ComputePool
+    )
         -> (output: [Float], embeddings: [Float], levels: [UInt8])
     {
         let maps = neck(features, pool: pool)
@@ -71,7 +75,9 @@ extension YOLOENetwork: DetectorNetwork {
         let output = detectHead.run(
             maps, text: classEmbeddings(text, classes: classes), classes: classes, strides: strides,
             embeddings: &kept, pool: pool)
-        return (output, WorldDetectHead.anchorMajor(kept!, maps: maps, size: embeddingSize), WorldDetectHead.levels(maps))
+        return (
+            output, WorldDetectHead.anchorMajor(kept!, maps: maps, size: embeddingSize), WorldDetectHead.levels(maps)
+        )
     }
 }
 

@@ -17,7 +17,8 @@ public struct BinaryMask: Sendable, Equatable, Codable {
 
     /// A mask given whole (`width × height` bytes).
     public init(width: Int, height: Int, pixels: [UInt8]) {
-        self.init(width: width, height: height, left: 0, top: 0, windowWidth: width, windowHeight: height, pixels: pixels)
+        self.init(
+            width: width, height: height, left: 0, top: 0, windowWidth: width, windowHeight: height, pixels: pixels)
     }
 
     public init(width: Int, height: Int, left: Int, top: Int, windowWidth: Int, windowHeight: Int, pixels: [UInt8]) {
@@ -58,7 +59,8 @@ public struct BinaryMask: Sendable, Equatable, Codable {
         for x in 0..<width {
             let inside = x >= left && x < left + windowWidth
             for y in 0..<height {
-                let value = inside && y >= top && y < top + windowHeight ? pixels[(y - top) * windowWidth + x - left] : 0
+                let value =
+                    inside && y >= top && y < top + windowHeight ? pixels[(y - top) * windowWidth + x - left] : 0
                 if value != current {
                     counts.append(run)
                     run = 0
@@ -122,7 +124,8 @@ public enum MaskProcessing {
     /// The output rows `window.rows` and columns `window.columns` only (default: all), as a map of that size.
     static func resize(
         _ source: [Float], stride: Int, top: Int = 0, left: Int = 0, rows: Int, columns: Int, outHeight: Int,
-        outWidth: Int, ratioY: Float? = nil, ratioX: Float? = nil, window: (rows: Range<Int>, columns: Range<Int>)? = nil
+        outWidth: Int, ratioY: Float? = nil, ratioX: Float? = nil,
+        window: (rows: Range<Int>, columns: Range<Int>)? = nil
     ) -> [Float] {
         let ys = axis(input: rows, output: outHeight, ratio: ratioY ?? Float(rows) / Float(outHeight))
         let xs = axis(input: columns, output: outWidth, ratio: ratioX ?? Float(columns) / Float(outWidth))

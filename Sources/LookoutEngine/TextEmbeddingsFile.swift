@@ -16,12 +16,14 @@ public enum TextEmbeddingsFile {
 
     /// The labels and embeddings of `path`. `labels`: the queries to take (for `.npy`, required, one per row);
     /// nil takes every tensor of a safetensors file. `size`: the detector's embedding size.
-    public static func load(_ path: String, labels: [String]?, size: Int) throws -> [(label: String, embedding: [Float])]
-    {
+    public static func load(
+        _ path: String, labels: [String]?, size: Int
+    ) throws -> [(label: String, embedding: [Float])] {
         let bytes = try FileContents.read(path)
         if bytes.starts(with: [0x93] + Array("NUMPY".utf8)) {
             guard let labels, !labels.isEmpty else {
-                throw Problem(description: "\(path): an .npy array has no labels: give them as queries (-q a,b,c), one per row")
+                throw Problem(
+                    description: "\(path): an .npy array has no labels: give them as queries (-q a,b,c), one per row")
             }
             let (rows, columns, values) = try npy(bytes, path: path)
             guard rows == labels.count else {
@@ -45,7 +47,8 @@ public enum TextEmbeddingsFile {
             guard let view = file.tensors[name] else { continue }
             guard view.count == size, view.shape.last == size else {
                 throw Problem(
-                    description: "\(path): tensor \"\(name)\" has shape \(view.shape); each label needs one \(size)-d vector")
+                    description:
+                        "\(path): tensor \"\(name)\" has shape \(view.shape); each label needs one \(size)-d vector")
             }
             table[name] = view.floats()
         }
@@ -55,7 +58,8 @@ public enum TextEmbeddingsFile {
             guard let embedding = table[label] else {
                 throw Problem(
                     description:
-                        "\(path) has no embedding named \"\(label)\"; it has: \(file.names.prefix(20).joined(separator: ", "))")
+                        "\(path) has no embedding named \"\(label)\"; it has: \(file.names.prefix(20).joined(separator: ", "))"
+                )
             }
             return try checked(label, embedding, path: path)
         }
@@ -74,7 +78,9 @@ public enum TextEmbeddingsFile {
         guard bytes.count >= 10 else { throw fail("truncated .npy header") }
         let major = bytes[6]
         let lengthBytes = major == 1 ? 2 : 4
-        guard major >= 1 && major <= 3, bytes.count >= 8 + lengthBytes else { throw fail("unknown .npy version \(major)") }
+        guard major >= 1 && major <= 3, bytes.count >= 8 + lengthBytes else {
+            throw fail("unknown .npy version \(major)")
+        }
         var headerLength = 0
         for k in 0..<lengthBytes { headerLength |= Int(bytes[8 + k]) << (8 * k) }
         let start = 8 + lengthBytes
@@ -96,18 +102,27 @@ public enum TextEmbeddingsFile {
         } else if descr.hasPrefix("'<f2'") {
             width = 2
         } else {
-            throw fail("an .npy array of \(descr.prefix(6)); embeddings must be little-endian float32, float64 or float16")
+            throw fail(
+                "an .npy array of \(descr.prefix(6)); embeddings must be little-endian float32, float64 or float16")
         }
-        guard shapeText.hasPrefix("("), let close = shapeText.firstIndex(of: ")") else { throw fail("a bad .npy shape") }
+        guard shapeText.hasPrefix("("), let close = shapeText.firstIndex(of: ")") else {
+            throw fail("a bad .npy shape")
+        }
         let dims = shapeText[shapeText.index(after: shapeText.startIndex)..<close].split(separator: ",").map {
             Int($0.trimmingCharacters(in: " "))
         }
         guard dims.count == 2, let rows = dims[0], let columns = dims[1], rows > 0, columns > 0,
             rows <= 100_000, columns <= 65_536
-        else { throw fail("an .npy array of shape (\(dims.map { $0.map(String.init) ?? "?" }.joined(separator: ","))); expected N × D") }
+        else {
+            throw fail(
+                "an .npy array of shape (\(dims.map { $0.map(String.init) ?? "?" }.joined(separator: ","))); expected N × D"
+            )
+        }
         let dataStart = start + headerLength
         guard bytes.count - dataStart == rows * columns * width else {
-            throw fail("an .npy array of \(rows) × \(columns) needs \(rows * columns * width) data bytes, the file has \(bytes.count - dataStart)")
+            throw fail(
+                "an .npy array of \(rows) × \(columns) needs \(rows * columns * width) data bytes, the file has \(bytes.count - dataStart)"
+            )
         }
         var values = [Float](repeating: 0, count: rows * columns)
         for index in values.indices {

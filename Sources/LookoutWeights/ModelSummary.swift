@@ -3,6 +3,9 @@ public struct ModelSummary: Sendable {
     public enum Kind: Sendable, Equatable {
         /// ultralytics YOLO-World v2 (`WorldDetect` head with `BNContrastiveHead`), scale from the first conv.
         case yoloWorldDetector(scale: String, embedding: Int, classes: Int)
+        /// ultralytics YOLOE (`YOLOEDetect`/`YOLOESegment` head): family (`YOLOE-v8`, `YOLOE-11`, `YOLOE-26`),
+        /// scale, whether it segments, and the ways it can be asked (`text`, `visual`, `prompt-free`).
+        case yoloe(family: String, scale: String, segments: Bool, modes: [String])
         /// CLIP text transformer (OpenAI or Hugging Face names).
         case clipTextEncoder(
             layout: String, width: Int, layers: Int, heads: Int, vocabulary: Int, context: Int, embedding: Int)
@@ -26,6 +29,22 @@ public struct ModelSummary: Sendable {
 
     private static func recognise(_ weights: WeightFile) -> Kind {
         let tensors = weights.tensors
+        if let first = tensors["model.0.conv.weight"], let head = headIndex(tensors),
+            tensors["model.\(head).reprta.m.w12.weight"] != nil || tensors["model.\(head).lrpc.0.vocab.weight"] != nil
+        {
+            let scales = [16: "n", 32: "s", 48: "m", 64: "l", 80: "x"]
+            let family =
+                tensors["model.\(head).one2one_cv2.0.0.conv.weight"] != nil
+                ? "YOLOE-26" : head == 22 ? "YOLOE-v8" : "YOLOE-11"
+            var modes: [String] = []
+            if tensors["model.\(head).reprta.m.w12.weight"] != nil { modes.append("text") }
+            if tensors["model.\(head).savpe.cv3.weight"] != nil { modes.append("visual") }
+            if tensors["model.\(head).lrpc.0.vocab.weight"] != nil { modes.append("prompt-free") }
+            return .yoloe(
+                family: family,
+                scale: scales[first.shape.first ?? 0] ?? "custom (\(first.shape.first ?? 0) stem channels)",
+                segments: tensors["model.\(head).proto.cv1.conv.weight"] != nil, modes: modes)
+        }
         if let first = tensors["model.0.conv.weight"], let head = headIndex(tensors) {
             let scales = [16: "n", 32: "s", 48: "m", 64: "l", 80: "x"]
             let embedding = tensors["model.\(head).cv3.0.2.weight"]?.shape.first ?? 0

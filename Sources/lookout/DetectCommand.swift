@@ -88,7 +88,8 @@ struct ModelOptions: ParsableArguments {
     func load(textEmbeddings: Bool = false) throws -> (engine: Engine, detectorFingerprint: String) {
         if detector != nil && textModel == nil && !textEmbeddings {
             throw ValidationError(
-                "--detector needs --text-model FILE (or, with detect and query, --text-embeddings FILE: queries as embeddings).")
+                "--detector needs --text-model FILE (or, with detect, --text-embeddings FILE: the queries as embeddings)."
+            )
         }
         let (engine, loaded) = try Engine.load(configuration)
         if loaded.isDemo {
@@ -331,7 +332,8 @@ struct DetectCommand: ParsableCommand {
         }
         if queries == nil && queriesFile == nil && queryImages.isEmpty && textEmbeddings.path == nil {
             throw ValidationError(
-                "Give the queries with -q \"a, b\", --queries-file FILE, --query-image CROP.jpg or --text-embeddings FILE.")
+                "Give the queries with -q \"a, b\", --queries-file FILE, --query-image CROP.jpg or --text-embeddings FILE."
+            )
         }
         if images.filter({ $0 == "-" }).count > 1 {
             throw ValidationError("- (an image from standard input) can be given once.")
@@ -372,7 +374,8 @@ struct DetectCommand: ParsableCommand {
             plan.append(label: prompt.label, embedding: prompt.embedding)
         }
         // Thresholds: the global one, a query's own (dog@0.4), then --query-conf; photo queries their own.
-        var options = try queryThresholds.apply(to: plan.applied(to: thresholds.options(for: engine.network)), queries: plan.labels)
+        var options = try queryThresholds.apply(
+            to: plan.applied(to: thresholds.options(for: engine.network)), queries: plan.labels)
         options.multiLabel = multiLabel
         for query in textQueries..<plan.count where options.perClassConfidence[query] == nil {
             options.perClassConfidence[query] = imagePromptOptions.imageQueryConf

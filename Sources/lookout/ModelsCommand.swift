@@ -37,6 +37,11 @@ struct ModelsCommand: ParsableCommand {
             case .yoloWorldDetector(let scale, let embedding, let classes):
                 out +=
                     "  model: YOLO-World v2 detector, scale \(scale), text embedding \(embedding), \(classes) built-in classes\n"
+            case .yoloe(let family, let scale, let segments, let modes):
+                let runs =
+                    family == "YOLOE-26" || modes == ["prompt-free"] ? "not yet run by Lookout" : "Lookout runs: text"
+                out +=
+                    "  model: \(family) \(segments ? "segmentation" : "detection") model, scale \(scale); prompts in the file: \(modes.joined(separator: ", ")) (\(runs))\n"
             case .clipTextEncoder(
                 let layout, let width, let layers, let heads, let vocabulary, let context, let embedding):
                 out +=

@@ -93,7 +93,8 @@ import Testing
             ["--text-embeddings", folder + "/queries.safetensors"],
         ] {
             let result = try CLI.run(
-                ["detect", Self.photo, "--detector", Self.detector, "--imgsz", "416", "--conf", conf, "--json"] + queries)
+                ["detect", Self.photo, "--detector", Self.detector, "--imgsz", "416", "--conf", conf, "--json"]
+                    + queries)
             try #require(result.status == 0, "\(result.stderr)")
             let answer = try #require(try Reference.lines(result.stdout).first)
             let detections = try #require(answer["detections"]?.elements)
@@ -132,6 +133,14 @@ import Testing
         let annotations = try #require(dataset["annotations"]?.elements)
         #expect(annotations.count == expected.count / 6)
         #expect(annotations.allSatisfy { $0["segmentation"]?["counts"]?.string?.isEmpty == false })
+    }
+
+    @Test func inspectNamesTheFamily() throws {
+        let result = try CLI.run(["models", "inspect", Self.detector])
+        #expect(result.status == 0)
+        #expect(
+            result.stdout.contains("YOLOE-11 segmentation model, scale n; prompts in the file: text, visual"),
+            "\(result.stdout)")
     }
 
     @Test func aCLIPTextModelIsRefusedWithYOLOE() throws {
