@@ -62,19 +62,37 @@ struct DepthwiseConvolution: Sendable {
                         for c in range {
                             let input = source.pointer + c * plane, output = target.pointer + c * plane
                             let filter = weight.pointer + c * kernel * kernel
-                            for y in 0..<height {
-                                for x in 0..<width {
-                                    var sum: Float = 0
-                                    for ky in 0..<kernel {
-                                        let iy = y + ky - half
-                                        guard iy >= 0 && iy < height else { continue }
-                                        for kx in 0..<kernel {
-                                            let ix = x + kx - half
-                                            guard ix >= 0 && ix < width else { continue }
-                                            sum += input[iy * width + ix] * filter[ky * kernel + kx]
-                                        }
+                            // Borders with bounds checks; the interior row by row without them (vectorisable).
+                            func point(_ y: Int, _ x: Int) {
+                                var sum: Float = 0
+                                for ky in 0..<kernel {
+                                    let iy = y + ky - half
+                                    guard iy >= 0 && iy < height else { continue }
+                                    for kx in 0..<kernel {
+                                        let ix = x + kx - half
+                                        guard ix >= 0 && ix < width else { continue }
+                                        sum += input[iy * width + ix] * filter[ky * kernel + kx]
                                     }
-                                    output[y * width + x] = sum + bias[c]
+                                }
+                                output[y * width + x] = sum + bias[c]
+                            }
+                            let inner = half..<max(half, width - half)
+                            for y in 0..<height {
+                                guard y >= half && y < height - half else {
+                                    for x in 0..<width { point(y, x) }
+                                    continue
+                                }
+                                for x in 0..<min(half, width) { point(y, x) }
+                                for x in max(width - half, half)..<width { point(y, x) }
+                                let row = output + y * width
+                                for x in inner { row[x] = bias[c] }
+                                for ky in 0..<kernel {
+                                    let source = input + (y + ky - half) * width - half
+                                    for kx in 0..<kernel {
+                                        let w = filter[ky * kernel + kx]
+                                        let shifted = source + kx
+                                        for x in inner { row[x] += shifted[x] * w }
+                                    }
                                 }
                             }
                             if activation { Kernels.silu(output, count: plane) }

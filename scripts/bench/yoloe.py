@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""YOLOE benchmark: Lookout beside ONNX Runtime and OpenVINO on the same random-weight YOLOE models, in one run
+(numbers for BENCHMARKS.md, issue 31).
+
+    swift build -c release --product lookout
+    .build/reference-venv-requirements-track/bin/pip install onnx onnxruntime openvino onnxslim   # once
+    .build/reference-venv-requirements-track/bin/python scripts/bench/yoloe.py [--models 11s,v8s] [--runs 7]
+
+For each model (YOLOE-11s-seg, YOLOE-v8s-seg; random weights in the released architecture and `.pt` format,
+made with ultralytics under /tmp/lookout-bench-yoloe) with 3 random text embeddings:
+
+- Lookout: `lookout detect PHOTO×(runs+1) --detector M.pt --text-embeddings Q.npy -q a,b,c --imgsz 640 --lanes 1
+  --json`, the median over the photos after the first of each photo's `total_ms` (decode, letterbox, network,
+  NMS and the masks at the photo's size). examples/photos/astronaut.jpg (512×512, letterboxed to 640×640).
+- ONNX Runtime: ultralytics' ONNX export of the same weights at 640×640 with the same 3 embeddings (fused into
+  the head, as ultralytics exports YOLOE), CPU provider, 2 intra-op threads, network only (boxes, scores, mask
+  coefficients and prototypes; no decode, letterbox, NMS or masks).
+- OpenVINO: the same ONNX file, CPU plugin, 2 threads, f32 inference precision, latency hint, network only.
+
+Each engine is warmed up once; medians of `--runs`. Prints one line per engine and a Markdown row per model.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts", "reference"))
+import reference_env  # noqa: E402,F401
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+WORK = "/tmp/lookout-bench-yoloe"
+PHOTO = os.path.join(ROOT, "examples", "photos", "astronaut.jpg")
+
+
+def make_model(name: str) -> tuple[str, str, str]:
+    """The random model's .pt, its ONNX export at 640 with the 3 embeddings, and the embeddings as .npy."""
+    from ultralytics import YOLOE
+
+    os.makedirs(WORK, exist_ok=True)
+    pt, onnx_path, npy = (os.path.join(WORK, f"yoloe-{name}-seg{ext}") for ext in (".pt", ".onnx", "-queries.npy"))
+    torch.manual_seed(3)
+    text = torch.nn.functional.normalize(torch.randn(1, 3, 512), dim=-1)
+    np.save(npy, text[0].numpy().astype(np.float32))
+    if not os.path.exists(pt):
+        YOLOE(f"yoloe-{name}-seg.yaml").save(pt)
+    if not os.path.exists(onnx_path):
+        model = YOLOE(pt)
+        with torch.no_grad():
+            model.set_classes(["a", "b", "c"], model.model.model[-1].get_tpe(text))
+        exported = model.export(format="onnx", imgsz=640, simplify=False, verbose=False)
+        os.replace(exported, onnx_path)
+    return pt, onnx_path, npy
+
+
+def time_lookout(pt: str, npy: str, runs: int) -> float:
+    lookout = os.path.join(ROOT, ".build", "release", "lookout")
+    out = subprocess.run(
+        [lookout, "detect", *([PHOTO] * (runs + 1)), "--detector", pt, "--text-embeddings", npy, "-q", "a,b,c",
+         "--imgsz", "640", "--lanes", "1", "--json", "--no-cache"],
+        check=True, capture_output=True, text=True).stdout
+    totals = [json.loads(line)["timings"]["total_ms"] for line in out.splitlines() if line.strip()]
+    return statistics.median(totals[1:])
+
+
+def time_onnxruntime(onnx_path: str, runs: int) -> float:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 2
+    session = ort.InferenceSession(onnx_path, options, providers=["CPUExecutionProvider"])
+    feed = {session.get_inputs()[0].name: np.random.rand(1, 3, 640, 640).astype(np.float32)}
+    session.run(None, feed)
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        session.run(None, feed)
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def time_openvino(onnx_path: str, runs: int) -> float:
+    import openvino as ov
+
+    core = ov.Core()
+    compiled = core.compile_model(
+        core.read_model(onnx_path), "CPU",
+        {"INFERENCE_NUM_THREADS": 2, "INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY"})
+    request = compiled.create_infer_request()
+    data = np.random.rand(1, 3, 640, 640).astype(np.float32)
+    request.infer([data])
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        request.infer([data])
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--models", default="11s,v8s")
+    parser.add_argument("--runs", type=int, default=7)
+    args = parser.parse_args()
+    reference_env.forget_torchvision()
+    rows = []
+    for name in args.models.split(","):
+        pt, onnx_path, npy = make_model(name)
+        lookout = time_lookout(pt, npy, args.runs)
+        onnxruntime = time_onnxruntime(onnx_path, args.runs)
+        openvino = time_openvino(onnx_path, args.runs)
+        print(f"yoloe-{name}-seg 640x640 3 queries: Lookout {lookout:.1f} ms (full detection with masks), "
+              f"ONNX Runtime {onnxruntime:.1f} ms, OpenVINO {openvino:.1f} ms (network only)", flush=True)
+        rows.append(f"| yoloe-{name}-seg | 640×640, 3 | {lookout:.1f} | {onnxruntime:.1f} | {openvino:.1f} | "
+                    f"{lookout / min(onnxruntime, openvino):.2f} |")
+    print("| model | input, queries | Lookout ms | ONNX Runtime ms | OpenVINO ms | Lookout / faster |")
+    print("|---|---|---|---|---|---|")
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
