@@ -207,3 +207,42 @@ struct MaxSigmoidAttention: Sendable {
         return out
     }
 }
+
+/// The backbone YOLO-World v2 and YOLOE share: ultralytics' layers 0–9 (five stride-2 convolutions, four C2f or
+/// C3k2 stages, SPPF) and, in YOLO11's graph, C2PSA at layer 10. Gives P3 (layer 4), P4 (layer 6) and P5 (9, or
+/// 10 after C2PSA).
+struct Backbone: Sendable {
+    let stem: [Convolution]  // layers 0, 1, 3, 5, 7
+    let stages: [C2f]  // layers 2, 4, 6, 8 (C2f or C3k2)
+    let sppf: SPPF  // 9
+    let attention: C2PSA?  // 10 in YOLO11's graph
+
+    init(in file: WeightBinding, attention: Bool) throws(WeightsError) {
+        stem = try [0, 1, 3, 5, 7].map { index throws(WeightsError) in
+            try Convolution(conv: "model.\(index)", stride: 2, in: file)
+        }
+        stages = try [2, 4, 6, 8].map { index throws(WeightsError) in
+            try C2f("model.\(index)", shortcut: true, attention: false, in: file)
+        }
+        sppf = try SPPF("model.9", in: file)
+        self.attention = attention ? try C2PSA("model.10", in: file) : nil
+    }
+
+    /// Channels of P3, P4 and P5.
+    var outputChannels: [Int] { [stages[1].cv2.outputs, stages[2].cv2.outputs, (attention?.cv2 ?? sppf.cv2).outputs] }
+
+    func callAsFunction(_ image: FeatureMap, pool: ComputePool) -> [FeatureMap] {
+        ComputePool.keepFreedMemory()
+        var x = stem[0](image, pool: pool)
+        x = stem[1](x, pool: pool)
+        x = stages[0](x, pool: pool)
+        x = stem[2](x, pool: pool)
+        let p3 = stages[1](x, pool: pool)
+        x = stem[3](p3, pool: pool)
+        let p4 = stages[2](x, pool: pool)
+        x = stem[4](p4, pool: pool)
+        var p5 = sppf(stages[3](x, pool: pool), pool: pool)
+        if let attention { p5 = attention(p5, pool: pool) }
+        return [p3, p4, p5]
+    }
+}

@@ -119,22 +119,33 @@ extension ConnectionCheck {
     }
 }
 
+extension ConnectionCheck {
+    /// The backbone from the 3-channel image; returns P3's, P4's and P5's channels.
+    func check(_ backbone: Backbone) throws(WeightsError) -> [Int] {
+        let (stem, stages) = (backbone.stem, backbone.stages)
+        var channels = try check(stem[0], "model.0", receives: 3)
+        channels = try check(stem[1], "model.1", receives: channels)
+        channels = try check(stages[0], "model.2", receives: channels)
+        channels = try check(stem[2], "model.3", receives: channels)
+        let p3 = try check(stages[1], "model.4", receives: channels)
+        channels = try check(stem[3], "model.5", receives: p3)
+        let p4 = try check(stages[2], "model.6", receives: channels)
+        channels = try check(stem[4], "model.7", receives: p4)
+        channels = try check(stages[3], "model.8", receives: channels)
+        var p5 = try check(backbone.sppf, "model.9", receives: channels)
+        if let attention = backbone.attention { p5 = try check(attention, "model.10", receives: p5) }
+        return [p3, p4, p5]
+    }
+}
+
 extension YOLOWorldNetwork {
     /// Follows the channel counts from the 3-channel image through backbone, neck and head; returns the
     /// backbone outputs' channels.
     func checkConnections(path: String) throws(WeightsError) -> [Int] {
         let check = ConnectionCheck(path: path)
         let text = embeddingSize
-        var channels = try check.check(stem[0], "model.0", receives: 3)
-        channels = try check.check(stem[1], "model.1", receives: channels)
-        channels = try check.check(stages[0], "model.2", receives: channels)
-        channels = try check.check(stem[2], "model.3", receives: channels)
-        let p3 = try check.check(stages[1], "model.4", receives: channels)
-        channels = try check.check(stem[3], "model.5", receives: p3)
-        let p4 = try check.check(stages[2], "model.6", receives: channels)
-        channels = try check.check(stem[4], "model.7", receives: p4)
-        channels = try check.check(stages[3], "model.8", receives: channels)
-        let p5 = try check.check(sppf, "model.9", receives: channels)
+        let outputs = try check.check(layers)
+        let (p3, p4, p5) = (outputs[0], outputs[1], outputs[2])
         let x12 = try check.check(neck12, "model.12", receives: p5 + p4, text: text)
         let x15 = try check.check(neck15, "model.15", receives: x12 + p3, text: text)
         let d16 = try check.check(down16, "model.16", receives: x15)
@@ -142,6 +153,6 @@ extension YOLOWorldNetwork {
         let d19 = try check.check(down19, "model.19", receives: x18)
         let x21 = try check.check(neck21, "model.21", receives: d19 + p5, text: text)
         try check.check(detectHead, "model.22", receives: [x15, x18, x21])
-        return [p3, p4, p5]
+        return outputs
     }
 }

@@ -21,6 +21,20 @@ struct BatchNormStatistics {
         variance = try file.floats(prefix + ".running_var", shape: [channels])
         epsilon = Float(file.batchNormEpsilon[prefix] ?? 1e-3)
     }
+
+    /// Folds these statistics into a convolution's weights (`perOutput` values per output channel) as
+    /// `torch.nn.utils.fusion.fuse_conv_bn_weights` does (ultralytics 8.4.190): `rs = 1/√(var + eps)`,
+    /// `W' = W·(γ·rs)`; returns the bias `b' = ((0 − μ)·rs)·γ + β`.
+    func fold(into weight: inout [Float], perOutput: Int) -> [Float] {
+        var bias = [Float](repeating: 0, count: gamma.count)
+        for o in gamma.indices {
+            let rs = 1 / (variance[o] + epsilon).squareRoot()
+            let scale = gamma[o] * rs
+            for index in (o * perOutput)..<((o + 1) * perOutput) { weight[index] *= scale }
+            bias[o] = ((0 - mean[o]) * rs) * gamma[o] + beta[o]
+        }
+        return bias
+    }
 }
 
 /// A 2-D convolution with bias (BatchNorm already folded in), square kernel, padding `kernel / 2`,
@@ -37,8 +51,7 @@ struct Convolution: Sendable {
     var bias: [Float] { weights.bias }
 
     /// ultralytics `Conv` named `prefix` (`prefix.conv.weight`, `prefix.bn.*`), with BatchNorm folded as
-    /// `torch.nn.utils.fusion.fuse_conv_bn_weights` does (ultralytics 8.4.190): `rs = 1/√(var + eps)`,
-    /// `W' = W·(γ·rs)`, `b' = ((0 − μ)·rs)·γ + β`.
+    /// `fuse()` folds it (``BatchNormStatistics/fold(into:perOutput:)``).
     init(conv prefix: String, stride: Int, activation: Bool = true, in file: WeightBinding) throws(WeightsError) {
         let view = try file.view(prefix + ".conv.weight")
         guard view.shape.count == 4, view.shape[2] == view.shape[3] else {
@@ -48,15 +61,8 @@ struct Convolution: Sendable {
         }
         let (outputs, inputs, kernel) = (view.shape[0], view.shape[1], view.shape[2])
         var weight = view.floats()
-        let bn = try BatchNormStatistics(prefix + ".bn", channels: outputs, in: file)
-        var bias = [Float](repeating: 0, count: outputs)
-        let perOutput = inputs * kernel * kernel
-        for o in 0..<outputs {
-            let rs = 1 / (bn.variance[o] + bn.epsilon).squareRoot()
-            let scale = bn.gamma[o] * rs
-            for index in (o * perOutput)..<((o + 1) * perOutput) { weight[index] *= scale }
-            bias[o] = ((0 - bn.mean[o]) * rs) * bn.gamma[o] + bn.beta[o]
-        }
+        let bias = try BatchNormStatistics(prefix + ".bn", channels: outputs, in: file).fold(
+            into: &weight, perOutput: inputs * kernel * kernel)
         self.init(
             weight: weight, bias: bias, inputs: inputs, outputs: outputs, kernel: kernel, stride: stride,
             activation: activation, precision: file.precision, name: prefix, file: file)
@@ -97,5 +103,24 @@ struct Convolution: Sendable {
 
     func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
         implementation.convolve(x, weights, pool: pool)
+    }
+}
+
+extension WeightBinding {
+    /// The arithmetic of a network bound through this binding, in words that tell apart every arithmetic whose
+    /// results differ (``YOLOWorldNetwork/arithmetic``). int8 needs the input ranges calibration stores in the
+    /// file: without them, or with them damaged, an error saying so.
+    func arithmetic() throws(WeightsError) -> String {
+        guard precision == .int8 else { return precision.rawValue }
+        guard let ranges = inputRanges else {
+            let damaged = metadata[ActivationRanges.metadataKey] != nil
+            throw WeightsError(
+                path: path,
+                problem: damaged
+                    ? "its int8 calibration (metadata \(ActivationRanges.metadataKey)) is damaged; calibrate again"
+                    : "int8 needs the input ranges calibration records, which this file lacks: make a calibrated "
+                        + "copy with `lookout models calibrate MODEL PHOTOS... -o MODEL-int8.safetensors` and run that")
+        }
+        return "int8 (\(Int8Convolution.weightBits)-bit weights, calibration \(ranges.digest))"
     }
 }

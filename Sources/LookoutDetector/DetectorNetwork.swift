@@ -74,7 +74,8 @@ extension YOLOENetwork: DetectorNetwork {
         var kept: [[Float]]? = []
         let output = detectHead.run(
             maps, text: classEmbeddings(text, classes: classes), classes: classes, strides: strides,
-            embeddings: &kept, pool: pool)
+            embeddings: &kept, masks: false, pool: pool
+        ).output
         return (
             output, WorldDetectHead.anchorMajor(kept!, maps: maps, size: embeddingSize), WorldDetectHead.levels(maps)
         )

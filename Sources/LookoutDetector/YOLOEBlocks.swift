@@ -8,8 +8,7 @@ import LookoutWeights
 #endif
 
 /// ultralytics `Conv(c, c, k, g=c)` after `fuse()`: a depthwise convolution (one k×k filter per channel,
-/// stride 1, padding k/2) with BatchNorm folded in as ``Convolution/init(conv:stride:activation:in:)`` folds
-/// it, optionally followed by SiLU. `DWConv(c, c, 3)` in YOLOE-11's head and `Attention.pe` are this.
+/// stride 1, padding k/2) with BatchNorm folded in (``BatchNormStatistics/fold(into:perOutput:)``), optionally followed by SiLU. `DWConv(c, c, 3)` in YOLOE-11's head and `Attention.pe` are this.
 struct DepthwiseConvolution: Sendable {
     let channels: Int
     let kernel: Int
@@ -33,17 +32,9 @@ struct DepthwiseConvolution: Sendable {
         channels = view.shape[0]
         kernel = view.shape[2]
         var weight = view.floats()
-        let bn = try BatchNormStatistics(prefix + ".bn", channels: channels, in: file)
-        var bias = [Float](repeating: 0, count: channels)
-        let perChannel = kernel * kernel
-        for c in 0..<channels {
-            let rs = 1 / (bn.variance[c] + bn.epsilon).squareRoot()
-            let scale = bn.gamma[c] * rs
-            for index in (c * perChannel)..<((c + 1) * perChannel) { weight[index] *= scale }
-            bias[c] = ((0 - bn.mean[c]) * rs) * bn.gamma[c] + bn.beta[c]
-        }
+        bias = try BatchNormStatistics(prefix + ".bn", channels: channels, in: file).fold(
+            into: &weight, perOutput: kernel * kernel)
         self.weight = weight
-        self.bias = bias
         self.activation = activation
     }
 
@@ -191,17 +182,7 @@ struct PositionAttention: Sendable {
                             (values.pointer + h * headSize * n).update(from: value, count: headSize * n)
                             // scores[i, j] = Σ_d q[d, i]·k[d, j]; softmax over j.
                             BLAS.gemm(m: n, n: n, k: keySize, a: query, transposeA: true, b: key, c: scores)
-                            for i in 0..<n {
-                                let row = scores + i * n
-                                var maximum = -Float.infinity
-                                for j in 0..<n { maximum = max(maximum, row[j]) }
-                                var total: Float = 0
-                                for j in 0..<n {
-                                    row[j] = expf(row[j] - maximum)
-                                    total += row[j]
-                                }
-                                for j in 0..<n { row[j] /= total }
-                            }
+                            Kernels.softmaxRows(scores, count: n, length: n)
                             // out[c, i] = Σ_j v[c, j]·attn[i, j]
                             BLAS.gemm(
                                 m: headSize, n: n, k: n, a: value, b: scores, transposeB: true,
@@ -391,15 +372,7 @@ struct TextProjection: Sendable {
         gated.withUnsafeBufferPointer { g in
             Kernels.linear(g.baseAddress!, rows: rows, inputs: hidden, weight: w3, bias: b3, outputs: size, into: &out)
         }
-        for r in 0..<rows {
-            var squares: Float = 0
-            for d in 0..<size {
-                out[r * size + d] += text[r * size + d]
-                squares += out[r * size + d] * out[r * size + d]
-            }
-            let norm = max(squares.squareRoot(), 1e-12)
-            for d in 0..<size { out[r * size + d] /= norm }
-        }
-        return out
+        for index in out.indices { out[index] += text[index] }
+        return normalizedRows(out, rows: rows, size: size)
     }
 }

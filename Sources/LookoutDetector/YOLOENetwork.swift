@@ -54,10 +54,7 @@ public final class YOLOENetwork: Sendable {
     /// Whether the head has a mask branch (a `-seg` model).
     public var segments: Bool { proto != nil }
 
-    let stem: [Convolution]  // layers 0, 1, 3, 5, 7
-    let stages: [C2f]  // layers 2, 4, 6, 8 (C2f or C3k2)
-    let sppf: SPPF  // 9
-    let attention: C2PSA?  // 10 in YOLOE-11
+    let layers: Backbone  // layers 0–9, and 10 (C2PSA) in YOLOE-11
     let neckUp1: C2f, neckUp2: C2f, neckDown1: C2f, neckDown2: C2f
     let down1: Convolution, down2: Convolution
     let detectHead: WorldDetectHead
@@ -75,18 +72,7 @@ public final class YOLOENetwork: Sendable {
         let file = WeightBinding(weights, precision: precision, recorder: recorder)
         path = weights.path
         self.precision = precision
-        if precision == .int8, let ranges = file.inputRanges {
-            arithmetic = "int8 (\(Int8Convolution.weightBits)-bit weights, calibration \(ranges.digest))"
-        } else {
-            arithmetic = precision.rawValue
-        }
-        if precision == .int8 && file.inputRanges == nil {
-            throw WeightsError(
-                path: file.path,
-                problem:
-                    "int8 needs the input ranges calibration records, which this file lacks: make a calibrated copy with `lookout models calibrate MODEL PHOTOS... -o MODEL-int8.safetensors` and run that"
-            )
-        }
+        arithmetic = try file.arithmetic()
         guard let head = ModelSummary.headIndex(weights.tensors), file.has("model.0.conv.weight"),
             file.has("model.\(head).reprta.m.w12.weight") || file.has("model.\(head).lrpc.0.vocab.weight")
         else {
@@ -114,14 +100,7 @@ public final class YOLOENetwork: Sendable {
         headIndex = head
         let stemWidth = try file.view("model.0.conv.weight").shape.first ?? 0
         scale = [16: "n", 32: "s", 48: "m", 64: "l", 80: "x"][stemWidth] ?? "custom (\(stemWidth) stem channels)"
-        stem = try [0, 1, 3, 5, 7].map { index throws(WeightsError) in
-            try Convolution(conv: "model.\(index)", stride: 2, in: file)
-        }
-        stages = try [2, 4, 6, 8].map { index throws(WeightsError) in
-            try C2f("model.\(index)", shortcut: true, attention: false, in: file)
-        }
-        sppf = try SPPF("model.9", in: file)
-        attention = family == .v11 ? try C2PSA("model.10", in: file) : nil
+        layers = try Backbone(in: file, attention: family == .v11)
         // YOLOE-v8's neck C2f have no shortcut (args [512]); YOLO11's C3k2 keep theirs (shortcut=True).
         let (first, shortcut) = family == .v8 ? (12, false) : (13, true)
         neckUp1 = try C2f("model.\(first)", shortcut: shortcut, attention: false, in: file)
@@ -136,7 +115,7 @@ public final class YOLOENetwork: Sendable {
         embeddingSize = detectHead.embeddingSize
         textProjection = try TextProjection(prefix + ".reprta.m", in: file)
         proto = segments ? try Proto(prefix + ".proto", in: file) : nil
-        featureChannels = [stages[1].cv2.outputs, stages[2].cv2.outputs, (attention?.cv2 ?? sppf.cv2).outputs]
+        featureChannels = layers.outputChannels
         if let stride = file.attributes["\(prefix).stride"], stride.count == 3 {
             let values = stride.floats()
             guard values.allSatisfy({ $0.isFinite && $0 >= 1 && $0 <= 1024 && $0.rounded() == $0 }) else {
@@ -158,18 +137,7 @@ public final class YOLOENetwork: Sendable {
 
     /// Layers 0–9 (and 10, C2PSA, in YOLOE-11): P3, P4, P5.
     public func backbone(_ image: FeatureMap, pool: ComputePool = .shared) -> [FeatureMap] {
-        ComputePool.keepFreedMemory()
-        var x = stem[0](image, pool: pool)
-        x = stem[1](x, pool: pool)
-        x = stages[0](x, pool: pool)
-        x = stem[2](x, pool: pool)
-        let p3 = stages[1](x, pool: pool)
-        x = stem[3](p3, pool: pool)
-        let p4 = stages[2](x, pool: pool)
-        x = stem[4](p4, pool: pool)
-        var p5 = sppf(stages[3](x, pool: pool), pool: pool)
-        if let attention { p5 = attention(p5, pool: pool) }
-        return [p3, p4, p5]
+        layers(image, pool: pool)
     }
 
     /// The neck (no text in YOLOE): the head's three inputs.
@@ -201,13 +169,9 @@ public final class YOLOENetwork: Sendable {
     {
         let maps = neck(features, pool: pool)
         var unused: [[Float]]? = nil
-        var coefficients: [Float] = []
-        let output = withUnsafeMutablePointer(to: &coefficients) { coefficients in
-            detectHead.run(
-                maps, text: classEmbeddings, classes: classes, strides: strides, embeddings: &unused,
-                coefficients: coefficients, pool: pool)
-        }
-        guard let proto else { return HeadOutput(output: output, masks: nil) }
+        let (output, coefficients) = detectHead.run(
+            maps, text: classEmbeddings, classes: classes, strides: strides, embeddings: &unused, pool: pool)
+        guard let proto, let coefficients else { return HeadOutput(output: output, masks: nil) }
         return HeadOutput(
             output: output, masks: MaskPrototypes(coefficients: coefficients, prototypes: proto(maps[0], pool: pool)))
     }
@@ -219,17 +183,8 @@ public final class YOLOENetwork: Sendable {
 
     func checkConnections(path: String) throws(WeightsError) {
         let check = ConnectionCheck(path: path)
-        var channels = try check.check(stem[0], "model.0", receives: 3)
-        channels = try check.check(stem[1], "model.1", receives: channels)
-        channels = try check.check(stages[0], "model.2", receives: channels)
-        channels = try check.check(stem[2], "model.3", receives: channels)
-        let p3 = try check.check(stages[1], "model.4", receives: channels)
-        channels = try check.check(stem[3], "model.5", receives: p3)
-        let p4 = try check.check(stages[2], "model.6", receives: channels)
-        channels = try check.check(stem[4], "model.7", receives: p4)
-        channels = try check.check(stages[3], "model.8", receives: channels)
-        var p5 = try check.check(sppf, "model.9", receives: channels)
-        if let attention { p5 = try check.check(attention, "model.10", receives: p5) }
+        let outputs = try check.check(layers)
+        let (p3, p4, p5) = (outputs[0], outputs[1], outputs[2])
         let first = family == .v8 ? 12 : 13
         let up1 = try check.check(neckUp1, "model.\(first)", receives: p5 + p4)
         let small = try check.check(neckUp2, "model.\(first + 3)", receives: up1 + p3)
@@ -254,7 +209,7 @@ public final class YOLOENetwork: Sendable {
                 )
             }
         }
-        assert([p3, p4, p5] == featureChannels)
+        assert(outputs == featureChannels)
     }
 }
 

@@ -25,9 +25,7 @@ public final class YOLOWorldNetwork: Sendable {
     public let builtinText: [Float]?
     public let builtinClassCount: Int
 
-    let stem: [Convolution]  // layers 0, 1, 3, 5, 7
-    let stages: [C2f]  // layers 2, 4, 6, 8
-    let sppf: SPPF  // 9
+    let layers: Backbone  // layers 0–9
     let neck12: C2f, neck15: C2f, neck18: C2f, neck21: C2f
     let down16: Convolution, down19: Convolution
     let detectHead: WorldDetectHead
@@ -52,20 +50,7 @@ public final class YOLOWorldNetwork: Sendable {
         let file = WeightBinding(weights, precision: precision, recorder: recorder)
         self.precision = precision
         path = weights.path
-        if precision == .int8, let ranges = file.inputRanges {
-            arithmetic = "int8 (\(Int8Convolution.weightBits)-bit weights, calibration \(ranges.digest))"
-        } else {
-            arithmetic = precision.rawValue
-        }
-        if precision == .int8 && file.inputRanges == nil {
-            let damaged = weights.metadata[ActivationRanges.metadataKey] != nil
-            throw WeightsError(
-                path: file.path,
-                problem: damaged
-                    ? "its int8 calibration (metadata \(ActivationRanges.metadataKey)) is damaged; calibrate again"
-                    : "int8 needs the input ranges calibration records, which this file lacks: make a calibrated "
-                        + "copy with `lookout models calibrate MODEL PHOTOS... -o MODEL-int8.safetensors` and run that")
-        }
+        arithmetic = try file.arithmetic()
         guard file.has("model.0.conv.weight"), ModelSummary.headIndex(weights.tensors) == 22 else {
             throw WeightsError(
                 path: file.path, kind: .wrongModel,
@@ -73,14 +58,8 @@ public final class YOLOWorldNetwork: Sendable {
                     "not a YOLO-World v2 detector: expected model.0.conv.weight and a WorldDetect head with BNContrastiveHead at model.22"
             )
         }
-        stem = try [0, 1, 3, 5, 7].map { index throws(WeightsError) in
-            try Convolution(conv: "model.\(index)", stride: 2, in: file)
-        }
-        stages = try [2, 4, 6, 8].map { index throws(WeightsError) in
-            try C2f("model.\(index)", shortcut: true, attention: false, in: file)
-        }
-        sppf = try SPPF("model.9", in: file)
-        featureChannels = [stages[1].cv2.outputs, stages[2].cv2.outputs, sppf.cv2.outputs]
+        layers = try Backbone(in: file, attention: false)
+        featureChannels = layers.outputChannels
         neck12 = try C2f("model.12", shortcut: false, attention: true, in: file)
         neck15 = try C2f("model.15", shortcut: false, attention: true, in: file)
         down16 = try Convolution(conv: "model.16", stride: 2, in: file)
@@ -121,17 +100,7 @@ public final class YOLOWorldNetwork: Sendable {
 
     /// Layers 0–9. Returns the maps the rest of the network reads: P3 (layer 4), P4 (layer 6), P5 (layer 9).
     public func backbone(_ image: FeatureMap, pool: ComputePool = .shared) -> [FeatureMap] {
-        ComputePool.keepFreedMemory()
-        var x = stem[0](image, pool: pool)
-        x = stem[1](x, pool: pool)
-        x = stages[0](x, pool: pool)
-        x = stem[2](x, pool: pool)
-        let p3 = stages[1](x, pool: pool)
-        x = stem[3](p3, pool: pool)
-        let p4 = stages[2](x, pool: pool)
-        x = stem[4](p4, pool: pool)
-        let p5 = sppf(stages[3](x, pool: pool), pool: pool)
-        return [p3, p4, p5]
+        layers(image, pool: pool)
     }
 
     /// Layers 10–21: the text-guided neck. Returns the three head inputs (layers 15, 18, 21).
@@ -154,7 +123,8 @@ public final class YOLOWorldNetwork: Sendable {
         var unused: [[Float]]? = nil
         return detectHead.run(
             neck(features, text: text, classes: classes, pool: pool), text: text, classes: classes, strides: strides,
-            embeddings: &unused, pool: pool)
+            embeddings: &unused, pool: pool
+        ).output
     }
 
     /// `head`, plus the region embeddings of every anchor (`anchors × embeddingSize`, row-major, in the
@@ -169,7 +139,8 @@ public final class YOLOWorldNetwork: Sendable {
         let neckOutputs = neck(features, text: text, classes: classes, pool: pool)
         var kept: [[Float]]? = []
         let output = detectHead.run(
-            neckOutputs, text: text, classes: classes, strides: strides, embeddings: &kept, pool: pool)
+            neckOutputs, text: text, classes: classes, strides: strides, embeddings: &kept, pool: pool
+        ).output
         return (
             output, WorldDetectHead.anchorMajor(kept!, maps: neckOutputs, size: embeddingSize),
             WorldDetectHead.levels(neckOutputs)
@@ -180,6 +151,18 @@ public final class YOLOWorldNetwork: Sendable {
     public var scoreParameters: [(logitScale: Float, bias: Float)] {
         detectHead.levels.map { ($0.logitScale, $0.bias) }
     }
+}
+
+/// `F.normalize` of each of `rows` rows of `size` values: x / max(‖x‖, 1e-12).
+func normalizedRows(_ values: [Float], rows: Int, size: Int) -> [Float] {
+    var normalized = values
+    for k in 0..<rows {
+        var squares: Float = 0
+        for d in 0..<size { squares += values[k * size + d] * values[k * size + d] }
+        let norm = max(squares.squareRoot(), 1e-12)
+        for d in 0..<size { normalized[k * size + d] = values[k * size + d] / norm }
+    }
+    return normalized
 }
 
 /// A layer of the head's embedding branch before its last 1×1 convolution: a `Conv`, or in YOLOE-11 a
@@ -288,19 +271,19 @@ struct WorldDetectHead: Sendable {
 
     /// The head's output for the neck's maps; when `embeddings` is non-nil on entry it receives each level's
     /// batch-normalised region embeddings (`embeddingSize × plane`, channel-major): what the contrastive head
-    /// dots with text. With a mask branch, `coefficients` receives the mask coefficients
+    /// dots with text. With a mask branch and `masks`, it also returns the mask coefficients
     /// (`maskCoefficients × anchors`, row-major, in the output's anchor order).
     func run(
         _ inputs: [FeatureMap], text: [Float], classes: Int, strides: [Int], embeddings kept: inout [[Float]]?,
-        coefficients: UnsafeMutablePointer<[Float]>? = nil, pool: ComputePool
-    ) -> [Float] {
-        let normalized = normalizedText(text, classes: classes)
+        masks: Bool = true, pool: ComputePool
+    ) -> (output: [Float], coefficients: [Float]?) {
+        let normalized = normalizedRows(text, rows: classes, size: embeddingSize)
         let anchors = inputs.reduce(0) { $0 + $1.plane }
         var output = [Float](repeating: 0, count: (4 + classes) * anchors)
         // The branches (embedding, box and mask of three levels) are independent: each runs on one thread
         // (their convolutions inline), the largest first, so that both threads stay busy without a barrier
         // after every small convolution. The arithmetic is the same as one branch at a time.
-        let kinds = maskCoefficients > 0 && coefficients != nil ? 3 : 2
+        let kinds = masks && maskCoefficients > 0 ? 3 : 2
         let branches = UnsafeMutableBufferPointer<FeatureMap?>.allocate(capacity: kinds * levels.count)
         branches.initialize(repeating: nil)
         defer {
@@ -325,7 +308,8 @@ struct WorldDetectHead: Sendable {
                     : layers[2](layers[1](layers[0](x, pool: pool), pool: pool), pool: pool)
             }
         }
-        if kinds == 3, let coefficients {
+        var coefficients: [Float]? = nil
+        if kinds == 3 {
             let count = maskCoefficients
             var values = [Float](repeating: 0, count: count * anchors)
             var offset = 0
@@ -336,7 +320,7 @@ struct WorldDetectHead: Sendable {
                 }
                 offset += map.plane
             }
-            coefficients.pointee = values
+            coefficients = values
         }
         var offset = 0
         for (index, (level, x)) in zip(levels, inputs).enumerated() {
@@ -361,7 +345,7 @@ struct WorldDetectHead: Sendable {
                 scale: expf(level.logitScale), bias: level.bias, geometry: geometry, into: &output, pool: pool)
             offset += x.plane
         }
-        return output
+        return (output, coefficients)
     }
 
     /// Each level's region embeddings (channel-major, as ``run`` keeps them) as one anchors × size matrix.
@@ -382,18 +366,6 @@ struct WorldDetectHead: Sendable {
     /// Each anchor's level.
     static func levels(_ maps: [FeatureMap]) -> [UInt8] {
         maps.enumerated().flatMap { level, map in [UInt8](repeating: UInt8(level), count: map.plane) }
-    }
-
-    /// F.normalize of each text feature: x / max(‖x‖, 1e-12).
-    func normalizedText(_ text: [Float], classes: Int) -> [Float] {
-        var normalized = text
-        for k in 0..<classes {
-            var squares: Float = 0
-            for d in 0..<embeddingSize { squares += text[k * embeddingSize + d] * text[k * embeddingSize + d] }
-            let norm = max(squares.squareRoot(), 1e-12)
-            for d in 0..<embeddingSize { normalized[k * embeddingSize + d] = text[k * embeddingSize + d] / norm }
-        }
-        return normalized
     }
 
     /// The class logits are t̂·BN(W·h + b) for the embedding branch's last 1×1 convolution W, b. Without a

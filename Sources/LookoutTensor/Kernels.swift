@@ -169,6 +169,24 @@ public enum Kernels {
             into: output, scratch: scratch)
     }
 
+    /// Softmax of each of `count` rows of `length` values, in place: `exp(x − max)`, times the inverse of
+    /// their sum.
+    public static func softmaxRows(_ rows: UnsafeMutablePointer<Float>, count: Int, length: Int) {
+        for i in 0..<count {
+            let row = rows + i * length
+            var maximum = -Float.infinity
+            for j in 0..<length { maximum = max(maximum, row[j]) }
+            var total: Float = 0
+            for j in 0..<length {
+                let e = expf(row[j] - maximum)
+                row[j] = e
+                total += e
+            }
+            let inverse = 1 / total
+            for j in 0..<length { row[j] *= inverse }
+        }
+    }
+
     /// One head of scaled dot-product attention over `length` rows of packed q, k, v (`3 × width` per row):
     /// causal (row i attends to rows 0…i, the text tower) or full (every row, the image tower). `scratch`
     /// holds at least `length` floats when causal, `length²` when full.
@@ -187,19 +205,7 @@ public enum Kernels {
             BLAS.gemm(
                 m: length, n: length, k: headSize, a: q, b: k, transposeB: true, c: scratch, lda: stride, ldb: stride,
                 ldc: length, alpha: scale)
-            for i in 0..<length {
-                let row = scratch + i * length
-                var maximum = -Float.infinity
-                for j in 0..<length { maximum = max(maximum, row[j]) }
-                var total: Float = 0
-                for j in 0..<length {
-                    let e = expf(row[j] - maximum)
-                    row[j] = e
-                    total += e
-                }
-                let inverse = 1 / total
-                for j in 0..<length { row[j] *= inverse }
-            }
+            softmaxRows(scratch, count: length, length: length)
             BLAS.gemm(
                 m: length, n: headSize, k: length, a: scratch, b: v, c: output + head * headSize, lda: length,
                 ldb: stride, ldc: width)

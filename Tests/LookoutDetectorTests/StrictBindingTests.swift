@@ -14,8 +14,12 @@ import Testing
     static let source = try! WeightFile.open(
         NetworkParityTests.root + "/Tests/Fixtures/weights/yolov8n-worldv2-random.pt")
 
-    /// The source as canonical safetensors entries (attributes under `attribute.`).
-    static func entries() -> [Entry] {
+    /// A network family's loader: binds a file or throws.
+    typealias Loader = @Sendable (WeightFile) throws(WeightsError) -> Void
+    static let loadWorld: Loader = { file throws(WeightsError) in _ = try YOLOWorldNetwork(weights: file) }
+
+    /// `source` as canonical safetensors entries (attributes under `attribute.`).
+    static func entries(of source: WeightFile = source) -> [Entry] {
         var entries: [Entry] = source.names.map { name in
             let view = source.tensors[name]!
             return (name, view.shape, view.dtype.isFloatingPoint ? .float32(view.floats()) : .int64(view.integers()))
@@ -33,14 +37,17 @@ import Testing
         return path
     }
 
-    /// Loads `entries` as a detector and returns the error's text (nil when it loaded).
-    static func loadError(_ entries: [Entry]) throws -> String? { try loadFailure(entries)?.problem }
+    /// Loads `entries` as a detector (YOLO-World unless `load` says otherwise) and returns the error's text
+    /// (nil when it loaded).
+    static func loadError(_ entries: [Entry], load: Loader = loadWorld) throws -> String? {
+        try loadFailure(entries, load: load)?.problem
+    }
 
-    static func loadFailure(_ entries: [Entry]) throws -> WeightsError? {
+    static func loadFailure(_ entries: [Entry], load: Loader = loadWorld) throws -> WeightsError? {
         let path = try write(entries)
         defer { try? FileManager.default.removeItem(atPath: path) }
         do {
-            _ = try YOLOWorldNetwork(weights: WeightFile.open(path))
+            try load(WeightFile.open(path))
             return nil
         } catch {
             #expect(error.path == path)
@@ -114,11 +121,21 @@ import Testing
     /// Seeded fuzz: change one convolution's output channels (its weight, bias or BatchNorm consistently), or
     /// drop a tensor the network needs, 40 times. Every such file must be refused with an error, not load and not trap.
     @Test func fuzzedShapesAreRefused() throws {
-        let entries = Self.entries()
-        let convolutions = entries.map(\.name).filter { $0.hasSuffix("conv.weight") && !$0.contains("dfl") }
+        try Self.expectFuzzedShapesRefused(source: Self.source, seed: 12, load: Self.loadWorld)
+    }
+
+    /// The fuzz for any family: `leftAlone` names tensors the network does not bind (and so are not mutated).
+    static func expectFuzzedShapesRefused(
+        source: WeightFile, seed: UInt64, leftAlone: (String) -> Bool = { _ in false }, load: Loader,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
+        let entries = Self.entries(of: source)
+        let convolutions = entries.map(\.name).filter {
+            $0.hasSuffix("conv.weight") && !$0.contains("dfl") && !leftAlone($0)
+        }
         // BatchNorm's step counter is not needed, so a file without it loads.
-        let needed = entries.map(\.name).filter { !$0.hasSuffix("num_batches_tracked") }
-        var generator = SplitMix64(seed: 12)
+        let needed = entries.map(\.name).filter { !$0.hasSuffix("num_batches_tracked") && !leftAlone($0) }
+        var generator = SplitMix64(seed: seed)
         var refused = 0
         for round in 0..<40 {
             var mutated = entries
@@ -129,7 +146,7 @@ import Testing
                 description = "without \(victim)"
             } else {
                 let weight = convolutions[Int(generator.next() % UInt64(convolutions.count))]
-                let outputs = Self.source.tensors[weight]!.shape[0]
+                let outputs = source.tensors[weight]!.shape[0]
                 let size = max(1, outputs + [-2, -1, 1, 3][Int(generator.next() % 4)])
                 let prefix = String(weight.dropLast(".conv.weight".count))
                 mutated = Self.resized(mutated, weight, axis: 0, to: size)
@@ -138,10 +155,10 @@ import Testing
                 }
                 description = "\(prefix) with \(size) outputs instead of \(outputs)"
             }
-            let problem = try Self.loadError(mutated)
-            #expect(problem != nil, "loaded: \(description)")
+            let problem = try Self.loadError(mutated, load: load)
+            #expect(problem != nil, "loaded: \(description)", sourceLocation: sourceLocation)
             if problem != nil { refused += 1 }
         }
-        #expect(refused == 40)
+        #expect(refused == 40, sourceLocation: sourceLocation)
     }
 }

@@ -12,27 +12,14 @@ import Testing
     static let path = NetworkParityTests.root + "/Tests/Fixtures/yoloe/yoloe-11n-seg-random.pt"
     static let source = try! WeightFile.open(path)
 
-    static func entries() -> [Entry] {
-        var entries: [Entry] = source.names.map { name in
-            let view = source.tensors[name]!
-            return (name, view.shape, view.dtype.isFloatingPoint ? .float32(view.floats()) : .int64(view.integers()))
-        }
-        for (name, view) in source.attributes.sorted(by: { $0.key < $1.key }) {
-            entries.append(("attribute." + name, view.shape, .float32(view.floats())))
-        }
-        return entries
+    static let loadYOLOE: StrictBindingTests.Loader = { file throws(WeightsError) in
+        _ = try YOLOENetwork(weights: file)
     }
 
+    static func entries() -> [Entry] { StrictBindingTests.entries(of: source) }
+
     static func loadError(_ entries: [Entry]) throws -> String? {
-        let path = try StrictBindingTests.write(entries)
-        defer { try? FileManager.default.removeItem(atPath: path) }
-        do {
-            _ = try YOLOENetwork(weights: WeightFile.open(path))
-            return nil
-        } catch {
-            #expect(error.path == path)
-            return error.problem
-        }
+        try StrictBindingTests.loadError(entries, load: loadYOLOE)
     }
 
     @Test func theUnchangedFileLoadsAsSafetensors() throws {
@@ -73,40 +60,11 @@ import Testing
         #expect(throws: WeightsError.self) { _ = try YOLOENetwork(weights: WeightFile.open(path)) }
     }
 
-    /// Seeded fuzz as for YOLO-World: one convolution's outputs changed consistently (weight and BatchNorm), or a
-    /// needed tensor dropped, 40 times; every file refused. SAVPE (visual prompts, not run yet) is left alone.
+    /// The seeded fuzz of ``StrictBindingTests``: 40 mutations, every file refused. SAVPE (visual prompts, not run
+    /// yet) is left alone, and so are the attributes.
     @Test func fuzzedShapesAreRefused() throws {
-        let entries = Self.entries()
-        let convolutions = entries.map(\.name).filter {
-            $0.hasSuffix("conv.weight") && !$0.contains("dfl") && !$0.contains(".savpe.")
-        }
-        let needed = entries.map(\.name).filter {
-            !$0.hasSuffix("num_batches_tracked") && !$0.contains(".savpe.") && !$0.hasPrefix("attribute.")
-        }
-        var generator = SplitMix64(seed: 31)
-        var refused = 0
-        for round in 0..<40 {
-            var mutated = entries
-            let description: String
-            if round % 4 == 3 {
-                let victim = needed[Int(generator.next() % UInt64(needed.count))]
-                mutated.removeAll { $0.name == victim }
-                description = "without \(victim)"
-            } else {
-                let weight = convolutions[Int(generator.next() % UInt64(convolutions.count))]
-                let outputs = Self.source.tensors[weight]!.shape[0]
-                let size = max(1, outputs + [-2, -1, 1, 3][Int(generator.next() % 4)])
-                let prefix = String(weight.dropLast(".conv.weight".count))
-                mutated = StrictBindingTests.resized(mutated, weight, axis: 0, to: size)
-                for part in ["weight", "bias", "running_mean", "running_var"] {
-                    mutated = StrictBindingTests.resized(mutated, "\(prefix).bn.\(part)", axis: 0, to: size)
-                }
-                description = "\(prefix) with \(size) outputs instead of \(outputs)"
-            }
-            let problem = try Self.loadError(mutated)
-            #expect(problem != nil, "loaded: \(description)")
-            if problem != nil { refused += 1 }
-        }
-        #expect(refused == 40)
+        try StrictBindingTests.expectFuzzedShapesRefused(
+            source: Self.source, seed: 31, leftAlone: { $0.contains(".savpe.") || $0.hasPrefix("attribute.") },
+            load: Self.loadYOLOE)
     }
 }

@@ -72,17 +72,9 @@ def letterboxed_photos() -> torch.Tensor:
     return torch.stack(images)
 
 
-def make_yolo(expected: dict | None, scale: str = "n", out: str = OUT) -> str:
-    """A random yolov8{scale}-worldv2 with calibrated BatchNorm, saved by YOLOWorld.save into `out`."""
-    from ultralytics import YOLOWorld
-
-    torch.manual_seed(1)
-    model = YOLOWorld(f"yolov8{scale}-worldv2.yaml")
-    net = model.model
-    # A YAML-built model holds torch.randn text features; a released checkpoint holds CLIP features, which
-    # are L2-normalised (set_classes stores encode_text / norm). Keep the random directions, at unit norm.
-    net.txt_feats = torch.nn.functional.normalize(net.txt_feats, dim=-1)
-    # Calibrate BatchNorm on real photos: cumulative averages over a few passes in train mode.
+def calibrate_batchnorm(net) -> None:
+    """Calibrates an ultralytics network's BatchNorm on real photos: cumulative averages over a few passes in
+    train mode (so that a random network's outputs depend on the image), then ultralytics' momentum again."""
     for module in net.modules():
         if isinstance(module, torch.nn.BatchNorm2d):
             module.reset_running_stats()
@@ -96,6 +88,19 @@ def make_yolo(expected: dict | None, scale: str = "n", out: str = OUT) -> str:
     for module in net.modules():
         if isinstance(module, torch.nn.BatchNorm2d):
             module.momentum = 0.03
+
+
+def make_yolo(expected: dict | None, scale: str = "n", out: str = OUT) -> str:
+    """A random yolov8{scale}-worldv2 with calibrated BatchNorm, saved by YOLOWorld.save into `out`."""
+    from ultralytics import YOLOWorld
+
+    torch.manual_seed(1)
+    model = YOLOWorld(f"yolov8{scale}-worldv2.yaml")
+    net = model.model
+    # A YAML-built model holds torch.randn text features; a released checkpoint holds CLIP features, which
+    # are L2-normalised (set_classes stores encode_text / norm). Keep the random directions, at unit norm.
+    net.txt_feats = torch.nn.functional.normalize(net.txt_feats, dim=-1)
+    calibrate_batchnorm(net)
     # The released head starts from bias −10 and logit scale e^−1, which with random weights puts every
     # score near 5e-5: nothing to detect and nothing to compare. Bias −3.5 and scale 1 give scores that
     # cross the usual thresholds on a small share of anchors.

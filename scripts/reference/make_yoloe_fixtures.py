@@ -31,6 +31,7 @@ import reference_env  # noqa: E402,F401
 import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from make_weight_fixtures import calibrate_batchnorm  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "Tests", "Fixtures", "yoloe")
@@ -40,38 +41,13 @@ LAYERS = {"v8": (4, 6, 9, 15, 18, 21), "11": (4, 6, 10, 16, 19, 22)}
 CASES = [("chelsea", "chelsea.jpg", 352, 3), ("rocket", "rocket.jpg", 416, 5)]
 
 
-def letterboxed_photos() -> torch.Tensor:
-    from ultralytics.data.augment import LetterBox
-
-    images = []
-    for name in ("astronaut.jpg", "coffee.jpg", "chelsea.jpg", "rocket.jpg"):
-        image = cv2.imread(os.path.join(PHOTOS, name))
-        h, w = image.shape[:2]
-        for variant in [image, image[:, ::-1], image[: h // 2], image[h // 3 :, w // 4 :], image[:, : w // 2]]:
-            boxed = LetterBox((320, 320), auto=False)(image=np.ascontiguousarray(variant))
-            images.append(torch.from_numpy(boxed[:, :, ::-1].copy()).permute(2, 0, 1).float() / 255)
-    return torch.stack(images)
-
-
 def make_checkpoint(family: str) -> str:
     from ultralytics import YOLOE
 
     torch.manual_seed(31)
     model = YOLOE(f"yoloe-{family}n-seg.yaml")
     net = model.model
-    for module in net.modules():
-        if isinstance(module, torch.nn.BatchNorm2d):
-            module.reset_running_stats()
-            module.momentum = None
-    photos = letterboxed_photos()
-    net.train()
-    with torch.no_grad():
-        for start in range(0, len(photos), 5):
-            net(photos[start : start + 5])
-    net.eval()
-    for module in net.modules():
-        if isinstance(module, torch.nn.BatchNorm2d):
-            module.momentum = 0.03
+    calibrate_batchnorm(net)
     head = net.model[-1]
     with torch.no_grad():
         for contrastive in head.cv4:
