@@ -104,7 +104,7 @@ struct ModelOptions: ParsableArguments {
     }
 }
 
-/// `--text-embeddings FILE` (detect and query): queries as the text tower's embeddings (``TextEmbeddingsFile``).
+/// `--text-embeddings FILE` (detect): queries as the text tower's embeddings (``TextEmbeddingsFile``).
 struct TextEmbeddingOptions: ParsableArguments {
     @Option(
         name: .customLong("text-embeddings"),
