@@ -146,6 +146,11 @@ void lookout_quick_gelu(float *values, size_t count) {
     for (size_t i = 0; i < count; i++) values[i] = values[i] * (1.0f / (1.0f + expf(-1.702f * values[i])));
 }
 
+void lookout_gelu(float *values, size_t count) {
+    // Scalar erff: GELU runs on the text tower's FFN rows once per query, never on an image.
+    for (size_t i = 0; i < count; i++) values[i] = 0.5f * values[i] * (1.0f + erff(values[i] * 0.70710678118654752f));
+}
+
 void lookout_silu(float *values, size_t count) {
 #if defined(__x86_64__)
     if (lookout_kernels_vectorized()) {

@@ -5,6 +5,22 @@ import LookoutWeights
 /// text-conditioned rest that turns a query set's text embeddings into ultralytics' raw output.
 /// ``YOLOWorldNetwork`` (text in the neck and head) and ``YOLOENetwork`` (text in the head only, masks) are
 /// the two.
+/// The text tower whose embeddings a detector family was trained against: queries must come through it.
+public enum TextTower: String, Sendable {
+    /// OpenAI CLIP ViT-B/32 (YOLO-World).
+    case clip = "CLIP"
+    /// Apple's MobileCLIP-B (LT), as ultralytics traces it into `mobileclip_blt.ts` (YOLOE-v8, YOLOE-11).
+    case mobileCLIP = "MobileCLIP"
+
+    /// The file a user gives for it, in words.
+    public var file: String {
+        switch self {
+        case .clip: "CLIP ViT-B/32 (OpenAI's ViT-B-32.pt)"
+        case .mobileCLIP: "MobileCLIP-B (ultralytics' mobileclip_blt.ts)"
+        }
+    }
+}
+
 public protocol DetectorNetwork: AnyObject, Sendable {
     /// The weight file it was loaded from.
     var path: String { get }
@@ -27,6 +43,8 @@ public protocol DetectorNetwork: AnyObject, Sendable {
     var agnosticSuppressionByDefault: Bool { get }
     /// Whether its head gives masks.
     var segments: Bool { get }
+    /// The text tower its queries must come through.
+    var textTower: TextTower { get }
 
     /// The image-only part: P3, P4, P5.
     func backbone(_ image: FeatureMap, pool: ComputePool) -> [FeatureMap]
@@ -45,6 +63,7 @@ public protocol DetectorNetwork: AnyObject, Sendable {
 
 extension YOLOWorldNetwork: DetectorNetwork {
     public var familyName: String { "YOLO-World v2" }
+    public var textTower: TextTower { .clip }
     public var agnosticSuppressionByDefault: Bool { false }
     public var segments: Bool { false }
 
@@ -57,6 +76,7 @@ extension YOLOWorldNetwork: DetectorNetwork {
 
 extension YOLOENetwork: DetectorNetwork {
     public var familyName: String { family.rawValue }
+    public var textTower: TextTower { .mobileCLIP }
     public var agnosticSuppressionByDefault: Bool { true }
     public var builtinText: [Float]? { nil }
     public var builtinClassCount: Int { 0 }

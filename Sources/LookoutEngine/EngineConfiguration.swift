@@ -149,14 +149,15 @@ extension Engine {
             weights, precision: configuration.precision, recorder: configuration.recorder)
         var embedder: TextEmbedder? = nil
         if let textPath {
-            if network is YOLOENetwork {
+            let encoder = try CLIPTextEncoder(contentsOf: textPath, precision: configuration.towerPrecision)
+            let family = encoder.configuration.family
+            guard family.rawValue == network.textTower.rawValue else {
                 throw WeightsError(
                     path: textPath, kind: .incompatibleModels,
                     problem:
-                        "\(network.familyName) reads text through MobileCLIP (ultralytics' mobileclip_blt.ts), which Lookout cannot run yet; a CLIP text encoder's embeddings would mean nothing to it. Give the queries as MobileCLIP embeddings with --text-embeddings FILE instead of a text model"
+                        "this is a \(family.rawValue) text encoder, but \(network.familyName) (\(detectorPath)) reads its queries through \(network.textTower.file); another tower's embeddings would mean nothing to it (lookout detect also takes the queries as that tower's embeddings, --text-embeddings FILE)"
                 )
             }
-            let encoder = try CLIPTextEncoder(contentsOf: textPath, precision: configuration.towerPrecision)
             embedder = try TextEmbedder(
                 tokenizer: configuration.loadTokenizer(), encoder: encoder, cache: configuration.textEmbeddingCache())
         }

@@ -152,6 +152,11 @@ public enum Kernels {
         lookout_quick_gelu(x, count)
     }
 
+    /// Exact GELU in place: `x · Φ(x)` with the error function (PyTorch's `nn.GELU()` default).
+    public static func gelu(_ x: UnsafeMutablePointer<Float>, count: Int) {
+        lookout_gelu(x, count)
+    }
+
     /// `x += y` element-wise.
     public static func add(_ y: UnsafePointer<Float>, into x: UnsafeMutablePointer<Float>, count: Int) {
         for index in 0..<count { x[index] += y[index] }

@@ -1,7 +1,9 @@
 import LookoutTensor
 import LookoutWeights
 
-/// The CLIP text transformer (OpenAI `CLIP.encode_text`), followed by ultralytics' `x / ‖x‖`.
+/// The CLIP text transformer (OpenAI `CLIP.encode_text`), followed by ultralytics' `x / ‖x‖`; also
+/// MobileCLIP's (YOLOE's text tower, `mobileclip.clip.CLIP.encode_text(normalize=True)` as ultralytics traces it),
+/// which is the same computation with exact GELU in the MLP.
 ///
 /// Forward pass (OpenAI `clip/model.py` `encode_text`), for each query: token embeddings plus positional embeddings; `layers`
 /// pre-LayerNorm residual blocks of causal multi-head attention and a QuickGELU MLP; the final LayerNorm
@@ -55,7 +57,7 @@ public final class CLIPTextEncoder: Sendable {
         var buffers = CLIPTransformer.Buffers(rows: total, width: configuration.width)
         let transformer = CLIPTransformer(
             width: configuration.width, heads: configuration.heads, epsilon: configuration.layerNormEpsilon,
-            causal: true)
+            causal: true, activation: configuration.activation)
         for layer in weights.layers {
             transformer.apply(layer, to: &x, buffers: &buffers, lengths: lengths, starts: starts, pool: pool)
         }

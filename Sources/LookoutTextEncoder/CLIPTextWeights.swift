@@ -8,6 +8,16 @@ public struct CLIPTextConfiguration: Sendable, Equatable {
         case openAI = "openai"
         /// Hugging Face names (`text_model.encoder.layers.N.self_attn.q_proj.weight`, …).
         case huggingFace = "huggingface"
+        /// Apple's MobileCLIP text encoder as ultralytics traces it into `mobileclip_blt.ts` (YOLOE's text
+        /// tower): `text_encoder.transformer.N.pre_norm_mha.1.qkv_proj.weight`, …
+        case mobileCLIP = "mobileclip"
+    }
+
+    /// Which model family's text tower this is: CLIP (YOLO-World's) or MobileCLIP (YOLOE's). The two share
+    /// the tokenizer and the transformer's shape and differ in weights, names and the MLP's activation.
+    public enum Family: String, Sendable {
+        case clip = "CLIP"
+        case mobileCLIP = "MobileCLIP"
     }
 
     public let layout: Layout
@@ -19,6 +29,11 @@ public struct CLIPTextConfiguration: Sendable, Equatable {
     public let vocabularySize: Int
     public let embeddingSize: Int
     public let layerNormEpsilon: Float = 1e-5
+
+    public var family: Family { layout == .mobileCLIP ? .mobileCLIP : .clip }
+    /// The MLP's activation: QuickGELU in OpenAI's CLIP, PyTorch's exact GELU in MobileCLIP's
+    /// `TransformerEncoder`.
+    var activation: CLIPTransformer.Activation { layout == .mobileCLIP ? .gelu : .quickGELU }
 }
 
 /// A Linear layer: weight `outputs × inputs` (PyTorch layout), bias `outputs`, packed at load for Lookout's
@@ -132,31 +147,39 @@ struct CLIPTextWeights: Sendable {
             layout = .openAI
         } else if file.has("text_model.final_layer_norm.weight") {
             layout = .huggingFace
+        } else if file.has("text_encoder.final_layer_norm.weight") {
+            layout = .mobileCLIP
         } else {
             throw WeightsError(
                 path: file.path, kind: .wrongModel,
-                problem: "not a CLIP text encoder: neither ln_final.weight (OpenAI names) nor "
-                    + "text_model.final_layer_norm.weight (Hugging Face names) is present")
+                problem: "not a CLIP or MobileCLIP text encoder: none of ln_final.weight (OpenAI names), "
+                    + "text_model.final_layer_norm.weight (Hugging Face names) or "
+                    + "text_encoder.final_layer_norm.weight (MobileCLIP) is present")
         }
+        let names = Names(layout)
         let hf = layout == .huggingFace
-        let finalName = hf ? "text_model.final_layer_norm" : "ln_final"
-        let width = try file.view(finalName + ".weight").shape.first ?? 0
-        let tokenName = hf ? "text_model.embeddings.token_embedding.weight" : "token_embedding.weight"
-        let positionName = hf ? "text_model.embeddings.position_embedding.weight" : "positional_embedding"
-        let tokenView = try file.view(tokenName)
-        let positionView = try file.view(positionName)
-        guard width >= 64, width % 64 == 0, tokenView.shape.count == 2, positionView.shape.count == 2 else {
-            throw WeightsError(path: file.path, problem: "\(finalName).weight width \(width) is not a multiple of 64")
+        let width = try file.view(names.finalNorm + ".weight").shape.first ?? 0
+        let tokenView = try file.view(names.token)
+        let positionView = try file.view(names.position)
+        // MobileCLIP keeps its positions as `[1, 1, context, width]`.
+        let positionShape = layout == .mobileCLIP ? Array(positionView.shape.dropFirst(2)) : positionView.shape
+        guard width >= 64, width % 64 == 0, tokenView.shape.count == 2, positionShape.count == 2,
+            positionView.shape.count == (layout == .mobileCLIP ? 4 : 2),
+            layout != .mobileCLIP || positionView.shape.prefix(2) == [1, 1]
+        else {
+            throw WeightsError(
+                path: file.path,
+                problem: "\(names.finalNorm).weight width \(width) is not a multiple of 64, or \(names.token) "
+                    + "\(tokenView.shape) / \(names.position) \(positionView.shape) are not token and position tables")
         }
         let vocabulary = tokenView.shape[0]
-        let context = positionView.shape[0]
-        let projectionName = hf ? "text_projection.weight" : "text_projection"
-        let projectionView = try file.view(projectionName)
+        let context = positionShape[0]
+        let projectionView = try file.view(names.projection)
         guard projectionView.shape.count == 2 else {
-            throw WeightsError(path: file.path, problem: "tensor \(projectionName) has shape \(projectionView.shape)")
+            throw WeightsError(path: file.path, problem: "tensor \(names.projection) has shape \(projectionView.shape)")
         }
         let embedding = hf ? projectionView.shape[0] : projectionView.shape[1]
-        let layerPrefix = hf ? "text_model.encoder.layers." : "transformer.resblocks."
+        let layerPrefix = names.layers
         var layerCount = 0
         while weights.tensors.keys.contains(where: { $0.hasPrefix("\(layerPrefix)\(layerCount).") }) { layerCount += 1 }
         guard layerCount > 0 else { throw WeightsError(path: file.path, problem: "no \(layerPrefix)0.* tensors") }
@@ -165,19 +188,20 @@ struct CLIPTextWeights: Sendable {
             layout: layout, width: width, layers: layerCount, heads: width / 64, contextLength: context,
             vocabularySize: vocabulary, embeddingSize: embedding)
         // One copy of the token table, in the file's precision (49,408 × 512 halves are 51 MB; as floats 101).
-        if let bits = try halves(tokenName, shape: [vocabulary, width]) {
+        if let bits = try halves(names.token, shape: [vocabulary, width]) {
             tokenEmbedding = .halves(bits)
         } else {
-            tokenEmbedding = .floats(try file.floats(tokenName, shape: [vocabulary, width]))
+            tokenEmbedding = .floats(try file.floats(names.token, shape: [vocabulary, width]))
         }
-        positionalEmbedding = try file.floats(positionName, shape: [context, width])
+        positionalEmbedding = try file.floats(
+            names.position, shape: layout == .mobileCLIP ? [1, 1, context, width] : [context, width])
         func norm(_ name: String) throws(WeightsError) -> LayerNormWeights {
             LayerNormWeights(
                 gamma: try file.floats(name + ".weight", shape: [width]),
                 beta: try file.floats(name + ".bias", shape: [width]))
         }
-        finalNorm = try norm(finalName)
-        let projectionValues = try file.floats(projectionName, shape: hf ? [embedding, width] : [width, embedding])
+        finalNorm = try norm(names.finalNorm)
+        let projectionValues = try file.floats(names.projection, shape: hf ? [embedding, width] : [width, embedding])
         if hf {
             var transposed = [Float](repeating: 0, count: width * embedding)
             for row in 0..<embedding {
@@ -215,34 +239,75 @@ struct CLIPTextWeights: Sendable {
                         return weight
                     }, halfWeight: half, bias: bias, inputs: width, outputs: 3 * width, precision: file.precision)
             } else {
+                // OpenAI's in_proj and MobileCLIP's qkv_proj both stack q, k, v (each heads × head size).
                 inProjection = try Linear(
-                    file, weight: p + "attn.in_proj_weight", shape: [3 * width, width],
-                    bias: try file.floats(p + "attn.in_proj_bias", shape: [3 * width]), inputs: width,
+                    file, weight: p + names.inProjectionWeight, shape: [3 * width, width],
+                    bias: try file.floats(p + names.inProjectionBias, shape: [3 * width]), inputs: width,
                     outputs: 3 * width)
             }
-            let (ln1, ln2) = hf ? ("layer_norm1", "layer_norm2") : ("ln_1", "ln_2")
             layers.append(
                 CLIPLayer(
-                    ln1: try norm(p + ln1),
+                    ln1: try norm(p + names.ln1),
                     inProjection: inProjection,
-                    outProjection: try linear(
-                        p + (hf ? "self_attn.out_proj" : "attn.out_proj"), inputs: width, outputs: width),
-                    ln2: try norm(p + ln2),
-                    fc: try linear(p + (hf ? "mlp.fc1" : "mlp.c_fc"), inputs: width, outputs: 4 * width),
-                    projection: try linear(p + (hf ? "mlp.fc2" : "mlp.c_proj"), inputs: 4 * width, outputs: width)))
+                    outProjection: try linear(p + names.outProjection, inputs: width, outputs: width),
+                    ln2: try norm(p + names.ln2),
+                    fc: try linear(p + names.fc, inputs: width, outputs: 4 * width),
+                    projection: try linear(p + names.fcOut, inputs: 4 * width, outputs: width)))
             weights.dropResidentPages()  // this layer is packed: its file pages need not stay resident
         }
         self.layers = layers
         weights.dropResidentPages()  // everything is copied: the file's pages need not stay resident
         // The rest of a full CLIP file (the image tower, the logit scale, OpenAI's size buffers) is not the
         // text encoder's; anything else is a tensor this encoder does not understand.
-        let otherTowers =
-            hf
-            ? ["vision_model.", "visual_projection.", "logit_scale", "text_model.embeddings.position_ids"]
-            : ["visual.", "logit_scale", "input_resolution", "context_length", "vocab_size"]
+        let otherTowers = names.otherTowers
         try file.requireEverythingTaken(
             ignoring: { name in otherTowers.contains { name == $0 || ($0.hasSuffix(".") && name.hasPrefix($0)) } },
-            model: "CLIP text encoder")
+            model: "\(layout == .mobileCLIP ? "MobileCLIP" : "CLIP") text encoder")
+    }
+
+    /// Where each layout keeps the encoder's tensors; per-layer names follow `layers` + `N.`.
+    struct Names {
+        let finalNorm, token, position, projection, layers: String
+        let ln1, ln2, inProjectionWeight, inProjectionBias, outProjection, fc, fcOut: String
+        /// Tensors of the rest of a full model file (image tower, logit scale, size buffers), not read.
+        let otherTowers: [String]
+
+        init(_ layout: CLIPTextConfiguration.Layout) {
+            switch layout {
+            case .openAI:
+                (finalNorm, token, position) = ("ln_final", "token_embedding.weight", "positional_embedding")
+                (projection, layers) = ("text_projection", "transformer.resblocks.")
+                (ln1, ln2, inProjectionWeight, inProjectionBias) = (
+                    "ln_1", "ln_2", "attn.in_proj_weight", "attn.in_proj_bias"
+                )
+                (outProjection, fc, fcOut) = ("attn.out_proj", "mlp.c_fc", "mlp.c_proj")
+                otherTowers = ["visual.", "logit_scale", "input_resolution", "context_length", "vocab_size"]
+            case .huggingFace:
+                finalNorm = "text_model.final_layer_norm"
+                token = "text_model.embeddings.token_embedding.weight"
+                position = "text_model.embeddings.position_embedding.weight"
+                (projection, layers) = ("text_projection.weight", "text_model.encoder.layers.")
+                (ln1, ln2, inProjectionWeight, inProjectionBias) = ("layer_norm1", "layer_norm2", "", "")
+                (outProjection, fc, fcOut) = ("self_attn.out_proj", "mlp.fc1", "mlp.fc2")
+                otherTowers = [
+                    "vision_model.", "visual_projection.", "logit_scale", "text_model.embeddings.position_ids",
+                ]
+            case .mobileCLIP:
+                // mobileclip/text_encoder.py `TextTransformer` and modules/common/transformer.py
+                // `TransformerEncoder`: pre_norm_mha = (LayerNorm, MultiHeadAttention, Dropout), pre_norm_ffn =
+                // (LayerNorm, Linear, GELU, Dropout, Linear, Dropout).
+                finalNorm = "text_encoder.final_layer_norm"
+                token = "text_encoder.embedding_layer.weight"
+                position = "text_encoder.positional_embedding.pos_embed.pos_embed"
+                (projection, layers) = ("text_encoder.projection_layer", "text_encoder.transformer.")
+                (ln1, ln2) = ("pre_norm_mha.0", "pre_norm_ffn.0")
+                (inProjectionWeight, inProjectionBias) = (
+                    "pre_norm_mha.1.qkv_proj.weight", "pre_norm_mha.1.qkv_proj.bias"
+                )
+                (outProjection, fc, fcOut) = ("pre_norm_mha.1.out_proj", "pre_norm_ffn.1", "pre_norm_ffn.4")
+                otherTowers = ["image_encoder.", "logit_scale"]
+            }
+        }
     }
 }
 

@@ -2,13 +2,19 @@ import LookoutTensor
 
 /// The residual attention blocks both CLIP towers share (OpenAI `clip/model.py` `ResidualAttentionBlock`):
 /// pre-LayerNorm multi-head attention — causal in the text tower, full in the image tower — and a
-/// QuickGELU MLP. Several sequences are packed one after another into one matrix for the linear layers;
+/// QuickGELU MLP (exact GELU in MobileCLIP's `TransformerEncoder`, otherwise the same block). Several sequences are packed one after another into one matrix for the linear layers;
 /// attention runs per sequence and head on the compute pool.
 struct CLIPTransformer: Sendable {
     let width: Int
     let heads: Int
     let epsilon: Float
     let causal: Bool
+    var activation: Activation = .quickGELU
+
+    enum Activation: Sendable {
+        case quickGELU
+        case gelu
+    }
 
     /// Scratch space of one forward pass, reused by every layer.
     struct Buffers {
@@ -39,6 +45,7 @@ struct CLIPTransformer: Sendable {
         let longest = lengths.max() ?? 0
         let queries = lengths.count
         let causal = self.causal
+        let activation = self.activation
         x.withUnsafeMutableBufferPointer { x in
             buffers.normed.withUnsafeMutableBufferPointer { normed in
                 buffers.qkv.withUnsafeMutableBufferPointer { qkv in
@@ -71,7 +78,10 @@ struct CLIPTransformer: Sendable {
                                 Kernels.add(projected, into: x, count: total * width)
                                 layer.ln2.apply(x, rows: total, epsilon: epsilon, into: normed)
                                 layer.fc.linear(normed, rows: total, into: hidden, pool: pool)
-                                Kernels.quickGELU(hidden, count: total * 4 * width)
+                                switch activation {
+                                case .quickGELU: Kernels.quickGELU(hidden, count: total * 4 * width)
+                                case .gelu: Kernels.gelu(hidden, count: total * 4 * width)
+                                }
                                 layer.projection.linear(hidden, rows: total, into: projected, pool: pool)
                                 Kernels.add(projected, into: x, count: total * width)
                             }

@@ -88,7 +88,7 @@ struct ModelOptions: ParsableArguments {
     func load(textEmbeddings: Bool = false) throws -> (engine: Engine, detectorFingerprint: String) {
         if detector != nil && textModel == nil && !textEmbeddings {
             throw ValidationError(
-                "--detector needs --text-model FILE (or, with detect, --text-embeddings FILE: the queries as embeddings)."
+                "--detector needs --text-model FILE, the text tower of its family (YOLO-World: CLIP's ViT-B-32.pt; YOLOE-v8/11: ultralytics' mobileclip_blt.ts), or, with detect, --text-embeddings FILE: the queries as embeddings."
             )
         }
         let (engine, loaded) = try Engine.load(configuration)

@@ -117,7 +117,7 @@ import Testing
         let detector = try CLI.run([
             "embed", "--text-model", CLI.root + "/Tests/Fixtures/weights/yolov8n-worldv2-random.pt", "dog",
         ])
-        #expect(detector.status != 0 && detector.stderr.contains("not a CLIP text encoder"))
+        #expect(detector.status != 0 && detector.stderr.contains("not a CLIP or MobileCLIP text encoder"))
         let badLine = try CLI.run(["embed", "--text-model", model, "--jsonl"], input: "\"dog\"\n42\n")
         #expect(badLine.status != 0 && badLine.stderr.contains("line 2"), "\(badLine.stderr)")
         #expect(badLine.stdout.isEmpty)

@@ -12,9 +12,13 @@ import Testing
     static let detector = fixtures + "/yoloe-11n-seg-random.pt"
     static let photo = CLI.root + "/examples/photos/rocket.jpg"
 
-    /// The reference case: the text embeddings (rows), its threshold, detections and photo-size masks.
-    static func reference() throws -> (text: [[Float]], conf: String, detections: [Float], masks: [[UInt8]]) {
-        let file = try WeightFile.open(fixtures + "/11-rocket-416.safetensors")
+    /// A reference case: the text embeddings (rows), its threshold, detections and photo-size masks.
+    static func reference(
+        _ name: String = "11-rocket-416"
+    ) throws -> (
+        text: [[Float]], conf: String, detections: [Float], masks: [[UInt8]]
+    ) {
+        let file = try WeightFile.open(fixtures + "/\(name).safetensors")
         let text = try file.view("text")
         let values = text.floats()
         let size = text.shape[2]
@@ -26,6 +30,32 @@ import Testing
             (0..<plane).map { p in (bits[(n * plane + p) / 8] >> (7 - UInt8((n * plane + p) % 8))) & 1 }
         }
         return (rows, file.metadata["conf"]!, try file.view("retina_detections").floats(), masks)
+    }
+
+    /// `lookout detect --json`'s answer against a reference's detections (x1 y1 x2 y2 score class rows) and
+    /// photo-size masks; returns the detection count and the worst mask IoU.
+    static func compare(
+        _ stdout: String, expected: [Float], masks: [[UInt8]], labels: [String], photoSize: [Int]
+    ) throws -> (count: Int, worstIoU: Double) {
+        let answer = try #require(try Reference.lines(stdout).first)
+        let detections = try #require(answer["detections"]?.elements)
+        #expect(detections.count == expected.count / 6)
+        var worst = 1.0
+        for (index, item) in detections.enumerated() where 6 * index + 5 < expected.count {
+            let row = expected[(6 * index)..<(6 * index + 6)].map { $0 }
+            let box = item["box"]!.elements!.map { Float($0.number!) }
+            #expect(zip(box, row[0..<4]).allSatisfy { abs($0 - $1) <= 0.01 }, "box \(index): \(box) vs \(row)")
+            #expect(abs(Float(item["score"]!.number!) - row[4]) <= 1e-5, "score \(index)")
+            #expect(item["label"]!.string! == labels[Int(row[5])], "class \(index)")
+            let mask = try #require(item["mask"])
+            let size = mask["size"]!.elements!.map { Int($0.int!) }
+            #expect(size == photoSize)
+            let pixels = Self.decode(mask["counts"]!.string!, height: size[0], width: size[1])
+            let both = zip(pixels, masks[index]).filter { $0 == 1 && $1 == 1 }.count
+            let either = zip(pixels, masks[index]).filter { $0 == 1 || $1 == 1 }.count
+            worst = min(worst, either == 0 ? 1 : Double(both) / Double(either))
+        }
+        return (detections.count, worst)
     }
 
     /// A little-endian float32 `.npy` array of `rows`.
@@ -96,29 +126,44 @@ import Testing
                 ["detect", Self.photo, "--detector", Self.detector, "--imgsz", "416", "--conf", conf, "--json"]
                     + queries)
             try #require(result.status == 0, "\(result.stderr)")
-            let answer = try #require(try Reference.lines(result.stdout).first)
-            let detections = try #require(answer["detections"]?.elements)
-            #expect(detections.count == expected.count / 6, "\(queries[1])")
-            var worst = 1.0
-            for (index, item) in detections.enumerated() where 6 * index + 5 < expected.count {
-                let row = expected[(6 * index)..<(6 * index + 6)].map { $0 }
-                let box = item["box"]!.elements!.map { Float($0.number!) }
-                #expect(zip(box, row[0..<4]).allSatisfy { abs($0 - $1) <= 0.01 }, "box \(index): \(box) vs \(row)")
-                #expect(abs(Float(item["score"]!.number!) - row[4]) <= 1e-5, "score \(index)")
-                #expect(item["label"]!.string! == labels[Int(row[5])], "class \(index)")
-                let mask = try #require(item["mask"])
-                let size = mask["size"]!.elements!.map { Int($0.int!) }
-                #expect(size == [427, 640])
-                let pixels = Self.decode(mask["counts"]!.string!, height: size[0], width: size[1])
-                let both = zip(pixels, masks[index]).filter { $0 == 1 && $1 == 1 }.count
-                let either = zip(pixels, masks[index]).filter { $0 == 1 || $1 == 1 }.count
-                worst = min(worst, either == 0 ? 1 : Double(both) / Double(either))
-            }
-            print("YOLOE detect \(queries[1]): \(detections.count) detections, worst mask IoU \(worst)")
+            let (count, worst) = try Self.compare(
+                result.stdout, expected: expected, masks: masks, labels: labels, photoSize: [427, 640])
+            print("YOLOE detect \(queries[1]): \(count) detections, worst mask IoU \(worst)")
             #expect(worst >= 0.99)
         }
     }
 
+    /// Typed queries through YOLOE's own text tower: a random MobileCLIP text encoder in ultralytics'
+    /// TorchScript format (Tests/Fixtures/weights/mobileclip-tiny-random.ts), against `YOLOE.predict` after
+    /// `set_classes(names, get_text_pe(names))` through the same file (scripts/reference/make_mobileclip_fixtures.py).
+    @Test func typedQueriesThroughMobileCLIP() throws {
+        let file = try WeightFile.open(Self.fixtures + "/11-mobileclip-chelsea-352.safetensors")
+        let names = try JSONDocument(text: file.metadata["names"]!).root.elements!.map { $0.string! }
+        let photoSize = try file.view("original_shape").floats().map { Int($0) }
+        let (_, conf, expected, masks) = try Self.reference("11-mobileclip-chelsea-352")
+        let result = try CLI.run([
+            "detect", CLI.root + "/examples/photos/chelsea.jpg", "--detector", Self.detector, "--text-model",
+            CLI.root + "/Tests/Fixtures/weights/mobileclip-tiny-random.ts", "--imgsz", "352", "--conf", conf,
+            "--json", "-q", names.joined(separator: ","),
+        ])
+        try #require(result.status == 0, "\(result.stderr)")
+        let (count, worst) = try Self.compare(
+            result.stdout, expected: expected, masks: masks, labels: names, photoSize: photoSize)
+        print("YOLOE detect with MobileCLIP queries: \(count) detections, worst mask IoU \(worst)")
+        #expect(count >= 3)
+        #expect(worst >= 0.99)
+    }
+
+    @Test func aMobileCLIPTextModelIsRefusedWithYOLOWorld() throws {
+        let result = try CLI.run([
+            "detect", Self.photo, "--detector", CLI.root + "/Tests/Fixtures/weights/yolov8n-worldv2-random.pt",
+            "--text-model", CLI.root + "/Tests/Fixtures/weights/mobileclip-tiny-random.ts", "-q", "rocket",
+        ])
+        #expect(result.status != 0)
+        #expect(
+            result.stderr.contains("this is a MobileCLIP text encoder, but YOLO-World v2")
+                && result.stderr.contains("ViT-B-32.pt"), "\(result.stderr)")
+    }
     @Test func cocoExportCarriesSegmentation() throws {
         let (text, conf, expected, _) = try Self.reference()
         let folder = try CLI.scratch("yoloe-coco")
@@ -149,7 +194,10 @@ import Testing
             CLI.root + "/Tests/Fixtures/weights/clip-tiny-openai.pt", "-q", "rocket",
         ])
         #expect(result.status != 0)
-        #expect(result.stderr.contains("MobileCLIP") && result.stderr.contains("--text-embeddings"), "\(result.stderr)")
+        #expect(
+            result.stderr.contains("this is a CLIP text encoder, but YOLOE-11")
+                && result.stderr.contains("mobileclip_blt.ts") && result.stderr.contains("--text-embeddings"),
+            "\(result.stderr)")
         let alone = try CLI.run(["detect", Self.photo, "--detector", Self.detector, "-q", "rocket"])
         #expect(alone.status != 0 && alone.stderr.contains("--text-embeddings"), "\(alone.stderr)")
     }

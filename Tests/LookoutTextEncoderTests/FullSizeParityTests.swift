@@ -10,6 +10,7 @@ import Testing
 /// `scripts/check-full-clip` creates it and runs this test in release mode.
 @Suite struct FullSizeParityTests {
     static let directory = ProcessInfo.processInfo.environment["LOOKOUT_FULL_CLIP_DIR"]
+    static let mobileCLIPDirectory = ProcessInfo.processInfo.environment["LOOKOUT_FULL_MOBILECLIP_DIR"]
 
     @Test(.enabled(if: directory != nil, "set LOOKOUT_FULL_CLIP_DIR (scripts/check-full-clip)"))
     func fullSizeViTB32MatchesReference() throws {
@@ -40,6 +41,40 @@ import Testing
         print("full-size ViT-B/32, one prompt at a time: max |error| \(singleError), min cosine \(singleCosine)")
         #expect(singleError <= tolerance)
         #expect(singleCosine >= 0.99999)
+    }
+
+    /// YOLOE's text tower at full size: a random MobileCLIP-B (ViT-B/16 image tower beside a 12-layer, 512-wide,
+    /// 8-head text tower: the official `mobileclip_blt.ts`'s structure and size) traced as ultralytics traced
+    /// it, against `MobileCLIPTS.encode_text`. Opt-in: the reference needs the `mobileclip` package, which is
+    /// not on PyPI (scripts/reference/requirements-mobileclip.txt says how to install it), so CI cannot make it;
+    /// `make_mobileclip_fixtures.py --full DIR`, then `LOOKOUT_FULL_MOBILECLIP_DIR=DIR swift test -c release
+    /// --filter FullSizeParityTests`.
+    @Test(.enabled(if: mobileCLIPDirectory != nil, "set LOOKOUT_FULL_MOBILECLIP_DIR"))
+    func fullSizeMobileCLIPMatchesReference() throws {
+        let directory = try #require(Self.mobileCLIPDirectory)
+        let expected = try JSONDocument(
+            bytes: try FileContents.read(directory + "/expected-mobileclip.json", maximumSize: 1 << 30)
+        ).root
+        let encoder = try CLIPTextEncoder(contentsOf: directory + "/mobileclip_blt-random.ts")
+        let c = encoder.configuration
+        #expect(c.layout == .mobileCLIP && c.width == 512 && c.layers == 12 && c.heads == 8)
+        #expect(c.embeddingSize == 512 && c.contextLength == 77 && c.vocabularySize == 49408)
+        let promptsNode = expected["prompts"]!
+        let prompts = (0..<promptsNode.count).map { promptsNode[$0].string! }
+        let rowsNode = expected["mobileclip_blt-random.ts"]!
+        let reference = (0..<rowsNode.count).map { row in
+            (0..<rowsNode[row].count).map { Float(rowsNode[row][$0].number!) }
+        }
+        let tolerance = 10 * Float(try #require(expected["reference_error"]?.number))
+        for oneByOne in [false, true] {
+            let (maxError, minCosine) = TextEncoderParityTests.compare(
+                encoder: encoder, prompts: prompts, expected: reference, oneByOne: oneByOne)
+            print(
+                "full-size MobileCLIP-B (one by one: \(oneByOne)): max |error| \(maxError), min cosine \(minCosine) over \(prompts.count) prompts, tolerance \(tolerance)"
+            )
+            #expect(maxError <= tolerance)
+            #expect(minCosine >= 0.99999)
+        }
     }
 
     /// The image tower: `encode_image(preprocess(photo))`, normalised, for the 14 fixture photos (every PIL

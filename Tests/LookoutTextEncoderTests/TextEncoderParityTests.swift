@@ -80,6 +80,29 @@ import Testing
         #expect(singleCosine >= 0.99999)
     }
 
+    /// YOLOE's text tower: a random MobileCLIP-B-shaped text encoder traced as ultralytics traced
+    /// `mobileclip_blt.ts`, against ultralytics' `MobileCLIPTS.encode_text` on the same file
+    /// (scripts/reference/make_mobileclip_fixtures.py): exact GELU, MobileCLIP's names, its image tower left alone.
+    @Test func mobileCLIPMatchesUltralytics() throws {
+        let encoder = try CLIPTextEncoder(contentsOf: Self.root + "/Tests/Fixtures/weights/mobileclip-tiny-random.ts")
+        let configuration = encoder.configuration
+        #expect(configuration.layout == .mobileCLIP && configuration.family == .mobileCLIP)
+        #expect(configuration.width == 128 && configuration.heads == 2 && configuration.layers == 2)
+        #expect(configuration.embeddingSize == 512 && configuration.contextLength == 77)
+        let file = try WeightFile.open(Self.root + "/Tests/Fixtures/text/mobileclip-tiny-expected.safetensors")
+        let tolerance = 10 * Float(file.metadata["reference_error"]!)!
+        let expected = Self.rows(try file.view("mobileclip-tiny-random.ts"))
+        for oneByOne in [false, true] {
+            let (maxError, minCosine) = Self.compare(
+                encoder: encoder, prompts: Self.prompts, expected: expected, oneByOne: oneByOne)
+            print(
+                "MobileCLIP (one by one: \(oneByOne)): max |error| \(maxError) (≤ \(tolerance)), min cosine \(minCosine)"
+            )
+            #expect(maxError <= tolerance)
+            #expect(minCosine >= 0.99999)
+        }
+    }
+
     /// OpenAI names in safetensors: the TorchScript file converted to Lookout's canonical form (F32).
     @Test func canonicalSafetensorsWithOpenAINames() throws {
         let output = NSTemporaryDirectory() + "lookout-clip-\(UUID().uuidString).safetensors"
@@ -176,7 +199,7 @@ import Testing
             try CLIPTextEncoder(
                 contentsOf: TextEncoderParityTests.root + "/Tests/Fixtures/weights/yolov8n-worldv2-random.pt")
         } throws: { error in
-            "\(error)".contains("not a CLIP text encoder")
+            "\(error)".contains("not a CLIP or MobileCLIP text encoder")
         }
     }
 }

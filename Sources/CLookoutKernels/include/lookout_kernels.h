@@ -15,6 +15,8 @@ void lookout_f16_to_f32(const uint16_t *source, float *target, size_t count);
 void lookout_silu(float *values, size_t count);
 /// x · sigmoid(1.702 x) (CLIP's QuickGELU), in place.
 void lookout_quick_gelu(float *values, size_t count);
+/// x · Φ(x) = x/2 · (1 + erf(x/√2)) (PyTorch's exact `nn.GELU`), in place.
+void lookout_gelu(float *values, size_t count);
 
 /// Whether the vector paths are used.
 int lookout_kernels_vectorized(void);
