@@ -166,6 +166,12 @@ public final class Engine: Sendable {
         return (rows.flatMap { $0 }, cached)
     }
 
+    /// What an index's stored regions are scored against for a text-tower embedding: the embedding itself for
+    /// YOLO-World, YOLOE's `get_tpe` of it (the head's auxiliary text network) for YOLOE.
+    public func regionQuery(_ text: [Float]) -> [Float] {
+        network.classEmbeddings(text, classes: 1)
+    }
+
     /// Detects a query plan (synonyms, per-query thresholds, negative queries: ``Query``) with its text
     /// features (``embed(_:)``).
     public func detect(

@@ -237,7 +237,7 @@ public final class LookoutService: @unchecked Sendable {
         guard !query.isEmpty else { throw ServiceError(400, "no query: give q=…") }
         guard (1...1000).contains(top) else { throw ServiceError(400, "top must be from 1 to 1000") }
         guard let embedder = engine.embedder else { throw ServiceError(500, "no text encoder") }
-        return embedder.embed([query]).embeddings[0]
+        return engine.regionQuery(embedder.embed([query]).embeddings[0])
     }
 
     /// A search's second half: the index searched with the query's embedding. Safe to run on several threads

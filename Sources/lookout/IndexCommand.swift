@@ -231,6 +231,12 @@ struct IndexCommand: ParsableCommand {
             let tower = try CLIPImageEncoder(
                 contentsOf: imageModel, precision: modelOptions.configuration.towerPrecision)
             imageTower = tower
+            let textFamily = engine.embedder!.encoder.configuration.family
+            guard textFamily == .clip else {
+                throw LookoutError(
+                    "\(imageModel): whole-photo (scene) embeddings are scored against CLIP text embeddings, but \(engine.network.familyName) reads queries through \(textFamily.rawValue): index with --no-image-model (objects only)"
+                )
+            }
             let textSize = engine.embedder!.encoder.configuration.embeddingSize
             guard tower.configuration.embeddingSize == textSize else {
                 throw LookoutError(

@@ -136,7 +136,8 @@ struct SearchCommand: ParsableCommand {
         }
         let conf = parsed.threshold ?? self.conf
         var clock = Stopwatch()
-        let texts = embedder.embed(parsed.alternatives).embeddings
+        // What the stored regions are scored against (YOLOE's get_tpe of the text; YOLO-World's text as it is).
+        let texts = embedder.embed(parsed.alternatives).embeddings.map(engine.regionQuery)
         let embedSeconds = clock.lap()
         if scenes && stored.imageTower == nil {
             throw LookoutError(

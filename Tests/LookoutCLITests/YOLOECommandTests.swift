@@ -154,6 +154,56 @@ import Testing
         #expect(worst >= 0.99)
     }
 
+    /// `index` and `search` with YOLOE: YOLOE's neck does not read the text, so a stored region's embedding is
+    /// the one `detect` dots with the query's `get_tpe`; the search's best box of each found photo is detect's
+    /// best box, with its score up to the 8-bit storage (a search that skipped `get_tpe` scores otherwise).
+    /// A CLIP image tower is refused for a YOLOE index: its scenes would be scored against MobileCLIP text.
+    @Test func indexAndSearchScoreAsDetectDoes() throws {
+        let folder = try CLI.scratch("yoloe-index")
+        defer { CLI.remove(folder) }
+        let model = [
+            "--detector", Self.detector, "--text-model", CLI.root + "/Tests/Fixtures/weights/mobileclip-tiny-random.ts",
+        ]
+        let index = try CLI.run(
+            [
+                "index", CLI.root + "/examples/photos", "--db", folder + "/index.db", "--classes", "coco", "--imgsz",
+                "352", "--plain",
+            ]
+                + model)
+        try #require(index.status == 0, "\(index.stderr)")
+        var compared = 0
+        for query in ["cat", "sky", "red car"] {
+            let search = try CLI.run(
+                ["search", query, "--db", folder + "/index.db", "--conf", "0.2", "--json"] + model)
+            try #require(search.status == 0, "\(search.stderr)")
+            // Photos whose best score is below 0.999: above it, sigmoid's float32 ties decide which box is first.
+            for hit in try Reference.lines(search.stdout) where (hit["score"]?.number ?? 1) < 0.999 {
+                let path = hit["image"]!.string!
+                let best = try #require(hit["detections"]?.elements?.first)
+                let detect = try CLI.run(
+                    ["detect", path, "-q", query, "--imgsz", "352", "--conf", "0.2", "--json"] + model)
+                try #require(detect.status == 0, "\(detect.stderr)")
+                let top = try #require(try Reference.lines(detect.stdout).first?["detections"]?.elements?.first)
+                let a = best["box"]!.elements!.map { Float($0.number!) }
+                let b = top["box"]!.elements!.map { Float($0.number!) }
+                let overlap = max(0, min(a[2], b[2]) - max(a[0], b[0])) * max(0, min(a[3], b[3]) - max(a[1], b[1]))
+                let iou = overlap / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - overlap)
+                let (found, detected) = (Float(best["score"]!.number!), Float(top["score"]!.number!))
+                print("YOLOE search vs detect, \(query) in \(path): score \(found) vs \(detected), IoU \(iou)")
+                #expect(iou >= 0.99, "\(query) in \(path): \(a) vs \(b)")
+                #expect(abs(found - detected) <= 0.03, "\(query) in \(path): \(found) vs \(detected)")
+                compared += 1
+            }
+        }
+        #expect(compared >= 3)
+        let scenes = try CLI.run(
+            [
+                "index", CLI.root + "/examples/photos", "--db", folder + "/scenes.db", "--classes", "coco",
+                "--image-model", CLI.root + "/Tests/Fixtures/weights/clip-tiny-openai.pt",
+            ] + model)
+        #expect(scenes.status != 0 && scenes.stderr.contains("--no-image-model"), "\(scenes.stderr)")
+    }
+
     @Test func aMobileCLIPTextModelIsRefusedWithYOLOWorld() throws {
         let result = try CLI.run([
             "detect", Self.photo, "--detector", CLI.root + "/Tests/Fixtures/weights/yolov8n-worldv2-random.pt",
