@@ -22,10 +22,15 @@ struct ModelOptions: ParsableArguments {
     var model: String?
 
     @Option(
-        help: ArgumentHelp("YOLO-World v2 detector weights (yolov8s-worldv2.pt, or safetensors).", valueName: "path"))
+        help: ArgumentHelp(
+            "Detector weights: YOLO-World v2 (yolov8s-worldv2.pt) or YOLOE-v8/11 (yoloe-11s-seg.pt), or safetensors.",
+            valueName: "path"))
     var detector: String?
 
-    @Option(help: ArgumentHelp("CLIP text encoder weights (ViT-B-32.pt, or safetensors).", valueName: "path"))
+    @Option(
+        help: ArgumentHelp(
+            "Text tower of the detector's family: CLIP (ViT-B-32.pt, or safetensors) for YOLO-World, MobileCLIP (mobileclip_blt.ts) for YOLOE.",
+            valueName: "path"))
     var textModel: String?
 
     @Option(help: ArgumentHelp("CLIP vocabulary file (JSON).", valueName: "path"))
