@@ -11,6 +11,9 @@ public struct COCODataset: Sendable {
     public struct ImageEntry: Sendable {
         public var id: Int64
         public var fileName: String
+        /// The `width` and `height` fields, when given (polygon segmentations are rasterised at this size).
+        public var width: Int? = nil
+        public var height: Int? = nil
     }
 
     public struct Category: Sendable {
@@ -28,6 +31,8 @@ public struct COCODataset: Sendable {
         /// The `area` field (COCOeval sorts ground truth into small, medium and large by it), else w × h.
         public var area: Double
         public var crowd: Bool
+        /// The `segmentation` field (segmentation mAP), when given.
+        public var segmentation: COCOSegmentation? = nil
     }
 
     public var images: [ImageEntry]
@@ -61,7 +66,13 @@ public struct COCODataset: Sendable {
                 throw COCOError(path, "\(field).file_name must be a file name")
             }
             guard imageIDs.insert(id).inserted else { throw COCOError(path, "\(field).id \(id) is given twice") }
-            dataset.images.append(ImageEntry(id: id, fileName: name))
+            var entry = ImageEntry(id: id, fileName: name)
+            if let width = image["width"]?.int, let height = image["height"]?.int, width > 0, height > 0,
+                width <= 1 << 15, height <= 1 << 15
+            {
+                (entry.width, entry.height) = (Int(width), Int(height))
+            }
+            dataset.images.append(entry)
         }
         let categories = try list("categories")
         var categoryIDs = Set<Int64>()
@@ -118,8 +129,14 @@ public struct COCODataset: Sendable {
             }
             let id = try integer(annotation, "id", field)
             guard annotationIDs.insert(id).inserted else { throw COCOError(path, "\(field).id \(id) is given twice") }
+            var segmentation: COCOSegmentation? = nil
+            if let given = annotation["segmentation"], given.kind != .null {
+                segmentation = try COCOSegmentation.parse(given, path: path, field: "\(field).segmentation")
+            }
             dataset.annotations.append(
-                Annotation(id: id, imageID: imageID, categoryID: categoryID, box: box, area: area, crowd: crowd))
+                Annotation(
+                    id: id, imageID: imageID, categoryID: categoryID, box: box, area: area, crowd: crowd,
+                    segmentation: segmentation))
         }
         return dataset
     }
@@ -145,12 +162,21 @@ public struct COCODetection: Sendable, Equatable {
     public var categoryID: Int64
     public var box: [Double]
     public var score: Double
+    /// The detection's mask at the image's size (segmentation models), and its compressed RLE as written.
+    public var mask: COCOMask?
+    public var maskText: String?
 
     public init(imageID: Int64, categoryID: Int64, box: [Double], score: Double) {
         self.imageID = imageID
         self.categoryID = categoryID
         self.box = box
         self.score = score
+    }
+
+    /// Adds the mask from its compressed RLE (`counts`) at `height × width`.
+    public mutating func setMask(compressed counts: String, height: Int, width: Int) throws(COCOError) {
+        mask = try COCOMask(compressed: counts, height: height, width: width)
+        maskText = counts
     }
 
     /// A detection in photo pixels (`x1, y1, x2, y2`, float32) as the results file writes it: width and height
@@ -167,10 +193,22 @@ public struct COCODetection: Sendable, Equatable {
     }
 
     public var json: JSONValue {
-        .object([
-            ("image_id", .int(imageID)), ("category_id", .int(categoryID)),
-            ("bbox", .array(box.map { .double($0) })), ("score", .double(score)),
-        ])
+        .object(
+            [
+                ("image_id", .int(imageID)), ("category_id", .int(categoryID)),
+                ("bbox", .array(box.map { .double($0) })), ("score", .double(score)),
+            ]
+                + (mask.map { mask in
+                    [
+                        (
+                            "segmentation",
+                            .object([
+                                ("size", .array([.int(Int64(mask.height)), .int(Int64(mask.width))])),
+                                ("counts", .string(maskText ?? "")),
+                            ])
+                        )
+                    ]
+                } ?? []))
     }
 
     /// A results file (a JSON array of detections).
@@ -185,7 +223,18 @@ public struct COCODetection: Sendable, Equatable {
                 let score = item["score"]?.number
             else { throw COCOError(path, "\(field) needs image_id, category_id (whole numbers) and score") }
             let box = try COCODataset.box(item["bbox"], path: path, field: "\(field).bbox")
-            detections.append(COCODetection(imageID: image, categoryID: category, box: box, score: score))
+            var detection = COCODetection(imageID: image, categoryID: category, box: box, score: score)
+            if let segmentation = item["segmentation"], segmentation.kind != .null {
+                // Results carry compressed RLE, as pycocotools' loadRes expects of segmentation results.
+                guard
+                    case .mask(let mask) = try COCOSegmentation.parse(
+                        segmentation, path: path, field: "\(field).segmentation"),
+                    let text = segmentation["counts"]?.string
+                else { throw COCOError(path, "\(field).segmentation must be compressed RLE") }
+                detection.mask = mask
+                detection.maskText = text
+            }
+            detections.append(detection)
         }
         return detections
     }
@@ -195,7 +244,19 @@ public struct COCODetection: Sendable, Equatable {
 public struct COCOError: Error, CustomStringConvertible, Sendable {
     public let message: String
 
-    public init(_ path: String, _ problem: String) { message = "\(path): \(problem)" }
+    /// The problem alone, without the file.
+    public let problem: String
+
+    public init(_ path: String, _ problem: String) {
+        message = "\(path): \(problem)"
+        self.problem = problem
+    }
+
+    /// A mask's own problem, before a file and field are known.
+    init(mask problem: String) {
+        message = problem
+        self.problem = problem
+    }
 
     public var description: String { message }
 
@@ -255,12 +316,60 @@ public enum COCOEvaluation {
         var truthIgnored: [Bool]
     }
 
+    /// What overlap is measured on: boxes (`iouType="bbox"`) or masks (`"segm"`).
+    public enum IoUType: String, Sendable {
+        case bbox, segm
+    }
+
     /// Evaluates `detections` against `truth` (detections of categories the truth does not have are left
     /// out, as COCOeval does; those of images it does not have are an error, as loadRes makes them).
-    public static func evaluate(truth: COCODataset, detections: [COCODetection]) throws(COCOError) -> Summary {
+    ///
+    /// `.segm` compares masks as pycocotools does: ground-truth polygons rasterised at the image's size
+    /// (`annToRLE`), RLE as given; a detection's area stays its box's (loadRes computes it from `bbox` when the
+    /// results have one, as Lookout's do), ground truth's its `area` field, as for boxes.
+    public static func evaluate(
+        truth: COCODataset, detections: [COCODetection], iouType: IoUType = .bbox
+    ) throws(COCOError) -> Summary {
         let imageIDs = Set(truth.images.map(\.id))
         if let stray = detections.first(where: { !imageIDs.contains($0.imageID) }) {
             throw COCOError("detections", "image_id \(stray.imageID) is not among the ground truth's images")
+        }
+        var truthMasks: [Int64: COCOMask] = [:]
+        if iouType == .segm {
+            let sizes = Dictionary(uniqueKeysWithValues: truth.images.map { ($0.id, ($0.height, $0.width)) })
+            for annotation in truth.annotations {
+                guard let segmentation = annotation.segmentation else {
+                    throw COCOError(
+                        "ground truth",
+                        "annotation \(annotation.id) has no segmentation: segmentation mAP needs one for each")
+                }
+                guard
+                    let (height, width) = sizes[annotation.imageID].flatMap({ h, w in
+                        h.flatMap { h in w.map { (h, $0) } }
+                    })
+                else {
+                    throw COCOError(
+                        "ground truth", "image \(annotation.imageID) has no width and height: masks need them")
+                }
+                let mask = segmentation.mask(height: height, width: width)
+                guard mask.height == height && mask.width == width else {
+                    throw COCOError(
+                        "ground truth",
+                        "annotation \(annotation.id)'s mask is \(mask.height)×\(mask.width), its image \(height)×\(width)"
+                    )
+                }
+                truthMasks[annotation.id] = mask
+            }
+            let imageSizes = sizes
+            if let bad = detections.first(where: { d in
+                guard let mask = d.mask, let size = imageSizes[d.imageID] else { return true }
+                return size.0 != mask.height || size.1 != mask.width
+            }) {
+                throw COCOError(
+                    "detections",
+                    "a detection of image \(bad.imageID) has \(bad.mask == nil ? "no mask" : "a mask of another size than its image")"
+                )
+            }
         }
         let images = truth.images.map(\.id).sorted()
         let categories = truth.categories.sorted { $0.id < $1.id }
@@ -273,10 +382,10 @@ public enum COCOEvaluation {
         for annotation in truth.annotations {
             truthByKey[Key(image: annotation.imageID, category: annotation.categoryID), default: []].append(annotation)
         }
-        var detectionsByKey: [Key: [(id: Int64, box: [Double], score: Double, area: Double)]] = [:]
+        var detectionsByKey: [Key: [(id: Int64, box: [Double], score: Double, area: Double, mask: COCOMask?)]] = [:]
         for (index, d) in detections.enumerated() {
             detectionsByKey[Key(image: d.imageID, category: d.categoryID), default: []].append(
-                (Int64(index + 1), d.box, d.score, d.box[2] * d.box[3]))
+                (Int64(index + 1), d.box, d.score, d.box[2] * d.box[3], d.mask))
         }
         let limit = maximumDetections.last!
         let t = iouThresholds.count
@@ -291,7 +400,13 @@ public enum COCOEvaluation {
                 // Stable sort by descending score, at most 100: computeIoU and evaluateImg both do this.
                 dts = stableSorted(dts) { $0.score > $1.score }
                 if dts.count > limit { dts.removeLast(dts.count - limit) }
-                let ious = dts.map { d in gts.map { g in iou(d.box, g.box, crowd: g.crowd) } }
+                let ious = dts.map { d in
+                    gts.map { g in
+                        iouType == .segm
+                            ? COCOMask.iou(d.mask!, truthMasks[g.id]!, crowd: g.crowd)
+                            : iou(d.box, g.box, crowd: g.crowd)
+                    }
+                }
                 for (a, range) in areaRanges.enumerated() {
                     guard !(gts.isEmpty && dts.isEmpty) else {
                         perArea[a].append(nil)

@@ -20,11 +20,15 @@ struct EvalCommand: ParsableCommand {
             are alternatives of that query (each box takes the best score of the name and its synonyms). The \
             detections are then scored as pycocotools' COCOeval scores boxes (the same numbers within \
             1e-4): AP over IoU 0.50:0.95, AP50, AP75, by object size, and recall at 1, 10 and 100 \
-            detections per image; then AP per category.
+            detections per image; then AP per category. With a segmentation model (YOLOE) and ground truth \
+            whose annotations all have a segmentation, masks are scored too, as COCOeval's iouType="segm" \
+            scores them (the same numbers within 1e-4; a detection's mask at the photo's size, as \
+            predict(retina_masks=True) gives it); --detections then writes each mask as compressed RLE.
 
-            ANNOTATIONS is COCO's ground-truth format: "images" (id, file_name), "annotations" (id, \
-            image_id, category_id, bbox = [x, y, width, height], area, iscrowd), "categories" (id, name, \
-            synonyms). Image files are looked up as IMAGES/file_name.
+            ANNOTATIONS is COCO's ground-truth format: "images" (id, file_name; width and height for \
+            polygon segmentations), "annotations" (id, image_id, category_id, bbox = [x, y, width, height], \
+            area, iscrowd; segmentation: polygons or RLE), "categories" (id, name, synonyms). Image files are \
+            looked up as IMAGES/file_name.
 
             Examples:
               lookout eval instances_val2017.json --images val2017 --model yolov8s-worldv2
@@ -124,10 +128,16 @@ struct EvalCommand: ParsableCommand {
             }
             let result = engine.detect(prepared, plan: plan, text: text, options: options)
             for item in result.detections {
-                found.append(
-                    COCODetection(
-                        imageID: entry.id, categoryID: categories[item.queryIndex].id, corners: item.box,
-                        score: item.score))
+                var detection = COCODetection(
+                    imageID: entry.id, categoryID: categories[item.queryIndex].id, corners: item.box, score: item.score)
+                if let mask = item.mask {
+                    do {
+                        try detection.setMask(compressed: mask.cocoRLE, height: mask.height, width: mask.width)
+                    } catch {
+                        throw LookoutError("image id \(entry.id): \(error.message)")
+                    }
+                }
+                found.append(detection)
             }
             progress.report(done: index + 1, total: paths.count)
         }
@@ -141,10 +151,22 @@ struct EvalCommand: ParsableCommand {
             }
         }
         let summary: COCOEvaluation.Summary
+        // Segmentation mAP too when the model gives masks and the ground truth has them (pycocotools'
+        // iouType="segm"; polygons need each image's width and height).
+        let masks =
+            engine.network.segments && !truth.annotations.isEmpty
+            && truth.annotations.allSatisfy { $0.segmentation != nil }
+        var segmentation: COCOEvaluation.Summary? = nil
         do {
             summary = try COCOEvaluation.evaluate(truth: truth, detections: found)
+            if masks { segmentation = try COCOEvaluation.evaluate(truth: truth, detections: found, iouType: .segm) }
         } catch {
             throw LookoutError(error.message)
+        }
+        if engine.network.segments && !masks {
+            printError(
+                "lookout: the ground truth has no segmentation for every annotation: boxes are evaluated, masks are not"
+            )
         }
         if json {
             var fields = zip(COCOEvaluation.statNames, summary.stats).map { ($0.0, JSONValue.double($0.1)) }
@@ -160,6 +182,18 @@ struct EvalCommand: ParsableCommand {
                             ])
                         })
                 ))
+            if let segmentation {
+                var segm = zip(COCOEvaluation.statNames, segmentation.stats).map { ($0.0, JSONValue.double($0.1)) }
+                segm.append(
+                    (
+                        "categories",
+                        .array(
+                            segmentation.categories.map { c in
+                                .object([("id", .int(c.id)), ("AP", .double(c.ap)), ("AP50", .double(c.ap50))])
+                            })
+                    ))
+                fields.append(("segm", .object(segm)))
+            }
             fields.append(("images", .int(Int64(truth.images.count))))
             fields.append(("detections", .int(Int64(found.count))))
             print(JSONValue.object(fields).serialized)
@@ -168,7 +202,12 @@ struct EvalCommand: ParsableCommand {
         print(
             "\(truth.images.count) images, \(truth.annotations.count) annotations, \(categories.count) categories, \(found.count) detections"
         )
+        if segmentation != nil { print("boxes (iouType=bbox):") }
         for line in COCOEvaluation.summaryLines(summary.stats) { print(line) }
+        if let segmentation {
+            print("masks (iouType=segm):")
+            for line in COCOEvaluation.summaryLines(segmentation.stats) { print(line) }
+        }
         print("")
         let width = min(40, max(8, summary.categories.map { Report.displayWidth($0.name) }.max() ?? 8))
         print("category".padded(to: width) + "      id      AP    AP50  instances  detections")

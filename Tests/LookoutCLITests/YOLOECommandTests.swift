@@ -204,6 +204,62 @@ import Testing
         #expect(scenes.status != 0 && scenes.stderr.contains("--no-image-model"), "\(scenes.stderr)")
     }
 
+    /// `lookout eval` with YOLOE scores masks (iouType="segm") as well as boxes. Ground truth: ultralytics'
+    /// own predictions on chelsea.jpg (boxes and photo-size masks, typed queries through the MobileCLIP
+    /// fixture), as uncompressed RLE; Lookout's detections of the same model then match it mask for mask.
+    @Test func evalScoresMasks() throws {
+        let file = try WeightFile.open(Self.fixtures + "/11-mobileclip-chelsea-352.safetensors")
+        let names = try JSONDocument(text: file.metadata["names"]!).root.elements!.map { $0.string! }
+        let size = try file.view("original_shape").floats().map { Int($0) }
+        let (_, conf, expected, masks) = try Self.reference("11-mobileclip-chelsea-352")
+        var annotations: [String] = []
+        for (index, mask) in masks.enumerated() {
+            let row = Array(expected[(6 * index)..<(6 * index + 6)])
+            // Column-major runs, starting with zeros.
+            var counts: [Int] = []
+            var (current, run) = (UInt8(0), 0)
+            for x in 0..<size[1] {
+                for y in 0..<size[0] {
+                    if mask[y * size[1] + x] != current {
+                        counts.append(run)
+                        (current, run) = (mask[y * size[1] + x], 0)
+                    }
+                    run += 1
+                }
+            }
+            counts.append(run)
+            let area = mask.reduce(0) { $0 + Int($1) }
+            annotations.append(
+                "{\"id\": \(index + 1), \"image_id\": 1, \"category_id\": \(Int(row[5]) + 1), \"iscrowd\": 0, "
+                    + "\"bbox\": [\(row[0]), \(row[1]), \(row[2] - row[0]), \(row[3] - row[1])], \"area\": \(area), "
+                    + "\"segmentation\": {\"size\": [\(size[0]), \(size[1])], \"counts\": \(counts)}}")
+        }
+        let categories = names.enumerated().map { "{\"id\": \($0.offset + 1), \"name\": \"\($0.element)\"}" }
+        let truth =
+            "{\"images\": [{\"id\": 1, \"file_name\": \"chelsea.jpg\", \"width\": \(size[1]), \"height\": \(size[0])}], "
+            + "\"annotations\": [\(annotations.joined(separator: ", "))], \"categories\": [\(categories.joined(separator: ", "))]}"
+        let folder = try CLI.scratch("yoloe-eval")
+        defer { CLI.remove(folder) }
+        try FileContents.writeAtomically(Array(truth.utf8), to: folder + "/truth.json")
+        let result = try CLI.run([
+            "eval", folder + "/truth.json", "--images", CLI.root + "/examples/photos", "--detector", Self.detector,
+            "--text-model", CLI.root + "/Tests/Fixtures/weights/mobileclip-tiny-random.ts", "--imgsz", "352",
+            "--conf", conf, "--json", "--detections", folder + "/detections.json",
+        ])
+        try #require(result.status == 0, "\(result.stderr)")
+        let answer = try JSONDocument(text: result.stdout).root
+        let segm = try #require(answer["segm"])
+        let (boxAP50, maskAP50) = (answer["AP50"]!.number!, segm["AP50"]!.number!)
+        let (boxAP, maskAP) = (answer["AP"]!.number!, segm["AP"]!.number!)
+        print(
+            "YOLOE eval against ultralytics' own predictions: box AP \(boxAP) AP50 \(boxAP50), mask AP \(maskAP) AP50 \(maskAP50)"
+        )
+        #expect(maskAP50 >= 0.99 && maskAP >= 0.99 && boxAP >= 0.99)
+        let written = try JSONDocument(bytes: FileContents.read(folder + "/detections.json")).root
+        #expect(written.count >= masks.count)
+        #expect((0..<written.count).allSatisfy { written[$0]["segmentation"]?["counts"]?.string != nil })
+    }
+
     @Test func aMobileCLIPTextModelIsRefusedWithYOLOWorld() throws {
         let result = try CLI.run([
             "detect", Self.photo, "--detector", CLI.root + "/Tests/Fixtures/weights/yolov8n-worldv2-random.pt",
