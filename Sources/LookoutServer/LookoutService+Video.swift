@@ -64,7 +64,7 @@ extension LookoutService {
                 }
                 guard selection.takes(frame.index, time: frame.time) else { continue }
                 let prepared = engine.prepare(image: frame.image, name: "upload", size: imageSize)
-                let result = engine.detect(prepared, queries: queries, options: thresholds.options)
+                let result = engine.detect(prepared, queries: queries, options: thresholds.options(for: engine))
                 width = result.width
                 height = result.height
                 let items = Self.shown(result.detections, tracking: session, frame: frame.image)

@@ -46,11 +46,14 @@ public final class LookoutService: @unchecked Sendable {
 
         public init() {}
 
-        var options: SuppressionOptions {
+        /// The suppression options for `engine`'s detector: NMS across queries where its family's predict does
+        /// it by default (YOLOE), as `lookout detect` without `--agnostic`/`--no-agnostic`.
+        func options(for engine: Engine) -> SuppressionOptions {
             var options = SuppressionOptions()
             options.confidence = confidence
             options.iou = iou
             options.maximumDetections = maximumDetections
+            options.agnostic = engine.network.agnosticSuppressionByDefault
             return options
         }
 
@@ -160,7 +163,7 @@ public final class LookoutService: @unchecked Sendable {
             prepared.timings.preprocess = 0
             prepared.timings.backbone = 0
         }
-        let result = engine.detect(prepared, queries: queries, options: thresholds.options)
+        let result = engine.detect(prepared, queries: queries, options: thresholds.options(for: engine))
         let shown =
             track.map { sequences.update($0, queries: queries, detections: result.detections) }
             ?? Self.shown(result.detections, tracking: nil)
@@ -182,6 +185,8 @@ public final class LookoutService: @unchecked Sendable {
         var score: Float
         var box: [Float]
         var trackID: Int?
+        /// A segmentation model's mask at the photo's size (YOLOE), written as COCO compressed RLE.
+        var mask: BinaryMask? = nil
 
         var json: JSONValue {
             var fields: [(String, JSONValue)] = [
@@ -189,6 +194,16 @@ public final class LookoutService: @unchecked Sendable {
                 ("score", LookoutService.number(score)), ("box", .array(box.map(LookoutService.number))),
             ]
             if let trackID { fields.append(("track_id", .int(Int64(trackID)))) }
+            if let mask {
+                fields.append(
+                    (
+                        "mask",
+                        .object([
+                            ("size", .array([.int(Int64(mask.height)), .int(Int64(mask.width))])),
+                            ("counts", .string(mask.cocoRLE)),
+                        ])
+                    ))
+            }
             return .object(fields)
         }
     }
@@ -204,7 +219,9 @@ public final class LookoutService: @unchecked Sendable {
     {
         guard let session else {
             return detections.map {
-                ShownDetection(label: $0.label, queryIndex: $0.queryIndex, score: $0.score, box: $0.box)
+                ShownDetection(
+                    label: $0.label, queryIndex: $0.queryIndex, score: $0.score, box: $0.box, trackID: nil,
+                    mask: $0.mask)
             }
         }
         let boxes = detections.map { ByteTracker.Detection(box: $0.box, score: $0.score, label: $0.queryIndex) }

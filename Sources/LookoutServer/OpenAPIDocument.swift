@@ -171,6 +171,7 @@ public enum OpenAPIDocument {
               "Detection": {"type": "object", "required": ["label", "query_index", "score", "box"], "properties": {
                 "label": {"type": "string"}, "query_index": {"type": "integer"}, "score": {"type": "number"},
                 "track_id": {"type": "integer", "description": "With track=NAME: the object's id in that sequence of frames."},
+                "mask": {"type": "object", "description": "A segmentation model's (YOLOE) mask of the detection at the photo's size, as COCO compressed RLE (what pycocotools' mask.decode reads).", "properties": {"size": {"type": "array", "items": {"type": "integer"}, "description": "[height, width]"}, "counts": {"type": "string"}}},
                 "box": {"type": "array", "items": {"type": "number"}, "minItems": 4, "maxItems": 4}}},
               "VideoDetections": {"type": "object", "required": ["width", "height", "frames", "found"], "properties": {
                 "width": {"type": "integer"}, "height": {"type": "integer"},

@@ -41,6 +41,7 @@ enum WebPage {
           #timeline .tick { position: absolute; top: 0; bottom: 0; width: 2px; background: var(--c); }
           #timeline .when { flex: 0 0 11rem; font-variant-numeric: tabular-nums; font-size: .85rem; }
           .box { position: absolute; border: 2px solid var(--c); pointer-events: none; }
+          .stage canvas.masks { position: absolute; left: 0; top: 0; width: 100%; height: 100%; pointer-events: none; }
           .box span { position: absolute; left: -2px; top: -1.45em; background: var(--c); color: #fff; font-size: 12px; line-height: 1.3em;
                       padding: 0 .35em; white-space: nowrap; border-radius: 3px 3px 3px 0; text-shadow: 0 0 2px #000; }
           .box.low span { top: 0; border-radius: 0 0 3px 0; }
@@ -111,8 +112,56 @@ enum WebPage {
           return { status: response.status, body };
         }
 
+        // A COCO compressed RLE mask (column-major runs, 5 bits a character) painted into a canvas over the photo.
+        function paintMask(pixels, width, height, counts, rgb) {
+          let position = 0, index = 0, runs = [];
+          for (let p = 0; p < counts.length;) {
+            let x = 0, shift = 0, more = true;
+            while (more) {
+              const c = counts.charCodeAt(p++) - 48;
+              x |= (c & 0x1f) << shift;
+              more = (c & 0x20) !== 0;
+              shift += 5;
+              if (!more && (c & 0x10)) x |= -1 << shift;
+            }
+            if (runs.length > 2) x += runs[runs.length - 2];
+            runs.push(x);
+          }
+          for (const run of runs) {
+            if (index % 2 === 1) {
+              for (let p = position; p < position + run && p < width * height; p++) {
+                const o = 4 * ((p % height) * width + Math.floor(p / height));
+                pixels[o] = rgb[0]; pixels[o + 1] = rgb[1]; pixels[o + 2] = rgb[2]; pixels[o + 3] = 110;
+              }
+            }
+            position += run;
+            index++;
+          }
+        }
+
+        function drawMasks(stage, width, height, detections) {
+          stage.querySelectorAll("canvas.masks").forEach((c) => c.remove());
+          const withMasks = detections.filter((d) => d.mask && d.mask.size[0] === height && d.mask.size[1] === width);
+          if (withMasks.length === 0) return;
+          const canvas = document.createElement("canvas");
+          canvas.className = "masks";
+          canvas.width = width;
+          canvas.height = height;
+          const context = canvas.getContext("2d");
+          const image = context.createImageData(width, height);
+          for (const d of withMasks) {
+            const colour = colours[(d.track_id ?? d.query_index ?? 0) % colours.length];
+            const rgb = [1, 3, 5].map((i) => parseInt(colour.slice(i, i + 2), 16));
+            paintMask(image.data, width, height, d.mask.counts, rgb);
+          }
+          context.putImageData(image, 0, 0);
+          canvas.dataset.masks = withMasks.length;
+          stage.appendChild(canvas);
+        }
+
         function drawBoxes(stage, width, height, detections, labelOf) {
           stage.querySelectorAll(".box").forEach((b) => b.remove());
+          drawMasks(stage, width, height, detections);
           for (const d of detections) {
             const [x1, y1, x2, y2] = d.box;
             const box = document.createElement("div");

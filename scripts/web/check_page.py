@@ -16,8 +16,9 @@ Camera: a second browser whose fake camera plays a video made from a demo scene 
 window, Y4M); the Camera button starts it, and for three frames sent, then three more after the queries
 are changed, the boxes drawn over the live picture (labels, scores, boxes and their place on the screen) must
 equal `LOOKOUT detect --json` on the very PNG the page sent; never more than one request in flight; the
-frames per second shown.
-Keeps screenshots (laptop: detect, search and camera; phone: detect) in SCREENSHOT_DIR (default .build/web-page).
+frames per second shown. YOLOE: a second server with the random YOLOE-11n-seg fixture; the masks the page
+paints over the photo must cover exactly the pixels of `LOOKOUT detect --json`'s masks.
+Keeps screenshots (laptop: detect, search, camera and masks; phone: detect) in SCREENSHOT_DIR (default .build/web-page).
 Exits non-zero on any difference.
 """
 import base64
@@ -247,6 +248,83 @@ def check_camera(lookout: str, url: str, work: str, shots: str, check) -> None:
         driver.quit()
 
 
+def mask_pixels(counts: str, height: int, width: int) -> set[int]:
+    """Row-major indices of the pixels a COCO compressed RLE mask sets."""
+    runs, p = [], 0
+    while p < len(counts):
+        x, shift, more = 0, 0, True
+        while more:
+            c = ord(counts[p]) - 48
+            p += 1
+            x |= (c & 0x1F) << shift
+            more = bool(c & 0x20)
+            shift += 5
+            if not more and c & 0x10:
+                x |= -1 << shift
+        if len(runs) > 2:
+            x += runs[-2]
+        runs.append(x)
+    pixels, position = set(), 0
+    for index, run in enumerate(runs):
+        if index % 2:
+            pixels.update((q % height) * width + q // height for q in range(position, position + run))
+        position += run
+    return pixels
+
+
+def check_yoloe_masks(lookout: str, shots: str, check) -> None:
+    """A YOLOE segmentation model (the random YOLOE-11n fixture with its MobileCLIP text fixture): the page
+    overlays each detection's mask, and the pixels it paints are the union of `LOOKOUT detect --json`'s masks."""
+    model = ["--detector", os.path.join(ROOT, "Tests", "Fixtures", "yoloe", "yoloe-11n-seg-random.pt"),
+             "--text-model", os.path.join(ROOT, "Tests", "Fixtures", "weights", "mobileclip-tiny-random.ts"),
+             "--imgsz", "352"]
+    photo = os.path.join(ROOT, "examples", "photos", "chelsea.jpg")
+    queries = "cat, a tabby cat on a sofa, red car, sky"
+    server = subprocess.Popen([lookout, "serve", "--port", "0"] + model, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    driver = None
+    try:
+        line = server.stdout.readline()
+        if "listening on " not in line:
+            check("YOLOE server", False, f"did not start: {line!r}")
+            return
+        driver = chromium()
+        driver.get(line.strip().split("listening on ")[1])
+        wait = WebDriverWait(driver, 60)
+        driver.execute_script("const c = document.getElementById('conf'); c.value = '0.2';"
+                              "c.dispatchEvent(new Event('input'));")
+        field = driver.find_element(By.ID, "queries")
+        field.clear()
+        field.send_keys(queries)
+        driver.find_element(By.ID, "file").send_keys(photo)
+        wait.until(lambda d: d.find_element(By.ID, "status").get_attribute("data-state") == "done"
+                   and len(d.find_elements(By.CSS_SELECTOR, "#detect-stage .box")) > 0)
+        out = subprocess.run([lookout, "detect", photo, "-q", queries, "--conf", "0.2", "--json"] + model,
+                             capture_output=True, text=True, check=True).stdout
+        answer = json.loads(out.splitlines()[0])
+        height, width = answer["height"], answer["width"]
+        union: set[int] = set()
+        for d in answer["detections"]:
+            union |= mask_pixels(d["mask"]["counts"], height, width)
+        painted = driver.execute_script(
+            "const c = document.querySelector('#detect-stage canvas.masks'); if (!c) return [-1, -1];"
+            "const data = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; let n = 0;"
+            "for (let i = 3; i < data.length; i += 4) if (data[i] > 0) n++; return [n, Number(c.dataset.masks)];")
+        check("YOLOE masks overlaid as detect gives them",
+              painted[0] == len(union) and painted[1] == len(answer["detections"]) and len(union) > 0,
+              f"page painted {painted[0]} pixels of {painted[1]} masks, detect's masks cover {len(union)} pixels "
+              f"of {len(answer['detections'])}")
+        driver.save_screenshot(os.path.join(shots, "masks.png"))
+    finally:
+        if driver:
+            driver.quit()
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
 def metric(url: str, route: str, method: str) -> int:
     text = urllib.request.urlopen(url + "metrics").read().decode()
     pattern = re.compile(r"^hb_requests\{(.*)\} (\d+)$", re.M)
@@ -376,7 +454,8 @@ def main() -> None:
         driver.save_screenshot(os.path.join(shots, "phone.png"))
         check_camera(lookout, url, work, shots, check)
         check_video_upload(lookout, url, shots, check)
-        print(f"screenshots: {shots}/detect.png, search.png, phone.png, camera.png")
+        check_yoloe_masks(lookout, shots, check)
+        print(f"screenshots: {shots}/detect.png, search.png, phone.png, camera.png, masks.png")
     finally:
         if driver:
             driver.quit()
