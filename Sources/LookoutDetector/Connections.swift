@@ -156,3 +156,45 @@ extension YOLOWorldNetwork {
         return outputs
     }
 }
+
+extension ConnectionCheck {
+    /// A prompt-free head: each level's box and classification branches, mask branch, and `lrpc` convolutions
+    /// receive what the branch before them gives.
+    func check(_ head: PromptFreeHead, _ name: String, receives maps: [Int]) throws(WeightsError) {
+        for (index, (level, inputs)) in zip(head.levels, maps).enumerated() {
+            var box = inputs
+            for (k, layer) in level.box.enumerated() {
+                box = try check(layer, "\(name).cv2.\(index).\(k)", receives: box)
+            }
+            box = try check(level.location, "\(name).lrpc.\(index).loc", receives: box)
+            guard box == 4 * head.bins, head.bins > 0 else {
+                throw fail("\(name).lrpc.\(index).loc gives \(box) channels, expected 4 × \(head.bins) bins")
+            }
+            var hidden = inputs
+            for (k, layer) in level.hidden.enumerated() {
+                let layerName = "\(name).cv3.\(index).\(level.hidden.count == 4 ? "\(k / 2).\(k % 2)" : "\(k)")"
+                switch layer {
+                case .conv(let convolution): hidden = try check(convolution, layerName, receives: hidden)
+                case .depthwise(let depthwise): try expect(layerName, inputs: depthwise.inputs, receives: hidden)
+                }
+            }
+            guard level.vocabulary.count == head.names * hidden else {
+                throw fail(
+                    "\(name).lrpc.\(index).vocab takes \(level.vocabulary.count / max(head.names, 1)) channels, the classification branch gives \(hidden)"
+                )
+            }
+            if let filter = level.filter, filter.weights.count != hidden {
+                throw fail("\(name).lrpc.\(index).pf takes \(filter.weights.count) channels, expected \(hidden)")
+            }
+            if !level.mask.isEmpty {
+                var mask = inputs
+                for (k, layer) in level.mask.enumerated() {
+                    mask = try check(layer, "\(name).cv5.\(index).\(k)", receives: mask)
+                }
+                guard mask == head.maskCoefficients else {
+                    throw fail("\(name).cv5.\(index).2 gives \(mask) channels, expected \(head.maskCoefficients)")
+                }
+            }
+        }
+    }
+}

@@ -45,6 +45,9 @@ public protocol DetectorNetwork: AnyObject, Sendable {
     var segments: Bool { get }
     /// The text tower its queries must come through.
     var textTower: TextTower { get }
+    /// A prompt-free model's vocabulary: it takes no queries and names what it sees with these (YOLOE `-pf`);
+    /// nil for a model that is asked.
+    var promptFreeNames: [String]? { get }
 
     /// The image-only part: P3, P4, P5.
     func backbone(_ image: FeatureMap, pool: ComputePool) -> [FeatureMap]
@@ -64,6 +67,7 @@ public protocol DetectorNetwork: AnyObject, Sendable {
 extension YOLOWorldNetwork: DetectorNetwork {
     public var familyName: String { "YOLO-World v2" }
     public var textTower: TextTower { .clip }
+    public var promptFreeNames: [String]? { nil }
     public var agnosticSuppressionByDefault: Bool { false }
     public var segments: Bool { false }
 
@@ -90,6 +94,7 @@ extension YOLOENetwork: DetectorNetwork {
     )
         -> (output: [Float], embeddings: [Float], levels: [UInt8])
     {
+        guard let detectHead else { preconditionFailure("a prompt-free model has no region embeddings to index") }
         let maps = neck(features, pool: pool)
         var kept: [[Float]]? = []
         let output = detectHead.run(

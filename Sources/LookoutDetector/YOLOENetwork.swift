@@ -57,8 +57,12 @@ public final class YOLOENetwork: Sendable {
     let layers: Backbone  // layers 0–9, and 10 (C2PSA) in YOLOE-11
     let neckUp1: C2f, neckUp2: C2f, neckDown1: C2f, neckDown2: C2f
     let down1: Convolution, down2: Convolution
-    let detectHead: WorldDetectHead
-    let textProjection: TextProjection
+    /// The text-prompt head and its text network (nil in a prompt-free file).
+    let detectHead: WorldDetectHead?
+    let textProjection: TextProjection?
+    /// A prompt-free file's head (`lrpc`), and the names of its vocabulary (the checkpoint's `names`).
+    let promptFreeHead: PromptFreeHead?
+    public let promptFreeNames: [String]?
     let proto: Proto?
     /// Index of the head layer (22 for YOLOE-v8, 23 for YOLOE-11).
     let headIndex: Int
@@ -79,13 +83,6 @@ public final class YOLOENetwork: Sendable {
             throw WeightsError(
                 path: file.path, kind: .wrongModel,
                 problem: "not a YOLOE model: expected model.0.conv.weight and a YOLOE head with reprta (text) weights")
-        }
-        guard !file.has("model.\(head).lrpc.0.vocab.weight") else {
-            throw WeightsError(
-                path: file.path, kind: .wrongModel,
-                problem:
-                    "a prompt-free YOLOE (-pf) file: Lookout does not run prompt-free models yet; use the text-prompt model (without -pf)"
-            )
         }
         switch head {
         case 22: family = .v8
@@ -111,9 +108,27 @@ public final class YOLOENetwork: Sendable {
         neckDown2 = try C2f("model.\(first + 9)", shortcut: shortcut, attention: false, in: file)
         let prefix = "model.\(head)"
         let segments = file.has(prefix + ".proto.cv1.conv.weight")
-        detectHead = try WorldDetectHead(prefix, masks: segments, in: file)
-        embeddingSize = detectHead.embeddingSize
-        textProjection = try TextProjection(prefix + ".reprta.m", in: file)
+        if file.has(prefix + ".lrpc.0.vocab.weight") {
+            let promptFree = try PromptFreeHead(prefix, masks: segments, in: file)
+            let names = weights.classNames
+            guard names.count == promptFree.names else {
+                throw WeightsError(
+                    path: file.path,
+                    problem:
+                        "a prompt-free head of \(promptFree.names) classes, but the checkpoint names \(names.count) (model.names)"
+                )
+            }
+            (promptFreeHead, promptFreeNames) = (promptFree, names)
+            (detectHead, textProjection) = (nil, nil)
+            // No text enters a prompt-free model; its "embeddings" are one number, so no text tower fits it.
+            embeddingSize = 1
+        } else {
+            let detectHead = try WorldDetectHead(prefix, masks: segments, in: file)
+            (promptFreeHead, promptFreeNames) = (nil, nil)
+            self.detectHead = detectHead
+            embeddingSize = detectHead.embeddingSize
+            textProjection = try TextProjection(prefix + ".reprta.m", in: file)
+        }
         proto = segments ? try Proto(prefix + ".proto", in: file) : nil
         featureChannels = layers.outputChannels
         if let stride = file.attributes["\(prefix).stride"], stride.count == 3 {
@@ -153,7 +168,8 @@ public final class YOLOENetwork: Sendable {
     /// The class embeddings the head dots with, from the text tower's output (`classes × embeddingSize`):
     /// ultralytics' `get_tpe`, `normalize(t + reprta(t))`.
     public func classEmbeddings(_ text: [Float], classes: Int) -> [Float] {
-        textProjection(text, rows: classes)
+        guard let textProjection else { return text }
+        return textProjection(text, rows: classes)
     }
 
     /// Neck and head from backbone outputs, for text-tower embeddings `text` (`classes × embeddingSize`).
@@ -169,8 +185,10 @@ public final class YOLOENetwork: Sendable {
     {
         let maps = neck(features, pool: pool)
         var unused: [[Float]]? = nil
-        let (output, coefficients) = detectHead.run(
-            maps, text: classEmbeddings, classes: classes, strides: strides, embeddings: &unused, pool: pool)
+        let (output, coefficients) =
+            promptFreeHead?.run(maps, strides: strides, pool: pool)
+            ?? detectHead!.run(
+                maps, text: classEmbeddings, classes: classes, strides: strides, embeddings: &unused, pool: pool)
         guard let proto, let coefficients else { return HeadOutput(output: output, masks: nil) }
         return HeadOutput(
             output: output, masks: MaskPrototypes(coefficients: coefficients, prototypes: proto(maps[0], pool: pool)))
@@ -178,7 +196,7 @@ public final class YOLOENetwork: Sendable {
 
     /// Per level, the contrastive head's `(logitScale, bias)`.
     public var scoreParameters: [(logitScale: Float, bias: Float)] {
-        detectHead.levels.map { ($0.logitScale, $0.bias) }
+        detectHead?.levels.map { ($0.logitScale, $0.bias) } ?? []
     }
 
     func checkConnections(path: String) throws(WeightsError) {
@@ -192,20 +210,29 @@ public final class YOLOENetwork: Sendable {
         let medium = try check.check(neckDown1, "model.\(first + 6)", receives: d1 + up1)
         let d2 = try check.check(down2, "model.\(first + 7)", receives: medium)
         let large = try check.check(neckDown2, "model.\(first + 9)", receives: d2 + p5)
-        try check.check(detectHead, "model.\(headIndex)", receives: [small, medium, large])
-        guard textProjection.size == embeddingSize else {
-            throw check.fail(
-                "model.\(headIndex).reprta takes \(textProjection.size)-d text, the head's embeddings are \(embeddingSize)-d"
-            )
+        let maskCoefficients: Int
+        if let promptFreeHead {
+            try check.check(promptFreeHead, "model.\(headIndex)", receives: [small, medium, large])
+            maskCoefficients = promptFreeHead.maskCoefficients
+        } else if let detectHead, let textProjection {
+            try check.check(detectHead, "model.\(headIndex)", receives: [small, medium, large])
+            maskCoefficients = detectHead.maskCoefficients
+            guard textProjection.size == embeddingSize else {
+                throw check.fail(
+                    "model.\(headIndex).reprta takes \(textProjection.size)-d text, the head's embeddings are \(embeddingSize)-d"
+                )
+            }
+        } else {
+            preconditionFailure("a YOLOE network has a text-prompt or a prompt-free head")
         }
         if let proto {
             let hidden = try check.check(proto.cv1, "model.\(headIndex).proto.cv1", receives: small)
             try check.expect("model.\(headIndex).proto.upsample", inputs: proto.upsample.inputs, receives: hidden)
             let up = try check.check(proto.cv2, "model.\(headIndex).proto.cv2", receives: proto.upsample.outputs)
             let count = try check.check(proto.cv3, "model.\(headIndex).proto.cv3", receives: up)
-            guard count == detectHead.maskCoefficients else {
+            guard count == maskCoefficients else {
                 throw check.fail(
-                    "model.\(headIndex).proto gives \(count) prototypes but cv5 gives \(detectHead.maskCoefficients) coefficients"
+                    "model.\(headIndex).proto gives \(count) prototypes but cv5 gives \(maskCoefficients) coefficients"
                 )
             }
         }

@@ -220,18 +220,7 @@ struct WorldDetectHead: Sendable {
                 try Convolution(conv: p2 + ".1", stride: 1, in: file),
                 try Convolution(plain: p2 + ".2", in: file),
             ]
-            let hidden: [HeadLayer] =
-                file.has(p3 + ".0.0.conv.weight")
-                ? [
-                    .depthwise(try DepthwiseConvolution(conv: p3 + ".0.0", in: file)),
-                    .conv(try Convolution(conv: p3 + ".0.1", stride: 1, in: file)),
-                    .depthwise(try DepthwiseConvolution(conv: p3 + ".1.0", in: file)),
-                    .conv(try Convolution(conv: p3 + ".1.1", stride: 1, in: file)),
-                ]
-                : [
-                    .conv(try Convolution(conv: p3 + ".0", stride: 1, in: file)),
-                    .conv(try Convolution(conv: p3 + ".1", stride: 1, in: file)),
-                ]
+            let hidden = try Self.hiddenLayers(p3, in: file)
             let last = try Convolution(plain: p3 + ".2", in: file)
             let mask =
                 masks
@@ -267,6 +256,22 @@ struct WorldDetectHead: Sendable {
         guard dfl == (0..<bins).map(Float.init) else {
             throw WeightsError(path: file.path, problem: "\(prefix).dfl.conv.weight is not 0, 1, …, \(bins - 1)")
         }
+    }
+
+    /// The embedding branch `cv3.N` before its last convolution: two 3×3 convs, or (YOLOE-11) two depthwise
+    /// 3×3 and 1×1 pairs.
+    static func hiddenLayers(_ p3: String, in file: WeightBinding) throws(WeightsError) -> [HeadLayer] {
+        file.has(p3 + ".0.0.conv.weight")
+            ? [
+                .depthwise(try DepthwiseConvolution(conv: p3 + ".0.0", in: file)),
+                .conv(try Convolution(conv: p3 + ".0.1", stride: 1, in: file)),
+                .depthwise(try DepthwiseConvolution(conv: p3 + ".1.0", in: file)),
+                .conv(try Convolution(conv: p3 + ".1.1", stride: 1, in: file)),
+            ]
+            : [
+                .conv(try Convolution(conv: p3 + ".0", stride: 1, in: file)),
+                .conv(try Convolution(conv: p3 + ".1", stride: 1, in: file)),
+            ]
     }
 
     /// The head's output for the neck's maps; when `embeddings` is non-nil on entry it receives each level's

@@ -83,7 +83,9 @@ public struct ModelSummary: Sendable {
 
     /// Index of the detection head: the layer that has `cv4.0.bias` (BNContrastiveHead).
     public static func headIndex(_ tensors: [String: TensorView]) -> Int? {
-        for index in stride(from: 40, through: 0, by: -1) where tensors["model.\(index).cv4.0.bias"] != nil {
+        // The contrastive head's bias; a prompt-free YOLOE has fused it away and holds its `lrpc` instead.
+        for index in stride(from: 40, through: 0, by: -1)
+        where tensors["model.\(index).cv4.0.bias"] != nil || tensors["model.\(index).lrpc.0.vocab.weight"] != nil {
             return index
         }
         return nil

@@ -193,3 +193,14 @@ func encodeNames(_ names: [String]) -> String {
     }
     return out + "]"
 }
+
+extension WeightFile {
+    /// The class names an ultralytics checkpoint stores (`model.names`), in index order; empty when it has none.
+    public var classNames: [String] {
+        guard let text = metadata["names"], case .array(let values)? = try? JSONValue(parsing: text) else { return [] }
+        return values.compactMap {
+            if case .string(let name) = $0 { return name }
+            return nil
+        }
+    }
+}

@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""A random-weight prompt-free YOLOE (`-pf`) checkpoint made as ultralytics makes its `-pf` files, and
+ultralytics' own predictions with it (issue 31).
+
+A released `yoloe-11s-seg-pf.pt` is a YOLOE model fine-tuned without text (`YOLOEPEFreeTrainer`: one class,
+"object", fused into the classification branch's last convolution, which thereby becomes a 1-channel proposal
+filter), re-parameterised by `YOLOE.set_vocab(vocab, names)` with a vocabulary that `get_vocab(names)` made from
+the text-prompt model (the embeddings of several thousand names fused into that same convolution). Each level's
+head then holds an `LRPCHead`: `pf` (proposal filter), `vocab` (a Linear on levels 0 and 1, a 1×1 convolution on
+level 2, where the filter is off) and `loc` (the box branch's last convolution).
+
+This script does the same with the random YOLOE-11n-seg fixture (Tests/Fixtures/yoloe/yoloe-11n-seg-random.pt,
+from make_yoloe_fixtures.py) standing for both models: 40 names with random unit vectors for their text-tower
+embeddings make the vocabulary; "object" with another random vector makes the filter, whose bias is then set so
+that the filter keeps part of the anchors (its threshold is the head's 0.001). Saved by `YOLOE.save` into
+Tests/Fixtures/yoloe/yoloe-11n-seg-pf-random.pt, and for two photos `YOLOE.predict` without any prompt
+(conf as in make_yoloe_fixtures.py, retina masks) into Tests/Fixtures/yoloe/11pf-<photo>-<size>.safetensors:
+`detections` (N×6), `retina_masks` (bit-packed), `index` (the anchors the filter kept, as 0/1 per anchor) and
+`output` (the head's inference output over the kept anchors).
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import reference_env  # noqa: E402,F401
+
+import cv2  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from make_yoloe_fixtures import OUT, PHOTOS, preprocess  # noqa: E402
+
+NAMES = [f"thing{k:02d}" for k in range(40)]
+CASES = [("rocket", "rocket.jpg", 416), ("chelsea", "chelsea.jpg", 352)]
+
+
+def with_embeddings(model, embeddings: torch.Tensor) -> None:
+    """get_text_pe without a text tower: the given (1, K, 512) tower outputs through the head's get_tpe."""
+    head = model.model.model[-1]
+    model.model.get_text_pe = lambda names, *args, **kwargs: head.get_tpe(embeddings[:, : len(names)])
+
+
+def make_checkpoint() -> str:
+    from ultralytics import YOLOE
+
+    source = os.path.join(OUT, "yoloe-11n-seg-random.pt")
+    torch.manual_seed(41)
+    vocabulary_text = torch.nn.functional.normalize(torch.randn(1, len(NAMES), 512), dim=-1)
+    object_text = torch.nn.functional.normalize(torch.randn(1, 1, 512), dim=-1)
+
+    text_model = YOLOE(source)
+    text_model.model.eval()
+    with_embeddings(text_model, vocabulary_text)
+    with torch.no_grad():
+        vocab = text_model.get_vocab(NAMES)
+
+    model = YOLOE(source)
+    net = model.model
+    net.eval()
+    with_embeddings(model, object_text)
+    with torch.no_grad():
+        net.get_vocab(["object"])  # the PE-free fine-tune's one class, fused: cv3[i][2] becomes 1 channel
+        head = net.model[-1]
+        # The filter keeps part of the anchors at the head's 0.001, not all, not none: its bias is moved so that
+        # the median logit on a photo sits at logit(0.001).
+        logits = []
+        hooks = [branch[2].register_forward_hook(lambda m, i, o: logits.append(o.flatten())) for branch in head.cv3]
+        net.predict(preprocess(os.path.join(PHOTOS, "rocket.jpg"), 416))
+        for hook in hooks:
+            hook.remove()
+        shift = float(np.log(0.001 / 0.999)) - float(torch.cat(logits[:2]).median())
+        for branch in head.cv3:
+            branch[2].bias.add_(shift)
+        del head.savpe  # as YOLOEPEFreeTrainer.get_model does
+        model.set_vocab(vocab, NAMES)
+    del net.get_text_pe  # the stand-in tower is not part of the model
+    path = os.path.join(OUT, "yoloe-11n-seg-pf-random.pt")
+    model.save(path)
+    return path
+
+
+def make_references(path: str) -> None:
+    import ultralytics
+    from safetensors.torch import save_file
+    from ultralytics import YOLOE
+
+    for case, image, size in CASES:
+        model = YOLOE(path)
+        net = model.model
+        captured = {}
+        head = net.model[-1]
+        hook = head.register_forward_hook(lambda module, inputs, output: captured.setdefault("y", output))
+        x = preprocess(os.path.join(PHOTOS, image), size)
+        with torch.no_grad():
+            net.eval()
+            net.predict(x)
+        hook.remove()
+        (raw, _protos), preds = captured["y"][0], captured["y"][1]
+        index = preds["index"]
+        conf = next(c for c in (0.25, 0.2, 0.15, 0.1, 0.08, 0.06, 0.05, 0.04, 0.03) if len(model.predict(
+            os.path.join(PHOTOS, image), imgsz=size, conf=c, save=False, verbose=False)[0].boxes) >= 3)
+        result = model.predict(os.path.join(PHOTOS, image), imgsz=size, conf=conf, retina_masks=True, save=False,
+                               verbose=False)[0]
+        boxes = result.boxes
+        masks = result.masks.data.to(torch.uint8)
+        tensors = {
+            "input": x,
+            "output": raw.float(),
+            "index": index.to(torch.uint8),
+            "retina_detections": torch.cat([boxes.xyxy, boxes.conf[:, None], boxes.cls[:, None]], dim=1).float(),
+            "retina_masks": torch.from_numpy(np.packbits(masks.numpy().astype(bool))),
+            "original_shape": torch.tensor(list(cv2.imread(os.path.join(PHOTOS, image)).shape[:2]), dtype=torch.int64),
+        }
+        name = f"11pf-{case}-{size}"
+        save_file({k: v.contiguous() for k, v in tensors.items()}, os.path.join(OUT, name + ".safetensors"),
+                  metadata={"ultralytics": ultralytics.__version__, "torch": torch.__version__, "image": image,
+                            "conf": f"{conf:g}", "iou": "0.7", "names": ",".join(NAMES),
+                            "retina_masks_shape": ",".join(str(d) for d in masks.shape)})
+        print(f"{name}: kept {int(index.sum())} of {index.numel()} anchors, output {tuple(raw.shape)}, "
+              f"{len(boxes)} detections at conf {conf}: {[NAMES[int(c)] for c in boxes.cls]}")
+
+
+def main() -> None:
+    from ultralytics.utils import nms
+
+    suppress = nms.non_max_suppression
+
+    def without_torchvision(*args, **kwargs):
+        reference_env.forget_torchvision()
+        return suppress(*args, **kwargs)
+
+    nms.non_max_suppression = without_torchvision
+    reference_env.forget_torchvision()
+    make_references(make_checkpoint())
+
+
+if __name__ == "__main__":
+    main()
