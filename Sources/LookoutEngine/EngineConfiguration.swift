@@ -148,6 +148,13 @@ extension Engine {
         let network = try openDetector(
             weights, precision: configuration.precision, recorder: configuration.recorder)
         var embedder: TextEmbedder? = nil
+        if let textPath, let names = network.promptFreeNames {
+            throw WeightsError(
+                path: textPath, kind: .incompatibleModels,
+                problem:
+                    "\(detectorPath) is a prompt-free \(network.familyName) model (its own \(names.count) names, no queries): it takes no text model"
+            )
+        }
         if let textPath {
             let encoder = try CLIPTextEncoder(contentsOf: textPath, precision: configuration.towerPrecision)
             let family = encoder.configuration.family

@@ -202,6 +202,14 @@ public struct QueryPlan: Sendable, Equatable {
     }
 
     /// Gives the text `texts[index]` as an embedding instead of embedding it (`--text-embeddings`).
+    /// The queries of a prompt-free model (YOLOE `-pf`): its vocabulary's names, in order, with no text to embed
+    /// (the network ignores the features; each is one zero).
+    public static func promptFree(_ names: [String]) -> QueryPlan {
+        var plan = QueryPlan()
+        for name in names { plan.append(label: name, embedding: [0]) }
+        return plan
+    }
+
     public mutating func setEmbedding(_ embedding: [Float], forText index: Int) {
         embedded[index] = embedding
     }

@@ -6,7 +6,7 @@ public struct ModelSummary: Sendable {
         /// ultralytics YOLOE (`YOLOEDetect`/`YOLOESegment` head): family (`YOLOE-v8`, `YOLOE-11`, `YOLOE-26`),
         /// scale, whether it segments, and the ways it can be asked (`text`, `visual`, `prompt-free`).
         case yoloe(family: String, scale: String, segments: Bool, modes: [String])
-        /// CLIP text transformer (OpenAI or Hugging Face names).
+        /// CLIP text transformer (OpenAI or Hugging Face names), or MobileCLIP's (YOLOE's text tower).
         case clipTextEncoder(
             layout: String, width: Int, layers: Int, heads: Int, vocabulary: Int, context: Int, embedding: Int)
         case unknown
@@ -64,6 +64,10 @@ public struct ModelSummary: Sendable {
                 "huggingface", "text_model.", "text_model.encoder.layers.", "text_model.final_layer_norm.weight",
                 "text_model.embeddings.token_embedding.weight", "text_model.embeddings.position_embedding.weight"
             ),
+            (
+                "mobileclip", "text_encoder.", "text_encoder.transformer.", "text_encoder.final_layer_norm.weight",
+                "text_encoder.embedding_layer.weight", "text_encoder.positional_embedding.pos_embed.pos_embed"
+            ),
         ] {
             _ = prefix
             guard let norm = tensors[final], let tokens = tensors[token], let positions = tensors[position] else {
@@ -72,11 +76,15 @@ public struct ModelSummary: Sendable {
             let width = norm.shape.first ?? 0
             var layers = 0
             while tensors.keys.contains(where: { $0.hasPrefix("\(layerPrefix)\(layers).") }) { layers += 1 }
-            let projection = tensors[layout == "openai" ? "text_projection" : "text_projection.weight"]
-            let embedding = layout == "openai" ? projection?.shape.last ?? width : projection?.shape.first ?? width
+            let projection = tensors[
+                ["openai": "text_projection", "huggingface": "text_projection.weight"][layout]
+                    ?? "text_encoder.projection_layer"]
+            let embedding = layout == "huggingface" ? projection?.shape.first ?? width : projection?.shape.last ?? width
+            // MobileCLIP keeps its positions as [1, 1, context, width].
+            let context = layout == "mobileclip" ? positions.shape.dropLast().last ?? 0 : positions.shape.first ?? 0
             return .clipTextEncoder(
                 layout: layout, width: width, layers: layers, heads: max(width / 64, 1),
-                vocabulary: tokens.shape.first ?? 0, context: positions.shape.first ?? 0, embedding: embedding)
+                vocabulary: tokens.shape.first ?? 0, context: context, embedding: embedding)
         }
         return .unknown
     }

@@ -87,16 +87,30 @@ struct ModelOptions: ParsableArguments {
 
     /// Loads the detector and the text encoder, and checks that they fit together. `textEmbeddings`: the
     /// queries come as embeddings (`--text-embeddings`), so `--detector` may come without `--text-model`.
-    func engine(textEmbeddings: Bool = false) throws -> Engine { try load(textEmbeddings: textEmbeddings).engine }
+    /// `promptFree`: the command runs a prompt-free detector (YOLOE -pf) as such (detect without queries); the
+    /// others refuse one.
+    func engine(textEmbeddings: Bool = false, promptFree: Bool = false) throws -> Engine {
+        try load(textEmbeddings: textEmbeddings, promptFree: promptFree).engine
+    }
 
     /// The engine and the detector file's fingerprint (what an index records about the model).
-    func load(textEmbeddings: Bool = false) throws -> (engine: Engine, detectorFingerprint: String) {
-        if detector != nil && textModel == nil && !textEmbeddings {
+    func load(
+        textEmbeddings: Bool = false, promptFree: Bool = false
+    ) throws -> (
+        engine: Engine, detectorFingerprint: String
+    ) {
+        let (engine, loaded) = try Engine.load(configuration)
+        if let names = engine.network.promptFreeNames, !promptFree {
+            throw ValidationError(
+                "\(loaded.detectorPath) is a prompt-free model (its own \(names.count) names, no queries): for now only `lookout detect` without queries runs it."
+            )
+        }
+        // A prompt-free detector (YOLOE -pf) needs no text tower.
+        if detector != nil && textModel == nil && !textEmbeddings && engine.network.promptFreeNames == nil {
             throw ValidationError(
                 "--detector needs --text-model FILE, the text tower of its family (YOLO-World: CLIP's ViT-B-32.pt; YOLOE-v8/11: ultralytics' mobileclip_blt.ts), or, with detect, --text-embeddings FILE: the queries as embeddings."
             )
         }
-        let (engine, loaded) = try Engine.load(configuration)
         if loaded.isDemo {
             printError(
                 """
@@ -335,11 +349,8 @@ struct DetectCommand: ParsableCommand {
         if queries != nil && queriesFile != nil {
             throw ValidationError("Give the queries with -q \"a, b\" or --queries-file FILE, not both.")
         }
-        if queries == nil && queriesFile == nil && queryImages.isEmpty && textEmbeddings.path == nil {
-            throw ValidationError(
-                "Give the queries with -q \"a, b\", --queries-file FILE, --query-image CROP.jpg or --text-embeddings FILE."
-            )
-        }
+        // A --detector may be prompt-free (YOLOE -pf), which takes no queries: run() tells once it is loaded.
+        if !hasQueries && modelOptions.detector == nil { throw ValidationError(Self.noQueries) }
         if images.filter({ $0 == "-" }).count > 1 {
             throw ValidationError("- (an image from standard input) can be given once.")
         }
@@ -357,6 +368,13 @@ struct DetectCommand: ParsableCommand {
         }
     }
 
+    var hasQueries: Bool {
+        queries != nil || queriesFile != nil || !queryImages.isEmpty || textEmbeddings.path != nil
+    }
+
+    static let noQueries =
+        "Give the queries with -q \"a, b\", --queries-file FILE, --query-image CROP.jpg or --text-embeddings FILE."
+
     func run() throws {
         let typed = queries == nil && queriesFile == nil ? [] : try queryList()
         var plan = QueryPlan(typed)
@@ -371,7 +389,17 @@ struct DetectCommand: ParsableCommand {
         guard typed.isEmpty || typed.contains(where: { !$0.negative }) || !queryImages.isEmpty else {
             throw ValidationError("Only negative queries (-\(typed[0].label)): name something to find too.")
         }
-        let engine = try modelOptions.engine(textEmbeddings: textEmbeddings.path != nil)
+        let engine = try modelOptions.engine(textEmbeddings: textEmbeddings.path != nil, promptFree: true)
+        if let names = engine.network.promptFreeNames {
+            guard !hasQueries && !pad else {
+                throw ValidationError(
+                    "\(modelOptions.detector ?? "the detector") is a prompt-free model: it names what it sees with its own \(names.count) names and takes no queries (-q, --queries-file, --query-image, --text-embeddings, --pad)."
+                )
+            }
+            plan = .promptFree(names)
+        } else if !hasQueries {
+            throw ValidationError(Self.noQueries)
+        }
         try textEmbeddings.apply(to: &plan, typed: !typed.isEmpty, engine: engine)
         warnAboutLongQueries(plan.texts, engine: engine)
         let textQueries = plan.count

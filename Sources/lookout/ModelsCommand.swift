@@ -39,16 +39,21 @@ struct ModelsCommand: ParsableCommand {
                     "  model: YOLO-World v2 detector, scale \(scale), text embedding \(embedding), \(classes) built-in classes\n"
             case .yoloe(let family, let scale, let segments, let modes):
                 let runs =
-                    family == "YOLOE-26" || modes == ["prompt-free"] ? "not yet run by Lookout" : "Lookout runs: text"
+                    family == "YOLOE-26"
+                    ? "not yet run by Lookout"
+                    : modes == ["prompt-free"] ? "Lookout runs: prompt-free" : "Lookout runs: text"
                 out +=
                     "  model: \(family) \(segments ? "segmentation" : "detection") model, scale \(scale); prompts in the file: \(modes.joined(separator: ", ")) (\(runs))\n"
             case .clipTextEncoder(
                 let layout, let width, let layers, let heads, let vocabulary, let context, let embedding):
                 out +=
-                    "  model: CLIP text encoder (\(layout) names): width \(width), \(layers) layers, \(heads) heads, "
+                    layout == "mobileclip"
+                    ? "  model: MobileCLIP text encoder (YOLOE's text tower): width \(width), \(layers) layers, \(heads) heads, "
+                    : "  model: CLIP text encoder (\(layout) names): width \(width), \(layers) layers, \(heads) heads, "
                 out += "vocabulary \(vocabulary), context \(context), embedding \(embedding)\n"
             case .unknown:
-                out += "  model: not recognised (neither a YOLO-World detector nor a CLIP text encoder)\n"
+                out +=
+                    "  model: not recognised (neither a YOLO-World or YOLOE detector nor a CLIP or MobileCLIP text encoder)\n"
             }
             if let text = weights.metadata[ActivationRanges.metadataKey] {
                 if let calibration = ActivationRanges(serialized: text) {

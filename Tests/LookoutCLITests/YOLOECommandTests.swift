@@ -14,15 +14,18 @@ import Testing
 
     /// A reference case: the text embeddings (rows), its threshold, detections and photo-size masks.
     static func reference(
-        _ name: String = "11-rocket-416"
+        _ name: String = "11-rocket-416", text hasText: Bool = true
     ) throws -> (
         text: [[Float]], conf: String, detections: [Float], masks: [[UInt8]]
     ) {
         let file = try WeightFile.open(fixtures + "/\(name).safetensors")
-        let text = try file.view("text")
-        let values = text.floats()
-        let size = text.shape[2]
-        let rows = (0..<text.shape[1]).map { Array(values[($0 * size)..<(($0 + 1) * size)]) }
+        var rows: [[Float]] = []
+        if hasText {
+            let text = try file.view("text")
+            let values = text.floats()
+            let size = text.shape[2]
+            rows = (0..<text.shape[1]).map { Array(values[($0 * size)..<(($0 + 1) * size)]) }
+        }
         let shape = file.metadata["retina_masks_shape"]!.split(separator: ",").map { Int($0)! }
         let bits = try file.view("retina_masks").floats().map { UInt8($0) }
         let plane = shape[1] * shape[2]
@@ -258,6 +261,43 @@ import Testing
         let written = try JSONDocument(bytes: FileContents.read(folder + "/detections.json")).root
         #expect(written.count >= masks.count)
         #expect((0..<written.count).allSatisfy { written[$0]["segmentation"]?["counts"]?.string != nil })
+    }
+
+    /// A prompt-free file (YOLOE -pf) without any query names what it sees with its checkpoint's names, as
+    /// ultralytics' `YOLOE.predict` does (scripts/reference/make_yoloe_pf_fixtures.py); queries and a text model
+    /// are refused with it.
+    @Test func promptFreeDetectNamesWhatItSees() throws {
+        let detector = Self.fixtures + "/yoloe-11n-seg-pf-random.pt"
+        let file = try WeightFile.open(Self.fixtures + "/11pf-rocket-416.safetensors")
+        let names = file.metadata["names"]!.split(separator: ",").map(String.init)
+        let (_, conf, expected, masks) = try Self.reference("11pf-rocket-416", text: false)
+        let result = try CLI.run([
+            "detect", Self.photo, "--detector", detector, "--imgsz", "416", "--conf", conf, "--json",
+        ])
+        try #require(result.status == 0, "\(result.stderr)")
+        let (count, worst) = try Self.compare(
+            result.stdout, expected: expected, masks: masks, labels: names, photoSize: [427, 640])
+        print("YOLOE prompt-free detect: \(count) detections, worst mask IoU \(worst)")
+        #expect(count >= 3 && worst >= 0.99)
+        for (extra, message) in [
+            (["-q", "cat"], "prompt-free model"),
+            (["--text-model", CLI.root + "/Tests/Fixtures/weights/mobileclip-tiny-random.ts"], "takes no text model"),
+        ] {
+            let refused = try CLI.run(["detect", Self.photo, "--detector", detector] + extra)
+            #expect(refused.status != 0 && refused.stderr.contains(message), "\(extra): \(refused.stderr)")
+        }
+        let index = try CLI.run([
+            "index", CLI.root + "/examples/photos", "--db", "/nonexistent/pf.db", "--detector", detector,
+        ])
+        #expect(index.status != 0 && index.stderr.contains("only `lookout detect` without queries"), "\(index.stderr)")
+        let inspect = try CLI.run(["models", "inspect", detector])
+        #expect(
+            inspect.stdout.contains("prompts in the file: prompt-free (Lookout runs: prompt-free)"), "\(inspect.stdout)"
+        )
+        let tower = try CLI.run(["models", "inspect", CLI.root + "/Tests/Fixtures/weights/mobileclip-tiny-random.ts"])
+        #expect(
+            tower.stdout.contains("MobileCLIP text encoder (YOLOE's text tower): width 128, 2 layers"),
+            "\(tower.stdout)")
     }
 
     @Test func aMobileCLIPTextModelIsRefusedWithYOLOWorld() throws {
