@@ -33,8 +33,9 @@ public struct HeadOutput: Sendable {
 /// - YOLOE-11: YOLO11's C3k2 blocks, C2PSA (position-sensitive attention) after SPPF, and depthwise
 ///   separable convolutions in the head's embedding branch.
 ///
-/// Visual prompts (`savpe`) and prompt-free files (`lrpc`) are not supported yet: a file's `savpe` tensors are
-/// recognised and left unused, and a prompt-free file is refused.
+/// A prompt-free file (`-pf`: `lrpc` in the head, no `reprta`) runs its own vocabulary (``PromptFreeHead``,
+/// ``promptFreeNames``) and takes no text. Visual prompts (`savpe`) are not supported yet: a file's `savpe`
+/// tensors are recognised and left unused.
 public final class YOLOENetwork: Sendable {
     public enum Family: String, Sendable {
         case v8 = "YOLOE-v8"
