@@ -64,6 +64,10 @@ public final class YOLOENetwork: Sendable {
     /// A prompt-free file's head (`lrpc`), and the names of its vocabulary (the checkpoint's `names`).
     let promptFreeHead: PromptFreeHead?
     public let promptFreeNames: [String]?
+    /// The visual prompt encoder (`savpe`), when the file has one.
+    let visualPromptEncoder: VisualPromptEncoder?
+    /// Whether the file can be asked with boxes drawn on a photo (it has SAVPE).
+    public var acceptsVisualPrompts: Bool { visualPromptEncoder != nil }
     let proto: Proto?
     /// Index of the head layer (22 for YOLOE-v8, 23 for YOLOE-11).
     let headIndex: Int
@@ -131,6 +135,8 @@ public final class YOLOENetwork: Sendable {
             textProjection = try TextProjection(prefix + ".reprta.m", in: file)
         }
         proto = segments ? try Proto(prefix + ".proto", in: file) : nil
+        visualPromptEncoder =
+            file.has(prefix + ".savpe.cv3.weight") ? try VisualPromptEncoder(prefix + ".savpe", in: file) : nil
         featureChannels = layers.outputChannels
         if let stride = file.attributes["\(prefix).stride"], stride.count == 3 {
             let values = stride.floats()
@@ -145,10 +151,8 @@ public final class YOLOENetwork: Sendable {
             strides = [8, 16, 32]
         }
         try checkConnections(path: file.path)
-        // SAVPE (visual prompts) is part of every released file; Lookout does not run it yet.
         try file.requireEverythingTaken(
-            ignoring: { $0.hasSuffix(".num_batches_tracked") || $0.hasPrefix(prefix + ".savpe.") },
-            model: "\(family.rawValue) model")
+            ignoring: { $0.hasSuffix(".num_batches_tracked") }, model: "\(family.rawValue) model")
     }
 
     /// Layers 0–9 (and 10, C2PSA, in YOLOE-11): P3, P4, P5.
@@ -193,6 +197,16 @@ public final class YOLOENetwork: Sendable {
         guard let proto, let coefficients else { return HeadOutput(output: output, masks: nil) }
         return HeadOutput(
             output: output, masks: MaskPrototypes(coefficients: coefficients, prototypes: proto(maps[0], pool: pool)))
+    }
+
+    /// Visual prompt embeddings (ultralytics `get_vpe`): for a prompt photo's backbone outputs and one mask per
+    /// prompt on its P3 grid (``VisualPromptMasks``), `masks.count × embeddingSize` class embeddings for
+    /// ``run(_:classEmbeddings:classes:pool:)`` (they do not go through `reprta`).
+    public func visualPromptEmbeddings(
+        _ features: [FeatureMap], masks: [[UInt8]], pool: ComputePool = .shared
+    ) -> [Float] {
+        guard let visualPromptEncoder else { preconditionFailure("\(path) has no visual prompt encoder (savpe)") }
+        return visualPromptEncoder(neck(features, pool: pool), masks: masks, pool: pool)
     }
 
     /// Per level, the contrastive head's `(logitScale, bias)`.
