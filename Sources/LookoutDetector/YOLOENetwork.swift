@@ -240,6 +240,23 @@ public final class YOLOENetwork: Sendable {
         } else {
             preconditionFailure("a YOLOE network has a text-prompt or a prompt-free head")
         }
+        if let encoder = visualPromptEncoder {
+            let name = "model.\(headIndex).savpe"
+            var featureChannels = 0, contextChannels = 0
+            for (i, channels) in [small, medium, large].enumerated() {
+                let hidden = try check.check(encoder.features[i][0], "\(name).cv1.\(i).0", receives: channels)
+                featureChannels += try check.check(encoder.features[i][1], "\(name).cv1.\(i).1", receives: hidden)
+                contextChannels += try check.check(encoder.context[i], "\(name).cv2.\(i).0", receives: channels)
+            }
+            let embedding = try check.check(encoder.project, name + ".cv3", receives: featureChannels)
+            let spatial = try check.check(encoder.contextMix, name + ".cv4", receives: contextChannels)
+            let prompt = try check.check(encoder.maskConvolution, name + ".cv5", receives: 1)
+            let joined = try check.check(encoder.join[0], name + ".cv6.0", receives: spatial + prompt)
+            _ = try check.check(encoder.join[1], name + ".cv6.1", receives: joined)
+            guard embedding == embeddingSize || promptFreeHead != nil else {
+                throw check.fail("\(name).cv3 gives \(embedding)-d prompt embeddings, the head's are \(embeddingSize)-d")
+            }
+        }
         if let proto {
             let hidden = try check.check(proto.cv1, "model.\(headIndex).proto.cv1", receives: small)
             try check.expect("model.\(headIndex).proto.upsample", inputs: proto.upsample.inputs, receives: hidden)
