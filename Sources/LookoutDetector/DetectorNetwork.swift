@@ -62,6 +62,17 @@ public protocol DetectorNetwork: AnyObject, Sendable {
     /// What the head dots region embeddings with (after normalisation), from text-tower embeddings: the text
     /// itself for YOLO-World, YOLOE's `get_tpe` for YOLOE.
     func classEmbeddings(_ text: [Float], classes: Int) -> [Float]
+    /// ``score(_:text:classes:pool:)`` where the rows `asIs` are class embeddings already (YOLOE's visual prompt
+    /// embeddings, which do not go through `get_tpe`) and the others text-tower embeddings.
+    func score(_ features: [FeatureMap], text: [Float], classes: Int, asIs: Set<Int>, pool: ComputePool) -> HeadOutput
+}
+
+extension DetectorNetwork {
+    public func score(
+        _ features: [FeatureMap], text: [Float], classes: Int, asIs: Set<Int>, pool: ComputePool
+    ) -> HeadOutput {
+        score(features, text: text, classes: classes, pool: pool)
+    }
 }
 
 extension YOLOWorldNetwork: DetectorNetwork {
@@ -87,6 +98,18 @@ extension YOLOENetwork: DetectorNetwork {
 
     public func score(_ features: [FeatureMap], text: [Float], classes: Int, pool: ComputePool) -> HeadOutput {
         run(features, text: text, classes: classes, pool: pool)
+    }
+
+    public func score(
+        _ features: [FeatureMap], text: [Float], classes: Int, asIs: Set<Int>, pool: ComputePool
+    ) -> HeadOutput {
+        guard !asIs.isEmpty else { return run(features, text: text, classes: classes, pool: pool) }
+        var embeddings = classEmbeddings(text, classes: classes)
+        let size = embeddingSize
+        for row in asIs where row < classes {
+            embeddings.replaceSubrange((row * size)..<((row + 1) * size), with: text[(row * size)..<((row + 1) * size)])
+        }
+        return run(features, classEmbeddings: embeddings, classes: classes, pool: pool)
     }
 
     public func headWithRegions(

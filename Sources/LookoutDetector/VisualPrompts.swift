@@ -1,9 +1,9 @@
+import LookoutTensor
+import LookoutWeights
+
 #if canImport(Glibc)
     import Glibc
 #endif
-
-import LookoutTensor
-import LookoutWeights
 
 /// YOLOE's visual prompt encoder (ultralytics `SAVPE`, "spatial-aware visual prompt embedding"): from the
 /// neck's three maps and one mask per prompt at the P3 map's size, one L2-normalised embedding per prompt, which
@@ -76,7 +76,8 @@ struct VisualPromptEncoder: Sendable {
         var result = [Float](repeating: 0, count: masks.count * channels)
         for (q, mask) in masks.enumerated() {
             let prompt = FeatureMap(channels: 1, height: height, width: width, data: mask.map { Float($0) })
-            let y = join[1](join[0](FeatureMap.concatenate([spatial, maskConvolution(prompt, pool: pool)]), pool: pool), pool: pool)
+            let y = join[1](
+                join[0](FeatureMap.concatenate([spatial, maskConvolution(prompt, pool: pool)]), pool: pool), pool: pool)
             var weights = [Float](repeating: 0, count: plane)
             for c in 0..<groups {
                 // score = y·vp + ¬vp·lowest, then softmax over the pixels.

@@ -254,7 +254,8 @@ public final class YOLOENetwork: Sendable {
             let joined = try check.check(encoder.join[0], name + ".cv6.0", receives: spatial + prompt)
             _ = try check.check(encoder.join[1], name + ".cv6.1", receives: joined)
             guard embedding == embeddingSize || promptFreeHead != nil else {
-                throw check.fail("\(name).cv3 gives \(embedding)-d prompt embeddings, the head's are \(embeddingSize)-d")
+                throw check.fail(
+                    "\(name).cv3 gives \(embedding)-d prompt embeddings, the head's are \(embeddingSize)-d")
             }
         }
         if let proto {

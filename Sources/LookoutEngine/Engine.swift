@@ -119,10 +119,12 @@ public final class Engine: Sendable {
         return prepared
     }
 
-    public func prepare(image: Image, name: String, size: Int = 640) -> PreparedImage {
+    /// `square`: letterboxed to `size × size` (ultralytics' `LetterBox(auto=False)`, as its visual-prompt predictor
+    /// prepares a reference photo) rather than to the nearest multiple of the stride.
+    public func prepare(image: Image, name: String, size: Int = 640, square: Bool = false) -> PreparedImage {
         var timings = StageTimings()
         var clock = Stopwatch()
-        let letterbox = Letterbox(width: image.width, height: image.height, size: size)
+        let letterbox = Letterbox(width: image.width, height: image.height, size: size, auto: !square)
         let boxed = letterbox.apply(to: image)
         let input = FeatureMap(channels: 3, height: boxed.height, width: boxed.width, data: Letterbox.tensor(boxed))
         timings.preprocess = clock.lap()
@@ -196,7 +198,7 @@ public final class Engine: Sendable {
     /// Neck and head for a plan: every text enters the neck; a query scores each anchor with the best of
     /// its texts (before thresholds and NMS); negative queries are marked for ``detections(_:options:)``.
     public func score(_ prepared: PreparedImage, plan: QueryPlan, text: [Float]) -> ScoredImage {
-        var scored = score(prepared, labels: plan.texts, text: text)
+        var scored = score(prepared, labels: plan.texts, text: text, asIs: plan.asIs)
         if !plan.isPlain { scored = scored.merging(groups: plan.groups, labels: plan.labels) }
         scored.negatives = plan.negatives
         return scored
@@ -214,10 +216,13 @@ public final class Engine: Sendable {
     }
 
     /// Neck and head for one query set: the raw scores that any threshold can then be applied to.
-    public func score(_ prepared: PreparedImage, labels: [String], text: [Float]) -> ScoredImage {
+    /// `asIs`: rows of `text` that are class embeddings already (YOLOE visual prompts).
+    public func score(
+        _ prepared: PreparedImage, labels: [String], text: [Float], asIs: Set<Int> = []
+    ) -> ScoredImage {
         var timings = prepared.timings
         var clock = Stopwatch()
-        let result = network.score(prepared.features, text: text, classes: labels.count, pool: pool)
+        let result = network.score(prepared.features, text: text, classes: labels.count, asIs: asIs, pool: pool)
         timings.neckAndHead = clock.lap()
         return ScoredImage(
             prepared: prepared, labels: labels, output: result.output, timings: timings, masks: result.masks)

@@ -175,6 +175,9 @@ public struct QueryPlan: Sendable, Equatable {
     public private(set) var negatives: Set<Int> = []
     /// The texts that are given as embeddings (indices into ``texts``), not embedded from text.
     public private(set) var embedded: [Int: [Float]] = [:]
+    /// Text rows whose embeddings are the head's class embeddings already (YOLOE visual prompts), not text-tower
+    /// output.
+    public private(set) var asIs: Set<Int> = []
 
     public init(_ queries: [Query] = []) {
         for query in queries { append(query) }
@@ -190,18 +193,19 @@ public struct QueryPlan: Sendable, Equatable {
         if query.negative { negatives.insert(index) }
     }
 
-    /// A query given as its embedding (a photo of the thing), with its own threshold if given.
-    public mutating func append(label: String, embedding: [Float], threshold: Float? = nil) {
+    /// A query given as its embedding (a photo of the thing), with its own threshold if given. `asIs`: the
+    /// embedding is a class embedding already (a YOLOE visual prompt's), not a text tower's.
+    public mutating func append(label: String, embedding: [Float], threshold: Float? = nil, asIs: Bool = false) {
         let index = labels.count
         labels.append(label)
         let text = texts.count
         texts.append(label)
         embedded[text] = embedding
+        if asIs { self.asIs.insert(text) }
         groups.append([text])
         if let threshold { thresholds[index] = threshold }
     }
 
-    /// Gives the text `texts[index]` as an embedding instead of embedding it (`--text-embeddings`).
     /// The queries of a prompt-free model (YOLOE `-pf`): its vocabulary's names, in order, with no text to embed
     /// (the network ignores the features; each is one zero).
     public static func promptFree(_ names: [String]) -> QueryPlan {
@@ -209,6 +213,8 @@ public struct QueryPlan: Sendable, Equatable {
         for name in names { plan.append(label: name, embedding: [0]) }
         return plan
     }
+
+    /// Gives the text `texts[index]` as an embedding instead of embedding it (`--text-embeddings`).
 
     public mutating func setEmbedding(_ embedding: [Float], forText index: Int) {
         embedded[index] = embedding

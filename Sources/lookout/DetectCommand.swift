@@ -294,6 +294,41 @@ struct DetectCommand: ParsableCommand {
             valueName: "path"))
     var queryImages: [String] = []
 
+    @Option(
+        name: .customLong("prompt-box"),
+        help: ArgumentHelp(
+            "YOLOE visual prompt: a box around an example of what to find, x1,y1,x2,y2 in pixels of the photo it is drawn on (--prompt-image, else the one photo searched), optionally :label (default \"object\"). Repeatable; the boxes of one label make one query.",
+            valueName: "x1,y1,x2,y2[:label]"))
+    var promptBoxes: [String] = []
+
+    @Option(
+        name: .customLong("prompt-image"),
+        help: ArgumentHelp(
+            "The photo the --prompt-box boxes are drawn on, when it is not the photo searched (ultralytics' refer_image): its examples are then found in every photo given.",
+            valueName: "path"))
+    var promptImage: String?
+
+    /// `--prompt-box` values as prompts.
+    func visualPrompts() throws -> [VisualPrompt] {
+        try promptBoxes.map { text in
+            let (numbers, label) =
+                text.firstIndex(of: ":").map { (text[..<$0], String(text[text.index(after: $0)...])) }
+                ?? (Substring(text), "object")
+            let values = numbers.split(separator: ",", omittingEmptySubsequences: false).map {
+                Float($0.trimmingCharacters(in: .whitespaces))
+            }
+            guard values.count == 4, values.allSatisfy({ $0 != nil && $0!.isFinite }),
+                values[2]! > values[0]!, values[3]! > values[1]!,
+                !label.trimmingCharacters(in: .whitespaces).isEmpty
+            else {
+                throw ValidationError(
+                    "--prompt-box \(text): expected x1,y1,x2,y2[:label] with x1 < x2 and y1 < y2 (pixels), e.g. 120,40,260,310:dog"
+                )
+            }
+            return VisualPrompt(box: values.map { $0! }, label: label.trimmingCharacters(in: .whitespaces))
+        }
+    }
+
     @OptionGroup var modelOptions: ModelOptions
     @OptionGroup var thresholds: ThresholdOptions
     @OptionGroup var queryThresholds: QueryThresholdOptions
@@ -351,6 +386,11 @@ struct DetectCommand: ParsableCommand {
         }
         // A --detector may be prompt-free (YOLOE -pf), which takes no queries: run() tells once it is loaded.
         if !hasQueries && modelOptions.detector == nil { throw ValidationError(Self.noQueries) }
+        if promptImage != nil && promptBoxes.isEmpty {
+            throw ValidationError(
+                "--prompt-image is the photo the --prompt-box boxes are drawn on: give the boxes too.")
+        }
+        _ = try visualPrompts()
         if images.filter({ $0 == "-" }).count > 1 {
             throw ValidationError("- (an image from standard input) can be given once.")
         }
@@ -370,10 +410,11 @@ struct DetectCommand: ParsableCommand {
 
     var hasQueries: Bool {
         queries != nil || queriesFile != nil || !queryImages.isEmpty || textEmbeddings.path != nil
+            || !promptBoxes.isEmpty
     }
 
     static let noQueries =
-        "Give the queries with -q \"a, b\", --queries-file FILE, --query-image CROP.jpg or --text-embeddings FILE."
+        "Give the queries with -q \"a, b\", --queries-file FILE, --query-image CROP.jpg, --text-embeddings FILE or --prompt-box x1,y1,x2,y2 (YOLOE)."
 
     func run() throws {
         let typed = queries == nil && queriesFile == nil ? [] : try queryList()
@@ -389,7 +430,8 @@ struct DetectCommand: ParsableCommand {
         guard typed.isEmpty || typed.contains(where: { !$0.negative }) || !queryImages.isEmpty else {
             throw ValidationError("Only negative queries (-\(typed[0].label)): name something to find too.")
         }
-        let engine = try modelOptions.engine(textEmbeddings: textEmbeddings.path != nil, promptFree: true)
+        let engine = try modelOptions.engine(
+            textEmbeddings: textEmbeddings.path != nil || !promptBoxes.isEmpty, promptFree: true)
         if let names = engine.network.promptFreeNames {
             guard !hasQueries && !pad else {
                 throw ValidationError(
@@ -406,12 +448,44 @@ struct DetectCommand: ParsableCommand {
         for prompt in try imagePromptOptions.embed(queryImages, model: modelOptions, engine: engine) {
             plan.append(label: prompt.label, embedding: prompt.embedding)
         }
+        // Photo queries (--query-image) have their own threshold; visual prompts take the global one, as
+        // ultralytics' predict gives them.
+        let photoQueries = textQueries..<plan.count
+        if !promptBoxes.isEmpty {
+            // ultralytics' YOLOEVPDetectPredictor: on the photo searched, its usual letterbox; on a refer_image,
+            // a square one.
+            let prepared: PreparedImage
+            if let promptImage {
+                prepared = engine.prepare(
+                    image: try ImageFile.read(promptImage), name: promptImage, size: thresholds.imgsz, square: true)
+            } else {
+                guard images.count == 1, images[0] != "-", !VideoDetection.isVideo(images[0]) else {
+                    throw ValidationError(
+                        "--prompt-box without --prompt-image draws on the photo searched: give one photo, or name the photo the boxes are drawn on with --prompt-image REF.jpg."
+                    )
+                }
+                prepared = try engine.prepare(path: images[0], size: thresholds.imgsz)
+            }
+            let prompts = try visualPrompts()
+            let embedded: [(label: String, embedding: [Float])]
+            do {
+                embedded = try engine.visualPromptEmbeddings(prompts, on: prepared)
+            } catch {
+                throw ValidationError(error.description)
+            }
+            for prompt in embedded { plan.append(label: prompt.label, embedding: prompt.embedding, asIs: true) }
+        }
         // Thresholds: the global one, a query's own (dog@0.4), then --query-conf; photo queries their own.
         var options = try queryThresholds.apply(
             to: plan.applied(to: thresholds.options(for: engine.network)), queries: plan.labels)
         options.multiLabel = multiLabel
-        for query in textQueries..<plan.count where options.perClassConfidence[query] == nil {
+        for query in photoQueries where options.perClassConfidence[query] == nil {
             options.perClassConfidence[query] = imagePromptOptions.imageQueryConf
+        }
+        if engine.embedder == nil, let typed = plan.texts.indices.first(where: { plan.embedded[$0] == nil }) {
+            throw ValidationError(
+                "\"\(plan.texts[typed])\" is typed: typed queries need the detector's text tower (--text-model FILE) or its embeddings in --text-embeddings FILE."
+            )
         }
         let textFeatures = engine.embed(plan).features
         var failures = 0

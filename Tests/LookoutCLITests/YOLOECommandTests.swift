@@ -300,6 +300,58 @@ import Testing
             "\(tower.stdout)")
     }
 
+    /// Visual prompts: boxes drawn on the photo searched, and on another photo (`--prompt-image`, ultralytics'
+    /// `refer_image`), against `YOLOE.predict(visual_prompts=…)` with `YOLOEVPSegPredictor`
+    /// (scripts/reference/make_yoloe_vp_fixtures.py): the same detections, prompts and photo-size masks.
+    @Test(arguments: ["11vp-rocket-416", "11vp-refer-chelsea-416"])
+    func visualPromptsFindWhatTheBoxesShow(name: String) throws {
+        let file = try WeightFile.open(Self.fixtures + "/\(name).safetensors")
+        let boxes = try JSONDocument(text: file.metadata["bboxes"]!).root
+        let classes = try JSONDocument(text: file.metadata["cls"]!).root
+        var arguments: [String] = []
+        for index in 0..<boxes.count {
+            let box = (0..<4).map { "\(boxes[index][$0].number!)" }.joined(separator: ",")
+            arguments += ["--prompt-box", box + ":p\(classes[index].int!)"]
+        }
+        let refer = file.metadata["refer_image"]!
+        if !refer.isEmpty { arguments += ["--prompt-image", CLI.root + "/examples/photos/" + refer] }
+        let photoSize = try file.view("original_shape").floats().map { Int($0) }
+        let (_, conf, expected, masks) = try Self.reference(name, text: false)
+        let result = try CLI.run(
+            [
+                "detect", CLI.root + "/examples/photos/" + file.metadata["image"]!, "--detector", Self.detector,
+                "--imgsz", file.metadata["imgsz"]!, "--conf", conf, "--json",
+            ] + arguments)
+        try #require(result.status == 0, "\(result.stderr)")
+        let (count, worst) = try Self.compare(
+            result.stdout, expected: expected, masks: masks, labels: ["p0", "p1"], photoSize: photoSize)
+        print("YOLOE visual prompts \(name): \(count) detections, worst mask IoU \(worst)")
+        #expect(count >= 3 && worst >= 0.99)
+    }
+
+    @Test func badVisualPromptsAreRefused() throws {
+        for (extra, message) in [
+            (["--prompt-box", "10,10,5,40"], "x1 < x2"),
+            (["--prompt-box", "1,2,3"], "x1,y1,x2,y2"),
+            (["--prompt-image", Self.photo], "give the boxes too"),
+            (["--prompt-box", "10,10,50,50", "-q", "cat"], "typed queries need"),
+        ] {
+            let result = try CLI.run(["detect", Self.photo, "--detector", Self.detector] + extra)
+            #expect(result.status != 0 && result.stderr.contains(message), "\(extra): \(result.stderr)")
+        }
+        let two = try CLI.run(
+            [
+                "detect", Self.photo, CLI.root + "/examples/photos/chelsea.jpg", "--detector", Self.detector,
+                "--prompt-box", "10,10,50,50",
+            ])
+        #expect(two.status != 0 && two.stderr.contains("--prompt-image"), "\(two.stderr)")
+        let world = try CLI.run([
+            "detect", Self.photo, "--detector", CLI.root + "/Tests/Fixtures/weights/yolov8n-worldv2-random.pt",
+            "--prompt-box", "10,10,50,50",
+        ])
+        #expect(world.status != 0 && world.stderr.contains("visual prompts"), "\(world.stderr)")
+    }
+
     @Test func aMobileCLIPTextModelIsRefusedWithYOLOWorld() throws {
         let result = try CLI.run([
             "detect", Self.photo, "--detector", CLI.root + "/Tests/Fixtures/weights/yolov8n-worldv2-random.pt",

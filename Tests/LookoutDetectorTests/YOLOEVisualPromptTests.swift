@@ -79,7 +79,9 @@ import Testing
             #expect(detection.classIndex == Int(row[5]), "detection \(index) prompt")
             worstIoU = min(worstIoU, YOLOEParityTests.iou(mask, expectedMasks[index]))
         }
-        print("\(name): \(found.count) detections, boxes \(boxError) px, scores \(scoreError), worst mask IoU \(worstIoU)")
+        print(
+            "\(name): \(found.count) detections, boxes \(boxError) px, scores \(scoreError), worst mask IoU \(worstIoU)"
+        )
         #expect(found.count >= 3 && boxError <= 0.01 && scoreError <= 1e-5 && worstIoU >= 0.99)
     }
 }
