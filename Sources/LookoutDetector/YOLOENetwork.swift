@@ -34,8 +34,8 @@ public struct HeadOutput: Sendable {
 ///   separable convolutions in the head's embedding branch.
 ///
 /// A prompt-free file (`-pf`: `lrpc` in the head, no `reprta`) runs its own vocabulary (``PromptFreeHead``,
-/// ``promptFreeNames``) and takes no text. Visual prompts (`savpe`) are not supported yet: a file's `savpe`
-/// tensors are recognised and left unused.
+/// ``promptFreeNames``) and takes no text. A file's `savpe` (``VisualPromptEncoder``) turns boxes drawn on a photo
+/// into class embeddings (``visualPromptEmbeddings(_:masks:pool:)``).
 public final class YOLOENetwork: Sendable {
     public enum Family: String, Sendable {
         case v8 = "YOLOE-v8"

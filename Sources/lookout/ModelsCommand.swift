@@ -41,7 +41,7 @@ struct ModelsCommand: ParsableCommand {
                 let runs =
                     family == "YOLOE-26"
                     ? "not yet run by Lookout"
-                    : modes == ["prompt-free"] ? "Lookout runs: prompt-free" : "Lookout runs: text"
+                    : "Lookout runs: " + modes.joined(separator: ", ")
                 out +=
                     "  model: \(family) \(segments ? "segmentation" : "detection") model, scale \(scale); prompts in the file: \(modes.joined(separator: ", ")) (\(runs))\n"
             case .clipTextEncoder(

@@ -382,7 +382,8 @@ import Testing
         let result = try CLI.run(["models", "inspect", Self.detector])
         #expect(result.status == 0)
         #expect(
-            result.stdout.contains("YOLOE-11 segmentation model, scale n; prompts in the file: text, visual"),
+            result.stdout.contains(
+                "YOLOE-11 segmentation model, scale n; prompts in the file: text, visual (Lookout runs: text, visual)"),
             "\(result.stdout)")
     }
 
