@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Hummingbird
 import Logging
+import LookoutEngine
 import LookoutJSON
 import LookoutTracking
 import Metrics
@@ -179,8 +180,8 @@ public final class LookoutServer: Sendable {
                 let id = context.parameters.get("image_id") ?? ""
                 return try await queue.run(reading: { try Self.requery(try await Self.body(request, limit: 1 << 20)) })
                 {
-                    (queries, thresholds) in
-                    try service.redetect(imageID: id, queries: queries, thresholds: thresholds)
+                    (queries, prompts, thresholds) in
+                    try service.redetect(imageID: id, queries: queries, prompts: prompts, thresholds: thresholds)
                 }
             }
         }
@@ -285,17 +286,42 @@ public final class LookoutServer: Sendable {
         }
     }
 
-    /// `{"queries": [...], "conf": …, "iou": …, "max_det": …}`.
-    static func requery(_ bytes: [UInt8]) throws(ServiceError) -> ([String], LookoutService.Thresholds) {
+    /// `{"queries": [...], "prompt_boxes": [{"box": [x1, y1, x2, y2], "label": "dog"}], "conf": …, "iou": …,
+    /// "max_det": …}` (`prompt_boxes`: YOLOE visual prompts on the photo, optional; then `queries` may be empty).
+    static func requery(
+        _ bytes: [UInt8]
+    ) throws(ServiceError) -> (
+        [String], [VisualPrompt], LookoutService.Thresholds
+    ) {
         let usage = "the body must be a JSON object: {\"queries\": [\"dog\"], \"conf\": 0.25}"
         guard let document = try? JSONDocument(bytes: bytes) else { throw ServiceError(400, usage) }
         let root = document.root
-        guard root.kind == .object, let list = root["queries"], list.kind == .array else {
+        var prompts: [VisualPrompt] = []
+        if let boxes = root["prompt_boxes"], boxes.kind != .null {
+            let shape = "\"prompt_boxes\" must be an array of {\"box\": [x1, y1, x2, y2], \"label\": \"…\"}"
+            guard boxes.kind == .array else { throw ServiceError(400, shape) }
+            for index in 0..<boxes.count {
+                let item = boxes[index]
+                guard item.kind == .object, let box = item["box"], box.kind == .array, box.count == 4 else {
+                    throw ServiceError(400, shape)
+                }
+                var values: [Float] = []
+                for k in 0..<4 {
+                    guard let value = box[k].number, value.isFinite else { throw ServiceError(400, shape) }
+                    values.append(Float(value))
+                }
+                if let label = item["label"], label.kind != .null, label.string == nil { throw ServiceError(400, shape) }
+                let label = item["label"]?.string?.trimmingCharacters(in: .whitespaces) ?? "object"
+                prompts.append(VisualPrompt(box: values, label: label.isEmpty ? "object" : label))
+            }
+        }
+        let list = root["queries"]
+        guard root.kind == .object, list?.kind == .array || (list == nil && !prompts.isEmpty) else {
             throw ServiceError(400, root.kind == .object ? "\"queries\" must be an array of strings" : usage)
         }
         var queries: [String] = []
-        for index in 0..<list.count {
-            guard let text = list[index].string else {
+        for index in 0..<(list?.count ?? 0) {
+            guard let text = list?[index].string else {
                 throw ServiceError(400, "\"queries\" must be an array of strings")
             }
             queries.append(text)
@@ -310,7 +336,7 @@ public final class LookoutServer: Sendable {
         }
         let thresholds = try LookoutService.Thresholds.parse(
             conf: try number("conf"), iou: try number("iou"), maxDet: try number("max_det"))
-        return (queries, thresholds)
+        return (queries, prompts, thresholds)
     }
 }
 

@@ -136,16 +136,54 @@ public final class LookoutService: @unchecked Sendable {
     }
 
     /// New queries on a photo sent before: the neck and head only. 404 once its features were dropped.
+    /// `prompts`: YOLOE visual prompts, boxes drawn on this photo (its kept features give their embeddings).
     public func redetect(
-        imageID id: String, queries: [String], thresholds: Thresholds
+        imageID id: String, queries: [String], prompts: [VisualPrompt] = [], thresholds: Thresholds
     ) throws(ServiceError)
         -> [UInt8]
     {
-        let queries = try Self.checkedQueries(queries)
+        let queries = prompts.isEmpty || !queries.isEmpty ? try Self.checkedQueries(queries) : []
+        guard prompts.count <= 64 else { throw ServiceError(400, "\(prompts.count) prompt boxes: at most 64") }
         guard let prepared = store.kept(key: key(id)) else {
             throw ServiceError(404, "no features kept for image \(id): send the photo again to /api/v1/detect")
         }
-        return answer(id: id, prepared: prepared, queries: queries, thresholds: thresholds, reused: true)
+        guard !prompts.isEmpty else {
+            return answer(id: id, prepared: prepared, queries: queries, thresholds: thresholds, reused: true)
+        }
+        if !queries.isEmpty && engine.embedder == nil { throw ServiceError(400, "typed queries need a text model") }
+        var plan = QueryPlan(queries.map { Query($0) })
+        do {
+            for prompt in try engine.visualPromptEmbeddings(prompts, on: prepared) {
+                plan.append(label: prompt.label, embedding: prompt.embedding, asIs: true)
+            }
+        } catch {
+            throw ServiceError(400, error.description)
+        }
+        return answer(id: id, prepared: prepared, plan: plan, thresholds: thresholds)
+    }
+
+    /// The detections of a query plan (typed queries and visual prompts) as JSON.
+    private func answer(id: String, prepared: PreparedImage, plan: QueryPlan, thresholds: Thresholds) -> [UInt8] {
+        var prepared = prepared
+        prepared.timings.decode = 0
+        prepared.timings.preprocess = 0
+        prepared.timings.backbone = 0
+        var clock = Stopwatch()
+        let text = engine.embed(plan).features
+        let encoding = clock.lap()
+        let result = engine.detect(prepared, plan: plan, text: text, options: thresholds.options(for: engine))
+        var timings = result.timings
+        timings.textEncode = encoding
+        let detections = Self.shown(result.detections, tracking: nil).map(\.json)
+        return Array(
+            JSONValue.object([
+                ("image_id", .string(id)), ("width", .int(Int64(result.width))), ("height", .int(Int64(result.height))),
+                ("detections", .array(detections)),
+                (
+                    "timings",
+                    .object(timings.milliseconds.map { ($0.0 + "_ms", .double(($0.1 * 100).rounded() / 100)) })
+                ),
+            ]).serialized.utf8)
     }
 
     private func key(_ id: String) -> String { "upload|\(imageSize)|\(id)" }

@@ -162,9 +162,13 @@ public enum OpenAPIDocument {
             "schemas": {
               "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
               "Health": {"type": "object", "required": ["status"], "properties": {"status": {"type": "string"}, "model": {"type": "string"}, "index": {"type": "boolean"}}},
-              "Requery": {"type": "object", "required": ["queries"], "properties": {
-                "queries": {"type": "array", "minItems": 1, "maxItems": 256, "items": {"type": "string"},
-                  "description": "At least one query with a character other than white space; blank ones are dropped."},
+              "Requery": {"type": "object", "properties": {
+                "queries": {"type": "array", "maxItems": 256, "items": {"type": "string"},
+                  "description": "At least one query with a character other than white space (blank ones are dropped), unless prompt_boxes are given."},
+                "prompt_boxes": {"type": "array", "maxItems": 64, "description": "YOLOE visual prompts: boxes drawn on this photo around examples of what to find, in its pixels; the boxes of one label make one query (default label: object). A model without a visual prompt encoder answers 400.",
+                  "items": {"type": "object", "required": ["box"], "properties": {
+                    "box": {"type": "array", "items": {"type": "number"}, "minItems": 4, "maxItems": 4, "description": "[x1, y1, x2, y2]"},
+                    "label": {"type": "string"}}}},
                 "conf": {"type": "number", "minimum": 0, "exclusiveMaximum": true, "maximum": 1},
                 "iou": {"type": "number", "exclusiveMinimum": true, "minimum": 0, "maximum": 1},
                 "max_det": {"type": "integer", "minimum": 1, "maximum": 10000}}},

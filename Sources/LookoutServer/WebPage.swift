@@ -42,6 +42,8 @@ enum WebPage {
           #timeline .when { flex: 0 0 11rem; font-variant-numeric: tabular-nums; font-size: .85rem; }
           .box { position: absolute; border: 2px solid var(--c); pointer-events: none; }
           .stage canvas.masks { position: absolute; left: 0; top: 0; width: 100%; height: 100%; pointer-events: none; }
+          .prompt { position: absolute; border: 2px dashed #222; background: rgba(255,255,255,.15); pointer-events: none; }
+          #detect-stage { touch-action: none; cursor: crosshair; }
           .box span { position: absolute; left: -2px; top: -1.45em; background: var(--c); color: #fff; font-size: 12px; line-height: 1.3em;
                       padding: 0 .35em; white-space: nowrap; border-radius: 3px 3px 3px 0; text-shadow: 0 0 2px #000; }
           .box.low span { top: 0; border-radius: 0 0 3px 0; }
@@ -79,6 +81,7 @@ enum WebPage {
             </div>
             <div class="controls"><label>or a video: <input id="video-file" type="file" accept="video/*" aria-label="video"></label></div>
             <div id="status" role="status"></div>
+            <div class="controls" id="prompt-controls" hidden><span>Drag on the photo to mark an example of what to find (YOLOE).</span> <button id="clear-prompts" type="button">Clear examples</button></div>
             <div id="timeline" hidden></div>
             <div id="detect-stage" class="stage" hidden><img id="photo" alt="the photo"></div>
             <div id="camera-stage" class="stage" hidden><video id="camera-video" muted playsinline aria-label="the camera"></video></div>
@@ -182,17 +185,78 @@ enum WebPage {
           }
         }
 
+        // Visual prompts (YOLOE): boxes drawn on the photo, in its pixels, all one example ("example").
+        let promptBoxes = [], drawing = null;
+
+        function drawPrompts() {
+          const stage = $("detect-stage");
+          stage.querySelectorAll(".prompt").forEach((p) => p.remove());
+          if (!photoSize) return;
+          for (const p of promptBoxes) {
+            const [x1, y1, x2, y2] = p.box;
+            const mark = document.createElement("div");
+            mark.className = "prompt";
+            mark.style.left = (100 * x1 / photoSize[0]) + "%";
+            mark.style.top = (100 * y1 / photoSize[1]) + "%";
+            mark.style.width = (100 * (x2 - x1) / photoSize[0]) + "%";
+            mark.style.height = (100 * (y2 - y1) / photoSize[1]) + "%";
+            mark.dataset.box = p.box.join(",");
+            stage.appendChild(mark);
+          }
+        }
+
+        $("detect-stage").addEventListener("pointerdown", (e) => {
+          if (!photoSize || e.button !== 0) return;
+          const rect = $("photo").getBoundingClientRect();
+          drawing = { x: e.clientX - rect.left, y: e.clientY - rect.top, rect };
+          e.preventDefault();
+        });
+        window.addEventListener("pointerup", (e) => {
+          if (!drawing) return;
+          const { rect } = drawing;
+          const scale = [photoSize[0] / rect.width, photoSize[1] / rect.height];
+          const x = [drawing.x, e.clientX - rect.left].map((v) => Math.min(Math.max(v, 0), rect.width) * scale[0]);
+          const y = [drawing.y, e.clientY - rect.top].map((v) => Math.min(Math.max(v, 0), rect.height) * scale[1]);
+          drawing = null;
+          const box = [Math.min(...x), Math.min(...y), Math.max(...x), Math.max(...y)].map((v) => Math.round(v * 10) / 10);
+          if (box[2] - box[0] < 2 || box[3] - box[1] < 2) return;  // a click, not a box
+          promptBoxes.push({ box, label: "example" });
+          drawPrompts();
+          $("prompt-controls").hidden = false;
+          scheduleDetect();
+        });
+        $("clear-prompts").addEventListener("click", () => {
+          promptBoxes = [];
+          drawPrompts();
+          $("prompt-controls").hidden = true;
+          scheduleDetect();
+        });
+
         async function detect() {
           const list = queries();
           if (!photoFile) return;
-          if (list.length === 0) { $("status").textContent = "Type what to look for."; drawBoxes($("detect-stage"), 1, 1, [], () => ""); return; }
+          if (list.length === 0 && promptBoxes.length === 0) {
+            $("status").textContent = "Type what to look for, or drag on the photo to mark an example.";
+            $("status").dataset.state = "idle";
+            drawBoxes($("detect-stage"), 1, 1, [], () => "");
+            return;
+          }
           const mine = ++sequence;
           const t = thresholds();
           let reply;
+          if (!imageId && list.length === 0) {
+            // The photo is sent with its first query; with only examples marked, it is sent with theirs as a word
+            // and then asked with the boxes.
+            const q = new URLSearchParams({ q: "example", conf: t.conf, iou: t.iou });
+            const sent = await api("/api/v1/detect?" + q, { method: "POST", body: photoFile,
+              headers: { "Content-Type": photoFile.type || "application/octet-stream" } });
+            if (sent.status === 200) imageId = sent.body.image_id;
+          }
           if (imageId) {
+            const body = { queries: list, conf: t.conf, iou: t.iou };
+            if (promptBoxes.length) body.prompt_boxes = promptBoxes;
             reply = await api("/api/v1/images/" + imageId + "/detect", {
-              method: "POST", headers: { "Content-Type": "application/json" },
-              body: JSON.stringify({ queries: list, conf: t.conf, iou: t.iou }) });
+              method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
           }
           if (!imageId || reply.status === 404) {
             const q = new URLSearchParams({ q: list.join(","), conf: t.conf, iou: t.iou });
@@ -227,6 +291,11 @@ enum WebPage {
           if (camera.running) stopCamera();
           photoFile = file;
           imageId = null;
+          promptBoxes = [];
+          drawPrompts();
+          $("prompt-controls").hidden = true;
+          photoSize = null;
+          $("photo").onload = () => { if (!photoSize) photoSize = [$("photo").naturalWidth, $("photo").naturalHeight]; };
           $("photo").src = URL.createObjectURL(file);
           $("detect-stage").hidden = false;
           scheduleDetect();

@@ -226,6 +226,9 @@ import Testing
             ("POST", "api/v1/images/0123456789abcdef/detect", body, 404),
             ("POST", "api/v1/images/\(id)/detect", Array("{not json".utf8), 400),
             ("POST", "api/v1/images/\(id)/detect", Array(#"{"queries": []}"#.utf8), 400),
+            // Visual prompts: malformed, and on a model without a visual prompt encoder (the demo's YOLO-World).
+            ("POST", "api/v1/images/\(id)/detect", Array(#"{"prompt_boxes": 5}"#.utf8), 400),
+            ("POST", "api/v1/images/\(id)/detect", Array(#"{"prompt_boxes": [{"box": [10, 10, 90, 90]}]}"#.utf8), 400),
             ("POST", "api/v1/images/\(id)/detect", Array(#"{"queries": ["x"], "conf": 2}"#.utf8), 400),
             ("POST", "api/v1/images/\(id)/detect", Array(#"{"queries": ["x"], "iou": "high"}"#.utf8), 400),
             ("POST", "api/v1/detect?q=star", Array("not a photo at all".utf8), 415),

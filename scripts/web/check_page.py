@@ -17,7 +17,8 @@ window, Y4M); the Camera button starts it, and for three frames sent, then three
 are changed, the boxes drawn over the live picture (labels, scores, boxes and their place on the screen) must
 equal `LOOKOUT detect --json` on the very PNG the page sent; never more than one request in flight; the
 frames per second shown. YOLOE: a second server with the random YOLOE-11n-seg fixture; the masks the page
-paints over the photo must cover exactly the pixels of `LOOKOUT detect --json`'s masks.
+paints over the photo must cover exactly the pixels of `LOOKOUT detect --json`'s masks; a box dragged on the photo
+(a visual prompt) must give what `LOOKOUT detect --prompt-box` gives for that box.
 Keeps screenshots (laptop: detect, search, camera and masks; phone: detect) in SCREENSHOT_DIR (default .build/web-page).
 Exits non-zero on any difference.
 """
@@ -34,6 +35,7 @@ import urllib.request
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
@@ -315,6 +317,29 @@ def check_yoloe_masks(lookout: str, shots: str, check) -> None:
               f"page painted {painted[0]} pixels of {painted[1]} masks, detect's masks cover {len(union)} pixels "
               f"of {len(answer['detections'])}")
         driver.save_screenshot(os.path.join(shots, "masks.png"))
+
+        # A visual prompt: no typed queries, a box dragged on the photo; the answer must be `detect --prompt-box`'s.
+        driver.execute_script("const q = document.getElementById('queries'); q.value = '';"
+                              "q.dispatchEvent(new Event('input'));"
+                              "const c = document.getElementById('conf'); c.value = '0.05';"
+                              "c.dispatchEvent(new Event('input'));")
+        wait.until(lambda d: d.find_element(By.ID, "status").get_attribute("data-state") != "waiting")
+        before = driver.find_element(By.ID, "status").get_attribute("data-sequence") or ""
+        image = driver.find_element(By.ID, "photo")
+        size = image.size
+        ActionChains(driver).move_to_element_with_offset(image, -size["width"] // 4, -size["height"] // 4) \
+            .click_and_hold().move_by_offset(size["width"] // 3, size["height"] // 3).release().perform()
+        wait.until(lambda d: d.find_element(By.ID, "status").get_attribute("data-state") == "done"
+                   and (d.find_element(By.ID, "status").get_attribute("data-sequence") or "") != before)
+        marks = [m.get_attribute("data-box") for m in driver.find_elements(By.CSS_SELECTOR, "#detect-stage .prompt")]
+        shown = sorted((b.get_attribute("data-label"), round(float(b.get_attribute("data-score")), 4))
+                       for b in driver.find_elements(By.CSS_SELECTOR, "#detect-stage .box"))
+        out = subprocess.run([lookout, "detect", photo, "--prompt-box", marks[0] + ":example", "--conf", "0.05", "--json"]
+                             + model, capture_output=True, text=True, check=True).stdout if len(marks) == 1 else "{}"
+        want = sorted((d["label"], round(d["score"], 4)) for d in json.loads(out.splitlines()[0]).get("detections", []))
+        check("YOLOE visual prompt drawn on the photo", len(marks) == 1 and shown == want and bool(want),
+              f"box {marks}: page {shown}, detect --prompt-box {want}")
+        driver.save_screenshot(os.path.join(shots, "visual-prompt.png"))
     finally:
         if driver:
             driver.quit()
