@@ -310,7 +310,9 @@ public final class LookoutServer: Sendable {
                     guard let value = box[k].number, value.isFinite else { throw ServiceError(400, shape) }
                     values.append(Float(value))
                 }
-                if let label = item["label"], label.kind != .null, label.string == nil { throw ServiceError(400, shape) }
+                if let label = item["label"], label.kind != .null, label.string == nil {
+                    throw ServiceError(400, shape)
+                }
                 let label = item["label"]?.string?.trimmingCharacters(in: .whitespaces) ?? "object"
                 prompts.append(VisualPrompt(box: values, label: label.isEmpty ? "object" : label))
             }

@@ -309,7 +309,10 @@ struct DetectCommand: ParsableCommand {
     var promptImage: String?
 
     /// `--prompt-box` values as prompts.
-    func visualPrompts() throws -> [VisualPrompt] {
+    func visualPrompts() throws -> [VisualPrompt] { try Self.visualPrompts(promptBoxes) }
+
+    /// `x1,y1,x2,y2[:label]` values as prompts (label "object" by default).
+    static func visualPrompts(_ promptBoxes: [String]) throws -> [VisualPrompt] {
         try promptBoxes.map { text in
             let (numbers, label) =
                 text.firstIndex(of: ":").map { (text[..<$0], String(text[text.index(after: $0)...])) }

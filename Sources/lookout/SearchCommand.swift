@@ -90,6 +90,18 @@ struct SearchCommand: ParsableCommand {
     )
     var html: String?
 
+    @Option(
+        name: .customLong("prompt-box"),
+        help: ArgumentHelp(
+            "YOLOE: search by example instead of by text: a box around the thing on --prompt-image, x1,y1,x2,y2 in its pixels (repeatable: more examples of the same thing). The query then only names it.",
+            valueName: "x1,y1,x2,y2"))
+    var promptBoxes: [String] = []
+
+    @Option(
+        name: .customLong("prompt-image"),
+        help: ArgumentHelp("The photo the --prompt-box boxes are drawn on.", valueName: "path"))
+    var promptImage: String?
+
     func validate() throws {
         guard top > 0 else { throw ValidationError("--top must be positive.") }
         guard conf >= 0 && conf < 1 else { throw ValidationError("--conf must be in [0, 1).") }
@@ -98,6 +110,13 @@ struct SearchCommand: ParsableCommand {
             throw ValidationError("--objects and --scenes each weigh one kind: give one, or neither.")
         }
         if exact && scenes { throw ValidationError("--exact re-runs the detector on objects: not with --scenes.") }
+        if promptBoxes.isEmpty != (promptImage == nil) {
+            throw ValidationError("Search by example takes both --prompt-image REF.jpg and --prompt-box x1,y1,x2,y2.")
+        }
+        if !promptBoxes.isEmpty && (exact || scenes) {
+            throw ValidationError("A search by example weighs the stored regions alone: not with --exact or --scenes.")
+        }
+        _ = try DetectCommand.visualPrompts(promptBoxes)
     }
 
     func run() throws {
@@ -136,14 +155,29 @@ struct SearchCommand: ParsableCommand {
         }
         let conf = parsed.threshold ?? self.conf
         var clock = Stopwatch()
-        // What the stored regions are scored against (YOLOE's get_tpe of the text; YOLO-World's text as it is).
-        let texts = embedder.embed(parsed.alternatives).embeddings.map(engine.regionQuery)
+        // What the stored regions are scored against: YOLOE's get_tpe of the text (YOLO-World's text as it is), or
+        // the examples' visual prompt embedding, which the head scores as it is.
+        let texts: [[Float]]
+        if let promptImage {
+            let prepared = engine.prepare(
+                image: try ImageFile.read(promptImage), name: promptImage, size: stored.imageSize, square: true)
+            let prompts = try DetectCommand.visualPrompts(promptBoxes).map {
+                VisualPrompt(box: $0.box, label: "example")
+            }
+            do {
+                texts = try engine.visualPromptEmbeddings(prompts, on: prepared).map(\.embedding)
+            } catch {
+                throw ValidationError(error.description)
+            }
+        } else {
+            texts = embedder.embed(parsed.alternatives).embeddings.map(engine.regionQuery)
+        }
         let embedSeconds = clock.lap()
         if scenes && stored.imageTower == nil {
             throw LookoutError(
                 "\(path) holds no whole-photo embeddings: index the folder again with --image-model ViT-B-32.pt")
         }
-        let evidence: PhotoIndex.Evidence = objects || exact ? .objects : scenes ? .scenes : .both
+        let evidence: PhotoIndex.Evidence = objects || exact || promptImage != nil ? .objects : scenes ? .scenes : .both
         var hits = try index.search(
             alternatives: texts, confidence: exact ? min(conf, 0.01) : conf,
             top: exact ? max(top > Int.max / 3 ? Int.max : top * 3, 30) : top, evidence: evidence,

@@ -199,6 +199,37 @@ import Testing
             }
         }
         #expect(compared >= 3)
+        // Search by example: the examples' visual prompt embedding scores the stored regions as detect's head
+        // scores those anchors (every box above 0.4 found by detect with nothing suppressed, up to 8-bit storage).
+        let example = ["--prompt-image", CLI.root + "/examples/photos/rocket.jpg", "--prompt-box", "200,190,420,427"]
+        let byExample = try CLI.run(
+            ["search", "thing", "--db", folder + "/index.db", "--conf", "0.4", "--json"] + example + model)
+        try #require(byExample.status == 0, "\(byExample.stderr)")
+        var matched = 0
+        for hit in try Reference.lines(byExample.stdout).prefix(2) {
+            let path = hit["image"]!.string!
+            let detect = try CLI.run(
+                [
+                    "detect", path, "--imgsz", "352", "--conf", "0.3", "--iou", "1.0", "--max-det", "10000", "--format",
+                    "csv",
+                ] + example + model)
+            try #require(detect.status == 0, "\(detect.stderr)")
+            let rows = detect.stdout.split(whereSeparator: \.isNewline).dropFirst().map {
+                $0.split(separator: ",").map(String.init)
+            }
+            let found = rows.map { row in (Float(row[5])!, (6..<10).map { Float(row[$0])! }) }
+            for item in hit["detections"]!.elements! {
+                let box = item["box"]!.elements!.map { Float($0.number!) }
+                let score = Float(item["score"]!.number!)
+                let same = found.first { candidate in zip(candidate.1, box).allSatisfy { abs($0 - $1) <= 0.05 } }
+                #expect(
+                    same != nil && abs(same!.0 - score) <= 0.03,
+                    "\(path): \(box) \(score) vs \(String(describing: same))")
+                matched += 1
+            }
+        }
+        print("YOLOE search by example: \(matched) stored boxes scored as detect scores them")
+        #expect(matched >= 5)
         let scenes = try CLI.run(
             [
                 "index", CLI.root + "/examples/photos", "--db", folder + "/scenes.db", "--classes", "coco",
