@@ -17,6 +17,10 @@ public final class QuerySession {
     public var imageConfidence: Float = ImagePrompts.defaultConfidence
     private var last: [ScoredImage] = []
     private var lastPlan = QueryPlan()
+    /// The last question as asked, before the visual prompts joined it.
+    private var lastQuestion = QueryPlan()
+    /// YOLOE visual prompts drawn on the first photo (``setVisualPrompts(_:)``): they join every question.
+    public private(set) var visualPrompts: [(label: String, embedding: [Float])] = []
 
     public init(engine: Engine, store: FeatureStore, imageSize: Int = 640, options: SuppressionOptions = .init()) {
         self.engine = engine
@@ -61,7 +65,10 @@ public final class QuerySession {
 
     /// Detects a query plan (``Query``: alternatives, thresholds, negative queries; photos as embeddings)
     /// in every photo.
-    public func ask(_ plan: QueryPlan) -> Answer {
+    public func ask(_ question: QueryPlan) -> Answer {
+        lastQuestion = question
+        var plan = question
+        for prompt in visualPrompts { plan.append(label: prompt.label, embedding: prompt.embedding, asIs: true) }
         var clock = Stopwatch()
         let (features, cached) = engine.embed(plan)
         let textSeconds = clock.lap()
@@ -93,10 +100,29 @@ public final class QuerySession {
         let options = lastPlan.applied(to: self.options)
         var answer = options
         for (query, group) in lastPlan.groups.enumerated()
-        where group.count == 1 && lastPlan.embedded[group[0]] != nil && lastPlan.thresholds[query] == nil {
+        where group.count == 1 && lastPlan.embedded[group[0]] != nil && !lastPlan.asIs.contains(group[0])
+            && lastPlan.thresholds[query] == nil
+        {
             answer.perClassConfidence[query] = imageConfidence
         }
         return answer
+    }
+
+    /// Boxes drawn on the first photo as YOLOE visual prompts (their embeddings from its kept features), joining
+    /// this and every later question; none to drop them. Then the last question again, or nil before the first.
+    public func setVisualPrompts(_ prompts: [VisualPrompt]) throws(VisualPromptError) -> Answer? {
+        if prompts.isEmpty {
+            visualPrompts = []
+        } else {
+            guard let first = photos.first,
+                let prepared = try? store.prepared(path: first, size: imageSize, engine: engine)
+            else {
+                throw VisualPromptError(
+                    description: "the first photo, where the boxes are drawn, can no longer be read")
+            }
+            visualPrompts = try engine.visualPromptEmbeddings(prompts, on: prepared)
+        }
+        return lastQuestion.count > 0 || !visualPrompts.isEmpty ? ask(lastQuestion) : nil
     }
 
     /// New thresholds for this and later answers; the last answer again under them (NMS only), or nil

@@ -21,6 +21,8 @@ struct QueryCommand: ParsableCommand {
               :iou 0.5        IoU threshold
               :max-det 50     detections per image
               :agnostic on    one NMS across queries (on/off)
+              :box x1,y1,x2,y2[:label]   YOLOE: an example boxed on the first photo joins every query
+              :box clear      drop the examples
               :image-conf 0.1 confidence threshold of photo queries
               :help           this list
               :quit           leave (so does end of input)
@@ -93,6 +95,7 @@ struct QueryCommand: ParsableCommand {
                     + "Type what to look for, comma-separated; :help lists commands.\r\n")
             InterruptGuard.install()
         }
+        var boxes: [VisualPrompt] = []
         while true {
             InterruptGuard.reset()
             let line: String
@@ -105,6 +108,24 @@ struct QueryCommand: ParsableCommand {
             }
             let text = line.trimmingCharacters(in: " \t\r")
             if text.isEmpty { continue }
+            if text.hasPrefix(":box") {
+                let argument = text.dropFirst(4).trimmingCharacters(in: " \t")
+                do {
+                    if argument == "clear" {
+                        boxes = []
+                    } else {
+                        boxes += try DetectCommand.visualPrompts([argument])
+                    }
+                    if let reply = try session.setVisualPrompts(boxes) {
+                        answer(reply.results, note: "\(boxes.count) example box\(boxes.count == 1 ? "" : "es")")
+                    }
+                } catch let error as VisualPromptError {
+                    printError("lookout: \(error.description)")
+                } catch {
+                    printError("lookout: \(error)")
+                }
+                continue
+            }
             if text.hasPrefix(":") {
                 var options = session.options
                 var imageConfidence = session.imageConfidence
@@ -193,7 +214,7 @@ struct QueryCommand: ParsableCommand {
         case "quit", "q", "exit": return .quit
         case "help", "h", "?":
             printError(
-                ":conf X  :iou X  :max-det N  :agnostic on|off  :image-conf X  :quit  (@crop.jpg: a photo as query; sofa|couch, dog@0.4, -person)"
+                ":conf X  :iou X  :max-det N  :agnostic on|off  :image-conf X  :box x1,y1,x2,y2[:label] | clear  :quit  (@crop.jpg: a photo as query; sofa|couch, dog@0.4, -person)"
             )
             if isatty(0) == 1 {
                 printError("keys: ← → Home End move, ↑ ↓ history, Ctrl-C clears the line, Ctrl-D or :quit leaves")

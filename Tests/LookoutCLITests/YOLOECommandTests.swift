@@ -360,6 +360,33 @@ import Testing
         #expect(count >= 3 && worst >= 0.99)
     }
 
+    /// `lookout query` with `:box` examples on the first photo: after the third box, the answer is
+    /// `YOLOEVPSegPredictor`'s for those prompts (the same reference as `detect --prompt-box`).
+    @Test func queryTakesExampleBoxes() throws {
+        let name = "11vp-rocket-416"
+        let file = try WeightFile.open(Self.fixtures + "/\(name).safetensors")
+        let boxes = try JSONDocument(text: file.metadata["bboxes"]!).root
+        let classes = try JSONDocument(text: file.metadata["cls"]!).root
+        let lines = (0..<boxes.count).map { index in
+            ":box " + (0..<4).map { "\(boxes[index][$0].number!)" }.joined(separator: ",") + ":p\(classes[index].int!)"
+        }
+        let (_, conf, expected, masks) = try Self.reference(name, text: false)
+        let result = try CLI.run(
+            [
+                "query", Self.photo, "--detector", Self.detector, "--text-model",
+                CLI.root + "/Tests/Fixtures/weights/mobileclip-tiny-random.ts", "--imgsz", "416", "--conf", conf,
+                "--json",
+            ],
+            input: lines.joined(separator: "\n") + "\n")
+        try #require(result.status == 0, "\(result.stderr)")
+        let answers = result.stdout.split(whereSeparator: \.isNewline).filter { $0.hasPrefix("{") }
+        #expect(answers.count == 3, "one answer per box")
+        let (count, worst) = try Self.compare(
+            String(answers.last ?? ""), expected: expected, masks: masks, labels: ["p0", "p1"], photoSize: [427, 640])
+        print("YOLOE query with :box examples: \(count) detections, worst mask IoU \(worst)")
+        #expect(count >= 3 && worst >= 0.99)
+    }
+
     @Test func badVisualPromptsAreRefused() throws {
         for (extra, message) in [
             (["--prompt-box", "10,10,5,40"], "x1 < x2"),
