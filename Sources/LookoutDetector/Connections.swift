@@ -83,18 +83,8 @@ extension ConnectionCheck {
     /// The detection head on the neck's three maps (its embeddings `text`-d wide).
     func check(_ head: WorldDetectHead, _ name: String, receives maps: [Int]) throws(WeightsError) {
         for (index, (level, inputs)) in zip(head.levels, maps).enumerated() {
-            var box = inputs
-            for (k, layer) in level.box.enumerated() {
-                box = try check(layer, "\(name).cv2.\(index).\(k)", receives: box)
-            }
-            var embedding = inputs
-            for (k, layer) in level.hidden.enumerated() {
-                let layerName = "\(name).cv3.\(index).\(level.hidden.count == 4 ? "\(k / 2).\(k % 2)" : "\(k)")"
-                switch layer {
-                case .conv(let convolution): embedding = try check(convolution, layerName, receives: embedding)
-                case .depthwise(let depthwise): try expect(layerName, inputs: depthwise.inputs, receives: embedding)
-                }
-            }
+            let box = try check(chain: level.box, "\(name).cv2.\(index)", receives: inputs)
+            var embedding = try check(hidden: level.hidden, "\(name).cv3.\(index)", receives: inputs)
             embedding = try check(level.last, "\(name).cv3.\(index).2", receives: embedding)
             guard box == 4 * head.bins, head.bins > 0 else {
                 throw fail("\(name).cv2.\(index).2 gives \(box) channels, expected 4 × \(head.bins) bins")
@@ -102,15 +92,8 @@ extension ConnectionCheck {
             guard embedding == head.embeddingSize, level.normScale.count == head.embeddingSize else {
                 throw fail("\(name).cv3.\(index).2 gives \(embedding) channels, expected \(head.embeddingSize)")
             }
-            if !level.mask.isEmpty {
-                var mask = inputs
-                for (k, layer) in level.mask.enumerated() {
-                    mask = try check(layer, "\(name).cv5.\(index).\(k)", receives: mask)
-                }
-                guard mask == head.maskCoefficients else {
-                    throw fail("\(name).cv5.\(index).2 gives \(mask) channels, expected \(head.maskCoefficients)")
-                }
-            }
+            try check(
+                mask: level.mask, "\(name).cv5.\(index)", receives: inputs, coefficients: head.maskCoefficients)
             let strided = level.box + level.mask + [level.last]
             guard strided.allSatisfy({ $0.stride == 1 }) else {
                 throw fail("\(name) level \(index) has a strided convolution")
@@ -162,22 +145,12 @@ extension ConnectionCheck {
     /// receive what the branch before them gives.
     func check(_ head: PromptFreeHead, _ name: String, receives maps: [Int]) throws(WeightsError) {
         for (index, (level, inputs)) in zip(head.levels, maps).enumerated() {
-            var box = inputs
-            for (k, layer) in level.box.enumerated() {
-                box = try check(layer, "\(name).cv2.\(index).\(k)", receives: box)
-            }
+            var box = try check(chain: level.box, "\(name).cv2.\(index)", receives: inputs)
             box = try check(level.location, "\(name).lrpc.\(index).loc", receives: box)
             guard box == 4 * head.bins, head.bins > 0 else {
                 throw fail("\(name).lrpc.\(index).loc gives \(box) channels, expected 4 × \(head.bins) bins")
             }
-            var hidden = inputs
-            for (k, layer) in level.hidden.enumerated() {
-                let layerName = "\(name).cv3.\(index).\(level.hidden.count == 4 ? "\(k / 2).\(k % 2)" : "\(k)")"
-                switch layer {
-                case .conv(let convolution): hidden = try check(convolution, layerName, receives: hidden)
-                case .depthwise(let depthwise): try expect(layerName, inputs: depthwise.inputs, receives: hidden)
-                }
-            }
+            let hidden = try check(hidden: level.hidden, "\(name).cv3.\(index)", receives: inputs)
             guard level.vocabulary.count == head.names * hidden else {
                 throw fail(
                     "\(name).lrpc.\(index).vocab takes \(level.vocabulary.count / max(head.names, 1)) channels, the classification branch gives \(hidden)"
@@ -186,15 +159,41 @@ extension ConnectionCheck {
             if let filter = level.filter, filter.weights.count != hidden {
                 throw fail("\(name).lrpc.\(index).pf takes \(filter.weights.count) channels, expected \(hidden)")
             }
-            if !level.mask.isEmpty {
-                var mask = inputs
-                for (k, layer) in level.mask.enumerated() {
-                    mask = try check(layer, "\(name).cv5.\(index).\(k)", receives: mask)
-                }
-                guard mask == head.maskCoefficients else {
-                    throw fail("\(name).cv5.\(index).2 gives \(mask) channels, expected \(head.maskCoefficients)")
-                }
+            try check(
+                mask: level.mask, "\(name).cv5.\(index)", receives: inputs, coefficients: head.maskCoefficients)
+        }
+    }
+}
+
+extension ConnectionCheck {
+    /// A head level's classification (`cv3`) layers before their last convolution; returns their channels.
+    func check(hidden layers: [HeadLayer], _ prefix: String, receives inputs: Int) throws(WeightsError) -> Int {
+        var channels = inputs
+        for (k, layer) in layers.enumerated() {
+            let layerName = "\(prefix).\(layers.count == 4 ? "\(k / 2).\(k % 2)" : "\(k)")"
+            switch layer {
+            case .conv(let convolution): channels = try check(convolution, layerName, receives: channels)
+            case .depthwise(let depthwise): try expect(layerName, inputs: depthwise.inputs, receives: channels)
             }
+        }
+        return channels
+    }
+
+    /// A chain of convolutions named `prefix.0`, `prefix.1`, …; returns the last one's channels.
+    func check(chain layers: [Convolution], _ prefix: String, receives inputs: Int) throws(WeightsError) -> Int {
+        var channels = inputs
+        for (k, layer) in layers.enumerated() { channels = try check(layer, "\(prefix).\(k)", receives: channels) }
+        return channels
+    }
+
+    /// A segmentation head level's mask branch (`cv5`), when it has one.
+    func check(
+        mask layers: [Convolution], _ prefix: String, receives inputs: Int, coefficients: Int
+    ) throws(WeightsError) {
+        guard !layers.isEmpty else { return }
+        let mask = try check(chain: layers, prefix, receives: inputs)
+        guard mask == coefficients else {
+            throw fail("\(prefix).\(layers.count - 1) gives \(mask) channels, expected \(coefficients)")
         }
     }
 }

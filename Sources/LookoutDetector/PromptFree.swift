@@ -41,13 +41,7 @@ struct PromptFreeHead: Sendable {
                 try Convolution(conv: p2 + ".1", stride: 1, in: file),
             ]
             let hidden = try WorldDetectHead.hiddenLayers(p3, in: file)
-            let mask =
-                masks
-                ? [
-                    try Convolution(conv: "\(prefix).cv5.\(index).0", stride: 1, in: file),
-                    try Convolution(conv: "\(prefix).cv5.\(index).1", stride: 1, in: file),
-                    try Convolution(plain: "\(prefix).cv5.\(index).2", in: file),
-                ] : []
+            let mask = masks ? try WorldDetectHead.maskBranch("\(prefix).cv5.\(index)", in: file) : []
             let location = try Convolution(plain: lrpc + ".loc", in: file)
             let vocabularyView = try file.view(lrpc + ".vocab.weight")
             // Levels 0 and 1: a Linear (names × hidden); level 2 (filter off): a 1×1 Conv2d.

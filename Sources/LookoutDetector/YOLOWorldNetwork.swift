@@ -222,13 +222,7 @@ struct WorldDetectHead: Sendable {
             ]
             let hidden = try Self.hiddenLayers(p3, in: file)
             let last = try Convolution(plain: p3 + ".2", in: file)
-            let mask =
-                masks
-                ? [
-                    try Convolution(conv: "\(prefix).cv5.\(index).0", stride: 1, in: file),
-                    try Convolution(conv: "\(prefix).cv5.\(index).1", stride: 1, in: file),
-                    try Convolution(plain: "\(prefix).cv5.\(index).2", in: file),
-                ] : []
+            let mask = masks ? try Self.maskBranch("\(prefix).cv5.\(index)", in: file) : []
             let width = last.outputs
             let bn = try BatchNormStatistics(p4 + ".norm", channels: width, in: file)
             // PyTorch's eval BatchNorm (ATen `batch_norm_cpu` inference): α = (1/√(var + eps))·γ, y = fma(x, α, fma(−μ, α, β)).
@@ -256,6 +250,15 @@ struct WorldDetectHead: Sendable {
         guard dfl == (0..<bins).map(Float.init) else {
             throw WeightsError(path: file.path, problem: "\(prefix).dfl.conv.weight is not 0, 1, …, \(bins - 1)")
         }
+    }
+
+    /// A segmentation head level's mask branch `cv5.N`: two 3×3 `Conv`s and a 1×1 conv to the coefficients.
+    static func maskBranch(_ prefix: String, in file: WeightBinding) throws(WeightsError) -> [Convolution] {
+        [
+            try Convolution(conv: prefix + ".0", stride: 1, in: file),
+            try Convolution(conv: prefix + ".1", stride: 1, in: file),
+            try Convolution(plain: prefix + ".2", in: file),
+        ]
     }
 
     /// The embedding branch `cv3.N` before its last convolution: two 3×3 convs, or (YOLOE-11) two depthwise

@@ -153,16 +153,7 @@ def yoloe_through_tower(tower: str) -> None:
     from safetensors.torch import save_file
     from ultralytics import YOLOE
     from ultralytics.nn.text_model import MobileCLIPTS
-    from ultralytics.utils import nms
-
-    suppress = nms.non_max_suppression
-
-    def without_torchvision(*args, **kwargs):
-        reference_env.forget_torchvision()
-        return suppress(*args, **kwargs)
-
-    nms.non_max_suppression = without_torchvision
-    reference_env.forget_torchvision()
+    reference_env.ultralytics_nms_without_torchvision()
 
     photos = os.path.join(ROOT, "examples", "photos")
     out = os.path.join(ROOT, "Tests", "Fixtures", "yoloe")

@@ -146,18 +146,7 @@ def make_references(family: str, path: str) -> None:
 
 
 def main() -> None:
-    from ultralytics.utils import nms
-
-    # ultralytics' own NMS (TorchNMS, the same rule): the predictor imports torchvision, whose compiled ops
-    # cannot load on the CPU build of torch.
-    suppress = nms.non_max_suppression
-
-    def without_torchvision(*args, **kwargs):
-        reference_env.forget_torchvision()
-        return suppress(*args, **kwargs)
-
-    nms.non_max_suppression = without_torchvision
-    reference_env.forget_torchvision()
+    reference_env.ultralytics_nms_without_torchvision()
     for family in ("v8", "11"):
         path = make_checkpoint(family)
         make_references(family, path)

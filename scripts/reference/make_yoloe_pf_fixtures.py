@@ -122,16 +122,7 @@ def make_references(path: str) -> None:
 
 
 def main() -> None:
-    from ultralytics.utils import nms
-
-    suppress = nms.non_max_suppression
-
-    def without_torchvision(*args, **kwargs):
-        reference_env.forget_torchvision()
-        return suppress(*args, **kwargs)
-
-    nms.non_max_suppression = without_torchvision
-    reference_env.forget_torchvision()
+    reference_env.ultralytics_nms_without_torchvision()
     make_references(make_checkpoint())
 
 

@@ -39,16 +39,8 @@ def main() -> None:
     from safetensors.torch import save_file
     from ultralytics import YOLOE
     from ultralytics.models.yolo.yoloe import YOLOEVPSegPredictor
-    from ultralytics.utils import nms
 
-    suppress = nms.non_max_suppression
-
-    def without_torchvision(*args, **kwargs):
-        reference_env.forget_torchvision()
-        return suppress(*args, **kwargs)
-
-    nms.non_max_suppression = without_torchvision
-    reference_env.forget_torchvision()
+    reference_env.ultralytics_nms_without_torchvision()
     prompts = dict(bboxes=np.array(BOXES, dtype=np.float32), cls=np.array(CLASSES))
     for name, image, refer, size in CASES:
         captured: dict[str, torch.Tensor] = {}

@@ -59,3 +59,18 @@ def realistic_random_clip_(model) -> None:
                                 else 0.1 * torch.randn_like(parameter))
             elif name.endswith("bias"):
                 parameter.copy_(0.02 * torch.randn_like(parameter))
+
+
+def ultralytics_nms_without_torchvision() -> None:
+    """Makes ultralytics' predictors use its own NMS (TorchNMS, the same rule): they import torchvision, whose
+    compiled ops cannot load on the CPU build of torch, so it is forgotten before every suppression."""
+    from ultralytics.utils import nms
+
+    suppress = nms.non_max_suppression
+
+    def without_torchvision(*args, **kwargs):
+        forget_torchvision()
+        return suppress(*args, **kwargs)
+
+    nms.non_max_suppression = without_torchvision
+    forget_torchvision()
