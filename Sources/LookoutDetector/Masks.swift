@@ -52,7 +52,10 @@ public struct BinaryMask: Sendable, Equatable, Codable {
     /// starting with a run of zeros (possibly empty), as the compressed string `rleToString` writes: each
     /// count (after the third, minus the count two before it) in 5-bit groups, low first, 0x20 marking that
     /// more follow, offset by 48.
-    public var cocoRLE: String {
+    public var cocoRLE: String { Self.cocoString(columnRuns) }
+
+    /// Runs over the whole photo in column-major order, the first counting zeros (COCO's uncompressed RLE).
+    public var columnRuns: [Int] {
         var counts: [Int] = []
         var current: UInt8 = 0
         var run = 0
@@ -70,6 +73,12 @@ public struct BinaryMask: Sendable, Equatable, Codable {
             }
         }
         counts.append(run)
+        return counts
+    }
+
+    /// pycocotools' compressed string (`rleToString`) of column-major runs: from the third run on, the
+    /// difference from the run two before, 5 bits a character from `0`, 0x20 for more to come.
+    public static func cocoString(_ counts: [Int]) -> String {
         var text: [UInt8] = []
         for (index, count) in counts.enumerated() {
             var x = count - (index > 2 ? counts[index - 2] : 0)

@@ -162,21 +162,14 @@ public struct COCODetection: Sendable, Equatable {
     public var categoryID: Int64
     public var box: [Double]
     public var score: Double
-    /// The detection's mask at the image's size (segmentation models), and its compressed RLE as written.
+    /// The detection's mask at the image's size (segmentation models).
     public var mask: COCOMask?
-    public var maskText: String?
 
     public init(imageID: Int64, categoryID: Int64, box: [Double], score: Double) {
         self.imageID = imageID
         self.categoryID = categoryID
         self.box = box
         self.score = score
-    }
-
-    /// Adds the mask from its compressed RLE (`counts`) at `height × width`.
-    public mutating func setMask(compressed counts: String, height: Int, width: Int) throws(COCOError) {
-        mask = try COCOMask(compressed: counts, height: height, width: width)
-        maskText = counts
     }
 
     /// A detection in photo pixels (`x1, y1, x2, y2`, float32) as the results file writes it: width and height
@@ -204,7 +197,7 @@ public struct COCODetection: Sendable, Equatable {
                             "segmentation",
                             .object([
                                 ("size", .array([.int(Int64(mask.height)), .int(Int64(mask.width))])),
-                                ("counts", .string(maskText ?? "")),
+                                ("counts", .string(mask.compressed)),
                             ])
                         )
                     ]
@@ -226,13 +219,11 @@ public struct COCODetection: Sendable, Equatable {
             var detection = COCODetection(imageID: image, categoryID: category, box: box, score: score)
             if let segmentation = item["segmentation"], segmentation.kind != .null {
                 // Results carry compressed RLE, as pycocotools' loadRes expects of segmentation results.
-                guard
+                guard segmentation["counts"]?.string != nil,
                     case .mask(let mask) = try COCOSegmentation.parse(
-                        segmentation, path: path, field: "\(field).segmentation"),
-                    let text = segmentation["counts"]?.string
+                        segmentation, path: path, field: "\(field).segmentation")
                 else { throw COCOError(path, "\(field).segmentation must be compressed RLE") }
                 detection.mask = mask
-                detection.maskText = text
             }
             detections.append(detection)
         }

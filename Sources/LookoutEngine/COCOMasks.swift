@@ -1,3 +1,4 @@
+import LookoutDetector
 import LookoutJSON
 
 /// A mask as COCO stores it: run lengths over the pixels in column-major order, the first run counting zeros
@@ -64,23 +65,17 @@ public struct COCOMask: Sendable, Equatable {
 
     /// From row-major pixels (non-zero is set).
     public init(height: Int, width: Int, pixels: [UInt8]) {
-        var counts: [Int] = []
-        var current: UInt8 = 0
-        var run = 0
-        for x in 0..<width {
-            for y in 0..<height {
-                let value: UInt8 = pixels[y * width + x] != 0 ? 1 : 0
-                if value != current {
-                    counts.append(run)
-                    run = 0
-                    current = value
-                }
-                run += 1
-            }
-        }
-        counts.append(run)
-        self.init(height: height, width: width, counts: counts)
+        let mask = BinaryMask(width: width, height: height, pixels: pixels.map { $0 != 0 ? 1 : 0 })
+        self.init(height: height, width: width, counts: mask.columnRuns)
     }
+
+    /// A segmentation model's mask (``BinaryMask``, at the photo's size).
+    public init(_ mask: BinaryMask) {
+        self.init(height: mask.height, width: mask.width, counts: mask.columnRuns)
+    }
+
+    /// pycocotools' compressed string of the runs (what results files hold).
+    public var compressed: String { BinaryMask.cocoString(counts) }
 
     /// pycocotools' compressed string form (`rleFrString`): 5 bits per character from `0`, a continuation bit
     /// 0x20, sign-extended from bit 0x10; from the third run on, each is stored as the difference from the run

@@ -75,7 +75,7 @@ extension ModelsCommand {
             let labels =
                 queries.map {
                     $0.split(separator: ",").map { $0.trimmingCharacters(in: " \t") }.filter { !$0.isEmpty }
-                } ?? Self.builtinNames(weights)
+                } ?? weights.classNames
             guard !labels.isEmpty else {
                 throw LookoutError("no queries: give -q \"dog, red car\" (the detector has no built-in class names)")
             }
@@ -138,17 +138,6 @@ extension ModelsCommand {
                 found += names.sorted().map { path + "/" + $0 }
             }
             return found
-        }
-
-        /// The class names stored in the detector file (ultralytics `names`), or none.
-        static func builtinNames(_ weights: WeightFile) -> [String] {
-            guard let text = weights.metadata["names"], case .array(let values)? = try? JSONValue(parsing: text) else {
-                return []
-            }
-            return values.compactMap {
-                if case .string(let name) = $0 { return name }
-                return nil
-            }
         }
     }
 }

@@ -130,13 +130,7 @@ struct EvalCommand: ParsableCommand {
             for item in result.detections {
                 var detection = COCODetection(
                     imageID: entry.id, categoryID: categories[item.queryIndex].id, corners: item.box, score: item.score)
-                if let mask = item.mask {
-                    do {
-                        try detection.setMask(compressed: mask.cocoRLE, height: mask.height, width: mask.width)
-                    } catch {
-                        throw LookoutError("image id \(entry.id): \(error.message)")
-                    }
-                }
+                detection.mask = item.mask.map(COCOMask.init)
                 found.append(detection)
             }
             progress.report(done: index + 1, total: paths.count)
