@@ -164,25 +164,38 @@ public final class LookoutService: @unchecked Sendable {
 
     /// The detections of a query plan (typed queries and visual prompts) as JSON.
     private func answer(id: String, prepared: PreparedImage, plan: QueryPlan, thresholds: Thresholds) -> [UInt8] {
+        var clock = Stopwatch()
+        let text = engine.embed(plan).features
+        let encoding = clock.lap()
+        let result = engine.detect(
+            Self.reusing(prepared), plan: plan, text: text, options: thresholds.options(for: engine))
+        var timings = result.timings
+        timings.textEncode = encoding
+        return Self.reply(
+            id: id, result: result, shown: Self.shown(result.detections, tracking: nil), timings: timings)
+    }
+
+    /// A kept photo's features: decoding, letterboxing and the backbone cost nothing this time.
+    static func reusing(_ prepared: PreparedImage) -> PreparedImage {
         var prepared = prepared
         prepared.timings.decode = 0
         prepared.timings.preprocess = 0
         prepared.timings.backbone = 0
-        var clock = Stopwatch()
-        let text = engine.embed(plan).features
-        let encoding = clock.lap()
-        let result = engine.detect(prepared, plan: plan, text: text, options: thresholds.options(for: engine))
-        var timings = result.timings
-        timings.textEncode = encoding
-        let detections = Self.shown(result.detections, tracking: nil).map(\.json)
+        return prepared
+    }
+
+    /// A detection answer's JSON: the photo's id and size, the detections as shown, the stage timings.
+    /// `timings`: the result's own unless given.
+    static func reply(
+        id: String, result: ImageDetections, shown: [ShownDetection], timings: StageTimings? = nil
+    ) -> [UInt8] {
+        let timings = (timings ?? result.timings).milliseconds.map {
+            ($0.0 + "_ms", JSONValue.double(($0.1 * 100).rounded() / 100))
+        }
         return Array(
             JSONValue.object([
                 ("image_id", .string(id)), ("width", .int(Int64(result.width))), ("height", .int(Int64(result.height))),
-                ("detections", .array(detections)),
-                (
-                    "timings",
-                    .object(timings.milliseconds.map { ($0.0 + "_ms", .double(($0.1 * 100).rounded() / 100)) })
-                ),
+                ("detections", .array(shown.map(\.json))), ("timings", .object(timings)),
             ]).serialized.utf8)
     }
 
@@ -195,23 +208,12 @@ public final class LookoutService: @unchecked Sendable {
     )
         -> [UInt8]
     {
-        var prepared = prepared
-        if reused {
-            prepared.timings.decode = 0
-            prepared.timings.preprocess = 0
-            prepared.timings.backbone = 0
-        }
-        let result = engine.detect(prepared, queries: queries, options: thresholds.options(for: engine))
+        let result = engine.detect(
+            reused ? Self.reusing(prepared) : prepared, queries: queries, options: thresholds.options(for: engine))
         let shown =
             track.map { sequences.update($0, queries: queries, detections: result.detections) }
             ?? Self.shown(result.detections, tracking: nil)
-        let detections = shown.map(\.json)
-        let timings = result.timings.milliseconds.map { ($0.0 + "_ms", JSONValue.double(($0.1 * 100).rounded() / 100)) }
-        return Array(
-            JSONValue.object([
-                ("image_id", .string(id)), ("width", .int(Int64(result.width))), ("height", .int(Int64(result.height))),
-                ("detections", .array(detections)), ("timings", .object(timings)),
-            ]).serialized.utf8)
+        return Self.reply(id: id, result: result, shown: shown)
     }
 
     static func number(_ value: Float) -> JSONValue { .double(Double("\(value)") ?? Double(value)) }
