@@ -34,9 +34,9 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import reference_env  # noqa: E402,F401
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from make_text_encoder_fixtures import prompts  # noqa: E402
+from make_yoloe_fixtures import retina_record, useful_conf  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -148,11 +148,11 @@ def tiny() -> None:
 def yoloe_through_tower(tower: str) -> None:
     """YOLOE.predict with classes set from typed names: YOLOEModel.get_text_pe through this tower (tokenize,
     encode_text, get_tpe), then set_classes and predict with retina masks, as a user's script does."""
-    import cv2
     import ultralytics
     from safetensors.torch import save_file
     from ultralytics import YOLOE
     from ultralytics.nn.text_model import MobileCLIPTS
+
     reference_env.ultralytics_nms_without_torchvision()
 
     photos = os.path.join(ROOT, "examples", "photos")
@@ -164,24 +164,18 @@ def yoloe_through_tower(tower: str) -> None:
     with torch.no_grad():
         text = model.model.get_text_pe(names, cache_clip_model=True, without_reprta=True)
         model.set_classes(names, model.model.get_text_pe(names, cache_clip_model=True))
-    conf = next(c for c in (0.25, 0.2, 0.15, 0.1, 0.08, 0.06, 0.05, 0.04, 0.03) if len(model.predict(
-        os.path.join(photos, image), imgsz=size, conf=c, save=False, verbose=False)[0].boxes) >= 3)
+    conf = useful_conf(lambda c: model.predict(
+        os.path.join(photos, image), imgsz=size, conf=c, save=False, verbose=False)[0])
     result = model.predict(os.path.join(photos, image), imgsz=size, conf=conf, retina_masks=True, save=False,
                            verbose=False)[0]
-    boxes = result.boxes
-    masks = result.masks.data.to(torch.uint8)
-    tensors = {
-        "text": text.float(),
-        "retina_detections": torch.cat([boxes.xyxy, boxes.conf[:, None], boxes.cls[:, None]], dim=1).float(),
-        "retina_masks": torch.from_numpy(np.packbits(masks.numpy().astype(bool))),
-        "original_shape": torch.tensor(list(cv2.imread(os.path.join(photos, image)).shape[:2]), dtype=torch.int64),
-    }
+    tensors, shapes = retina_record(result, os.path.join(photos, image))
+    tensors["text"] = text.float()
     save_file({k: v.contiguous() for k, v in tensors.items()}, os.path.join(out, f"11-mobileclip-chelsea-{size}.safetensors"),
               metadata={"ultralytics": ultralytics.__version__, "torch": torch.__version__, "image": image,
                         "imgsz": str(size), "conf": f"{conf:g}", "iou": "0.7", "agnostic_nms": "True",
                         "names": json.dumps(names), "tower": os.path.basename(tower),
-                        "retina_masks_shape": ",".join(str(d) for d in masks.shape)})
-    print(f"YOLOE-11n through the tower: {len(boxes)} detections at conf {conf} for {names}")
+                        **shapes})
+    print(f"YOLOE-11n through the tower: {len(result.boxes)} detections at conf {conf} for {names}")
 
 
 def full(directory: str) -> None:

@@ -41,6 +41,26 @@ LAYERS = {"v8": (4, 6, 9, 15, 18, 21), "11": (4, 6, 10, 16, 19, 22)}
 CASES = [("chelsea", "chelsea.jpg", 352, 3), ("rocket", "rocket.jpg", 416, 5)]
 
 
+def useful_conf(predict) -> float:
+    """The predictor's default threshold 0.25 where it keeps at least three detections, else the highest of 0.2,
+    0.15, ... that does (an empty reference proves nothing); `predict(conf)` gives ultralytics' `Results`."""
+    return next(c for c in (0.25, 0.2, 0.15, 0.1, 0.08, 0.06, 0.05, 0.04, 0.03) if len(predict(c).boxes) >= 3)
+
+
+def retina_record(result, photo: str) -> tuple[dict, dict]:
+    """What `predict(retina_masks=True)` returned for `photo`, as the fixtures store it: `retina_detections`
+    (N×6: x1 y1 x2 y2, score, class), `retina_masks` (one bit per pixel, numpy.packbits over N×H×W) and
+    `original_shape`; and the masks' shape for the metadata."""
+    boxes = result.boxes
+    masks = result.masks.data.to(torch.uint8)
+    tensors = {
+        "retina_detections": torch.cat([boxes.xyxy, boxes.conf[:, None], boxes.cls[:, None]], dim=1).float(),
+        "retina_masks": torch.from_numpy(np.packbits(masks.numpy().astype(bool))),
+        "original_shape": torch.tensor(list(cv2.imread(photo).shape[:2]), dtype=torch.int64),
+    }
+    return tensors, {"retina_masks_shape": ",".join(str(d) for d in masks.shape)}
+
+
 def make_checkpoint(family: str) -> str:
     from ultralytics import YOLOE
 
@@ -117,10 +137,8 @@ def make_references(family: str, path: str) -> None:
         model = YOLOE(path)
         with torch.no_grad():
             model.set_classes(names, model.model.model[-1].get_tpe(text))
-        # The predictor's default threshold 0.25 where it keeps at least three detections, else the highest
-        # of 0.2, 0.15, ... that does (an empty reference proves nothing).
-        conf = next(c for c in (0.25, 0.2, 0.15, 0.1, 0.08, 0.06, 0.05, 0.04, 0.03) if len(model.predict(
-            os.path.join(PHOTOS, image), imgsz=size, conf=c, save=False, verbose=False)[0].boxes) >= 3)
+        conf = useful_conf(lambda c: model.predict(
+            os.path.join(PHOTOS, image), imgsz=size, conf=c, save=False, verbose=False)[0])
         shapes = {}
         for retina, prefix in ((False, ""), (True, "retina_")):
             result = model.predict(os.path.join(PHOTOS, image), imgsz=size, conf=conf, retina_masks=retina,

@@ -26,10 +26,9 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import reference_env  # noqa: E402,F401
 
-import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from make_yoloe_fixtures import OUT, PHOTOS, preprocess  # noqa: E402
+from make_yoloe_fixtures import OUT, PHOTOS, preprocess, retina_record, useful_conf  # noqa: E402
 
 NAMES = [f"thing{k:02d}" for k in range(40)]
 CASES = [("rocket", "rocket.jpg", 416), ("chelsea", "chelsea.jpg", 352)]
@@ -98,27 +97,19 @@ def make_references(path: str) -> None:
         hook.remove()
         (raw, _protos), preds = captured["y"][0], captured["y"][1]
         index = preds["index"]
-        conf = next(c for c in (0.25, 0.2, 0.15, 0.1, 0.08, 0.06, 0.05, 0.04, 0.03) if len(model.predict(
-            os.path.join(PHOTOS, image), imgsz=size, conf=c, save=False, verbose=False)[0].boxes) >= 3)
+        conf = useful_conf(lambda c: model.predict(
+            os.path.join(PHOTOS, image), imgsz=size, conf=c, save=False, verbose=False)[0])
         result = model.predict(os.path.join(PHOTOS, image), imgsz=size, conf=conf, retina_masks=True, save=False,
                                verbose=False)[0]
-        boxes = result.boxes
-        masks = result.masks.data.to(torch.uint8)
-        tensors = {
-            "input": x,
-            "output": raw.float(),
-            "index": index.to(torch.uint8),
-            "retina_detections": torch.cat([boxes.xyxy, boxes.conf[:, None], boxes.cls[:, None]], dim=1).float(),
-            "retina_masks": torch.from_numpy(np.packbits(masks.numpy().astype(bool))),
-            "original_shape": torch.tensor(list(cv2.imread(os.path.join(PHOTOS, image)).shape[:2]), dtype=torch.int64),
-        }
+        tensors, shapes = retina_record(result, os.path.join(PHOTOS, image))
+        tensors.update({"input": x, "output": raw.float(), "index": index.to(torch.uint8)})
         name = f"11pf-{case}-{size}"
         save_file({k: v.contiguous() for k, v in tensors.items()}, os.path.join(OUT, name + ".safetensors"),
                   metadata={"ultralytics": ultralytics.__version__, "torch": torch.__version__, "image": image,
                             "conf": f"{conf:g}", "iou": "0.7", "names": ",".join(NAMES),
-                            "retina_masks_shape": ",".join(str(d) for d in masks.shape)})
+                            **shapes})
         print(f"{name}: kept {int(index.sum())} of {index.numel()} anchors, output {tuple(raw.shape)}, "
-              f"{len(boxes)} detections at conf {conf}: {[NAMES[int(c)] for c in boxes.cls]}")
+              f"{len(result.boxes)} detections at conf {conf}: {[NAMES[int(c)] for c in result.boxes.cls]}")
 
 
 def main() -> None:

@@ -24,10 +24,9 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import reference_env  # noqa: E402,F401
 
-import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from make_yoloe_fixtures import OUT, PHOTOS  # noqa: E402
+from make_yoloe_fixtures import OUT, PHOTOS, retina_record, useful_conf  # noqa: E402
 
 BOXES = [[200.5, 190.0, 420.0, 427.0], [0.0, 290.25, 240.0, 427.0], [25.0, 85.0, 131.75, 300.0]]
 CLASSES = [0, 1, 0]
@@ -62,25 +61,21 @@ def main() -> None:
                                  predictor=YOLOEVPSegPredictor, retina_masks=retina, save=False, verbose=False,
                                  refer_image=os.path.join(PHOTOS, refer) if refer else None)[0]
 
-        conf = next(c for c in (0.25, 0.2, 0.15, 0.1, 0.08, 0.06, 0.05, 0.04, 0.03) if len(predict(c).boxes) >= 3)
+        conf = useful_conf(predict)
         result = predict(conf, retina=True)
-        boxes = result.boxes
-        masks = result.masks.data.to(torch.uint8)
-        tensors = {
+        tensors, shapes = retina_record(result, os.path.join(PHOTOS, image))
+        tensors.update({
             "visuals": captured["visuals"][0].to(torch.uint8),
             "vpe": captured["vpe"][0].float(),
             "prompt_input": captured["prompt_input"].float(),
-            "retina_detections": torch.cat([boxes.xyxy, boxes.conf[:, None], boxes.cls[:, None]], dim=1).float(),
-            "retina_masks": torch.from_numpy(np.packbits(masks.numpy().astype(bool))),
-            "original_shape": torch.tensor(list(cv2.imread(os.path.join(PHOTOS, image)).shape[:2]), dtype=torch.int64),
-        }
+        })
         save_file({k: v.contiguous() for k, v in tensors.items()}, os.path.join(OUT, name + ".safetensors"),
                   metadata={"ultralytics": ultralytics.__version__, "torch": torch.__version__, "image": image,
                             "refer_image": refer or "", "imgsz": str(size), "conf": f"{conf:g}",
                             "bboxes": json.dumps(BOXES), "cls": json.dumps(CLASSES),
-                            "retina_masks_shape": ",".join(str(d) for d in masks.shape)})
+                            **shapes})
         print(f"{name}: visuals {tuple(tensors['visuals'].shape)} ({int(tensors['visuals'].sum())} px), "
-              f"{len(boxes)} detections at conf {conf}, classes {boxes.cls.tolist()}")
+              f"{len(result.boxes)} detections at conf {conf}, classes {result.boxes.cls.tolist()}")
 
 
 if __name__ == "__main__":
