@@ -73,6 +73,17 @@ def fake_camera_video(work: str) -> str:
     return path
 
 
+def stop(server: subprocess.Popen, driver) -> None:
+    """Closes the browser (if one was opened) and stops the server, killed when it has not stopped within 10 s."""
+    if driver:
+        driver.quit()
+    server.terminate()
+    try:
+        server.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.kill()
+
+
 def chromium(*extra: str):
     """Debian's headless Chromium through its chromedriver, with `extra` command-line switches."""
     options = Options()
@@ -341,13 +352,7 @@ def check_yoloe_masks(lookout: str, shots: str, check) -> None:
               f"box {marks}: page {shown}, detect --prompt-box {want}")
         driver.save_screenshot(os.path.join(shots, "visual-prompt.png"))
     finally:
-        if driver:
-            driver.quit()
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop(server, driver)
 
 
 def metric(url: str, route: str, method: str) -> int:
@@ -482,13 +487,7 @@ def main() -> None:
         check_yoloe_masks(lookout, shots, check)
         print(f"screenshots: {shots}/detect.png, search.png, phone.png, camera.png, masks.png")
     finally:
-        if driver:
-            driver.quit()
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop(server, driver)
         shutil.rmtree(work, ignore_errors=True)
     failed = [name for name, ok, _ in checks if not ok]
     print(f"page: {len(checks) - len(failed)} passed, {len(failed)} failed")
