@@ -5,22 +5,6 @@ import LookoutWeights
 /// text-conditioned rest that turns a query set's text embeddings into ultralytics' raw output.
 /// ``YOLOWorldNetwork`` (text in the neck and head) and ``YOLOENetwork`` (text in the head only, masks) are
 /// the two.
-/// The text tower whose embeddings a detector family was trained against: queries must come through it.
-public enum TextTower: String, Sendable {
-    /// OpenAI CLIP ViT-B/32 (YOLO-World).
-    case clip = "CLIP"
-    /// Apple's MobileCLIP-B (LT), as ultralytics traces it into `mobileclip_blt.ts` (YOLOE-v8, YOLOE-11).
-    case mobileCLIP = "MobileCLIP"
-
-    /// The file a user gives for it, in words.
-    public var file: String {
-        switch self {
-        case .clip: "CLIP ViT-B/32 (OpenAI's ViT-B-32.pt)"
-        case .mobileCLIP: "MobileCLIP-B (ultralytics' mobileclip_blt.ts)"
-        }
-    }
-}
-
 public protocol DetectorNetwork: AnyObject, Sendable {
     /// The weight file it was loaded from.
     var path: String { get }

@@ -158,7 +158,7 @@ extension Engine {
         if let textPath {
             let encoder = try CLIPTextEncoder(contentsOf: textPath, precision: configuration.towerPrecision)
             let family = encoder.configuration.family
-            guard family.rawValue == network.textTower.rawValue else {
+            guard family == network.textTower else {
                 throw WeightsError(
                     path: textPath, kind: .incompatibleModels,
                     problem:

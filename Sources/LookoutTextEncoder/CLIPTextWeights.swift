@@ -13,13 +13,6 @@ public struct CLIPTextConfiguration: Sendable, Equatable {
         case mobileCLIP = "mobileclip"
     }
 
-    /// Which model family's text tower this is: CLIP (YOLO-World's) or MobileCLIP (YOLOE's). The two share
-    /// the tokenizer and the transformer's shape and differ in weights, names and the MLP's activation.
-    public enum Family: String, Sendable {
-        case clip = "CLIP"
-        case mobileCLIP = "MobileCLIP"
-    }
-
     public let layout: Layout
     public let width: Int
     public let layers: Int
@@ -30,7 +23,9 @@ public struct CLIPTextConfiguration: Sendable, Equatable {
     public let embeddingSize: Int
     public let layerNormEpsilon: Float = 1e-5
 
-    public var family: Family { layout == .mobileCLIP ? .mobileCLIP : .clip }
+    /// Which tower this is: CLIP (YOLO-World's) or MobileCLIP (YOLOE's). The two share the tokenizer and the
+    /// transformer's shape and differ in weights, names and the MLP's activation.
+    public var family: TextTower { layout == .mobileCLIP ? .mobileCLIP : .clip }
     /// The MLP's activation: QuickGELU in OpenAI's CLIP, PyTorch's exact GELU in MobileCLIP's
     /// `TransformerEncoder`.
     var activation: CLIPTransformer.Activation { layout == .mobileCLIP ? .gelu : .quickGELU }
