@@ -454,6 +454,8 @@ struct DetectCommand: ParsableCommand {
         // Photo queries (--query-image) have their own threshold; visual prompts take the global one, as
         // ultralytics' predict gives them.
         let photoQueries = textQueries..<plan.count
+        // Boxes drawn on the one photo searched: its features serve the prompts and the detection alike.
+        var promptPhoto: PreparedImage? = nil
         if !promptBoxes.isEmpty {
             // ultralytics' YOLOEVPDetectPredictor: on the photo searched, its usual letterbox; on a refer_image,
             // a square one.
@@ -468,6 +470,7 @@ struct DetectCommand: ParsableCommand {
                     )
                 }
                 prepared = try engine.prepare(path: images[0], size: thresholds.imgsz)
+                promptPhoto = prepared
             }
             let prompts = try visualPrompts()
             let embedded: [(label: String, embedding: [Float])]
@@ -568,6 +571,8 @@ struct DetectCommand: ParsableCommand {
                         let image = try ImageFile.decode(Self.standardInput(maximumSize: 1 << 30), name: "-")
                         prepared = engine.prepare(image: image, name: "-", size: thresholds.imgsz)
                         piped = image
+                    } else if let promptPhoto {
+                        prepared = promptPhoto
                     } else {
                         prepared = try engine.prepare(path: path, size: thresholds.imgsz)
                     }
