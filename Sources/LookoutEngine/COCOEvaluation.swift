@@ -327,18 +327,17 @@ public enum COCOEvaluation {
         }
         var truthMasks: [Int64: COCOMask] = [:]
         if iouType == .segm {
-            let sizes = Dictionary(uniqueKeysWithValues: truth.images.map { ($0.id, ($0.height, $0.width)) })
+            var sizes: [Int64: (height: Int, width: Int)] = [:]
+            for image in truth.images {
+                if let height = image.height, let width = image.width { sizes[image.id] = (height, width) }
+            }
             for annotation in truth.annotations {
                 guard let segmentation = annotation.segmentation else {
                     throw COCOError(
                         "ground truth",
                         "annotation \(annotation.id) has no segmentation: segmentation mAP needs one for each")
                 }
-                guard
-                    let (height, width) = sizes[annotation.imageID].flatMap({ h, w in
-                        h.flatMap { h in w.map { (h, $0) } }
-                    })
-                else {
+                guard let (height, width) = sizes[annotation.imageID] else {
                     throw COCOError(
                         "ground truth", "image \(annotation.imageID) has no width and height: masks need them")
                 }
@@ -351,15 +350,16 @@ public enum COCOEvaluation {
                 }
                 truthMasks[annotation.id] = mask
             }
-            let imageSizes = sizes
-            if let bad = detections.first(where: { d in
-                guard let mask = d.mask, let size = imageSizes[d.imageID] else { return true }
-                return size.0 != mask.height || size.1 != mask.width
-            }) {
-                throw COCOError(
-                    "detections",
-                    "a detection of image \(bad.imageID) has \(bad.mask == nil ? "no mask" : "a mask of another size than its image")"
-                )
+            for detection in detections {
+                guard let mask = detection.mask else {
+                    throw COCOError("detections", "a detection of image \(detection.imageID) has no mask")
+                }
+                guard let size = sizes[detection.imageID], size == (mask.height, mask.width) else {
+                    throw COCOError(
+                        "detections",
+                        "a detection of image \(detection.imageID) has a \(mask.height)×\(mask.width) mask, not its image's size"
+                    )
+                }
             }
         }
         let images = truth.images.map(\.id).sorted()
