@@ -20,22 +20,28 @@ struct Bottleneck: Sendable {
     }
 }
 
-/// Counts `prefix.m.0.`, `prefix.m.1.`, … in the file.
+/// Counts `prefix.m.0.`, `prefix.m.1.`, … in the file (a block is `m.N.cv1`, or `m.N.0.cv1` when it is a
+/// sequence).
 func repeatCount(_ prefix: String, in file: WeightBinding) -> Int {
     var count = 0
-    while file.has("\(prefix).m.\(count).cv1.conv.weight") { count += 1 }
+    while file.has("\(prefix).m.\(count).cv1.conv.weight") || file.has("\(prefix).m.\(count).0.cv1.conv.weight") {
+        count += 1
+    }
     return count
 }
 
-/// One block of a ``C2f`` chain: a `Bottleneck`, or in YOLO11's `C3k2(c3k=True)` a ``C3k``.
+/// One block of a ``C2f`` chain: a `Bottleneck`; in YOLO11's `C3k2(c3k=True)` a ``C3k``; in YOLO26's
+/// `C3k2(attn=True)` a Bottleneck followed by a ``PositionAttentionBlock`` (`m.N.0`, `m.N.1`).
 enum ChainBlock: Sendable {
     case bottleneck(Bottleneck)
     case c3k(C3k)
+    case attention(Bottleneck, PositionAttentionBlock)
 
     func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
         switch self {
         case .bottleneck(let block): block(x, pool: pool)
         case .c3k(let block): block(x, pool: pool)
+        case .attention(let block, let attention): attention(block(x, pool: pool), pool: pool)
         }
     }
 }
@@ -43,7 +49,8 @@ enum ChainBlock: Sendable {
 /// `C2f(c1, c2, n, shortcut)`: `cv1` 1×1 to 2c, split in halves y0, y1, a chain of n Bottlenecks from y1,
 /// `cv2` 1×1 over the concatenation of all of them. `C2fAttn` adds the max-sigmoid attention of the last
 /// one, guided by the text, before `cv2`. YOLO11's `C3k2` is the same forward (its Bottlenecks halve their
-/// width, which the weights say; with `c3k=True` its blocks are ``C3k``s, told by their `cv3`).
+/// width, which the weights say; with `c3k=True` its blocks are ``C3k``s, told by their `cv3`; with YOLO26's
+/// `attn=True` each is a Bottleneck and a position-sensitive attention block, told by `m.N.0`).
 struct C2f: Sendable {
     let cv1: Convolution
     let blocks: [ChainBlock]
@@ -55,9 +62,17 @@ struct C2f: Sendable {
         var blocks: [ChainBlock] = []
         for index in 0..<repeatCount(prefix, in: file) {
             let name = "\(prefix).m.\(index)"
-            blocks.append(
-                file.has(name + ".cv3.conv.weight")
-                    ? .c3k(try C3k(name, in: file)) : .bottleneck(try Bottleneck(name, shortcut: shortcut, in: file)))
+            if file.has(name + ".0.cv1.conv.weight") {
+                blocks.append(
+                    .attention(
+                        try Bottleneck(name + ".0", shortcut: shortcut, in: file),
+                        try PositionAttentionBlock(name + ".1", in: file)))
+            } else {
+                blocks.append(
+                    file.has(name + ".cv3.conv.weight")
+                        ? .c3k(try C3k(name, in: file))
+                        : .bottleneck(try Bottleneck(name, shortcut: shortcut, in: file)))
+            }
         }
         guard !blocks.isEmpty else {
             throw WeightsError(path: file.path, problem: "missing tensor \(prefix).m.0.cv1.conv.weight")
@@ -92,13 +107,17 @@ struct C2f: Sendable {
 }
 
 /// `SPPF(c1, c2, 5)`: `cv1` 1×1 (SiLU), three chained 5×5 max pools, `cv2` 1×1 over the four maps.
+/// YOLO26's `SPPF(c1, c2, 5, 3, True)` has no activation after `cv1` (ultralytics restores SiLU only for
+/// yaml rows of at most three arguments) and adds its input to the output (`shortcut` with `c1 == c2`).
 struct SPPF: Sendable {
     let cv1: Convolution
     let cv2: Convolution
+    let residual: Bool
 
-    init(_ prefix: String, in file: WeightBinding) throws(WeightsError) {
-        cv1 = try Convolution(conv: prefix + ".cv1", stride: 1, in: file)
+    init(_ prefix: String, yolo26: Bool = false, in file: WeightBinding) throws(WeightsError) {
+        cv1 = try Convolution(conv: prefix + ".cv1", stride: 1, activation: !yolo26, in: file)
         cv2 = try Convolution(conv: prefix + ".cv2", stride: 1, in: file)
+        residual = yolo26 && cv1.inputs == cv2.outputs
     }
 
     func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
@@ -106,7 +125,9 @@ struct SPPF: Sendable {
         let y1 = y0.maxPooled(size: 5)
         let y2 = y1.maxPooled(size: 5)
         let y3 = y2.maxPooled(size: 5)
-        return cv2(FeatureMap.concatenate([y0, y1, y2, y3]), pool: pool)
+        var y = cv2(FeatureMap.concatenate([y0, y1, y2, y3]), pool: pool)
+        if residual { y.add(x) }
+        return y
     }
 }
 
@@ -217,14 +238,15 @@ struct Backbone: Sendable {
     let sppf: SPPF  // 9
     let attention: C2PSA?  // 10 in YOLO11's graph
 
-    init(in file: WeightBinding, attention: Bool) throws(WeightsError) {
+    /// `attention`: C2PSA at layer 10 (YOLO11's and YOLO26's graphs). `yolo26`: YOLO26's SPPF (``SPPF``).
+    init(in file: WeightBinding, attention: Bool, yolo26: Bool = false) throws(WeightsError) {
         stem = try [0, 1, 3, 5, 7].map { index throws(WeightsError) in
             try Convolution(conv: "model.\(index)", stride: 2, in: file)
         }
         stages = try [2, 4, 6, 8].map { index throws(WeightsError) in
             try C2f("model.\(index)", shortcut: true, attention: false, in: file)
         }
-        sppf = try SPPF("model.9", in: file)
+        sppf = try SPPF("model.9", yolo26: yolo26, in: file)
         self.attention = attention ? try C2PSA("model.10", in: file) : nil
     }
 

@@ -47,6 +47,9 @@ struct ConnectionCheck {
                 }
                 let side = try check(c3k.cv2, "\(name).m.\(index).cv2", receives: half)
                 out = try check(c3k.cv3, "\(name).m.\(index).cv3", receives: chain + side)
+            case .attention(let bottleneck, let attention):
+                let inner = try check(bottleneck, "\(name).m.\(index).0", receives: half)
+                out = try check(attention, "\(name).m.\(index).1", receives: inner)
             }
             guard out == half else { throw fail("\(name).m.\(index) gives \(out) channels, expected \(half)") }
             concatenated += half
@@ -81,22 +84,23 @@ struct ConnectionCheck {
 
 extension ConnectionCheck {
     /// The detection head on the neck's three maps (its embeddings `text`-d wide).
-    func check(_ head: WorldDetectHead, _ name: String, receives maps: [Int]) throws(WeightsError) {
+    func check(_ head: WorldDetectHead, _ prefix: String, receives maps: [Int]) throws(WeightsError) {
+        let named = prefix + "." + head.branch  // model.23.cv2.0, model.23.one2one_cv2.0, …
         for (index, (level, inputs)) in zip(head.levels, maps).enumerated() {
-            let box = try check(chain: level.box, "\(name).cv2.\(index)", receives: inputs)
-            var embedding = try check(hidden: level.hidden, "\(name).cv3.\(index)", receives: inputs)
-            embedding = try check(level.last, "\(name).cv3.\(index).2", receives: embedding)
+            let box = try check(chain: level.box, "\(named)cv2.\(index)", receives: inputs)
+            var embedding = try check(hidden: level.hidden, "\(named)cv3.\(index)", receives: inputs)
+            embedding = try check(level.last, "\(named)cv3.\(index).2", receives: embedding)
             guard box == 4 * head.bins, head.bins > 0 else {
-                throw fail("\(name).cv2.\(index).2 gives \(box) channels, expected 4 × \(head.bins) bins")
+                throw fail("\(named)cv2.\(index).2 gives \(box) channels, expected 4 × \(head.bins) bins")
             }
             guard embedding == head.embeddingSize, level.normScale.count == head.embeddingSize else {
-                throw fail("\(name).cv3.\(index).2 gives \(embedding) channels, expected \(head.embeddingSize)")
+                throw fail("\(named)cv3.\(index).2 gives \(embedding) channels, expected \(head.embeddingSize)")
             }
             try check(
-                mask: level.mask, "\(name).cv5.\(index)", receives: inputs, coefficients: head.maskCoefficients)
+                mask: level.mask, "\(named)cv5.\(index)", receives: inputs, coefficients: head.maskCoefficients)
             let strided = level.box + level.mask + [level.last]
             guard strided.allSatisfy({ $0.stride == 1 }) else {
-                throw fail("\(name) level \(index) has a strided convolution")
+                throw fail("\(prefix) level \(index) has a strided convolution")
             }
         }
     }

@@ -109,6 +109,56 @@ public enum NonMaxSuppression {
         return kept
     }
 
+    /// What YOLO26's one-to-one head is kept by instead of NMS (ultralytics 8.4.190 `Detect.postprocess`, then
+    /// `non_max_suppression(end2end=True)`): k = min(max(`maximumDetections`, 300), anchors) candidates by score
+    /// — class-agnostic: each anchor's best query, the k best anchors; otherwise the k best anchors by their best
+    /// score, then the k best of their (anchor, query) pairs, so that one anchor can give several queries — in
+    /// descending score order (index order among equal scores), those strictly above the threshold, at most
+    /// `maximumDetections`. No box suppresses another: the head was trained to give one box per object.
+    public static func topK(_ output: [Float], classes: Int, options: SuppressionOptions = .init()) -> [Detection] {
+        let anchors = output.count / (4 + classes)
+        guard anchors > 0, classes > 0 else { return [] }
+        let k = min(max(options.maximumDetections, 300), anchors)
+        var best = [Float](repeating: -.infinity, count: anchors)
+        var bestClass = [Int](repeating: 0, count: anchors)
+        for q in 0..<classes {
+            for anchor in 0..<anchors where output[(4 + q) * anchors + anchor] > best[anchor] {
+                best[anchor] = output[(4 + q) * anchors + anchor]
+                bestClass[anchor] = q
+            }
+        }
+        /// The first `count` of `items` by descending score, index order among equal scores.
+        func strongest(
+            _ items: [(score: Float, anchor: Int, query: Int)], _ count: Int
+        )
+            -> ArraySlice<(score: Float, anchor: Int, query: Int)>
+        {
+            let order = items.indices.sorted {
+                items[$0].score > items[$1].score || (items[$0].score == items[$1].score && $0 < $1)
+            }
+            return order.prefix(count).map { items[$0] }[...]
+        }
+        let topAnchors = strongest((0..<anchors).map { (best[$0], $0, bestClass[$0]) }, k)
+        let chosen =
+            options.agnostic
+            ? topAnchors
+            : strongest(
+                topAnchors.flatMap { item in
+                    (0..<classes).map { q in (output[(4 + q) * anchors + item.anchor], item.anchor, q) }
+                }, k)
+        var kept: [Detection] = []
+        for item in chosen where item.score > (options.perClassConfidence[item.query] ?? options.confidence) {
+            let cx = output[item.anchor], cy = output[anchors + item.anchor]
+            let halfWidth = output[2 * anchors + item.anchor] / 2, halfHeight = output[3 * anchors + item.anchor] / 2
+            kept.append(
+                Detection(
+                    box: [cx - halfWidth, cy - halfHeight, cx + halfWidth, cy + halfHeight], score: item.score,
+                    classIndex: item.query, anchor: item.anchor))
+            if kept.count == options.maximumDetections { break }
+        }
+        return kept
+    }
+
     /// Boxes from the letterboxed input back to the original image (`ops.scale_boxes`, ultralytics 8.4.190):
     /// per-axis gains from the rounded resized size, padding `round((input − resized)/2 − 0.1)`, float32
     /// arithmetic, clipped to the image.

@@ -328,6 +328,43 @@ struct Proto: Sendable {
     }
 }
 
+/// YOLO26's `Proto26(ch, c_, 32)`: P4 and P5 brought to P3's channels (`feat_refine`, 1×1 `Conv`s) and size
+/// (nearest ×2, ×4), added to P3 in that order, `feat_fuse` (3×3 `Conv` to c_), then ``Proto``'s layers. Its
+/// `semseg` branch is for training only (ultralytics' `fuse()` deletes it), so it is not read.
+struct Proto26: Sendable {
+    let refine: [Convolution]
+    let fuse: Convolution
+    let proto: Proto
+
+    init(_ prefix: String, in file: WeightBinding) throws(WeightsError) {
+        refine = try [0, 1].map { index throws(WeightsError) in
+            try Convolution(conv: "\(prefix).feat_refine.\(index)", stride: 1, in: file)
+        }
+        fuse = try Convolution(conv: prefix + ".feat_fuse", stride: 1, in: file)
+        proto = try Proto(prefix, in: file)
+    }
+
+    func callAsFunction(_ maps: [FeatureMap], pool: ComputePool) -> FeatureMap {
+        var feature = maps[0]
+        feature.add(refine[0](maps[1], pool: pool).upsampled())
+        feature.add(refine[1](maps[2], pool: pool).upsampled().upsampled())
+        return proto(fuse(feature, pool: pool), pool: pool)
+    }
+}
+
+/// A segmentation head's prototype branch: `Proto` on P3 (YOLOE-v8, YOLOE-11) or ``Proto26`` on all three maps.
+enum PrototypeBranch: Sendable {
+    case proto(Proto)
+    case proto26(Proto26)
+
+    func callAsFunction(_ maps: [FeatureMap], pool: ComputePool) -> FeatureMap {
+        switch self {
+        case .proto(let proto): proto(maps[0], pool: pool)
+        case .proto26(let proto): proto(maps, pool: pool)
+        }
+    }
+}
+
 /// YOLOE's auxiliary text network `reprta = Residual(SwiGLUFFN(e, e))` and the normalisation `get_tpe` applies:
 /// `normalize(t + w3(silu(a) ⊙ b))` with `[a, b] = w12·t + b12` split in halves. What turns the text tower's
 /// output into the class embeddings the head dots with.

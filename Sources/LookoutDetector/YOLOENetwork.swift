@@ -19,7 +19,7 @@ public struct HeadOutput: Sendable {
     public var masks: MaskPrototypes?
 }
 
-/// ultralytics' YOLOE (`cfg/models/{v8,11}/yoloe-{v8,11}[-seg].yaml`, ultralytics 8.4.190; THU-MIG, "YOLOE:
+/// ultralytics' YOLOE (`cfg/models/{v8,11,26}/yoloe-{v8,11,26}[-seg].yaml`, ultralytics 8.4.190; THU-MIG, "YOLOE:
 /// Real-Time Seeing Anything"), every width and repeat count read from the weights, BatchNorm folded at load.
 ///
 /// Unlike YOLO-World the text does not enter the neck: ``backbone(_:pool:)`` and the neck depend on the
@@ -32,6 +32,11 @@ public struct HeadOutput: Sendable {
 ///   embedding branch).
 /// - YOLOE-11: YOLO11's C3k2 blocks, C2PSA (position-sensitive attention) after SPPF, and depthwise
 ///   separable convolutions in the head's embedding branch.
+/// - YOLOE-26: YOLO11's graph with a residual SPPF (no activation after its first convolution), C3k2 with
+///   attention in the last neck stage, box distances without DFL (`reg_max=1`), ``Proto26`` fed by all three
+///   maps, and a one-to-one twin of each head branch (`one2one_*`). ultralytics predicts with the one-to-many
+///   branch and NMS by default; ``run(_:classEmbeddings:classes:oneToOne:pool:)`` runs the twin instead, whose
+///   output is kept by top-k (``NonMaxSuppression/topK(_:rows:classes:limit:agnostic:)``) instead of NMS.
 ///
 /// A prompt-free file (`-pf`: `lrpc` in the head, no `reprta`) runs its own vocabulary (``PromptFreeHead``,
 /// ``promptFreeNames``) and takes no text. A file's `savpe` (``VisualPromptEncoder``) turns boxes drawn on a photo
@@ -40,6 +45,7 @@ public final class YOLOENetwork: Sendable {
     public enum Family: String, Sendable {
         case v8 = "YOLOE-v8"
         case v11 = "YOLOE-11"
+        case v26 = "YOLOE-26"
     }
 
     public let path: String
@@ -60,6 +66,11 @@ public final class YOLOENetwork: Sendable {
     let down1: Convolution, down2: Convolution
     /// The text-prompt head and its text network (nil in a prompt-free file).
     let detectHead: WorldDetectHead?
+    /// YOLOE-26's one-to-one twin of the head (`one2one_cv2`, …), used instead of NMS when asked for.
+    let oneToOneHead: WorldDetectHead?
+    /// Whether the file has the one-to-one head (YOLOE-26): ``run(_:classEmbeddings:classes:oneToOne:pool:)``
+    /// can use it.
+    public var hasOneToOneHead: Bool { oneToOneHead != nil }
     let textProjection: TextProjection?
     /// A prompt-free file's head (`lrpc`), and the names of its vocabulary (the checkpoint's `names`).
     let promptFreeHead: PromptFreeHead?
@@ -68,8 +79,8 @@ public final class YOLOENetwork: Sendable {
     let visualPromptEncoder: VisualPromptEncoder?
     /// Whether the file can be asked with boxes drawn on a photo (it has SAVPE).
     public var acceptsVisualPrompts: Bool { visualPromptEncoder != nil }
-    let proto: Proto?
-    /// Index of the head layer (22 for YOLOE-v8, 23 for YOLOE-11).
+    let proto: PrototypeBranch?
+    /// Index of the head layer (22 for YOLOE-v8, 23 for YOLOE-11 and YOLOE-26).
     let headIndex: Int
 
     /// Binds the network to `weights` strictly, as ``YOLOWorldNetwork/init(weights:precision:recorder:)`` does.
@@ -91,18 +102,20 @@ public final class YOLOENetwork: Sendable {
         }
         switch head {
         case 22: family = .v8
-        case 23 where file.has("model.10.m.0.attn.qkv.conv.weight"): family = .v11
+        case 23 where file.has("model.10.m.0.attn.qkv.conv.weight"):
+            // YOLO26's last neck stage is a C3k2 with attention blocks (`m.0.1.attn`); YOLO11's has none.
+            family = file.has("model.22.m.0.1.attn.qkv.conv.weight") ? .v26 : .v11
         default:
             throw WeightsError(
                 path: file.path, kind: .wrongModel,
                 problem:
-                    "a YOLOE head at model.\(head) with this layout is not supported: Lookout runs YOLOE-v8 (head 22) and YOLOE-11 (head 23 after C2PSA)"
+                    "a YOLOE head at model.\(head) with this layout is not supported: Lookout runs YOLOE-v8 (head 22), YOLOE-11 and YOLOE-26 (head 23 after C2PSA)"
             )
         }
         headIndex = head
         let stemWidth = try file.view("model.0.conv.weight").shape.first ?? 0
         scale = [16: "n", 32: "s", 48: "m", 64: "l", 80: "x"][stemWidth] ?? "custom (\(stemWidth) stem channels)"
-        layers = try Backbone(in: file, attention: family == .v11)
+        layers = try Backbone(in: file, attention: family != .v8, yolo26: family == .v26)
         // YOLOE-v8's neck C2f have no shortcut (args [512]); YOLO11's C3k2 keep theirs (shortcut=True).
         let (first, shortcut) = family == .v8 ? (12, false) : (13, true)
         neckUp1 = try C2f("model.\(first)", shortcut: shortcut, attention: false, in: file)
@@ -113,6 +126,9 @@ public final class YOLOENetwork: Sendable {
         neckDown2 = try C2f("model.\(first + 9)", shortcut: shortcut, attention: false, in: file)
         let prefix = "model.\(head)"
         let segments = file.has(prefix + ".proto.cv1.conv.weight")
+        oneToOneHead =
+            file.has(prefix + ".one2one_cv2.0.0.conv.weight")
+            ? try WorldDetectHead(prefix, branch: "one2one_", masks: segments, in: file) : nil
         if file.has(prefix + ".lrpc.0.vocab.weight") {
             let promptFree = try PromptFreeHead(prefix, masks: segments, in: file)
             let names = weights.classNames
@@ -134,7 +150,13 @@ public final class YOLOENetwork: Sendable {
             embeddingSize = detectHead.embeddingSize
             textProjection = try TextProjection(prefix + ".reprta.m", in: file)
         }
-        proto = segments ? try Proto(prefix + ".proto", in: file) : nil
+        if !segments {
+            proto = nil
+        } else if file.has(prefix + ".proto.feat_fuse.conv.weight") {
+            proto = .proto26(try Proto26(prefix + ".proto", in: file))
+        } else {
+            proto = .proto(try Proto(prefix + ".proto", in: file))
+        }
         visualPromptEncoder =
             file.has(prefix + ".savpe.cv3.weight") ? try VisualPromptEncoder(prefix + ".savpe", in: file) : nil
         featureChannels = layers.outputChannels
@@ -151,8 +173,11 @@ public final class YOLOENetwork: Sendable {
             strides = [8, 16, 32]
         }
         try checkConnections(path: file.path)
+        // Proto26's `semseg` is a training-only branch (ultralytics' `fuse()` deletes it before predicting).
+        let training = prefix + ".proto.semseg."
         try file.requireEverythingTaken(
-            ignoring: { $0.hasSuffix(".num_batches_tracked") }, model: "\(family.rawValue) model")
+            ignoring: { $0.hasSuffix(".num_batches_tracked") || $0.hasPrefix(training) },
+            model: "\(family.rawValue) model")
     }
 
     /// Layers 0–9 (and 10, C2PSA, in YOLOE-11): P3, P4, P5.
@@ -182,21 +207,25 @@ public final class YOLOENetwork: Sendable {
         run(features, classEmbeddings: classEmbeddings(text, classes: classes), classes: classes, pool: pool)
     }
 
-    /// Neck and head for class embeddings already through ``classEmbeddings(_:classes:)``.
+    /// Neck and head for class embeddings already through ``classEmbeddings(_:classes:)``. `oneToOne`: YOLOE-26's
+    /// one-to-one head instead of the one-to-many one (ultralytics' `nms=False`; the file must have it).
     public func run(
-        _ features: [FeatureMap], classEmbeddings: [Float], classes: Int, pool: ComputePool = .shared
+        _ features: [FeatureMap], classEmbeddings: [Float], classes: Int, oneToOne: Bool = false,
+        pool: ComputePool = .shared
     )
         -> HeadOutput
     {
         let maps = neck(features, pool: pool)
         var unused: [[Float]]? = nil
+        precondition(!oneToOne || oneToOneHead != nil, "\(path) has no one-to-one head")
+        let head = oneToOne ? oneToOneHead : detectHead
         let (output, coefficients) =
             promptFreeHead?.run(maps, strides: strides, pool: pool)
-            ?? detectHead!.run(
+            ?? head!.run(
                 maps, text: classEmbeddings, classes: classes, strides: strides, embeddings: &unused, pool: pool)
         guard let proto, let coefficients else { return HeadOutput(output: output, masks: nil) }
         return HeadOutput(
-            output: output, masks: MaskPrototypes(coefficients: coefficients, prototypes: proto(maps[0], pool: pool)))
+            output: output, masks: MaskPrototypes(coefficients: coefficients, prototypes: proto(maps, pool: pool)))
     }
 
     /// Visual prompt embeddings (ultralytics `get_vpe`): for a prompt photo's backbone outputs and one mask per
@@ -232,6 +261,16 @@ public final class YOLOENetwork: Sendable {
         } else if let detectHead, let textProjection {
             try check.check(detectHead, "model.\(headIndex)", receives: [small, medium, large])
             maskCoefficients = detectHead.maskCoefficients
+            if let twin = oneToOneHead {
+                try check.check(twin, "model.\(headIndex)", receives: [small, medium, large])
+                guard twin.embeddingSize == embeddingSize, twin.bins == detectHead.bins,
+                    twin.maskCoefficients == maskCoefficients
+                else {
+                    throw check.fail(
+                        "model.\(headIndex).one2one_* differ from the one-to-many head in embedding size, box bins or mask coefficients"
+                    )
+                }
+            }
             guard textProjection.size == embeddingSize else {
                 throw check.fail(
                     "model.\(headIndex).reprta takes \(textProjection.size)-d text, the head's embeddings are \(embeddingSize)-d"
@@ -258,8 +297,24 @@ public final class YOLOENetwork: Sendable {
                     "\(name).cv3 gives \(embedding)-d prompt embeddings, the head's are \(embeddingSize)-d")
             }
         }
-        if let proto {
-            let hidden = try check.check(proto.cv1, "model.\(headIndex).proto.cv1", receives: small)
+        if let branch = proto {
+            let name = "model.\(headIndex).proto"
+            let proto: Proto
+            var first = small
+            switch branch {
+            case .proto(let plain): proto = plain
+            case .proto26(let proto26):
+                for (index, channels) in [medium, large].enumerated() {
+                    let refined = try check.check(
+                        proto26.refine[index], "\(name).feat_refine.\(index)", receives: channels)
+                    guard refined == small else {
+                        throw check.fail("\(name).feat_refine.\(index) gives \(refined) channels, P3 has \(small)")
+                    }
+                }
+                first = try check.check(proto26.fuse, name + ".feat_fuse", receives: small)
+                proto = proto26.proto
+            }
+            let hidden = try check.check(proto.cv1, "model.\(headIndex).proto.cv1", receives: first)
             try check.expect("model.\(headIndex).proto.upsample", inputs: proto.upsample.inputs, receives: hidden)
             let up = try check.check(proto.cv2, "model.\(headIndex).proto.cv2", receives: proto.upsample.outputs)
             let count = try check.check(proto.cv3, "model.\(headIndex).proto.cv3", receives: up)
@@ -279,20 +334,24 @@ extension ConnectionCheck {
         guard hidden % 2 == 0 else { throw fail("\(name).cv1 gives \(hidden) channels, which do not split in halves") }
         let half = hidden / 2
         for (index, psa) in block.blocks.enumerated() {
-            let prefix = "\(name).m.\(index)"
-            let attention = psa.attention
-            try expect(prefix + ".attn.qkv", inputs: attention.qkv.inputs, receives: half)
-            _ = try check(attention.qkv, prefix + ".attn.qkv", receives: half)
-            try expect(
-                prefix + ".attn.pe", inputs: attention.positional.inputs, receives: attention.heads * attention.headSize
-            )
-            let out = try check(attention.projection, prefix + ".attn.proj", receives: attention.positional.outputs)
-            let expanded = try check(psa.expand, prefix + ".ffn.0", receives: out)
-            let back = try check(psa.contract, prefix + ".ffn.1", receives: expanded)
-            guard out == half, back == half else {
-                throw fail("\(prefix) gives \(back) channels, expected \(half)")
-            }
+            _ = try check(psa, "\(name).m.\(index)", receives: half)
         }
         return try check(block.cv2, name + ".cv2", receives: hidden)
+    }
+
+    /// A `PSABlock` receiving `channels`; its residual sums need every part to give them back.
+    func check(_ psa: PositionAttentionBlock, _ prefix: String, receives channels: Int) throws(WeightsError) -> Int {
+        let attention = psa.attention
+        try expect(prefix + ".attn.qkv", inputs: attention.qkv.inputs, receives: channels)
+        _ = try check(attention.qkv, prefix + ".attn.qkv", receives: channels)
+        try expect(
+            prefix + ".attn.pe", inputs: attention.positional.inputs, receives: attention.heads * attention.headSize)
+        let out = try check(attention.projection, prefix + ".attn.proj", receives: attention.positional.outputs)
+        let expanded = try check(psa.expand, prefix + ".ffn.0", receives: out)
+        let back = try check(psa.contract, prefix + ".ffn.1", receives: expanded)
+        guard out == channels, back == channels else {
+            throw fail("\(prefix) gives \(back) channels, expected \(channels)")
+        }
+        return channels
     }
 }

@@ -191,7 +191,9 @@ enum HeadLayer: Sendable {
 /// convs — in YOLOE-11 each a depthwise 3×3 and a 1×1 — and a 1×1 conv to the embedding size) whose output,
 /// batch-normalised, is dotted with each L2-normalised text feature, times `exp(logit_scale)` plus a bias;
 /// DFL turns the bins into distances, anchors and strides into boxes. YOLOE's segmentation head adds per
-/// level a mask branch (`cv5`: two 3×3 convs and a 1×1 conv to the 32 mask coefficients).
+/// level a mask branch (`cv5`: two 3×3 convs and a 1×1 conv to the 32 mask coefficients). YOLOE-26's head
+/// has one bin per side (`reg_max=1`, no DFL: the four channels are the distances) and a one-to-one twin of
+/// every branch, named `one2one_cv2`, … (`branch`).
 struct WorldDetectHead: Sendable {
     struct Level: Sendable {
         let box: [Convolution]
@@ -205,16 +207,20 @@ struct WorldDetectHead: Sendable {
     }
 
     let levels: [Level]
+    /// The branches' name prefix: empty, or `one2one_` for YOLOE-26's one-to-one twin.
+    let branch: String
     let embeddingSize: Int
+    /// Distribution bins per box side (16; 1 in YOLOE-26, whose box channels are the distances).
     let bins: Int
     /// Mask coefficients per anchor (0 without a mask branch).
     let maskCoefficients: Int
 
-    init(_ prefix: String, masks: Bool = false, in file: WeightBinding) throws(WeightsError) {
+    init(_ prefix: String, branch: String = "", masks: Bool = false, in file: WeightBinding) throws(WeightsError) {
         var levels: [Level] = []
         var index = 0
-        while file.has("\(prefix).cv2.\(index).0.conv.weight") {
-            let p2 = "\(prefix).cv2.\(index)", p3 = "\(prefix).cv3.\(index)", p4 = "\(prefix).cv4.\(index)"
+        let named = prefix + "." + branch
+        while file.has("\(named)cv2.\(index).0.conv.weight") {
+            let p2 = "\(named)cv2.\(index)", p3 = "\(named)cv3.\(index)", p4 = "\(named)cv4.\(index)"
             let box = [
                 try Convolution(conv: p2 + ".0", stride: 1, in: file),
                 try Convolution(conv: p2 + ".1", stride: 1, in: file),
@@ -222,7 +228,7 @@ struct WorldDetectHead: Sendable {
             ]
             let hidden = try Self.hiddenLayers(p3, in: file)
             let last = try Convolution(plain: p3 + ".2", in: file)
-            let mask = masks ? try Self.maskBranch("\(prefix).cv5.\(index)", in: file) : []
+            let mask = masks ? try Self.maskBranch("\(named)cv5.\(index)", in: file) : []
             let width = last.outputs
             let bn = try BatchNormStatistics(p4 + ".norm", channels: width, in: file)
             // PyTorch's eval BatchNorm (ATen `batch_norm_cpu` inference): α = (1/√(var + eps))·γ, y = fma(x, α, fma(−μ, α, β)).
@@ -240,15 +246,20 @@ struct WorldDetectHead: Sendable {
             index += 1
         }
         guard levels.count == 3 else {
-            throw WeightsError(path: file.path, problem: "\(prefix) has \(levels.count) output levels, expected 3")
+            throw WeightsError(
+                path: file.path, problem: "\(named)cv2 has \(levels.count) output levels, expected 3")
         }
         self.levels = levels
+        self.branch = branch
         embeddingSize = levels[0].last.outputs
         bins = levels[0].box[2].outputs / 4
         maskCoefficients = levels[0].mask.last?.outputs ?? 0
-        let dfl = try file.floats(prefix + ".dfl.conv.weight", shape: [1, bins, 1, 1])
-        guard dfl == (0..<bins).map(Float.init) else {
-            throw WeightsError(path: file.path, problem: "\(prefix).dfl.conv.weight is not 0, 1, …, \(bins - 1)")
+        // With one bin per side ultralytics' `dfl` is an Identity, without weights; the one-to-one twin shares it.
+        if bins > 1 && branch.isEmpty {
+            let dfl = try file.floats(prefix + ".dfl.conv.weight", shape: [1, bins, 1, 1])
+            guard dfl == (0..<bins).map(Float.init) else {
+                throw WeightsError(path: file.path, problem: "\(prefix).dfl.conv.weight is not 0, 1, …, \(bins - 1)")
+            }
         }
     }
 
@@ -474,8 +485,8 @@ struct WorldDetectHead: Sendable {
         }
     }
 
-    /// One anchor: DFL expectation of each side's distance bins, the box (centre, size) in input pixels, and
-    /// the sigmoid class scores.
+    /// One anchor: DFL expectation of each side's distance bins (the one channel itself with one bin), the
+    /// box (centre, size) in input pixels, and the sigmoid class scores.
     @inline(__always)
     static func decodeAnchor(
         _ p: Int, box: UnsafePointer<Float>, logits: UnsafePointer<Float>, constants: [Float], scale: Float,
@@ -486,6 +497,16 @@ struct WorldDetectHead: Sendable {
         let anchorY = Float(p / g.width) + 0.5
         var distances: (Float, Float, Float, Float) = (0, 0, 0, 0)
         for side in 0..<4 {
+            guard bins > 1 else {
+                let d = box[side * plane + p]
+                switch side {
+                case 0: distances.0 = d
+                case 1: distances.1 = d
+                case 2: distances.2 = d
+                default: distances.3 = d
+                }
+                continue
+            }
             var maximum = -Float.infinity
             for b in 0..<bins { maximum = max(maximum, box[(side * bins + b) * plane + p]) }
             var total: Float = 0

@@ -33,9 +33,10 @@ public struct ModelSummary: Sendable {
             tensors["model.\(head).reprta.m.w12.weight"] != nil || tensors["model.\(head).lrpc.0.vocab.weight"] != nil
         {
             let scales = [16: "n", 32: "s", 48: "m", 64: "l", 80: "x"]
+            // YOLO26's last neck stage (layer 22) is a C3k2 with attention blocks; YOLO11's has none.
             let family =
-                tensors["model.\(head).one2one_cv2.0.0.conv.weight"] != nil
-                ? "YOLOE-26" : head == 22 ? "YOLOE-v8" : "YOLOE-11"
+                head == 22
+                ? "YOLOE-v8" : tensors["model.22.m.0.1.attn.qkv.conv.weight"] != nil ? "YOLOE-26" : "YOLOE-11"
             var modes: [String] = []
             if tensors["model.\(head).reprta.m.w12.weight"] != nil { modes.append("text") }
             if tensors["model.\(head).savpe.cv3.weight"] != nil { modes.append("visual") }

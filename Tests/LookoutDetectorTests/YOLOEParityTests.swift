@@ -4,7 +4,7 @@ import LookoutTensor
 import LookoutWeights
 import Testing
 
-/// YOLOE (v8 and 11, segmentation heads) against ultralytics 8.4.190 on random-weight checkpoints it built
+/// YOLOE (v8, 11 and 26, segmentation heads) against ultralytics 8.4.190 on random-weight checkpoints it built
 /// from its own yamls (`scripts/reference/make_yoloe_fixtures.py`): the class embeddings after `get_tpe`,
 /// backbone and neck maps, the raw output (boxes, scores, mask coefficients) and the prototypes, each within
 /// ten times the reference's own float32 error (its float32 run against float64); then what `YOLOE.predict`
@@ -16,15 +16,21 @@ import Testing
     static let networks: [String: YOLOENetwork] = [
         "v8": try! YOLOENetwork(weights: WeightFile.open(fixtures + "/yoloe-v8n-seg-random.pt")),
         "11": try! YOLOENetwork(weights: WeightFile.open(fixtures + "/yoloe-11n-seg-random.pt")),
+        "26": try! YOLOENetwork(weights: WeightFile.open(fixtures + "/yoloe-26n-seg-random.pt")),
     ]
-    static let cases = ["v8-chelsea-352", "v8-rocket-416", "11-chelsea-352", "11-rocket-416"]
-    static let layers = ["v8": [4, 6, 9, 15, 18, 21], "11": [4, 6, 10, 16, 19, 22]]
+    static let cases = [
+        "v8-chelsea-352", "v8-rocket-416", "11-chelsea-352", "11-rocket-416", "26-chelsea-352", "26-rocket-416",
+    ]
+    static let layers = ["v8": [4, 6, 9, 15, 18, 21], "11": [4, 6, 10, 16, 19, 22], "26": [4, 6, 10, 16, 19, 22]]
 
     static func family(_ name: String) -> String { String(name.prefix { $0 != "-" }) }
 
     @Test func familiesAndScalesAreRecognised() {
         #expect(Self.networks["v8"]?.family == .v8)
         #expect(Self.networks["11"]?.family == .v11)
+        #expect(Self.networks["26"]?.family == .v26)
+        #expect(Self.networks["26"]?.hasOneToOneHead == true && Self.networks["11"]?.hasOneToOneHead == false)
+        #expect(Self.networks["26"]?.textTower == .mobileCLIP2 && Self.networks["11"]?.textTower == .mobileCLIP)
         #expect(Self.networks.values.allSatisfy { $0.scale == "n" && $0.segments && $0.embeddingSize == 512 })
     }
 
@@ -107,6 +113,17 @@ import Testing
     /// kinds of masks; a detection whose mask is empty is dropped, as ultralytics drops it.
     @Test(arguments: cases)
     func predictMatchesUltralytics(name: String) throws {
+        try Self.comparePredictions(name, oneToOne: false)
+    }
+
+    /// YOLOE-26 with `nms=False`: the one-to-one head, its output kept by top-k (class-agnostic, as YOLOE
+    /// predicts) instead of NMS.
+    @Test(arguments: ["26-chelsea-352", "26-rocket-416"])
+    func oneToOnePredictMatchesUltralytics(name: String) throws {
+        try Self.comparePredictions(name, oneToOne: true)
+    }
+
+    static func comparePredictions(_ name: String, oneToOne: Bool) throws {
         let network = Self.networks[Self.family(name)]!
         let file = try WeightFile.open("\(Self.fixtures)/\(name).safetensors")
         let input = NetworkParityTests.map(try file.view("input"))
@@ -114,15 +131,20 @@ import Testing
         let classes = textView.shape[1]
         let original = try file.view("original_shape").integers()
         let (photoHeight, photoWidth) = (Int(original[0]), Int(original[1]))
-        let result = network.run(network.backbone(input), text: textView.floats(), classes: classes)
+        let result = network.run(
+            network.backbone(input), classEmbeddings: network.classEmbeddings(textView.floats(), classes: classes),
+            classes: classes, oneToOne: oneToOne)
         let prototypes = try #require(result.masks)
         var options = SuppressionOptions()
-        options.confidence = Float(try #require(file.metadata["conf"].flatMap(Double.init)))
+        options.confidence = Float(try #require(file.metadata[oneToOne ? "e2e_conf" : "conf"].flatMap(Double.init)))
         options.agnostic = true
-        let kept = NonMaxSuppression.run(result.output, classes: classes, options: options)
+        let kept =
+            oneToOne
+            ? NonMaxSuppression.topK(result.output, classes: classes, options: options)
+            : NonMaxSuppression.run(result.output, classes: classes, options: options)
 
-        for retina in [false, true] {
-            let prefix = retina ? "retina_" : ""
+        for retina in oneToOne ? [false] : [false, true] {
+            let prefix = oneToOne ? "e2e_" : retina ? "retina_" : ""
             let reference = try file.view(prefix + "detections").floats()
             let expectedMasks = try Self.masks(file, prefix + "masks")
             let scaled = NonMaxSuppression.scaleBoxes(

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Random-weight YOLOE checkpoints and ultralytics' own outputs for them (issue 31).
 
-For each family (YOLOE-v8, YOLOE-11) at scale n, segmentation head:
+For each family (YOLOE-v8, YOLOE-11, YOLOE-26) at scale n, segmentation head:
 - the real architecture is built by ultralytics from its yaml (`YOLOE("yoloe-11n-seg.yaml")`, no download),
   BatchNorm statistics calibrated on real photos (cumulative averages in train mode) so that outputs depend
   on the image, the contrastive head's bias and logit scale set so that scores cross the usual thresholds
@@ -19,6 +19,15 @@ For each family (YOLOE-v8, YOLOE-11) at scale n, segmentation head:
   `retina_detections` / `retina_masks` (`retina_masks=True`: masks at the photo's size); masks are stored one bit
   per pixel (numpy.packbits) with their shape in the metadata (`masks_shape`, `retina_masks_shape`).
   The same case is run in float64 and the reference's own float32 error recorded in the metadata.
+- YOLOE-26 (`end2end: True`, `reg_max: 1` in its yaml) has a one-to-one twin of every head branch
+  (`one2one_cv2/3/4/5`) beside the one-to-many one, and a Proto26 mask branch (with a training-only `semseg`).
+  ultralytics 8.4.190 predicts with the one-to-many branch and NMS by default (`nms=None`); with `nms=False`
+  it runs the one-to-one branch and keeps the top 300 (at least `max_det`) instead of NMS. The one-to-one
+  branch's weights are perturbed (ultralytics starts them as copies) and its contrastive bias set apart, so
+  that a port that reads the wrong branch fails; its predictions are recorded too:
+  `e2e_detections`, `e2e_masks` (`predict(nms=False)`).
+
+    python scripts/reference/make_yoloe_fixtures.py [v8] [11] [26]     (all three by default)
 """
 from __future__ import annotations
 
@@ -37,7 +46,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 OUT = os.path.join(ROOT, "Tests", "Fixtures", "yoloe")
 PHOTOS = os.path.join(ROOT, "examples", "photos")
 # Backbone outputs (P3, P4, P5) and neck outputs (the head's inputs) per family.
-LAYERS = {"v8": (4, 6, 9, 15, 18, 21), "11": (4, 6, 10, 16, 19, 22)}
+LAYERS = {"v8": (4, 6, 9, 15, 18, 21), "11": (4, 6, 10, 16, 19, 22), "26": (4, 6, 10, 16, 19, 22)}
 CASES = [("chelsea", "chelsea.jpg", 352, 3), ("rocket", "rocket.jpg", 416, 5)]
 
 
@@ -67,12 +76,19 @@ def make_checkpoint(family: str) -> str:
     torch.manual_seed(31)
     model = YOLOE(f"yoloe-{family}n-seg.yaml")
     net = model.model
-    calibrate_batchnorm(net)
     head = net.model[-1]
+    with torch.no_grad():  # the one-to-one twins start as copies: make each differ from its one-to-many branch
+        for name in ("one2one_cv2", "one2one_cv3", "one2one_cv5"):
+            for parameter in (getattr(head, name, None) or torch.nn.ModuleList()).parameters():
+                parameter.mul_(1 + 0.3 * torch.randn_like(parameter))
+    calibrate_batchnorm(net)
     with torch.no_grad():
         for contrastive in head.cv4:
             contrastive.bias.fill_(-3.5)
             contrastive.logit_scale.fill_(0.0)
+        for contrastive in getattr(head, "one2one_cv4", None) or []:
+            contrastive.bias.fill_(-4.0)
+            contrastive.logit_scale.fill_(0.1)
         head.reprta.m.w3.weight.normal_(0, 0.02)
         head.reprta.m.w3.bias.normal_(0, 0.02)
     os.makedirs(OUT, exist_ok=True)
@@ -150,6 +166,17 @@ def make_references(family: str, path: str) -> None:
             # One bit per pixel (numpy.packbits: row-major over N×H×W, most significant bit first).
             tensors[prefix + "masks"] = torch.from_numpy(np.packbits(masks.numpy().astype(bool)))
             shapes[prefix + "masks_shape"] = ",".join(str(d) for d in masks.shape)
+        if family == "26":  # the one-to-one branch, top-k instead of NMS
+            e2e_conf = useful_conf(lambda c: model.predict(
+                os.path.join(PHOTOS, image), imgsz=size, conf=c, nms=False, save=False, verbose=False)[0])
+            result = model.predict(os.path.join(PHOTOS, image), imgsz=size, conf=e2e_conf, nms=False, save=False,
+                                   verbose=False)[0]
+            shapes["e2e_conf"] = f"{e2e_conf:g}"
+            boxes = result.boxes
+            tensors["e2e_detections"] = torch.cat([boxes.xyxy, boxes.conf[:, None], boxes.cls[:, None]], dim=1).float()
+            masks = (result.masks.data if result.masks is not None else torch.zeros(0, *(x.shape[2:]))).to(torch.uint8)
+            tensors["e2e_masks"] = torch.from_numpy(np.packbits(masks.numpy().astype(bool)))
+            shapes["e2e_masks_shape"] = ",".join(str(d) for d in masks.shape)
         original = cv2.imread(os.path.join(PHOTOS, image)).shape[:2]
         tensors["original_shape"] = torch.tensor(list(original), dtype=torch.int64)
         name = f"{family}-{case}-{size}"
@@ -165,7 +192,7 @@ def make_references(family: str, path: str) -> None:
 
 def main() -> None:
     reference_env.ultralytics_nms_without_torchvision()
-    for family in ("v8", "11"):
+    for family in sys.argv[1:] or ("v8", "11", "26"):
         path = make_checkpoint(family)
         make_references(family, path)
 
