@@ -60,6 +60,27 @@ import Testing
         #expect(throws: WeightsError.self) { _ = try YOLOENetwork(weights: WeightFile.open(path)) }
     }
 
+    /// YOLOE-26's own parts: Proto26's refining convolutions and the one-to-one head are checked like the rest,
+    /// and its training-only `semseg` branch is the one thing not read.
+    @Test func yoloe26PartsThatDoNotFitAreNamed() throws {
+        let source = try WeightFile.open(NetworkParityTests.root + "/Tests/Fixtures/yoloe/yoloe-26n-seg-random.pt")
+        let entries = StrictBindingTests.entries(of: source)
+        #expect(try Self.loadError(entries) == nil)
+        for name in ["model.23.proto.feat_refine.1.conv.weight", "model.23.one2one_cv2.1.0.conv.weight"] {
+            let width = source.tensors[name]!.shape[1]
+            let layer = name.replacingOccurrences(of: ".conv.weight", with: "")
+            #expect(
+                try Self.loadError(StrictBindingTests.resized(entries, name, axis: 1, to: width + 8))
+                    == "\(layer) takes \(width + 8) input channels but the layers before it give \(width)")
+        }
+        let withoutTwinBias = entries.filter { $0.0 != "model.23.one2one_cv4.2.bias" }
+        #expect(try Self.loadError(withoutTwinBias)?.contains("model.23.one2one_cv4.2.bias") == true)
+        #expect(try openDetector(source).familyName == "YOLOE-26")
+        try StrictBindingTests.expectFuzzedShapesRefused(
+            source: source, seed: 26, leftAlone: { $0.hasPrefix("attribute.") || $0.contains(".proto.semseg.") },
+            load: Self.loadYOLOE)
+    }
+
     /// The seeded fuzz of ``StrictBindingTests``: 40 mutations, every file refused (SAVPE's tensors included); the
     /// attributes are left alone.
     @Test func fuzzedShapesAreRefused() throws {
