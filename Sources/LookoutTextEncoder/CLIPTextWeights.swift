@@ -6,6 +6,9 @@ public struct CLIPTextConfiguration: Sendable, Equatable {
     public enum Layout: String, Sendable {
         /// OpenAI names (`ViT-B-32.pt`, open_clip): `transformer.resblocks.N.attn.in_proj_weight`, …
         case openAI = "openai"
+        /// The same names under a module prefix, as open_clip's `CustomTextCLIP` keeps its `TextTransformer`
+        /// (`text.transformer.resblocks.N.…`, `text.attn_mask`): MobileCLIP2-B, YOLOE-26's `mobileclip2_b.ts`.
+        case openCLIP = "openclip"
         /// Hugging Face names (`text_model.encoder.layers.N.self_attn.q_proj.weight`, …).
         case huggingFace = "huggingface"
         /// Apple's MobileCLIP text encoder as ultralytics traces it into `mobileclip_blt.ts` (YOLOE's text
@@ -23,12 +26,15 @@ public struct CLIPTextConfiguration: Sendable, Equatable {
     public let embeddingSize: Int
     public let layerNormEpsilon: Float = 1e-5
 
-    /// Which tower this is: CLIP (YOLO-World's) or MobileCLIP (YOLOE's). The two share the tokenizer and the
-    /// transformer's shape and differ in weights, names and the MLP's activation.
-    public var family: TextTower { layout == .mobileCLIP ? .mobileCLIP : .clip }
-    /// The MLP's activation: QuickGELU in OpenAI's CLIP, PyTorch's exact GELU in MobileCLIP's
-    /// `TransformerEncoder`.
-    var activation: CLIPTransformer.Activation { layout == .mobileCLIP ? .gelu : .quickGELU }
+    /// Whether the MLP's activation is PyTorch's exact GELU (MobileCLIP's `TransformerEncoder`; open_clip's
+    /// default, which a TorchScript file's code shows as `torch.gelu`) rather than OpenAI's QuickGELU.
+    public let exactGELU: Bool
+
+    /// Which tower this is: CLIP (YOLO-World's), MobileCLIP (YOLOE-v8/11's) or MobileCLIP2 (YOLOE-26's: CLIP's
+    /// names, exact GELU). They share the tokenizer and the transformer's shape and differ in weights, names
+    /// and the MLP's activation.
+    public var family: TextTower { layout == .mobileCLIP ? .mobileCLIP : exactGELU ? .mobileCLIP2 : .clip }
+    var activation: CLIPTransformer.Activation { exactGELU ? .gelu : .quickGELU }
 }
 
 /// A Linear layer: weight `outputs × inputs` (PyTorch layout), bias `outputs`, packed at load for Lookout's
@@ -138,8 +144,15 @@ struct CLIPTextWeights: Sendable {
             return bits
         }
         let layout: CLIPTextConfiguration.Layout
+        // open_clip's text tower under a module prefix (`text.` in a CustomTextCLIP): the one prefix P with
+        // P + "ln_final.weight" and P + "token_embedding.weight".
+        let prefixed = weights.names.filter { $0.hasSuffix(".ln_final.weight") }.map { String($0.dropLast(15)) }
+            .filter { weights.tensors[$0 + "token_embedding.weight"] != nil }
+        var prefix = ""
         if file.has("ln_final.weight") {
             layout = .openAI
+        } else if prefixed.count == 1 {
+            (layout, prefix) = (.openCLIP, prefixed[0])
         } else if file.has("text_model.final_layer_norm.weight") {
             layout = .huggingFace
         } else if file.has("text_encoder.final_layer_norm.weight") {
@@ -148,10 +161,10 @@ struct CLIPTextWeights: Sendable {
             throw WeightsError(
                 path: file.path, kind: .wrongModel,
                 problem: "not a CLIP or MobileCLIP text encoder: none of ln_final.weight (OpenAI names), "
-                    + "text_model.final_layer_norm.weight (Hugging Face names) or "
-                    + "text_encoder.final_layer_norm.weight (MobileCLIP) is present")
+                    + "text.ln_final.weight (open_clip, MobileCLIP2), text_model.final_layer_norm.weight "
+                    + "(Hugging Face names) or text_encoder.final_layer_norm.weight (MobileCLIP) is present")
         }
-        let names = Names(layout)
+        let names = Names(layout, prefix: prefix)
         let hf = layout == .huggingFace
         let width = try file.view(names.finalNorm + ".weight").shape.first ?? 0
         let tokenView = try file.view(names.token)
@@ -181,7 +194,22 @@ struct CLIPTextWeights: Sendable {
 
         configuration = CLIPTextConfiguration(
             layout: layout, width: width, layers: layerCount, heads: width / 64, contextLength: context,
-            vocabularySize: vocabulary, embeddingSize: embedding)
+            vocabularySize: vocabulary, embeddingSize: embedding,
+            exactGELU: layout == .mobileCLIP || weights.metadata["torchscript.calls_gelu"] == "true")
+        // open_clip keeps its causal mask as a buffer (`attn_mask`, −inf above the diagonal): Lookout applies that
+        // mask, so a file whose mask is another one is not this model.
+        if let mask = names.causalMask, file.has(mask) {
+            let values = try file.floats(mask, shape: [context, context])
+            for row in 0..<context {
+                for column in 0..<context where (values[row * context + column] == -.infinity) != (column > row) {
+                    throw WeightsError(
+                        path: file.path,
+                        problem:
+                            "\(mask) is not a causal mask (−inf exactly above the diagonal) at row \(row), column \(column)"
+                    )
+                }
+            }
+        }
         // One copy of the token table, in the file's precision (49,408 × 512 halves are 51 MB; as floats 101).
         if let bits = try halves(names.token, shape: [vocabulary, width]) {
             tokenEmbedding = .halves(bits)
@@ -257,7 +285,7 @@ struct CLIPTextWeights: Sendable {
         let otherTowers = names.otherTowers
         try file.requireEverythingTaken(
             ignoring: { name in otherTowers.contains { name == $0 || ($0.hasSuffix(".") && name.hasPrefix($0)) } },
-            model: "\(layout == .mobileCLIP ? "MobileCLIP" : "CLIP") text encoder")
+            model: "\(configuration.family.rawValue) text encoder")
     }
 
     /// Where each layout keeps the encoder's tensors; per-layer names follow `layers` + `N.`.
@@ -266,17 +294,28 @@ struct CLIPTextWeights: Sendable {
         let ln1, ln2, inProjectionWeight, inProjectionBias, outProjection, fc, fcOut: String
         /// Tensors of the rest of a full model file (image tower, logit scale, size buffers), not read.
         let otherTowers: [String]
+        /// open_clip's causal mask buffer, checked rather than read.
+        var causalMask: String? = nil
 
-        init(_ layout: CLIPTextConfiguration.Layout) {
+        init(_ layout: CLIPTextConfiguration.Layout, prefix: String = "") {
             switch layout {
-            case .openAI:
-                (finalNorm, token, position) = ("ln_final", "token_embedding.weight", "positional_embedding")
-                (projection, layers) = ("text_projection", "transformer.resblocks.")
+            case .openAI, .openCLIP:
+                let p = prefix
+                (finalNorm, token, position) = (
+                    p + "ln_final", p + "token_embedding.weight", p + "positional_embedding"
+                )
+                (projection, layers) = (p + "text_projection", p + "transformer.resblocks.")
                 (ln1, ln2, inProjectionWeight, inProjectionBias) = (
                     "ln_1", "ln_2", "attn.in_proj_weight", "attn.in_proj_bias"
                 )
                 (outProjection, fc, fcOut) = ("attn.out_proj", "mlp.c_fc", "mlp.c_proj")
-                otherTowers = ["visual.", "logit_scale", "input_resolution", "context_length", "vocab_size"]
+                if layout == .openCLIP {
+                    // A CustomTextCLIP's other parts: its image tower, logit scale and bias.
+                    otherTowers = ["visual.", "logit_scale", "logit_bias"]
+                    causalMask = p + "attn_mask"
+                } else {
+                    otherTowers = ["visual.", "logit_scale", "input_resolution", "context_length", "vocab_size"]
+                }
             case .huggingFace:
                 finalNorm = "text_model.final_layer_norm"
                 token = "text_model.embeddings.token_embedding.weight"

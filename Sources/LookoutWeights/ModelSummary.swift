@@ -62,6 +62,10 @@ public struct ModelSummary: Sendable {
                 "positional_embedding"
             ),
             (
+                "openclip", "text.", "text.transformer.resblocks.", "text.ln_final.weight",
+                "text.token_embedding.weight", "text.positional_embedding"
+            ),
+            (
                 "huggingface", "text_model.", "text_model.encoder.layers.", "text_model.final_layer_norm.weight",
                 "text_model.embeddings.token_embedding.weight", "text_model.embeddings.position_embedding.weight"
             ),
@@ -78,8 +82,11 @@ public struct ModelSummary: Sendable {
             var layers = 0
             while tensors.keys.contains(where: { $0.hasPrefix("\(layerPrefix)\(layers).") }) { layers += 1 }
             let projection = tensors[
-                ["openai": "text_projection", "huggingface": "text_projection.weight"][layout]
-                    ?? "text_encoder.projection_layer"]
+                [
+                    "openai": "text_projection", "openclip": "text.text_projection",
+                    "huggingface": "text_projection.weight",
+                ][
+                    layout] ?? "text_encoder.projection_layer"]
             let embedding = layout == "huggingface" ? projection?.shape.first ?? width : projection?.shape.last ?? width
             // MobileCLIP keeps its positions as [1, 1, context, width].
             let context = layout == "mobileclip" ? positions.shape.dropLast().last ?? 0 : positions.shape.first ?? 0

@@ -158,6 +158,12 @@ enum TorchArchive {
                 switch entry.value {
                 case .tensor(let reference): try add(prefix + name, reference)
                 case .object(let child) where child.module.hasPrefix("__torch__"):
+                    // The module tree says what no tensor does: which activation the model calls. PyTorch's
+                    // nn.GELU pickles as `__torch__.torch.nn.modules.activation[.___torch_mangle_N].GELU`;
+                    // OpenAI CLIP's QuickGELU is its own class (`__torch__.clip.model.QuickGELU`).
+                    if child.module.hasPrefix("__torch__.torch.nn.modules.activation"), child.name == "GELU" {
+                        metadata["torchscript.calls_gelu"] = "true"
+                    }
                     try collectScript(child, prefix: prefix + name + ".", depth: depth + 1)
                 default: break
                 }

@@ -46,10 +46,14 @@ struct ModelsCommand: ParsableCommand {
                     "  model: \(family) \(segments ? "segmentation" : "detection") model, scale \(scale); prompts in the file: \(modes.joined(separator: ", ")) (\(runs))\n"
             case .clipTextEncoder(
                 let layout, let width, let layers, let heads, let vocabulary, let context, let embedding):
-                out +=
+                // CLIP's names with exact GELU (a TorchScript file's code calls torch.gelu): MobileCLIP2.
+                let tower =
                     layout == "mobileclip"
-                    ? "  model: MobileCLIP text encoder (YOLOE's text tower): width \(width), \(layers) layers, \(heads) heads, "
-                    : "  model: CLIP text encoder (\(layout) names): width \(width), \(layers) layers, \(heads) heads, "
+                    ? "MobileCLIP text encoder (YOLOE-v8/11's text tower)"
+                    : weights.metadata["torchscript.calls_gelu"] == "true"
+                        ? "MobileCLIP2 text encoder (YOLOE-26's text tower, \(layout) names)"
+                        : "CLIP text encoder (\(layout) names)"
+                out += "  model: \(tower): width \(width), \(layers) layers, \(heads) heads, "
                 out += "vocabulary \(vocabulary), context \(context), embedding \(embedding)\n"
             case .unknown:
                 out +=

@@ -139,22 +139,59 @@ import Testing
     /// Typed queries through YOLOE's own text tower: a random MobileCLIP text encoder in ultralytics'
     /// TorchScript format (Tests/Fixtures/weights/mobileclip-tiny-random.ts), against `YOLOE.predict` after
     /// `set_classes(names, get_text_pe(names))` through the same file (scripts/reference/make_mobileclip_fixtures.py).
-    @Test func typedQueriesThroughMobileCLIP() throws {
-        let file = try WeightFile.open(Self.fixtures + "/11-mobileclip-chelsea-352.safetensors")
+    /// YOLOE-26 likewise through its own tower, MobileCLIP2-B (Tests/Fixtures/weights/mobileclip2-tiny-random.ts,
+    /// open_clip's text transformer traced as scripts/reference/make_mobileclip2_fixtures.py says), against
+    /// `YOLOE.predict` of the random YOLOE-26n-seg.
+    @Test(arguments: [
+        ("11-mobileclip-chelsea-352", "yoloe-11n-seg-random.pt", "mobileclip-tiny-random.ts"),
+        ("26-mobileclip2-chelsea-352", "yoloe-26n-seg-random.pt", "mobileclip2-tiny-random.ts"),
+    ])
+    func typedQueriesThroughMobileCLIP(reference: String, detector: String, tower: String) throws {
+        let file = try WeightFile.open(Self.fixtures + "/\(reference).safetensors")
         let names = try JSONDocument(text: file.metadata["names"]!).root.elements!.map { $0.string! }
         let photoSize = try file.view("original_shape").floats().map { Int($0) }
-        let (_, conf, expected, masks) = try Self.reference("11-mobileclip-chelsea-352")
+        let (_, conf, expected, masks) = try Self.reference(reference)
         let result = try CLI.run([
-            "detect", CLI.root + "/examples/photos/chelsea.jpg", "--detector", Self.detector, "--text-model",
-            CLI.root + "/Tests/Fixtures/weights/mobileclip-tiny-random.ts", "--imgsz", "352", "--conf", conf,
+            "detect", CLI.root + "/examples/photos/chelsea.jpg", "--detector", Self.fixtures + "/" + detector,
+            "--text-model", CLI.root + "/Tests/Fixtures/weights/" + tower, "--imgsz", "352", "--conf", conf,
             "--json", "-q", names.joined(separator: ","),
         ])
         try #require(result.status == 0, "\(result.stderr)")
         let (count, worst) = try Self.compare(
             result.stdout, expected: expected, masks: masks, labels: names, photoSize: photoSize)
-        print("YOLOE detect with MobileCLIP queries: \(count) detections, worst mask IoU \(worst)")
+        print("\(reference): detect with typed queries: \(count) detections, worst mask IoU \(worst)")
         #expect(count >= 3)
         #expect(worst >= 0.99)
+    }
+
+    /// Each YOLOE family reads its own tower: MobileCLIP with YOLOE-26 and MobileCLIP2 with YOLOE-11 are refused,
+    /// naming the file that fits; `models inspect` names YOLOE-26 and MobileCLIP2.
+    @Test func theTowersOfYOLOE11And26AreNotMixed() throws {
+        let weights = CLI.root + "/Tests/Fixtures/weights/"
+        for (detector, tower, message) in [
+            ("yoloe-26n-seg-random.pt", "mobileclip-tiny-random.ts", "but YOLOE-26"),
+            (
+                "yoloe-11n-seg-random.pt", "mobileclip2-tiny-random.ts",
+                "this is a MobileCLIP2 text encoder, but YOLOE-11"
+            ),
+        ] {
+            let result = try CLI.run([
+                "detect", Self.photo, "--detector", Self.fixtures + "/" + detector, "--text-model", weights + tower,
+                "-q", "rocket",
+            ])
+            #expect(result.status != 0 && result.stderr.contains(message), "\(result.stderr)")
+        }
+        let refused = try CLI.run([
+            "detect", Self.photo, "--detector", Self.fixtures + "/yoloe-26n-seg-random.pt", "--text-model",
+            weights + "mobileclip-tiny-random.ts", "-q", "rocket",
+        ])
+        #expect(refused.stderr.contains("mobileclip2_b.ts"), "\(refused.stderr)")
+        let detector = try CLI.run(["models", "inspect", Self.fixtures + "/yoloe-26n-seg-random.pt"])
+        #expect(detector.stdout.contains("YOLOE-26 segmentation model, scale n"), "\(detector.stdout)")
+        let tower = try CLI.run(["models", "inspect", weights + "mobileclip2-tiny-random.ts"])
+        #expect(
+            tower.stdout.contains("MobileCLIP2 text encoder (YOLOE-26's text tower, openclip names): width 128"),
+            "\(tower.stdout)")
     }
 
     /// `index` and `search` with YOLOE: YOLOE's neck does not read the text, so a stored region's embedding is
@@ -327,7 +364,7 @@ import Testing
         )
         let tower = try CLI.run(["models", "inspect", CLI.root + "/Tests/Fixtures/weights/mobileclip-tiny-random.ts"])
         #expect(
-            tower.stdout.contains("MobileCLIP text encoder (YOLOE's text tower): width 128, 2 layers"),
+            tower.stdout.contains("MobileCLIP text encoder (YOLOE-v8/11's text tower): width 128, 2 layers"),
             "\(tower.stdout)")
     }
 

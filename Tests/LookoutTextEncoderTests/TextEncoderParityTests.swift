@@ -103,6 +103,35 @@ import Testing
         }
     }
 
+    /// YOLOE-26's text tower: open_clip's MobileCLIP2-B text transformer (random, 2 layers of width 128) traced
+    /// into the form ultralytics loads as `mobileclip2_b.ts`, against `MobileCLIPTS.encode_text` on the same file
+    /// (scripts/reference/make_mobileclip2_fixtures.py): CLIP's names under `text.`, exact GELU (told by the
+    /// traced code), the causal mask buffer checked. Converted to canonical safetensors it stays MobileCLIP2.
+    @Test func mobileCLIP2MatchesUltralytics() throws {
+        let path = Self.root + "/Tests/Fixtures/weights/mobileclip2-tiny-random.ts"
+        let canonical = NSTemporaryDirectory() + "lookout-mobileclip2-\(UUID().uuidString).safetensors"
+        defer { try? FileManager.default.removeItem(atPath: canonical) }
+        try WeightFile.open(path).writeCanonical(to: canonical)
+        let file = try WeightFile.open(Self.root + "/Tests/Fixtures/text/mobileclip2-tiny-expected.safetensors")
+        let tolerance = 10 * Float(file.metadata["reference_error"]!)!
+        let expected = Self.rows(try file.view("mobileclip2-tiny-random.ts"))
+        for source in [path, canonical] {
+            let encoder = try CLIPTextEncoder(contentsOf: source)
+            let configuration = encoder.configuration
+            #expect(configuration.layout == .openCLIP && configuration.family == .mobileCLIP2)
+            #expect(configuration.width == 128 && configuration.heads == 2 && configuration.layers == 2)
+            for oneByOne in [false, true] {
+                let (maxError, minCosine) = Self.compare(
+                    encoder: encoder, prompts: Self.prompts, expected: expected, oneByOne: oneByOne)
+                print(
+                    "MobileCLIP2 (\(source.hasSuffix(".ts") ? "TorchScript" : "canonical"), one by one: \(oneByOne)): max |error| \(maxError) (≤ \(tolerance)), min cosine \(minCosine)"
+                )
+                #expect(maxError <= tolerance)
+                #expect(minCosine >= 0.99999)
+            }
+        }
+    }
+
     /// OpenAI names in safetensors: the TorchScript file converted to Lookout's canonical form (F32).
     @Test func canonicalSafetensorsWithOpenAINames() throws {
         let output = NSTemporaryDirectory() + "lookout-clip-\(UUID().uuidString).safetensors"

@@ -145,9 +145,10 @@ def tiny() -> None:
     yoloe_through_tower(path)
 
 
-def yoloe_through_tower(tower: str) -> None:
+def yoloe_through_tower(tower: str, family: str = "11", label: str = "mobileclip") -> None:
     """YOLOE.predict with classes set from typed names: YOLOEModel.get_text_pe through this tower (tokenize,
-    encode_text, get_tpe), then set_classes and predict with retina masks, as a user's script does."""
+    encode_text, get_tpe), then set_classes and predict with retina masks, as a user's script does; written to
+    Tests/Fixtures/yoloe/<family>-<label>-chelsea-352.safetensors."""
     import ultralytics
     from safetensors.torch import save_file
     from ultralytics import YOLOE
@@ -159,7 +160,7 @@ def yoloe_through_tower(tower: str) -> None:
     out = os.path.join(ROOT, "Tests", "Fixtures", "yoloe")
     names = ["cat", "a tabby cat on a sofa", "red car", "sky"]
     image, size = "chelsea.jpg", 352
-    model = YOLOE(os.path.join(out, "yoloe-11n-seg-random.pt"))
+    model = YOLOE(os.path.join(out, f"yoloe-{family}n-seg-random.pt"))
     model.model.clip_model = MobileCLIPTS(torch.device("cpu"), weight=tower)
     with torch.no_grad():
         text = model.model.get_text_pe(names, cache_clip_model=True, without_reprta=True)
@@ -170,12 +171,12 @@ def yoloe_through_tower(tower: str) -> None:
                            verbose=False)[0]
     tensors, shapes = retina_record(result, os.path.join(photos, image))
     tensors["text"] = text.float()
-    save_file({k: v.contiguous() for k, v in tensors.items()}, os.path.join(out, f"11-mobileclip-chelsea-{size}.safetensors"),
+    save_file({k: v.contiguous() for k, v in tensors.items()}, os.path.join(out, f"{family}-{label}-chelsea-{size}.safetensors"),
               metadata={"ultralytics": ultralytics.__version__, "torch": torch.__version__, "image": image,
                         "imgsz": str(size), "conf": f"{conf:g}", "iou": "0.7", "agnostic_nms": "True",
                         "names": json.dumps(names), "tower": os.path.basename(tower),
                         **shapes})
-    print(f"YOLOE-11n through the tower: {len(result.boxes)} detections at conf {conf} for {names}")
+    print(f"YOLOE-{family}n through the tower: {len(result.boxes)} detections at conf {conf} for {names}")
 
 
 def full(directory: str) -> None:
