@@ -11,6 +11,7 @@ import Testing
 @Suite struct FullSizeParityTests {
     static let directory = ProcessInfo.processInfo.environment["LOOKOUT_FULL_CLIP_DIR"]
     static let mobileCLIPDirectory = ProcessInfo.processInfo.environment["LOOKOUT_FULL_MOBILECLIP_DIR"]
+    static let mobileCLIP2Directory = ProcessInfo.processInfo.environment["LOOKOUT_FULL_MOBILECLIP2_DIR"]
 
     @Test(.enabled(if: directory != nil, "set LOOKOUT_FULL_CLIP_DIR (scripts/check-full-clip)"))
     func fullSizeViTB32MatchesReference() throws {
@@ -51,17 +52,36 @@ import Testing
     /// --filter FullSizeParityTests`.
     @Test(.enabled(if: mobileCLIPDirectory != nil, "set LOOKOUT_FULL_MOBILECLIP_DIR"))
     func fullSizeMobileCLIPMatchesReference() throws {
-        let directory = try #require(Self.mobileCLIPDirectory)
+        try Self.compareFullSize(
+            directory: try #require(Self.mobileCLIPDirectory), file: "mobileclip_blt-random.ts",
+            expected: "expected-mobileclip.json", layout: .mobileCLIP, label: "MobileCLIP-B")
+    }
+
+    /// YOLOE-26's text tower at full size: open_clip's MobileCLIP2-B text tower (random) traced as
+    /// scripts/reference/make_mobileclip2_fixtures.py says, the size of the official `mobileclip2_b.ts` within
+    /// 0.1%, against `MobileCLIPTS.encode_text`. Opt-in for its 254 MB: `make_mobileclip2_fixtures.py --full DIR`,
+    /// then `LOOKOUT_FULL_MOBILECLIP2_DIR=DIR swift test -c release --filter FullSizeParityTests`.
+    @Test(.enabled(if: mobileCLIP2Directory != nil, "set LOOKOUT_FULL_MOBILECLIP2_DIR"))
+    func fullSizeMobileCLIP2MatchesReference() throws {
+        try Self.compareFullSize(
+            directory: try #require(Self.mobileCLIP2Directory), file: "mobileclip2_b-random.ts",
+            expected: "expected-mobileclip2.json", layout: .openCLIP, label: "MobileCLIP2-B")
+    }
+
+    static func compareFullSize(
+        directory: String, file: String, expected expectedName: String, layout: CLIPTextConfiguration.Layout,
+        label: String
+    ) throws {
         let expected = try JSONDocument(
-            bytes: try FileContents.read(directory + "/expected-mobileclip.json", maximumSize: 1 << 30)
+            bytes: try FileContents.read(directory + "/" + expectedName, maximumSize: 1 << 30)
         ).root
-        let encoder = try CLIPTextEncoder(contentsOf: directory + "/mobileclip_blt-random.ts")
+        let encoder = try CLIPTextEncoder(contentsOf: directory + "/" + file)
         let c = encoder.configuration
-        #expect(c.layout == .mobileCLIP && c.width == 512 && c.layers == 12 && c.heads == 8)
+        #expect(c.layout == layout && c.exactGELU && c.width == 512 && c.layers == 12 && c.heads == 8)
         #expect(c.embeddingSize == 512 && c.contextLength == 77 && c.vocabularySize == 49408)
         let promptsNode = expected["prompts"]!
         let prompts = (0..<promptsNode.count).map { promptsNode[$0].string! }
-        let rowsNode = expected["mobileclip_blt-random.ts"]!
+        let rowsNode = expected[file]!
         let reference = (0..<rowsNode.count).map { row in
             (0..<rowsNode[row].count).map { Float(rowsNode[row][$0].number!) }
         }
@@ -70,7 +90,7 @@ import Testing
             let (maxError, minCosine) = TextEncoderParityTests.compare(
                 encoder: encoder, prompts: prompts, expected: reference, oneByOne: oneByOne)
             print(
-                "full-size MobileCLIP-B (one by one: \(oneByOne)): max |error| \(maxError), min cosine \(minCosine) over \(prompts.count) prompts, tolerance \(tolerance)"
+                "full-size \(label) (one by one: \(oneByOne)): max |error| \(maxError), min cosine \(minCosine) over \(prompts.count) prompts, tolerance \(tolerance)"
             )
             #expect(maxError <= tolerance)
             #expect(minCosine >= 0.99999)
