@@ -371,7 +371,7 @@ import Testing
     /// Visual prompts: boxes drawn on the photo searched, and on another photo (`--prompt-image`, ultralytics'
     /// `refer_image`), against `YOLOE.predict(visual_prompts=…)` with `YOLOEVPSegPredictor`
     /// (scripts/reference/make_yoloe_vp_fixtures.py): the same detections, prompts and photo-size masks.
-    @Test(arguments: ["11vp-rocket-416", "11vp-refer-chelsea-416"])
+    @Test(arguments: ["11vp-rocket-416", "11vp-refer-chelsea-416", "26vp-rocket-416"])
     func visualPromptsFindWhatTheBoxesShow(name: String) throws {
         let file = try WeightFile.open(Self.fixtures + "/\(name).safetensors")
         let boxes = try JSONDocument(text: file.metadata["bboxes"]!).root
@@ -387,8 +387,9 @@ import Testing
         let (_, conf, expected, masks) = try Self.reference(name, text: false)
         let result = try CLI.run(
             [
-                "detect", CLI.root + "/examples/photos/" + file.metadata["image"]!, "--detector", Self.detector,
-                "--imgsz", file.metadata["imgsz"]!, "--conf", conf, "--json",
+                "detect", CLI.root + "/examples/photos/" + file.metadata["image"]!, "--detector",
+                Self.fixtures + "/yoloe-\(name.prefix(2))n-seg-random.pt", "--imgsz", file.metadata["imgsz"]!,
+                "--conf", conf, "--json",
             ] + arguments)
         try #require(result.status == 0, "\(result.stderr)")
         let (count, worst) = try Self.compare(

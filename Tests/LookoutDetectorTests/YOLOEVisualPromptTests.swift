@@ -6,12 +6,12 @@ import LookoutWeights
 import Testing
 
 /// Visual prompts (SAVPE) against ultralytics 8.4.190's `YOLOEVPSegPredictor` on the random YOLOE-11n-seg
-/// fixture (`scripts/reference/make_yoloe_vp_fixtures.py`): the prompt masks made from boxes (exactly), the
+/// and YOLOE-26n-seg fixtures (`scripts/reference/make_yoloe_vp_fixtures.py`): the prompt masks made from boxes (exactly), the
 /// prompt embeddings, and for prompts drawn on the photo searched, `predict`'s boxes, prompt indices and masks.
 @Suite struct YOLOEVisualPromptTests {
     static let fixtures = YOLOEParityTests.fixtures
-    static let network = YOLOEParityTests.networks["11"]!
-    static let cases = ["11vp-rocket-416", "11vp-refer-chelsea-416"]
+    static let cases = ["11vp-rocket-416", "11vp-refer-chelsea-416", "26vp-rocket-416"]
+    static func network(_ name: String) -> YOLOENetwork { YOLOEParityTests.networks[String(name.prefix(2))]! }
     /// rocket.jpg, where the prompts are drawn in both cases.
     static let promptPhoto = (width: 640, height: 427)
 
@@ -37,16 +37,17 @@ import Testing
         #expect(made.masks.flatMap { $0 }.map(Float.init) == visuals.floats(), "\(name): prompt masks differ")
         #expect(made.classes == [0, 1])
 
-        let vpe = Self.network.visualPromptEmbeddings(Self.network.backbone(input), masks: made.masks)
+        let network = Self.network(name)
+        let vpe = network.visualPromptEmbeddings(network.backbone(input), masks: made.masks)
         let error = NetworkParityTests.maxError(vpe, try file.view("vpe").floats())
         print("\(name): prompt embeddings max |error| \(error)")
         #expect(error <= 1e-5, "\(name) prompt embeddings differ by \(error)")
     }
 
     /// Prompts drawn on the photo searched: `predict`'s detections (class = prompt index) and photo-size masks.
-    @Test func predictWithPromptsOnThePhoto() throws {
-        let name = "11vp-rocket-416"
-        let network = Self.network
+    @Test(arguments: ["11vp-rocket-416", "26vp-rocket-416"])
+    func predictWithPromptsOnThePhoto(name: String) throws {
+        let network = Self.network(name)
         let file = try WeightFile.open("\(Self.fixtures)/\(name).safetensors")
         let input = NetworkParityTests.map(try file.view("prompt_input"))
         let (boxes, classes) = try Self.prompts(file)

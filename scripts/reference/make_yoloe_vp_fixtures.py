@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""YOLOE with visual prompts (SAVPE): ultralytics' own predictions on the random YOLOE-11n-seg fixture (issue 31).
+"""YOLOE with visual prompts (SAVPE): ultralytics' own predictions on the random YOLOE-11n-seg and YOLOE-26n-seg
+fixtures (issue 31).
 
 Boxes drawn on a photo, with a class index each (several boxes of one class make one prompt), are turned by
 `YOLOEVPSegPredictor` into one mask per class at an eighth of the letterboxed input (`LoadVisualPrompt`), which
@@ -9,7 +10,8 @@ head then scores those as it scores `get_tpe`'s text embeddings.
 Two cases, each `YOLOE.predict(..., visual_prompts=dict(bboxes, cls), retina_masks=True)` with
 `predictor=YOLOEVPSegPredictor` as ultralytics' docs call it:
 - `11vp-rocket-416`: the prompts drawn on the photo searched (rocket.jpg);
-- `11vp-refer-chelsea-416`: the prompts drawn on rocket.jpg (`refer_image`), searched for in chelsea.jpg.
+- `11vp-refer-chelsea-416`: the prompts drawn on rocket.jpg (`refer_image`), searched for in chelsea.jpg;
+- `26vp-rocket-416`: the first case with YOLOE-26 (its default one-to-many head and NMS).
 Each Tests/Fixtures/yoloe/<case>.safetensors holds `prompt_input` (the prompt photo letterboxed as the predictor
 made it: as predict's for the photo searched, square for a `refer_image`), `visuals` (the prompt masks, Q×H/8×W/8, 0/1), `vpe` (Q×512:
 SAVPE's output), `retina_detections` (N×6), `retina_masks` (bit-packed), `original_shape`; the metadata the boxes
@@ -30,7 +32,8 @@ from make_yoloe_fixtures import OUT, PHOTOS, retina_record, useful_conf  # noqa:
 
 BOXES = [[200.5, 190.0, 420.0, 427.0], [0.0, 290.25, 240.0, 427.0], [25.0, 85.0, 131.75, 300.0]]
 CLASSES = [0, 1, 0]
-CASES = [("11vp-rocket-416", "rocket.jpg", None, 416), ("11vp-refer-chelsea-416", "chelsea.jpg", "rocket.jpg", 416)]
+CASES = [("11vp-rocket-416", "rocket.jpg", None, 416), ("11vp-refer-chelsea-416", "chelsea.jpg", "rocket.jpg", 416),
+         ("26vp-rocket-416", "rocket.jpg", None, 416)]
 
 
 def main() -> None:
@@ -42,10 +45,13 @@ def main() -> None:
     reference_env.ultralytics_nms_without_torchvision()
     prompts = dict(bboxes=np.array(BOXES, dtype=np.float32), cls=np.array(CLASSES))
     for name, image, refer, size in CASES:
+        if sys.argv[1:] and name not in sys.argv[1:]:
+            continue
+        family = name.split("vp")[0]
         captured: dict[str, torch.Tensor] = {}
 
         def predict(conf: float, retina: bool = False):
-            model = YOLOE(os.path.join(OUT, "yoloe-11n-seg-random.pt"))
+            model = YOLOE(os.path.join(OUT, f"yoloe-{family}n-seg-random.pt"))
             savpe = model.model.model[-1].savpe
 
             def first(module, inputs):
