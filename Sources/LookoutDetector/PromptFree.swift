@@ -86,9 +86,12 @@ struct PromptFreeHead: Sendable {
         names = levels[0].vocabularyBias.count
         bins = levels[0].location.outputs / 4
         maskCoefficients = levels[0].mask.last?.outputs ?? 0
-        let dfl = try file.floats(prefix + ".dfl.conv.weight", shape: [1, bins, 1, 1])
-        guard dfl == (0..<bins).map(Float.init) else {
-            throw WeightsError(path: file.path, problem: "\(prefix).dfl.conv.weight is not 0, 1, …, \(bins - 1)")
+        // YOLOE-26 (`reg_max=1`): the four channels are the distances, and there is no DFL.
+        if bins > 1 {
+            let dfl = try file.floats(prefix + ".dfl.conv.weight", shape: [1, bins, 1, 1])
+            guard dfl == (0..<bins).map(Float.init) else {
+                throw WeightsError(path: file.path, problem: "\(prefix).dfl.conv.weight is not 0, 1, …, \(bins - 1)")
+            }
         }
     }
 

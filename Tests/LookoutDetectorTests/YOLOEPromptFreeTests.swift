@@ -4,24 +4,31 @@ import LookoutTensor
 import LookoutWeights
 import Testing
 
-/// A prompt-free YOLOE (`-pf`) against ultralytics 8.4.190: a random YOLOE-11n-seg re-parameterised by
+/// A prompt-free YOLOE (`-pf`) against ultralytics 8.4.190: a random YOLOE-11n-seg and YOLOE-26n-seg re-parameterised by
 /// `set_vocab` exactly as ultralytics makes its `-pf` files (`scripts/reference/make_yoloe_pf_fixtures.py`):
 /// the anchors the proposal filter keeps, the head's output over them (boxes, the 40 names' scores, mask
 /// coefficients), and `YOLOE.predict` without any prompt (boxes, names, photo-size masks).
 @Suite struct YOLOEPromptFreeTests {
     static let fixtures = YOLOEParityTests.fixtures
-    static let network = try! YOLOENetwork(weights: WeightFile.open(fixtures + "/yoloe-11n-seg-pf-random.pt"))
-    static let cases = ["11pf-rocket-416", "11pf-chelsea-352"]
+    static let networks = [
+        "11": try! YOLOENetwork(weights: WeightFile.open(fixtures + "/yoloe-11n-seg-pf-random.pt")),
+        "26": try! YOLOENetwork(weights: WeightFile.open(fixtures + "/yoloe-26n-seg-pf-random.pt")),
+    ]
+    static let cases = ["11pf-rocket-416", "11pf-chelsea-352", "26pf-rocket-416", "26pf-chelsea-352"]
+    static func network(_ name: String) -> YOLOENetwork { networks[String(name.prefix(2))]! }
 
     @Test func namesComeFromTheCheckpoint() {
-        let names = Self.network.promptFreeNames ?? []
-        #expect(names.count == 40 && names.first == "thing00" && names.last == "thing39")
-        #expect(Self.network.family == .v11 && Self.network.segments)
+        for network in Self.networks.values {
+            let names = network.promptFreeNames ?? []
+            #expect(names.count == 40 && names.first == "thing00" && names.last == "thing39")
+            #expect(network.segments)
+        }
+        #expect(Self.networks["11"]?.family == .v11 && Self.networks["26"]?.family == .v26)
     }
 
     @Test(arguments: cases)
     func keptAnchorsAndOutputMatchUltralytics(name: String) throws {
-        let network = Self.network
+        let network = Self.network(name)
         let file = try WeightFile.open("\(Self.fixtures)/\(name).safetensors")
         let input = NetworkParityTests.map(try file.view("input"))
         let names = network.promptFreeNames!.count
@@ -45,7 +52,7 @@ import Testing
         // that reference's own float32 error, YOLOEParityTests): the prompt-free head is its head
         // re-parameterised.
         let textModel = try WeightFile.open(
-            "\(Self.fixtures)/\(name.replacingOccurrences(of: "11pf", with: "11")).safetensors")
+            "\(Self.fixtures)/\(name.replacingOccurrences(of: "pf-", with: "-")).safetensors")
         let bounds = ["boxes", "scores", "coefficients"].map { NetworkParityTests.tolerance(textModel, $0) }
         print("\(name): bounds \(bounds)")
         #expect(boxError <= bounds[0], "\(name) boxes \(boxError)")
@@ -57,7 +64,7 @@ import Testing
     /// the photo's size.
     @Test(arguments: cases)
     func predictMatchesUltralytics(name: String) throws {
-        let network = Self.network
+        let network = Self.network(name)
         let file = try WeightFile.open("\(Self.fixtures)/\(name).safetensors")
         let input = NetworkParityTests.map(try file.view("input"))
         let names = network.promptFreeNames!.count

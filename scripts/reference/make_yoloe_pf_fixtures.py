@@ -9,7 +9,8 @@ the text-prompt model (the embeddings of several thousand names fused into that 
 head then holds an `LRPCHead`: `pf` (proposal filter), `vocab` (a Linear on levels 0 and 1, a 1×1 convolution on
 level 2, where the filter is off) and `loc` (the box branch's last convolution).
 
-This script does the same with the random YOLOE-11n-seg fixture (Tests/Fixtures/yoloe/yoloe-11n-seg-random.pt,
+This script does the same with the random YOLOE-11n-seg fixture (and YOLOE-26n-seg: `yoloe-26n-seg-pf-random.pt`,
+`26pf-*`; with `set_vocab`'s defaults the one-to-many branch gets the `lrpc` and the one-to-one twin is fused away) (Tests/Fixtures/yoloe/yoloe-11n-seg-random.pt,
 from make_yoloe_fixtures.py) standing for both models: 40 names with random unit vectors for their text-tower
 embeddings make the vocabulary; "object" with another random vector makes the filter, whose bias is then set so
 that the filter keeps part of the anchors (its threshold is the head's 0.001). Saved by `YOLOE.save` into
@@ -40,10 +41,10 @@ def with_embeddings(model, embeddings: torch.Tensor) -> None:
     model.model.get_text_pe = lambda names, *args, **kwargs: head.get_tpe(embeddings[:, : len(names)])
 
 
-def make_checkpoint() -> str:
+def make_checkpoint(family: str) -> str:
     from ultralytics import YOLOE
 
-    source = os.path.join(OUT, "yoloe-11n-seg-random.pt")
+    source = os.path.join(OUT, f"yoloe-{family}n-seg-random.pt")
     torch.manual_seed(41)
     vocabulary_text = torch.nn.functional.normalize(torch.randn(1, len(NAMES), 512), dim=-1)
     object_text = torch.nn.functional.normalize(torch.randn(1, 1, 512), dim=-1)
@@ -74,12 +75,12 @@ def make_checkpoint() -> str:
         del head.savpe  # as YOLOEPEFreeTrainer.get_model does
         model.set_vocab(vocab, NAMES)
     del net.get_text_pe  # the stand-in tower is not part of the model
-    path = os.path.join(OUT, "yoloe-11n-seg-pf-random.pt")
+    path = os.path.join(OUT, f"yoloe-{family}n-seg-pf-random.pt")
     model.save(path)
     return path
 
 
-def make_references(path: str) -> None:
+def make_references(family: str, path: str) -> None:
     import ultralytics
     from safetensors.torch import save_file
     from ultralytics import YOLOE
@@ -103,7 +104,7 @@ def make_references(path: str) -> None:
                                verbose=False)[0]
         tensors, shapes = retina_record(result, os.path.join(PHOTOS, image))
         tensors.update({"input": x, "output": raw.float(), "index": index.to(torch.uint8)})
-        name = f"11pf-{case}-{size}"
+        name = f"{family}pf-{case}-{size}"
         save_file({k: v.contiguous() for k, v in tensors.items()}, os.path.join(OUT, name + ".safetensors"),
                   metadata={"ultralytics": ultralytics.__version__, "torch": torch.__version__, "image": image,
                             "conf": f"{conf:g}", "iou": "0.7", "names": ",".join(NAMES),
@@ -114,7 +115,8 @@ def make_references(path: str) -> None:
 
 def main() -> None:
     reference_env.ultralytics_nms_without_torchvision()
-    make_references(make_checkpoint())
+    for family in sys.argv[1:] or ("11", "26"):
+        make_references(family, make_checkpoint(family))
 
 
 if __name__ == "__main__":
