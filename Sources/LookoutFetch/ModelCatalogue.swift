@@ -109,8 +109,8 @@ public struct ModelCatalogue: Sendable {
         }
     }
 
-    /// The official models: ultralytics' YOLO-World v2 detectors (their release assets) and OpenAI's CLIP
-    /// ViT-B/32 (its URL carries its SHA-256). ultralytics publishes no digests for its assets: a detector's
+    /// The official models: ultralytics' YOLO-World v2 and YOLOE detectors and YOLOE's text towers (their release
+    /// assets) and OpenAI's CLIP ViT-B/32 (its URL carries its SHA-256). ultralytics publishes no digests for its assets: a detector's
     /// digest is recorded at its first download.
     public static let builtIn: ModelCatalogue = {
         let clipDigest = "40d365715913c9da98579312b702a82c18be219cc2a73407c4526f58eba950af"
@@ -139,6 +139,46 @@ public struct ModelCatalogue: Sendable {
                         ("detector", file), ("text_encoder", "../clip-vit-b-32/ViT-B-32.pt"),
                         ("image_encoder", "../clip-vit-b-32/ViT-B-32.pt"),
                     ]))
+        }
+        // YOLOE (ultralytics' release v8.4.0, where 8.4.x downloads its assets): each family with its own text
+        // tower — the MobileCLIP-B(LT) file for YOLOE-v8 and YOLOE-11, MobileCLIP2-B for YOLOE-26. The `-pf`
+        // (prompt-free) files take no text.
+        let assets = "https://github.com/ultralytics/assets/releases/download/v8.4.0/"
+        for (name, file, description) in [
+            (
+                "mobileclip-blt", "mobileclip_blt.ts",
+                "Apple MobileCLIP-B(LT) as ultralytics traces it: YOLOE-v8/11's text tower"
+            ),
+            (
+                "mobileclip2-b", "mobileclip2_b.ts",
+                "Apple MobileCLIP2-B's text tower as ultralytics ships it: YOLOE-26's"
+            ),
+        ] {
+            models.append(
+                Model(
+                    name: name, description: description,
+                    files: [File(name: file, url: assets + file, sha256: nil)], requires: [], manifest: []))
+        }
+        for (family, scales, tower) in [
+            ("v8", "sml", ("mobileclip-blt", "mobileclip_blt.ts")),
+            ("11", "sml", ("mobileclip-blt", "mobileclip_blt.ts")),
+            ("26", "nsmlx", ("mobileclip2-b", "mobileclip2_b.ts")),
+        ] {
+            for scale in scales {
+                let stem = "yoloe-\(family)\(scale)-seg"
+                models.append(
+                    Model(
+                        name: stem, description: "ultralytics YOLOE-\(family) \(scale) (segmentation) with \(tower.0)",
+                        files: [File(name: stem + ".pt", url: assets + stem + ".pt", sha256: nil)],
+                        requires: [tower.0],
+                        manifest: [("detector", stem + ".pt"), ("text_encoder", "../\(tower.0)/\(tower.1)")]))
+                models.append(
+                    Model(
+                        name: stem + "-pf",
+                        description: "ultralytics YOLOE-\(family) \(scale) prompt-free: names what it sees, no text",
+                        files: [File(name: stem + "-pf.pt", url: assets + stem + "-pf.pt", sha256: nil)], requires: [],
+                        manifest: [("detector", stem + "-pf.pt")]))
+            }
         }
         return ModelCatalogue(models: models)
     }()

@@ -17,16 +17,19 @@
                 discussion: """
                     Each model goes into a folder of its name under --dir (default $LOOKOUT_MODELS_DIR, else \
                     $XDG_DATA_HOME/lookout/models, else ~/.local/share/lookout/models) with a lookout-model.json, so \
-                    that `lookout detect --model yolov8s-worldv2` (a name) or --model FOLDER finds it. The detectors \
-                    share one CLIP ViT-B/32 (clip-vit-b-32). A file arrives as NAME.part and takes its name only \
+                    that `lookout detect --model yolov8s-worldv2` (a name) or --model FOLDER finds it. The YOLO-World \
+                    detectors share one CLIP ViT-B/32 (clip-vit-b-32); YOLOE-v8 and YOLOE-11 share MobileCLIP-B \
+                    (mobileclip-blt), YOLOE-26 MobileCLIP2-B (mobileclip2-b); the -pf (prompt-free) files need no \
+                    text tower. A file arrives as NAME.part and takes its name only \
                     once its SHA-256 matches: OpenAI publishes CLIP's; ultralytics publishes none for its release \
-                    assets, so a detector's digest is recorded at its first download and checked from then on. An \
+                    assets, so a detector's (or MobileCLIP file's) digest is recorded at its first download and checked from then on. An \
                     interrupted download resumes where it stopped when the command runs again. A proxy comes from \
                     $HTTPS_PROXY ($NO_PROXY honoured).
 
                     Examples:
                       lookout models fetch                      # yolov8s-worldv2 and CLIP
                       lookout models fetch yolov8x-worldv2
+                      lookout models fetch yoloe-11s-seg        # YOLOE-11s and its MobileCLIP
                       lookout models fetch all --dir /srv/models
                       lookout models fetch --list
                       lookout models fetch --from https://mirror.example/ --ca-file ca.pem

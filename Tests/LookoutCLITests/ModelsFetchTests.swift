@@ -21,13 +21,18 @@ import Testing
         var certificate: String { folder + "/server.crt" }
         var log: String { folder + "/requests.log" }
 
-        init(truncate: [String]) throws {
+        /// `extra`: files served beside the demo model's, under their own names.
+        init(truncate: [String], extra: [String] = []) throws {
             let folder = try CLI.scratch("file-server")
             self.folder = folder
             let root = folder + "/root", certificate = folder + "/server.crt", log = folder + "/requests.log"
             try FileManager.default.createDirectory(atPath: folder + "/root", withIntermediateDirectories: true)
             for name in ["detector.safetensors", "text-encoder.safetensors", "image-encoder.safetensors"] {
                 try FileManager.default.copyItem(atPath: CLI.root + "/Models/demo/" + name, toPath: root + "/" + name)
+            }
+            for path in extra {
+                try FileManager.default.copyItem(
+                    atPath: path, toPath: root + "/" + URL(fileURLWithPath: path).lastPathComponent)
             }
             let (status, _, err) = try TestPostgres.shell([
                 "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
@@ -117,6 +122,46 @@ import Testing
         let path = server.folder + "/catalogue.json"
         try json.write(toFile: path, atomically: true, encoding: .utf8)
         return path
+    }
+
+    /// A YOLOE model fetched as the built-in catalogue lists one (a detector requiring its text tower, a
+    /// TorchScript `.ts`, a folder up): `detect --model NAME` with typed queries finds what `--detector` and
+    /// `--text-model` find; the built-in list names the YOLOE families and their towers.
+    @Test func aYOLOEModelIsFetchedWithItsTower() throws {
+        let detector = CLI.root + "/Tests/Fixtures/yoloe/yoloe-26n-seg-random.pt"
+        let tower = CLI.root + "/Tests/Fixtures/weights/mobileclip2-tiny-random.ts"
+        let server = try FileServer(truncate: [], extra: [detector, tower])
+        let json = """
+            {"models": [
+              {"name": "tower", "description": "YOLOE-26's text tower",
+               "files": [{"file": "mobileclip2_b.ts", "url": "\(server.url)mobileclip2-tiny-random.ts"}]},
+              {"name": "yoloe-26n-seg", "description": "YOLOE-26n", "requires": ["tower"],
+               "files": [{"file": "yoloe-26n-seg.pt", "url": "\(server.url)yoloe-26n-seg-random.pt"}],
+               "manifest": {"detector": "yoloe-26n-seg.pt", "text_encoder": "../tower/mobileclip2_b.ts"}}
+            ]}
+            """
+        let catalogue = server.folder + "/catalogue.json"
+        try json.write(toFile: catalogue, atomically: true, encoding: .utf8)
+        let models = try CLI.scratch("fetched-yoloe")
+        defer { CLI.remove(models) }
+        let fetch = try CLI.run([
+            "models", "fetch", "yoloe-26n-seg", "--dir", models, "--catalogue", catalogue, "--ca-file",
+            server.certificate,
+        ])
+        try #require(fetch.status == 0, "\(fetch.stderr)")
+        let photo = CLI.root + "/examples/photos/chelsea.jpg"
+        let query = ["-q", "cat, red car", "--conf", "0.05", "--imgsz", "352", "--json"]
+        let byName = try CLI.run(
+            ["detect", photo, "--model", "yoloe-26n-seg"] + query, environment: ["LOOKOUT_MODELS_DIR": models])
+        let direct = try CLI.run(["detect", photo, "--detector", detector, "--text-model", tower] + query)
+        try #require(byName.status == 0 && direct.status == 0, "\(byName.stderr) \(direct.stderr)")
+        let found = try Reference.lines(byName.stdout)[0]["detections"]!
+        let expected = try Reference.lines(direct.stdout)[0]["detections"]!
+        #expect(expected.count > 0 && found.count == expected.count, "\(found.count) vs \(expected.count)")
+        let list = try CLI.run(["models", "fetch", "--list"])
+        for name in ["yoloe-11s-seg", "yoloe-v8l-seg-pf", "yoloe-26x-seg", "mobileclip2-b", "mobileclip-blt"] {
+            #expect(list.stdout.contains(name), "\(name) in \(list.stdout)")
+        }
     }
 
     @Test func fetchResumeVerifyAndUseByName() throws {
