@@ -27,6 +27,9 @@ public protocol DetectorNetwork: AnyObject, Sendable {
     var agnosticSuppressionByDefault: Bool { get }
     /// Whether its head gives masks.
     var segments: Bool { get }
+    /// Whether its output is kept by top-k instead of NMS (YOLOE-26's one-to-one head, asked for at load:
+    /// ``NonMaxSuppression/topK(_:classes:options:)``).
+    var keepsTopK: Bool { get }
     /// The text tower its queries must come through.
     var textTower: TextTower { get }
     /// A prompt-free model's vocabulary: it takes no queries and names what it sees with these (YOLOE `-pf`);
@@ -61,6 +64,7 @@ extension DetectorNetwork {
 
 extension YOLOWorldNetwork: DetectorNetwork {
     public var familyName: String { "YOLO-World v2" }
+    public var keepsTopK: Bool { false }
     public var textTower: TextTower { .clip }
     public var promptFreeNames: [String]? { nil }
     public var agnosticSuppressionByDefault: Bool { false }
@@ -117,13 +121,18 @@ extension YOLOENetwork: DetectorNetwork {
 /// Opens a detector file as the family it holds: YOLOE when its head has YOLOE's text network (or a
 /// prompt-free vocabulary), YOLO-World v2 otherwise.
 public func openDetector(
-    _ weights: WeightFile, precision: Precision = .fp32, recorder: ActivationRecorder? = nil
+    _ weights: WeightFile, precision: Precision = .fp32, recorder: ActivationRecorder? = nil, oneToOne: Bool = false
 ) throws(WeightsError) -> any DetectorNetwork {
     if let head = ModelSummary.headIndex(weights.tensors),
         weights.tensors["model.\(head).reprta.m.w12.weight"] != nil
             || weights.tensors["model.\(head).lrpc.0.vocab.weight"] != nil
     {
-        return try YOLOENetwork(weights: weights, precision: precision, recorder: recorder)
+        return try YOLOENetwork(weights: weights, precision: precision, recorder: recorder, oneToOne: oneToOne)
+    }
+    if oneToOne {
+        throw WeightsError(
+            path: weights.path,
+            problem: "not a YOLOE-26 file: only YOLOE-26 has a one-to-one head to keep boxes by top-k instead of NMS")
     }
     return try YOLOWorldNetwork(weights: weights, precision: precision, recorder: recorder)
 }

@@ -71,6 +71,9 @@ public final class YOLOENetwork: Sendable {
     /// Whether the file has the one-to-one head (YOLOE-26): ``run(_:classEmbeddings:classes:oneToOne:pool:)``
     /// can use it.
     public var hasOneToOneHead: Bool { oneToOneHead != nil }
+    /// Whether this network runs the one-to-one head by default, its output kept by top-k instead of NMS
+    /// (ultralytics' `nms=False`): chosen at load (`oneToOne`).
+    public let keepsTopK: Bool
     let textProjection: TextProjection?
     /// A prompt-free file's head (`lrpc`), and the names of its vocabulary (the checkpoint's `names`).
     let promptFreeHead: PromptFreeHead?
@@ -84,8 +87,9 @@ public final class YOLOENetwork: Sendable {
     let headIndex: Int
 
     /// Binds the network to `weights` strictly, as ``YOLOWorldNetwork/init(weights:precision:recorder:)`` does.
+    /// `oneToOne`: run YOLOE-26's one-to-one head by default (``keepsTopK``); a file without one is refused.
     public init(
-        weights: WeightFile, precision: Precision = .fp32, recorder: ActivationRecorder? = nil
+        weights: WeightFile, precision: Precision = .fp32, recorder: ActivationRecorder? = nil, oneToOne: Bool = false
     )
         throws(WeightsError)
     {
@@ -172,6 +176,14 @@ public final class YOLOENetwork: Sendable {
         } else {
             strides = [8, 16, 32]
         }
+        keepsTopK = oneToOne
+        if oneToOne && oneToOneHead == nil {
+            throw WeightsError(
+                path: file.path,
+                problem:
+                    "this \(family.rawValue) file has no one-to-one head (one2one_cv2, …): only YOLOE-26 text-prompt files have one, so it keeps its boxes by NMS"
+            )
+        }
         try checkConnections(path: file.path)
         // Proto26's `semseg` is a training-only branch (ultralytics' `fuse()` deletes it before predicting).
         let training = prefix + ".proto.semseg."
@@ -208,15 +220,17 @@ public final class YOLOENetwork: Sendable {
     }
 
     /// Neck and head for class embeddings already through ``classEmbeddings(_:classes:)``. `oneToOne`: YOLOE-26's
-    /// one-to-one head instead of the one-to-many one (ultralytics' `nms=False`; the file must have it).
+    /// one-to-one head instead of the one-to-many one (ultralytics' `nms=False`; the file must have it); by
+    /// default the head chosen at load (``keepsTopK``).
     public func run(
-        _ features: [FeatureMap], classEmbeddings: [Float], classes: Int, oneToOne: Bool = false,
+        _ features: [FeatureMap], classEmbeddings: [Float], classes: Int, oneToOne: Bool? = nil,
         pool: ComputePool = .shared
     )
         -> HeadOutput
     {
         let maps = neck(features, pool: pool)
         var unused: [[Float]]? = nil
+        let oneToOne = oneToOne ?? keepsTopK
         precondition(!oneToOne || oneToOneHead != nil, "\(path) has no one-to-one head")
         let head = oneToOne ? oneToOneHead : detectHead
         let (output, coefficients) =

@@ -234,14 +234,16 @@ public final class Engine: Sendable {
         var clock = Stopwatch()
         let prepared = scored.prepared
         var kept: [Detection]
+        // YOLOE-26's one-to-one head is kept by top-k, every other head by NMS.
+        let keep = network.keepsTopK ? NonMaxSuppression.topK : NonMaxSuppression.run
         if scored.negatives.isEmpty {
-            kept = NonMaxSuppression.run(scored.output, classes: scored.labels.count, options: options)
+            kept = keep(scored.output, scored.labels.count, options)
         } else {
             // Negative queries take no place among the kept boxes: suppress without the cap, drop what a
             // higher-scoring negative box overlaps (agnostic NMS already did), then the negatives, then cap.
             var uncapped = options
             uncapped.maximumDetections = Int.max
-            let all = NonMaxSuppression.run(scored.output, classes: scored.labels.count, options: uncapped)
+            let all = keep(scored.output, scored.labels.count, uncapped)
             let negative = all.filter { scored.negatives.contains($0.classIndex) }
             kept = all.filter { box in
                 !scored.negatives.contains(box.classIndex)

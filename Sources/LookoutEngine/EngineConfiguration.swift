@@ -39,6 +39,9 @@ public struct EngineConfiguration: Sendable, Equatable {
     public var towerPrecision: Precision { precision != .fp32 && Precision.bf16.isNative ? .bf16 : .fp32 }
     /// Records the range of every convolution's input as the detector runs (`lookout models calibrate`), or nil.
     public var recorder: ActivationRecorder?
+    /// YOLOE-26's one-to-one head, its boxes kept by top-k instead of NMS (ultralytics' `nms=False`); other
+    /// detectors are refused with it. Off: the one-to-many head and NMS, as ultralytics predicts by default.
+    public var oneToOne = false
 
     public init(model: Model = .demo, vocabulary: String? = nil, caches: Bool = true, cacheDirectory: String? = nil) {
         self.model = model
@@ -146,7 +149,8 @@ extension Engine {
         let (detectorPath, textPath, directory) = try configuration.resolveModel()
         let weights = try WeightFile.open(detectorPath)
         let network = try openDetector(
-            weights, precision: configuration.precision, recorder: configuration.recorder)
+            weights, precision: configuration.precision, recorder: configuration.recorder,
+            oneToOne: configuration.oneToOne)
         var embedder: TextEmbedder? = nil
         if let textPath, let names = network.promptFreeNames {
             throw WeightsError(

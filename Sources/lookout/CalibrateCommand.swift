@@ -57,6 +57,10 @@ extension ModelsCommand {
             guard modelOptions.precision == "fp32" else {
                 throw ValidationError("calibration runs the detector in fp32; leave out --precision.")
             }
+            guard !modelOptions.endToEnd else {
+                throw ValidationError(
+                    "calibration records the convolutions' inputs, whichever head; leave out --end-to-end.")
+            }
             guard imgsz >= 32 && imgsz <= 4096 else { throw ValidationError("--imgsz \(imgsz): choose 32 to 4096.") }
             guard limit >= 1 else { throw ValidationError("--limit \(limit): give at least 1.") }
         }

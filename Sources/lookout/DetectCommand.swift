@@ -39,6 +39,13 @@ struct ModelOptions: ParsableArguments {
     @Flag(help: "Do not read or write Lookout's caches (vocabulary, text embeddings).")
     var noCache = false
 
+    @Flag(
+        help: ArgumentHelp(
+            "YOLOE-26 only: keep the one-to-one head's best boxes (top 300 by score) instead of running NMS, as "
+                + "ultralytics does with nms=False. By default YOLOE-26, like ultralytics, uses its one-to-many head "
+                + "and NMS."))
+    var endToEnd = false
+
     @Option(
         help: ArgumentHelp(
             "The detector's arithmetic: fp32 (exact to ultralytics), bf16 (bfloat16 products summed in fp32 "
@@ -82,6 +89,7 @@ struct ModelOptions: ParsableArguments {
         }
         var configuration = EngineConfiguration(model: choice, vocabulary: vocab, caches: !noCache)
         configuration.precision = chosenPrecision
+        configuration.oneToOne = endToEnd
         return configuration
     }
 
@@ -108,7 +116,7 @@ struct ModelOptions: ParsableArguments {
         // A prompt-free detector (YOLOE -pf) needs no text tower.
         if detector != nil && textModel == nil && !textEmbeddings && engine.network.promptFreeNames == nil {
             throw ValidationError(
-                "--detector needs --text-model FILE, the text tower of its family (YOLO-World: CLIP's ViT-B-32.pt; YOLOE-v8/11: ultralytics' mobileclip_blt.ts), or, with detect, --text-embeddings FILE: the queries as embeddings."
+                "--detector needs --text-model FILE, the text tower of its family (YOLO-World: CLIP's ViT-B-32.pt; YOLOE-v8/11: ultralytics' mobileclip_blt.ts; YOLOE-26: mobileclip2_b.ts), or, with detect, --text-embeddings FILE: the queries as embeddings."
             )
         }
         if loaded.isDemo {

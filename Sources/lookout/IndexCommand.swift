@@ -174,6 +174,11 @@ struct IndexCommand: ParsableCommand {
     var plain = false
 
     func validate() throws {
+        guard !modelOptions.endToEnd else {
+            throw ValidationError(
+                "--end-to-end is for detect, query, serve and eval: an index stores the one-to-many head's regions and a search ranks them as that head's NMS would."
+            )
+        }
         if !(videoEvery >= 0.04 && videoEvery <= 3600) {
             throw ValidationError("--video-every must be between 0.04 and 3600 seconds.")
         }

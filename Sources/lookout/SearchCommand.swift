@@ -103,6 +103,11 @@ struct SearchCommand: ParsableCommand {
     var promptImage: String?
 
     func validate() throws {
+        guard !modelOptions.endToEnd else {
+            throw ValidationError(
+                "--end-to-end is for detect, query, serve and eval: an index stores the one-to-many head's regions and a search ranks them as that head's NMS would."
+            )
+        }
         guard top > 0 else { throw ValidationError("--top must be positive.") }
         guard conf >= 0 && conf < 1 else { throw ValidationError("--conf must be in [0, 1).") }
         guard !query.trimmingCharacters(in: " \t\n").isEmpty else { throw ValidationError("The query is empty.") }

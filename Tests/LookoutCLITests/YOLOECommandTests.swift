@@ -13,8 +13,9 @@ import Testing
     static let photo = CLI.root + "/examples/photos/rocket.jpg"
 
     /// A reference case: the text embeddings (rows), its threshold, detections and photo-size masks.
+    /// `prefix`: `e2e_` for YOLOE-26's one-to-one predictions (`nms=False`).
     static func reference(
-        _ name: String = "11-rocket-416", text hasText: Bool = true
+        _ name: String = "11-rocket-416", text hasText: Bool = true, prefix: String = ""
     ) throws -> (
         text: [[Float]], conf: String, detections: [Float], masks: [[UInt8]]
     ) {
@@ -26,13 +27,13 @@ import Testing
             let size = text.shape[2]
             rows = (0..<text.shape[1]).map { Array(values[($0 * size)..<(($0 + 1) * size)]) }
         }
-        let shape = file.metadata["retina_masks_shape"]!.split(separator: ",").map { Int($0)! }
-        let bits = try file.view("retina_masks").floats().map { UInt8($0) }
+        let shape = file.metadata[prefix + "retina_masks_shape"]!.split(separator: ",").map { Int($0)! }
+        let bits = try file.view(prefix + "retina_masks").floats().map { UInt8($0) }
         let plane = shape[1] * shape[2]
         let masks = (0..<shape[0]).map { n in
             (0..<plane).map { p in (bits[(n * plane + p) / 8] >> (7 - UInt8((n * plane + p) % 8))) & 1 }
         }
-        return (rows, file.metadata["conf"]!, try file.view("retina_detections").floats(), masks)
+        return (rows, file.metadata[prefix + "conf"]!, try file.view(prefix + "retina_detections").floats(), masks)
     }
 
     /// `lookout detect --json`'s answer against a reference's detections (x1 y1 x2 y2 score class rows) and
@@ -162,6 +163,36 @@ import Testing
         print("\(reference): detect with typed queries: \(count) detections, worst mask IoU \(worst)")
         #expect(count >= 3)
         #expect(worst >= 0.99)
+    }
+
+    /// `--end-to-end` with YOLOE-26: the one-to-one head and top-k instead of NMS, as `YOLOE.predict(nms=False)`
+    /// (scripts/reference/make_yoloe_fixtures.py), boxes and photo-size masks; refused with another family and
+    /// by the commands that store regions.
+    @Test func endToEndKeepsTheOneToOneHeadsTopBoxes() throws {
+        let (text, conf, expected, masks) = try Self.reference("26-rocket-416", prefix: "e2e_")
+        let folder = try CLI.scratch("yoloe-e2e")
+        defer { CLI.remove(folder) }
+        try FileContents.writeAtomically(Self.npy(text), to: folder + "/queries.npy")
+        let detector = Self.fixtures + "/yoloe-26n-seg-random.pt"
+        let common = [
+            "--imgsz", "416", "--conf", conf, "--json", "--text-embeddings", folder + "/queries.npy", "-q",
+            "a,b,c,d,e",
+        ]
+        let result = try CLI.run(["detect", Self.photo, "--detector", detector, "--end-to-end"] + common)
+        try #require(result.status == 0, "\(result.stderr)")
+        let (count, worst) = try Self.compare(
+            result.stdout, expected: expected, masks: masks, labels: ["a", "b", "c", "d", "e"], photoSize: [427, 640])
+        print("YOLOE-26 --end-to-end: \(count) detections, worst mask IoU \(worst)")
+        #expect(count >= 3 && worst >= 0.99)
+        // Without the flag: the one-to-many head and NMS, another answer.
+        let nms = try CLI.run(["detect", Self.photo, "--detector", detector] + common)
+        #expect(nms.status == 0 && nms.stdout != result.stdout)
+        let other = try CLI.run(["detect", Self.photo, "--detector", Self.detector, "--end-to-end"] + common)
+        #expect(other.status != 0 && other.stderr.contains("no one-to-one head"), "\(other.stderr)")
+        let index = try CLI.run([
+            "index", CLI.root + "/examples/photos", "--db", folder + "/e2e.db", "--detector", detector, "--end-to-end",
+        ])
+        #expect(index.status != 0 && index.stderr.contains("--end-to-end is for detect"), "\(index.stderr)")
     }
 
     /// Each YOLOE family reads its own tower: MobileCLIP with YOLOE-26 and MobileCLIP2 with YOLOE-11 are refused,

@@ -25,7 +25,8 @@ For each family (YOLOE-v8, YOLOE-11, YOLOE-26) at scale n, segmentation head:
   it runs the one-to-one branch and keeps the top 300 (at least `max_det`) instead of NMS. The one-to-one
   branch's weights are perturbed (ultralytics starts them as copies) and its contrastive bias set apart, so
   that a port that reads the wrong branch fails; its predictions are recorded too:
-  `e2e_detections`, `e2e_masks` (`predict(nms=False)`).
+  `e2e_detections`, `e2e_masks` (`predict(nms=False)`), `e2e_retina_detections`, `e2e_retina_masks`
+  (`retina_masks=True`).
 
     python scripts/reference/make_yoloe_fixtures.py [v8] [11] [26]     (all three by default)
 """
@@ -177,6 +178,12 @@ def make_references(family: str, path: str) -> None:
             masks = (result.masks.data if result.masks is not None else torch.zeros(0, *(x.shape[2:]))).to(torch.uint8)
             tensors["e2e_masks"] = torch.from_numpy(np.packbits(masks.numpy().astype(bool)))
             shapes["e2e_masks_shape"] = ",".join(str(d) for d in masks.shape)
+            result = model.predict(os.path.join(PHOTOS, image), imgsz=size, conf=e2e_conf, nms=False, retina_masks=True,
+                                   save=False, verbose=False)[0]
+            retina, retina_shape = retina_record(result, os.path.join(PHOTOS, image))
+            tensors["e2e_retina_detections"] = retina["retina_detections"]
+            tensors["e2e_retina_masks"] = retina["retina_masks"]
+            shapes["e2e_retina_masks_shape"] = retina_shape["retina_masks_shape"]
         original = cv2.imread(os.path.join(PHOTOS, image)).shape[:2]
         tensors["original_shape"] = torch.tensor(list(original), dtype=torch.int64)
         name = f"{family}-{case}-{size}"
