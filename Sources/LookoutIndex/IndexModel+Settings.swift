@@ -9,6 +9,7 @@ extension IndexModel {
             ("region_rule", regionRule), ("image_tower", imageTower ?? ""), ("image_tower_path", imageTowerPath ?? ""),
             ("scene_center", String(sceneScore.center)), ("scene_slope", String(sceneScore.slope)),
             ("duplicate_threshold", duplicateThreshold.map { String($0) } ?? ""), ("precision", precision),
+            ("prompt_free", promptFree ?? ""), ("prompt_free_conf", String(promptFreeConfidence)),
         ]
     }
 
@@ -43,5 +44,7 @@ extension IndexModel {
         // Indexes made before the rule was recorded hold 16-bit regions chosen the first way.
         regionRule = values["region_rule"] ?? "f16-v1"
         precision = values["precision"].flatMap { $0.isEmpty ? nil : $0 } ?? "fp32"
+        promptFree = values["prompt_free"].flatMap { $0.isEmpty ? nil : $0 }
+        if let conf = values["prompt_free_conf"].flatMap(Float.init), conf.isFinite { promptFreeConfidence = conf }
     }
 }

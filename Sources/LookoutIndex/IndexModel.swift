@@ -24,6 +24,10 @@ public struct IndexModel: Sendable, Equatable {
     /// The arithmetic the detector computed the regions in (`fp32`, `bf16`, `int8`; indexes made before it was
     /// recorded are fp32's).
     public var precision = "fp32"
+    /// The prompt-free detector (YOLOE `-pf`) whose labels the index stores beside the regions (its file's
+    /// fingerprint), and the score a label needed; nil when it stores none.
+    public var promptFree: String?
+    public var promptFreeConfidence: Float = 0.25
 
     /// No score floor, near-duplicate suppression at IoU 0.95, 8-bit embeddings.
     public static let currentRegionRule = "q8-v2"
@@ -47,7 +51,9 @@ public struct IndexModel: Sendable, Equatable {
             "\(detectorFingerprint)|\(textEncoderFingerprint)|\(vocabulary)|\(imageSize)|\(maximumRegions)|\(regionRule)"
         // fp32 adds nothing, so that the indexes made before precisions were recorded keep their key.
         let arithmetic = precision == "fp32" ? "" : "|precision:\(precision)"
-        hash.update(Array((settings + (imageTower.map { "|image:\($0)" } ?? "") + arithmetic).utf8))
+        // Nor does an index without prompt-free labels.
+        let labels = promptFree.map { "|prompt-free:\($0)@\(promptFreeConfidence.bitPattern)" } ?? ""
+        hash.update(Array((settings + (imageTower.map { "|image:\($0)" } ?? "") + arithmetic + labels).utf8))
         return String(hash.finalize().prefix(32))
     }
 
@@ -76,6 +82,14 @@ public struct IndexModel: Sendable, Equatable {
         }
         if precision != other.precision { parts.append("precision \(precision) → \(other.precision)") }
         if regionRule != other.regionRule { parts.append("region format \(regionRule) → \(other.regionRule)") }
+        if promptFree != other.promptFree {
+            parts.append(
+                promptFree == nil
+                    ? "prompt-free labels added"
+                    : other.promptFree == nil ? "no prompt-free labels" : "another prompt-free detector")
+        } else if promptFreeConfidence != other.promptFreeConfidence {
+            parts.append("prompt-free threshold \(promptFreeConfidence) → \(other.promptFreeConfidence)")
+        }
         if imageTower != other.imageTower {
             parts.append(
                 imageTower == nil

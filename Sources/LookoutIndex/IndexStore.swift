@@ -1,3 +1,5 @@
+import LookoutImage
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
@@ -51,11 +53,14 @@ public struct StoredPhoto {
     public var taken: Int64?
     /// The file's modification time (nanoseconds since the epoch) when indexed.
     public var modified: Int64
+    /// What a prompt-free detector named in it (``PhotoLabel/encode(_:)``), when the index stores that.
+    public var labels: String?
 
     public init(
         path: String, width: Int, height: Int, regions: UnsafeRawBufferPointer, imageEmbedding: UnsafeRawBufferPointer?,
-        taken: Int64?, modified: Int64
+        taken: Int64?, modified: Int64, labels: String? = nil
     ) {
+        self.labels = labels
         self.path = path
         self.width = width
         self.height = height
@@ -69,11 +74,16 @@ public struct StoredPhoto {
 /// A whole photo's CLIP image embedding, from the file's bytes (the image tower decodes as PIL does).
 public typealias ImageEmbedder = (_ bytes: [UInt8], _ path: String) throws -> [Float]
 
+/// What a prompt-free detector names in a photo, encoded for the store (``PhotoLabel/encode(_:)``).
+public typealias PhotoLabeler = (_ image: Image, _ path: String) -> String
+
 public enum PhotoOutcome: Sendable {
     /// Regions computed for new content (`regions` serialised as ``Region/encode(_:embeddingSize:)`` does),
     /// and the whole photo's image embedding (F16 bits) when an image tower made one.
+    /// `labels`: what a prompt-free detector named in it (``PhotoLabel/encode(_:)``), when the index stores that.
     case indexed(
-        hash: String, width: Int, height: Int, regions: [UInt8], imageEmbedding: [UInt16]? = nil, taken: Int64? = nil)
+        hash: String, width: Int, height: Int, regions: [UInt8], imageEmbedding: [UInt16]? = nil, taken: Int64? = nil,
+        labels: String? = nil)
     /// Content already indexed under the same model (a renamed, copied or touched file).
     case reused(hash: String)
     /// The file could not be read or decoded.

@@ -37,6 +37,8 @@ extension PhotoIndex {
         /// The photo's score: the better of ``objectScore`` and ``sceneScore`` (those the search weighed).
         public var score: Float
         public var detections: [(score: Float, box: [Float])]
+        /// What the index's prompt-free detector named in the photo (`index --prompt-free`), best first.
+        public var labels: [PhotoLabel] = []
         public var fileState: FileState = .unchanged
         /// The best region's score (nil when no region passed, or objects were not searched).
         public var objectScore: Float?
@@ -126,9 +128,11 @@ extension PhotoIndex {
             let best = max(hit.objectScore ?? -1, hit.sceneScore ?? -1)
             guard best > confidence else { return }
             hit.score = best
+            hit.labels = photo.labels.flatMap(PhotoLabel.decode) ?? []
             hits.append(hit)
         }
-        if useNearestNeighbours, let nearest = store as? any NearestNeighbourStore,
+        // A label condition keeps photos the nearest lists would not rank first: those scan every photo.
+        if useNearestNeighbours, filter.labels.isEmpty, let nearest = store as? any NearestNeighbourStore,
             let contents = try nearest.nearestContents(
                 regionQueries: evidence != .scenes ? queries : [], imageQueries: evidence != .objects ? queries : [],
                 model: model.key,
@@ -309,15 +313,23 @@ public struct PhotoFilter: Sendable {
     /// Wall-clock seconds (``CalendarTime``).
     public var after: Int64?
     public var before: Int64?
+    /// Names a prompt-free detector must have given in the photo (each of them, case-insensitively), in an
+    /// index that stores them (`index --prompt-free`); empty: no such condition.
+    public var labels: [String] = []
 
-    public init(folder: String? = nil, after: Int64? = nil, before: Int64? = nil) {
+    public init(folder: String? = nil, after: Int64? = nil, before: Int64? = nil, labels: [String] = []) {
         self.folder = folder
         self.after = after
         self.before = before
+        self.labels = labels
     }
 
     public func admits(_ photo: StoredPhoto) -> Bool {
         if let folder, !photo.path.hasPrefix(folder.hasSuffix("/") ? folder : folder + "/") { return false }
+        if !labels.isEmpty {
+            let named = Set((photo.labels.flatMap(PhotoLabel.decode) ?? []).map { $0.name.lowercased() })
+            guard labels.allSatisfy({ named.contains($0.lowercased()) }) else { return false }
+        }
         guard after != nil || before != nil else { return true }
         let date = photo.taken ?? CalendarTime.local(nanoseconds: photo.modified)
         if let after, date < after { return false }

@@ -55,7 +55,7 @@ extension PhotoIndex {
     /// indexed already. Reads the file; no storage access.
     public static func compute(
         _ photo: FoundPhoto, indexed: Set<String>, embeddingSize: Int, regions: (Image, String) -> [Region],
-        imageEmbedding: ImageEmbedder? = nil
+        imageEmbedding: ImageEmbedder? = nil, labels: PhotoLabeler? = nil
     ) -> PhotoOutcome {
         switch read(photo) {
         case .unreadable(let outcome): return outcome
@@ -63,7 +63,7 @@ extension PhotoIndex {
             if indexed.contains(hash) { return .reused(hash: hash) }
             return compute(
                 photo, bytes: bytes, hash: hash, embeddingSize: embeddingSize, regions: regions,
-                imageEmbedding: imageEmbedding)
+                imageEmbedding: imageEmbedding, labels: labels)
         }
     }
 
@@ -87,7 +87,7 @@ extension PhotoIndex {
     /// Stage 2 for bytes already read: decode, regions, the photo's embedding.
     static func compute(
         _ photo: FoundPhoto, bytes: [UInt8], hash: String, embeddingSize: Int, regions: (Image, String) -> [Region],
-        imageEmbedding: ImageEmbedder?
+        imageEmbedding: ImageEmbedder?, labels: PhotoLabeler?
     ) -> PhotoOutcome {
         do {
             let image = try ImageFile.decode(bytes, name: photo.path)
@@ -95,7 +95,7 @@ extension PhotoIndex {
             let whole = try imageEmbedding?(bytes, photo.path).map { Float16($0).bitPattern }
             return .indexed(
                 hash: hash, width: image.width, height: image.height, regions: blob, imageEmbedding: whole,
-                taken: ImageFile.dateTaken(bytes))
+                taken: ImageFile.dateTaken(bytes), labels: labels?(image, photo.path))
         } catch let error as ImageError {
             return .failed(error: error.problem)  // the path is the record's own
         } catch let error as FileContents.FileError {
@@ -113,7 +113,7 @@ extension PhotoIndex {
     /// indexed again with the new settings).
     public func update(
         root: String, model: IndexModel, regions: (Image, String) -> [Region], imageEmbedding: ImageEmbedder? = nil,
-        replacingOtherFolders: Bool = false, lanes: [ComputeLane] = [],
+        labels: PhotoLabeler? = nil, replacingOtherFolders: Bool = false, lanes: [ComputeLane] = [],
         progress: (Progress) -> Void = { _ in }
     ) throws(IndexError) -> Summary {
         var summary = Summary()
@@ -162,17 +162,17 @@ extension PhotoIndex {
         if let shared = store as? any SharedJobStore {
             try runSharedJob(
                 shared, work: work, prefix: prefix, model: model, worker: worker, indexed: &indexed,
-                summary: &summary, regions: regions, imageEmbedding: imageEmbedding, progress: progress)
+                summary: &summary, regions: regions, imageEmbedding: imageEmbedding, labels: labels, progress: progress)
         } else {
             if lanes.count > 1 {
                 try runClaimsSideBySide(
                     work, known: known, key: key, model: model, worker: worker, indexed: &indexed,
-                    summary: &summary, lanes: lanes, regions: regions, imageEmbedding: imageEmbedding,
+                    summary: &summary, lanes: lanes, regions: regions, imageEmbedding: imageEmbedding, labels: labels,
                     progress: progress)
             } else {
                 try runClaims(
                     work, known: known, key: key, model: model, worker: worker, indexed: &indexed, summary: &summary,
-                    regions: regions, imageEmbedding: imageEmbedding, progress: progress)
+                    regions: regions, imageEmbedding: imageEmbedding, labels: labels, progress: progress)
             }
         }
 
@@ -192,7 +192,7 @@ extension PhotoIndex {
     private func runClaims(
         _ work: [FoundPhoto], known: [String: StoredFile], key: String, model: IndexModel, worker: IndexWorker,
         indexed: inout Set<String>, summary: inout Summary, regions: (Image, String) -> [Region],
-        imageEmbedding: ImageEmbedder?, progress: (Progress) -> Void
+        imageEmbedding: ImageEmbedder?, labels: PhotoLabeler?, progress: (Progress) -> Void
     ) throws(IndexError) {
         for (done, photo) in work.enumerated() {
             progress(Progress(done: done, total: work.count, current: photo.path))
@@ -210,7 +210,7 @@ extension PhotoIndex {
             }
             try indexPhoto(
                 photo, model: model, indexed: &indexed, summary: &summary, regions: regions,
-                imageEmbedding: imageEmbedding)
+                imageEmbedding: imageEmbedding, labels: labels)
             try store.release(photo.path, worker: worker)
         }
         progress(Progress(done: work.count, total: work.count, current: ""))
@@ -223,7 +223,7 @@ extension PhotoIndex {
     private func runClaimsSideBySide(
         _ work: [FoundPhoto], known: [String: StoredFile], key: String, model: IndexModel, worker: IndexWorker,
         indexed: inout Set<String>, summary: inout Summary, lanes: [ComputeLane], regions: (Image, String) -> [Region],
-        imageEmbedding: ImageEmbedder?, progress: (Progress) -> Void
+        imageEmbedding: ImageEmbedder?, labels: PhotoLabeler?, progress: (Progress) -> Void
     ) throws(IndexError) {
         let finished = LaneResults()
         var free = Array(lanes.indices.reversed())
@@ -259,7 +259,8 @@ extension PhotoIndex {
             // A video is computed here, frame after frame, while the lanes finish their photos.
             if VideoFrames.isVideo(photo.path) {
                 try indexVideo(
-                    photo, model: model, summary: &summary, regions: regions, imageEmbedding: imageEmbedding)
+                    photo, model: model, summary: &summary, regions: regions, imageEmbedding: imageEmbedding,
+                    labels: labels)
                 try store.release(photo.path, worker: worker)
                 done += 1
                 continue
@@ -281,7 +282,7 @@ extension PhotoIndex {
                 let thread = Thread {
                     let outcome = Self.compute(
                         photo, bytes: bytes, hash: hash, embeddingSize: size, regions: closures.regions,
-                        imageEmbedding: closures.imageEmbedding)
+                        imageEmbedding: closures.imageEmbedding, labels: closures.labels)
                     finished.put((photo, lane, outcome))
                 }
                 thread.stackSize = 8 << 20
@@ -296,15 +297,16 @@ extension PhotoIndex {
     /// `indexed`, so later copies of it are reused).
     private func indexPhoto(
         _ photo: FoundPhoto, model: IndexModel, indexed: inout Set<String>, summary: inout Summary,
-        regions: (Image, String) -> [Region], imageEmbedding: ImageEmbedder?
+        regions: (Image, String) -> [Region], imageEmbedding: ImageEmbedder?, labels: PhotoLabeler?
     ) throws(IndexError) {
         if VideoFrames.isVideo(photo.path) {
             return try indexVideo(
-                photo, model: model, summary: &summary, regions: regions, imageEmbedding: imageEmbedding)
+                photo, model: model, summary: &summary, regions: regions, imageEmbedding: imageEmbedding, labels: labels
+            )
         }
         let outcome = Self.compute(
             photo, indexed: indexed, embeddingSize: model.embeddingSize, regions: regions,
-            imageEmbedding: imageEmbedding)
+            imageEmbedding: imageEmbedding, labels: labels)
         try store.record(photo, outcome: outcome, model: model.key)
         Self.count(outcome, indexed: &indexed, summary: &summary)
     }
@@ -315,7 +317,7 @@ extension PhotoIndex {
     /// the break and records the failure.
     private func indexVideo(
         _ video: FoundPhoto, model: IndexModel, summary: inout Summary, regions: (Image, String) -> [Region],
-        imageEmbedding: ImageEmbedder?
+        imageEmbedding: ImageEmbedder?, labels: PhotoLabeler?
     ) throws(IndexError) {
         let old = try store.files(withPrefix: video.path + VideoFrames.separator).keys.filter {
             VideoFrames.split($0)?.video == video.path
@@ -355,7 +357,7 @@ extension PhotoIndex {
                     FoundPhoto(path: entry, size: video.size, mtime: video.mtime),
                     outcome: .indexed(
                         hash: frameHash.finalize(), width: frame.image.width, height: frame.image.height,
-                        regions: blob, imageEmbedding: whole),
+                        regions: blob, imageEmbedding: whole, labels: labels?(frame.image, entry)),
                     model: model.key)
                 summary.videoFrames += 1
             }
@@ -373,7 +375,7 @@ extension PhotoIndex {
     /// Counts a recorded outcome in `summary`; new content joins `indexed`.
     private static func count(_ outcome: PhotoOutcome, indexed: inout Set<String>, summary: inout Summary) {
         switch outcome {
-        case .indexed(let hash, _, _, _, _, _):
+        case .indexed(let hash, _, _, _, _, _, _):
             indexed.insert(hash)
             summary.computed += 1
         case .reused: summary.reused += 1
@@ -388,7 +390,7 @@ extension PhotoIndex {
     private func runSharedJob(
         _ shared: any SharedJobStore, work: [FoundPhoto], prefix: String, model: IndexModel, worker: IndexWorker,
         indexed: inout Set<String>, summary: inout Summary, regions: (Image, String) -> [Region],
-        imageEmbedding: ImageEmbedder?, progress: (Progress) -> Void
+        imageEmbedding: ImageEmbedder?, labels: PhotoLabeler?, progress: (Progress) -> Void
     ) throws(IndexError) {
         let key = model.key
         try shared.enqueue(work, model: key)
@@ -415,7 +417,7 @@ extension PhotoIndex {
             progress(Progress(done: done, total: done + max(remaining, 1), current: photo.path))
             try indexPhoto(
                 photo, model: model, indexed: &indexed, summary: &summary, regions: regions,
-                imageEmbedding: imageEmbedding)
+                imageEmbedding: imageEmbedding, labels: labels)
             done += 1
             remaining = max(remaining - 1, 0)
         }
@@ -447,10 +449,14 @@ extension PhotoIndex {
 public struct ComputeLane: @unchecked Sendable {
     public let regions: (Image, String) -> [Region]
     public let imageEmbedding: ImageEmbedder?
+    public let labels: PhotoLabeler?
 
-    public init(regions: @escaping (Image, String) -> [Region], imageEmbedding: ImageEmbedder?) {
+    public init(
+        regions: @escaping (Image, String) -> [Region], imageEmbedding: ImageEmbedder?, labels: PhotoLabeler? = nil
+    ) {
         self.regions = regions
         self.imageEmbedding = imageEmbedding
+        self.labels = labels
     }
 }
 

@@ -405,9 +405,10 @@ extension SQLiteIndexStore: NearestNeighbourStore {
     ) throws(IndexError) {
         let image = version >= 2 ? "i.image_embedding" : "NULL"
         let taken = version >= 3 ? "i.taken" : "NULL"
+        let labels = version >= 5 ? "i.labels" : "NULL"
         let statement = try database.prepare(
             """
-            SELECT f.path, i.width, i.height, i.regions, \(image), \(taken), f.mtime_ns FROM files f
+            SELECT f.path, i.width, i.height, i.regions, \(image), \(taken), f.mtime_ns, \(labels) FROM files f
             JOIN images i ON i.hash = f.hash AND i.model = f.model
             WHERE f.status = 'ok' AND f.model = ? AND f.hash = ?
             """)

@@ -15,7 +15,7 @@ import LookoutSupport
 /// Schema versions: a file of an older version is migrated in place by ``migrations`` when opened for
 /// writing, and read as it is otherwise (every version so far reads the same); a newer one is refused.
 public final class SQLiteIndexStore: IndexStore {
-    public static let schemaVersion = 4
+    public static let schemaVersion = 5
     /// Steps from version n to n + 1, each run in one transaction: `migrations[n - 1]` upgrades version n.
     static let migrations: [String] = [
         // 1 → 2: claims, for several processes indexing one database; a photo's image embedding.
@@ -37,6 +37,10 @@ public final class SQLiteIndexStore: IndexStore {
             BEGIN INSERT INTO changes(hash, model) VALUES (new.hash, new.model); END;
         CREATE TRIGGER IF NOT EXISTS images_deleted AFTER DELETE ON images
             BEGIN INSERT INTO changes(hash, model) VALUES (old.hash, old.model); END;
+        """,
+        // 4 → 5: what a prompt-free detector named in the photo (`index --prompt-free`), for search filters.
+        """
+        ALTER TABLE images ADD COLUMN labels TEXT;
         """,
     ]
     /// The schema version of the open file (older than ``schemaVersion`` only when opened read-only).
@@ -203,7 +207,7 @@ public final class SQLiteIndexStore: IndexStore {
           model = excluded.model, status = excluded.status, error = excluded.error
         """)
     private lazy var insertImage = try? database.prepare(
-        "INSERT OR REPLACE INTO images(hash, model, width, height, regions, image_embedding, taken) VALUES(?, ?, ?, ?, ?, ?, ?)"
+        "INSERT OR REPLACE INTO images(hash, model, width, height, regions, image_embedding, taken, labels) VALUES(?, ?, ?, ?, ?, ?, ?, ?)"
     )
 
     public func record(_ photo: FoundPhoto, outcome: PhotoOutcome, model key: String) throws(IndexError) {
@@ -211,14 +215,14 @@ public final class SQLiteIndexStore: IndexStore {
         let file: [Statement.Value] = [.text(photo.path), .integer(photo.size), .integer(photo.mtime)]
         do {
             switch outcome {
-            case .indexed(let hash, let width, let height, let regions, let imageEmbedding, let taken):
+            case .indexed(let hash, let width, let height, let regions, let imageEmbedding, let taken, let labels):
                 let image: Statement.Value =
                     imageEmbedding.map { bits in .blob(bits.flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] }) } ?? .null
                 try database.transaction {
                     try insertImage.run(
                         [
                             .text(hash), .text(key), .integer(Int64(width)), .integer(Int64(height)), .blob(regions),
-                            image, taken.map { .integer($0) } ?? .null,
+                            image, taken.map { .integer($0) } ?? .null, labels.map { .text($0) } ?? .null,
                         ])
                     try upsertFile.run(file + [.text(hash), .text(key), .text("ok"), .null])
                 }
@@ -303,9 +307,10 @@ public final class SQLiteIndexStore: IndexStore {
         // Files of older schema versions (opened read-only) lack the later columns: they read as NULL.
         let image = version >= 2 ? "i.image_embedding" : "NULL"
         let taken = version >= 3 ? "i.taken" : "NULL"
+        let labels = version >= 5 ? "i.labels" : "NULL"
         let statement = try database.prepare(
             """
-            SELECT f.path, i.width, i.height, i.regions, \(image), \(taken), f.mtime_ns FROM files f
+            SELECT f.path, i.width, i.height, i.regions, \(image), \(taken), f.mtime_ns, \(labels) FROM files f
             JOIN images i ON i.hash = f.hash AND i.model = f.model
             WHERE f.status = 'ok' AND f.model = ?
             """)
@@ -313,18 +318,20 @@ public final class SQLiteIndexStore: IndexStore {
         while try statement.step() { Self.visitPhoto(statement, body) }
     }
 
-    /// A row of path, width, height, regions, image embedding, taken and modification time as a photo.
+    /// A row of path, width, height, regions, image embedding, taken, modification time and labels as a photo.
     static func visitPhoto(_ statement: Statement, _ body: (StoredPhoto) -> Void) {
         let path = statement.text(0)
         let (width, height) = (Int(statement.integer(1)), Int(statement.integer(2)))
         let takenValue: Int64? = statement.isNull(5) ? nil : statement.integer(5)
         let modified = statement.integer(6)
+        let labels: String? = statement.isNull(7) ? nil : statement.text(7)
         statement.withBlob(3) { regions in
             statement.withBlob(4) { whole in
                 body(
                     StoredPhoto(
                         path: path, width: width, height: height, regions: regions,
-                        imageEmbedding: whole.isEmpty ? nil : whole, taken: takenValue, modified: modified))
+                        imageEmbedding: whole.isEmpty ? nil : whole, taken: takenValue, modified: modified,
+                        labels: labels))
             }
         }
     }

@@ -18,10 +18,13 @@ import PostgresNIO
 /// Every call is one SQL statement (atomic on the server, and harmless to repeat after a lost connection);
 /// the schema is created and migrated under an advisory lock, so workers started together do it once.
 public final class PostgresIndexStore: IndexStore, @unchecked Sendable {
-    public static let schemaVersion = 1
+    public static let schemaVersion = 2
     /// Steps from version n to n + 1: `migrations[n - 1]` upgrades version n (each statement idempotent).
-    static let migrations: [[String]] = []
-    /// The statements that make version 1.
+    static let migrations: [[String]] = [
+        // 1 → 2: what a prompt-free detector named in the photo (`index --prompt-free`), for search filters.
+        ["ALTER TABLE lookout.images ADD COLUMN IF NOT EXISTS labels text"]
+    ]
+    /// The statements that make the current version (those of ``migrations`` included: each is idempotent).
     static let schema = [
         "CREATE SCHEMA IF NOT EXISTS lookout",
         "CREATE TABLE IF NOT EXISTS lookout.meta (key text PRIMARY KEY, value text NOT NULL)",
@@ -37,6 +40,7 @@ public final class PostgresIndexStore: IndexStore, @unchecked Sendable {
             hash text NOT NULL, model text NOT NULL, width integer NOT NULL, height integer NOT NULL,
             regions bytea NOT NULL, image_embedding bytea, taken bigint, PRIMARY KEY (hash, model))
         """,
+        "ALTER TABLE lookout.images ADD COLUMN IF NOT EXISTS labels text",
         """
         CREATE TABLE IF NOT EXISTS lookout.work (
             path text PRIMARY KEY, size bigint NOT NULL, mtime_ns bigint NOT NULL, model text NOT NULL,
@@ -58,6 +62,8 @@ public final class PostgresIndexStore: IndexStore, @unchecked Sendable {
     /// The dimension of the vector tables (`meta.vector_size`), nil while they do not exist (an index made
     /// before the extension was added, until its model is set again).
     var vectorSize: Int?
+    /// The schema version of the database as opened (older than ``schemaVersion`` only when read-only).
+    var openedVersion = PostgresIndexStore.schemaVersion
     /// The stored model's score parameters, which fold region vectors (``folded(_:level:_:)``).
     var foldingParameters: [(logitScale: Float, bias: Float)] = []
     /// The IVFFlat lists a region search reads (`ivfflat.probes`, of √rows lists; at 10,000 photos recall@10
@@ -133,6 +139,7 @@ public final class PostgresIndexStore: IndexStore, @unchecked Sendable {
                     "index schema version \(version) is newer than this Lookout's (\(Self.schemaVersion)): update Lookout"
             )
         }
+        openedVersion = version
     }
 
     func meta(_ key: String) throws(IndexError) -> String? {
@@ -234,7 +241,7 @@ public final class PostgresIndexStore: IndexStore, @unchecked Sendable {
               recorded = excluded.recorded
             """
         switch outcome {
-        case .indexed(let hash, let width, let height, let regions, let imageEmbedding, let taken):
+        case .indexed(let hash, let width, let height, let regions, let imageEmbedding, let taken, let labels):
             binds.append(hash)
             binds.append("ok")
             binds.appendNull()
@@ -247,6 +254,7 @@ public final class PostgresIndexStore: IndexStore, @unchecked Sendable {
                 binds.appendNull()
             }
             binds.append(taken)
+            binds.append(labels)
             var vectors = ""
             if hasVectors, let vectorSize {
                 vectors = try vectorStatements(
@@ -256,10 +264,11 @@ public final class PostgresIndexStore: IndexStore, @unchecked Sendable {
             try link.query(
                 """
                 WITH image AS (
-                    INSERT INTO lookout.images(hash, model, width, height, regions, image_embedding, taken)
-                    VALUES($6, $4, $9, $10, $11, $12, $13)
+                    INSERT INTO lookout.images(hash, model, width, height, regions, image_embedding, taken, labels)
+                    VALUES($6, $4, $9, $10, $11, $12, $13, $14)
                     ON CONFLICT (hash, model) DO UPDATE SET width = excluded.width, height = excluded.height,
-                      regions = excluded.regions, image_embedding = excluded.image_embedding, taken = excluded.taken),
+                      regions = excluded.regions, image_embedding = excluded.image_embedding, taken = excluded.taken,
+                      labels = excluded.labels),
                 file AS (\(upsertFile)),
                 done AS (\(done))\(vectors)
                 SELECT 1
@@ -331,6 +340,8 @@ public final class PostgresIndexStore: IndexStore, @unchecked Sendable {
     }
 
     func forEachPhoto(model key: String, contents: Set<String>?, _ body: (StoredPhoto) -> Void) throws(IndexError) {
+        // A database of schema 1 opened read-only has no labels column.
+        let labelsColumn = openedVersion >= 2 ? "i.labels" : "NULL::text"
         var after = ""
         while true {
             var binds = PostgresBindings()
@@ -342,7 +353,7 @@ public final class PostgresIndexStore: IndexStore, @unchecked Sendable {
                 binds.append(Array(contents))
                 rows = try link.query(
                     """
-                    SELECT f.path, i.width, i.height, i.regions, i.image_embedding, i.taken, f.mtime_ns
+                    SELECT f.path, i.width, i.height, i.regions, i.image_embedding, i.taken, f.mtime_ns, \(labelsColumn)
                     FROM lookout.files f JOIN lookout.images i ON i.hash = f.hash AND i.model = f.model
                     WHERE f.status = 'ok' AND f.model = $1 AND f.hash = ANY($2)
                     """, binds)
@@ -351,7 +362,7 @@ public final class PostgresIndexStore: IndexStore, @unchecked Sendable {
                 binds.append(Int64(Self.page))
                 rows = try link.query(
                     """
-                    SELECT f.path, i.width, i.height, i.regions, i.image_embedding, i.taken, f.mtime_ns
+                    SELECT f.path, i.width, i.height, i.regions, i.image_embedding, i.taken, f.mtime_ns, \(labelsColumn)
                     FROM lookout.files f JOIN lookout.images i ON i.hash = f.hash AND i.model = f.model
                     WHERE f.status = 'ok' AND f.model = $1 AND f.path > $2
                     ORDER BY f.path LIMIT $3
@@ -367,13 +378,14 @@ public final class PostgresIndexStore: IndexStore, @unchecked Sendable {
                     let image = try cells[4].decode(ByteBuffer?.self)
                     let taken = try cells[5].decode(Int64?.self)
                     let modified = try cells[6].decode(Int64.self)
+                    let labels = try cells[7].decode(String?.self)
                     regions.withUnsafeReadableBytes { blob in
                         func hand(_ whole: UnsafeRawBufferPointer?) {
                             body(
                                 StoredPhoto(
                                     path: path, width: width, height: height, regions: blob,
                                     imageEmbedding: whole.flatMap { $0.isEmpty ? nil : $0 }, taken: taken,
-                                    modified: modified))
+                                    modified: modified, labels: labels))
                         }
                         if let image { image.withUnsafeReadableBytes { hand($0) } } else { hand(nil) }
                     }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import LookoutDetector
 import LookoutEngine
 import LookoutImage
 import LookoutIndex
@@ -130,6 +131,15 @@ struct IndexCommand: ParsableCommand {
     @Flag(help: "Store no whole-photo embeddings (objects only: no scene search, `similar` or `duplicates`).")
     var noImageModel = false
 
+    @Option(
+        help: ArgumentHelp(
+            "A prompt-free YOLOE file (-pf, e.g. yoloe-11s-seg-pf.pt): what it names in each photo from its own vocabulary (boxes scoring above --prompt-free-conf) is stored beside the regions, so that `lookout search QUERY --label NAME` keeps only the photos where it named NAME. It runs as a second detector on every photo.",
+            valueName: "file"))
+    var promptFree: String?
+
+    @Option(help: "The score a prompt-free label needs to be stored (ultralytics' predict threshold by default).")
+    var promptFreeConf: Float = 0.25
+
     @Flag(help: "List the files that could not be indexed, with the reason, and stop.")
     var failures = false
 
@@ -192,6 +202,9 @@ struct IndexCommand: ParsableCommand {
         }
         guard (1...1000).contains(regions) else { throw ValidationError("--regions must be between 1 and 1000.") }
         guard listsFrom >= 1 else { throw ValidationError("--lists-from must be at least 1 photo.") }
+        guard promptFreeConf > 0 && promptFreeConf < 1 else {
+            throw ValidationError("--prompt-free-conf \(promptFreeConf): choose a score between 0 and 1.")
+        }
         if imageModel != nil && noImageModel {
             throw ValidationError("--image-model and --no-image-model exclude each other.")
         }
@@ -206,6 +219,36 @@ struct IndexCommand: ParsableCommand {
         let photos = max(files - frames - videos, 0)
         return
             "\(photos) photo\(photos == 1 ? "" : "s") and \(videos) video\(videos == 1 ? "" : "s") (\(frames) frame\(frames == 1 ? "" : "s"))"
+    }
+
+    /// With `--prompt-free FILE`: the prompt-free detector, recorded in `model`, as a labeller for a pool (each
+    /// lane's engine shares its weights).
+    func promptFreeLabeler(_ model: inout IndexModel) throws -> ((ComputePool) -> PhotoLabeler)? {
+        guard let promptFree else { return nil }
+        var configuration = EngineConfiguration(model: .files(detector: promptFree, textEncoder: nil), caches: false)
+        configuration.precision = modelOptions.chosenPrecision
+        let (engine, loaded) = try Engine.load(configuration)
+        guard let names = engine.network.promptFreeNames else {
+            throw LookoutError(
+                "\(promptFree): \(engine.network.familyName) is asked with queries; --prompt-free takes a prompt-free file (YOLOE -pf), which names what it sees itself"
+            )
+        }
+        model.promptFree = loaded.detectorFingerprint
+        model.promptFreeConfidence = promptFreeConf
+        var options = SuppressionOptions()
+        options.confidence = promptFreeConf
+        options.agnostic = engine.network.agnosticSuppressionByDefault
+        let size = imgsz
+        return { pool in
+            let own = pool === ComputePool.shared ? engine : engine.sharingWeights(pool: pool)
+            return { image, path in
+                let found = own.detect(
+                    own.prepare(image: image, name: path, size: size), plan: .promptFree(names), text: [],
+                    options: options)
+                return PhotoLabel.encode(
+                    found.detections.map { PhotoLabel(name: $0.label, score: $0.score, box: $0.box) })
+            }
+        }
     }
 
     func run() throws {
@@ -265,6 +308,7 @@ struct IndexCommand: ParsableCommand {
                 }
             }
         }
+        let labeler = try promptFreeLabeler(&model)
         let index = try database.open()
         index.videoEvery = videoEvery
         index.minimumPhotosForLists = listsFrom
@@ -279,14 +323,17 @@ struct IndexCommand: ParsableCommand {
                 (own.imageSize, own.maximumRegions) = (extractor.imageSize, extractor.maximumRegions)
                 let lane = own
                 computeLanes.append(
-                    ComputeLane(regions: { lane.regions(of: $0, name: $1) }, imageEmbedding: embedder(pool)))
+                    ComputeLane(
+                        regions: { lane.regions(of: $0, name: $1) }, imageEmbedding: embedder(pool),
+                        labels: labeler?(pool)))
             }
         }
         let reporter = ProgressReporter(terminal: !plain && isatty(2) == 1)
         var clock = Stopwatch()
         let summary = try index.update(
             root: folder!, model: model, regions: { extractor.regions(of: $0, name: $1) },
-            imageEmbedding: embedder(.shared), replacingOtherFolders: rebuild, lanes: computeLanes,
+            imageEmbedding: embedder(.shared), labels: labeler?(.shared), replacingOtherFolders: rebuild,
+            lanes: computeLanes,
             progress: { reporter.report($0) })
         reporter.finish()
         let seconds = clock.lap()

@@ -131,6 +131,7 @@ struct SearchCommand: ParsableCommand {
         guard let stored = try index.storedModel() else {
             throw LookoutError("\(path) holds no indexed photos yet: run `lookout index FOLDER` first")
         }
+        try filters.check(stored, path: path)
         let (engine, detectorFingerprint) = try modelOptions.load()
         let embedder = engine.embedder!
         guard embedder.encoder.fingerprint == stored.textEncoderFingerprint,
@@ -228,6 +229,20 @@ struct SearchCommand: ParsableCommand {
                     fields.append(("scene_score", hit.sceneScore.map(Report.shortest) ?? .null))
                 }
                 if hit.fileState == .changed && !exact { fields.append(("changed_since_indexing", .bool(true))) }
+                if stored.promptFree != nil {
+                    // What the prompt-free detector named in the photo when it was indexed.
+                    fields.append(
+                        (
+                            "labels",
+                            .array(
+                                hit.labels.map {
+                                    .object([
+                                        ("label", .string($0.name)), ("score", Report.shortest($0.score)),
+                                        ("box", .array($0.box.map(Report.shortest))),
+                                    ])
+                                })
+                        ))
+                }
                 print(JSONValue.object(fields).serialized)
             } else {
                 let scene = hit.evidence == .scenes && stored.imageTower != nil && !exact ? ", scene" : ""
@@ -238,6 +253,14 @@ struct SearchCommand: ParsableCommand {
                     print(
                         "         \(Report.format3(item.score))  [\(item.box.map { Report.format1($0) }.joined(separator: " "))]"
                     )
+                }
+                if !hit.labels.isEmpty {
+                    // Each name once, at its best score (labels come best first).
+                    var seen = Set<String>()
+                    let names = hit.labels.filter { seen.insert($0.name).inserted }.map {
+                        "\(Report.visible($0.name)) \(Report.format3($0.score))"
+                    }
+                    print("         labels: \(names.joined(separator: ", "))")
                 }
             }
         }

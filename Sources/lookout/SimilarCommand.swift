@@ -54,6 +54,7 @@ struct SimilarCommand: ParsableCommand {
         guard let stored = try index.storedModel() else {
             throw LookoutError("\(path) holds no indexed photos yet: run `lookout index FOLDER --image-model …` first")
         }
+        try filters.check(stored, path: path)
         guard let fingerprint = stored.imageTower, let towerPath = imageModel ?? stored.imageTowerPath else {
             throw LookoutError(
                 "\(path) holds no whole-photo embeddings: index the folder again with --image-model ViT-B-32.pt")
@@ -96,6 +97,12 @@ struct PhotoFilterOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Only photos taken before this date (same forms as --after).", valueName: "date"))
     var before: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "Only photos where the index's prompt-free detector named this (an index made with `lookout index --prompt-free FILE`; the names are its vocabulary's). Repeat it for photos that show all of several.",
+            valueName: "name"))
+    var label: [String] = []
+
     func validate() throws {
         for (name, value) in [("--after", after), ("--before", before)] {
             if let value, CalendarTime.seconds(typed: value) == nil {
@@ -116,7 +123,16 @@ struct PhotoFilterOptions: ParsableArguments {
         }
         return PhotoFilter(
             folder: folderPath, after: after.flatMap(CalendarTime.seconds(typed:)),
-            before: before.flatMap(CalendarTime.seconds(typed:)))
+            before: before.flatMap(CalendarTime.seconds(typed:)), labels: label)
+    }
+
+    /// `--label` needs an index that stores prompt-free labels.
+    func check(_ model: IndexModel, path: String) throws {
+        guard label.isEmpty || model.promptFree != nil else {
+            throw LookoutError(
+                "\(path) stores no prompt-free labels (--label): index the folder again with --prompt-free FILE, a YOLOE -pf detector"
+            )
+        }
     }
 }
 
@@ -174,6 +190,7 @@ struct DuplicatesCommand: ParsableCommand {
             throw LookoutError(
                 "\(path) holds no whole-photo embeddings: index the folder with --image-model ViT-B-32.pt first")
         }
+        try filters.check(model, path: path)
         let threshold = self.threshold ?? model.duplicateThreshold ?? Self.fallbackThreshold
         let groups = try index.duplicateGroups(threshold: threshold, filter: try filters.filter())
         for (number, group) in groups.enumerated() {

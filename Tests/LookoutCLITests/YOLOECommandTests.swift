@@ -165,6 +165,71 @@ import Testing
         #expect(worst >= 0.99)
     }
 
+    /// `index --prompt-free`: what the prompt-free detector names in each photo is stored beside the regions —
+    /// for rocket.jpg exactly `YOLOE.predict`'s detections with the -pf file (scripts/reference/make_yoloe_pf_fixtures.py:
+    /// names, scores, boxes) — and `search --label NAME` keeps the photos where it named NAME, all of them.
+    @Test func indexStoresPromptFreeLabelsAndSearchFiltersByThem() throws {
+        let folder = try CLI.scratch("yoloe-pf-index")
+        defer { CLI.remove(folder) }
+        let model = [
+            "--detector", Self.detector, "--text-model", CLI.root + "/Tests/Fixtures/weights/mobileclip-tiny-random.ts",
+        ]
+        let promptFree = Self.fixtures + "/yoloe-11n-seg-pf-random.pt"
+        let file = try WeightFile.open(Self.fixtures + "/11pf-rocket-416.safetensors")
+        let names = file.metadata["names"]!.split(separator: ",").map(String.init)
+        let (_, conf, expected, _) = try Self.reference("11pf-rocket-416", text: false)
+        let db = folder + "/index.db"
+        let index = try CLI.run(
+            [
+                "index", CLI.root + "/examples/photos", "--db", db, "--classes", "coco", "--imgsz", "416", "--plain",
+                "--prompt-free", promptFree, "--prompt-free-conf", conf,
+            ] + model)
+        try #require(index.status == 0, "\(index.stderr)")
+        // Every photo with its labels: a query all of them answer, at no threshold worth the name.
+        let all = try CLI.run(["search", "thing", "--db", db, "--conf", "0.0001", "--top", "100", "--json"] + model)
+        try #require(all.status == 0, "\(all.stderr)")
+        var labelsOf: [String: [JSONNode]] = [:]
+        for hit in try Reference.lines(all.stdout) { labelsOf[hit["image"]!.string!] = hit["labels"]!.elements! }
+        #expect(labelsOf.count == 4, "\(labelsOf.keys)")
+        let rocket = try #require(labelsOf.first { $0.key.hasSuffix("/rocket.jpg") }?.value)
+        try #require(rocket.count == expected.count / 6, "\(rocket.count) vs \(expected.count / 6) labels")
+        for (index, label) in rocket.enumerated() {
+            let row = Array(expected[(6 * index)..<(6 * index + 6)])
+            #expect(label["label"]!.string! == names[Int(row[5])], "label \(index)")
+            #expect(abs(Float(label["score"]!.number!) - row[4]) <= 1e-5, "score \(index)")
+            let box = label["box"]!.elements!.map { Float($0.number!) }
+            #expect(zip(box, row[0..<4]).allSatisfy { abs($0 - $1) <= 0.01 }, "box \(index): \(box) vs \(row)")
+        }
+        // A name some photos have and others not: --label keeps exactly those.
+        let counts = Dictionary(
+            labelsOf.values.flatMap { Set($0.map { $0["label"]!.string! }) }.map { ($0, 1) }, uniquingKeysWith: +)
+        let name = try #require(counts.filter { $0.value > 0 && $0.value < labelsOf.count }.keys.sorted().first)
+        let filtered = try CLI.run(
+            ["search", "thing", "--db", db, "--conf", "0.0001", "--top", "100", "--json", "--label", name.uppercased()]
+                + model)
+        try #require(filtered.status == 0, "\(filtered.stderr)")
+        let kept = Set(try Reference.lines(filtered.stdout).map { $0["image"]!.string! })
+        let named = Set(labelsOf.filter { $0.value.contains { $0["label"]!.string! == name } }.keys)
+        print(
+            "prompt-free labels: rocket.jpg \(rocket.count) as ultralytics; --label \(name): \(kept.count) of \(labelsOf.count)"
+        )
+        #expect(!kept.isEmpty && kept == named, "\(kept) vs \(named)")
+        // Refusals: --label on an index without labels, a text-prompt file as --prompt-free.
+        let plain = folder + "/plain.db"
+        let plainIndex = try CLI.run(
+            ["index", CLI.root + "/examples/photos", "--db", plain, "--classes", "coco", "--imgsz", "320", "--plain"]
+                + model)
+        try #require(plainIndex.status == 0, "\(plainIndex.stderr)")
+        let noLabels = try CLI.run(["search", "thing", "--db", plain, "--label", name] + model)
+        #expect(noLabels.status != 0 && noLabels.stderr.contains("stores no prompt-free labels"), "\(noLabels.stderr)")
+        let wrong = try CLI.run(
+            [
+                "index", CLI.root + "/examples/photos", "--db", folder + "/w.db", "--classes", "coco", "--prompt-free",
+                Self.detector,
+            ] + model)
+        #expect(wrong.status != 0 && wrong.stderr.contains("takes a prompt-free file"), "\(wrong.stderr)")
+    }
+
     /// `--end-to-end` with YOLOE-26: the one-to-one head and top-k instead of NMS, as `YOLOE.predict(nms=False)`
     /// (scripts/reference/make_yoloe_fixtures.py), boxes and photo-size masks; refused with another family and
     /// by the commands that store regions.

@@ -29,7 +29,7 @@ import Testing
         }
         func record(_ photo: FoundPhoto, outcome: PhotoOutcome, model key: String) {
             switch outcome {
-            case .indexed(let hash, let width, let height, let regions, let image, let taken):
+            case .indexed(let hash, let width, let height, let regions, let image, let taken, _):
                 images[hash + "|" + key] = (width, height, regions, image, taken)
                 files[photo.path] = (
                     photo, StoredFile(size: photo.size, mtime: photo.mtime, hash: hash, model: key, failed: false), nil
@@ -235,8 +235,17 @@ import Testing
         try SQLiteIndexStore(path: old, readOnly: true).forEachPhoto(model: "m") { _ in seen += 1 }
         #expect(seen == 0)
         let upgraded = try SQLiteIndexStore(path: old)
-        #expect(try Self.schemaVersion(in: old) == "4")
+        #expect(try Self.schemaVersion(in: old) == "5")
         #expect(try upgraded.changeSequence() == 0)
+        // Version 5's prompt-free labels are written and read back with the photo.
+        let labels = PhotoLabel.encode([PhotoLabel(name: "dog", score: 0.75, box: [1, 2, 3, 4])])
+        try upgraded.record(
+            FoundPhoto(path: "/p/dog.jpg", size: 1, mtime: 1),
+            outcome: .indexed(hash: "h", width: 4, height: 3, regions: [0, 0, 0, 0], labels: labels), model: "m")
+        var read: [PhotoLabel]?
+        try upgraded.forEachPhoto(model: "m") { read = $0.labels.flatMap(PhotoLabel.decode) }
+        #expect(read == [PhotoLabel(name: "dog", score: 0.75, box: [1, 2, 3, 4])])
+        #expect(PhotoLabel.decode("[{\"label\": 3}]") == nil && PhotoLabel.decode("not json") == nil)
         #expect(try upgraded.claim("/p/x.jpg", worker: IndexWorker.current(), until: SQLiteIndexStore.now() + 60))
         #expect(try upgraded.imageEmbedding(hash: "none", model: "m") == nil)
         Self.setSchemaVersion("99", in: path)
