@@ -359,6 +359,40 @@ final class BackgroundLookout {
         try expectSearchesEqual(photos, server, extra: ["--scan"], "pgvector --scan")
     }
 
+    /// `index --prompt-free`: the labels a PostgreSQL index stores (through pgvector's statements where the
+    /// server has it) and the photos `search --label` keeps equal those of an SQLite index of the same folder.
+    @Test func promptFreeLabelsEqualSQLite() throws {
+        let photos = try Photos()
+        let bin = ProcessInfo.processInfo.environment["LOOKOUT_PGVECTOR_BIN"]
+        let server = try TestPostgres(bin: bin)
+        if bin != nil { try server.sql("CREATE EXTENSION vector") }
+        let promptFree = ["--prompt-free", CLI.root + "/Tests/Fixtures/yoloe/yoloe-11n-seg-pf-random.pt"]
+        let sqlite = photos.sqlite + ".pf"
+        for db in [sqlite, server.url] {
+            let indexed = try CLI.run(["index", photos.folder, "--db", db] + Self.options + promptFree)
+            #expect(indexed.status == 2, "\(db): \(indexed.stderr)")
+        }
+        let query = ["search", "red circle", "--json", "--conf", "0.01", "--top", "100"]
+        let all = try CLI.run(query + ["--db", sqlite])
+        try #require(all.status == 0, "\(all.stderr)")
+        let shared = try CLI.run(query + ["--db", server.url, "--scan"])
+        #expect(shared.stdout == all.stdout, "every photo's labels as SQLite stores them")
+        let hits = try Reference.lines(all.stdout)
+        let counts = Dictionary(
+            hits.flatMap { hit in
+                let labels = hit["labels"]!
+                return Set((0..<labels.count).map { labels[$0]["label"]!.string! })
+            }.map { ($0, 1) },
+            uniquingKeysWith: +)
+        let name = try #require(counts.filter { $0.value < hits.count }.keys.sorted().first)
+        let reference = try CLI.run(query + ["--db", sqlite, "--label", name])
+        let filtered = try CLI.run(query + ["--db", server.url, "--label", name])
+        #expect(filtered.status == 0 && filtered.stdout == reference.stdout, "\(filtered.stderr)")
+        let kept = try Reference.lines(filtered.stdout).count
+        print("PostgreSQL prompt-free labels: --label \(name) keeps \(kept) of \(hits.count) photos, as SQLite")
+        #expect(kept == counts[name])
+    }
+
     @Test func addressesAndErrors() throws {
         let server = try TestPostgres()
         // A database without an index, a server that is not there, broken URLs, options that need PostgreSQL.
