@@ -24,6 +24,8 @@ public final class LookoutService: @unchecked Sendable {
 
     /// The most connections to a PostgreSQL index open at once (one pool for every request).
     public let databaseConnections: Int
+    /// The detector file's fingerprint (what an index records about the model that made its regions).
+    public let detectorFingerprint: String
 
     public init(
         engine: Engine, detectorFingerprint: String, indexPath: String?, imageSize: Int = 640,
@@ -31,6 +33,7 @@ public final class LookoutService: @unchecked Sendable {
         databaseConnections: Int = PostgresIndexStore.defaultConnections
     ) {
         self.databaseConnections = databaseConnections
+        self.detectorFingerprint = detectorFingerprint
         self.engine = engine
         self.store = FeatureStore(modelKey: detectorFingerprint, memoryLimit: featureMemory)
         self.imageSize = imageSize
@@ -388,6 +391,22 @@ public final class LookoutService: @unchecked Sendable {
         guard let path = found else { throw ServiceError(404, "no indexed photo \(id)") }
         lock.withLock { photoPaths[id] = path }
         return path
+    }
+
+    /// What whoever starts the server should know about the served index, in a sentence: it was indexed with
+    /// another detector (its regions are that model's, which this one's queries do not fit), or in another
+    /// arithmetic than the server computes in (its regions stay that arithmetic's). Nil when it fits, or when
+    /// there is no index yet.
+    public func indexNote() -> String? {
+        guard indexPath != nil, let index = try? openIndex(), let stored = try? index.storedModel() else { return nil }
+        let shown = IndexLocation.shown(indexPath!)
+        if stored.detectorFingerprint != detectorFingerprint {
+            return
+                "\(shown) was indexed with another detector: its regions are that model's, so searches score them with queries they were not made for; serve the model it was indexed with, or index the folder again with this one"
+        }
+        guard stored.precision != engine.arithmetic else { return nil }
+        return
+            "\(shown) was indexed in \(stored.precision); its regions are that arithmetic's whatever --precision says (\(engine.arithmetic) applies to what is computed now: queries, detections). Index the folder again with these options for \(engine.arithmetic) regions."
     }
 
     private func openIndex() throws(ServiceError) -> PhotoIndex {

@@ -120,6 +120,7 @@
                 engine: engine, detectorFingerprint: fingerprint,
                 indexPath: index.flatMap { IndexLocation.isPostgres($0) ? $0 : FileSystem.realpath($0) },
                 imageSize: imgsz, featureMemory: featureMemory << 20, databaseConnections: dbConnections)
+            if let note = service.indexNote() { printError("lookout serve: \(note)") }
             let server = try LookoutServer(service: service, configuration: settings)
             let finished = DispatchSemaphore(value: 0)
             let outcome = ServeOutcome()

@@ -321,6 +321,17 @@ import Testing
         #expect(server.stop().status == 0)
         let said = String(decoding: server.errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(said.contains("searching \(folder)/data/lookout/index.sqlite (the default index"), "\(said)")
+        #expect(!said.contains("was indexed"), "an index that fits the model is served without a note: \(said)")
+        // An index made in another arithmetic is served with a note saying so, as `search` says it.
+        let bf16 = folder + "/bf16.sqlite"
+        let made = try CLI.run(["index", folder + "/photos", "--plain", "--db", bf16, "--precision", "bf16"])
+        #expect(made.status == 0, "\(made.stderr)")
+        if !made.stderr.contains("this CPU has no") {  // a CPU without AVX-512 BF16 indexes in fp32
+            let noted = try Server(["--db", bf16])
+            #expect(noted.stop().status == 0)
+            let note = String(decoding: noted.errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            #expect(note.contains("bf16.sqlite was indexed in bf16; its regions are that arithmetic's"), "\(note)")
+        }
 
         let bare = try Server([], environment: ["XDG_DATA_HOME": folder + "/nothing"])
         #expect(try Self.request("GET", bare.url + "api/v1/search?q=star").status == 404)
