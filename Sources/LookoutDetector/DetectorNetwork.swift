@@ -132,7 +132,9 @@ public func openDetector(
     if oneToOne {
         throw WeightsError(
             path: weights.path,
-            problem: "not a YOLOE-26 file: only YOLOE-26 has a one-to-one head to keep boxes by top-k instead of NMS")
+            problem:
+                "this YOLO-World file has no one-to-one head (one2one_cv2, …): only YOLOE-26 text-prompt files have one; leave out --end-to-end"
+        )
     }
     return try YOLOWorldNetwork(weights: weights, precision: precision, recorder: recorder)
 }

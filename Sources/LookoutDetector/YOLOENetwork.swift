@@ -36,7 +36,7 @@ public struct HeadOutput: Sendable {
 ///   attention in the last neck stage, box distances without DFL (`reg_max=1`), ``Proto26`` fed by all three
 ///   maps, and a one-to-one twin of each head branch (`one2one_*`). ultralytics predicts with the one-to-many
 ///   branch and NMS by default; ``run(_:classEmbeddings:classes:oneToOne:pool:)`` runs the twin instead, whose
-///   output is kept by top-k (``NonMaxSuppression/topK(_:rows:classes:limit:agnostic:)``) instead of NMS.
+///   output is kept by top-k (``NonMaxSuppression/topK(_:classes:options:)``) instead of NMS.
 ///
 /// A prompt-free file (`-pf`: `lrpc` in the head, no `reprta`) runs its own vocabulary (``PromptFreeHead``,
 /// ``promptFreeNames``) and takes no text. A file's `savpe` (``VisualPromptEncoder``) turns boxes drawn on a photo
@@ -181,7 +181,7 @@ public final class YOLOENetwork: Sendable {
             throw WeightsError(
                 path: file.path,
                 problem:
-                    "this \(family.rawValue) file has no one-to-one head (one2one_cv2, …): only YOLOE-26 text-prompt files have one, so it keeps its boxes by NMS"
+                    "this \(family.rawValue) file has no one-to-one head (one2one_cv2, …): only YOLOE-26 text-prompt files have one; leave out --end-to-end"
             )
         }
         try checkConnections(path: file.path)

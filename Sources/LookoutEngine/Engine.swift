@@ -239,10 +239,11 @@ public final class Engine: Sendable {
         if scored.negatives.isEmpty {
             kept = keep(scored.output, scored.labels.count, options)
         } else {
-            // Negative queries take no place among the kept boxes: suppress without the cap, drop what a
-            // higher-scoring negative box overlaps (agnostic NMS already did), then the negatives, then cap.
+            // Negative queries take no place among the kept boxes: keep without the cap, drop what a
+            // higher-scoring negative box overlaps (agnostic NMS already did; top-k does not suppress), then the
+            // negatives, then cap. Top-k keeps its own k candidates (max(max-det, 300)), uncapped below that.
             var uncapped = options
-            uncapped.maximumDetections = Int.max
+            uncapped.maximumDetections = network.keepsTopK ? max(options.maximumDetections, 300) : Int.max
             let all = keep(scored.output, scored.labels.count, uncapped)
             let negative = all.filter { scored.negatives.contains($0.classIndex) }
             kept = all.filter { box in

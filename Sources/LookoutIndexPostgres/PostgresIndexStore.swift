@@ -24,7 +24,8 @@ public final class PostgresIndexStore: IndexStore, @unchecked Sendable {
         // 1 → 2: what a prompt-free detector named in the photo (`index --prompt-free`), for search filters.
         ["ALTER TABLE lookout.images ADD COLUMN IF NOT EXISTS labels text"]
     ]
-    /// The statements that make the current version (those of ``migrations`` included: each is idempotent).
+    /// The statements that make the current version (an older database's tables exist: ``migrations`` bring them
+    /// up to it).
     static let schema = [
         "CREATE SCHEMA IF NOT EXISTS lookout",
         "CREATE TABLE IF NOT EXISTS lookout.meta (key text PRIMARY KEY, value text NOT NULL)",
@@ -38,9 +39,8 @@ public final class PostgresIndexStore: IndexStore, @unchecked Sendable {
         """
         CREATE TABLE IF NOT EXISTS lookout.images (
             hash text NOT NULL, model text NOT NULL, width integer NOT NULL, height integer NOT NULL,
-            regions bytea NOT NULL, image_embedding bytea, taken bigint, PRIMARY KEY (hash, model))
+            regions bytea NOT NULL, image_embedding bytea, taken bigint, labels text, PRIMARY KEY (hash, model))
         """,
-        "ALTER TABLE lookout.images ADD COLUMN IF NOT EXISTS labels text",
         """
         CREATE TABLE IF NOT EXISTS lookout.work (
             path text PRIMARY KEY, size bigint NOT NULL, mtime_ns bigint NOT NULL, model text NOT NULL,
@@ -126,7 +126,10 @@ public final class PostgresIndexStore: IndexStore, @unchecked Sendable {
     }
 
     private func checkVersion() throws(IndexError) {
-        guard let text = try meta("schema_version") else { return }
+        guard let text = try meta("schema_version") else {
+            openedVersion = 1  // no version recorded: read only what version 1 has
+            return
+        }
         guard let version = Int(text), version >= 1 else {
             throw IndexError(
                 path: location, kind: .schemaVersion,

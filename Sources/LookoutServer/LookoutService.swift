@@ -394,15 +394,18 @@ public final class LookoutService: @unchecked Sendable {
     }
 
     /// What whoever starts the server should know about the served index, in a sentence: it was indexed with
-    /// another detector (its regions are that model's, which this one's queries do not fit), or in another
+    /// another detector or text encoder (its regions are that model's, which this one's queries do not fit), or in another
     /// arithmetic than the server computes in (its regions stay that arithmetic's). Nil when it fits, or when
     /// there is no index yet.
     public func indexNote() -> String? {
         guard indexPath != nil, let index = try? openIndex(), let stored = try? index.storedModel() else { return nil }
         let shown = IndexLocation.shown(indexPath!)
-        if stored.detectorFingerprint != detectorFingerprint {
+        let textEncoder = engine.embedder?.encoder.fingerprint
+        if stored.detectorFingerprint != detectorFingerprint
+            || (textEncoder != nil && textEncoder != stored.textEncoderFingerprint)
+        {
             return
-                "\(shown) was indexed with another detector: its regions are that model's, so searches score them with queries they were not made for; serve the model it was indexed with, or index the folder again with this one"
+                "\(shown) was indexed with another model: its regions are that model's, so searches score them with queries they were not made for; serve the model it was indexed with, or index the folder again with this one"
         }
         guard stored.precision != engine.arithmetic else { return nil }
         return

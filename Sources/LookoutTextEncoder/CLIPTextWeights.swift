@@ -27,7 +27,8 @@ public struct CLIPTextConfiguration: Sendable, Equatable {
     public let layerNormEpsilon: Float = 1e-5
 
     /// Whether the MLP's activation is PyTorch's exact GELU (MobileCLIP's `TransformerEncoder`; open_clip's
-    /// default, which a TorchScript file's code shows as `torch.gelu`) rather than OpenAI's QuickGELU.
+    /// default, which a TorchScript file's module tree shows as `nn.GELU` in the text layers' MLP) rather than
+    /// OpenAI's QuickGELU.
     public let exactGELU: Bool
 
     /// Which tower this is: CLIP (YOLO-World's), MobileCLIP (YOLOE-v8/11's) or MobileCLIP2 (YOLOE-26's: CLIP's
@@ -195,7 +196,7 @@ struct CLIPTextWeights: Sendable {
         configuration = CLIPTextConfiguration(
             layout: layout, width: width, layers: layerCount, heads: width / 64, contextLength: context,
             vocabularySize: vocabulary, embeddingSize: embedding,
-            exactGELU: layout == .mobileCLIP || weights.metadata["torchscript.calls_gelu"] == "true")
+            exactGELU: layout == .mobileCLIP || WeightFile.callsGELU(weights, at: names.layers + "0.mlp.gelu"))
         // open_clip keeps its causal mask as a buffer (`attn_mask`, −inf above the diagonal): Lookout applies that
         // mask, so a file whose mask is another one is not this model.
         if let mask = names.causalMask, file.has(mask) {

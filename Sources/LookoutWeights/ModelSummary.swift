@@ -36,7 +36,10 @@ public struct ModelSummary: Sendable {
             // YOLO26's last neck stage (layer 22) is a C3k2 with attention blocks; YOLO11's has none.
             let family =
                 head == 22
-                ? "YOLOE-v8" : tensors["model.22.m.0.1.attn.qkv.conv.weight"] != nil ? "YOLOE-26" : "YOLOE-11"
+                ? "YOLOE-v8"
+                : tensors["model.10.m.0.attn.qkv.conv.weight"] == nil
+                    ? "YOLOE (a layout Lookout does not run)"
+                    : tensors["model.22.m.0.1.attn.qkv.conv.weight"] != nil ? "YOLOE-26" : "YOLOE-11"
             var modes: [String] = []
             if tensors["model.\(head).reprta.m.w12.weight"] != nil { modes.append("text") }
             if tensors["model.\(head).savpe.cv3.weight"] != nil { modes.append("visual") }

@@ -160,9 +160,12 @@ enum TorchArchive {
                 case .object(let child) where child.module.hasPrefix("__torch__"):
                     // The module tree says what no tensor does: which activation the model calls. PyTorch's
                     // nn.GELU pickles as `__torch__.torch.nn.modules.activation[.___torch_mangle_N].GELU`;
-                    // OpenAI CLIP's QuickGELU is its own class (`__torch__.clip.model.QuickGELU`).
+                    // OpenAI CLIP's QuickGELU is its own class (`__torch__.clip.model.QuickGELU`). Where each
+                    // nn.GELU sits is recorded (``WeightFile/callsGELU(_:at:)``).
                     if child.module.hasPrefix("__torch__.torch.nn.modules.activation"), child.name == "GELU" {
-                        metadata["torchscript.calls_gelu"] = "true"
+                        let path = prefix + name
+                        metadata[WeightFile.geluModulesKey] =
+                            metadata[WeightFile.geluModulesKey].map { $0 + "\n" + path } ?? path
                     }
                     try collectScript(child, prefix: prefix + name + ".", depth: depth + 1)
                 default: break

@@ -36,6 +36,15 @@ public struct WeightFile: Sendable {
         self.batchNormEpsilon = batchNormEpsilon
     }
 
+    /// Metadata of a TorchScript file: the module paths (one per line) where the traced model holds PyTorch's
+    /// exact `nn.GELU` (what no tensor says; kept by canonical conversion).
+    public static let geluModulesKey = "torchscript.gelu_modules"
+
+    /// Whether the file's module tree holds `nn.GELU` at `path` (e.g. `text.transformer.resblocks.0.mlp.gelu`).
+    public static func callsGELU(_ file: WeightFile, at path: String) -> Bool {
+        file.metadata[geluModulesKey]?.split(separator: "\n").contains { $0 == path } ?? false
+    }
+
     /// Opens a weight file, choosing the reader by its first bytes (`PK` zip or safetensors header).
     public static func open(_ path: String) throws(WeightsError) -> WeightFile {
         let file = try MappedFile(path: path)

@@ -41,9 +41,9 @@ struct ModelOptions: ParsableArguments {
 
     @Flag(
         help: ArgumentHelp(
-            "YOLOE-26 only: keep the one-to-one head's best boxes (top 300 by score) instead of running NMS, as "
-                + "ultralytics does with nms=False. By default YOLOE-26, like ultralytics, uses its one-to-many head "
-                + "and NMS."))
+            "YOLOE-26 only: keep the one-to-one head's best boxes instead of running NMS, as ultralytics does with "
+                + "nms=False (the top max(--max-det, 300) by score, those above --conf, at most --max-det). By default "
+                + "YOLOE-26, like ultralytics, uses its one-to-many head and NMS."))
     var endToEnd = false
 
     @Option(

@@ -186,7 +186,7 @@ struct IndexCommand: ParsableCommand {
     func validate() throws {
         guard !modelOptions.endToEnd else {
             throw ValidationError(
-                "--end-to-end is for detect, query, serve and eval: an index stores the one-to-many head's regions and a search ranks them as that head's NMS would."
+                "--end-to-end is for detect, query, track, serve and eval: an index stores the one-to-many head's regions and a search ranks them as that head's NMS would."
             )
         }
         if !(videoEvery >= 0.04 && videoEvery <= 3600) {

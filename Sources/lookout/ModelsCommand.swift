@@ -38,19 +38,18 @@ struct ModelsCommand: ParsableCommand {
                 out +=
                     "  model: YOLO-World v2 detector, scale \(scale), text embedding \(embedding), \(classes) built-in classes\n"
             case .yoloe(let family, let scale, let segments, let modes):
-                let runs =
-                    family == "YOLOE-26"
-                    ? "not yet run by Lookout"
-                    : "Lookout runs: " + modes.joined(separator: ", ")
+                let runs = "Lookout runs: " + modes.joined(separator: ", ")
                 out +=
                     "  model: \(family) \(segments ? "segmentation" : "detection") model, scale \(scale); prompts in the file: \(modes.joined(separator: ", ")) (\(runs))\n"
             case .clipTextEncoder(
                 let layout, let width, let layers, let heads, let vocabulary, let context, let embedding):
-                // CLIP's names with exact GELU (a TorchScript file's code calls torch.gelu): MobileCLIP2.
+                // CLIP's names with exact GELU in the text layers' MLP (nn.GELU in a TorchScript module tree):
+                // MobileCLIP2.
+                let prefix = layout == "openclip" ? "text." : ""
                 let tower =
                     layout == "mobileclip"
                     ? "MobileCLIP text encoder (YOLOE-v8/11's text tower)"
-                    : weights.metadata["torchscript.calls_gelu"] == "true"
+                    : WeightFile.callsGELU(weights, at: prefix + "transformer.resblocks.0.mlp.gelu")
                         ? "MobileCLIP2 text encoder (YOLOE-26's text tower, \(layout) names)"
                         : "CLIP text encoder (\(layout) names)"
                 out += "  model: \(tower): width \(width), \(layers) layers, \(heads) heads, "

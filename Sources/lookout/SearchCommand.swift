@@ -105,7 +105,7 @@ struct SearchCommand: ParsableCommand {
     func validate() throws {
         guard !modelOptions.endToEnd else {
             throw ValidationError(
-                "--end-to-end is for detect, query, serve and eval: an index stores the one-to-many head's regions and a search ranks them as that head's NMS would."
+                "--end-to-end is for detect, query, track, serve and eval: an index stores the one-to-many head's regions and a search ranks them as that head's NMS would."
             )
         }
         guard top > 0 else { throw ValidationError("--top must be positive.") }

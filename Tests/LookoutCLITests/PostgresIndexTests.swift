@@ -393,6 +393,29 @@ final class BackgroundLookout {
         #expect(kept == counts[name])
     }
 
+    /// A database of schema 1 (before prompt-free labels) is searched as it is when opened read-only, and
+    /// migrated to schema 2 (the `labels` column) by the next `lookout index`.
+    @Test func aSchemaOneDatabaseIsReadThenMigrated() throws {
+        let photos = try Photos()
+        let server = try TestPostgres()
+        let first = try CLI.run(["index", photos.folder, "--db", server.url] + Self.options)
+        #expect(first.status == 2, "\(first.stderr)")
+        _ = try server.sql(
+            "ALTER TABLE lookout.images DROP COLUMN labels; UPDATE lookout.meta SET value = '1' WHERE key = 'schema_version'"
+        )
+        let read = try CLI.run(["search", "red circle", "--db", server.url, "--json", "--conf", "0.05"])
+        let reference = try CLI.run(["search", "red circle", "--db", photos.sqlite, "--json", "--conf", "0.05"])
+        #expect(read.status == 0 && read.stdout == reference.stdout, "\(read.stderr)")
+        #expect(try server.sql("SELECT value FROM lookout.meta WHERE key = 'schema_version'") == "1")
+        let again = try CLI.run(["index", photos.folder, "--db", server.url] + Self.options)
+        #expect(again.status == 2, "\(again.stderr)")
+        #expect(try server.sql("SELECT value FROM lookout.meta WHERE key = 'schema_version'") == "2")
+        #expect(
+            try server.count(
+                "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'lookout' AND table_name = 'images' AND column_name = 'labels'"
+            ) == 1)
+    }
+
     @Test func addressesAndErrors() throws {
         let server = try TestPostgres()
         // A database without an index, a server that is not there, broken URLs, options that need PostgreSQL.
