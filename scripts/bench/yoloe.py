@@ -6,7 +6,7 @@
     .build/reference-venv-requirements-track/bin/pip install onnx onnxruntime openvino onnxslim   # once
     .build/reference-venv-requirements-track/bin/python scripts/bench/yoloe.py [--models 11s,v8s] [--runs 7]
 
-For each model (YOLOE-11s-seg, YOLOE-v8s-seg; random weights in the released architecture and `.pt` format,
+For each model (YOLOE-11s-seg, YOLOE-v8s-seg, or YOLOE-26s-seg with `--models 26s`; random weights in the released architecture and `.pt` format,
 made with ultralytics under /tmp/lookout-bench-yoloe) with 3 random text embeddings:
 
 - Lookout: `lookout detect PHOTO×(runs+1) --detector M.pt --text-embeddings Q.npy -q a,b,c --imgsz 640 --lanes 1
