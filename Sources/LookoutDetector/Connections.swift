@@ -148,13 +148,14 @@ extension ConnectionCheck {
     /// A prompt-free head: each level's box and classification branches, mask branch, and `lrpc` convolutions
     /// receive what the branch before them gives.
     func check(_ head: PromptFreeHead, _ name: String, receives maps: [Int]) throws(WeightsError) {
+        let named = name + "." + head.branch  // model.23.cv2.0, or model.23.one2one_cv2.0
         for (index, (level, inputs)) in zip(head.levels, maps).enumerated() {
-            var box = try check(chain: level.box, "\(name).cv2.\(index)", receives: inputs)
+            var box = try check(chain: level.box, "\(named)cv2.\(index)", receives: inputs)
             box = try check(level.location, "\(name).lrpc.\(index).loc", receives: box)
             guard box == 4 * head.bins, head.bins > 0 else {
                 throw fail("\(name).lrpc.\(index).loc gives \(box) channels, expected 4 × \(head.bins) bins")
             }
-            let hidden = try check(hidden: level.hidden, "\(name).cv3.\(index)", receives: inputs)
+            let hidden = try check(hidden: level.hidden, "\(named)cv3.\(index)", receives: inputs)
             guard level.vocabulary.count == head.names * hidden else {
                 throw fail(
                     "\(name).lrpc.\(index).vocab takes \(level.vocabulary.count / max(head.names, 1)) channels, the classification branch gives \(hidden)"
@@ -164,7 +165,7 @@ extension ConnectionCheck {
                 throw fail("\(name).lrpc.\(index).pf takes \(filter.weights.count) channels, expected \(hidden)")
             }
             try check(
-                mask: level.mask, "\(name).cv5.\(index)", receives: inputs, coefficients: head.maskCoefficients)
+                mask: level.mask, "\(named)cv5.\(index)", receives: inputs, coefficients: head.maskCoefficients)
         }
     }
 }

@@ -10,6 +10,10 @@ import LookoutWeights
 /// On levels 0 and 1 only the anchors whose `sigmoid(pf)` exceeds the head's threshold (0.001: the predictor
 /// never sets `conf` on the head) are scored; level 2 scores every anchor. As in ultralytics the output holds
 /// the kept anchors only, `(4 + names) × kept`, and the mask coefficients the same anchors.
+///
+/// A YOLOE-26 file made while YOLO26 predicted end to end by default (before ultralytics 8.4.142) has its `lrpc`
+/// on the one-to-one twin (`one2one_cv2`, `one2one_cv3`, `one2one_cv5`; `branch`) and no one-to-many branches:
+/// its output is kept by top-k, not NMS.
 struct PromptFreeHead: Sendable {
     struct Level: Sendable {
         let box: [Convolution]
@@ -27,21 +31,24 @@ struct PromptFreeHead: Sendable {
     static let threshold: Float = 0.001
 
     let levels: [Level]
+    /// The branches' name prefix: empty, or `one2one_` (see above).
+    let branch: String
     let names: Int
     let bins: Int
     let maskCoefficients: Int
 
-    init(_ prefix: String, masks: Bool, in file: WeightBinding) throws(WeightsError) {
+    init(_ prefix: String, branch: String = "", masks: Bool, in file: WeightBinding) throws(WeightsError) {
         var levels: [Level] = []
         var index = 0
+        let named = prefix + "." + branch
         while file.has("\(prefix).lrpc.\(index).vocab.weight") {
-            let p2 = "\(prefix).cv2.\(index)", p3 = "\(prefix).cv3.\(index)", lrpc = "\(prefix).lrpc.\(index)"
+            let p2 = "\(named)cv2.\(index)", p3 = "\(named)cv3.\(index)", lrpc = "\(prefix).lrpc.\(index)"
             let box = [
                 try Convolution(conv: p2 + ".0", stride: 1, in: file),
                 try Convolution(conv: p2 + ".1", stride: 1, in: file),
             ]
             let hidden = try WorldDetectHead.hiddenLayers(p3, in: file)
-            let mask = masks ? try WorldDetectHead.maskBranch("\(prefix).cv5.\(index)", in: file) : []
+            let mask = masks ? try WorldDetectHead.maskBranch("\(named)cv5.\(index)", in: file) : []
             let location = try Convolution(plain: lrpc + ".loc", in: file)
             let vocabularyView = try file.view(lrpc + ".vocab.weight")
             // Levels 0 and 1: a Linear (names × hidden); level 2 (filter off): a 1×1 Conv2d.
@@ -83,6 +90,7 @@ struct PromptFreeHead: Sendable {
                     "\(prefix).lrpc: expected the proposal filter on levels 0 and 1 (Linear vocab) and off on level 2")
         }
         self.levels = levels
+        self.branch = branch
         names = levels[0].vocabularyBias.count
         bins = levels[0].location.outputs / 4
         maskCoefficients = levels[0].mask.last?.outputs ?? 0

@@ -131,10 +131,13 @@ public final class YOLOENetwork: Sendable {
         let prefix = "model.\(head)"
         let segments = file.has(prefix + ".proto.cv1.conv.weight")
         oneToOneHead =
-            file.has(prefix + ".one2one_cv2.0.0.conv.weight")
+            file.has(prefix + ".one2one_cv2.0.0.conv.weight") && !file.has(prefix + ".lrpc.0.vocab.weight")
             ? try WorldDetectHead(prefix, branch: "one2one_", masks: segments, in: file) : nil
         if file.has(prefix + ".lrpc.0.vocab.weight") {
-            let promptFree = try PromptFreeHead(prefix, masks: segments, in: file)
+            // On the one-to-one twin when the one-to-many branches were fused away (YOLOE-26 made end to end).
+            let twin = file.has(prefix + ".one2one_cv2.0.0.conv.weight") && !file.has(prefix + ".cv2.0.0.conv.weight")
+            let promptFree = try PromptFreeHead(
+                prefix, branch: twin ? "one2one_" : "", masks: segments, in: file)
             let names = weights.classNames
             guard names.count == promptFree.names else {
                 throw WeightsError(
@@ -176,8 +179,10 @@ public final class YOLOENetwork: Sendable {
         } else {
             strides = [8, 16, 32]
         }
-        keepsTopK = oneToOne
-        if oneToOne && oneToOneHead == nil {
+        // A prompt-free head on the one-to-one twin is kept by top-k whatever was asked, as ultralytics keeps it.
+        let promptFreeOneToOne = promptFreeHead?.branch == "one2one_"
+        keepsTopK = oneToOne || promptFreeOneToOne
+        if oneToOne && oneToOneHead == nil && !promptFreeOneToOne {
             throw WeightsError(
                 path: file.path,
                 problem:
@@ -231,7 +236,7 @@ public final class YOLOENetwork: Sendable {
         let maps = neck(features, pool: pool)
         var unused: [[Float]]? = nil
         let oneToOne = oneToOne ?? keepsTopK
-        precondition(!oneToOne || oneToOneHead != nil, "\(path) has no one-to-one head")
+        precondition(!oneToOne || oneToOneHead != nil || promptFreeHead != nil, "\(path) has no one-to-one head")
         let head = oneToOne ? oneToOneHead : detectHead
         let (output, coefficients) =
             promptFreeHead?.run(maps, strides: strides, pool: pool)

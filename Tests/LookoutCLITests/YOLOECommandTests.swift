@@ -165,6 +165,27 @@ import Testing
         #expect(worst >= 0.99)
     }
 
+    /// A YOLOE-26 prompt-free file made while YOLO26 predicted end to end by default (its `lrpc` on the one-to-one
+    /// twin, the one-to-many branches fused away, as ultralytics' released -pf files may be): `detect` keeps the
+    /// top-k boxes as `YOLOE.predict` does with it (scripts/reference/make_yoloe_pf_fixtures.py 26e2e).
+    @Test(arguments: ["26pfe2e-rocket-416", "26pfe2e-chelsea-352"])
+    func promptFreeOnTheOneToOneHeadKeepsTopK(name: String) throws {
+        let file = try WeightFile.open(Self.fixtures + "/\(name).safetensors")
+        let names = file.metadata["names"]!.split(separator: ",").map(String.init)
+        let (_, conf, expected, masks) = try Self.reference(name, text: false)
+        let photoSize = try file.view("original_shape").floats().map { Int($0) }
+        let result = try CLI.run([
+            "detect", CLI.root + "/examples/photos/" + file.metadata["image"]!, "--detector",
+            Self.fixtures + "/yoloe-26n-seg-pf-e2e-random.pt", "--imgsz", name.hasSuffix("416") ? "416" : "352",
+            "--conf", conf, "--json",
+        ])
+        try #require(result.status == 0, "\(result.stderr)")
+        let (count, worst) = try Self.compare(
+            result.stdout, expected: expected, masks: masks, labels: names, photoSize: photoSize)
+        print("YOLOE-26 prompt-free, one-to-one head, \(name): \(count) detections, worst mask IoU \(worst)")
+        #expect(count >= 3 && worst >= 0.99)
+    }
+
     /// `index --prompt-free`: what the prompt-free detector names in each photo is stored beside the regions —
     /// for rocket.jpg exactly `YOLOE.predict`'s detections with the -pf file (scripts/reference/make_yoloe_pf_fixtures.py:
     /// names, scores, boxes) — and `search --label NAME` keeps the photos where it named NAME, all of them.

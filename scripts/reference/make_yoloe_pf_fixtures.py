@@ -10,7 +10,10 @@ head then holds an `LRPCHead`: `pf` (proposal filter), `vocab` (a Linear on leve
 level 2, where the filter is off) and `loc` (the box branch's last convolution).
 
 This script does the same with the random YOLOE-11n-seg fixture (and YOLOE-26n-seg: `yoloe-26n-seg-pf-random.pt`,
-`26pf-*`; with `set_vocab`'s defaults the one-to-many branch gets the `lrpc` and the one-to-one twin is fused away) (Tests/Fixtures/yoloe/yoloe-11n-seg-random.pt,
+`26pf-*`; with `set_vocab`'s defaults the one-to-many branch gets the `lrpc` and the one-to-one twin is fused away;
+and `26e2e`: the same with the head's `end2end` set first, as it was by default when ultralytics made its YOLOE-26
+`-pf` files (before 8.4.142): then `lrpc` is built on the one-to-one twin and the one-to-many branches are fused away,
+so that `predict` keeps the top-k boxes instead of running NMS — `yoloe-26n-seg-pf-e2e-random.pt`, `26pfe2e-*`) (Tests/Fixtures/yoloe/yoloe-11n-seg-random.pt,
 from make_yoloe_fixtures.py) standing for both models: 40 names with random unit vectors for their text-tower
 embeddings make the vocabulary; "object" with another random vector makes the filter, whose bias is then set so
 that the filter keeps part of the anchors (its threshold is the head's 0.001). Saved by `YOLOE.save` into
@@ -44,6 +47,8 @@ def with_embeddings(model, embeddings: torch.Tensor) -> None:
 def make_checkpoint(family: str) -> str:
     from ultralytics import YOLOE
 
+    end2end = family.endswith("e2e")
+    family = family.removesuffix("e2e")
     source = os.path.join(OUT, f"yoloe-{family}n-seg-random.pt")
     torch.manual_seed(41)
     vocabulary_text = torch.nn.functional.normalize(torch.randn(1, len(NAMES), 512), dim=-1)
@@ -51,6 +56,8 @@ def make_checkpoint(family: str) -> str:
 
     text_model = YOLOE(source)
     text_model.model.eval()
+    if end2end:
+        text_model.model.end2end = True
     with_embeddings(text_model, vocabulary_text)
     with torch.no_grad():
         vocab = text_model.get_vocab(NAMES)
@@ -58,6 +65,8 @@ def make_checkpoint(family: str) -> str:
     model = YOLOE(source)
     net = model.model
     net.eval()
+    if end2end:
+        net.end2end = True
     with_embeddings(model, object_text)
     with torch.no_grad():
         net.get_vocab(["object"])  # the PE-free fine-tune's one class, fused: cv3[i][2] becomes 1 channel
@@ -65,17 +74,18 @@ def make_checkpoint(family: str) -> str:
         # The filter keeps part of the anchors at the head's 0.001, not all, not none: its bias is moved so that
         # the median logit on a photo sits at logit(0.001).
         logits = []
-        hooks = [branch[2].register_forward_hook(lambda m, i, o: logits.append(o.flatten())) for branch in head.cv3]
+        cv3 = head.one2one_cv3 if end2end else head.cv3
+        hooks = [branch[2].register_forward_hook(lambda m, i, o: logits.append(o.flatten())) for branch in cv3]
         net.predict(preprocess(os.path.join(PHOTOS, "rocket.jpg"), 416))
         for hook in hooks:
             hook.remove()
         shift = float(np.log(0.001 / 0.999)) - float(torch.cat(logits[:2]).median())
-        for branch in head.cv3:
+        for branch in cv3:
             branch[2].bias.add_(shift)
         del head.savpe  # as YOLOEPEFreeTrainer.get_model does
         model.set_vocab(vocab, NAMES)
     del net.get_text_pe  # the stand-in tower is not part of the model
-    path = os.path.join(OUT, f"yoloe-{family}n-seg-pf-random.pt")
+    path = os.path.join(OUT, f"yoloe-{family}n-seg-pf{'-e2e' if end2end else ''}-random.pt")
     model.save(path)
     return path
 
@@ -103,8 +113,10 @@ def make_references(family: str, path: str) -> None:
         result = model.predict(os.path.join(PHOTOS, image), imgsz=size, conf=conf, retina_masks=True, save=False,
                                verbose=False)[0]
         tensors, shapes = retina_record(result, os.path.join(PHOTOS, image))
-        tensors.update({"input": x, "output": raw.float(), "index": index.to(torch.uint8)})
-        name = f"{family}pf-{case}-{size}"
+        tensors.update({"input": x, "index": index.to(torch.uint8)})
+        if not family.endswith("e2e"):  # the one-to-one head's output is already its top-k, not per anchor
+            tensors["output"] = raw.float()
+        name = f"{family.removesuffix('e2e')}pf{'e2e' if family.endswith('e2e') else ''}-{case}-{size}"
         save_file({k: v.contiguous() for k, v in tensors.items()}, os.path.join(OUT, name + ".safetensors"),
                   metadata={"ultralytics": ultralytics.__version__, "torch": torch.__version__, "image": image,
                             "conf": f"{conf:g}", "iou": "0.7", "names": ",".join(NAMES),
