@@ -29,7 +29,6 @@ needs beyond the reference environment).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -37,10 +36,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import reference_env  # noqa: E402,F401
 
 import torch  # noqa: E402
-from make_mobileclip_fixtures import reference, yoloe_through_tower  # noqa: E402
-from make_text_encoder_fixtures import prompts  # noqa: E402
+from make_mobileclip_fixtures import write_full, write_tiny, yoloe_through_tower  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FULL_TEXT = {"context_length": 77, "vocab_size": 49408, "width": 512, "heads": 8, "layers": 12,
              "no_causal_mask": False}
 
@@ -77,18 +74,6 @@ def randomise_(model: torch.nn.Module, grid: float | None) -> None:
             parameter.copy_(value)
 
 
-def trace(model: torch.nn.Module, path: str) -> None:
-    """ultralytics PR 20354's recipe."""
-    from clip.clip import tokenize
-
-    def forward(self, text):
-        return self.encode_text(text, normalize=True)
-
-    model.forward = forward.__get__(model, type(model))
-    traced = torch.jit.trace(model, tokenize(["a photo of a cat"]))
-    traced.save(path)
-
-
 def float64_error(model: torch.nn.Module, texts: list[str], embeddings: torch.Tensor) -> float:
     """The reference's own float32 error: the largest difference from the same model in float64."""
     import copy
@@ -102,44 +87,21 @@ def float64_error(model: torch.nn.Module, texts: list[str], embeddings: torch.Te
 
 
 def tiny() -> None:
-    from safetensors.torch import save_file
-
     torch.manual_seed(26)
     model = build({**FULL_TEXT, "width": 128, "heads": 2, "layers": 2})
     randomise_(model, grid=2.0 ** -10)
-    path = os.path.join(ROOT, "Tests", "Fixtures", "weights", "mobileclip2-tiny-random.ts")
-    trace(model, path)
-    texts = prompts()
-    embeddings = reference(path, texts)
-    error = float64_error(model, texts, embeddings)
-    out = os.path.join(ROOT, "Tests", "Fixtures", "text")
-    save_file({"mobileclip2-tiny-random.ts": embeddings.float().contiguous()},
-              os.path.join(out, "mobileclip2-tiny-expected.safetensors"),
-              metadata={"source": "ultralytics MobileCLIPTS(weight=file).encode_text(tokenize(prompts))",
-                        "prompts": "clip-tiny-prompts.json", "torch": torch.__version__,
-                        "reference_error": f"{error:.3g}"})
-    print(f"wrote {path} ({os.path.getsize(path):,} bytes) and {len(texts)} embeddings "
-          f"of size {embeddings.shape[1]}; float32 error of the reference {error:.3g}")
+    path = write_tiny(model, "mobileclip2-tiny", float64_error)
     yoloe_through_tower(path, family="26", label="mobileclip2")
 
 
 def full(directory: str) -> None:
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, "mobileclip2_b-random.ts")
-    model = None
-    if not os.path.exists(path):
+    def make() -> torch.nn.Module:
         torch.manual_seed(27)
         model = build(FULL_TEXT)
         randomise_(model, grid=None)
-        trace(model, path)
-    texts = prompts()
-    embeddings = reference(path, texts)
-    record = {"prompts": texts, "mobileclip2_b-random.ts": embeddings.tolist(), "torch": torch.__version__}
-    if model is not None:
-        record["reference_error"] = float64_error(model, texts, embeddings)
-    with open(os.path.join(directory, "expected-mobileclip2.json"), "w", encoding="utf-8") as handle:
-        json.dump(record, handle)
-    print(f"wrote {path} ({os.path.getsize(path):,} bytes) and {len(texts)} reference embeddings")
+        return model
+
+    write_full(directory, "mobileclip2_b-random.ts", "expected-mobileclip2.json", make, float64_error)
 
 
 if __name__ == "__main__":

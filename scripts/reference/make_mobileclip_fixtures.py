@@ -124,25 +124,33 @@ def float64_error(model: torch.nn.Module, texts: list[str], embeddings: torch.Te
 
 
 def tiny() -> None:
-    from safetensors.torch import save_file
-
     torch.manual_seed(31)
     model = build({"dim": 128, "n_transformer_layers": 2, "n_heads_per_layer": 2}, image=None)
     randomise_(model, grid=2.0 ** -10)
-    path = os.path.join(ROOT, "Tests", "Fixtures", "weights", "mobileclip-tiny-random.ts")
+    path = write_tiny(model, "mobileclip-tiny", float64_error)
+    yoloe_through_tower(path)
+
+
+def write_tiny(model: torch.nn.Module, stem: str, error_of) -> str:
+    """Traces `model` into Tests/Fixtures/weights/<stem>-random.ts and writes Tests/Fixtures/text/<stem>-expected.safetensors:
+    `MobileCLIPTS.encode_text` of the CLIP text fixtures' prompts from that file, and `error_of(model, texts,
+    embeddings)`, the reference's own float32 error. Returns the file's path."""
+    from safetensors.torch import save_file
+
+    path = os.path.join(ROOT, "Tests", "Fixtures", "weights", f"{stem}-random.ts")
     trace(model, path)
     texts = prompts()
     embeddings = reference(path, texts)
-    error = float64_error(model, texts, embeddings)
+    error = error_of(model, texts, embeddings)
     out = os.path.join(ROOT, "Tests", "Fixtures", "text")
-    save_file({"mobileclip-tiny-random.ts": embeddings.float().contiguous()},
-              os.path.join(out, "mobileclip-tiny-expected.safetensors"),
+    save_file({f"{stem}-random.ts": embeddings.float().contiguous()},
+              os.path.join(out, f"{stem}-expected.safetensors"),
               metadata={"source": "ultralytics MobileCLIPTS(weight=file).encode_text(tokenize(prompts))",
                         "prompts": "clip-tiny-prompts.json", "torch": torch.__version__,
                         "reference_error": f"{error:.3g}"})
     print(f"wrote {path} ({os.path.getsize(path):,} bytes) and {len(texts)} embeddings "
           f"of size {embeddings.shape[1]}; float32 error of the reference {error:.3g}")
-    yoloe_through_tower(path)
+    return path
 
 
 def yoloe_through_tower(tower: str, family: str = "11", label: str = "mobileclip") -> None:
@@ -180,20 +188,30 @@ def yoloe_through_tower(tower: str, family: str = "11", label: str = "mobileclip
 
 
 def full(directory: str) -> None:
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, "mobileclip_blt-random.ts")
-    model = None
-    if not os.path.exists(path):
+    def make() -> torch.nn.Module:
         torch.manual_seed(32)
         model = build({}, image="vit_b16")
         randomise_(model, grid=None)
+        return model
+
+    write_full(directory, "mobileclip_blt-random.ts", "expected-mobileclip.json", make, float64_error)
+
+
+def write_full(directory: str, name: str, expected: str, make, error_of) -> None:
+    """DIR/<name>: `make()`'s model traced (unless the file is there), and DIR/<expected>: `MobileCLIPTS.encode_text`
+    of the prompts from it, with the reference's own float32 error when the model was made now."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, name)
+    model = None
+    if not os.path.exists(path):
+        model = make()
         trace(model, path)
     texts = prompts()
     embeddings = reference(path, texts)
-    record = {"prompts": texts, "mobileclip_blt-random.ts": embeddings.tolist(), "torch": torch.__version__}
+    record = {"prompts": texts, name: embeddings.tolist(), "torch": torch.__version__}
     if model is not None:
-        record["reference_error"] = float64_error(model, texts, embeddings)
-    with open(os.path.join(directory, "expected-mobileclip.json"), "w", encoding="utf-8") as handle:
+        record["reference_error"] = error_of(model, texts, embeddings)
+    with open(os.path.join(directory, expected), "w", encoding="utf-8") as handle:
         json.dump(record, handle)
     print(f"wrote {path} ({os.path.getsize(path):,} bytes) and {len(texts)} reference embeddings")
 
