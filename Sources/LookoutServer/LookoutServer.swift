@@ -195,13 +195,18 @@ public final class LookoutServer: Sendable {
                 if query["conf"] == nil { parsed.confidence = 0.1 }
                 let thresholds = parsed
                 let text = query["q"] ?? ""
+                let labels = query.all("label")
+                guard labels.allSatisfy({ !$0.trimmingCharacters(in: .whitespaces).isEmpty && $0.count <= 200 }) else {
+                    throw ServiceError(400, "label must be a name of 1 to 200 characters")
+                }
                 // One limit for the whole request, through both queues.
                 let deadline = DispatchTime.now() + queue.timeout
                 let embedding = try await queue.run(until: deadline) {
                     try service.searchEmbedding(query: text, top: top)
                 }
                 return try await searches.run(until: deadline) {
-                    try service.search(query: text, embedding: embedding, top: top, thresholds: thresholds)
+                    try service.search(
+                        query: text, embedding: embedding, top: top, thresholds: thresholds, labels: labels)
                 }
             }
         }
@@ -346,16 +351,23 @@ public final class LookoutServer: Sendable {
 /// parameters leave `+` alone, so "red+car" from a form would stay "red+car").
 struct FormQuery {
     private var values: [String: String] = [:]
+    private var repeated: [String: [String]] = [:]
 
     init(_ query: String) {
         for pair in query.split(separator: "&") {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             let key = Self.decode(parts[0])
-            if values[key] == nil { values[key] = parts.count > 1 ? Self.decode(parts[1]) : "" }
+            let value = parts.count > 1 ? Self.decode(parts[1]) : ""
+            if values[key] == nil { values[key] = value }
+            repeated[key, default: []].append(value)
         }
     }
 
+    /// The first value given for `key`.
     subscript(key: String) -> String? { values[key] }
+
+    /// Every value given for `key`, in order (`label=a&label=b`).
+    func all(_ key: String) -> [String] { repeated[key] ?? [] }
 
     static func decode(_ text: Substring) -> String {
         var bytes: [UInt8] = []

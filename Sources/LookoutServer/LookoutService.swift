@@ -302,16 +302,29 @@ public final class LookoutService: @unchecked Sendable {
 
     /// A search's second half: the index searched with the query's embedding. Safe to run on several threads
     /// at once (each opens the index; a PostgreSQL index's connections come from one pool).
+    /// `labels`: only photos where the index's prompt-free detector named each of these (`index --prompt-free`);
+    /// an index without such labels answers 400.
     public func search(
-        query: String, embedding text: [Float], top: Int, thresholds: Thresholds
+        query: String, embedding text: [Float], top: Int, thresholds: Thresholds, labels: [String] = []
     )
         throws(ServiceError) -> [UInt8]
     {
         let query = query.trimmingCharacters(in: .whitespaces)
         let index = try openIndex()
         let hits: [PhotoIndex.Hit]
+        let storesLabels: Bool
         do {
-            hits = try index.search(text: text, confidence: thresholds.confidence, top: top)
+            storesLabels = try index.storedModel()?.promptFree != nil
+        } catch {
+            throw ServiceError(500, "the index could not be read: \(error.problem)")
+        }
+        if !labels.isEmpty && !storesLabels {
+            throw ServiceError(
+                400, "this index stores no prompt-free labels: index it with `lookout index --prompt-free FILE`")
+        }
+        do {
+            hits = try index.search(
+                text: text, confidence: thresholds.confidence, top: top, filter: PhotoFilter(labels: labels))
         } catch {
             throw ServiceError(500, "the index could not be searched: \(error.problem)")
         }
@@ -331,7 +344,10 @@ public final class LookoutService: @unchecked Sendable {
                         ("width", .int(Int64(hit.width))), ("height", .int(Int64(hit.height))),
                         ("score", Self.number(hit.score)), ("evidence", .string(hit.evidence.rawValue)),
                         ("detections", .array(boxes)),
-                    ] + (hit.time.map { [("time", Self.number(Float($0)))] } ?? [])))
+                    ] + (hit.time.map { [("time", Self.number(Float($0)))] } ?? [])
+                        + (hit.labels.isEmpty
+                            ? []
+                            : [("labels", .array(hit.labels.map { .string($0.name) }))])))
         }
         lock.unlock()
         return Array(JSONValue.object([("query", .string(query)), ("results", .array(results))]).serialized.utf8)

@@ -96,7 +96,8 @@ public enum OpenAPIDocument {
                 "parameters": [
                   {"name": "q", "in": "query", "required": true, "schema": {"type": "string", "minLength": 1}},
                   {"name": "top", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 20}},
-                  {"name": "conf", "in": "query", "schema": {"type": "number", "minimum": 0, "exclusiveMaximum": true, "maximum": 1, "default": 0.1}}
+                  {"name": "conf", "in": "query", "schema": {"type": "number", "minimum": 0, "exclusiveMaximum": true, "maximum": 1, "default": 0.1}},
+                  {"name": "label", "in": "query", "description": "Only photos where the index's prompt-free detector (lookout index --prompt-free) named this; repeat it for photos that show all of several. An index without such labels answers 400.", "schema": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 200}}, "style": "form", "explode": true}
                 ],
                 "responses": {
                   "200": {"description": "Results, best first.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SearchResults"}}},
@@ -194,6 +195,7 @@ public enum OpenAPIDocument {
                 "results": {"type": "array", "items": {"type": "object", "required": ["image", "score", "detections"], "properties": {
                   "image": {"type": "string"}, "name": {"type": "string"}, "width": {"type": "integer"}, "height": {"type": "integer"},
                   "score": {"type": "number"}, "evidence": {"type": "string"},
+                  "labels": {"type": "array", "items": {"type": "string"}, "description": "What the index's prompt-free detector named in the photo, best first (an index made with --prompt-free)."},
                   "detections": {"type": "array", "items": {"type": "object", "properties": {"score": {"type": "number"}, "box": {"type": "array", "items": {"type": "number"}}}}}}}}}}
             }
           }

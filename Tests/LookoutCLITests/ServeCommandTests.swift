@@ -308,6 +308,45 @@ import Testing
         #expect(server.stop().status == 0)
     }
 
+    /// `label=` on the search API keeps the photos where the index's prompt-free detector named that, as
+    /// `lookout search --label` does; an index without labels, or an empty label, is a 400.
+    @Test func searchFiltersByPromptFreeLabels() throws {
+        let folder = try IndexCommandTests.scratch(IndexCommandTests.photos)
+        defer { CLI.remove(folder) }
+        let db = folder + "/labels.sqlite"
+        let indexed = try CLI.run([
+            "index", folder + "/photos", "--db", db, "--plain", "--imgsz", "320", "--prompt-free",
+            CLI.root + "/Tests/Fixtures/yoloe/yoloe-11n-seg-pf-random.pt",
+        ])
+        try #require(indexed.status == 0, "\(indexed.stderr)")
+        let cli = try CLI.run(["search", "star", "--db", db, "--json", "--top", "100"])
+        let hits = try Reference.lines(cli.stdout)
+        var counts: [String: Int] = [:]
+        for hit in hits {
+            let labels = hit["labels"]!
+            for name in Set((0..<labels.count).map { labels[$0]["label"]!.string! }) { counts[name, default: 0] += 1 }
+        }
+        let name = try #require(counts.filter { $0.value < hits.count }.keys.sorted().first)
+        let server = try Server(["--db", db])
+        let found = try Self.request("GET", server.url + "api/v1/search?q=star&top=100&label=\(name)")
+        #expect(found.status == 200)
+        let results = found.json["results"]!
+        let expected = try CLI.run(["search", "star", "--db", db, "--json", "--top", "100", "--label", name])
+        let byCLI = try Reference.lines(expected.stdout).count
+        #expect(results.count == counts[name] && results.count == byCLI, "\(results.count), \(byCLI)")
+        for k in 0..<results.count {
+            let labels = results[k]["labels"]!
+            #expect((0..<labels.count).contains { labels[$0].string == name }, "result \(k) is labelled \(name)")
+        }
+        #expect(try Self.request("GET", server.url + "api/v1/search?q=star&label=").status == 400)
+        #expect(server.stop().status == 0)
+        let plainDB = folder + "/plain.sqlite"
+        #expect(try CLI.run(["index", folder + "/photos", "--db", plainDB, "--plain", "--imgsz", "320"]).status == 0)
+        let plain = try Server(["--db", plainDB])
+        #expect(try Self.request("GET", plain.url + "api/v1/search?q=star&label=\(name)").status == 400)
+        #expect(plain.stop().status == 0)
+    }
+
     /// Without --db, `serve` searches the index `lookout index` made by default (as `search` does) and says
     /// so; without one it says how to make one, and search answers 404.
     @Test func theDefaultIndexIsServed() throws {
