@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import reference_env  # noqa: E402,F401
 
 import torch  # noqa: E402
-from make_mobileclip_fixtures import write_full, write_tiny, yoloe_through_tower  # noqa: E402
+from make_mobileclip_fixtures import randomise_text_, write_full, write_tiny, yoloe_through_tower  # noqa: E402
 
 FULL_TEXT = {"context_length": 77, "vocab_size": 49408, "width": 512, "heads": 8, "layers": 12,
              "no_causal_mask": False}
@@ -53,25 +53,10 @@ def build(text_cfg: dict) -> torch.nn.Module:
 
 
 def randomise_(model: torch.nn.Module, grid: float | None) -> None:
-    """Realistic random values: LayerNorm affine away from (1, 0), biases non-zero, the projection drawn like
-    CLIP's. With `grid`, every value is rounded to a multiple of it (the fixture then compresses in git)."""
-    with torch.no_grad():
-        for name, parameter in model.text.named_parameters():
-            if ".ln_" in name or name.startswith("ln_final"):
-                value = 1 + 0.1 * torch.randn_like(parameter) if name.endswith("weight") else 0.1 * torch.randn_like(parameter)
-            elif name.endswith("bias"):
-                value = 0.02 * torch.randn_like(parameter)
-            elif name == "text_projection":
-                value = torch.randn_like(parameter) * parameter.shape[0] ** -0.5
-            elif name == "token_embedding.weight":
-                value = 0.02 * torch.randn_like(parameter)
-            elif name == "positional_embedding":
-                value = 0.01 * torch.randn_like(parameter)
-            else:  # Linear weights, outputs × inputs
-                value = torch.randn_like(parameter) * parameter.shape[-1] ** -0.5
-            if grid:
-                value = torch.round(value / grid) * grid
-            parameter.copy_(value)
+    """open_clip's text tower (`text`) drawn as the MobileCLIP fixture's (``randomise_text_``)."""
+    norms = randomise_text_(model.text, grid, projection="text_projection", token="token_embedding.weight",
+                            position="positional_embedding")
+    assert norms == 2 * (2 * len(model.text.transformer.resblocks) + 1)
 
 
 def float64_error(model: torch.nn.Module, texts: list[str], embeddings: torch.Tensor) -> float:

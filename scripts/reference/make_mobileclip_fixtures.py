@@ -60,29 +60,37 @@ def build(text_cfg: dict, image: str | None) -> torch.nn.Module:
 
 
 def randomise_(model: torch.nn.Module, grid: float | None) -> None:
-    """Realistic random values. LayerNorm affine away from (1, 0) and biases non-zero so that a port that skips
-    them fails; the projection (torch.empty in MobileCLIP) drawn like CLIP's. With `grid`, every value is
-    rounded to a multiple of it (the fixture then compresses in git; the arithmetic is unchanged)."""
-    norms = {f"{module_name}.{kind}" for module_name, module in model.text_encoder.named_modules()
+    """MobileCLIP's text tower (`text_encoder`) drawn by ``randomise_text_``."""
+    norms = randomise_text_(model.text_encoder, grid, projection="projection_layer",
+                            token="embedding_layer.weight", position="positional_embedding.pos_embed.pos_embed")
+    assert norms == 2 * (2 * len(model.text_encoder.transformer) + 1)
+
+
+def randomise_text_(tower: torch.nn.Module, grid: float | None, projection: str, token: str, position: str) -> int:
+    """Realistic random values for a text tower's parameters (named `projection`, `token`, `position`; the rest
+    Linear weights, biases and LayerNorms). LayerNorm affine away from (1, 0) and biases non-zero so that a port
+    that skips them fails; the projection drawn like CLIP's. With `grid`, every value is rounded to a multiple
+    of it (the fixture then compresses in git; the arithmetic is unchanged). Returns the LayerNorm tensors' count."""
+    norms = {f"{module_name}.{kind}" for module_name, module in tower.named_modules()
              if isinstance(module, torch.nn.LayerNorm) for kind in ("weight", "bias")}
     with torch.no_grad():
-        for name, parameter in model.text_encoder.named_parameters():
+        for name, parameter in tower.named_parameters():
             if name in norms:
                 value = 1 + 0.1 * torch.randn_like(parameter) if name.endswith("weight") else 0.1 * torch.randn_like(parameter)
             elif name.endswith("bias"):
                 value = 0.02 * torch.randn_like(parameter)
-            elif name == "projection_layer":
+            elif name == projection:
                 value = torch.randn_like(parameter) * parameter.shape[0] ** -0.5
-            elif name == "embedding_layer.weight":
+            elif name == token:
                 value = 0.02 * torch.randn_like(parameter)
-            elif "pos_embed" in name:
+            elif name == position:
                 value = 0.01 * torch.randn_like(parameter)
             else:  # Linear weights, outputs × inputs
                 value = torch.randn_like(parameter) * parameter.shape[-1] ** -0.5
             if grid:
                 value = torch.round(value / grid) * grid
             parameter.copy_(value)
-        assert len(norms) == 2 * (2 * len(model.text_encoder.transformer) + 1)
+    return len(norms)
 
 
 def trace(model: torch.nn.Module, path: str) -> None:
