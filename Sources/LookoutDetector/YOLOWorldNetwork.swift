@@ -495,18 +495,9 @@ struct WorldDetectHead: Sendable {
         let (bins, plane) = (g.bins, g.plane)
         let anchorX = Float(p % g.width) + 0.5
         let anchorY = Float(p / g.width) + 0.5
-        var distances: (Float, Float, Float, Float) = (0, 0, 0, 0)
-        for side in 0..<4 {
-            guard bins > 1 else {
-                let d = box[side * plane + p]
-                switch side {
-                case 0: distances.0 = d
-                case 1: distances.1 = d
-                case 2: distances.2 = d
-                default: distances.3 = d
-                }
-                continue
-            }
+        /// A side's distance in grid units: the expectation of its bins' softmax, or with one bin the channel itself.
+        func distance(_ side: Int) -> Float {
+            guard bins > 1 else { return box[side * plane + p] }
             var maximum = -Float.infinity
             for b in 0..<bins { maximum = max(maximum, box[(side * bins + b) * plane + p]) }
             var total: Float = 0
@@ -516,16 +507,10 @@ struct WorldDetectHead: Sendable {
                 total += v
                 weighted += Float(b) * v
             }
-            let d = weighted / total
-            switch side {
-            case 0: distances.0 = d
-            case 1: distances.1 = d
-            case 2: distances.2 = d
-            default: distances.3 = d
-            }
+            return weighted / total
         }
-        let x1 = anchorX - distances.0, y1 = anchorY - distances.1
-        let x2 = anchorX + distances.2, y2 = anchorY + distances.3
+        let x1 = anchorX - distance(0), y1 = anchorY - distance(1)
+        let x2 = anchorX + distance(2), y2 = anchorY + distance(3)
         let anchor = g.offset + p
         let anchors = g.anchors
         out[0 * anchors + anchor] = (x1 + x2) / 2 * g.stride
