@@ -79,7 +79,6 @@ extension YOLOWorldNetwork: DetectorNetwork {
 
 extension YOLOENetwork: DetectorNetwork {
     public var familyName: String { family.rawValue }
-    public var textTower: TextTower { family == .v26 ? .mobileCLIP2 : .mobileCLIP }
     public var agnosticSuppressionByDefault: Bool { true }
     public var builtinText: [Float]? { nil }
     public var builtinClassCount: Int { 0 }

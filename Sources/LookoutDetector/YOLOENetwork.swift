@@ -53,6 +53,9 @@ public final class YOLOENetwork: Sendable {
     /// The model's scale letter as ultralytics names it (from the stem's width), e.g. `s`.
     public let scale: String
     public let embeddingSize: Int
+    /// The text tower whose embeddings the head was trained on: the family's MobileCLIP, unless the file
+    /// names another (``TextTower/metadataKey``; the YOLOE demo model's is the demo CLIP text encoder).
+    public let textTower: TextTower
     public let strides: [Int]
     /// Channels of the backbone's three outputs (P3, P4, P5).
     public let featureChannels: [Int]
@@ -117,6 +120,7 @@ public final class YOLOENetwork: Sendable {
             )
         }
         headIndex = head
+        textTower = try TextTower.declared(by: weights) ?? (family == .v26 ? .mobileCLIP2 : .mobileCLIP)
         let stemWidth = try file.view("model.0.conv.weight").shape.first ?? 0
         scale = [16: "n", 32: "s", 48: "m", 64: "l", 80: "x"][stemWidth] ?? "custom (\(stemWidth) stem channels)"
         layers = try Backbone(in: file, attention: family != .v8, yolo26: family == .v26)

@@ -89,15 +89,28 @@ public struct EngineConfiguration: Sendable, Equatable {
         }
     }
 
+    /// The models that ship with Lookout beside the default one, by the name `--model` takes: `Models/NAME`
+    /// beside the demo model's folder, wherever that was found.
+    public static let embeddedModels = ["demo-yoloe"]
+
     /// The folder `--model` names: `given` itself when it holds a manifest or is a path; a bare name
-    /// (`yolov8s-worldv2`) is a fetched model's folder when there is one.
+    /// (`yolov8s-worldv2`) is a fetched model's folder when there is one, else an embedded model's
+    /// (``embeddedModels``).
     public static func modelDirectory(_ given: String) -> String {
         let manifest = given + "/" + ModelManifest.fileName
-        guard access(manifest, F_OK) != 0, !given.contains("/"), !given.hasPrefix("."),
-            let models = ResourceLocator.modelsDirectory(),
+        guard access(manifest, F_OK) != 0, !given.contains("/"), !given.hasPrefix(".") else { return given }
+        if let models = ResourceLocator.modelsDirectory(),
             access(models + "/" + given + "/" + ModelManifest.fileName, F_OK) == 0
-        else { return given }
-        return models + "/" + given
+        {
+            return models + "/" + given
+        }
+        if embeddedModels.contains(given), let demo = try? demoDirectory() {
+            let sibling =
+                (demo.split(separator: "/", omittingEmptySubsequences: false).dropLast()
+                + [Substring(given)]).joined(separator: "/")
+            if access(sibling + "/" + ModelManifest.fileName, F_OK) == 0 { return sibling }
+        }
+        return given
     }
 
     /// The demo model's directory.

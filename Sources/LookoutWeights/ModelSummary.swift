@@ -5,7 +5,8 @@ public struct ModelSummary: Sendable {
         case yoloWorldDetector(scale: String, embedding: Int, classes: Int)
         /// ultralytics YOLOE (`YOLOEDetect`/`YOLOESegment` head): family (`YOLOE-v8`, `YOLOE-11`, `YOLOE-26`),
         /// scale, whether it segments, and the ways it can be asked (`text`, `visual`, `prompt-free`).
-        case yoloe(family: String, scale: String, segments: Bool, modes: [String])
+        /// `textTower`: the tower the file names (``TextTower/metadataKey``), nil for the family's own.
+        case yoloe(family: String, scale: String, segments: Bool, modes: [String], textTower: String?)
         /// CLIP text transformer (OpenAI or Hugging Face names), or MobileCLIP's (YOLOE's text tower).
         case clipTextEncoder(
             layout: String, width: Int, layers: Int, heads: Int, vocabulary: Int, context: Int, embedding: Int)
@@ -47,7 +48,8 @@ public struct ModelSummary: Sendable {
             return .yoloe(
                 family: family,
                 scale: scales[first.shape.first ?? 0] ?? "custom (\(first.shape.first ?? 0) stem channels)",
-                segments: tensors["model.\(head).proto.cv1.conv.weight"] != nil, modes: modes)
+                segments: tensors["model.\(head).proto.cv1.conv.weight"] != nil, modes: modes,
+                textTower: weights.metadata[TextTower.metadataKey])
         }
         if let first = tensors["model.0.conv.weight"], let head = headIndex(tensors) {
             let scales = [16: "n", 32: "s", 48: "m", 64: "l", 80: "x"]

@@ -8,6 +8,36 @@ public enum TextTower: String, Sendable {
     /// transformer with exact GELU.
     case mobileCLIP2 = "MobileCLIP2"
 
+    /// The metadata key of a detector file trained against another tower than its family's (the YOLOE demo
+    /// model learned the demo's CLIP text encoder): `lookout models convert --text-tower NAME` writes it.
+    public static let metadataKey = "lookout.text_tower"
+
+    /// The tower a detector file says it was trained against (``metadataKey``), nil when it says nothing;
+    /// a name that is no tower is an error, not a silent default.
+    public static func declared(by weights: WeightFile) throws(WeightsError) -> TextTower? {
+        guard let name = weights.metadata[metadataKey] else { return nil }
+        guard let tower = TextTower(named: name) else {
+            throw WeightsError(
+                path: weights.path,
+                problem:
+                    "its metadata \(metadataKey) names \"\(name)\", not a text tower Lookout knows (\(Self.names))")
+        }
+        return tower
+    }
+
+    /// A tower by its name, in any case (`clip`, `MobileCLIP`).
+    public init?(named name: String) {
+        guard
+            let tower = [TextTower.clip, .mobileCLIP, .mobileCLIP2].first(where: {
+                $0.rawValue.lowercased() == name.lowercased()
+            })
+        else { return nil }
+        self = tower
+    }
+
+    /// The towers' names, for messages and help.
+    public static let names = "CLIP, MobileCLIP, MobileCLIP2"
+
     /// The file a user gives for it, in words.
     public var file: String {
         switch self {

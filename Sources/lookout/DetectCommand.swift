@@ -17,7 +17,7 @@ import LookoutWeights
 struct ModelOptions: ParsableArguments {
     @Option(
         help: ArgumentHelp(
-            "Model directory with a lookout-model.json naming a detector and a text encoder, or the name of a model `lookout models fetch` downloaded (yolov8s-worldv2).",
+            "Model directory with a lookout-model.json naming a detector and a text encoder, or the name of a model `lookout models fetch` downloaded (yolov8s-worldv2), or demo-yoloe: the embedded YOLOE demo (masks, visual prompts).",
             valueName: "dir|name"))
     var model: String?
 

@@ -37,10 +37,13 @@ struct ModelsCommand: ParsableCommand {
             case .yoloWorldDetector(let scale, let embedding, let classes):
                 out +=
                     "  model: YOLO-World v2 detector, scale \(scale), text embedding \(embedding), \(classes) built-in classes\n"
-            case .yoloe(let family, let scale, let segments, let modes):
+            case .yoloe(let family, let scale, let segments, let modes, let textTower):
                 let runs = "Lookout runs: " + modes.joined(separator: ", ")
                 out +=
                     "  model: \(family) \(segments ? "segmentation" : "detection") model, scale \(scale); prompts in the file: \(modes.joined(separator: ", ")) (\(runs))\n"
+                if let textTower {
+                    out += "  text tower: \(textTower) (named in the file's metadata, instead of the family's own)\n"
+                }
             case .clipTextEncoder(
                 let layout, let width, let layers, let heads, let vocabulary, let context, let embedding):
                 // CLIP's names with exact GELU in the text layers' MLP (nn.GELU in a TorchScript module tree):
@@ -148,9 +151,30 @@ struct ModelsCommand: ParsableCommand {
         @Flag(help: "Keep F16 tensors as F16 (bits copied, values unchanged): half the size of all-F32.")
         var keepHalf = false
 
+        @Option(
+            help: ArgumentHelp(
+                "The text tower a YOLOE detector was trained against, when not its family's MobileCLIP (\(TextTower.names)); written into the file's metadata, so that only that tower's queries are taken.",
+                valueName: "name"))
+        var textTower: String?
+
+        func validate() throws {
+            if let textTower, TextTower(named: textTower) == nil {
+                throw ValidationError("--text-tower \(textTower): not a text tower (\(TextTower.names))")
+            }
+        }
+
         func run() throws {
             let weights = try WeightFile.open(file)
-            try weights.writeCanonical(to: output, keepHalf: keepHalf)
+            var extra: [String: String] = [:]
+            if let textTower, let tower = TextTower(named: textTower) {
+                guard case .yoloe = ModelSummary(weights).kind else {
+                    throw WeightsError(
+                        path: file, kind: .wrongModel,
+                        problem: "--text-tower names a YOLOE detector's text tower; this is not a YOLOE detector")
+                }
+                extra[TextTower.metadataKey] = tower.rawValue
+            }
+            try weights.writeCanonical(to: output, keepHalf: keepHalf, extraMetadata: extra)
             print("wrote \(output): \(weights.names.count) tensors")
         }
     }

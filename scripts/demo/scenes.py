@@ -196,10 +196,12 @@ def _background(rng: np.random.Generator, height: int, width: int) -> tuple[np.n
 # ---------------------------------------------------------------------------------------------- scenes
 
 
-def scene(seed: int, index: int, split: str = "train") -> tuple[np.ndarray, list[dict], str]:
-    """One scene: BGR uint8 image, objects [{colour, shape, box: [x1, y1, x2, y2]}], background kind.
+def scene(seed: int, index: int, split: str = "train", owners: bool = False):
+    """One scene: BGR uint8 image, objects [{colour, shape, box: [x1, y1, x2, y2], owner}], background kind.
 
-    `split` "train" never draws a held-out combination; "eval" draws all 80.
+    `split` "train" never draws a held-out combination; "eval" draws all 80. With `owners`, a fourth value: the
+    int32 map of which drawn shape each pixel shows (−1: background), so that an object's visible mask is
+    `map == object["owner"]` (the pixels its box was measured on). The image and truth are the same either way.
     """
     rng = np.random.default_rng([seed, index])
     short = int(rng.integers(240, 560))
@@ -244,13 +246,13 @@ def scene(seed: int, index: int, split: str = "train") -> tuple[np.ndarray, list
             continue
         ys, xs = np.nonzero(visible)
         box = [float(xs.min()), float(ys.min()), float(xs.max() + 1), float(ys.max() + 1)]
-        objects.append({"colour": colour, "shape": shape, "box": box})
+        objects.append({"colour": colour, "shape": shape, "box": box, "owner": k})
     if rng.random() < 0.3:
         base += rng.normal(0, rng.uniform(2, 8), base.shape)
     image = np.clip(base, 0, 255).astype(np.uint8)
     if rng.random() < 0.2:
         image = cv2.GaussianBlur(image, (3, 3), 0)
-    return image, objects, kind
+    return (image, objects, kind, owner) if owners else (image, objects, kind)
 
 
 def main() -> None:
