@@ -640,7 +640,7 @@ import Testing
 
 extension JSONNode {
     /// An array's elements (nil for anything else).
-    fileprivate var elements: [JSONNode]? {
+    var elements: [JSONNode]? {
         kind == .array ? (0..<count).map { self[$0] } : nil
     }
 }
