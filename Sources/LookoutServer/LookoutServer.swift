@@ -199,14 +199,35 @@ public final class LookoutServer: Sendable {
                 guard labels.allSatisfy({ !$0.trimmingCharacters(in: .whitespaces).isEmpty && $0.count <= 200 }) else {
                     throw ServiceError(400, "label must be a name of 1 to 200 characters")
                 }
+                // Search by example (YOLOE): boxes drawn on a photo sent to /detect before, instead of words.
+                let example = query["image_id"]
+                let boxes = try query.all("prompt_box").map { text -> [Float] in
+                    let values = text.split(separator: ",", omittingEmptySubsequences: false).map {
+                        Float($0.trimmingCharacters(in: .whitespaces))
+                    }
+                    let box = values.compactMap { $0 }
+                    guard values.count == 4, box.count == 4, box.allSatisfy(\.isFinite),
+                        box[2] > box[0], box[3] > box[1]
+                    else {
+                        throw ServiceError(400, "prompt_box must be x1,y1,x2,y2 with x1 < x2 and y1 < y2, got \(text)")
+                    }
+                    return box
+                }
+                guard (example == nil) == boxes.isEmpty else {
+                    throw ServiceError(400, "search by example takes both image_id=… and prompt_box=x1,y1,x2,y2")
+                }
                 // One limit for the whole request, through both queues.
                 let deadline = DispatchTime.now() + queue.timeout
                 let embedding = try await queue.run(until: deadline) {
-                    try service.searchEmbedding(query: text, top: top)
+                    if let example {
+                        return try service.exampleEmbedding(imageID: example, boxes: boxes, top: top)
+                    }
+                    return try service.searchEmbedding(query: text, top: top)
                 }
                 return try await searches.run(until: deadline) {
                     try service.search(
-                        query: text, embedding: embedding, top: top, thresholds: thresholds, labels: labels)
+                        query: example == nil ? text : "example", embedding: embedding, top: top,
+                        thresholds: thresholds, labels: labels, evidence: example == nil ? .both : .objects)
                 }
             }
         }

@@ -300,12 +300,32 @@ public final class LookoutService: @unchecked Sendable {
         return engine.regionQuery(embedder.embed([query]).embeddings[0])
     }
 
+    /// Search by example (YOLOE), its first half: the boxes drawn on a photo sent before, as one example, give the
+    /// visual prompt embedding (from the photo's kept features) that the stored regions are scored against.
+    public func exampleEmbedding(imageID id: String, boxes: [[Float]], top: Int) throws(ServiceError) -> [Float] {
+        guard (1...1000).contains(top) else { throw ServiceError(400, "top must be from 1 to 1000") }
+        guard !boxes.isEmpty, boxes.count <= 64 else {
+            throw ServiceError(400, "search by example takes 1 to 64 prompt_box=x1,y1,x2,y2")
+        }
+        guard let prepared = store.kept(key: key(id)) else {
+            throw ServiceError(404, "no features kept for image \(id): send the photo again to /api/v1/detect")
+        }
+        do {
+            let prompts = boxes.map { VisualPrompt(box: $0, label: "example") }
+            return try engine.visualPromptEmbeddings(prompts, on: prepared)[0].embedding
+        } catch {
+            throw ServiceError(400, error.description)
+        }
+    }
+
     /// A search's second half: the index searched with the query's embedding. Safe to run on several threads
     /// at once (each opens the index; a PostgreSQL index's connections come from one pool).
     /// `labels`: only photos where the index's prompt-free detector named each of these (`index --prompt-free`);
-    /// an index without such labels answers 400.
+    /// an index without such labels answers 400. `evidence`: what is weighed (an example's embedding is scored
+    /// against the stored regions alone: it means nothing to a whole-photo tower).
     public func search(
-        query: String, embedding text: [Float], top: Int, thresholds: Thresholds, labels: [String] = []
+        query: String, embedding text: [Float], top: Int, thresholds: Thresholds, labels: [String] = [],
+        evidence: PhotoIndex.Evidence = .both
     )
         throws(ServiceError) -> [UInt8]
     {
@@ -324,7 +344,8 @@ public final class LookoutService: @unchecked Sendable {
         }
         do {
             hits = try index.search(
-                text: text, confidence: thresholds.confidence, top: top, filter: PhotoFilter(labels: labels))
+                text: text, confidence: thresholds.confidence, top: top, evidence: evidence,
+                filter: PhotoFilter(labels: labels))
         } catch {
             throw ServiceError(500, "the index could not be searched: \(error.problem)")
         }

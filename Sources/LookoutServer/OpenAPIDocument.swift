@@ -92,9 +92,11 @@ public enum OpenAPIDocument {
             "/api/v1/search": {
               "get": {
                 "operationId": "search",
-                "description": "The indexed photos (the served index: --db, else the default one) best matching the query, objects and scenes.",
+                "description": "The indexed photos (the served index: --db, else the default one) best matching the query, objects and scenes; or, with image_id and prompt_box (YOLOE), the photos whose stored regions best match an example boxed on a photo sent to /api/v1/detect before (its visual prompt embedding, regions only).",
                 "parameters": [
-                  {"name": "q", "in": "query", "required": true, "schema": {"type": "string", "minLength": 1}},
+                  {"name": "q", "in": "query", "required": true, "description": "What to find, in words; searching by example, the name it is shown under.", "schema": {"type": "string", "minLength": 1}},
+                  {"name": "image_id", "in": "query", "description": "Search by example (YOLOE): the photo the prompt_box boxes are drawn on, as /api/v1/detect named it (its features still kept; 404 once dropped).", "schema": {"type": "string"}},
+                  {"name": "prompt_box", "in": "query", "description": "Search by example: x1,y1,x2,y2 in the image_id photo's pixels, around the thing to find; repeat it for more examples of the same thing (at most 64).", "schema": {"type": "array", "items": {"type": "string", "pattern": "^[^,]+,[^,]+,[^,]+,[^,]+$"}}, "style": "form", "explode": true},
                   {"name": "top", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 20}},
                   {"name": "conf", "in": "query", "schema": {"type": "number", "minimum": 0, "exclusiveMaximum": true, "maximum": 1, "default": 0.1}},
                   {"name": "label", "in": "query", "description": "Only photos where the index's prompt-free detector (lookout index --prompt-free) named this; repeat it for photos that show all of several. An index without such labels answers 400.", "schema": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 200}}, "style": "form", "explode": true}

@@ -51,6 +51,9 @@ enum WebPage {
           .grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(220px, 1fr)); gap: .8rem; }
           .card { background: #fff; border: 1px solid var(--line); border-radius: 8px; overflow: hidden; cursor: pointer; }
           .card .stage { margin: 0; display: block; }
+          .card .labels { margin: 0 .5rem .4rem; display: flex; flex-wrap: wrap; gap: .2rem; }
+          .card .labels:empty { display: none; }
+          .chip { font: inherit; font-size: 12px; border: 1px solid var(--line); border-radius: 999px; background: #f4f4f4; padding: 0 .5em; margin-right: .25em; cursor: pointer; }
           .card p { margin: .3rem .5rem; font-size: 13px; color: var(--muted); overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
           dialog { max-width: 95vw; max-height: 95vh; padding: .5rem; border: 0; border-radius: 8px; }
           dialog .stage img { max-height: 85vh; }
@@ -81,7 +84,7 @@ enum WebPage {
             </div>
             <div class="controls"><label>or a video: <input id="video-file" type="file" accept="video/*" aria-label="video"></label></div>
             <div id="status" role="status"></div>
-            <div class="controls" id="prompt-controls" hidden><span>Drag on the photo to mark an example of what to find (YOLOE).</span> <button id="clear-prompts" type="button">Clear examples</button></div>
+            <div class="controls" id="prompt-controls" hidden><span>Drag on the photo to mark an example of what to find (YOLOE).</span> <button id="clear-prompts" type="button">Clear examples</button> <button id="search-example" type="button" hidden>Search the index for this</button></div>
             <div id="timeline" hidden></div>
             <div id="detect-stage" class="stage" hidden><img id="photo" alt="the photo"></div>
             <div id="camera-stage" class="stage" hidden><video id="camera-video" muted playsinline aria-label="the camera"></video></div>
@@ -91,6 +94,7 @@ enum WebPage {
               <input id="search-query" type="search" placeholder="search the indexed photos: dog, beach at sunset" aria-label="search">
               <button type="submit">Search</button>
             </form>
+            <div id="search-filters" class="controls" hidden></div>
             <div id="search-status" role="status"></div>
             <div id="results" class="grid"></div>
           </section>
@@ -221,6 +225,7 @@ enum WebPage {
           const box = [Math.min(...x), Math.min(...y), Math.max(...x), Math.max(...y)].map((v) => Math.round(v * 10) / 10);
           if (box[2] - box[0] < 2 || box[3] - box[1] < 2) return;  // a click, not a box
           promptBoxes.push({ box, label: "example" });
+          $("search-example").hidden = !serving.index;
           drawPrompts();
           $("prompt-controls").hidden = false;
           scheduleDetect();
@@ -318,17 +323,27 @@ enum WebPage {
 
         // Search as you type: a pause of 150 ms in the typing asks the index (or Enter, at once); an answer that
         // a later question overtook is dropped, so the grid always shows the words in the box.
-        let searchSequence = 0, searchPending = null;
+        // A search is words (q) or an example (YOLOE: boxes drawn on the photo in the Detect tab, by its image id),
+        // narrowed to the photos a prompt-free detector labelled (`labels`: a card's label chip adds one).
+        let searchSequence = 0, searchPending = null, example = null;
+        const labels = new Set();
         async function search() {
           clearTimeout(searchPending);
-          const q = $("search-query").value.trim();
+          const q = example ? "example" : $("search-query").value.trim();
           const mine = ++searchSequence;
           const status = $("search-status");
+          showFilters();
           if (!q) { status.textContent = ""; $("results").innerHTML = ""; return; }
           status.textContent = "Searching…";
           status.dataset.state = "searching";
           const started = performance.now();
-          const reply = await api("/api/v1/search?" + new URLSearchParams({ q, top: 48 }));
+          const params = new URLSearchParams({ q, top: 48 });
+          if (example) {
+            params.set("image_id", example.imageId);
+            for (const p of example.boxes) params.append("prompt_box", p.box.map((v) => v.toFixed(1)).join(","));
+          }
+          for (const label of labels) params.append("label", label);
+          const reply = await api("/api/v1/search?" + params);
           if (mine !== searchSequence) return;
           const grid = $("results");
           grid.innerHTML = "";
@@ -337,13 +352,24 @@ enum WebPage {
           if (reply.status !== 200) { status.textContent = "Error " + reply.status + ": " + (reply.body && reply.body.error); return; }
           const results = reply.body.results;
           const ms = " (" + (performance.now() - started).toFixed(0) + " ms)";
-          status.textContent = results.length ? results.length + " photos" + ms : "Nothing found for “" + q + "”.";
+          const what = example ? "the example" : "“" + q + "”";
+          status.textContent = results.length ? results.length + " photos" + (example ? " like the example" : "") + ms : "Nothing found for " + what + ".";
           for (const r of results) {
             const card = document.createElement("div");
             card.className = "card";
             card.dataset.name = r.name;
-            card.innerHTML = '<div class="stage"><img alt=""></div><p></p>';
+            card.innerHTML = '<div class="stage"><img alt=""></div><p></p><div class="labels"></div>';
             card.querySelector("p").textContent = r.score.toFixed(2) + " · " + r.name + (r.evidence === "scenes" ? " · scene" : "");
+            for (const name of [...new Set(r.labels || [])]) {
+              const chip = document.createElement("button");
+              chip.type = "button";
+              chip.className = "chip";
+              chip.textContent = name;
+              chip.dataset.label = name;
+              chip.title = "only photos labelled " + name;
+              chip.addEventListener("click", (e) => { e.stopPropagation(); labels.add(name); search(); });
+              card.querySelector(".labels").appendChild(chip);
+            }
             grid.appendChild(card);
             imageURL("/api/v1/photos/" + r.image + "/thumbnail").then((url) => { card.querySelector("img").src = url; });
             drawBoxes(card.querySelector(".stage"), r.width, r.height, r.detections, (d) => q + " " + d.score.toFixed(2));
@@ -354,9 +380,35 @@ enum WebPage {
             });
           }
         }
+
+        // What narrows the search, each with a button that drops it: the example searched by, the labels.
+        function showFilters() {
+          const filters = $("search-filters");
+          filters.innerHTML = "";
+          const add = (text, drop) => {
+            const chip = document.createElement("button");
+            chip.type = "button";
+            chip.className = "chip active";
+            chip.textContent = text + " ×";
+            chip.addEventListener("click", () => { drop(); search(); });
+            filters.appendChild(chip);
+          };
+          if (example) add("like the example (" + example.boxes.length + " box" + (example.boxes.length === 1 ? "" : "es") + ")", () => { example = null; });
+          for (const label of labels) add("labelled " + label, () => labels.delete(label));
+          filters.hidden = filters.children.length === 0;
+        }
+
+        $("search-example").addEventListener("click", () => {
+          if (!imageId || promptBoxes.length === 0) return;
+          example = { imageId, boxes: promptBoxes.slice() };
+          $("search-query").value = "";
+          show("search");
+          search();
+        });
         $("search-form").addEventListener("submit", (e) => { e.preventDefault(); search(); });
         $("search-query").addEventListener("input", () => {
           clearTimeout(searchPending);
+          example = null;
           searchPending = setTimeout(search, 150);
         });
 
@@ -529,6 +581,9 @@ enum WebPage {
         }
         $("tab-detect").addEventListener("click", () => show("detect"));
         $("tab-search").addEventListener("click", () => show("search"));
+        // What the server serves: whether it has an index to search (then a marked example can be searched for).
+        const serving = { index: false };
+        api("/api/v1/health").then((r) => { if (r.status === 200) serving.index = !!r.body.index; });
         </script>
         </body>
         </html>

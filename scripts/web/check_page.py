@@ -18,7 +18,11 @@ are changed, the boxes drawn over the live picture (labels, scores, boxes and th
 equal `LOOKOUT detect --json` on the very PNG the page sent; never more than one request in flight; the
 frames per second shown. YOLOE: a second server with the random YOLOE-11n-seg fixture; the masks the page
 paints over the photo must cover exactly the pixels of `LOOKOUT detect --json`'s masks; a box dragged on the photo
-(a visual prompt) must give what `LOOKOUT detect --prompt-box` gives for that box.
+(a visual prompt) must give what `LOOKOUT detect --prompt-box` gives for that box. YOLOE demo (`--model
+demo-yoloe`) over an index of the example scenes that also stores a random prompt-free model's labels: a box
+dragged around scene-0001's green circle, then "Search the index for this", must fill the grid with the API's
+answer for that example, the scenes holding green circles first; a label chip on a card must narrow the grid to
+the API's answer with that label, and its filter chip must undo it.
 Keeps screenshots (laptop: detect, search, camera and masks; phone: detect) in SCREENSHOT_DIR (default .build/web-page).
 Exits non-zero on any difference.
 """
@@ -30,6 +34,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import urllib.parse
 import urllib.request
 
 from selenium import webdriver
@@ -355,6 +360,109 @@ def check_yoloe_masks(lookout: str, shots: str, check) -> None:
         stop(server, driver)
 
 
+def check_yoloe_demo_search(lookout: str, work: str, shots: str, check) -> None:
+    """Search the index by an example drawn on the page, and narrow a search by a prompt-free label."""
+    scenes = os.path.join(ROOT, "examples", "scenes")
+    with open(os.path.join(ROOT, "scripts", "demo", "captions.json")) as f:
+        fine = json.load(f)["fine"]
+    classes = os.path.join(work, "fine.txt")
+    with open(classes, "w") as f:
+        f.write("\n".join(fine) + "\n")
+    index = os.path.join(work, "yoloe.sqlite")
+    subprocess.run([lookout, "index", scenes, "--db", index, "--model", "demo-yoloe", "--classes", classes,
+                    "--prompt-free", os.path.join(ROOT, "Tests", "Fixtures", "yoloe", "yoloe-11n-seg-pf-random.pt"),
+                    "--prompt-free-conf", "0.05", "--plain"], check=True, capture_output=True)
+    server = subprocess.Popen([lookout, "serve", "--port", "0", "--model", "demo-yoloe", "--db", index],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    driver = None
+    try:
+        line = server.stdout.readline()
+        if "listening on " not in line:
+            check("YOLOE demo server", False, f"did not start: {line!r}")
+            return
+        url = line.strip().split("listening on ")[1]
+        driver = chromium()
+        driver.get(url)
+        wait = WebDriverWait(driver, 60)
+
+        def api(path: str) -> dict:
+            with urllib.request.urlopen(url.rstrip("/") + path) as response:
+                return json.load(response)
+
+        def grid() -> list[str]:
+            return [c.get_attribute("data-name") for c in driver.find_elements(By.CSS_SELECTOR, "#results .card")]
+
+        def searched(previous: str) -> None:
+            wait.until(lambda d: d.find_element(By.ID, "search-status").get_attribute("data-state") == "done"
+                       and d.find_element(By.ID, "search-status").text != previous)
+
+        # A box around scene-0001's green circle (309,263 to 388,343 in its 406×353 pixels), dragged on the photo.
+        driver.find_element(By.ID, "file").send_keys(os.path.join(scenes, "scene-0001.jpg"))
+        wait.until(lambda d: d.find_element(By.ID, "photo").get_attribute("naturalWidth") not in (None, "0"))
+        wait.until(lambda d: d.execute_script("return serving.index"))
+        image = driver.find_element(By.ID, "photo")
+        size = image.size
+        scale = size["width"] / 406
+        before = driver.find_element(By.ID, "status").get_attribute("data-sequence") or ""
+        ActionChains(driver).move_to_element_with_offset(
+            image, round(309 * scale - size["width"] / 2), round(263 * scale - size["height"] / 2)) \
+            .click_and_hold().move_by_offset(round(79 * scale), round(80 * scale)).release().perform()
+        wait.until(lambda d: d.find_element(By.ID, "status").get_attribute("data-state") == "done"
+                   and (d.find_element(By.ID, "status").get_attribute("data-sequence") or "") != before)
+        button = driver.find_element(By.ID, "search-example")
+        check("YOLOE demo: a marked example can be searched for", button.is_displayed(), "button shown")
+        previous = driver.find_element(By.ID, "search-status").text
+        button.click()
+        searched(previous)
+        shown = grid()
+        image_id, boxes = driver.execute_script(
+            "return [example.imageId, example.boxes.map((b) => b.box.map((v) => v.toFixed(1)).join(','))]")
+        query = "&".join(["q=example", "top=48", f"image_id={image_id}"] + [f"prompt_box={b}" for b in boxes])
+        want = [r["name"] for r in api("/api/v1/search?" + query)["results"]]
+        with open(os.path.join(scenes, "truth.json")) as f:
+            truth = {i["file"]: [o["label"] for o in i["objects"]] for i in json.load(f)["images"]}
+        holding = sorted(n for n, objects in truth.items() if "green circle" in objects)
+        check("YOLOE demo: search by a drawn example",
+              shown == want and sorted(shown[:len(holding)]) == holding,
+              f"page {shown[:5]}…, API {want[:5]}…, scenes with a green circle {holding}")
+        driver.save_screenshot(os.path.join(shots, "search-by-example.png"))
+
+        # A label chip narrows a word search to the photos the prompt-free model labelled so.
+        driver.execute_script("document.querySelector('#search-filters .chip').click()")  # drop the example
+        field = driver.find_element(By.ID, "search-query")
+        field.clear()
+        previous = driver.find_element(By.ID, "search-status").text
+        field.send_keys("shape")
+        searched(previous)
+        wait.until(lambda d: d.find_element(By.ID, "search-status").get_attribute("data-query") == "shape")
+        unfiltered = grid()
+        # A label of the first photo that some other photo lacks, so that the chip must narrow the grid.
+        cards = [[c.get_attribute("data-label") for c in card.find_elements(By.CSS_SELECTOR, ".chip")]
+                 for card in driver.find_elements(By.CSS_SELECTOR, "#results .card")]
+        label = next((l for l in cards[0] if any(l not in other for other in cards)), None) if cards else None
+        if label is None:
+            check("YOLOE demo: a label chip narrows the search", False, f"no label to narrow by among {cards[:3]}")
+            return
+        chip = driver.find_element(By.CSS_SELECTOR, f"#results .card .chip[data-label='{label}']")
+        previous = driver.find_element(By.ID, "search-status").text
+        chip.click()
+        searched(previous)
+        shown = grid()
+        want = [r["name"] for r in api("/api/v1/search?" + urllib.parse.urlencode(
+            {"q": "shape", "top": 48, "label": label}))["results"]]
+        every = all(label in [c.get_attribute("data-label") for c in card.find_elements(By.CSS_SELECTOR, ".chip")]
+                    for card in driver.find_elements(By.CSS_SELECTOR, "#results .card"))
+        check("YOLOE demo: a label chip narrows the search",
+              shown == want and every and 0 < len(shown) < len(unfiltered),
+              f"label {label}: page {len(shown)} photos, API {len(want)}, unfiltered {len(unfiltered)}")
+        previous = driver.find_element(By.ID, "search-status").text
+        driver.find_element(By.CSS_SELECTOR, "#search-filters .chip").click()
+        searched(previous)
+        check("YOLOE demo: the label filter undone", grid() == unfiltered, f"{len(grid())} photos again")
+    finally:
+        stop(server, driver)
+
+
 def metric(url: str, route: str, method: str) -> int:
     text = urllib.request.urlopen(url + "metrics").read().decode()
     pattern = re.compile(r"^hb_requests\{(.*)\} (\d+)$", re.M)
@@ -485,6 +593,7 @@ def main() -> None:
         check_camera(lookout, url, work, shots, check)
         check_video_upload(lookout, url, shots, check)
         check_yoloe_masks(lookout, shots, check)
+        check_yoloe_demo_search(lookout, work, shots, check)
         print(f"screenshots: {shots}/detect.png, search.png, phone.png, camera.png, masks.png")
     finally:
         stop(server, driver)
