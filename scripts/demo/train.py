@@ -139,8 +139,21 @@ class Scenes(torch.utils.data.Dataset):
     def __getitem__(self, index):
         image, objects, _ = scenes.scene(self.seed, index, "train")
         boxed, r, left, top = letterbox(image, self.size)
-        flip = (index * 2654435761 >> 7) & 1
-        labels = np.zeros((len(objects), 6), np.float32)  # colour, shape, cx, cy, w, h (normalised)
+        flip = self.flips(index)
+        labels = self.labels(objects, r, left, top, flip)
+        if flip:
+            boxed = boxed[:, ::-1]
+        tensor = torch.from_numpy(np.ascontiguousarray(boxed[:, :, ::-1].transpose(2, 0, 1)))  # BGR → RGB, CHW
+        return tensor, torch.from_numpy(labels)
+
+    @staticmethod
+    def flips(index: int) -> bool:
+        """Whether scene `index` is mirrored (half of them, by a hash of the index)."""
+        return bool((index * 2654435761 >> 7) & 1)
+
+    def labels(self, objects: list[dict], r: float, left: int, top: int, flip: bool) -> np.ndarray:
+        """colour, shape, cx, cy, w, h (normalised to the letterboxed input) of each object."""
+        labels = np.zeros((len(objects), 6), np.float32)
         for k, o in enumerate(objects):
             x1, y1, x2, y2 = o["box"]
             x1, x2 = x1 * r + left, x2 * r + left
@@ -151,10 +164,7 @@ class Scenes(torch.utils.data.Dataset):
                 self.colour_index[o["colour"]], self.shape_index[o["shape"]],
                 (x1 + x2) / 2 / self.size, (y1 + y2) / 2 / self.size, (x2 - x1) / self.size, (y2 - y1) / self.size,
             ]  # fmt: skip
-        if flip:
-            boxed = boxed[:, ::-1]
-        tensor = torch.from_numpy(np.ascontiguousarray(boxed[:, :, ::-1].transpose(2, 0, 1)))  # BGR → RGB, CHW
-        return tensor, torch.from_numpy(labels)
+        return labels
 
 
 def collate(items):
@@ -206,6 +216,41 @@ class CaptionSampler:
 # ---------------------------------------------------------------------------------------------- training
 
 
+def caption_tokens():
+    """captions.json, each caption's row in the token table, and the table (captions × 77 OpenAI CLIP ids)."""
+    with open(os.path.join(HERE, "captions.json")) as f:
+        captions = json.load(f)
+    universe_index = {c: i for i, c in enumerate(captions["tokens"])}
+    tokens = torch.zeros(len(universe_index), CONTEXT, dtype=torch.long)
+    for c, i in universe_index.items():
+        ids = captions["tokens"][c]
+        tokens[i, : len(ids)] = torch.tensor(ids)
+    return captions, universe_index, tokens
+
+
+def seeded(seed: int, device: str) -> torch.device:
+    """Seeds torch, random and numpy; cuDNN autotuning and TF32 on. Returns the device."""
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    return torch.device(device)
+
+
+def logger(path: str):
+    """A function that prints a line and appends it to `path` (flushed: a run cut short keeps its log)."""
+    log_file = open(path, "w")
+
+    def log(text: str) -> None:
+        print(text, flush=True)
+        log_file.write(text + "\n")
+        log_file.flush()
+
+    return log
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out")
@@ -218,20 +263,9 @@ def main() -> None:
     parser.add_argument("--device", default="cuda", help="cpu for a smoke test")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    log_file = open(os.path.join(args.out, "train-log.txt"), "w")
+    log = logger(os.path.join(args.out, "train-log.txt"))
 
-    def log(text: str) -> None:
-        print(text, flush=True)
-        log_file.write(text + "\n")
-        log_file.flush()
-
-    torch.manual_seed(args.seed)
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    device = torch.device(args.device)
-    torch.backends.cudnn.benchmark = True
-    torch.backends.cuda.matmul.allow_tf32 = True
-    torch.backends.cudnn.allow_tf32 = True
+    device = seeded(args.seed, args.device)
 
     from ultralytics import YOLOWorld
     from ultralytics.utils.loss import v8DetectionLoss
@@ -245,14 +279,7 @@ def main() -> None:
     criterion = v8DetectionLoss(detector)
     ema = ModelEMA(both, decay=0.9998, tau=1500)
 
-    with open(os.path.join(HERE, "captions.json")) as f:
-        captions = json.load(f)
-    universe = list(captions["tokens"])
-    universe_index = {c: i for i, c in enumerate(universe)}
-    tokens = torch.zeros(len(universe), CONTEXT, dtype=torch.long)
-    for i, c in enumerate(universe):
-        ids = captions["tokens"][c]
-        tokens[i, : len(ids)] = torch.tensor(ids)
+    captions, universe_index, tokens = caption_tokens()
     tokens = tokens.to(device)
     sampler = CaptionSampler(captions, random.Random(args.seed))
 

@@ -28,7 +28,6 @@ Usage: python scripts/demo/train_yoloe.py OUT --minutes 8 --vp-minutes 2 [--batc
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import random
@@ -44,22 +43,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import scenes  # noqa: E402
-from train import CONTEXT, K, CaptionSampler, TextEncoder, letterbox  # noqa: E402
+import train  # noqa: E402
+from train import CaptionSampler, TextEncoder, letterbox  # noqa: E402
 
 MASK_RATIO = 4  # ultralytics' mask_ratio: training masks at a quarter of the input
 PROMPT_RATIO = 8  # LoadVisualPrompt's scale_factor 1/8
 
 
-class Scenes(torch.utils.data.Dataset):
-    """Letterboxed scenes, each object's labels, and the owner map at the masks' resolution."""
-
-    def __init__(self, seed: int, size: int, length: int = 10**9):
-        self.seed, self.size, self.length = seed, size, length
-        self.colour_index = {c: i for i, c in enumerate(scenes.COLOUR_NAMES)}
-        self.shape_index = {s: i for i, s in enumerate(scenes.SHAPES)}
-
-    def __len__(self):
-        return self.length
+class Scenes(train.Scenes):
+    """train.Scenes with each object's owner (7th label column) and the owner map at the masks' resolution."""
 
     def __getitem__(self, index):
         image, objects, _, owner = scenes.scene(self.seed, index, "train", owners=True)
@@ -69,26 +61,15 @@ class Scenes(torch.utils.data.Dataset):
         nw, nh = int(round(w * r)), int(round(h * r))
         placed = np.full((self.size, self.size), -1, np.int32)
         placed[top : top + nh, left : left + nw] = cv2.resize(owner, (nw, nh), interpolation=cv2.INTER_NEAREST)
-        step = MASK_RATIO
-        small = placed[step // 2 :: step, step // 2 :: step]
-        flip = (index * 2654435761 >> 7) & 1
-        labels = np.zeros((len(objects), 7), np.float32)  # colour, shape, cx, cy, w, h (normalised), owner
-        for k, o in enumerate(objects):
-            x1, y1, x2, y2 = o["box"]
-            x1, x2 = x1 * r + left, x2 * r + left
-            y1, y2 = y1 * r + top, y2 * r + top
-            if flip:
-                x1, x2 = self.size - x2, self.size - x1
-            labels[k] = [
-                self.colour_index[o["colour"]], self.shape_index[o["shape"]],
-                (x1 + x2) / 2 / self.size, (y1 + y2) / 2 / self.size, (x2 - x1) / self.size, (y2 - y1) / self.size,
-                o["owner"],
-            ]  # fmt: skip
+        small = placed[MASK_RATIO // 2 :: MASK_RATIO, MASK_RATIO // 2 :: MASK_RATIO]
+        flip = self.flips(index)
+        labels = self.labels(objects, r, left, top, flip)
+        labels = np.column_stack([labels, np.array([o["owner"] for o in objects], np.float32)])
         if flip:
             boxed = boxed[:, ::-1]
             small = small[:, ::-1]
         tensor = torch.from_numpy(np.ascontiguousarray(boxed[:, :, ::-1].transpose(2, 0, 1)))  # BGR → RGB, CHW
-        return tensor, torch.from_numpy(labels), torch.from_numpy(np.ascontiguousarray(small))
+        return tensor, torch.from_numpy(labels.astype(np.float32)), torch.from_numpy(np.ascontiguousarray(small))
 
 
 def collate(items):
@@ -133,21 +114,9 @@ def main() -> None:
     parser.add_argument("--device", default="cuda", help="cpu for a smoke test")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    log_file = open(os.path.join(args.out, "train-yoloe-log.txt"), "w")
-
-    def log(text: str) -> None:
-        print(text, flush=True)
-        log_file.write(text + "\n")
-        log_file.flush()
-
+    log = train.logger(os.path.join(args.out, "train-yoloe-log.txt"))
     log(" ".join(sys.argv))
-    torch.manual_seed(args.seed)
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    device = torch.device(args.device)
-    torch.backends.cudnn.benchmark = True
-    torch.backends.cuda.matmul.allow_tf32 = True
-    torch.backends.cudnn.allow_tf32 = True
+    device = train.seeded(args.seed, args.device)
 
     from safetensors.torch import load_file
     from ultralytics import YOLOE
@@ -155,14 +124,7 @@ def main() -> None:
     from ultralytics.utils.torch_utils import ModelEMA
 
     # The frozen text tower: every caption's embedding, once.
-    with open(os.path.join(HERE, "captions.json")) as f:
-        captions = json.load(f)
-    universe = list(captions["tokens"])
-    universe_index = {c: i for i, c in enumerate(universe)}
-    tokens = torch.zeros(len(universe), CONTEXT, dtype=torch.long)
-    for i, c in enumerate(universe):
-        ids = captions["tokens"][c]
-        tokens[i, : len(ids)] = torch.tensor(ids)
+    captions, universe_index, tokens = train.caption_tokens()
     text = TextEncoder()
     text.load_state_dict({k: v.float() for k, v in load_file(args.text).items()})
     text.eval()
@@ -184,7 +146,7 @@ def main() -> None:
     )  # fmt: skip
     batches = iter(loader)
 
-    def train(phase: str, parameters, budget: float, lr0: float, step_fn, ema=None) -> None:
+    def run_phase(phase: str, parameters, budget: float, lr0: float, step_fn, ema=None) -> None:
         decay, no_decay = [], []
         for name, p in parameters:
             (no_decay if p.ndim <= 1 else decay).append(p)
@@ -252,7 +214,7 @@ def main() -> None:
 
     text_parameters = [(n, p) for n, p in detector.named_parameters() if ".savpe." not in n]
     detector.train()
-    train("text", text_parameters, args.minutes * 60, args.lr, text_step, ema)
+    run_phase("text", text_parameters, args.minutes * 60, args.lr, text_step, ema)
     detector.load_state_dict(ema.ema.state_dict())  # phase 2 learns on the weights that ship
 
     # Phase 2: visual prompts, SAVPE alone (as YOLOEVPTrainer freezes the rest), the classification term over
@@ -309,7 +271,7 @@ def main() -> None:
                 module.eval()
         return head([*features, cls_pe])
 
-    train("visual", vp_parameters, args.vp_minutes * 60, args.vp_lr, visual_step)
+    run_phase("visual", vp_parameters, args.vp_minutes * 60, args.vp_lr, visual_step)
     for p in detector.parameters():
         p.requires_grad_(False)
 

@@ -78,6 +78,14 @@ def fake_camera_video(work: str) -> str:
     return path
 
 
+def serve(lookout: str, arguments: list[str]) -> tuple[subprocess.Popen, str | None, str]:
+    """`LOOKOUT serve --port 0 ARGUMENTS`, its URL once it listens (None, and its first line, if it does not)."""
+    server = subprocess.Popen([lookout, "serve", "--port", "0"] + arguments, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    line = server.stdout.readline()
+    return server, line.strip().split("listening on ")[1] if "listening on " in line else None, line
+
+
 def stop(server: subprocess.Popen, driver) -> None:
     """Closes the browser (if one was opened) and stops the server, killed when it has not stopped within 10 s."""
     if driver:
@@ -298,16 +306,14 @@ def check_yoloe_masks(lookout: str, shots: str, check) -> None:
              "--imgsz", "352"]
     photo = os.path.join(ROOT, "examples", "photos", "chelsea.jpg")
     queries = "cat, a tabby cat on a sofa, red car, sky"
-    server = subprocess.Popen([lookout, "serve", "--port", "0"] + model, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+    server, url, line = serve(lookout, model)
     driver = None
     try:
-        line = server.stdout.readline()
-        if "listening on " not in line:
+        if url is None:
             check("YOLOE server", False, f"did not start: {line!r}")
             return
         driver = chromium()
-        driver.get(line.strip().split("listening on ")[1])
+        driver.get(url)
         wait = WebDriverWait(driver, 60)
         driver.execute_script("const c = document.getElementById('conf'); c.value = '0.2';"
                               "c.dispatchEvent(new Event('input'));")
@@ -372,15 +378,12 @@ def check_yoloe_demo_search(lookout: str, work: str, shots: str, check) -> None:
     subprocess.run([lookout, "index", scenes, "--db", index, "--model", "demo-yoloe", "--classes", classes,
                     "--prompt-free", os.path.join(ROOT, "Tests", "Fixtures", "yoloe", "yoloe-11n-seg-pf-random.pt"),
                     "--prompt-free-conf", "0.05", "--plain"], check=True, capture_output=True)
-    server = subprocess.Popen([lookout, "serve", "--port", "0", "--model", "demo-yoloe", "--db", index],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    server, url, line = serve(lookout, ["--model", "demo-yoloe", "--db", index])
     driver = None
     try:
-        line = server.stdout.readline()
-        if "listening on " not in line:
+        if url is None:
             check("YOLOE demo server", False, f"did not start: {line!r}")
             return
-        url = line.strip().split("listening on ")[1]
         driver = chromium()
         driver.get(url)
         wait = WebDriverWait(driver, 60)
