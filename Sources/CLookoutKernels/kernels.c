@@ -593,11 +593,13 @@ WG __m256i lane_mask(int valid) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(valid), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+/* Tile rows [ty_begin, ty_end) of channels [c_begin, c_end): V holds the block's tiles only, (ty_end − ty_begin) ×
+   tiles_x of them in each of its 36 matrices. */
 __attribute__((target("avx2,fma"))) static void winograd_input_avx2(const float *x, int height, int width, int c_begin,
-                                                                     int c_end, int channels, float *v,
-                                                                     float *scratch) {
-    int tiles_y = (height + 3) / 4, tiles_x = (width + 3) / 4;
-    size_t tiles = (size_t)tiles_y * tiles_x;
+                                                                     int c_end, int ty_begin, int ty_end, int channels,
+                                                                     float *v, float *scratch) {
+    int tiles_x = (width + 3) / 4;
+    size_t tiles = (size_t)(ty_end - ty_begin) * tiles_x;
     size_t plane = (size_t)channels * tiles; /* one of the 36 matrices */
     int groups = (tiles_x + 7) / 8;
     int span = groups * 32 + 8; /* padded row: position p holds input column p − 1 */
@@ -610,15 +612,15 @@ __attribute__((target("avx2,fma"))) static void winograd_input_avx2(const float 
            tile row after the first. */
         float *ring[6];
         for (int i = 0; i < 6; i++) ring[i] = rows + i * span;
-        for (int ty = 0; ty < tiles_y; ty++) {
-            if (ty > 0) {
+        for (int ty = ty_begin; ty < ty_end; ty++) {
+            if (ty > ty_begin) {
                 float *first = ring[0], *second = ring[1];
                 ring[0] = ring[4];
                 ring[1] = ring[5];
                 ring[4] = first;
                 ring[5] = second;
             }
-            for (int i = ty == 0 ? 0 : 2; i < 6; i++) {
+            for (int i = ty == ty_begin ? 0 : 2; i < 6; i++) {
                 float *row = ring[i];
                 int y = ty * 4 - 1 + i;
                 if (y >= 0 && y < height) {
@@ -639,7 +641,7 @@ __attribute__((target("avx2,fma"))) static void winograd_input_avx2(const float 
                 int tx0 = g * 8;
                 int valid = tiles_x - tx0 < 8 ? tiles_x - tx0 : 8;
                 __m256i mask = lane_mask(valid);
-                size_t column = (size_t)ty * tiles_x + tx0;
+                size_t column = (size_t)(ty - ty_begin) * tiles_x + tx0;
                 for (int r = 0; r < 6; r++) {
                     __m256 d[6], h[4], o[6];
                     deinterleave4(t + r * span + tx0 * 4, d);
@@ -661,12 +663,13 @@ __attribute__((target("avx2,fma"))) static void winograd_input_avx2(const float 
     }
 }
 
+/* Tile rows [ty_begin, ty_end) of outputs [k_begin, k_end), from M holding the block's tiles only. */
 __attribute__((target("avx2,fma"))) static void winograd_output_avx2(const float *m, const float *bias, int outputs,
                                                                       int height, int width, int activation,
-                                                                      int k_begin, int k_end, float *y,
-                                                                      float *scratch) {
-    int tiles_y = (height + 3) / 4, tiles_x = (width + 3) / 4;
-    size_t tiles = (size_t)tiles_y * tiles_x;
+                                                                      int k_begin, int k_end, int ty_begin,
+                                                                      int ty_end, float *y, float *scratch) {
+    int tiles_x = (width + 3) / 4;
+    size_t tiles = (size_t)(ty_end - ty_begin) * tiles_x;
     size_t plane = (size_t)outputs * tiles;
     int groups = (tiles_x + 7) / 8;
     const __m256i to_grouped = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
@@ -675,12 +678,12 @@ __attribute__((target("avx2,fma"))) static void winograd_output_avx2(const float
     for (int k = k_begin; k < k_end; k++) {
         __m256 b = _mm256_set1_ps(bias[k]);
         float *image = y + (size_t)k * height * width;
-        for (int ty = 0; ty < tiles_y; ty++) {
+        for (int ty = ty_begin; ty < ty_end; ty++) {
             for (int g = 0; g < groups; g++) {
                 int tx0 = g * 8;
                 int valid = tiles_x - tx0 < 8 ? tiles_x - tx0 : 8;
                 __m256i mask = lane_mask(valid);
-                size_t column = (size_t)ty * tiles_x + tx0;
+                size_t column = (size_t)(ty - ty_begin) * tiles_x + tx0;
                 __m256 w[4][6]; /* Aᵀ over the rows, for each of the six columns */
                 for (int s = 0; s < 6; s++) {
                     __m256 col[6], out[4];
@@ -727,14 +730,28 @@ size_t lookout_winograd_scratch(int width) {
 void lookout_winograd_input(const float *x, int channels, int height, int width, int c_begin, int c_end, float *v,
                             float *scratch) {
 #if defined(__x86_64__)
-    winograd_input_avx2(x, height, width, c_begin, c_end, channels, v, scratch);
+    winograd_input_avx2(x, height, width, c_begin, c_end, 0, (height + 3) / 4, channels, v, scratch);
 #endif
 }
 
 void lookout_winograd_output(const float *m, const float *bias, int outputs, int height, int width, int activation,
                              int k_begin, int k_end, float *y, float *scratch) {
 #if defined(__x86_64__)
-    winograd_output_avx2(m, bias, outputs, height, width, activation, k_begin, k_end, y, scratch);
+    winograd_output_avx2(m, bias, outputs, height, width, activation, k_begin, k_end, 0, (height + 3) / 4, y, scratch);
+#endif
+}
+
+void lookout_winograd_input_rows(const float *x, int channels, int height, int width, int ty_begin, int ty_end,
+                                 float *v, float *scratch) {
+#if defined(__x86_64__)
+    winograd_input_avx2(x, height, width, 0, channels, ty_begin, ty_end, channels, v, scratch);
+#endif
+}
+
+void lookout_winograd_output_rows(const float *m, const float *bias, int outputs, int height, int width,
+                                  int activation, int ty_begin, int ty_end, float *y, float *scratch) {
+#if defined(__x86_64__)
+    winograd_output_avx2(m, bias, outputs, height, width, activation, 0, outputs, ty_begin, ty_end, y, scratch);
 #endif
 }
 

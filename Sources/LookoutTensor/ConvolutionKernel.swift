@@ -388,6 +388,20 @@ public struct WinogradConvolution: ConvolutionKernel {
                 )
             }
         }
+        let tilesX = (width + 3) / 4, tilesY = (height + 3) / 4
+        // Blocks of tile rows (about 48 tiles each) through transform, products and inverse transform while they
+        // are in cache, where there are enough blocks to share out: a map's whole 36 matrices would not fit (80×80
+        // with 64 channels: 3.7 MB), and their transforms were bound by memory, not arithmetic. The choice hangs
+        // on the map alone, never on the threads, so that one-thread engines (the index's lanes) compute the same
+        // bits as two-thread ones.
+        let rowsPerBlock = max(1, Self.blockTiles / tilesX)
+        let blocks = (tilesY + rowsPerBlock - 1) / rowsPerBlock
+        if Self.blocking && blocks >= Self.fewestBlocks {
+            convolveInBlocks(
+                x, w, into: &out, rowsPerBlock: rowsPerBlock, blocks: blocks, pool: pool, timings: &t1)
+            t2 = t1
+            return out
+        }
         let transformedInput = UnsafeMutablePointer<Float>.allocate(capacity: 36 * inputs * tiles)
         let products = UnsafeMutablePointer<Float>.allocate(capacity: 36 * outputs * tiles)
         defer {
@@ -410,29 +424,8 @@ public struct WinogradConvolution: ConvolutionKernel {
         if LoweredConvolution.profiling { t1 = LoweredConvolution.clock() }
         // The 36 products: through the packed GEMM where the weights were packed for it (in bf16 or fp32),
         // OpenBLAS otherwise. One of the three operands holds the weights; the others are empty.
-        let bf16 = w.packedBF16.count == 36 * bf16Count
-        let packed = w.packed.count == 36 * packedCount
-        w.packedBF16.withUnsafeBufferPointer { u16 in
-            (packed ? w.packed : w.transformed).withUnsafeBufferPointer { u in
-                let u16 = UnsafeSendable(bf16 ? u16.baseAddress : nil), u = UnsafeSendable(u.baseAddress)
-                pool.parallelFor(36, chunk: 1) { range in
-                    for xi in range {
-                        let (b, c) = (v.pointer + xi * inputs * tiles, m.pointer + xi * outputs * tiles)
-                        if let weights = u16.pointer {
-                            ConvolutionGEMM.multiply(
-                                bf16: weights + xi * bf16Count, m: outputs, k: inputs, b: b, ldb: tiles, n: tiles,
-                                c: c, ldc: tiles)
-                        } else if packed {
-                            ConvolutionGEMM.multiply(
-                                packed: u.pointer! + xi * packedCount, m: outputs, k: inputs, b: b, ldb: tiles,
-                                n: tiles, c: c, ldc: tiles)
-                        } else {
-                            BLAS.gemm(
-                                m: outputs, n: tiles, k: inputs, a: u.pointer! + xi * outputs * inputs, b: b, c: c)
-                        }
-                    }
-                }
-            }
+        pool.parallelFor(36, chunk: 1) { range in
+            Self.products(w, range, v: v.pointer, m: m.pointer, tiles: tiles)
         }
         if LoweredConvolution.profiling { t2 = LoweredConvolution.clock() }
         w.bias.withUnsafeBufferPointer { bias in
@@ -450,6 +443,96 @@ public struct WinogradConvolution: ConvolutionKernel {
             }
         }
         return out
+    }
+}
+
+extension WinogradConvolution {
+    /// Tiles per block of the blocked path: one column block of the packed GEMM (48).
+    static let blockTiles = 48
+    /// Blocks a map must make for the blocked path (80×80: 10; 40×40 makes 3 and keeps the whole-map path).
+    static let fewestBlocks = 8
+
+    /// Whether the blocked path is taken where it applies: `LOOKOUT_NO_WINOGRAD_BLOCKS` set turns it off (the
+    /// tests run both paths; benchmarks compare them).
+    static let blocking = getenv("LOOKOUT_NO_WINOGRAD_BLOCKS") == nil
+
+    /// Products `matrices` of the 36: `m[xi] = U[xi] · v[xi]` over `tiles` columns, through the packed GEMM
+    /// where the weights were packed for it (in bf16 or fp32), OpenBLAS otherwise.
+    static func products(
+        _ w: ConvolutionWeights, _ matrices: Range<Int>, v: UnsafeMutablePointer<Float>, m: UnsafeMutablePointer<Float>,
+        tiles: Int
+    ) {
+        let (inputs, outputs) = (w.inputs, w.outputs)
+        let packedCount = ConvolutionGEMM.packedCount(m: outputs, k: inputs)
+        let bf16Count = ConvolutionGEMM.packedCountBF16(m: outputs, k: inputs)
+        if w.packedBF16.count == 36 * bf16Count {
+            w.packedBF16.withUnsafeBufferPointer { u in
+                for xi in matrices {
+                    ConvolutionGEMM.multiply(
+                        bf16: u.baseAddress! + xi * bf16Count, m: outputs, k: inputs, b: v + xi * inputs * tiles,
+                        ldb: tiles, n: tiles, c: m + xi * outputs * tiles, ldc: tiles)
+                }
+            }
+        } else if w.packed.count == 36 * packedCount {
+            w.packed.withUnsafeBufferPointer { u in
+                for xi in matrices {
+                    ConvolutionGEMM.multiply(
+                        packed: u.baseAddress! + xi * packedCount, m: outputs, k: inputs, b: v + xi * inputs * tiles,
+                        ldb: tiles, n: tiles, c: m + xi * outputs * tiles, ldc: tiles)
+                }
+            }
+        } else {
+            w.transformed.withUnsafeBufferPointer { u in
+                for xi in matrices {
+                    BLAS.gemm(
+                        m: outputs, n: tiles, k: inputs, a: u.baseAddress! + xi * outputs * inputs,
+                        b: v + xi * inputs * tiles, c: m + xi * outputs * tiles)
+                }
+            }
+        }
+    }
+
+    /// The blocked path: each thread takes blocks of `rowsPerBlock` tile rows and runs the input transform, the
+    /// 36 products and the output transform on one block before the next. `timings`: when it ended, for the profile.
+    func convolveInBlocks(
+        _ x: FeatureMap, _ w: ConvolutionWeights, into out: inout FeatureMap, rowsPerBlock: Int, blocks: Int,
+        pool: ComputePool, timings: inout Double
+    ) {
+        let (height, width, inputs, outputs) = (x.height, x.width, w.inputs, w.outputs)
+        let tilesX = (width + 3) / 4, tilesY = (height + 3) / 4
+        let scratchCount = lookout_winograd_scratch(Int32(width))
+        let most = rowsPerBlock * tilesX
+        x.data.withUnsafeBufferPointer { source in
+            w.bias.withUnsafeBufferPointer { bias in
+                out.data.withUnsafeMutableBufferPointer { y in
+                    let source = UnsafeSendable(UnsafeMutablePointer(mutating: source.baseAddress!))
+                    let bias = UnsafeSendable(UnsafeMutablePointer(mutating: bias.baseAddress!))
+                    let y = UnsafeSendable(y.baseAddress!)
+                    pool.parallelFor(blocks, chunk: 1) { range in
+                        let v = UnsafeMutablePointer<Float>.allocate(capacity: 36 * inputs * most)
+                        let m = UnsafeMutablePointer<Float>.allocate(capacity: 36 * outputs * most)
+                        let scratch = UnsafeMutablePointer<Float>.allocate(capacity: scratchCount)
+                        defer {
+                            v.deallocate()
+                            m.deallocate()
+                            scratch.deallocate()
+                        }
+                        for block in range {
+                            let first = block * rowsPerBlock, end = min(tilesY, first + rowsPerBlock)
+                            let tiles = (end - first) * tilesX
+                            lookout_winograd_input_rows(
+                                source.pointer, Int32(inputs), Int32(height), Int32(width), Int32(first),
+                                Int32(end), v, scratch)
+                            Self.products(w, 0..<36, v: v, m: m, tiles: tiles)
+                            lookout_winograd_output_rows(
+                                m, bias.pointer, Int32(outputs), Int32(height), Int32(width), w.activation ? 1 : 0,
+                                Int32(first), Int32(end), y.pointer, scratch)
+                        }
+                    }
+                }
+            }
+        }
+        if LoweredConvolution.profiling { timings = LoweredConvolution.clock() }
     }
 }
 

@@ -132,6 +132,7 @@ import Testing
         try #require(ConvolutionGEMM.available, "this CPU has no AVX-512: the packed GEMM is not used")
         for (inputs, outputs, kernel, stride, height, width) in [
             (64, 96, 1, 1, 14, 20), (32, 48, 3, 2, 37, 41), (64, 40, 3, 1, 22, 26), (96, 64, 1, 1, 40, 40),
+            (64, 72, 3, 1, 80, 80),  // Winograd in blocks of tile rows (10 blocks of 40 tiles)
         ] {
             let seed = UInt64(inputs * 100 + outputs + kernel)
             let weights = WinogradConvolution().prepare(
@@ -159,6 +160,10 @@ import Testing
     @Test(arguments: [
         (8, 4, 1, 1, true), (16, 8, 5, 7, false), (8, 16, 12, 33, true), (32, 24, 40, 37, true),
         (64, 64, 20, 20, true), (24, 8, 3, 129, false), (128, 32, 14, 20, true), (72, 13, 9, 10, false),
+        // Maps of 8 blocks of tile rows or more go through the blocked path: full 8-tile groups, a partial one
+        // (23 tiles a row), a last block shorter than the others (18 tile rows in blocks of 2), OpenBLAS's
+        // products (32 inputs) and the packed GEMM's (64).
+        (32, 24, 80, 80, true), (64, 40, 72, 90, false), (64, 64, 70, 44, true),
     ])
     func winogradMatchesTheDefinition(inputs: Int, outputs: Int, height: Int, width: Int, activation: Bool) throws {
         try #require(WinogradConvolution.available, "this CPU has no AVX2/FMA: Winograd is not used")

@@ -52,6 +52,12 @@ void lookout_winograd_input(const float *x, int channels, int height, int width,
    `activation`; `y` is `outputs × height × width`. */
 void lookout_winograd_output(const float *m, const float *bias, int outputs, int height, int width, int activation,
                              int k_begin, int k_end, float *y, float *scratch);
+/* One block of tile rows [ty_begin, ty_end) through every channel (input) or output: V and M hold that block's
+   (ty_end − ty_begin) × ⌈width/4⌉ tiles only, so that a block's transforms and products stay in cache. */
+void lookout_winograd_input_rows(const float *x, int channels, int height, int width, int ty_begin, int ty_end,
+                                 float *v, float *scratch);
+void lookout_winograd_output_rows(const float *m, const float *bias, int outputs, int height, int width,
+                                  int activation, int ty_begin, int ty_end, float *y, float *scratch);
 /* The convolutions' GEMM (gemm.c): C (m × n, row stride ldc) = A (m × k) · B (k × n, row stride ldb), plus
    bias[i] per row when `bias` is not NULL, then SiLU when `activation`. A is packed once with
    `lookout_gemm_pack` into ceil(m / 8) panels of k × 8 floats (`lookout_gemm_packed_count` floats); rows
