@@ -1,3 +1,5 @@
+import CLookoutCodecs
+
 extension Image {
     /// `cv2.resize(…, INTER_LINEAR)` on 8-bit images, reproduced bit for bit (OpenCV `resize.cpp`, from OpenCV's
     /// `resize.cpp`): 11-bit fixed-point weights from float32 source positions, an int32 horizontal pass,
@@ -33,66 +35,24 @@ extension Image {
             alpha1[dx] = Int32((fx * one).rounded(.toNearestOrEven))
         }
 
-        // Horizontal pass of one source row into int32.
-        let rowCount = targetWidth * channels
+        // Per target row: its two source rows and their weights.
+        var top = [Int32](repeating: 0, count: targetHeight), bottom = top, beta0 = top, beta1 = top
+        for dy in 0..<targetHeight {
+            var fy = Float((Double(dy) + 0.5) * scaleY - 0.5)
+            let sy = Int(fy.rounded(.down))
+            fy -= Float(sy)
+            top[dy] = Int32(min(max(sy, 0), height - 1))
+            bottom[dy] = Int32(min(max(sy + 1, 0), height - 1))
+            beta0[dy] = Int32(((1 - fy) * one).rounded(.toNearestOrEven))
+            beta1[dy] = Int32((fy * one).rounded(.toNearestOrEven))
+        }
+        // The loops in C (horizontal sums in int32, then the vertical blend), as cv::resize runs them.
         var out = Image(width: targetWidth, height: targetHeight, channels: channels, filledWith: 0)
-        let rows = UnsafeMutablePointer<Int32>.allocate(capacity: 2 * rowCount)
-        defer { rows.deallocate() }
-        var row0 = rows, row1 = rows + rowCount
-        let channels = channels, width = width, height = height
-        pixels.withUnsafeBufferPointer { source in
-            sourceX.withUnsafeBufferPointer { sourceX in
-                alpha0.withUnsafeBufferPointer { alpha0 in
-                    alpha1.withUnsafeBufferPointer { alpha1 in
-                        out.pixels.withUnsafeMutableBufferPointer { target in
-                            func horizontal(_ row: Int, into buffer: UnsafeMutablePointer<Int32>) {
-                                let line = source.baseAddress! + row * width * channels
-                                for dx in 0..<targetWidth {
-                                    let s = line + sourceX[dx] * channels
-                                    let o = buffer + dx * channels
-                                    if dx < xmax {
-                                        let (a0, a1) = (alpha0[dx], alpha1[dx])
-                                        for c in 0..<channels { o[c] = Int32(s[c]) * a0 + Int32(s[channels + c]) * a1 }
-                                    } else {
-                                        for c in 0..<channels { o[c] = Int32(s[c]) * 2048 }
-                                    }
-                                }
-                            }
-                            var cached0 = -1
-                            var cached1 = -1
-                            for dy in 0..<targetHeight {
-                                var fy = Float((Double(dy) + 0.5) * scaleY - 0.5)
-                                let sy = Int(fy.rounded(.down))
-                                fy -= Float(sy)
-                                let top = min(max(sy, 0), height - 1)
-                                let bottom = min(max(sy + 1, 0), height - 1)
-                                let beta0 = Int32(((1 - fy) * one).rounded(.toNearestOrEven))
-                                let beta1 = Int32((fy * one).rounded(.toNearestOrEven))
-                                if cached0 != top {
-                                    if cached1 == top {
-                                        swap(&row0, &row1)
-                                        cached1 = -1
-                                    } else {
-                                        horizontal(top, into: row0)
-                                    }
-                                    cached0 = top
-                                }
-                                if cached1 != bottom || cached1 == -1 {
-                                    horizontal(bottom, into: row1)
-                                    cached1 = bottom
-                                }
-                                let line = target.baseAddress! + dy * rowCount
-                                for index in 0..<rowCount {
-                                    let value =
-                                        (((row0[index] >> 4) &* beta0) >> 16) &+ (((row1[index] >> 4) &* beta1) >> 16)
-                                        &+ 2
-                                    line[index] = UInt8(clamping: value >> 2)
-                                }
-                            }
-                        }
-                    }
-                }
-            }
+        let sourceX32 = sourceX.map { Int32($0) }
+        out.pixels.withUnsafeMutableBufferPointer { target in
+            lookout_resize_bilinear(
+                pixels, Int32(width), Int32(height), Int32(channels), target.baseAddress!, Int32(targetWidth),
+                Int32(targetHeight), sourceX32, alpha0, alpha1, Int32(xmax), top, bottom, beta0, beta1)
         }
         return out
     }

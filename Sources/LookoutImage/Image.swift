@@ -67,10 +67,14 @@ public struct Letterbox: Sendable, Equatable {
             ? image : image.resizedBilinear(width: resizedWidth, height: resizedHeight)
         var out = Image(width: width, height: height, channels: image.channels, filledWith: padding)
         let rowBytes = resizedWidth * image.channels
-        for y in 0..<resizedHeight {
-            let target = ((y + top) * width + left) * image.channels
-            out.pixels.replaceSubrange(
-                target..<(target + rowBytes), with: resized.pixels[(y * rowBytes)..<((y + 1) * rowBytes)])
+        let (channels, width, top, left) = (image.channels, width, top, left)
+        resized.pixels.withUnsafeBufferPointer { source in
+            out.pixels.withUnsafeMutableBufferPointer { target in
+                for y in 0..<resizedHeight {
+                    (target.baseAddress! + ((y + top) * width + left) * channels).update(
+                        from: source.baseAddress! + y * rowBytes, count: rowBytes)
+                }
+            }
         }
         return out
     }

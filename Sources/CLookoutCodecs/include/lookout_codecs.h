@@ -51,4 +51,13 @@ void lookout_jpeg_encode(const uint8_t *bgr, int width, int height, int quality,
 void lookout_png_encode(const uint8_t *bgr, int width, int height, lookout_encoded *result);
 
 void lookout_codecs_free(void *pointer);
+
+/// The loops of OpenCV's fixed-point bilinear resize (INTER_LINEAR on 8-bit images), the coefficients given:
+/// per target column its source column (in pixels) and weights (sum 2048), columns from `xmax` on taking the
+/// border pixel times 2048; per target row its two source rows and weights. Same integer arithmetic as
+/// cv::resize: horizontal sums in int32, then ((r0 >> 4) · β0 >> 16) + ((r1 >> 4) · β1 >> 16) + 2 >> 2.
+void lookout_resize_bilinear(const uint8_t *source, int width, int height, int channels, uint8_t *target,
+                             int target_width, int target_height, const int32_t *source_x, const int32_t *alpha0,
+                             const int32_t *alpha1, int xmax, const int32_t *top, const int32_t *bottom,
+                             const int32_t *beta0, const int32_t *beta1);
 #endif
