@@ -17,6 +17,9 @@ made with ultralytics under /tmp/lookout-bench-yoloe) with 3 random text embeddi
   coefficients and prototypes; no decode, letterbox, NMS or masks).
 - OpenVINO: the same ONNX file, CPU plugin, 2 threads, f32 inference precision, latency hint, network only.
 
+`--bf16` also times Lookout with `--precision bf16` and OpenVINO with the bf16 inference precision hint (where
+its CPU plugin offers BF16), and prints a second table: Lookout bf16 beside OpenVINO fp32 and bf16.
+
 Each engine is warmed up once; medians of `--runs`. Prints one line per engine and a Markdown row per model.
 """
 import argparse
@@ -58,11 +61,11 @@ def make_model(name: str) -> tuple[str, str, str]:
     return pt, onnx_path, npy
 
 
-def time_lookout(pt: str, npy: str, runs: int) -> float:
+def time_lookout(pt: str, npy: str, runs: int, precision: str = "fp32") -> float:
     lookout = os.path.join(ROOT, ".build", "release", "lookout")
     out = subprocess.run(
         [lookout, "detect", *([PHOTO] * (runs + 1)), "--detector", pt, "--text-embeddings", npy, "-q", "a,b,c",
-         "--imgsz", "640", "--lanes", "1", "--json", "--no-cache"],
+         "--imgsz", "640", "--lanes", "1", "--json", "--no-cache", "--precision", precision],
         check=True, capture_output=True, text=True).stdout
     totals = [json.loads(line)["timings"]["total_ms"] for line in out.splitlines() if line.strip()]
     return statistics.median(totals[1:])
@@ -84,13 +87,16 @@ def time_onnxruntime(onnx_path: str, runs: int) -> float:
     return statistics.median(times)
 
 
-def time_openvino(onnx_path: str, runs: int) -> float:
+def time_openvino(onnx_path: str, runs: int, precision: str = "f32") -> float:
+    """OpenVINO's network time; nan for bf16 where its CPU plugin does not offer BF16."""
     import openvino as ov
 
     core = ov.Core()
+    if precision == "bf16" and "BF16" not in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"):
+        return float("nan")
     compiled = core.compile_model(
         core.read_model(onnx_path), "CPU",
-        {"INFERENCE_NUM_THREADS": 2, "INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY"})
+        {"INFERENCE_NUM_THREADS": 2, "INFERENCE_PRECISION_HINT": precision, "PERFORMANCE_HINT": "LATENCY"})
     request = compiled.create_infer_request()
     data = np.random.rand(1, 3, 640, 640).astype(np.float32)
     request.infer([data])
@@ -106,9 +112,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--models", default="11s,v8s")
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--bf16", action="store_true", help="also Lookout bf16 and OpenVINO bf16")
     args = parser.parse_args()
     reference_env.forget_torchvision()
-    rows = []
+    rows, bf16_rows = [], []
     for name in args.models.split(","):
         pt, onnx_path, npy = make_model(name)
         lookout = time_lookout(pt, npy, args.runs)
@@ -118,9 +125,22 @@ def main() -> None:
               f"ONNX Runtime {onnxruntime:.1f} ms, OpenVINO {openvino:.1f} ms (network only)", flush=True)
         rows.append(f"| yoloe-{name}-seg | 640×640, 3 | {lookout:.1f} | {onnxruntime:.1f} | {openvino:.1f} | "
                     f"{lookout / min(onnxruntime, openvino):.2f} |")
+        if args.bf16:
+            lookout_bf16 = time_lookout(pt, npy, args.runs, "bf16")
+            openvino_bf16 = time_openvino(onnx_path, args.runs, "bf16")
+            print(f"yoloe-{name}-seg bf16: Lookout {lookout_bf16:.1f} ms, OpenVINO bf16 {openvino_bf16:.1f} ms",
+                  flush=True)
+            bf16_rows.append(f"| yoloe-{name}-seg | 640×640, 3 | {lookout_bf16:.1f} | {lookout:.1f} | "
+                             f"{openvino:.1f} | {openvino_bf16:.1f} | {lookout_bf16 / openvino:.2f} |")
     print("| model | input, queries | Lookout ms | ONNX Runtime ms | OpenVINO ms | Lookout / faster |")
     print("|---|---|---|---|---|---|")
     print("\n".join(rows))
+    if bf16_rows:
+        print()
+        print("| model | input, queries | Lookout bf16 ms | Lookout fp32 ms | OpenVINO fp32 ms | OpenVINO bf16 ms | "
+              "Lookout bf16 / OpenVINO fp32 |")
+        print("|---|---|---|---|---|---|---|")
+        print("\n".join(bf16_rows))
 
 
 if __name__ == "__main__":
