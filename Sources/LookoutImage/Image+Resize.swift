@@ -10,8 +10,8 @@ extension Image {
         let scaleY = 1.0 / (Double(targetHeight) / Double(height))
         let one: Float = 2048
 
-        // Columns: source index (in channels) and weights; columns from xmax on use the border rule.
-        var sourceX = [Int](repeating: 0, count: targetWidth)
+        // Columns: source column (in pixels) and weights; columns from xmax on use the border rule.
+        var sourceX = [Int32](repeating: 0, count: targetWidth)
         var alpha0 = [Int32](repeating: 0, count: targetWidth)
         var alpha1 = [Int32](repeating: 0, count: targetWidth)
         var xmax = targetWidth
@@ -30,7 +30,7 @@ extension Image {
                     sx = width - 1
                 }
             }
-            sourceX[dx] = sx
+            sourceX[dx] = Int32(sx)
             alpha0[dx] = Int32(((1 - fx) * one).rounded(.toNearestOrEven))
             alpha1[dx] = Int32((fx * one).rounded(.toNearestOrEven))
         }
@@ -48,11 +48,10 @@ extension Image {
         }
         // The loops in C (horizontal sums in int32, then the vertical blend), as cv::resize runs them.
         var out = Image(width: targetWidth, height: targetHeight, channels: channels, filledWith: 0)
-        let sourceX32 = sourceX.map { Int32($0) }
         out.pixels.withUnsafeMutableBufferPointer { target in
             lookout_resize_bilinear(
                 pixels, Int32(width), Int32(height), Int32(channels), target.baseAddress!, Int32(targetWidth),
-                Int32(targetHeight), sourceX32, alpha0, alpha1, Int32(xmax), top, bottom, beta0, beta1)
+                Int32(targetHeight), sourceX, alpha0, alpha1, Int32(xmax), top, bottom, beta0, beta1)
         }
         return out
     }

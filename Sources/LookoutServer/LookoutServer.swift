@@ -201,17 +201,14 @@ public final class LookoutServer: Sendable {
                 }
                 // Search by example (YOLOE): boxes drawn on a photo sent to /detect before, instead of words.
                 let example = query["image_id"]
+                // Four numbers each; whether they make a box on the photo is the engine's check (as for prompt_boxes).
                 let boxes = try query.all("prompt_box").map { text -> [Float] in
-                    let values = text.split(separator: ",", omittingEmptySubsequences: false).map {
-                        Float($0.trimmingCharacters(in: .whitespaces))
+                    let parts = text.split(separator: ",", omittingEmptySubsequences: false)
+                    let values = parts.compactMap { Float($0.trimmingCharacters(in: .whitespaces)) }
+                    guard parts.count == 4, values.count == 4 else {
+                        throw ServiceError(400, "prompt_box must be four numbers x1,y1,x2,y2, got \(text)")
                     }
-                    let box = values.compactMap { $0 }
-                    guard values.count == 4, box.count == 4, box.allSatisfy(\.isFinite),
-                        box[2] > box[0], box[3] > box[1]
-                    else {
-                        throw ServiceError(400, "prompt_box must be x1,y1,x2,y2 with x1 < x2 and y1 < y2, got \(text)")
-                    }
-                    return box
+                    return values
                 }
                 guard (example == nil) == boxes.isEmpty else {
                     throw ServiceError(400, "search by example takes both image_id=… and prompt_box=x1,y1,x2,y2")

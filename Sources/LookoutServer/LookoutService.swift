@@ -146,21 +146,15 @@ public final class LookoutService: @unchecked Sendable {
         -> [UInt8]
     {
         let queries = prompts.isEmpty || !queries.isEmpty ? try Self.checkedQueries(queries) : []
-        guard prompts.count <= 64 else { throw ServiceError(400, "\(prompts.count) prompt boxes: at most 64") }
-        guard let prepared = store.kept(key: key(id)) else {
-            throw ServiceError(404, "no features kept for image \(id): send the photo again to /api/v1/detect")
-        }
+        try Self.checkPromptCount(prompts.count)
+        let prepared = try keptFeatures(id)
         guard !prompts.isEmpty else {
             return answer(id: id, prepared: prepared, queries: queries, thresholds: thresholds, reused: true)
         }
         if !queries.isEmpty && engine.embedder == nil { throw ServiceError(400, "typed queries need a text model") }
         var plan = QueryPlan(queries.map { Query($0) })
-        do {
-            for prompt in try engine.visualPromptEmbeddings(prompts, on: prepared) {
-                plan.append(label: prompt.label, embedding: prompt.embedding, asIs: true)
-            }
-        } catch {
-            throw ServiceError(400, error.description)
+        for prompt in try promptEmbeddings(prompts, on: prepared) {
+            plan.append(label: prompt.label, embedding: prompt.embedding, asIs: true)
         }
         return answer(id: id, prepared: prepared, plan: plan, thresholds: thresholds)
     }
@@ -304,15 +298,30 @@ public final class LookoutService: @unchecked Sendable {
     /// visual prompt embedding (from the photo's kept features) that the stored regions are scored against.
     public func exampleEmbedding(imageID id: String, boxes: [[Float]], top: Int) throws(ServiceError) -> [Float] {
         guard (1...1000).contains(top) else { throw ServiceError(400, "top must be from 1 to 1000") }
-        guard !boxes.isEmpty, boxes.count <= 64 else {
-            throw ServiceError(400, "search by example takes 1 to 64 prompt_box=x1,y1,x2,y2")
-        }
+        try Self.checkPromptCount(boxes.count)
+        let prompts = boxes.map { VisualPrompt(box: $0, label: "example") }
+        return try promptEmbeddings(prompts, on: try keptFeatures(id))[0].embedding
+    }
+
+    /// At most 64 prompt boxes a request.
+    static func checkPromptCount(_ count: Int) throws(ServiceError) {
+        guard count <= 64 else { throw ServiceError(400, "\(count) prompt boxes: at most 64") }
+    }
+
+    /// A photo's kept features, by the id /api/v1/detect gave it; 404 once they were dropped.
+    private func keptFeatures(_ id: String) throws(ServiceError) -> PreparedImage {
         guard let prepared = store.kept(key: key(id)) else {
             throw ServiceError(404, "no features kept for image \(id): send the photo again to /api/v1/detect")
         }
+        return prepared
+    }
+
+    /// The engine's visual prompt embeddings, its refusals (no SAVPE, a box off the photo, no box) as 400.
+    private func promptEmbeddings(
+        _ prompts: [VisualPrompt], on prepared: PreparedImage
+    ) throws(ServiceError) -> [(label: String, embedding: [Float])] {
         do {
-            let prompts = boxes.map { VisualPrompt(box: $0, label: "example") }
-            return try engine.visualPromptEmbeddings(prompts, on: prepared)[0].embedding
+            return try engine.visualPromptEmbeddings(prompts, on: prepared)
         } catch {
             throw ServiceError(400, error.description)
         }

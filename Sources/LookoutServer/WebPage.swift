@@ -361,14 +361,10 @@ enum WebPage {
             card.innerHTML = '<div class="stage"><img alt=""></div><p></p><div class="labels"></div>';
             card.querySelector("p").textContent = r.score.toFixed(2) + " · " + r.name + (r.evidence === "scenes" ? " · scene" : "");
             for (const name of [...new Set(r.labels || [])]) {
-              const chip = document.createElement("button");
-              chip.type = "button";
-              chip.className = "chip";
-              chip.textContent = name;
-              chip.dataset.label = name;
-              chip.title = "only photos labelled " + name;
-              chip.addEventListener("click", (e) => { e.stopPropagation(); labels.add(name); search(); });
-              card.querySelector(".labels").appendChild(chip);
+              const label = chip(name, "chip", () => labels.add(name));
+              label.dataset.label = name;
+              label.title = "only photos labelled " + name;
+              card.querySelector(".labels").appendChild(label);
             }
             grid.appendChild(card);
             imageURL("/api/v1/photos/" + r.image + "/thumbnail").then((url) => { card.querySelector("img").src = url; });
@@ -382,17 +378,20 @@ enum WebPage {
         }
 
         // What narrows the search, each with a button that drops it: the example searched by, the labels.
+        // A chip: a small button that changes what narrows the search (`change`), then searches again.
+        function chip(text, className, change) {
+          const button = document.createElement("button");
+          button.type = "button";
+          button.className = className;
+          button.textContent = text;
+          button.addEventListener("click", (e) => { e.stopPropagation(); change(); search(); });
+          return button;
+        }
+
         function showFilters() {
           const filters = $("search-filters");
           filters.innerHTML = "";
-          const add = (text, drop) => {
-            const chip = document.createElement("button");
-            chip.type = "button";
-            chip.className = "chip active";
-            chip.textContent = text + " ×";
-            chip.addEventListener("click", () => { drop(); search(); });
-            filters.appendChild(chip);
-          };
+          const add = (text, drop) => filters.appendChild(chip(text + " ×", "chip active", drop));
           if (example) add("like the example (" + example.boxes.length + " box" + (example.boxes.length === 1 ? "" : "es") + ")", () => { example = null; });
           for (const label of labels) add("labelled " + label, () => labels.delete(label));
           filters.hidden = filters.children.length === 0;

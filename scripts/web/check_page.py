@@ -27,6 +27,7 @@ Keeps screenshots (laptop: detect, search, camera and masks; phone: detect) in S
 Exits non-zero on any difference.
 """
 import base64
+import contextlib
 import json
 import os
 import re
@@ -84,6 +85,24 @@ def serve(lookout: str, arguments: list[str]) -> tuple[subprocess.Popen, str | N
                               stderr=subprocess.PIPE, text=True)
     line = server.stdout.readline()
     return server, line.strip().split("listening on ")[1] if "listening on " in line else None, line
+
+
+@contextlib.contextmanager
+def served_page(lookout: str, arguments: list[str], name: str, check):
+    """`LOOKOUT serve … ARGUMENTS` with the page open in Chromium: (driver, wait, url), or None when the server did
+    not start (a failed check `name`); the browser and server are stopped on leaving."""
+    server, url, line = serve(lookout, arguments)
+    driver = None
+    try:
+        if url is None:
+            check(name, False, f"did not start: {line!r}")
+            yield None
+            return
+        driver = chromium()
+        driver.get(url)
+        yield driver, WebDriverWait(driver, 60), url
+    finally:
+        stop(server, driver)
 
 
 def stop(server: subprocess.Popen, driver) -> None:
@@ -306,15 +325,10 @@ def check_yoloe_masks(lookout: str, shots: str, check) -> None:
              "--imgsz", "352"]
     photo = os.path.join(ROOT, "examples", "photos", "chelsea.jpg")
     queries = "cat, a tabby cat on a sofa, red car, sky"
-    server, url, line = serve(lookout, model)
-    driver = None
-    try:
-        if url is None:
-            check("YOLOE server", False, f"did not start: {line!r}")
+    with served_page(lookout, model, "YOLOE server", check) as opened:
+        if opened is None:
             return
-        driver = chromium()
-        driver.get(url)
-        wait = WebDriverWait(driver, 60)
+        driver, wait, _ = opened
         driver.execute_script("const c = document.getElementById('conf'); c.value = '0.2';"
                               "c.dispatchEvent(new Event('input'));")
         field = driver.find_element(By.ID, "queries")
@@ -362,8 +376,6 @@ def check_yoloe_masks(lookout: str, shots: str, check) -> None:
         check("YOLOE visual prompt drawn on the photo", len(marks) == 1 and shown == want and bool(want),
               f"box {marks}: page {shown}, detect --prompt-box {want}")
         driver.save_screenshot(os.path.join(shots, "visual-prompt.png"))
-    finally:
-        stop(server, driver)
 
 
 def check_yoloe_demo_search(lookout: str, work: str, shots: str, check) -> None:
@@ -378,15 +390,10 @@ def check_yoloe_demo_search(lookout: str, work: str, shots: str, check) -> None:
     subprocess.run([lookout, "index", scenes, "--db", index, "--model", "demo-yoloe", "--classes", classes,
                     "--prompt-free", os.path.join(ROOT, "Tests", "Fixtures", "yoloe", "yoloe-11n-seg-pf-random.pt"),
                     "--prompt-free-conf", "0.05", "--plain"], check=True, capture_output=True)
-    server, url, line = serve(lookout, ["--model", "demo-yoloe", "--db", index])
-    driver = None
-    try:
-        if url is None:
-            check("YOLOE demo server", False, f"did not start: {line!r}")
+    with served_page(lookout, ["--model", "demo-yoloe", "--db", index], "YOLOE demo server", check) as opened:
+        if opened is None:
             return
-        driver = chromium()
-        driver.get(url)
-        wait = WebDriverWait(driver, 60)
+        driver, wait, url = opened
 
         def api(path: str) -> dict:
             with urllib.request.urlopen(url.rstrip("/") + path) as response:
@@ -462,8 +469,6 @@ def check_yoloe_demo_search(lookout: str, work: str, shots: str, check) -> None:
         driver.find_element(By.CSS_SELECTOR, "#search-filters .chip").click()
         searched(previous)
         check("YOLOE demo: the label filter undone", grid() == unfiltered, f"{len(grid())} photos again")
-    finally:
-        stop(server, driver)
 
 
 def metric(url: str, route: str, method: str) -> int:
