@@ -44,13 +44,16 @@ static inline column_block next_columns(int left) {
 
 /* Register `j` of a `P`-register row of a block, bias already added: SiLU (x / (1 + exp(−x))) when `activation`,
    then stored at `target` (the last register under `mask`). */
+__attribute__((target("avx512f"), always_inline)) static inline __m512 activate16(__m512 value, int activation) {
+    if (!activation) return value;
+    __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), value));
+    return _mm512_div_ps(value, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+}
+
 __attribute__((target("avx512f"), always_inline)) static inline void store_output(__m512 value, int activation,
                                                                                  float *target, int j, int P,
                                                                                  __mmask16 mask) {
-    if (activation) {
-        __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), value));
-        value = _mm512_div_ps(value, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
-    }
+    value = activate16(value, activation);
     if (j == P - 1)
         _mm512_mask_storeu_ps(target, mask, value);
     else

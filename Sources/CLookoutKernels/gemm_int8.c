@@ -230,16 +230,19 @@ INT8_DRIVER(gemm_int8_bw, bw_block, "avx512f,avx512bw,avx512vl")
 
 /* ---- Direct stride-1 3×3 convolutions on a blocked, padded u8 map (no im2col) ----
 
-   The map is stored row by row: each of the H + 2 padded rows holds the ceil(C/4) quads of channels one after
-   another, each W + 2 pixels of four bytes (channel 4q + j in byte j), with a one-pixel border of the zero point:
-   the four inputs a VPDPBUSD lane takes for one tap are one 32-bit word, sixteen neighbouring output pixels read
-   sixteen consecutive words, and the three rows the taps read are contiguous (measured as fast as quads
-   outermost). The weights are packed
-   as for the GEMM with k ordered (tap, quad, byte): word (t·Q + q) of a panel row holds channels 4q … 4q + 3 at
-   tap t. */
+   The map is stored quad by quad: each of the ceil(C/4) channel quads is an (H + 2) × (W + 2) padded plane of
+   four-byte pixels (channel 4q + j in byte j), with a one-pixel border of the zero point. The four inputs a
+   VPDPBUSD lane takes for one tap are one 32-bit word, and sixteen neighbouring output pixels read sixteen
+   consecutive words. Since a quad's padded rows follow one another, output pixels can also be taken as flat
+   positions f = y·(W + 2) + x of the padded width: the input of tap (dy, dx) is then word f + dy·(W + 2) + dx
+   whatever the row, so one run of sixteen lanes may cross into the next row. The two border columns make two
+   positions per row that are computed and not stored. A map whose rows fill the sixteen-lane registers poorly
+   (W = 20: two registers, 20 of 32 lanes; 40: 40 of 48) runs in this flat order (20 of 22, 40 of 42); one whose
+   rows fill them (80, 160) runs row by row. The weights are packed as for the GEMM with k ordered (tap, quad,
+   byte): word (t·Q + q) of a panel row holds channels 4q … 4q + 3 at tap t. */
 
 size_t lookout_int8_blocked_count(int channels, int height, int width) {
-    return (size_t)((channels + 3) / 4) * (size_t)(height + 2) * (size_t)(width + 2) * 4 + 256;
+    return (size_t)((channels + 3) / 4) * (size_t)(height + 3) * (size_t)(width + 3) * 4 + 256;
 }
 
 static inline uint8_t quantize_one(float value, float inverse, int zero) {
@@ -248,31 +251,43 @@ static inline uint8_t quantize_one(float value, float inverse, int zero) {
     return (uint8_t)clamp_int((int)nearbyintf(fminf(fmaxf(scaled, -1e6f), 1e6f)) + zero, 0, 255);
 }
 
+/* Words a padded row of a quad's plane takes: W + 2, or for a stride-2 convolution's map ceil((W + 2)/2), the
+   map being split into four phase planes (even or odd padded row × even or odd padded column), each
+   ceil((H + 2)/2) rows of that many words. Tap (dy, dx) of output (y, x) then reads word (y + dy/2, x + dx/2) of
+   phase plane (dy mod 2, dx mod 2): sixteen neighbouring outputs read sixteen consecutive words at every tap,
+   and consecutive output rows consecutive rows, as with stride 1. */
+static inline int blocked_pitch(int width, int stride) { return stride == 1 ? width + 2 : (width + 3) / 2; }
+static inline int blocked_rows(int height, int stride) { return stride == 1 ? height + 2 : (height + 3) / 2; }
+
 /* Offset of padded pixel (yp, xp) of quad q. */
-static inline size_t blocked_at(int quads, int width, int q, int yp, int xp) {
-    return (((size_t)yp * quads + q) * (size_t)(width + 2) + xp) * 4;
+static inline size_t blocked_at(int height, int width, int stride, int q, int yp, int xp) {
+    size_t pitch = (size_t)blocked_pitch(width, stride), rows = (size_t)blocked_rows(height, stride);
+    if (stride == 1) return (((size_t)q * rows + yp) * pitch + xp) * 4;
+    size_t phase = (size_t)(yp % 2) * 2 + (size_t)(xp % 2);
+    return ((((size_t)q * 4 + phase) * rows + yp / 2) * pitch + xp / 2) * 4;
 }
 
-static void blocked_border(int quads, int height, int width, int zero, int q, uint8_t *out) {
-    memset(out + blocked_at(quads, width, q, 0, 0), zero, (size_t)(width + 2) * 4);
-    memset(out + blocked_at(quads, width, q, height + 1, 0), zero, (size_t)(width + 2) * 4);
+static void blocked_border(int height, int width, int stride, int zero, int q, uint8_t *out) {
+    for (int xp = 0; xp < width + 2; xp++) {
+        memset(out + blocked_at(height, width, stride, q, 0, xp), zero, 4);
+        memset(out + blocked_at(height, width, stride, q, height + 1, xp), zero, 4);
+    }
     for (int y = 1; y <= height; y++) {
-        memset(out + blocked_at(quads, width, q, y, 0), zero, 4);
-        memset(out + blocked_at(quads, width, q, y, width + 1), zero, 4);
+        memset(out + blocked_at(height, width, stride, q, y, 0), zero, 4);
+        memset(out + blocked_at(height, width, stride, q, y, width + 1), zero, 4);
     }
 }
 
-void lookout_quantize_u8_blocked_portable(const float *x, int channels, int height, int width, float inverse,
-                                          int zero, int q_begin, int q_end, uint8_t *out) {
+void lookout_quantize_u8_blocked_portable(const float *x, int channels, int height, int width, int stride,
+                                          float inverse, int zero, int q_begin, int q_end, uint8_t *out) {
     size_t plane = (size_t)height * width;
-    int quads = (channels + 3) / 4;
     for (int q = q_begin; q < q_end; q++) {
-        blocked_border(quads, height, width, zero, q, out);
+        blocked_border(height, width, stride, zero, q, out);
         for (int y = 0; y < height; y++)
             for (int xx = 0; xx < width; xx++)
                 for (int j = 0; j < 4; j++) {
                     int c = 4 * q + j;
-                    out[blocked_at(quads, width, q, y + 1, xx + 1) + j] =
+                    out[blocked_at(height, width, stride, q, y + 1, xx + 1) + j] =
                         c < channels ? quantize_one(x[c * plane + (size_t)y * width + xx], inverse, zero)
                                      : (uint8_t)zero;
                 }
@@ -280,77 +295,130 @@ void lookout_quantize_u8_blocked_portable(const float *x, int channels, int heig
 }
 
 #if defined(__x86_64__)
-__attribute__((target("avx512f,avx512bw,avx512vl"))) static void quantize_blocked_avx512(
-    const float *x, int channels, int height, int width, float inverse_scale, int zero, int q_begin, int q_end,
-    uint8_t *out) {
-    size_t plane = (size_t)height * width;
-    int quads = (channels + 3) / 4;
-    __m512 inverse = _mm512_set1_ps(inverse_scale);
+/* Sixteen pixels from column xx of row y (those under `mask`), quad q, as words of four channel bytes. */
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static inline __m512i quad_words(
+    const float *x, int channels, size_t plane, int q, size_t at, __mmask16 mask, __m512 inverse, int zero) {
     __m512 low = _mm512_set1_ps(-1e6f), high = _mm512_set1_ps(1e6f);
     __m512i z = _mm512_set1_epi32(zero), top = _mm512_set1_epi32(255);
+    __m128i bytes[4];
+    for (int j = 0; j < 4; j++) {
+        int c = 4 * q + j;
+        if (c >= channels) {
+            bytes[j] = _mm_set1_epi8((char)zero);
+            continue;
+        }
+        __m512 v = _mm512_maskz_loadu_ps(mask, x + c * plane + at);
+        __m512 scaled = _mm512_mul_ps(v, inverse);
+        __mmask16 number = _mm512_cmp_ps_mask(scaled, scaled, _CMP_ORD_Q);
+        scaled = _mm512_min_ps(_mm512_max_ps(scaled, low), high);
+        __m512i qv = _mm512_add_epi32(_mm512_cvtps_epi32(scaled), z);
+        qv = _mm512_maskz_mov_epi32(number, _mm512_min_epi32(_mm512_max_epi32(qv, _mm512_setzero_si512()), top));
+        bytes[j] = _mm512_cvtepi32_epi8(qv);
+    }
+    __m128i t0 = _mm_unpacklo_epi8(bytes[0], bytes[1]), t1 = _mm_unpackhi_epi8(bytes[0], bytes[1]);
+    __m128i t2 = _mm_unpacklo_epi8(bytes[2], bytes[3]), t3 = _mm_unpackhi_epi8(bytes[2], bytes[3]);
+    __m512i words = _mm512_castsi128_si512(_mm_unpacklo_epi16(t0, t2));
+    words = _mm512_inserti32x4(words, _mm_unpackhi_epi16(t0, t2), 1);
+    words = _mm512_inserti32x4(words, _mm_unpacklo_epi16(t1, t3), 2);
+    return _mm512_inserti32x4(words, _mm_unpackhi_epi16(t1, t3), 3);
+}
+
+static inline __mmask16 first_lanes(int count) {
+    return count >= 16 ? (__mmask16)0xFFFF : count <= 0 ? (__mmask16)0 : (__mmask16)((1u << count) - 1);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static void quantize_blocked_avx512(
+    const float *x, int channels, int height, int width, int stride, float inverse_scale, int zero, int q_begin,
+    int q_end, uint8_t *out) {
+    size_t plane = (size_t)height * width;
+    __m512 inverse = _mm512_set1_ps(inverse_scale);
+    /* Stride 2: of 32 pixels from an even column xx, the even ones (padded columns odd) and the odd ones. */
+    __m512i evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    __m512i odds = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
     for (int q = q_begin; q < q_end; q++) {
-        blocked_border(quads, height, width, zero, q, out);
+        blocked_border(height, width, stride, zero, q, out);
         for (int y = 0; y < height; y++) {
-            uint8_t *row = out + blocked_at(quads, width, q, y + 1, 1);
-            for (int xx = 0; xx < width; xx += 16) {
-                int left = width - xx;
-                __mmask16 mask = left >= 16 ? 0xFFFF : (__mmask16)((1u << left) - 1);
-                __m128i bytes[4];
-                for (int j = 0; j < 4; j++) {
-                    int c = 4 * q + j;
-                    if (c >= channels) {
-                        bytes[j] = _mm_set1_epi8((char)zero);
-                        continue;
-                    }
-                    __m512 v = _mm512_maskz_loadu_ps(mask, x + c * plane + (size_t)y * width + xx);
-                    __m512 scaled = _mm512_mul_ps(v, inverse);
-                    __mmask16 number = _mm512_cmp_ps_mask(scaled, scaled, _CMP_ORD_Q);
-                    scaled = _mm512_min_ps(_mm512_max_ps(scaled, low), high);
-                    __m512i qv = _mm512_add_epi32(_mm512_cvtps_epi32(scaled), z);
-                    qv = _mm512_maskz_mov_epi32(number,
-                                                _mm512_min_epi32(_mm512_max_epi32(qv, _mm512_setzero_si512()), top));
-                    bytes[j] = _mm512_cvtepi32_epi8(qv);
+            size_t at = (size_t)y * width;
+            if (stride == 1) {
+                uint8_t *row = out + blocked_at(height, width, 1, q, y + 1, 0);
+                for (int xx = 0; xx < width; xx += 16) {
+                    __mmask16 mask = first_lanes(width - xx);
+                    __m512i words = quad_words(x, channels, plane, q, at + xx, mask, inverse, zero);
+                    _mm512_mask_storeu_epi32(row + (size_t)(xx + 1) * 4, mask, words);
                 }
-                __m128i t0 = _mm_unpacklo_epi8(bytes[0], bytes[1]), t1 = _mm_unpackhi_epi8(bytes[0], bytes[1]);
-                __m128i t2 = _mm_unpacklo_epi8(bytes[2], bytes[3]), t3 = _mm_unpackhi_epi8(bytes[2], bytes[3]);
-                __m512i words = _mm512_castsi128_si512(_mm_unpacklo_epi16(t0, t2));
-                words = _mm512_inserti32x4(words, _mm_unpackhi_epi16(t0, t2), 1);
-                words = _mm512_inserti32x4(words, _mm_unpacklo_epi16(t1, t3), 2);
-                words = _mm512_inserti32x4(words, _mm_unpackhi_epi16(t1, t3), 3);
-                _mm512_mask_storeu_epi32(row + (size_t)xx * 4, mask, words);
+                continue;
+            }
+            /* Pixel xx + 2k is padded column xx + 2k + 1 (odd plane, word xx/2 + k); pixel xx + 2k + 1 is
+               column xx + 2k + 2 (even plane, word xx/2 + 1 + k). */
+            uint8_t *even = out + blocked_at(height, width, 2, q, y + 1, 0);
+            uint8_t *odd = out + blocked_at(height, width, 2, q, y + 1, 1);
+            for (int xx = 0; xx < width; xx += 32) {
+                int left = width - xx;
+                __m512i a = quad_words(x, channels, plane, q, at + xx, first_lanes(left), inverse, zero);
+                __m512i b = quad_words(x, channels, plane, q, at + xx + 16, first_lanes(left - 16), inverse, zero);
+                _mm512_mask_storeu_epi32(odd + (size_t)(xx / 2) * 4, first_lanes((left + 1) / 2),
+                                         _mm512_permutex2var_epi32(a, evens, b));
+                _mm512_mask_storeu_epi32(even + (size_t)(xx / 2 + 1) * 4, first_lanes(left / 2),
+                                         _mm512_permutex2var_epi32(a, odds, b));
             }
         }
     }
 }
 #endif
 
-void lookout_quantize_u8_blocked(const float *x, int channels, int height, int width, float inverse_scale, int zero,
-                                 int q_begin, int q_end, uint8_t *out) {
+void lookout_quantize_u8_blocked(const float *x, int channels, int height, int width, int stride, float inverse_scale,
+                                 int zero, int q_begin, int q_end, uint8_t *out) {
 #if defined(__x86_64__)
     if (lookout_int8_level() >= 1) {
-        quantize_blocked_avx512(x, channels, height, width, inverse_scale, zero, q_begin, q_end, out);
+        quantize_blocked_avx512(x, channels, height, width, stride, inverse_scale, zero, q_begin, q_end, out);
         return;
     }
 #endif
-    lookout_quantize_u8_blocked_portable(x, channels, height, width, inverse_scale, zero, q_begin, q_end, out);
+    lookout_quantize_u8_blocked_portable(x, channels, height, width, stride, inverse_scale, zero, q_begin, q_end, out);
 }
 
+/* Output size of a padded 3×3 convolution. */
+static inline int direct_output(int size, int stride) { return (size - 1) / stride + 1; }
+
 #if defined(__x86_64__)
-/* One panel (8 outputs) × 16P pixels of one output row: Σ over the 9 taps and Q quads. `in` points at the
-   block's first output pixel's top-left input (row oy, column ox0 of the padded map). */
+/* The flat order's store of one register: lanes [0, lanes) hold flat positions f … f + lanes − 1 of rows of
+   `pitch` positions, of which the first `width` are outputs; the others are dropped, the outputs stored at
+   y·width + x, one masked store per row the register touches. */
+__attribute__((target("avx512f"), always_inline)) static inline void flat_store(__m512 value, float *out, int width,
+                                                                              int pitch, int f, int lanes) {
+    int lane = 0;
+    while (lane < lanes) {
+        int g = f + lane, y = g / pitch, x = g % pitch;
+        if (x >= width) {
+            lane += pitch - x;
+            continue;
+        }
+        int count = lanes - lane < width - x ? lanes - lane : width - x;
+        __mmask16 mask = (__mmask16)(((1u << count) - 1) << lane);
+        /* Lane i of the register goes to out[y·width + x − lane + i]: the base may lie before `out`, its lanes
+           masked. */
+        float *base = (float *)((uintptr_t)(out + (size_t)y * width + x) - (uintptr_t)lane * sizeof(float));
+        _mm512_mask_storeu_ps(base, mask, value);
+        lane += count;
+    }
+}
+
+/* One panel (8 outputs) × 16P output pixels: Σ over the 9 taps and Q quads. `in` points at the block's first
+   output pixel's word in quad 0 (tap t reads from `in + taps[t]`). Row order (`flat_width` 0): the pixels are
+   columns of one row, stored at `c` (the last register under `mask`). Flat order: they are `lanes` flat positions
+   from `f` (see above), stored into the plane at `c` of width `flat_width`. */
 #define DIRECT_BLOCK(NAME, TARGET, STEP)                                                                          \
     __attribute__((target(TARGET), always_inline)) static inline void NAME(                                       \
-        const int P, const uint32_t *a, int quads, const uint8_t *in, size_t quad_stride, size_t row_stride,       \
-        __mmask16 mask,                                                                                            \
-        float *c, size_t ldc, int rows, const float *scales, const int32_t *corrections, const float *bias,        \
-        int activation) {                                                                                          \
+        const int P, const uint32_t *a, int quads, const uint8_t *in, size_t quad_stride, const size_t *taps,      \
+        __mmask16 mask, float *c, size_t ldc, int rows, const float *scales, const int32_t *corrections,           \
+        const float *bias, int activation, int flat_width, int pitch, int f, int lanes) {                          \
         __m512i acc[8][3];                                                                                         \
         __m512i ones = _mm512_set1_epi16(1);                                                                       \
         (void)ones;                                                                                                \
         for (int r = 0; r < 8; r++)                                                                                \
             for (int j = 0; j < P; j++) acc[r][j] = _mm512_setzero_si512();                                        \
         for (int t = 0; t < 9; t++) {                                                                              \
-            const uint8_t *tap = in + (size_t)(t / 3) * row_stride + (size_t)(t % 3) * 4;                          \
+            const uint8_t *tap = in + taps[t];                                                                     \
             const uint32_t *w = a + (size_t)t * quads * 8;                                                         \
             for (int q = 0; q < quads; q++, tap += quad_stride, w += 8) {                                          \
                 __m512i x0 = _mm512_loadu_si512((const void *)tap);                                                \
@@ -359,40 +427,89 @@ void lookout_quantize_u8_blocked(const float *x, int channels, int height, int w
                 ACCUMULATE_ROWS(STEP, w, x0, x1, x2);                                                              \
             }                                                                                                      \
         }                                                                                                          \
-        int8_store(P, acc, mask, c, ldc, rows, scales, corrections, bias, activation);                             \
+        if (!flat_width) {                                                                                         \
+            int8_store(P, acc, mask, c, ldc, rows, scales, corrections, bias, activation);                         \
+            return;                                                                                                \
+        }                                                                                                          \
+        for (int r = 0; r < rows; r++) {                                                                           \
+            __m512i correction = _mm512_set1_epi32(corrections[r]);                                                \
+            __m512 scale = _mm512_set1_ps(scales[r]);                                                              \
+            __m512 add = _mm512_set1_ps(bias ? bias[r] : 0.0f);                                                    \
+            for (int j = 0; j < P; j++) {                                                                          \
+                __m512 value = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][j], correction));                        \
+                value = activate16(_mm512_add_ps(_mm512_mul_ps(value, scale), add), activation);                   \
+                int left = lanes - 16 * j;                                                                         \
+                flat_store(value, c + (size_t)r * ldc, flat_width, pitch, f + 16 * j, left < 16 ? left : 16);      \
+            }                                                                                                      \
+        }                                                                                                          \
     }
 
 DIRECT_BLOCK(direct_vnni, "avx512f,avx512bw,avx512vl,avx512vnni", VNNI_STEP)
 DIRECT_BLOCK(direct_bw, "avx512f,avx512bw,avx512vl", BW_STEP)
 
+/* Sixteen-lane registers one row of `width` pixels takes, in the blocks `next_columns` makes. */
+static inline int row_lanes(int width) {
+    int lanes = 0;
+    for (int x0 = 0; x0 < width;) {
+        column_block block = next_columns(width - x0);
+        lanes += 16 * block.P;
+        x0 += block.width;
+    }
+    return lanes;
+}
+
+#define DIRECT_CALL(BLOCK, P, in, mask, c, flat, f, span)                                                          \
+    BLOCK(P, a, quads, in, quad_stride, taps, mask, c, plane, rows, sc, co, bb, activation, flat, pitch, f, span)
+
+/* Output rows [row_begin, row_end) of panels [panel_begin, panel_end). A map whose output rows fill the
+   registers poorly (fewer lanes in flat order, counting the positions dropped per row) runs in flat order. */
 #define DIRECT_DRIVER(NAME, BLOCK, TARGET)                                                                         \
     __attribute__((target(TARGET))) static void NAME(                                                             \
         const uint32_t *packed, const float *scales, const int32_t *corrections, int m, int channels,              \
-        const uint8_t *blocked, int height, int width, int row_begin, int row_end, int panel_begin, int panel_end, \
-        float *out, const float *bias, int activation) {                                                           \
+        const uint8_t *blocked, int height, int width, int stride, int row_begin, int row_end, int panel_begin,    \
+        int panel_end, float *out, const float *bias, int activation) {                                            \
         int quads = (channels + 3) / 4;                                                                            \
-        size_t quad_stride = (size_t)(width + 2) * 4, row_stride = quad_stride * quads;                            \
-        size_t plane = (size_t)height * width;                                                                     \
+        int out_width = direct_output(width, stride), out_height = direct_output(height, stride);                 \
+        int pitch = blocked_pitch(width, stride);                                                                  \
+        size_t quad_stride = (size_t)blocked_at(height, width, stride, 1, 0, 0);                                   \
+        size_t plane = (size_t)out_height * out_width;                                                             \
+        size_t taps[9];                                                                                            \
+        for (int t = 0; t < 9; t++) taps[t] = blocked_at(height, width, stride, 0, t / 3, t % 3);                  \
+        int flat = row_lanes(out_width) > pitch;                                                                   \
         for (int panel = panel_begin; panel < panel_end; panel++) {                                                \
             int rows = m - panel * 8 < 8 ? m - panel * 8 : 8;                                                      \
             const uint32_t *a = packed + (size_t)panel * 8 * 9 * quads;                                            \
             const float *sc = scales + panel * 8;                                                                  \
             const int32_t *co = corrections + panel * 8;                                                           \
             const float *bb = bias ? bias + panel * 8 : NULL;                                                      \
-            for (int oy = row_begin; oy < row_end; oy++) {                                                         \
-                for (int x0 = 0; x0 < width;) {                                                                    \
-                    column_block block = next_columns(width - x0);                                                 \
-                    int P = block.P, span = block.width;                                                           \
-                    __mmask16 mask = block.mask;                                                                   \
-                    const uint8_t *in = blocked + (size_t)oy * row_stride + (size_t)x0 * 4;                        \
-                    float *c = out + (size_t)panel * 8 * plane + (size_t)oy * width + x0;                          \
-                    if (P == 3)                                                                                    \
-                        BLOCK(3, a, quads, in, quad_stride, row_stride, mask, c, plane, rows, sc, co, bb, activation); \
-                    else if (P == 2)                                                                               \
-                        BLOCK(2, a, quads, in, quad_stride, row_stride, mask, c, plane, rows, sc, co, bb, activation); \
+            float *target = out + (size_t)panel * 8 * plane;                                                       \
+            if (flat) {                                                                                            \
+                int f_end = (row_end - 1) * pitch + out_width;                                                     \
+                for (int f = row_begin * pitch; f < f_end;) {                                                      \
+                    column_block block = next_columns(f_end - f);                                                  \
+                    const uint8_t *in = blocked + (size_t)f * 4;                                                   \
+                    if (block.P == 3)                                                                              \
+                        DIRECT_CALL(BLOCK, 3, in, 0, target, out_width, f, block.width);                           \
+                    else if (block.P == 2)                                                                         \
+                        DIRECT_CALL(BLOCK, 2, in, 0, target, out_width, f, block.width);                           \
                     else                                                                                           \
-                        BLOCK(1, a, quads, in, quad_stride, row_stride, mask, c, plane, rows, sc, co, bb, activation); \
-                    x0 += span;                                                                                    \
+                        DIRECT_CALL(BLOCK, 1, in, 0, target, out_width, f, block.width);                           \
+                    f += block.width;                                                                              \
+                }                                                                                                  \
+                continue;                                                                                          \
+            }                                                                                                      \
+            for (int oy = row_begin; oy < row_end; oy++) {                                                         \
+                for (int x0 = 0; x0 < out_width;) {                                                                \
+                    column_block block = next_columns(out_width - x0);                                             \
+                    const uint8_t *in = blocked + ((size_t)oy * pitch + x0) * 4;                                   \
+                    float *c = target + (size_t)oy * out_width + x0;                                               \
+                    if (block.P == 3)                                                                              \
+                        DIRECT_CALL(BLOCK, 3, in, block.mask, c, 0, 0, 0);                                         \
+                    else if (block.P == 2)                                                                         \
+                        DIRECT_CALL(BLOCK, 2, in, block.mask, c, 0, 0, 0);                                         \
+                    else                                                                                           \
+                        DIRECT_CALL(BLOCK, 1, in, block.mask, c, 0, 0, 0);                                         \
+                    x0 += block.width;                                                                             \
                 }                                                                                                  \
             }                                                                                                      \
         }                                                                                                          \
@@ -403,46 +520,49 @@ DIRECT_DRIVER(direct_driver_bw, direct_bw, "avx512f,avx512bw,avx512vl")
 #endif
 
 static void direct_portable(const uint32_t *packed, const float *scales, const int32_t *corrections, int m,
-                            int channels, const uint8_t *blocked, int height, int width, int row_begin, int row_end,
-                            int panel_begin, int panel_end, float *out, const float *bias, int activation) {
+                            int channels, const uint8_t *blocked, int height, int width, int stride, int row_begin,
+                            int row_end, int panel_begin, int panel_end, float *out, const float *bias,
+                            int activation) {
     int quads = (channels + 3) / 4;
-    size_t plane = (size_t)height * width;
+    int out_width = direct_output(width, stride);
+    size_t plane = (size_t)direct_output(height, stride) * out_width;
     for (int i = panel_begin * 8; i < panel_end * 8 && i < m; i++) {
         const int8_t *a = (const int8_t *)(packed + (size_t)(i / 8) * 8 * 9 * quads) + (i % 8) * 4;
         for (int oy = row_begin; oy < row_end; oy++)
-            for (int ox = 0; ox < width; ox++) {
+            for (int ox = 0; ox < out_width; ox++) {
                 int32_t sum = 0;
                 for (int t = 0; t < 9; t++)
                     for (int q = 0; q < quads; q++) {
-                        const uint8_t *x = blocked + blocked_at(quads, width, q, oy + t / 3, ox + t % 3);
+                        const uint8_t *x =
+                            blocked + blocked_at(height, width, stride, q, stride * oy + t / 3, stride * ox + t % 3);
                         const int8_t *w = a + ((size_t)t * quads + q) * 32;
                         for (int j = 0; j < 4; j++) sum += (int32_t)w[j] * x[j];
                     }
                 float value = (float)(sum - corrections[i]) * scales[i] + (bias ? bias[i] : 0.0f);
                 if (activation) value = value / (1.0f + expf(-value));
-                out[(size_t)i * plane + (size_t)oy * width + ox] = value;
+                out[(size_t)i * plane + (size_t)oy * out_width + ox] = value;
             }
     }
 }
 
 void lookout_conv3x3_int8(int level, const uint32_t *packed, const float *scales, const int32_t *corrections, int m,
-                          int channels, const uint8_t *blocked, int height, int width, int row_begin, int row_end,
-                          int panel_begin, int panel_end, float *out, const float *bias, int activation) {
+                          int channels, const uint8_t *blocked, int height, int width, int stride, int row_begin,
+                          int row_end, int panel_begin, int panel_end, float *out, const float *bias, int activation) {
     if (level > lookout_int8_level()) level = lookout_int8_level();
 #if defined(__x86_64__)
     if (level == 2) {
-        direct_driver_vnni(packed, scales, corrections, m, channels, blocked, height, width, row_begin, row_end,
-                           panel_begin, panel_end, out, bias, activation);
+        direct_driver_vnni(packed, scales, corrections, m, channels, blocked, height, width, stride, row_begin,
+                           row_end, panel_begin, panel_end, out, bias, activation);
         return;
     }
     if (level == 1) {
-        direct_driver_bw(packed, scales, corrections, m, channels, blocked, height, width, row_begin, row_end,
+        direct_driver_bw(packed, scales, corrections, m, channels, blocked, height, width, stride, row_begin, row_end,
                          panel_begin, panel_end, out, bias, activation);
         return;
     }
 #endif
-    direct_portable(packed, scales, corrections, m, channels, blocked, height, width, row_begin, row_end, panel_begin,
-                    panel_end, out, bias, activation);
+    direct_portable(packed, scales, corrections, m, channels, blocked, height, width, stride, row_begin, row_end,
+                    panel_begin, panel_end, out, bias, activation);
 }
 
 void lookout_gemm_int8_portable(const uint32_t *packed, const float *scales, const int32_t *corrections, int m,

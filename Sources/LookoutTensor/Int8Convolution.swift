@@ -9,9 +9,9 @@ import CLookoutKernels
 /// Convolutions in int8: each input map quantised to u8 once (``ActivationQuantization``, from the range
 /// calibration recorded), multiplied by the weights quantised per output channel
 /// (``ConvolutionGEMM/packInt8(_:m:k:input:limit:)``) with exact integer sums, dequantised with bias and SiLU in
-/// the epilogue. Stride-1 3×3 convolutions read a blocked, padded copy of the map directly (no im2col; measured
-/// faster than Winograd in bf16 on every such layer of s, BENCHMARKS.md "int8"); 1×1 stride-1 ones multiply the
-/// map itself; others are lowered in bytes. Convolutions without a recorded range, or with fewer than 16 inputs,
+/// the epilogue. 3×3 convolutions of stride 1 and 2 read a blocked, padded copy of the map directly (no im2col;
+/// measured faster than Winograd in bf16 on every stride-1 layer of s, and than lowering on the stride-2 ones,
+/// BENCHMARKS.md "int8"); 1×1 stride-1 ones multiply the map itself; others are lowered in bytes. Convolutions without a recorded range, or with fewer than 16 inputs,
 /// go to `fallback`.
 public struct Int8Convolution: ConvolutionKernel {
     let fallback: any ConvolutionKernel
@@ -36,7 +36,7 @@ public struct Int8Convolution: ConvolutionKernel {
         var prepared = weights
         let depth = weights.inputs * weights.kernel * weights.kernel
         let input = ActivationQuantization(range: range)
-        if weights.kernel == 3 && weights.stride == 1 {
+        if weights.kernel == 3 && weights.stride <= 2 {
             let ordered = Self.directOrder(weights.weight, inputs: weights.inputs, outputs: weights.outputs)
             prepared.int8 = ordered.withUnsafeBufferPointer {
                 ConvolutionGEMM.packInt8(
@@ -151,20 +151,22 @@ public struct Int8Convolution: ConvolutionKernel {
 }
 
 extension Int8Convolution {
-    /// Stride-1 3×3: the input quantised once into the blocked, padded map, then output rows × panels of eight
-    /// outputs straight from it (`lookout_conv3x3_int8`).
+    /// 3×3 of stride 1 or 2: the input quantised once into the blocked, padded map (for stride 2 with each row's
+    /// even columns first), then output rows × panels of eight outputs straight from it (`lookout_conv3x3_int8`).
     func convolveDirect(
         _ x: FeatureMap, _ w: ConvolutionWeights, _ int8: Int8Weights, pool: ComputePool, level: Int?
     )
         -> FeatureMap
     {
         precondition(x.channels == w.inputs, "convolution expects \(w.inputs) channels, got \(x.channels)")
-        let (height, width, inputs, outputs) = (x.height, x.width, w.inputs, w.outputs)
-        var out = FeatureMap(unfilledChannels: outputs, height: height, width: width)
+        let (height, width, inputs, outputs, stride) = (x.height, x.width, w.inputs, w.outputs, w.stride)
+        let (outHeight, outWidth) = w.outputSize(height: height, width: width)
+        var out = FeatureMap(unfilledChannels: outputs, height: outHeight, width: outWidth)
         let profileStart = LoweredConvolution.profiling ? LoweredConvolution.clock() : 0
         defer {
             if LoweredConvolution.profiling {
-                LoweredConvolution.report(w, height: height, width: width, since: profileStart, note: " (int8 direct)")
+                LoweredConvolution.report(
+                    w, height: outHeight, width: outWidth, since: profileStart, note: " (int8 direct)")
             }
         }
         let quads = (inputs + 3) / 4
@@ -177,14 +179,15 @@ extension Int8Convolution {
             let source = UnsafeSendable(UnsafeMutablePointer(mutating: source.baseAddress!))
             pool.parallelFor(quads, chunk: max(1, quads / (4 * pool.threadCount))) { range in
                 (portable ? lookout_quantize_u8_blocked_portable : lookout_quantize_u8_blocked)(
-                    source.pointer, Int32(inputs), Int32(height), Int32(width), 1 / int8.input.scale, int8.input.zero,
+                    source.pointer, Int32(inputs), Int32(height), Int32(width), Int32(stride), 1 / int8.input.scale,
+                    int8.input.zero,
                     Int32(range.lowerBound), Int32(range.upperBound), map.pointer)
             }
         }
         // Tasks: bands of output rows × groups of panels, about four per thread.
         let panels = (outputs + 7) / 8
         let wanted = 4 * pool.threadCount
-        let bands = min(height, wanted)
+        let bands = min(outHeight, wanted)
         let groups = max(1, min(panels, (wanted + bands - 1) / bands))
         let panelsPerGroup = (panels + groups - 1) / groups
         let chosen = Int32(level ?? Int(lookout_int8_level()))
@@ -201,12 +204,12 @@ extension Int8Convolution {
                             pool.parallelFor(bands * groups, chunk: 1) { range in
                                 for task in range {
                                     let (band, group) = (task / groups, task % groups)
-                                    let rows = (band * height / bands)..<((band + 1) * height / bands)
+                                    let rows = (band * outHeight / bands)..<((band + 1) * outHeight / bands)
                                     let first = group * panelsPerGroup, last = min(panels, first + panelsPerGroup)
                                     guard !rows.isEmpty && first < last else { continue }
                                     lookout_conv3x3_int8(
                                         chosen, packed.pointer, scales.pointer, corrections.pointer, Int32(outputs),
-                                        Int32(inputs), map.pointer, Int32(height), Int32(width),
+                                        Int32(inputs), map.pointer, Int32(height), Int32(width), Int32(stride),
                                         Int32(rows.lowerBound), Int32(rows.upperBound), Int32(first), Int32(last),
                                         y.pointer, bias.pointer, w.activation ? 1 : 0)
                                 }

@@ -130,6 +130,11 @@ import Testing
     @Test(arguments: [
         (64, 48, 1, 1, 20, 24), (32, 64, 3, 1, 17, 23), (48, 64, 3, 2, 21, 26), (256, 64, 1, 1, 10, 12),
         (16, 24, 3, 2, 33, 31), (18, 24, 3, 1, 9, 53), (64, 16, 3, 1, 5, 7), (16, 16, 3, 2, 12, 14),
+        // Direct 3×3 in flat order (widths 20, 40, 1) and row by row (80, 14).
+        (64, 24, 3, 1, 20, 20), (32, 16, 3, 1, 11, 40), (20, 9, 3, 1, 6, 1), (16, 8, 3, 1, 5, 80),
+        (16, 8, 3, 1, 3, 14),
+        // Stride 2 on even and odd sizes, one column, and rows of several registers.
+        (32, 16, 3, 2, 40, 40), (20, 8, 3, 2, 7, 1), (16, 8, 3, 2, 9, 161), (64, 16, 3, 2, 5, 35),
     ])
     func convolutionMatchesTheDequantisedDefinition(
         inputs: Int, outputs: Int, kernel: Int, stride: Int, height: Int, width: Int
@@ -146,7 +151,7 @@ import Testing
         let prepared = int8.prepare(w)
         let weights = try #require(prepared.int8)
         let got = int8.convolve(x, prepared, pool: pool).data
-        #expect(weights.direct == (kernel == 3 && stride == 1))
+        #expect(weights.direct == (kernel == 3))
         // Every path computes the same integers: the same floats (without SiLU), on 8-bit weights and on 7-bit.
         #expect(int8.convolve(x, prepared, pool: pool, level: 0).data == got, "portable C")
         let seven = Int8Convolution(fallback: LoweredConvolution(), weightLimit: 63)

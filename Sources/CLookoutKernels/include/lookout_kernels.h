@@ -106,19 +106,21 @@ void lookout_gemm_int8_at(int level, const uint32_t *packed, const float *scales
 /* out_i = clamp(round_half_even(x_i · inverse_scale) + zero, 0, 255); NaN → 0. */
 void lookout_quantize_u8(const float *x, size_t count, float inverse_scale, int zero, uint8_t *out);
 void lookout_quantize_u8_portable(const float *x, size_t count, float inverse_scale, int zero, uint8_t *out);
-/* Direct stride-1 3×3 int8 convolutions (gemm_int8.c): the input quantised into a blocked map — H + 2 padded
-   rows, each the ceil(C/4) channel quads one after another, each W + 2 pixels of four channel bytes, a border of
-   `zero` (`lookout_int8_blocked_count` bytes, slack included) — for channel quads [q_begin, q_end); the weights packed by `lookout_gemm_int8_pack`
-   from an m × 36·ceil(C/4) matrix whose column (t·Q + q)·4 + j is channel 4q + j at tap t (0 beyond C). Output
-   rows [row_begin, row_end) of panels [panel_begin, panel_end), into `out` (m × H × W), as the GEMM's epilogue. */
+/* Direct 3×3 int8 convolutions, stride 1 or 2, padding 1 (gemm_int8.c): the input (C × H × W) quantised into a
+   blocked map — ceil(C/4) channel quads one after another, each H + 2 padded rows of W + 2 pixels of four
+   channel bytes (for stride 2 each row's even columns first, then its odd ones), a border of `zero`
+   (`lookout_int8_blocked_count` bytes, slack included) — for channel quads [q_begin, q_end); the weights packed
+   by `lookout_gemm_int8_pack` from an m × 36·ceil(C/4) matrix whose column (t·Q + q)·4 + j is channel 4q + j at
+   tap t (0 beyond C). Output rows [row_begin, row_end) of panels [panel_begin, panel_end), into `out`
+   (m × ((H − 1)/stride + 1) × ((W − 1)/stride + 1)), as the GEMM's epilogue. */
 size_t lookout_int8_blocked_count(int channels, int height, int width);
-void lookout_quantize_u8_blocked(const float *x, int channels, int height, int width, float inverse_scale, int zero,
-                                 int q_begin, int q_end, uint8_t *out);
-void lookout_quantize_u8_blocked_portable(const float *x, int channels, int height, int width, float inverse_scale,
-                                          int zero, int q_begin, int q_end, uint8_t *out);
+void lookout_quantize_u8_blocked(const float *x, int channels, int height, int width, int stride, float inverse_scale,
+                                 int zero, int q_begin, int q_end, uint8_t *out);
+void lookout_quantize_u8_blocked_portable(const float *x, int channels, int height, int width, int stride,
+                                          float inverse_scale, int zero, int q_begin, int q_end, uint8_t *out);
 void lookout_conv3x3_int8(int level, const uint32_t *packed, const float *scales, const int32_t *corrections, int m,
-                          int channels, const uint8_t *blocked, int height, int width, int row_begin, int row_end,
-                          int panel_begin, int panel_end, float *out, const float *bias, int activation);
+                          int channels, const uint8_t *blocked, int height, int width, int stride, int row_begin,
+                          int row_end, int panel_begin, int panel_end, float *out, const float *bias, int activation);
 /* A float rounded to bfloat16 (nearest even) and back. */
 float lookout_bf16_round(float value);
 /* glibc: keep freed memory for reuse (no mmap below 256 MB, no trimming below 1 GB, the heap grown 64 MB at a
