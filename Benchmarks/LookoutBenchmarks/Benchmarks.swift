@@ -202,7 +202,7 @@ struct Detect: ParsableCommand {
         measure("re-query (neck + head + NMS), \(queries) queries", repetitions: 11) {
             _ = engine.detect(prepared, labels: labels, text: text)
         }
-        measure("  of which the neck (layers 10–21)", repetitions: 11) {
+        measure("  of which the neck (layers 10–21, the text-free part of 12 kept)", repetitions: 11) {
             _ = network.neck(prepared.features, text: text, classes: queries)
         }
         var options = SuppressionOptions()

@@ -104,6 +104,42 @@ struct C2f: Sendable {
         }
         return cv2(FeatureMap(channels: channels, height: y.height, width: y.width, data: joined), pool: pool)
     }
+
+    /// `C2fAttn`'s work that the text does not enter, as one map: `cv1`'s output, each block's output, then the
+    /// attention's projection of the last (``MaxSigmoidAttention/projection``). ``callAsFunction(kept:guide:classes:pool:)``
+    /// finishes it for a query set, with the same arithmetic as ``callAsFunction(_:guide:classes:pool:)``.
+    func textFree(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
+        guard let attention else { preconditionFailure("textFree is C2fAttn's: this C2f has no attention") }
+        let y = cv1(x, pool: pool)
+        var last = y.channels((y.channels / 2)..<y.channels)
+        var joined = y.data
+        joined.reserveCapacity(y.data.count + (blocks.count + 1) * last.data.count)
+        for block in blocks {
+            last = block(last, pool: pool)
+            joined += last.data
+        }
+        joined += attention.projection(last, pool: pool).data
+        return FeatureMap(
+            channels: y.channels + (blocks.count + 1) * last.channels, height: y.height, width: y.width, data: joined)
+    }
+
+    /// Channels of ``textFree(_:pool:)``'s map.
+    var textFreeChannels: Int { cv1.outputs + (blocks.count + 1) * cv1.outputs / 2 }
+
+    /// The rest of `C2fAttn` from ``textFree(_:pool:)``'s map: the attention weights of the chain's last output
+    /// for `guide`, its projection scaled by them, and `cv2` over the whole concatenation.
+    func callAsFunction(kept: FeatureMap, guide: [Float], classes: Int, pool: ComputePool) -> FeatureMap {
+        guard let attention else { preconditionFailure("kept maps are C2fAttn's: this C2f has no attention") }
+        let width = cv1.outputs / 2
+        let chain = kept.channels - width
+        let last = kept.channels((chain - width)..<chain)
+        let weights = attention.weights(last, guide: guide, classes: classes, pool: pool)
+        let scaled = attention.scale(kept.channels(chain..<kept.channels), by: weights)
+        var joined = Array(kept.data[0..<(chain * kept.plane)])
+        joined += scaled.data
+        return cv2(
+            FeatureMap(channels: kept.channels, height: kept.height, width: kept.width, data: joined), pool: pool)
+    }
 }
 
 /// `SPPF(c1, c2, 5)`: `cv1` 1×1 (SiLU), three chained 5×5 max pools, `cv2` 1×1 over the four maps.
@@ -169,6 +205,12 @@ struct MaxSigmoidAttention: Sendable {
 
     /// `guide` is K × gc, row-major.
     func callAsFunction(_ x: FeatureMap, guide: [Float], classes: Int, pool: ComputePool) -> FeatureMap {
+        let weights = weights(x, guide: guide, classes: classes, pool: pool)
+        return scale(projection(x, pool: pool), by: weights)
+    }
+
+    /// `aw` of every head and pixel (`heads × plane`).
+    func weights(_ x: FeatureMap, guide: [Float], classes: Int, pool: ComputePool) -> [Float] {
         let headSize = channels / heads
         let plane = x.plane
         // g = guide · glᵀ + b: K × c
@@ -218,7 +260,13 @@ struct MaxSigmoidAttention: Sendable {
                 }
             }
         }
-        var out = projection(x, pool: pool)
+        return weights
+    }
+
+    /// `projected` (``projection`` of the attention's input) scaled by each head's weights.
+    func scale(_ projected: FeatureMap, by weights: [Float]) -> FeatureMap {
+        var out = projected
+        let (headSize, plane) = (channels / heads, projected.plane)
         for m in 0..<heads {
             for j in 0..<headSize {
                 let base = (m * headSize + j) * plane

@@ -38,6 +38,11 @@ public protocol DetectorNetwork: AnyObject, Sendable {
 
     /// The image-only part: P3, P4, P5.
     func backbone(_ image: FeatureMap, pool: ComputePool) -> [FeatureMap]
+    /// What a prepared image keeps for its queries: ``backbone(_:pool:)``'s maps and, in YOLO-World, the part of
+    /// the neck the text does not enter. The rest (``score(_:text:classes:pool:)``) takes either.
+    func imageFeatures(_ image: FeatureMap, pool: ComputePool) -> [FeatureMap]
+    /// Channels and stride (of the input) of each map ``imageFeatures(_:pool:)`` gives.
+    var keptMaps: [(channels: Int, stride: Int)] { get }
     /// The rest, for text-tower embeddings `text` (`classes × embeddingSize`).
     func score(_ features: [FeatureMap], text: [Float], classes: Int, pool: ComputePool) -> HeadOutput
     /// ``score(_:text:classes:pool:)``'s output plus each anchor's region embedding (`anchors × embeddingSize`,
@@ -79,6 +84,8 @@ extension YOLOWorldNetwork: DetectorNetwork {
 
 extension YOLOENetwork: DetectorNetwork {
     public var familyName: String { family.rawValue }
+    public func imageFeatures(_ image: FeatureMap, pool: ComputePool) -> [FeatureMap] { backbone(image, pool: pool) }
+    public var keptMaps: [(channels: Int, stride: Int)] { zip(featureChannels, [8, 16, 32]).map { ($0, $1) } }
     public var agnosticSuppressionByDefault: Bool { true }
     public var builtinText: [Float]? { nil }
     public var builtinClassCount: Int { 0 }

@@ -128,7 +128,7 @@ public final class Engine: Sendable {
         let boxed = letterbox.apply(to: image)
         let input = FeatureMap(channels: 3, height: boxed.height, width: boxed.width, data: Letterbox.tensor(boxed))
         timings.preprocess = clock.lap()
-        let features = network.backbone(input, pool: pool)
+        let features = network.imageFeatures(input, pool: pool)
         timings.backbone = clock.lap()
         return PreparedImage(
             name: name, width: image.width, height: image.height, letterbox: letterbox, features: features,

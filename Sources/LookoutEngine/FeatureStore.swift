@@ -73,7 +73,7 @@ public final class FeatureStore: @unchecked Sendable {
             return hit
         }
         let file = directory.map { $0 + "/" + Self.fileName(key) }
-        if let file, let loaded = Self.load(file, name: path, size: size, channels: engine.network.featureChannels) {
+        if let file, let loaded = Self.load(file, name: path, size: size, maps: engine.network.keptMaps) {
             lock.locked { counters.diskHits += 1 }
             insert(loaded, key: key)
             return loaded
@@ -154,14 +154,18 @@ public final class FeatureStore: @unchecked Sendable {
 
     /// A disk entry, or nil when it is missing or not exactly what the network would have made for a photo of
     /// its recorded size (any damage or edit: the features are then computed again).
-    static func load(_ path: String, name: String, size: Int, channels: [Int]) -> PreparedImage? {
+    static func load(_ path: String, name: String, size: Int, maps: [(channels: Int, stride: Int)]) -> PreparedImage? {
         guard let bytes = try? FileContents.read(path, maximumSize: 1 << 32) else { return nil }
-        return decode(bytes, name: name, size: size, channels: channels)
+        return decode(bytes, name: name, size: size, maps: maps)
     }
 
     /// A feature file's contents (`save`'s layout), or nil when they are not exactly what the network makes
-    /// for a photo of the recorded size at `size` with maps of `channels`.
-    public static func decode(_ bytes: [UInt8], name: String, size: Int, channels: [Int]) -> PreparedImage? {
+    /// for a photo of the recorded size at `size` with `maps` (channels and stride of each; a file of another
+    /// set of maps, such as one written before layer 12's text-free part was kept, is computed again).
+    public static func decode(
+        _ bytes: [UInt8], name: String, size: Int, maps: [(channels: Int, stride: Int)]
+    ) -> PreparedImage? {
+        let channels = maps.map(\.channels)
         guard bytes.count > 40, Array(bytes.prefix(8)) == magic, (32...8192).contains(size) else { return nil }
         var offset = 8
         func next() -> Int? {
@@ -174,11 +178,10 @@ public final class FeatureStore: @unchecked Sendable {
             count == channels.count, (1...100_000).contains(width), (1...100_000).contains(height),
             width * height <= ImageFile.defaultPixelLimit
         else { return nil }
-        // The maps the backbone makes for that photo: strides 8, 16, 32 of the letterboxed input.
+        // The maps the network keeps for that photo, each at its stride of the letterboxed input.
         let letterbox = Letterbox(width: width, height: height, size: size)
         var shapes: [(Int, Int, Int)] = []
-        for (level, expected) in channels.enumerated() {
-            let stride = 8 << level
+        for (expected, stride) in maps {
             guard let c = next(), let h = next(), let w = next(), c == expected, (1...65_536).contains(c),
                 h == letterbox.height / stride,
                 w == letterbox.width / stride

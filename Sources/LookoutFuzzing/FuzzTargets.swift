@@ -66,7 +66,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         let size = integer(at: 24) ?? 640
         let count = min(max(integer(at: 32) ?? 3, 0), 8)
         let channels = (0..<count).map { integer(at: 40 + 24 * $0) ?? 64 }
-        guard let prepared = FeatureStore.decode(bytes, name: "fuzz", size: size, channels: channels) else {
+        let maps = channels.enumerated().map { (channels: $1, stride: 8 << $0) }
+        guard let prepared = FeatureStore.decode(bytes, name: "fuzz", size: size, maps: maps) else {
             return false
         }
         // What was accepted must be internally whole: every map's values are there.

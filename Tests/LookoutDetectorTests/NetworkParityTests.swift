@@ -60,6 +60,24 @@ import Testing
         }
     }
 
+    /// What a prepared image keeps (P3–P5 and layer 12's text-free part) gives the very neck the backbone's maps
+    /// give, for two query sets: re-query starts at layer 12's attention with nothing else changed.
+    @Test func theKeptTextFreePartGivesTheSameNeck() throws {
+        let file = try WeightFile.open(Self.root + "/Tests/Fixtures/detector/n-rocket-416-queries.safetensors")
+        let input = Self.map(try file.view("input"))
+        let textView = try file.view("text")
+        let kept = Self.network.imageFeatures(input)
+        #expect(kept.count == 4 && kept.map { $0.channels } == Self.network.keptMaps.map { $0.channels })
+        #expect(kept[3].height * 16 == input.height && kept[3].width * 16 == input.width)
+        let backbone = Self.network.backbone(input)
+        for text in [textView.floats(), textView.floats().map { -$0 }] {
+            let classes = textView.shape[1]
+            let fromKept = Self.network.neck(kept, text: text, classes: classes)
+            let fromBackbone = Self.network.neck(backbone, text: text, classes: classes)
+            #expect(zip(fromKept, fromBackbone).allSatisfy { $0.data == $1.data })
+        }
+    }
+
     @Test(arguments: ["n-astronaut-320", "n-rocket-416-queries", "n-chelsea-352-queries"])
     func backboneAndNeckMatchUltralytics(fixture: String) throws {
         let file = try WeightFile.open(Self.root + "/Tests/Fixtures/detector/\(fixture).safetensors")
