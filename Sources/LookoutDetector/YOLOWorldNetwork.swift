@@ -10,8 +10,9 @@ import LookoutWeights
 /// The ultralytics YOLO-World v2 network (`cfg/models/v8/yolov8{n,s,m,l,x}-worldv2.yaml`), every width and
 /// repeat count read from the weights, BatchNorm folded into the convolutions at load as `fuse()` does.
 ///
-/// The pass is split where the text enters: ``backbone(_:)`` (layers 0–9) depends on the image alone, so
-/// its outputs can be kept and a new query set runs only ``head(_:text:classes:)`` (layers 10–22).
+/// The pass is split where the text enters: ``backbone(_:)`` (layers 0–9) and most of layer 12 depend on the
+/// image alone, so ``imageFeatures(_:pool:)`` keeps them and a new query set runs only the rest of
+/// ``head(_:text:classes:)`` (layer 12's attention and `cv2`, layers 13–22).
 public final class YOLOWorldNetwork: Sendable {
     /// The weight file the network was loaded from.
     public let path: String
