@@ -145,7 +145,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static inlin
 __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static inline void int8_store(
     const int P, __m512i acc[8][3], __mmask16 mask, float *c, size_t ldc, int rows, const float *scales,
     const int32_t *corrections, const float *bias, int activation) {
-    for (int r = 0; r < rows; r++) {
+    /* Eight steps with constant indices (stopping at `rows`), so that the accumulators stay in registers. */
+#pragma clang loop unroll(full)
+    for (int r = 0; r < 8; r++) {
+        if (r >= rows) break;
         __m512i correction = _mm512_set1_epi32(corrections[r]);
         __m512 scale = _mm512_set1_ps(scales[r]);
         __m512 add = _mm512_set1_ps(bias ? bias[r] : 0.0f);
@@ -417,31 +420,42 @@ __attribute__((target("avx512f"), always_inline)) static inline void flat_store(
         (void)ones;                                                                                                \
         for (int r = 0; r < 8; r++)                                                                                \
             for (int j = 0; j < P; j++) acc[r][j] = _mm512_setzero_si512();                                        \
-        for (int t = 0; t < 9; t++) {                                                                              \
-            const uint8_t *tap = in + taps[t];                                                                     \
-            const uint32_t *w = a + (size_t)t * quads * 8;                                                         \
-            for (int q = 0; q < quads; q++, tap += quad_stride, w += 8) {                                          \
-                __m512i x0 = _mm512_loadu_si512((const void *)tap);                                                \
-                __m512i x1 = P >= 2 ? _mm512_loadu_si512((const void *)(tap + 64)) : x0;                           \
-                __m512i x2 = P >= 3 ? _mm512_loadu_si512((const void *)(tap + 128)) : x0;                          \
-                ACCUMULATE_ROWS(STEP, w, x0, x1, x2);                                                              \
+        /* One loop over (tap, quad), the tap's start taken at each quad 0: nested loops made the compiler copy  \
+           and spill accumulators on every step of the inner one. */                                               \
+        const uint8_t *tap = in + taps[0];                                                                         \
+        const uint32_t *w = a;                                                                                     \
+        for (int t = 0, q = 0, left = 9 * quads; left > 0; left--, w += 8) {                                      \
+            __m512i x0 = _mm512_loadu_si512((const void *)tap);                                                    \
+            __m512i x1 = P >= 2 ? _mm512_loadu_si512((const void *)(tap + 64)) : x0;                               \
+            __m512i x2 = P >= 3 ? _mm512_loadu_si512((const void *)(tap + 128)) : x0;                              \
+            ACCUMULATE_ROWS(STEP, w, x0, x1, x2);                                                                  \
+            tap += quad_stride;                                                                                    \
+            if (++q == quads && left > 1) {                                                                        \
+                q = 0;                                                                                             \
+                tap = in + taps[++t];                                                                              \
             }                                                                                                      \
         }                                                                                                          \
         if (!flat_width) {                                                                                         \
             int8_store(P, acc, mask, c, ldc, rows, scales, corrections, bias, activation);                         \
             return;                                                                                                \
         }                                                                                                          \
-        for (int r = 0; r < rows; r++) {                                                                           \
+        /* Dequantised first with constant indices (the accumulators stay in registers), then stored. */          \
+        __m512 values[8][3];                                                                                       \
+        _Pragma("clang loop unroll(full)") for (int r = 0; r < 8; r++) {                                          \
+            if (r >= rows) break;                                                                                  \
             __m512i correction = _mm512_set1_epi32(corrections[r]);                                                \
             __m512 scale = _mm512_set1_ps(scales[r]);                                                              \
             __m512 add = _mm512_set1_ps(bias ? bias[r] : 0.0f);                                                    \
-            for (int j = 0; j < P; j++) {                                                                          \
+            _Pragma("clang loop unroll(full)") for (int j = 0; j < P; j++) {                                      \
                 __m512 value = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][j], correction));                        \
-                value = activate16(_mm512_add_ps(_mm512_mul_ps(value, scale), add), activation);                   \
-                int left = lanes - 16 * j;                                                                         \
-                flat_store(value, c + (size_t)r * ldc, flat_width, pitch, f + 16 * j, left < 16 ? left : 16);      \
+                values[r][j] = activate16(_mm512_add_ps(_mm512_mul_ps(value, scale), add), activation);            \
             }                                                                                                      \
         }                                                                                                          \
+        for (int r = 0; r < rows; r++)                                                                             \
+            for (int j = 0; j < P; j++) {                                                                          \
+                int left = lanes - 16 * j;                                                                         \
+                flat_store(values[r][j], c + (size_t)r * ldc, flat_width, pitch, f + 16 * j, left < 16 ? left : 16); \
+            }                                                                                                      \
     }
 
 DIRECT_BLOCK(direct_vnni, "avx512f,avx512bw,avx512vl,avx512vnni", VNNI_STEP)
