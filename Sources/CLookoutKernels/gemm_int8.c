@@ -271,9 +271,11 @@ static inline size_t blocked_at(int height, int width, int stride, int q, int yp
 }
 
 static void blocked_border(int height, int width, int stride, int zero, int q, uint8_t *out) {
-    for (int xp = 0; xp < width + 2; xp++) {
-        memset(out + blocked_at(height, width, stride, q, 0, xp), zero, 4);
-        memset(out + blocked_at(height, width, stride, q, height + 1, xp), zero, 4);
+    /* The first and last padded rows: whole rows of the plane, or of both column phases' planes. */
+    size_t row = (size_t)blocked_pitch(width, stride) * 4;
+    for (int phase = 0; phase < stride; phase++) {
+        memset(out + blocked_at(height, width, stride, q, 0, phase), zero, row);
+        memset(out + blocked_at(height, width, stride, q, height + 1, phase), zero, row);
     }
     for (int y = 1; y <= height; y++) {
         memset(out + blocked_at(height, width, stride, q, y, 0), zero, 4);

@@ -158,9 +158,9 @@ struct SPPF: Sendable {
 
     func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
         let y0 = cv1(x, pool: pool)
-        let y1 = y0.maxPooled(size: 5)
-        let y2 = y1.maxPooled(size: 5)
-        let y3 = y2.maxPooled(size: 5)
+        let y1 = y0.maxPooled(size: 5, pool: pool)
+        let y2 = y1.maxPooled(size: 5, pool: pool)
+        let y3 = y2.maxPooled(size: 5, pool: pool)
         var y = cv2(FeatureMap.concatenate([y0, y1, y2, y3]), pool: pool)
         if residual { y.add(x) }
         return y

@@ -83,38 +83,49 @@ public struct FeatureMap: Sendable {
     }
 
     /// Max pooling with a `size`×`size` window, stride 1 and padding `size / 2` that never wins (−∞): the
-    /// maximum over rows, then over columns (the same values: a maximum does not depend on the order).
-    public func maxPooled(size: Int) -> FeatureMap {
+    /// maximum over rows, then over columns (the same values: a maximum does not depend on the order). `pool`:
+    /// channels spread across it.
+    public func maxPooled(size: Int, pool: ComputePool? = nil) -> FeatureMap {
         let radius = size / 2
         let (height, width, plane) = (height, width, plane)
         let data = [Float](unsafeUninitializedCapacity: channels * plane) { out, count in
-            let rows = UnsafeMutablePointer<Float>.allocate(capacity: plane)
-            defer { rows.deallocate() }
             self.data.withUnsafeBufferPointer { source in
-                for c in 0..<channels {
-                    let input = source.baseAddress! + c * plane
-                    let target = out.baseAddress! + c * plane
-                    for y in 0..<height {
-                        let line = input + y * width
-                        for x in 0..<width {
-                            var best = line[x]
-                            for dx in max(0, x - radius)...min(width - 1, x + radius) {
-                                best = Swift.max(best, line[dx])
-                            }
-                            rows[y * width + x] = best
-                        }
-                    }
-                    for y in 0..<height {
-                        let top = max(0, y - radius), bottom = min(height - 1, y + radius)
-                        let line = target + y * width
-                        line.update(from: rows + top * width, count: width)
-                        if bottom > top {
-                            for dy in (top + 1)...bottom {
-                                let other = rows + dy * width
-                                for x in 0..<width { line[x] = Swift.max(line[x], other[x]) }
+                let source = UnsafeSendable(UnsafeMutablePointer(mutating: source.baseAddress!))
+                let out = UnsafeSendable(out.baseAddress!)
+                // Channels are independent: spread across the pool, each through a row buffer of its own.
+                let work = { (range: Range<Int>) in
+                    let rows = UnsafeMutablePointer<Float>.allocate(capacity: plane)
+                    defer { rows.deallocate() }
+                    for c in range {
+                        let input = source.pointer + c * plane
+                        let target = out.pointer + c * plane
+                        for y in 0..<height {
+                            let line = input + y * width
+                            for x in 0..<width {
+                                var best = line[x]
+                                for dx in max(0, x - radius)...min(width - 1, x + radius) {
+                                    best = Swift.max(best, line[dx])
+                                }
+                                rows[y * width + x] = best
                             }
                         }
+                        for y in 0..<height {
+                            let top = max(0, y - radius), bottom = min(height - 1, y + radius)
+                            let line = target + y * width
+                            line.update(from: rows + top * width, count: width)
+                            if bottom > top {
+                                for dy in (top + 1)...bottom {
+                                    let other = rows + dy * width
+                                    for x in 0..<width { line[x] = Swift.max(line[x], other[x]) }
+                                }
+                            }
+                        }
                     }
+                }
+                if let pool {
+                    pool.parallelFor(channels, chunk: max(1, channels / (4 * pool.threadCount))) { work($0) }
+                } else {
+                    work(0..<channels)
                 }
             }
             count = channels * plane
