@@ -29,7 +29,9 @@ peers' int8 models of the same ONNX file: OpenVINO after NNCF post-training quan
 MIXED preset: symmetric per-channel weights, asymmetric activations) and ONNX Runtime's static QDQ model
 (`quantize_static`, per-channel s8 weights, u8 activations, after `quant_pre_process`). All three calibrate on
 the same 29 photos (examples/photos and examples/scenes, letterboxed as ultralytics does). The int8 table's
-ratio is Lookout int8 against the faster of the two (issue 32's target: ≤ 1.0).
+ratio is Lookout int8 against the faster of the two (issue 32's target: ≤ 1.0). `--rounds R` times the three int8
+engines R times one after another (the peers' models compiled once), prints each round, and reports the medians
+over the rounds with the range of the rounds' ratios: on this shared machine a slow spell then falls on all three.
 
 Each engine is warmed up once. Prints one line per engine and a Markdown row per model and configuration
 (ratio = Lookout / the faster of ONNX Runtime and OpenVINO).
@@ -37,6 +39,7 @@ Each engine is warmed up once. Prints one line per engine and a Markdown row per
 import argparse
 import os
 import re
+import statistics
 import subprocess
 import sys
 
@@ -178,6 +181,8 @@ def main():
     parser.add_argument("--models", default="n,s,m,l,x")
     parser.add_argument("--configs", default="640x640:3,448x640:80")
     parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="int8: rounds of Lookout, OpenVINO and ONNX Runtime one after another (medians over them)")
     parser.add_argument("--skip-torch", action="store_true")
     parser.add_argument("--precisions", default="fp32")
     args = parser.parse_args()
@@ -209,23 +214,29 @@ def main():
             path = onnx_file(size, pt, height, width, queries)
             x = np.random.default_rng(0).random((1, 3, height, width), dtype=np.float32)
 
-            def onnxruntime_ms(model_path):
-                """ONNX Runtime's CPU provider on `model_path`, 2 intra-op threads: median of the runs after one."""
+            def onnxruntime_run(model_path):
+                """One inference of ONNX Runtime's CPU provider on `model_path`, 2 intra-op threads (warmed up)."""
                 options = ort.SessionOptions()
                 options.intra_op_num_threads = 2
                 options.inter_op_num_threads = 1
                 session = ort.InferenceSession(model_path, options, providers=["CPUExecutionProvider"])
                 name = session.get_inputs()[0].name
                 session.run(None, {name: x})
-                return median_ms(lambda: session.run(None, {name: x}), args.runs)
+                return lambda: session.run(None, {name: x})
 
-            def openvino_ms(model_path, hint="f32"):
-                """OpenVINO's CPU plugin on `model_path`, 2 threads, latency hint: median of the runs after one."""
+            def openvino_run(model_path, hint="f32"):
+                """One inference of OpenVINO's CPU plugin on `model_path`, 2 threads, latency hint (warmed up)."""
                 compiled = core.compile_model(core.read_model(model_path), "CPU", {
                     "INFERENCE_NUM_THREADS": 2, "INFERENCE_PRECISION_HINT": hint, "PERFORMANCE_HINT": "LATENCY"})
                 request = compiled.create_infer_request()
                 request.infer({0: x})
-                return median_ms(lambda: request.infer({0: x}), args.runs)
+                return lambda: request.infer({0: x})
+
+            def onnxruntime_ms(model_path):
+                return median_ms(onnxruntime_run(model_path), args.runs)
+
+            def openvino_ms(model_path, hint="f32"):
+                return median_ms(openvino_run(model_path, hint), args.runs)
 
             ort_ms = onnxruntime_ms(path)
             print(f"{label}: ONNX Runtime {ort.__version__} network only median {ort_ms:.1f} ms", flush=True)
@@ -238,15 +249,24 @@ def main():
             if "bf16" in precisions:
                 bf16_rows.append((size, f"{height}×{width}", queries, lookout_bf16, lookout_ms, ov_ms, ov_bf16_ms))
             if "int8" in precisions:
-                lookout_int8 = lookout(calibrated(size, pt), height, width, queries, args.runs, "int8")
-                print(f"{label}: Lookout int8 full detect median {lookout_int8:.1f} ms", flush=True)
                 inputs = letterboxed(height, width)
-                ov_int8_ms = openvino_ms(openvino_int8(core, path, inputs))
-                print(f"{label}: OpenVINO NNCF int8 network only median {ov_int8_ms:.1f} ms", flush=True)
-                ort_int8_ms = onnxruntime_ms(onnxruntime_int8(path, inputs))
-                print(f"{label}: ONNX Runtime QDQ int8 network only median {ort_int8_ms:.1f} ms", flush=True)
+                ov_int8 = openvino_run(openvino_int8(core, path, inputs))
+                ort_int8 = onnxruntime_run(onnxruntime_int8(path, inputs))
+                # Rounds of the three engines one after another, so that a slow spell of the shared machine
+                # falls on all of them: each round's ratio, and the medians over the rounds.
+                rounds = []
+                for round_index in range(args.rounds):
+                    lk = lookout(calibrated(size, pt), height, width, queries, args.runs, "int8")
+                    vino = median_ms(ov_int8, args.runs)
+                    runtime = median_ms(ort_int8, args.runs)
+                    rounds.append((lk, vino, runtime, lk / min(vino, runtime)))
+                    print(f"{label}: round {round_index + 1}: Lookout int8 full detect {lk:.1f} ms, OpenVINO NNCF int8 "
+                          f"{vino:.1f} ms, ONNX Runtime QDQ int8 {runtime:.1f} ms (network only): "
+                          f"{lk / min(vino, runtime):.2f}×", flush=True)
+                lookout_int8, ov_int8_ms, ort_int8_ms, _ = (statistics.median(v) for v in zip(*rounds))
+                ratios = sorted(r[3] for r in rounds)
                 int8_rows.append((size, f"{height}×{width}", queries, lookout_int8, lookout_ms, ov_int8_ms,
-                                  ort_int8_ms))
+                                  ort_int8_ms, statistics.median(ratios), ratios[0], ratios[-1]))
 
             torch_ms = float("nan")
             if not args.skip_torch:
@@ -274,12 +294,12 @@ def main():
 
 
     if int8_rows:
-        print("\n| model | input | queries | Lookout int8 | Lookout fp32 | OpenVINO int8 (NNCF) | "
-              "ONNX Runtime int8 (QDQ) | int8 / the faster int8 peer |")
+        print(f"\n| model | input | queries | Lookout int8 | Lookout fp32 | OpenVINO int8 (NNCF) | "
+              f"ONNX Runtime int8 (QDQ) | int8 / the faster int8 peer (median of {args.rounds} rounds, range) |")
         print("|---|---|---|---|---|---|---|---|")
-        for size, shape, queries, i8, lk, ov_i8, ort_i8 in int8_rows:
+        for size, shape, queries, i8, lk, ov_i8, ort_i8, ratio, low, high in int8_rows:
             print(f"| {size} | {shape} | {queries} | {i8:.1f} ms | {lk:.1f} ms | {ov_i8:.1f} ms | {ort_i8:.1f} ms | "
-                  f"**{i8 / min(ov_i8, ort_i8):.2f}×** |")
+                  f"**{ratio:.2f}×** ({low:.2f}–{high:.2f}) |")
 
 
 if __name__ == "__main__":
