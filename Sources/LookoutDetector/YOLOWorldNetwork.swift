@@ -542,20 +542,32 @@ struct WorldDetectHead: Sendable {
             }
             for i in 0..<n { distances[side * n + i] = weighted[i] / total[i] }
         }
-        let anchors = g.anchors
         for (i, p) in range.enumerated() {
-            let anchorX = Float(p % g.width) + 0.5
-            let anchorY = Float(p / g.width) + 0.5
-            let x1 = anchorX - distances[i], y1 = anchorY - distances[n + i]
-            let x2 = anchorX + distances[2 * n + i], y2 = anchorY + distances[3 * n + i]
-            let anchor = g.offset + p
-            out[0 * anchors + anchor] = (x1 + x2) / 2 * g.stride
-            out[1 * anchors + anchor] = (y1 + y2) / 2 * g.stride
-            out[2 * anchors + anchor] = (x2 - x1) * g.stride
-            out[3 * anchors + anchor] = (y2 - y1) * g.stride
-            for k in 0..<g.classes {
-                out[(4 + k) * anchors + anchor] = sigmoid((logits[k * plane + p] + constants[k]) * scale + bias)
-            }
+            store(
+                p, distances: (distances[i], distances[n + i], distances[2 * n + i], distances[3 * n + i]),
+                logits: logits, constants: constants, scale: scale, bias: bias, geometry: g, into: out)
+        }
+    }
+
+    /// An anchor's box (centre, size) in input pixels from its four side distances in grid units, and its sigmoid
+    /// class scores, into the output.
+    @inline(__always)
+    static func store(
+        _ p: Int, distances d: (Float, Float, Float, Float), logits: UnsafePointer<Float>, constants: [Float],
+        scale: Float, bias: Float, geometry g: LevelGeometry, into out: UnsafeMutablePointer<Float>
+    ) {
+        let anchorX = Float(p % g.width) + 0.5
+        let anchorY = Float(p / g.width) + 0.5
+        let x1 = anchorX - d.0, y1 = anchorY - d.1
+        let x2 = anchorX + d.2, y2 = anchorY + d.3
+        let anchor = g.offset + p
+        let anchors = g.anchors
+        out[0 * anchors + anchor] = (x1 + x2) / 2 * g.stride
+        out[1 * anchors + anchor] = (y1 + y2) / 2 * g.stride
+        out[2 * anchors + anchor] = (x2 - x1) * g.stride
+        out[3 * anchors + anchor] = (y2 - y1) * g.stride
+        for k in 0..<g.classes {
+            out[(4 + k) * anchors + anchor] = sigmoid((logits[k * g.plane + p] + constants[k]) * scale + bias)
         }
     }
 
@@ -567,8 +579,6 @@ struct WorldDetectHead: Sendable {
         bias: Float, geometry g: LevelGeometry, into out: UnsafeMutablePointer<Float>
     ) {
         let (bins, plane) = (g.bins, g.plane)
-        let anchorX = Float(p % g.width) + 0.5
-        let anchorY = Float(p / g.width) + 0.5
         /// A side's distance in grid units: the expectation of its bins' softmax, or with one bin the channel itself.
         func distance(_ side: Int) -> Float {
             guard bins > 1 else { return box[side * plane + p] }
@@ -583,16 +593,8 @@ struct WorldDetectHead: Sendable {
             }
             return weighted / total
         }
-        let x1 = anchorX - distance(0), y1 = anchorY - distance(1)
-        let x2 = anchorX + distance(2), y2 = anchorY + distance(3)
-        let anchor = g.offset + p
-        let anchors = g.anchors
-        out[0 * anchors + anchor] = (x1 + x2) / 2 * g.stride
-        out[1 * anchors + anchor] = (y1 + y2) / 2 * g.stride
-        out[2 * anchors + anchor] = (x2 - x1) * g.stride
-        out[3 * anchors + anchor] = (y2 - y1) * g.stride
-        for k in 0..<g.classes {
-            out[(4 + k) * anchors + anchor] = sigmoid((logits[k * plane + p] + constants[k]) * scale + bias)
-        }
+        store(
+            p, distances: (distance(0), distance(1), distance(2), distance(3)), logits: logits, constants: constants,
+            scale: scale, bias: bias, geometry: g, into: out)
     }
 }
