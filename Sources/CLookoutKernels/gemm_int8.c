@@ -141,6 +141,12 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static inlin
     }
 }
 
+/* One register of sums dequantised: (Σ − correction)·scale + bias. */
+__attribute__((target("avx512f"), always_inline)) static inline __m512 dequantised(__m512i sums, __m512i correction,
+                                                                                 __m512 scale, __m512 add) {
+    return _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sums, correction)), scale), add);
+}
+
 /* The epilogue of one 8 × 16P block: dequantise, bias, SiLU, store. */
 __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static inline void int8_store(
     const int P, __m512i acc[8][3], __mmask16 mask, float *c, size_t ldc, int rows, const float *scales,
@@ -152,11 +158,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static inlin
         __m512i correction = _mm512_set1_epi32(corrections[r]);
         __m512 scale = _mm512_set1_ps(scales[r]);
         __m512 add = _mm512_set1_ps(bias ? bias[r] : 0.0f);
-        for (int j = 0; j < P; j++) {
-            __m512 value = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][j], correction));
-            value = _mm512_add_ps(_mm512_mul_ps(value, scale), add);
-            store_output(value, activation, c + (size_t)r * ldc + 16 * j, j, P, mask);
-        }
+        for (int j = 0; j < P; j++)
+            store_output(dequantised(acc[r][j], correction, scale, add), activation, c + (size_t)r * ldc + 16 * j, j,
+                         P, mask);
     }
 }
 
@@ -448,10 +452,8 @@ __attribute__((target("avx512f"), always_inline)) static inline void flat_store(
             __m512i correction = _mm512_set1_epi32(corrections[r]);                                                \
             __m512 scale = _mm512_set1_ps(scales[r]);                                                              \
             __m512 add = _mm512_set1_ps(bias ? bias[r] : 0.0f);                                                    \
-            _Pragma("clang loop unroll(full)") for (int j = 0; j < P; j++) {                                      \
-                __m512 value = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][j], correction));                        \
-                values[r][j] = activate16(_mm512_add_ps(_mm512_mul_ps(value, scale), add), activation);            \
-            }                                                                                                      \
+            _Pragma("clang loop unroll(full)") for (int j = 0; j < P; j++)                                        \
+                values[r][j] = activate16(dequantised(acc[r][j], correction, scale, add), activation);             \
         }                                                                                                          \
         for (int r = 0; r < rows; r++)                                                                             \
             for (int j = 0; j < P; j++) {                                                                          \

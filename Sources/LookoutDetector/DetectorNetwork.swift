@@ -60,6 +60,9 @@ public protocol DetectorNetwork: AnyObject, Sendable {
 }
 
 extension DetectorNetwork {
+    /// Channels and stride of ``backbone(_:pool:)``'s maps: P3, P4, P5 at strides 8, 16 and 32.
+    var backboneMaps: [(channels: Int, stride: Int)] { zip(featureChannels, [8, 16, 32]).map { ($0, $1) } }
+
     public func score(
         _ features: [FeatureMap], text: [Float], classes: Int, asIs: Set<Int>, pool: ComputePool
     ) -> HeadOutput {
@@ -85,7 +88,7 @@ extension YOLOWorldNetwork: DetectorNetwork {
 extension YOLOENetwork: DetectorNetwork {
     public var familyName: String { family.rawValue }
     public func imageFeatures(_ image: FeatureMap, pool: ComputePool) -> [FeatureMap] { backbone(image, pool: pool) }
-    public var keptMaps: [(channels: Int, stride: Int)] { zip(featureChannels, [8, 16, 32]).map { ($0, $1) } }
+    public var keptMaps: [(channels: Int, stride: Int)] { backboneMaps }
     public var agnosticSuppressionByDefault: Bool { true }
     public var builtinText: [Float]? { nil }
     public var builtinClassCount: Int { 0 }

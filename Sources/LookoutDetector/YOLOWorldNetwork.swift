@@ -118,7 +118,7 @@ public final class YOLOWorldNetwork: Sendable {
 
     /// Channels and stride of each map ``imageFeatures(_:pool:)`` gives.
     public var keptMaps: [(channels: Int, stride: Int)] {
-        zip(featureChannels, [8, 16, 32]).map { ($0, $1) } + [(neck12.textFreeChannels, 16)]
+        backboneMaps + [(neck12.textFreeChannels, 16)]
     }
 
     /// Layers 10–21: the text-guided neck, from ``backbone(_:pool:)``'s maps or ``imageFeatures(_:pool:)``'s.

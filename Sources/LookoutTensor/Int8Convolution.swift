@@ -11,7 +11,8 @@ import CLookoutKernels
 /// (``ConvolutionGEMM/packInt8(_:m:k:input:limit:)``) with exact integer sums, dequantised with bias and SiLU in
 /// the epilogue. 3×3 convolutions of stride 1 and 2 read a blocked, padded copy of the map directly (no im2col;
 /// measured faster than Winograd in bf16 on every stride-1 layer of s, and than lowering on the stride-2 ones,
-/// BENCHMARKS.md "int8"); 1×1 stride-1 ones multiply the map itself; others are lowered in bytes. Convolutions without a recorded range, or with fewer than 16 inputs,
+/// BENCHMARKS.md "int8"); 1×1 stride-1 ones multiply the map itself; others are lowered in bytes. Convolutions
+/// without a recorded range, or with fewer than 16 inputs,
 /// go to `fallback`.
 public struct Int8Convolution: ConvolutionKernel {
     let fallback: any ConvolutionKernel
@@ -151,8 +152,8 @@ public struct Int8Convolution: ConvolutionKernel {
 }
 
 extension Int8Convolution {
-    /// 3×3 of stride 1 or 2: the input quantised once into the blocked, padded map (for stride 2 with each row's
-    /// even columns first), then output rows × panels of eight outputs straight from it (`lookout_conv3x3_int8`).
+    /// 3×3 of stride 1 or 2: the input quantised once into the blocked, padded map (for stride 2 in four phase
+    /// planes), then output rows × panels of eight outputs straight from it (`lookout_conv3x3_int8`).
     func convolveDirect(
         _ x: FeatureMap, _ w: ConvolutionWeights, _ int8: Int8Weights, pool: ComputePool, level: Int?
     )

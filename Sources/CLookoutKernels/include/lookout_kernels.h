@@ -108,7 +108,7 @@ void lookout_quantize_u8(const float *x, size_t count, float inverse_scale, int 
 void lookout_quantize_u8_portable(const float *x, size_t count, float inverse_scale, int zero, uint8_t *out);
 /* Direct 3×3 int8 convolutions, stride 1 or 2, padding 1 (gemm_int8.c): the input (C × H × W) quantised into a
    blocked map — ceil(C/4) channel quads one after another, each H + 2 padded rows of W + 2 pixels of four
-   channel bytes (for stride 2 each row's even columns first, then its odd ones), a border of `zero`
+   channel bytes (for stride 2 split into four phase planes, even or odd row × even or odd column), a border of `zero`
    (`lookout_int8_blocked_count` bytes, slack included) — for channel quads [q_begin, q_end); the weights packed
    by `lookout_gemm_int8_pack` from an m × 36·ceil(C/4) matrix whose column (t·Q + q)·4 + j is channel 4q + j at
    tap t (0 beyond C). Output rows [row_begin, row_end) of panels [panel_begin, panel_end), into `out`
