@@ -52,14 +52,16 @@ int lookout_gemm_available(void) {
 #if defined(__x86_64__)
 #define G512 __attribute__((target("avx512f"), always_inline)) static inline
 
-/* One block: eight rows of the packed panel `a` × `P` registers of columns (the last `mask`ed), k in order. */
-G512 void gemm_block(const int P, const float *a, int k, const float *b, size_t ldb, __mmask16 mask, float *c,
-                     size_t ldc, int rows, const float *bias, int activation) {
+/* One block: eight rows of the packed panel `a` × `P` registers of columns (the last `mask`ed), k in order. B's row
+   p is `b + p·ldb`, or with `table` `rows[p] + offset` (a map stacked from parts that lie apart). */
+G512 void gemm_block(const int P, const int table, const float *a, int k, const float *b, size_t ldb,
+                     const float *const *rows_of_b, size_t offset, __mmask16 mask, float *c, size_t ldc, int rows,
+                     const float *bias, int activation) {
     __m512 acc[8][3];
     for (int r = 0; r < 8; r++)
         for (int j = 0; j < P; j++) acc[r][j] = _mm512_setzero_ps();
     for (int p = 0; p < k; p++) {
-        const float *row = b + (size_t)p * ldb;
+        const float *row = table ? rows_of_b[p] + offset : b + (size_t)p * ldb;
         __m512 x0 = P == 1 ? _mm512_maskz_loadu_ps(mask, row) : _mm512_loadu_ps(row);
         __m512 x1 = P == 2 ? _mm512_maskz_loadu_ps(mask, row + 16) : P == 3 ? _mm512_loadu_ps(row + 16) : x0;
         __m512 x2 = P == 3 ? _mm512_maskz_loadu_ps(mask, row + 32) : x0;
@@ -80,9 +82,11 @@ G512 void gemm_block(const int P, const float *a, int k, const float *b, size_t 
     }
 }
 
+/* B as `b` with row stride `ldb`, or (`rows_of_b` not NULL) row p at `rows_of_b[p] + offset`. */
 __attribute__((target("avx512f"))) static void gemm_avx512(const float *packed, int m, int k, const float *b,
-                                                           size_t ldb, int n, float *c, size_t ldc,
-                                                           const float *bias, int activation) {
+                                                           size_t ldb, const float *const *rows_of_b, size_t offset,
+                                                           int n, float *c, size_t ldc, const float *bias,
+                                                           int activation) {
     int panels = (m + 7) / 8;
     for (int j0 = 0; j0 < n;) {
         column_block block = next_columns(n - j0);
@@ -93,37 +97,65 @@ __attribute__((target("avx512f"))) static void gemm_avx512(const float *packed, 
             const float *a = packed + (size_t)panel * 8 * k;
             float *target = c + (size_t)panel * 8 * ldc + j0;
             const float *bb = bias ? bias + panel * 8 : NULL;
-            if (P == 3)
-                gemm_block(3, a, k, b + j0, ldb, mask, target, ldc, rows, bb, activation);
+            if (rows_of_b) {
+                size_t at = offset + (size_t)j0;
+                if (P == 3)
+                    gemm_block(3, 1, a, k, NULL, 0, rows_of_b, at, mask, target, ldc, rows, bb, activation);
+                else if (P == 2)
+                    gemm_block(2, 1, a, k, NULL, 0, rows_of_b, at, mask, target, ldc, rows, bb, activation);
+                else
+                    gemm_block(1, 1, a, k, NULL, 0, rows_of_b, at, mask, target, ldc, rows, bb, activation);
+            } else if (P == 3)
+                gemm_block(3, 0, a, k, b + j0, ldb, NULL, 0, mask, target, ldc, rows, bb, activation);
             else if (P == 2)
-                gemm_block(2, a, k, b + j0, ldb, mask, target, ldc, rows, bb, activation);
+                gemm_block(2, 0, a, k, b + j0, ldb, NULL, 0, mask, target, ldc, rows, bb, activation);
             else
-                gemm_block(1, a, k, b + j0, ldb, mask, target, ldc, rows, bb, activation);
+                gemm_block(1, 0, a, k, b + j0, ldb, NULL, 0, mask, target, ldc, rows, bb, activation);
         }
         j0 += width;
     }
 }
 #endif
 
-void lookout_gemm(const float *packed, int m, int k, const float *b, size_t ldb, int n, float *c, size_t ldc,
-                  const float *bias, int activation) {
-#if defined(__x86_64__)
-    if (lookout_gemm_available()) {
-        gemm_avx512(packed, m, k, b, ldb, n, c, ldc, bias, activation);
-        return;
-    }
-#endif
-    /* Portable: the same order of operations per element (fmaf in the order of k). */
+/* Portable: the same order of operations per element (fmaf in the order of k). */
+static void gemm_portable(const float *packed, int m, int k, const float *b, size_t ldb,
+                          const float *const *rows_of_b, size_t offset, int n, float *c, size_t ldc,
+                          const float *bias, int activation) {
     for (int i = 0; i < m; i++) {
         const float *a = packed + (size_t)(i / 8) * 8 * k + i % 8;
         for (int j = 0; j < n; j++) {
             float sum = 0.0f;
-            for (int p = 0; p < k; p++) sum = fmaf(a[(size_t)p * 8], b[(size_t)p * ldb + j], sum);
+            for (int p = 0; p < k; p++) {
+                const float *row = rows_of_b ? rows_of_b[p] + offset : b + (size_t)p * ldb;
+                sum = fmaf(a[(size_t)p * 8], row[j], sum);
+            }
             if (bias) sum += bias[i];
             if (activation) sum = sum / (1.0f + expf(-sum));
             c[(size_t)i * ldc + j] = sum;
         }
     }
+}
+
+void lookout_gemm(const float *packed, int m, int k, const float *b, size_t ldb, int n, float *c, size_t ldc,
+                  const float *bias, int activation) {
+#if defined(__x86_64__)
+    if (lookout_gemm_available()) {
+        gemm_avx512(packed, m, k, b, ldb, NULL, 0, n, c, ldc, bias, activation);
+        return;
+    }
+#endif
+    gemm_portable(packed, m, k, b, ldb, NULL, 0, n, c, ldc, bias, activation);
+}
+
+void lookout_gemm_rows(const float *packed, int m, int k, const float *const *rows, size_t offset, int n, float *c,
+                       size_t ldc, const float *bias, int activation) {
+#if defined(__x86_64__)
+    if (lookout_gemm_available()) {
+        gemm_avx512(packed, m, k, NULL, 0, rows, offset, n, c, ldc, bias, activation);
+        return;
+    }
+#endif
+    gemm_portable(packed, m, k, NULL, 0, rows, offset, n, c, ldc, bias, activation);
 }
 
 #if defined(__linux__) && defined(__GLIBC__)

@@ -72,12 +72,14 @@ int lookout_gemm_bf16_available(void) {
 #define GBF __attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline)) static inline
 
 /* Rows 2q and 2q + 1 of B's columns [0, width) → `pairs` × 48 words, each word the two rounded values of one
-   column (row 2q in the low half); columns beyond `width` are zero. */
-GBF void pair_block(const float *b, size_t ldb, int k, int width, uint32_t *scratch) {
+   column (row 2q in the low half); columns beyond `width` are zero. B's row p is `b + p·ldb`, or (`rows_of_b`
+   not NULL) `rows_of_b[p] + offset`. */
+GBF void pair_block(const float *b, size_t ldb, const float *const *rows_of_b, size_t offset, int k, int width,
+                    uint32_t *scratch) {
     int pairs = (k + 1) / 2;
     for (int q = 0; q < pairs; q++) {
-        const float *even = b + (size_t)(2 * q) * ldb;
-        const float *odd = 2 * q + 1 < k ? even + ldb : NULL;
+        const float *even = rows_of_b ? rows_of_b[2 * q] + offset : b + (size_t)(2 * q) * ldb;
+        const float *odd = 2 * q + 1 >= k ? NULL : rows_of_b ? rows_of_b[2 * q + 1] + offset : even + ldb;
         for (int j = 0; j < 48; j += 16) {
             int left = width - j;
             __mmask16 mask = left >= 16 ? 0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
@@ -119,15 +121,18 @@ GBF void bf16_block(const int P, const uint32_t *a, int pairs, const uint32_t *b
 }
 
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) static void gemm_bf16_avx512(
-    const uint32_t *packed, int m, int k, const float *b, size_t ldb, int n, float *c, size_t ldc, const float *bias,
-    int activation) {
+    const uint32_t *packed, int m, int k, const float *b, size_t ldb, const float *const *rows_of_b, size_t offset,
+    int n, float *c, size_t ldc, const float *bias, int activation) {
     int panels = (m + 7) / 8, pairs = (k + 1) / 2;
     uint32_t *scratch = aligned_alloc(64, (size_t)pairs * 48 * 4 + 64);
     for (int j0 = 0; j0 < n;) {
         column_block block = next_columns(n - j0);
         int P = block.P, width = block.width;
         __mmask16 mask = block.mask;
-        pair_block(b + j0, ldb, k, width, scratch);
+        if (rows_of_b)
+            pair_block(NULL, 0, rows_of_b, offset + (size_t)j0, k, width, scratch);
+        else
+            pair_block(b + j0, ldb, NULL, 0, k, width, scratch);
         for (int panel = 0; panel < panels; panel++) {
             int rows = m - panel * 8 < 8 ? m - panel * 8 : 8;
             const uint32_t *a = packed + (size_t)panel * 8 * pairs;
@@ -146,19 +151,9 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) static void gemm_bf16_avx
 }
 #endif
 
-void lookout_gemm_bf16(const uint32_t *packed, int m, int k, const float *b, size_t ldb, int n, float *c,
-                       size_t ldc, const float *bias, int activation) {
-#if defined(__x86_64__)
-    if (lookout_gemm_bf16_available()) {
-        gemm_bf16_avx512(packed, m, k, b, ldb, n, c, ldc, bias, activation);
-        return;
-    }
-#endif
-    lookout_gemm_bf16_portable(packed, m, k, b, ldb, n, c, ldc, bias, activation);
-}
-
-void lookout_gemm_bf16_portable(const uint32_t *packed, int m, int k, const float *b, size_t ldb, int n, float *c,
-                                size_t ldc, const float *bias, int activation) {
+static void gemm_bf16_portable(const uint32_t *packed, int m, int k, const float *b, size_t ldb,
+                               const float *const *rows_of_b, size_t offset, int n, float *c, size_t ldc,
+                               const float *bias, int activation) {
     int pairs = (k + 1) / 2;
     for (int i = 0; i < m; i++) {
         const uint32_t *a = packed + (size_t)(i / 8) * 8 * pairs + i % 8;
@@ -166,15 +161,45 @@ void lookout_gemm_bf16_portable(const uint32_t *packed, int m, int k, const floa
             float sum = 0.0f;
             for (int q = 0; q < pairs; q++) {
                 uint32_t word = a[(size_t)q * 8];
-                float even = from_bf16((uint16_t)(word & 0xffff)) * lookout_bf16_round(b[(size_t)(2 * q) * ldb + j]);
-                float odd = 2 * q + 1 < k ? from_bf16((uint16_t)(word >> 16)) *
-                                                lookout_bf16_round(b[(size_t)(2 * q + 1) * ldb + j])
-                                          : 0.0f;
-                sum += even + odd;
+                const float *even = rows_of_b ? rows_of_b[2 * q] + offset : b + (size_t)(2 * q) * ldb;
+                float left = from_bf16((uint16_t)(word & 0xffff)) * lookout_bf16_round(even[j]);
+                float right = 0.0f;
+                if (2 * q + 1 < k) {
+                    const float *odd = rows_of_b ? rows_of_b[2 * q + 1] + offset : b + (size_t)(2 * q + 1) * ldb;
+                    right = from_bf16((uint16_t)(word >> 16)) * lookout_bf16_round(odd[j]);
+                }
+                sum += left + right;
             }
             if (bias) sum += bias[i];
             if (activation) sum = sum / (1.0f + expf(-sum));
             c[(size_t)i * ldc + j] = sum;
         }
     }
+}
+
+void lookout_gemm_bf16(const uint32_t *packed, int m, int k, const float *b, size_t ldb, int n, float *c,
+                       size_t ldc, const float *bias, int activation) {
+#if defined(__x86_64__)
+    if (lookout_gemm_bf16_available()) {
+        gemm_bf16_avx512(packed, m, k, b, ldb, NULL, 0, n, c, ldc, bias, activation);
+        return;
+    }
+#endif
+    gemm_bf16_portable(packed, m, k, b, ldb, NULL, 0, n, c, ldc, bias, activation);
+}
+
+void lookout_gemm_bf16_portable(const uint32_t *packed, int m, int k, const float *b, size_t ldb, int n, float *c,
+                                size_t ldc, const float *bias, int activation) {
+    gemm_bf16_portable(packed, m, k, b, ldb, NULL, 0, n, c, ldc, bias, activation);
+}
+
+void lookout_gemm_bf16_rows(const uint32_t *packed, int m, int k, const float *const *rows, size_t offset, int n,
+                            float *c, size_t ldc, const float *bias, int activation, int portable) {
+#if defined(__x86_64__)
+    if (!portable && lookout_gemm_bf16_available()) {
+        gemm_bf16_avx512(packed, m, k, NULL, 0, rows, offset, n, c, ldc, bias, activation);
+        return;
+    }
+#endif
+    gemm_bf16_portable(packed, m, k, NULL, 0, rows, offset, n, c, ldc, bias, activation);
 }

@@ -13,11 +13,13 @@ struct Bottleneck: Sendable {
         self.shortcut = shortcut && cv1.inputs == cv2.outputs
     }
 
-    func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
+    func callAsFunction(_ x: StackedMaps, pool: ComputePool) -> FeatureMap {
         var y = cv2(cv1(x, pool: pool), pool: pool)
         if shortcut { y.add(x) }  // x + y, in y's storage
         return y
     }
+
+    func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap { self(StackedMaps(x), pool: pool) }
 }
 
 /// Counts `prefix.m.0.`, `prefix.m.1.`, … in the file (a block is `m.N.cv1`, or `m.N.0.cv1` when it is a
@@ -37,10 +39,11 @@ enum ChainBlock: Sendable {
     case c3k(C3k)
     case attention(Bottleneck, PositionAttentionBlock)
 
-    func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
+    /// `x`: read where it lies by a Bottleneck, joined for the others.
+    func callAsFunction(_ x: StackedMaps, pool: ComputePool) -> FeatureMap {
         switch self {
         case .bottleneck(let block): block(x, pool: pool)
-        case .c3k(let block): block(x, pool: pool)
+        case .c3k(let block): block(x.joined(), pool: pool)
         case .attention(let block, let attention): attention(block(x, pool: pool), pool: pool)
         }
     }
@@ -83,44 +86,41 @@ struct C2f: Sendable {
     }
 
     func callAsFunction(_ x: FeatureMap, guide: [Float]? = nil, classes: Int = 0, pool: ComputePool) -> FeatureMap {
-        // The concatenation grows behind cv1's output (its two halves are its first two parts), each
-        // branch appended once.
+        self(StackedMaps(x), guide: guide, classes: classes, pool: pool)
+    }
+
+    /// `x`: the block's input, stacked (the neck's concatenations are never made: `cv1` reads the parts). The
+    /// concatenation `cv2` reads is not made either: it is cv1's output and each branch's, stacked.
+    func callAsFunction(_ x: StackedMaps, guide: [Float]? = nil, classes: Int = 0, pool: ComputePool) -> FeatureMap {
         let y = cv1(x, pool: pool)
-        let half = y.channels / 2
-        var last = y.channels(half..<y.channels)
-        var channels = y.channels
-        var joined = y.data
-        joined.reserveCapacity(
-            y.data.count + (blocks.count + (attention != nil && guide != nil ? 1 : 0)) * last.data.count)
+        var parts = [y]
+        var last = StackedMaps(y, channels: (y.channels / 2)..<y.channels)
         for block in blocks {
-            last = block(last, pool: pool)
-            joined += last.data
-            channels += last.channels
+            let output = block(last, pool: pool)
+            parts.append(output)
+            last = StackedMaps(output)
         }
         if let attention, let guide {
-            last = attention(last, guide: guide, classes: classes, pool: pool)
-            joined += last.data
-            channels += last.channels
+            parts.append(attention(last.joined(), guide: guide, classes: classes, pool: pool))
         }
-        return cv2(FeatureMap(channels: channels, height: y.height, width: y.width, data: joined), pool: pool)
+        return cv2(StackedMaps(parts), pool: pool)
     }
 
     /// `C2fAttn`'s work that the text does not enter, as one map: `cv1`'s output, each block's output, then the
     /// attention's projection of the last (``MaxSigmoidAttention/projection``). ``callAsFunction(kept:guide:classes:pool:)``
     /// finishes it for a query set, with the same arithmetic as ``callAsFunction(_:guide:classes:pool:)``.
-    func textFree(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
+    func textFree(_ x: StackedMaps, pool: ComputePool) -> FeatureMap {
         guard let attention else { preconditionFailure("textFree is C2fAttn's: this C2f has no attention") }
         let y = cv1(x, pool: pool)
-        var last = y.channels((y.channels / 2)..<y.channels)
-        var joined = y.data
-        joined.reserveCapacity(y.data.count + (blocks.count + 1) * last.data.count)
+        var parts = [y]
+        var last = StackedMaps(y, channels: (y.channels / 2)..<y.channels)
         for block in blocks {
-            last = block(last, pool: pool)
-            joined += last.data
+            let output = block(last, pool: pool)
+            parts.append(output)
+            last = StackedMaps(output)
         }
-        joined += attention.projection(last, pool: pool).data
-        return FeatureMap(
-            channels: y.channels + (blocks.count + 1) * last.channels, height: y.height, width: y.width, data: joined)
+        parts.append(attention.projection(last, pool: pool))
+        return FeatureMap.concatenate(parts)
     }
 
     /// Channels of ``textFree(_:pool:)``'s map.
@@ -132,13 +132,10 @@ struct C2f: Sendable {
         guard let attention else { preconditionFailure("kept maps are C2fAttn's: this C2f has no attention") }
         let width = cv1.outputs / 2
         let chain = kept.channels - width
-        let last = kept.channels((chain - width)..<chain)
+        let last = StackedMaps(kept, channels: (chain - width)..<chain)
         let weights = attention.weights(last, guide: guide, classes: classes, pool: pool)
-        let scaled = attention.scale(kept.channels(chain..<kept.channels), by: weights)
-        var joined = Array(kept.data[0..<(chain * kept.plane)])
-        joined += scaled.data
-        return cv2(
-            FeatureMap(channels: kept.channels, height: kept.height, width: kept.width, data: joined), pool: pool)
+        let scaled = attention.scale(StackedMaps(kept, channels: chain..<kept.channels), by: weights)
+        return cv2(StackedMaps(parts: [.init(map: kept, channels: 0..<chain), .init(map: scaled)]), pool: pool)
     }
 }
 
@@ -161,7 +158,7 @@ struct SPPF: Sendable {
         let y1 = y0.maxPooled(size: 5, pool: pool)
         let y2 = y1.maxPooled(size: 5, pool: pool)
         let y3 = y2.maxPooled(size: 5, pool: pool)
-        var y = cv2(FeatureMap.concatenate([y0, y1, y2, y3]), pool: pool)
+        var y = cv2(StackedMaps([y0, y1, y2, y3]), pool: pool)
         if residual { y.add(x) }
         return y
     }
@@ -205,12 +202,14 @@ struct MaxSigmoidAttention: Sendable {
 
     /// `guide` is K × gc, row-major.
     func callAsFunction(_ x: FeatureMap, guide: [Float], classes: Int, pool: ComputePool) -> FeatureMap {
-        let weights = weights(x, guide: guide, classes: classes, pool: pool)
+        let weights = weights(StackedMaps(x), guide: guide, classes: classes, pool: pool)
         return scale(projection(x, pool: pool), by: weights)
     }
 
-    /// `aw` of every head and pixel (`heads × plane`).
-    func weights(_ x: FeatureMap, guide: [Float], classes: Int, pool: ComputePool) -> [Float] {
+    /// `aw` of every head and pixel (`heads × plane`); `x` one part (a map or channels of one).
+    func weights(_ x: StackedMaps, guide: [Float], classes: Int, pool: ComputePool) -> [Float] {
+        precondition(
+            x.parts.count == 1 && x.channels == channels, "the attention reads one map of \(channels) channels")
         let headSize = channels / heads
         let plane = x.plane
         // g = guide · glᵀ + b: K × c
@@ -235,9 +234,10 @@ struct MaxSigmoidAttention: Sendable {
         let blocks = (plane + block - 1) / block
         let (headCount, channelCount, headBias) = (heads, channels, bias)
         g.withUnsafeBufferPointer { g in
-            x.data.withUnsafeBufferPointer { data in
+            x.withParts { bases in
                 weights.withUnsafeMutableBufferPointer { weights in
-                    let g = UnsafeSendable(g.baseAddress!), data = UnsafeSendable(data.baseAddress!)
+                    let g = UnsafeSendable(g.baseAddress!),
+                        data = UnsafeSendable(UnsafeMutablePointer(mutating: bases[0]))
                     let weights = UnsafeSendable(weights.baseAddress!)
                     pool.parallelFor(headCount * blocks, chunk: 1) { range in
                         let scores = UnsafeMutablePointer<Float>.allocate(capacity: classes * block)
@@ -265,12 +265,25 @@ struct MaxSigmoidAttention: Sendable {
 
     /// `projected` (``projection`` of the attention's input) scaled by each head's weights.
     func scale(_ projected: FeatureMap, by weights: [Float]) -> FeatureMap {
-        var out = projected
+        scale(StackedMaps(projected), by: weights)
+    }
+
+    /// `projected` (one part: a map or channels of one) scaled by each head's weights, into a new map.
+    func scale(_ projected: StackedMaps, by weights: [Float]) -> FeatureMap {
+        precondition(
+            projected.parts.count == 1 && projected.channels == channels, "scaling one map of \(channels) channels")
         let (headSize, plane) = (channels / heads, projected.plane)
-        for m in 0..<heads {
-            for j in 0..<headSize {
-                let base = (m * headSize + j) * plane
-                for p in 0..<plane { out.data[base + p] *= weights[m * plane + p] }
+        var out = FeatureMap(unfilledChannels: channels, height: projected.height, width: projected.width)
+        projected.withParts { bases in
+            out.data.withUnsafeMutableBufferPointer { out in
+                weights.withUnsafeBufferPointer { weights in
+                    for m in 0..<heads {
+                        for j in 0..<headSize {
+                            let base = (m * headSize + j) * plane
+                            for p in 0..<plane { out[base + p] = bases[0][base + p] * weights[m * plane + p] }
+                        }
+                    }
+                }
             }
         }
         return out

@@ -104,6 +104,12 @@ struct Convolution: Sendable {
     func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
         implementation.convolve(x, weights, pool: pool)
     }
+
+    /// Of maps stacked along channels (a concatenation, or channels of a map), read where they lie where the
+    /// kernel can: the same floats as of ``StackedMaps/joined()``.
+    func callAsFunction(_ x: StackedMaps, pool: ComputePool) -> FeatureMap {
+        implementation.convolve(x, weights, pool: pool)
+    }
 }
 
 extension WeightBinding {

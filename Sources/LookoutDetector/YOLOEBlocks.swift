@@ -121,7 +121,7 @@ struct C3k: Sendable {
     func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
         var y = cv1(x, pool: pool)
         for block in blocks { y = block(y, pool: pool) }
-        return cv3(FeatureMap.concatenate([y, cv2(x, pool: pool)]), pool: pool)
+        return cv3(StackedMaps([y, cv2(x, pool: pool)]), pool: pool)
     }
 }
 
@@ -244,7 +244,7 @@ struct C2PSA: Sendable {
         let half = y.channels / 2
         var b = y.channels(half..<y.channels)
         for block in blocks { b = block(b, pool: pool) }
-        return cv2(FeatureMap.concatenate([y.channels(0..<half), b]), pool: pool)
+        return cv2(StackedMaps(parts: [.init(map: y, channels: 0..<half), .init(map: b)]), pool: pool)
     }
 }
 

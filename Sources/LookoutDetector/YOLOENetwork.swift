@@ -209,10 +209,10 @@ public final class YOLOENetwork: Sendable {
     /// The neck (no text in YOLOE): the head's three inputs.
     public func neck(_ features: [FeatureMap], pool: ComputePool = .shared) -> [FeatureMap] {
         let (p3, p4, p5) = (features[0], features[1], features[2])
-        let up1 = neckUp1(FeatureMap.concatenate([p5.upsampled(), p4]), pool: pool)
-        let small = neckUp2(FeatureMap.concatenate([up1.upsampled(), p3]), pool: pool)
-        let medium = neckDown1(FeatureMap.concatenate([down1(small, pool: pool), up1]), pool: pool)
-        let large = neckDown2(FeatureMap.concatenate([down2(medium, pool: pool), p5]), pool: pool)
+        let up1 = neckUp1(StackedMaps([p5.upsampled(), p4]), pool: pool)
+        let small = neckUp2(StackedMaps([up1.upsampled(), p3]), pool: pool)
+        let medium = neckDown1(StackedMaps([down1(small, pool: pool), up1]), pool: pool)
+        let large = neckDown2(StackedMaps([down2(medium, pool: pool), p5]), pool: pool)
         return [small, medium, large]
     }
 

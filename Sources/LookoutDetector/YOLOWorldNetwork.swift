@@ -113,7 +113,7 @@ public final class YOLOWorldNetwork: Sendable {
     }
 
     func textFree(_ features: [FeatureMap], pool: ComputePool) -> FeatureMap {
-        neck12.textFree(FeatureMap.concatenate([features[2].upsampled(), features[1]]), pool: pool)
+        neck12.textFree(StackedMaps([features[2].upsampled(), features[1]]), pool: pool)
     }
 
     /// Channels and stride of each map ``imageFeatures(_:pool:)`` gives.
@@ -128,11 +128,9 @@ public final class YOLOWorldNetwork: Sendable {
         let (p3, p5) = (features[0], features[2])
         let kept = features.count > 3 ? features[3] : textFree(features, pool: pool)
         let x12 = neck12(kept: kept, guide: text, classes: classes, pool: pool)
-        let x15 = neck15(FeatureMap.concatenate([x12.upsampled(), p3]), guide: text, classes: classes, pool: pool)
-        let x18 = neck18(
-            FeatureMap.concatenate([down16(x15, pool: pool), x12]), guide: text, classes: classes, pool: pool)
-        let x21 = neck21(
-            FeatureMap.concatenate([down19(x18, pool: pool), p5]), guide: text, classes: classes, pool: pool)
+        let x15 = neck15(StackedMaps([x12.upsampled(), p3]), guide: text, classes: classes, pool: pool)
+        let x18 = neck18(StackedMaps([down16(x15, pool: pool), x12]), guide: text, classes: classes, pool: pool)
+        let x21 = neck21(StackedMaps([down19(x18, pool: pool), p5]), guide: text, classes: classes, pool: pool)
         return [x15, x18, x21]
     }
 

@@ -92,10 +92,18 @@ public protocol ConvolutionKernel: Sendable {
     /// The weights in the form this kernel runs from (called once per layer at load).
     func prepare(_ weights: ConvolutionWeights) -> ConvolutionWeights
     func convolve(_ x: FeatureMap, _ weights: ConvolutionWeights, pool: ComputePool) -> FeatureMap
+    /// The convolution of maps stacked along channels: the same floats as of their concatenation, read where
+    /// they lie by the kernels that can.
+    func convolve(_ x: StackedMaps, _ weights: ConvolutionWeights, pool: ComputePool) -> FeatureMap
 }
 
 extension ConvolutionKernel {
     public func prepare(_ weights: ConvolutionWeights) -> ConvolutionWeights { weights }
+
+    /// The concatenation, convolved.
+    public func convolve(_ x: StackedMaps, _ weights: ConvolutionWeights, pool: ComputePool) -> FeatureMap {
+        convolve(x.joined(), weights, pool: pool)
+    }
 }
 
 public enum ConvolutionKernels {
@@ -165,6 +173,36 @@ public enum ConvolutionGEMM {
         lookout_gemm(
             packed + (rows.lowerBound / 8) * 8 * k, Int32(rows.count), Int32(k), b, ldb, Int32(n),
             c + rows.lowerBound * ldc, ldc, bias.map { $0 + rows.lowerBound }, activation ? 1 : 0)
+    }
+
+    /// ``multiply(packed:m:k:rows:b:ldb:n:c:ldc:bias:activation:)`` with `b`'s row p at `table[p] + offset`
+    /// (``StackedMaps/withRows(_:)``): the same operations in the same order.
+    public static func multiply(
+        packed: UnsafePointer<Float>, m: Int, k: Int, rows: Range<Int>? = nil,
+        table: UnsafePointer<UnsafePointer<Float>?>,
+        offset: Int, n: Int, c: UnsafeMutablePointer<Float>, ldc: Int, bias: UnsafePointer<Float>? = nil,
+        activation: Bool = false
+    ) {
+        let rows = rows ?? 0..<m
+        guard !rows.isEmpty && n > 0 else { return }
+        precondition(rows.lowerBound % 8 == 0 && rows.upperBound <= m)
+        lookout_gemm_rows(
+            packed + (rows.lowerBound / 8) * 8 * k, Int32(rows.count), Int32(k), table, offset, Int32(n),
+            c + rows.lowerBound * ldc, ldc, bias.map { $0 + rows.lowerBound }, activation ? 1 : 0)
+    }
+
+    /// ``multiply(bf16:m:k:rows:b:ldb:n:c:ldc:bias:activation:portable:)`` with `b`'s row p at `table[p] + offset`.
+    public static func multiply(
+        bf16 packed: UnsafePointer<UInt32>, m: Int, k: Int, rows: Range<Int>? = nil,
+        table: UnsafePointer<UnsafePointer<Float>?>, offset: Int, n: Int, c: UnsafeMutablePointer<Float>, ldc: Int,
+        bias: UnsafePointer<Float>? = nil, activation: Bool = false, portable: Bool = false
+    ) {
+        let rows = rows ?? 0..<m
+        guard !rows.isEmpty && n > 0 else { return }
+        precondition(rows.lowerBound % 8 == 0 && rows.upperBound <= m)
+        lookout_gemm_bf16_rows(
+            packed + (rows.lowerBound / 8) * 8 * ((k + 1) / 2), Int32(rows.count), Int32(k), table, offset, Int32(n),
+            c + rows.lowerBound * ldc, ldc, bias.map { $0 + rows.lowerBound }, activation ? 1 : 0, portable ? 1 : 0)
     }
 
     /// ``multiply(packed:m:k:rows:b:ldb:n:c:ldc:bias:activation:)`` in bf16: `b` rounded to bf16 as it is read.
@@ -364,6 +402,11 @@ public struct WinogradConvolution: ConvolutionKernel {
     }
 
     public func convolve(_ x: FeatureMap, _ w: ConvolutionWeights, pool: ComputePool) -> FeatureMap {
+        convolve(StackedMaps(x), w, pool: pool)
+    }
+
+    /// One part (a map, or channels of one) is read where it lies; more are joined first.
+    public func convolve(_ x: StackedMaps, _ w: ConvolutionWeights, pool: ComputePool) -> FeatureMap {
         let packedCount = ConvolutionGEMM.packedCount(m: w.outputs, k: w.inputs)
         let bf16Count = ConvolutionGEMM.packedCountBF16(m: w.outputs, k: w.inputs)
         guard Self.applies(w),
@@ -372,6 +415,7 @@ public struct WinogradConvolution: ConvolutionKernel {
         else {
             return fallback.convolve(x, w, pool: pool)
         }
+        guard x.parts.count == 1 else { return convolve(x.joined(), w, pool: pool) }
         precondition(x.channels == w.inputs, "convolution expects \(w.inputs) channels, got \(x.channels)")
         let (height, width, inputs, outputs) = (x.height, x.width, w.inputs, w.outputs)
         let tiles = ((height + 3) / 4) * ((width + 3) / 4)
@@ -410,8 +454,8 @@ public struct WinogradConvolution: ConvolutionKernel {
         }
         let scratchCount = lookout_winograd_scratch(Int32(width))
         let v = UnsafeSendable(transformedInput), m = UnsafeSendable(products)
-        x.data.withUnsafeBufferPointer { source in
-            let source = UnsafeSendable(UnsafeMutablePointer(mutating: source.baseAddress!))
+        x.withParts { bases in
+            let source = UnsafeSendable(UnsafeMutablePointer(mutating: bases[0]))
             let chunk = max(1, inputs / (4 * pool.threadCount))
             pool.parallelFor(inputs, chunk: chunk) { range in
                 let scratch = UnsafeMutablePointer<Float>.allocate(capacity: scratchCount)
@@ -495,17 +539,17 @@ extension WinogradConvolution {
     /// The blocked path: each thread takes blocks of `rowsPerBlock` tile rows and runs the input transform, the
     /// 36 products and the output transform on one block before the next. `timings`: when it ended, for the profile.
     func convolveInBlocks(
-        _ x: FeatureMap, _ w: ConvolutionWeights, into out: inout FeatureMap, rowsPerBlock: Int, blocks: Int,
+        _ x: StackedMaps, _ w: ConvolutionWeights, into out: inout FeatureMap, rowsPerBlock: Int, blocks: Int,
         pool: ComputePool, timings: inout Double
     ) {
         let (height, width, inputs, outputs) = (x.height, x.width, w.inputs, w.outputs)
         let tilesX = (width + 3) / 4, tilesY = (height + 3) / 4
         let scratchCount = lookout_winograd_scratch(Int32(width))
         let most = rowsPerBlock * tilesX
-        x.data.withUnsafeBufferPointer { source in
+        x.withParts { bases in
             w.bias.withUnsafeBufferPointer { bias in
                 out.data.withUnsafeMutableBufferPointer { y in
-                    let source = UnsafeSendable(UnsafeMutablePointer(mutating: source.baseAddress!))
+                    let source = UnsafeSendable(UnsafeMutablePointer(mutating: bases[0]))
                     let bias = UnsafeSendable(UnsafeMutablePointer(mutating: bias.baseAddress!))
                     let y = UnsafeSendable(y.baseAddress!)
                     pool.parallelFor(blocks, chunk: 1) { range in
@@ -639,6 +683,55 @@ public struct LoweredConvolution: ConvolutionKernel {
                                     ldb: ldb, ldc: columns, beta: 1)
                                 if activation {
                                     for o in 0..<outputs { Kernels.silu(c.pointer + o * columns + p0, count: n) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        return out
+    }
+
+    /// 1×1 stride-1 convolutions through the packed GEMM read the parts where they lie (a table of row pointers:
+    /// the same products in the same order); other cases join them first.
+    public func convolve(_ x: StackedMaps, _ w: ConvolutionWeights, pool: ComputePool) -> FeatureMap {
+        let (inputs, outputs) = (w.inputs, w.outputs)
+        guard !x.isWholeMap, w.kernel == 1, w.stride == 1,
+            w.packed.count == ConvolutionGEMM.packedCount(m: outputs, k: inputs)
+                || w.packedBF16.count == ConvolutionGEMM.packedCountBF16(m: outputs, k: inputs)
+        else { return convolve(x.joined(), w, pool: pool) }
+        precondition(x.channels == inputs, "convolution expects \(inputs) channels, got \(x.channels)")
+        let columns = x.plane
+        var out = FeatureMap(unfilledChannels: outputs, height: x.height, width: x.width)
+        let profileStart = Self.profiling ? Self.clock() : 0
+        defer { if Self.profiling { Self.report(w, height: x.height, width: x.width, since: profileStart) } }
+        let split = PackedSplit(columns: columns, outputs: outputs, pointwise: true, pool: pool)
+        let activation = w.activation
+        let bf16 = !w.packedBF16.isEmpty
+        x.withRows { table in
+            w.packed.withUnsafeBufferPointer { a32 in
+                w.packedBF16.withUnsafeBufferPointer { a16 in
+                    w.bias.withUnsafeBufferPointer { bias in
+                        out.data.withUnsafeMutableBufferPointer { c in
+                            let a = UnsafeSendable(a32.baseAddress), a16 = UnsafeSendable(bf16 ? a16.baseAddress : nil)
+                            let bias = UnsafeSendable(UnsafeMutablePointer(mutating: bias.baseAddress!))
+                            let table = UnsafeSendable(UnsafeMutablePointer(mutating: table))
+                            let c = UnsafeSendable(c.baseAddress!)
+                            pool.parallelFor(split.count, chunk: 1) { range in
+                                for task in range {
+                                    let (p0, n, rows) = split.task(task)
+                                    if let packed = a16.pointer {
+                                        ConvolutionGEMM.multiply(
+                                            bf16: packed, m: outputs, k: inputs, rows: rows, table: table.pointer,
+                                            offset: p0, n: n, c: c.pointer + p0, ldc: columns, bias: bias.pointer,
+                                            activation: activation)
+                                    } else {
+                                        ConvolutionGEMM.multiply(
+                                            packed: a.pointer!, m: outputs, k: inputs, rows: rows, table: table.pointer,
+                                            offset: p0, n: n, c: c.pointer + p0, ldc: columns, bias: bias.pointer,
+                                            activation: activation)
+                                    }
                                 }
                             }
                         }

@@ -86,12 +86,24 @@ public struct Int8Convolution: ConvolutionKernel {
 
     /// `level`: the int8 path (2 VNNI, 1 AVX-512BW, 0 portable; nil the best this CPU has), for tests.
     public func convolve(_ x: FeatureMap, _ w: ConvolutionWeights, pool: ComputePool) -> FeatureMap {
+        convolve(StackedMaps(x), w, pool: pool, level: nil)
+    }
+
+    /// The parts are quantised where they lie (the direct 3×3 kernel reads one part so; more are joined first).
+    public func convolve(_ x: StackedMaps, _ w: ConvolutionWeights, pool: ComputePool) -> FeatureMap {
         convolve(x, w, pool: pool, level: nil)
     }
 
     public func convolve(_ x: FeatureMap, _ w: ConvolutionWeights, pool: ComputePool, level: Int?) -> FeatureMap {
+        convolve(StackedMaps(x), w, pool: pool, level: level)
+    }
+
+    public func convolve(_ x: StackedMaps, _ w: ConvolutionWeights, pool: ComputePool, level: Int?) -> FeatureMap {
         guard let int8 = w.int8 else { return fallback.convolve(x, w, pool: pool) }
-        if int8.direct { return convolveDirect(x, w, int8, pool: pool, level: level) }
+        if int8.direct {
+            let single = x.parts.count == 1 ? x : StackedMaps(x.joined())
+            return convolveDirect(single, w, int8, pool: pool, level: level)
+        }
         precondition(x.channels == w.inputs, "convolution expects \(w.inputs) channels, got \(x.channels)")
         let (inputs, outputs, kernel, stride) = (w.inputs, w.outputs, w.kernel, w.stride)
         let (outHeight, outWidth) = w.outputSize(height: x.height, width: x.width)
@@ -108,13 +120,23 @@ public struct Int8Convolution: ConvolutionKernel {
         let bytes = UnsafeMutablePointer<UInt8>.allocate(capacity: inputs * pixels)
         defer { bytes.deallocate() }
         let quantized = UnsafeSendable(bytes)
-        x.data.withUnsafeBufferPointer { source in
-            let source = UnsafeSendable(UnsafeMutablePointer(mutating: source.baseAddress!))
+        // Each part's channels quantised into their place in the stack: the input's rows.
+        var starts = [0]
+        for part in x.parts { starts.append(starts.last! + part.channels.count) }
+        x.withParts { bases in
+            let bases = bases.map { UnsafeSendable(UnsafeMutablePointer(mutating: $0)) }
             let chunk = max(1, inputs / (4 * pool.threadCount))
             pool.parallelFor(inputs, chunk: chunk) { range in
-                int8.input.quantize(
-                    source.pointer + range.lowerBound * pixels, count: range.count * pixels,
-                    into: quantized.pointer + range.lowerBound * pixels)
+                var channel = range.lowerBound
+                var part = 0
+                while channel < range.upperBound {
+                    while starts[part + 1] <= channel { part += 1 }
+                    let count = min(range.upperBound, starts[part + 1]) - channel
+                    int8.input.quantize(
+                        bases[part].pointer + (channel - starts[part]) * pixels, count: count * pixels,
+                        into: quantized.pointer + channel * pixels)
+                    channel += count
+                }
             }
         }
         let pointwise = kernel == 1 && stride == 1
@@ -152,10 +174,10 @@ public struct Int8Convolution: ConvolutionKernel {
 }
 
 extension Int8Convolution {
-    /// 3×3 of stride 1 or 2: the input quantised once into the blocked, padded map (for stride 2 in four phase
-    /// planes), then output rows × panels of eight outputs straight from it (`lookout_conv3x3_int8`).
+    /// 3×3 of stride 1 or 2 (`x` one part): the input quantised once into the blocked, padded map (for stride 2 in
+    /// four phase planes), then output rows × panels of eight outputs straight from it (`lookout_conv3x3_int8`).
     func convolveDirect(
-        _ x: FeatureMap, _ w: ConvolutionWeights, _ int8: Int8Weights, pool: ComputePool, level: Int?
+        _ x: StackedMaps, _ w: ConvolutionWeights, _ int8: Int8Weights, pool: ComputePool, level: Int?
     )
         -> FeatureMap
     {
@@ -176,8 +198,8 @@ extension Int8Convolution {
         defer { blocked.deallocate() }
         let map = UnsafeSendable(blocked)
         let portable = level == 0
-        x.data.withUnsafeBufferPointer { source in
-            let source = UnsafeSendable(UnsafeMutablePointer(mutating: source.baseAddress!))
+        x.withParts { bases in
+            let source = UnsafeSendable(UnsafeMutablePointer(mutating: bases[0]))
             pool.parallelFor(quads, chunk: max(1, quads / (4 * pool.threadCount))) { range in
                 (portable ? lookout_quantize_u8_blocked_portable : lookout_quantize_u8_blocked)(
                     source.pointer, Int32(inputs), Int32(height), Int32(width), Int32(stride), 1 / int8.input.scale,

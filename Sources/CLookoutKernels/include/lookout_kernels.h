@@ -71,6 +71,10 @@ void lookout_gemm_unpack(const float *packed, int m, int k, float *a);
 int lookout_gemm_available(void);
 void lookout_gemm(const float *packed, int m, int k, const float *b, size_t ldb, int n, float *c, size_t ldc,
                   const float *bias, int activation);
+/* `lookout_gemm` with B's rows wherever they lie: row p is `rows[p] + offset` (a map stacked along channels from
+   parts that are not contiguous, read without joining them). The same operations in the same order. */
+void lookout_gemm_rows(const float *packed, int m, int k, const float *const *rows, size_t offset, int n, float *c,
+                       size_t ldc, const float *bias, int activation);
 /* The same GEMM in bf16 (gemm_bf16.c): A and B rounded to bfloat16 (nearest even), products summed in fp32 by
    AVX-512 BF16 (VDPBF16PS) where `lookout_gemm_bf16_available`, by portable C otherwise. A is packed once with
    `lookout_gemm_bf16_pack` into ceil(m / 8) panels of ceil(k / 2) × 8 words (two bf16 of a row per word);
@@ -83,6 +87,9 @@ void lookout_gemm_bf16(const uint32_t *packed, int m, int k, const float *b, siz
 /* The portable path, whatever the CPU (for tests). */
 void lookout_gemm_bf16_portable(const uint32_t *packed, int m, int k, const float *b, size_t ldb, int n, float *c,
                                 size_t ldc, const float *bias, int activation);
+/* `lookout_gemm_bf16` with B's row p at `rows[p] + offset` (as `lookout_gemm_rows`); `portable`: the C path. */
+void lookout_gemm_bf16_rows(const uint32_t *packed, int m, int k, const float *const *rows, size_t offset, int n,
+                            float *c, size_t ldc, const float *bias, int activation, int portable);
 /* The same GEMM in int8 (gemm_int8.c): A quantised per row (symmetric, to ±`limit`: 127 with VNNI, 63 without,
    `lookout_gemm_int8_limit`) and packed with `lookout_gemm_int8_pack` into ceil(m / 8) panels of ceil(k / 4) × 8
    words (four s8 of a row per word), writing each row's scale and the sum of its quantised values; B is u8
