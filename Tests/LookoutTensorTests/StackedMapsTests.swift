@@ -23,7 +23,8 @@ import Testing
     /// Three parts: channels 3..<22 of a 25-channel map, a whole 9-channel map, channels 0..<8 of a 16-channel one
     /// (36 channels: 19 + 9 + 8, the first two odd).
     static func parts(height: Int, width: Int) -> (stacked: StackedMaps, joined: FeatureMap) {
-        let (a, b, c) = (map(25, height, width, seed: 1), map(9, height, width, seed: 2), map(16, height, width, seed: 3))
+        let a = map(25, height, width, seed: 1)
+        let (b, c) = (map(9, height, width, seed: 2), map(16, height, width, seed: 3))
         let stacked = StackedMaps(parts: [
             .init(map: a, channels: 3..<22), .init(map: b), .init(map: c, channels: 0..<8),
         ])
@@ -127,7 +128,8 @@ import Testing
         let source = Self.map(48, 13, 20, seed: 11)
         let slice = (StackedMaps(source, channels: 8..<44), source.channels(8..<44))
         for (size, stride) in [(1, 1), (3, 1), (3, 2)] {
-            let w = kernel.prepare(Self.weights(inputs: 36, outputs: 24, kernel: size, stride: stride, activation: true))
+            let w = kernel.prepare(
+                Self.weights(inputs: 36, outputs: 24, kernel: size, stride: stride, activation: true))
             for (name, (x, reference)) in [("three parts", (stacked, joined)), ("one slice", slice)] {
                 let expected = kernel.convolve(reference, w, pool: pool)
                 let actual = kernel.convolve(x, w, pool: pool)
