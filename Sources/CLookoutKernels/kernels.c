@@ -755,3 +755,37 @@ void lookout_winograd_output_rows(const float *m, const float *bias, int outputs
 #endif
 }
 
+
+/* Max pooling of one channel: the maximum over columns into `rows`, then over rows into `out`, each window's
+   values taken in ascending order with `v >= best ? v : best` (as `Swift.max(best, v)`), so the same floats as
+   that loop; the interior columns run with the window's offset outside, which vectorises. */
+void lookout_max_pool(const float *x, int height, int width, int radius, float *rows, float *out) {
+    for (int y = 0; y < height; y++) {
+        const float *line = x + (size_t)y * width;
+        float *target = rows + (size_t)y * width;
+        int first = radius < width ? radius : width, last = width - radius > first ? width - radius : first;
+        for (int c = 0; c < width; c++) {
+            if (c >= first && c < last) continue;
+            int lo = c - radius < 0 ? 0 : c - radius, hi = c + radius > width - 1 ? width - 1 : c + radius;
+            float best = line[c];
+            for (int d = lo; d <= hi; d++) best = line[d] >= best ? line[d] : best;
+            target[c] = best;
+        }
+        for (int c = first; c < last; c++) target[c] = line[c];
+        for (int d = -radius; d <= radius; d++) {
+            for (int c = first; c < last; c++) {
+                float v = line[c + d];
+                target[c] = v >= target[c] ? v : target[c];
+            }
+        }
+    }
+    for (int y = 0; y < height; y++) {
+        int top = y - radius < 0 ? 0 : y - radius, bottom = y + radius > height - 1 ? height - 1 : y + radius;
+        float *line = out + (size_t)y * width;
+        memcpy(line, rows + (size_t)top * width, sizeof(float) * (size_t)width);
+        for (int dy = top + 1; dy <= bottom; dy++) {
+            const float *other = rows + (size_t)dy * width;
+            for (int c = 0; c < width; c++) line[c] = other[c] >= line[c] ? other[c] : line[c];
+        }
+    }
+}

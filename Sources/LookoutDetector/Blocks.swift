@@ -15,7 +15,7 @@ struct Bottleneck: Sendable {
 
     func callAsFunction(_ x: StackedMaps, pool: ComputePool) -> FeatureMap {
         var y = cv2(cv1(x, pool: pool), pool: pool)
-        if shortcut { y.add(x) }  // x + y, in y's storage
+        if shortcut { y.add(x, pool: pool) }  // x + y, in y's storage
         return y
     }
 
@@ -134,7 +134,7 @@ struct C2f: Sendable {
         let chain = kept.channels - width
         let last = StackedMaps(kept, channels: (chain - width)..<chain)
         let weights = attention.weights(last, guide: guide, classes: classes, pool: pool)
-        let scaled = attention.scale(StackedMaps(kept, channels: chain..<kept.channels), by: weights)
+        let scaled = attention.scale(StackedMaps(kept, channels: chain..<kept.channels), by: weights, pool: pool)
         return cv2(StackedMaps(parts: [.init(map: kept, channels: 0..<chain), .init(map: scaled)]), pool: pool)
     }
 }
@@ -203,7 +203,7 @@ struct MaxSigmoidAttention: Sendable {
     /// `guide` is K × gc, row-major.
     func callAsFunction(_ x: FeatureMap, guide: [Float], classes: Int, pool: ComputePool) -> FeatureMap {
         let weights = weights(StackedMaps(x), guide: guide, classes: classes, pool: pool)
-        return scale(projection(x, pool: pool), by: weights)
+        return scale(projection(x, pool: pool), by: weights, pool: pool)
     }
 
     /// `aw` of every head and pixel (`heads × plane`); `x` one part (a map or channels of one).
@@ -264,12 +264,12 @@ struct MaxSigmoidAttention: Sendable {
     }
 
     /// `projected` (``projection`` of the attention's input) scaled by each head's weights.
-    func scale(_ projected: FeatureMap, by weights: [Float]) -> FeatureMap {
-        scale(StackedMaps(projected), by: weights)
+    func scale(_ projected: FeatureMap, by weights: [Float], pool: ComputePool? = nil) -> FeatureMap {
+        scale(StackedMaps(projected), by: weights, pool: pool)
     }
 
     /// `projected` (one part: a map or channels of one) scaled by each head's weights, into a new map.
-    func scale(_ projected: StackedMaps, by weights: [Float]) -> FeatureMap {
+    func scale(_ projected: StackedMaps, by weights: [Float], pool: ComputePool? = nil) -> FeatureMap {
         precondition(
             projected.parts.count == 1 && projected.channels == channels, "scaling one map of \(channels) channels")
         let (headSize, plane) = (channels / heads, projected.plane)
@@ -277,11 +277,22 @@ struct MaxSigmoidAttention: Sendable {
         projected.withParts { bases in
             out.data.withUnsafeMutableBufferPointer { out in
                 weights.withUnsafeBufferPointer { weights in
-                    for m in 0..<heads {
-                        for j in 0..<headSize {
-                            let base = (m * headSize + j) * plane
-                            for p in 0..<plane { out[base + p] = bases[0][base + p] * weights[m * plane + p] }
+                    let (source, out) = (
+                        UnsafeSendable(UnsafeMutablePointer(mutating: bases[0])), UnsafeSendable(out.baseAddress!)
+                    )
+                    let weights = UnsafeSendable(UnsafeMutablePointer(mutating: weights.baseAddress!))
+                    let work = { (range: Range<Int>) in
+                        for channel in range {
+                            let (base, head) = (channel * plane, (channel / headSize) * plane)
+                            for p in 0..<plane {
+                                out.pointer[base + p] = source.pointer[base + p] * weights.pointer[head + p]
+                            }
                         }
+                    }
+                    if let pool {
+                        pool.parallelFor(channels, chunk: max(1, channels / (4 * pool.threadCount))) { work($0) }
+                    } else {
+                        work(0..<channels)
                     }
                 }
             }

@@ -1,3 +1,5 @@
+import CLookoutKernels
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
@@ -83,8 +85,8 @@ public struct FeatureMap: Sendable {
     }
 
     /// Max pooling with a `size`×`size` window, stride 1 and padding `size / 2` that never wins (−∞): the
-    /// maximum over rows, then over columns (the same values: a maximum does not depend on the order). `pool`:
-    /// channels spread across it.
+    /// maximum over columns, then over rows (the same values: a maximum does not depend on the order), in C
+    /// (`lookout_max_pool`). `pool`: channels spread across it.
     public func maxPooled(size: Int, pool: ComputePool? = nil) -> FeatureMap {
         let radius = size / 2
         let (height, width, plane) = (height, width, plane)
@@ -97,29 +99,9 @@ public struct FeatureMap: Sendable {
                     let rows = UnsafeMutablePointer<Float>.allocate(capacity: plane)
                     defer { rows.deallocate() }
                     for c in range {
-                        let input = source.pointer + c * plane
-                        let target = out.pointer + c * plane
-                        for y in 0..<height {
-                            let line = input + y * width
-                            for x in 0..<width {
-                                var best = line[x]
-                                for dx in max(0, x - radius)...min(width - 1, x + radius) {
-                                    best = Swift.max(best, line[dx])
-                                }
-                                rows[y * width + x] = best
-                            }
-                        }
-                        for y in 0..<height {
-                            let top = max(0, y - radius), bottom = min(height - 1, y + radius)
-                            let line = target + y * width
-                            line.update(from: rows + top * width, count: width)
-                            if bottom > top {
-                                for dy in (top + 1)...bottom {
-                                    let other = rows + dy * width
-                                    for x in 0..<width { line[x] = Swift.max(line[x], other[x]) }
-                                }
-                            }
-                        }
+                        lookout_max_pool(
+                            source.pointer + c * plane, Int32(height), Int32(width), Int32(radius), rows,
+                            out.pointer + c * plane)
                     }
                 }
                 if let pool {

@@ -109,18 +109,34 @@ public struct StackedMaps: Sendable {
 }
 
 extension FeatureMap {
-    /// `self += x`, in place (`x` stacked to the same shape).
-    public mutating func add(_ x: StackedMaps) {
-        if x.isWholeMap { return add(x.parts[0].map) }
+    /// `self += x`, in place (`x` stacked to the same shape); `pool`: channels spread across it (each value is
+    /// the same sum either way).
+    public mutating func add(_ x: StackedMaps, pool: ComputePool? = nil) {
         precondition(x.channels == channels && x.height == height && x.width == width, "adding maps of different sizes")
         let plane = self.plane
+        var starts = [0]
+        for part in x.parts { starts.append(starts.last! + part.channels.count) }
         data.withUnsafeMutableBufferPointer { target in
+            let target = UnsafeSendable(target.baseAddress!)
             x.withParts { bases in
-                var offset = 0
-                for (base, part) in zip(bases, x.parts) {
-                    let count = part.channels.count * plane
-                    for index in 0..<count { target[offset + index] += base[index] }
-                    offset += count
+                let bases = bases.map { UnsafeSendable(UnsafeMutablePointer(mutating: $0)) }
+                let work = { (range: Range<Int>) in
+                    var channel = range.lowerBound
+                    var part = 0
+                    while channel < range.upperBound {
+                        while starts[part + 1] <= channel { part += 1 }
+                        let count = (min(range.upperBound, starts[part + 1]) - channel) * plane
+                        let (out, source) = (
+                            target.pointer + channel * plane, bases[part].pointer + (channel - starts[part]) * plane
+                        )
+                        for index in 0..<count { out[index] += source[index] }
+                        channel += count / plane
+                    }
+                }
+                if let pool {
+                    pool.parallelFor(channels, chunk: max(1, channels / (4 * pool.threadCount))) { work($0) }
+                } else {
+                    work(0..<channels)
                 }
             }
         }

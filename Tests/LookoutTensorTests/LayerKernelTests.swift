@@ -192,27 +192,35 @@ import Testing
     }
 
     @Test func poolingUpsamplingAndConcatenation() {
-        let x = FeatureMap(channels: 3, height: 7, width: 9, data: Self.random(3 * 7 * 9, seed: 5))
-        for size in [3, 5] {
-            var expected = [Float]()
-            for c in 0..<3 {
-                for y in 0..<7 {
-                    for xx in 0..<9 {
-                        var best = -Float.infinity
-                        for dy in -(size / 2)...(size / 2) {
-                            for dx in -(size / 2)...(size / 2) {
-                                let (yy, xxx) = (y + dy, xx + dx)
-                                if yy >= 0 && yy < 7 && xxx >= 0 && xxx < 9 {
-                                    best = max(best, x.data[(c * 7 + yy) * 9 + xxx])
+        // Maps narrower than the window, one pixel, and rows wide enough for the vectorised interior.
+        for (height, width) in [(7, 9), (1, 1), (2, 3), (4, 4), (20, 20), (3, 41)] {
+            let x = FeatureMap(
+                channels: 3, height: height, width: width, data: Self.random(3 * height * width, seed: 5))
+            for size in [3, 5] {
+                var expected = [Float]()
+                for c in 0..<3 {
+                    for y in 0..<height {
+                        for xx in 0..<width {
+                            var best = -Float.infinity
+                            for dy in -(size / 2)...(size / 2) {
+                                for dx in -(size / 2)...(size / 2) {
+                                    let (yy, xxx) = (y + dy, xx + dx)
+                                    if yy >= 0 && yy < height && xxx >= 0 && xxx < width {
+                                        best = max(best, x.data[(c * height + yy) * width + xxx])
+                                    }
                                 }
                             }
+                            expected.append(best)
                         }
-                        expected.append(best)
                     }
                 }
+                #expect(x.maxPooled(size: size).data == expected, "max pool \(size) of \(height)×\(width)")
+                #expect(
+                    x.maxPooled(size: size, pool: ComputePool(threads: 2)).data == expected,
+                    "max pool \(size) of \(height)×\(width), two threads")
             }
-            #expect(x.maxPooled(size: size).data == expected, "max pool \(size)")
         }
+        let x = FeatureMap(channels: 3, height: 7, width: 9, data: Self.random(3 * 7 * 9, seed: 5))
         let up = x.upsampled()
         #expect(up.height == 14 && up.width == 18)
         var upExpected = [Float]()

@@ -128,6 +128,9 @@ void lookout_quantize_u8_blocked_portable(const float *x, int channels, int heig
 void lookout_conv3x3_int8(int level, const uint32_t *packed, const float *scales, const int32_t *corrections, int m,
                           int channels, const uint8_t *blocked, int height, int width, int stride, int row_begin,
                           int row_end, int panel_begin, int panel_end, float *out, const float *bias, int activation);
+/* Max pooling of one height × width channel, window 2·radius + 1, stride 1, padding that never wins: the maximum
+   over columns into `rows` (height × width scratch), then over rows into `out`. */
+void lookout_max_pool(const float *x, int height, int width, int radius, float *rows, float *out);
 /* A float rounded to bfloat16 (nearest even) and back. */
 float lookout_bf16_round(float value);
 /* glibc: keep freed memory for reuse (no mmap below 256 MB, no trimming below 1 GB, the heap grown 64 MB at a
