@@ -387,48 +387,125 @@ __attribute__((target("avx2"))) static size_t resize_vertical_avx2(const int32_t
 static int resize_avx2_available(void) { return __builtin_cpu_supports("avx2"); }
 #endif
 
+/* The two horizontally resized source rows the last target row used (int32 sums), kept for the next. */
+typedef struct {
+    int32_t *memory; /* both rows' allocation (row0 and row1 swap within it) */
+    int32_t *row0, *row1;
+    int cached0, cached1;
+    int avx2;
+} resize_rows;
+
+/* Target row `dy` of the bilinear resize into `line` (target_width × channels bytes). */
+static void resized_line(const uint8_t *source, int width, int channels, int target_width, const int32_t *source_x,
+                         const int32_t *alpha0, const int32_t *alpha1, int xmax, const int32_t *top,
+                         const int32_t *bottom, const int32_t *beta0, const int32_t *beta1, int dy,
+                         resize_rows *cache, uint8_t *line) {
+    size_t count = (size_t)target_width * channels;
+    if (cache->cached0 != top[dy]) {
+        if (cache->cached1 == top[dy]) {
+            int32_t *swap = cache->row0;
+            cache->row0 = cache->row1;
+            cache->row1 = swap;
+            cache->cached1 = -1;
+        } else {
+            resize_horizontal(source + (size_t)top[dy] * width * channels, channels, target_width, source_x, alpha0,
+                              alpha1, xmax, cache->row0);
+        }
+        cache->cached0 = top[dy];
+    }
+    if (cache->cached1 != bottom[dy] || cache->cached1 == -1) {
+        resize_horizontal(source + (size_t)bottom[dy] * width * channels, channels, target_width, source_x, alpha0,
+                          alpha1, xmax, cache->row1);
+        cache->cached1 = bottom[dy];
+    }
+    const int32_t *row0 = cache->row0, *row1 = cache->row1;
+    int32_t b0 = beta0[dy], b1 = beta1[dy];
+    size_t i = 0;
+#if defined(__x86_64__)
+    if (cache->avx2) i = resize_vertical_avx2(row0, row1, b0, b1, line, count);
+#endif
+    for (; i < count; i++) {
+        int32_t value = (((row0[i] >> 4) * b0) >> 16) + (((row1[i] >> 4) * b1) >> 16) + 2;
+        value >>= 2;
+        line[i] = (uint8_t)(value < 0 ? 0 : value > 255 ? 255 : value);
+    }
+}
+
+static int resize_rows_start(resize_rows *cache, size_t count) {
+    cache->memory = cache->row0 = malloc(sizeof(int32_t) * 2 * count);
+    cache->row1 = cache->row0 ? cache->row0 + count : NULL;
+    cache->cached0 = cache->cached1 = -1;
+#if defined(__x86_64__)
+    cache->avx2 = resize_avx2_available();
+#else
+    cache->avx2 = 0;
+#endif
+    return cache->memory != NULL;
+}
+
 void lookout_resize_bilinear(const uint8_t *source, int width, int height, int channels, uint8_t *target,
                              int target_width, int target_height, const int32_t *source_x, const int32_t *alpha0,
                              const int32_t *alpha1, int xmax, const int32_t *top, const int32_t *bottom,
                              const int32_t *beta0, const int32_t *beta1) {
     (void)height;
     size_t count = (size_t)target_width * channels;
-    int32_t *rows = malloc(sizeof(int32_t) * 2 * count);
-    if (!rows) return;
-    int32_t *row0 = rows, *row1 = rows + count;
-    int cached0 = -1, cached1 = -1;
-#if defined(__x86_64__)
-    int resize_avx2 = resize_avx2_available();
-#endif
-    for (int dy = 0; dy < target_height; dy++) {
-        if (cached0 != top[dy]) {
-            if (cached1 == top[dy]) {
-                int32_t *swap = row0;
-                row0 = row1;
-                row1 = swap;
-                cached1 = -1;
-            } else {
-                resize_horizontal(source + (size_t)top[dy] * width * channels, channels, target_width, source_x,
-                                  alpha0, alpha1, xmax, row0);
-            }
-            cached0 = top[dy];
-        }
-        if (cached1 != bottom[dy] || cached1 == -1) {
-            resize_horizontal(source + (size_t)bottom[dy] * width * channels, channels, target_width, source_x,
-                              alpha0, alpha1, xmax, row1);
-            cached1 = bottom[dy];
-        }
-        uint8_t *line = target + (size_t)dy * count;
-        int32_t b0 = beta0[dy], b1 = beta1[dy];
-        size_t i = 0;
-#if defined(__x86_64__)
-        if (resize_avx2) i = resize_vertical_avx2(row0, row1, b0, b1, line, count);
-#endif
-        for (; i < count; i++) {
-            int32_t value = (((row0[i] >> 4) * b0) >> 16) + (((row1[i] >> 4) * b1) >> 16) + 2;
-            value >>= 2;
-            line[i] = (uint8_t)(value < 0 ? 0 : value > 255 ? 255 : value);
+    resize_rows cache;
+    if (!resize_rows_start(&cache, count)) return;
+    for (int dy = 0; dy < target_height; dy++)
+        resized_line(source, width, channels, target_width, source_x, alpha0, alpha1, xmax, top, bottom, beta0, beta1,
+                     dy, &cache, target + (size_t)dy * count);
+    free(cache.memory);
+}
+
+/* The network input's planes from bytes: channel c of plane (RGB) from byte 2 − c (BGR), each byte / 255. */
+static void planar_scaled(const uint8_t *line, int channels, int count, size_t plane, float *out) {
+    for (int c = 0; c < 3; c++) {
+        const uint8_t *source = line + (2 - c);
+        float *target = out + (size_t)c * plane;
+        for (int x = 0; x < count; x++) target[x] = (float)source[(size_t)x * channels] / 255.0f;
+    }
+}
+
+int lookout_letterbox_rows(const uint8_t *source, int width, int height, int channels, int resize,
+                           int resized_width, int resized_height, const int32_t *source_x, const int32_t *alpha0,
+                           const int32_t *alpha1, int xmax, const int32_t *top, const int32_t *bottom,
+                           const int32_t *beta0, const int32_t *beta1, int pad_top, int pad_left, int out_width,
+                           int out_height, uint8_t pad, int row_begin, int row_end, float *out) {
+    (void)height;
+    size_t plane = (size_t)out_width * out_height;
+    size_t count = (size_t)resized_width * channels;
+    resize_rows cache = {0};
+    uint8_t *line = NULL;
+    if (resize) {
+        line = malloc(count);
+        if (!line || !resize_rows_start(&cache, count)) {
+            free(line);
+            return 0;
         }
     }
-    free(rows);
+    float padded = (float)pad / 255.0f;
+    for (int y = row_begin; y < row_end; y++) {
+        int dy = y - pad_top;
+        float *row = out + (size_t)y * out_width;
+        if (dy < 0 || dy >= resized_height) {
+            for (int c = 0; c < 3; c++)
+                for (int x = 0; x < out_width; x++) row[(size_t)c * plane + x] = padded;
+            continue;
+        }
+        const uint8_t *bytes = source + (size_t)dy * count;
+        if (resize) {
+            resized_line(source, width, channels, resized_width, source_x, alpha0, alpha1, xmax, top, bottom, beta0,
+                         beta1, dy, &cache, line);
+            bytes = line;
+        }
+        for (int c = 0; c < 3; c++) {
+            float *target = row + (size_t)c * plane;
+            for (int x = 0; x < pad_left; x++) target[x] = padded;
+            for (int x = pad_left + resized_width; x < out_width; x++) target[x] = padded;
+        }
+        planar_scaled(bytes, channels, resized_width, plane, row + pad_left);
+    }
+    free(line);
+    free(cache.memory);
+    return 1;
 }

@@ -125,8 +125,11 @@ public final class Engine: Sendable {
         var timings = StageTimings()
         var clock = Stopwatch()
         let letterbox = Letterbox(width: image.width, height: image.height, size: size, auto: !square)
-        let boxed = letterbox.apply(to: image)
-        let input = FeatureMap(channels: 3, height: boxed.height, width: boxed.width, data: Letterbox.tensor(boxed))
+        // Resize, padding and planes in one pass per row, bands of rows across the pool.
+        let pool = self.pool
+        let input = FeatureMap(
+            channels: 3, height: letterbox.height, width: letterbox.width,
+            data: letterbox.tensor(of: image) { count, body in pool.parallelFor(count, chunk: 1, body) })
         timings.preprocess = clock.lap()
         let features = network.imageFeatures(input, pool: pool)
         timings.backbone = clock.lap()

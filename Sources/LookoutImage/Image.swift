@@ -1,3 +1,5 @@
+import CLookoutCodecs
+
 /// An 8-bit image with interleaved channels, rows top to bottom. Lookout keeps decoded photos in
 /// OpenCV's order, BGR, so that every step before the network matches ultralytics' `cv2` pipeline.
 public struct Image: Sendable, Equatable {
@@ -21,6 +23,13 @@ public struct Image: Sendable, Equatable {
             width: width, height: height, channels: channels,
             pixels: [UInt8](repeating: value, count: width * height * channels))
     }
+}
+
+/// A pointer handed to the bands of work ``Letterbox/tensor(of:padding:bands:)`` shares out; each writes its own
+/// rows.
+struct UnsafeSendableBuffer<Element>: @unchecked Sendable {
+    let pointer: UnsafeMutablePointer<Element>
+    init(_ pointer: UnsafeMutablePointer<Element>) { self.pointer = pointer }
 }
 
 /// Where a letterboxed image sits in the network input (ultralytics `data/augment.py` `LetterBox`).
@@ -98,6 +107,57 @@ public struct Letterbox: Sendable, Equatable {
             }
             count = 3 * plane
         }
+    }
+
+    /// ``tensor(_:)`` of ``apply(to:padding:)`` in one pass per row (resize, padding, planes; no letterboxed image
+    /// is made): the same floats. `bands`: runs `count` bands of rows, possibly at once (a compute pool's
+    /// `parallelFor`); nil runs them in turn. Images of 3 or more channels (the first three BGR).
+    public func tensor(
+        of image: Image, padding: UInt8 = 114,
+        bands: ((_ count: Int, _ body: @escaping @Sendable (Range<Int>) -> Void) -> Void)? = nil
+    ) -> [Float] {
+        precondition(
+            image.width == sourceWidth && image.height == sourceHeight, "letterbox made for another image size")
+        precondition(image.channels >= 3, "the network input needs three channels")
+        let resize = resizedWidth != image.width || resizedHeight != image.height
+        let tables = resize ? BilinearTables(from: (image.width, image.height), to: (resizedWidth, resizedHeight)) : nil
+        let (width, height) = (self.width, self.height)
+        let count = 3 * width * height
+        let filled = [Float](unsafeUninitializedCapacity: count) { out, initialized in
+            let target = UnsafeSendableBuffer(out.baseAddress!)
+            image.pixels.withUnsafeBufferPointer { pixels in
+                let source = UnsafeSendableBuffer(UnsafeMutablePointer(mutating: pixels.baseAddress!))
+                let shape = self
+                let rows = { @Sendable (range: Range<Int>) in
+                    let done: Int32
+                    if let tables {
+                        done = lookout_letterbox_rows(
+                            source.pointer, Int32(image.width), Int32(image.height), Int32(image.channels), 1,
+                            Int32(shape.resizedWidth), Int32(shape.resizedHeight), tables.sourceX, tables.alpha0,
+                            tables.alpha1, Int32(tables.xmax), tables.top, tables.bottom, tables.beta0, tables.beta1,
+                            Int32(shape.top), Int32(shape.left), Int32(width), Int32(height), padding,
+                            Int32(range.lowerBound), Int32(range.upperBound), target.pointer)
+                    } else {
+                        done = lookout_letterbox_rows(
+                            source.pointer, Int32(image.width), Int32(image.height), Int32(image.channels), 0,
+                            Int32(shape.resizedWidth), Int32(shape.resizedHeight), nil, nil, nil, 0, nil, nil, nil,
+                            nil, Int32(shape.top), Int32(shape.left), Int32(width), Int32(height), padding,
+                            Int32(range.lowerBound), Int32(range.upperBound), target.pointer)
+                    }
+                    precondition(done == 1, "out of memory letterboxing an image")
+                }
+                if let bands {
+                    let pieces = min(height, 8)
+                    bands(pieces) { range in
+                        for band in range { rows((band * height / pieces)..<((band + 1) * height / pieces)) }
+                    }
+                } else {
+                    rows(0..<height)
+                }
+            }
+            initialized = count
+        }
+        return filled
     }
 
     /// `Float(v) / 255` for every byte value.

@@ -1,5 +1,6 @@
 import LookoutImage
 import LookoutJSON
+import LookoutTensor
 import LookoutWeights
 import Testing
 
@@ -23,6 +24,7 @@ import Testing
         var failures: [String] = []
         var letterboxes = 0
         var resizes = 0
+        var networkInputs = 0
         for (number, item) in cases.enumerated() {
             guard case .object(let members) = item else {
                 failures.append("case \(number) is not an object")
@@ -40,6 +42,17 @@ import Testing
                 let box = Letterbox(width: source.width, height: source.height, size: Int(size), auto: auto)
                 actual = box.apply(to: source)
                 letterboxes += 1
+                // The network input in one pass per row (as the engine makes it, in bands across two threads, and
+                // in one band) is the planes of the reference's letterboxed image.
+                if source.channels >= 3 && expected.width == box.width && expected.height == box.height {
+                    let planes = Letterbox.tensor(expected)
+                    let pool = ComputePool(threads: 2)
+                    let banded = box.tensor(of: source) { count, body in pool.parallelFor(count, chunk: 1, body) }
+                    if box.tensor(of: source) != planes || banded != planes {
+                        failures.append("\(output): the one-pass network input differs from the letterboxed image's")
+                    }
+                    networkInputs += 1
+                }
             } else if case .int(let width) = fields["width"], case .int(let height) = fields["height"] {
                 actual = source.resizedBilinear(width: Int(width), height: Int(height))
                 resizes += 1
@@ -56,6 +69,7 @@ import Testing
         }
         #expect(letterboxes + resizes == cases.count, "every case compared")
         #expect(letterboxes >= 30 && resizes >= 4, "\(letterboxes) letterboxes, \(resizes) resizes")
+        #expect(networkInputs >= 30, "\(networkInputs) network inputs compared")
         #expect(failures.isEmpty, "\(failures)")
     }
 

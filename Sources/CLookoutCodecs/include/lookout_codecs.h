@@ -60,4 +60,14 @@ void lookout_resize_bilinear(const uint8_t *source, int width, int height, int c
                              int target_width, int target_height, const int32_t *source_x, const int32_t *alpha0,
                              const int32_t *alpha1, int xmax, const int32_t *top, const int32_t *bottom,
                              const int32_t *beta0, const int32_t *beta1);
+/* Rows [row_begin, row_end) of the letterboxed network input `out` (three out_width × out_height planes, RGB, in
+   [0, 1]): outside the image (rows from `pad_top`, columns from `pad_left`) `pad / 255`; inside, the image's row
+   (`resize` 0: `source` is already resized_width × resized_height) or its bilinear resize as
+   `lookout_resize_bilinear` computes it, channels reversed (BGR → RGB), each byte / 255. Bands of rows can run at
+   once. Returns 0 when memory runs out. */
+int lookout_letterbox_rows(const uint8_t *source, int width, int height, int channels, int resize,
+                           int resized_width, int resized_height, const int32_t *source_x, const int32_t *alpha0,
+                           const int32_t *alpha1, int xmax, const int32_t *top, const int32_t *bottom,
+                           const int32_t *beta0, const int32_t *beta1, int pad_top, int pad_left, int out_width,
+                           int out_height, uint8_t pad, int row_begin, int row_end, float *out);
 #endif
