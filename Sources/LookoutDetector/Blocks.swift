@@ -92,6 +92,15 @@ struct C2f: Sendable {
     /// `x`: the block's input, stacked (the neck's concatenations are never made: `cv1` reads the parts). The
     /// concatenation `cv2` reads is not made either: it is cv1's output and each branch's, stacked.
     func callAsFunction(_ x: StackedMaps, guide: [Float]? = nil, classes: Int = 0, pool: ComputePool) -> FeatureMap {
+        var parts = chain(x, pool: pool)
+        if let attention, let guide {
+            parts.append(attention(parts.last!, guide: guide, classes: classes, pool: pool))
+        }
+        return cv2(StackedMaps(parts), pool: pool)
+    }
+
+    /// `cv1`'s output and each block's output in order (the chain starting from cv1's second half).
+    func chain(_ x: StackedMaps, pool: ComputePool) -> [FeatureMap] {
         let y = cv1(x, pool: pool)
         var parts = [y]
         var last = StackedMaps(y, channels: (y.channels / 2)..<y.channels)
@@ -100,10 +109,7 @@ struct C2f: Sendable {
             parts.append(output)
             last = StackedMaps(output)
         }
-        if let attention, let guide {
-            parts.append(attention(last.joined(), guide: guide, classes: classes, pool: pool))
-        }
-        return cv2(StackedMaps(parts), pool: pool)
+        return parts
     }
 
     /// `C2fAttn`'s work that the text does not enter, as one map: `cv1`'s output, each block's output, then the
@@ -111,15 +117,8 @@ struct C2f: Sendable {
     /// finishes it for a query set, with the same arithmetic as ``callAsFunction(_:guide:classes:pool:)``.
     func textFree(_ x: StackedMaps, pool: ComputePool) -> FeatureMap {
         guard let attention else { preconditionFailure("textFree is C2fAttn's: this C2f has no attention") }
-        let y = cv1(x, pool: pool)
-        var parts = [y]
-        var last = StackedMaps(y, channels: (y.channels / 2)..<y.channels)
-        for block in blocks {
-            let output = block(last, pool: pool)
-            parts.append(output)
-            last = StackedMaps(output)
-        }
-        parts.append(attention.projection(last, pool: pool))
+        var parts = chain(x, pool: pool)
+        parts.append(attention.projection(parts.last!, pool: pool))
         return FeatureMap.concatenate(parts)
     }
 

@@ -120,7 +120,9 @@ public struct Letterbox: Sendable, Equatable {
             image.width == sourceWidth && image.height == sourceHeight, "letterbox made for another image size")
         precondition(image.channels >= 3, "the network input needs three channels")
         let resize = resizedWidth != image.width || resizedHeight != image.height
-        let tables = resize ? BilinearTables(from: (image.width, image.height), to: (resizedWidth, resizedHeight)) : nil
+        // Without a resize the tables are empty: the C reads the image's rows as they are.
+        let tables = BilinearTables(
+            from: (image.width, image.height), to: resize ? (resizedWidth, resizedHeight) : (0, 0))
         let (width, height) = (self.width, self.height)
         let count = 3 * width * height
         let filled = [Float](unsafeUninitializedCapacity: count) { out, initialized in
@@ -129,21 +131,12 @@ public struct Letterbox: Sendable, Equatable {
                 let source = UnsafeSendableBuffer(UnsafeMutablePointer(mutating: pixels.baseAddress!))
                 let shape = self
                 let rows = { @Sendable (range: Range<Int>) in
-                    let done: Int32
-                    if let tables {
-                        done = lookout_letterbox_rows(
-                            source.pointer, Int32(image.width), Int32(image.height), Int32(image.channels), 1,
-                            Int32(shape.resizedWidth), Int32(shape.resizedHeight), tables.sourceX, tables.alpha0,
-                            tables.alpha1, Int32(tables.xmax), tables.top, tables.bottom, tables.beta0, tables.beta1,
-                            Int32(shape.top), Int32(shape.left), Int32(width), Int32(height), padding,
-                            Int32(range.lowerBound), Int32(range.upperBound), target.pointer)
-                    } else {
-                        done = lookout_letterbox_rows(
-                            source.pointer, Int32(image.width), Int32(image.height), Int32(image.channels), 0,
-                            Int32(shape.resizedWidth), Int32(shape.resizedHeight), nil, nil, nil, 0, nil, nil, nil,
-                            nil, Int32(shape.top), Int32(shape.left), Int32(width), Int32(height), padding,
-                            Int32(range.lowerBound), Int32(range.upperBound), target.pointer)
-                    }
+                    let done = lookout_letterbox_rows(
+                        source.pointer, Int32(image.width), Int32(image.height), Int32(image.channels), resize ? 1 : 0,
+                        Int32(shape.resizedWidth), Int32(shape.resizedHeight), tables.sourceX, tables.alpha0,
+                        tables.alpha1, Int32(tables.xmax), tables.top, tables.bottom, tables.beta0, tables.beta1,
+                        Int32(shape.top), Int32(shape.left), Int32(width), Int32(height), padding,
+                        Int32(range.lowerBound), Int32(range.upperBound), target.pointer)
                     precondition(done == 1, "out of memory letterboxing an image")
                 }
                 if let bands {

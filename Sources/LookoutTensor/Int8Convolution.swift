@@ -121,21 +121,14 @@ public struct Int8Convolution: ConvolutionKernel {
         defer { bytes.deallocate() }
         let quantized = UnsafeSendable(bytes)
         // Each part's channels quantised into their place in the stack: the input's rows.
-        var starts = [0]
-        for part in x.parts { starts.append(starts.last! + part.channels.count) }
         x.withParts { bases in
             let bases = bases.map { UnsafeSendable(UnsafeMutablePointer(mutating: $0)) }
             let chunk = max(1, inputs / (4 * pool.threadCount))
             pool.parallelFor(inputs, chunk: chunk) { range in
-                var channel = range.lowerBound
-                var part = 0
-                while channel < range.upperBound {
-                    while starts[part + 1] <= channel { part += 1 }
-                    let count = min(range.upperBound, starts[part + 1]) - channel
+                x.forEachRun(in: range) { part, local, channel, count in
                     int8.input.quantize(
-                        bases[part].pointer + (channel - starts[part]) * pixels, count: count * pixels,
+                        bases[part].pointer + local * pixels, count: count * pixels,
                         into: quantized.pointer + channel * pixels)
-                    channel += count
                 }
             }
         }

@@ -48,7 +48,28 @@ public struct StackedMaps: Sendable {
         self.parts = parts
         self.height = height
         self.width = width
-        channels = parts.reduce(0) { $0 + $1.channels.count }
+        var starts = [0]
+        for part in parts { starts.append(starts.last! + part.channels.count) }
+        self.starts = starts
+        channels = starts.last!
+    }
+
+    /// Where each part starts among the stack's channels (``channels`` last).
+    public let starts: [Int]
+
+    /// Calls `body(part, local, channel, count)` for each run of channels `range` of the stack that lies in one
+    /// part: `count` channels from the stack's channel `channel`, which is the part's `local`-th channel (from
+    /// the first of its range, where ``withParts(_:)``'s pointer points).
+    public func forEachRun(
+        in range: Range<Int>, _ body: (_ part: Int, _ local: Int, _ channel: Int, _ count: Int) -> Void
+    ) {
+        var (channel, part) = (range.lowerBound, 0)
+        while channel < range.upperBound {
+            while starts[part + 1] <= channel { part += 1 }
+            let count = min(range.upperBound, starts[part + 1]) - channel
+            body(part, channel - starts[part], channel, count)
+            channel += count
+        }
     }
 
     /// Whether it is one map, whole (then ``joined()`` is that map, not a copy).
@@ -114,23 +135,14 @@ extension FeatureMap {
     public mutating func add(_ x: StackedMaps, pool: ComputePool? = nil) {
         precondition(x.channels == channels && x.height == height && x.width == width, "adding maps of different sizes")
         let plane = self.plane
-        var starts = [0]
-        for part in x.parts { starts.append(starts.last! + part.channels.count) }
         data.withUnsafeMutableBufferPointer { target in
             let target = UnsafeSendable(target.baseAddress!)
             x.withParts { bases in
                 let bases = bases.map { UnsafeSendable(UnsafeMutablePointer(mutating: $0)) }
                 let work = { (range: Range<Int>) in
-                    var channel = range.lowerBound
-                    var part = 0
-                    while channel < range.upperBound {
-                        while starts[part + 1] <= channel { part += 1 }
-                        let count = (min(range.upperBound, starts[part + 1]) - channel) * plane
-                        let (out, source) = (
-                            target.pointer + channel * plane, bases[part].pointer + (channel - starts[part]) * plane
-                        )
-                        for index in 0..<count { out[index] += source[index] }
-                        channel += count / plane
+                    x.forEachRun(in: range) { part, local, channel, count in
+                        let (out, source) = (target.pointer + channel * plane, bases[part].pointer + local * plane)
+                        for index in 0..<(count * plane) { out[index] += source[index] }
                     }
                 }
                 if let pool {

@@ -46,7 +46,7 @@ import Testing
                 // in one band) is the planes of the reference's letterboxed image.
                 if source.channels >= 3 && expected.width == box.width && expected.height == box.height {
                     let planes = Letterbox.tensor(expected)
-                    let pool = ComputePool(threads: 2)
+                    let pool = ComputePool.shared
                     let banded = box.tensor(of: source) { count, body in pool.parallelFor(count, chunk: 1, body) }
                     if box.tensor(of: source) != planes || banded != planes {
                         failures.append("\(output): the one-pass network input differs from the letterboxed image's")

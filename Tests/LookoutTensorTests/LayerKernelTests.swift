@@ -216,7 +216,7 @@ import Testing
                 }
                 #expect(x.maxPooled(size: size).data == expected, "max pool \(size) of \(height)×\(width)")
                 #expect(
-                    x.maxPooled(size: size, pool: ComputePool(threads: 2)).data == expected,
+                    x.maxPooled(size: size, pool: .shared).data == expected,
                     "max pool \(size) of \(height)×\(width), two threads")
             }
         }

@@ -123,7 +123,7 @@ import Testing
     @Test(arguments: Precision.allCases)
     func convolutionsOfStackedPartsGiveTheSameFloats(precision: Precision) throws {
         let kernel = ConvolutionKernels.kernel(precision: precision)
-        let pool = ComputePool(threads: 2)
+        let pool = ComputePool.shared
         let (stacked, joined) = Self.parts(height: 13, width: 20)
         let source = Self.map(48, 13, 20, seed: 11)
         let slice = (StackedMaps(source, channels: 8..<44), source.channels(8..<44))
@@ -143,7 +143,7 @@ import Testing
     /// int8 on each path this CPU has (VNNI, AVX-512BW, portable C): the parts quantised in place give the same
     /// floats as the concatenation.
     @Test func int8PathsReadThePartsInPlace() throws {
-        let pool = ComputePool(threads: 2)
+        let pool = ComputePool.shared
         let (stacked, joined) = Self.parts(height: 9, width: 40)
         let source = Self.map(48, 9, 40, seed: 12)
         let slice = (StackedMaps(source, channels: 4..<40), source.channels(4..<40))
