@@ -161,6 +161,64 @@ void lookout_silu(float *values, size_t count) {
     for (size_t i = 0; i < count; i++) values[i] = values[i] / (1.0f + expf(-values[i]));
 }
 
+/* Distribution focal loss decode: for each of the four sides and each anchor i of the run, the expectation
+   Σ b·softmax(bins)_b of the side's `bins` rows (row (side·bins + b) of `box`, `plane` apart, from column
+   `first`), into distances[side·count + i]. The softmax subtracts the bins' maximum, as PyTorch's does. */
+static void dfl_portable(const float *box, int plane, int first, int count, int bins, float *distances) {
+    for (int side = 0; side < 4; side++) {
+        const float *rows = box + (size_t)side * bins * plane + first;
+        for (int i = 0; i < count; i++) {
+            float maximum = -INFINITY;
+            for (int b = 0; b < bins; b++) maximum = fmaxf(maximum, rows[(size_t)b * plane + i]);
+            float total = 0, weighted = 0;
+            for (int b = 0; b < bins; b++) {
+                float v = expf(rows[(size_t)b * plane + i] - maximum);
+                total += v;
+                weighted += (float)b * v;
+            }
+            distances[side * count + i] = weighted / total;
+        }
+    }
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) static void dfl_avx2(const float *box, int plane, int first, int count, int bins,
+                                                         float *distances) {
+    int vectored = count - count % 8;
+    for (int side = 0; side < 4; side++) {
+        const float *rows = box + (size_t)side * bins * plane + first;
+        for (int i = 0; i < vectored; i += 8) {
+            __m256 maximum = _mm256_set1_ps(-INFINITY);
+            for (int b = 0; b < bins; b++) maximum = _mm256_max_ps(maximum, _mm256_loadu_ps(rows + (size_t)b * plane + i));
+            __m256 total = _mm256_setzero_ps(), weighted = _mm256_setzero_ps();
+            for (int b = 0; b < bins; b++) {
+                __m256 v = exp8(_mm256_sub_ps(_mm256_loadu_ps(rows + (size_t)b * plane + i), maximum));
+                total = _mm256_add_ps(total, v);
+                weighted = _mm256_fmadd_ps(_mm256_set1_ps((float)b), v, weighted);
+            }
+            _mm256_storeu_ps(distances + side * count + i, _mm256_div_ps(weighted, total));
+        }
+    }
+    if (vectored < count) {
+        int rest = count - vectored;
+        float tail[4 * 8];
+        dfl_portable(box, plane, first + vectored, rest, bins, tail);
+        for (int side = 0; side < 4; side++)
+            for (int i = 0; i < rest; i++) distances[side * count + vectored + i] = tail[side * rest + i];
+    }
+}
+#endif
+
+void lookout_dfl(const float *box, int plane, int first, int count, int bins, float *distances) {
+#if defined(__x86_64__)
+    if (lookout_kernels_vectorized()) {
+        dfl_avx2(box, plane, first, count, bins, distances);
+        return;
+    }
+#endif
+    dfl_portable(box, plane, first, count, bins, distances);
+}
+
 int lookout_kernels_vectorized(void) {
 #if defined(__x86_64__)
     static int cached = -1;

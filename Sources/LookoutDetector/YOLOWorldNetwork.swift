@@ -501,9 +501,9 @@ struct WorldDetectHead: Sendable {
         }
     }
 
-    /// ``decodeAnchor(_:box:logits:constants:scale:bias:geometry:into:)`` for a run of anchors, each computed with
-    /// the same operations in the same order (the same floats), the loops turned inside out: each bin's row is read
-    /// along the run (a channel of the map) instead of 64 rows per anchor.
+    /// ``decodeAnchor(_:box:logits:constants:scale:bias:geometry:into:)`` for a run of anchors, the loops turned
+    /// inside out: each bin's row is read along the run (a channel of the map) instead of 64 rows per anchor, eight
+    /// anchors at a time with a vector exp (``Kernels/distributionExpectations(_:plane:first:count:bins:into:)``).
     static func decodeAnchors(
         _ range: Range<Int>, box: UnsafePointer<Float>, logits: UnsafePointer<Float>, constants: [Float],
         scale: Float, bias: Float, geometry g: LevelGeometry, into out: UnsafeMutablePointer<Float>
@@ -516,30 +516,9 @@ struct WorldDetectHead: Sendable {
             }
             return
         }
-        // Per side: each anchor's maximum over its bins, then Σ e and Σ b·e of e = exp(bin − maximum), bins in order.
-        let scratch = UnsafeMutablePointer<Float>.allocate(capacity: 7 * n)
-        defer { scratch.deallocate() }
-        let (maximum, total, weighted) = (scratch, scratch + n, scratch + 2 * n)
-        let distances = scratch + 3 * n  // 4 × n
-        for side in 0..<4 {
-            maximum.update(repeating: -.infinity, count: n)
-            total.update(repeating: 0, count: n)
-            weighted.update(repeating: 0, count: n)
-            for b in 0..<bins {
-                let row = box + (side * bins + b) * plane + first
-                for i in 0..<n { maximum[i] = max(maximum[i], row[i]) }
-            }
-            for b in 0..<bins {
-                let row = box + (side * bins + b) * plane + first
-                let bin = Float(b)
-                for i in 0..<n {
-                    let v = expf(row[i] - maximum[i])
-                    total[i] += v
-                    weighted[i] += bin * v
-                }
-            }
-            for i in 0..<n { distances[side * n + i] = weighted[i] / total[i] }
-        }
+        let distances = UnsafeMutablePointer<Float>.allocate(capacity: 4 * n)
+        defer { distances.deallocate() }
+        Kernels.distributionExpectations(box, plane: plane, first: first, count: n, bins: bins, into: distances)
         for (i, p) in range.enumerated() {
             store(
                 p, distances: (distances[i], distances[n + i], distances[2 * n + i], distances[3 * n + i]),

@@ -9,9 +9,12 @@ import Synchronization
 
 /// A pool of worker threads for data-parallel loops.
 ///
-/// Workers sleep on a condition variable between jobs (they never spin), and a job's iterations are
-/// handed out in chunks from an atomic counter, so a worker that is descheduled — the second vCPU of these
-/// machines sometimes is, for minutes — simply takes fewer chunks. The calling thread works too.
+/// A job's iterations are handed out in chunks from an atomic counter, so a worker that is descheduled — the
+/// second vCPU of these machines sometimes is, for minutes — simply takes fewer chunks. The calling thread works
+/// too. Between jobs a worker polls for the next one for a short while (``spinNanoseconds``: a network's layers
+/// follow each other within microseconds), then sleeps on a condition variable; a caller wakes sleeping workers
+/// only (waking costs a system call, and a woken thread starts tens of microseconds later). A caller waits for
+/// its job's last chunks the same way.
 ///
 /// Several threads may submit loops at once (several engines or requests sharing the cores): each loop is
 /// a job in a queue, idle workers join the oldest job with chunks left, and each caller returns when its
@@ -46,6 +49,10 @@ public final class ComputePool: @unchecked Sendable {
         var jobs: [Job] = []
         var stopping = false
         var running = 0
+        /// Workers waiting on `wake` (changed under the lock).
+        var sleepers = 0
+        /// Bumped (under the lock) whenever a job is queued or the pool stops: what polling workers watch.
+        let generation = Atomic<Int>(0)
 
         init() {
             pthread_mutex_init(lock, nil)
@@ -68,8 +75,8 @@ public final class ComputePool: @unchecked Sendable {
         let chunk: Int
         let body: (Range<Int>) -> Void
         let next = Atomic<Int>(0)
-        /// Workers inside `work()` (changed under the state's lock).
-        var participants = 0
+        /// Workers inside `work()` (changed under the state's lock; read without it by a polling caller).
+        let participants = Atomic<Int>(0)
 
         init(count: Int, chunk: Int, body: @escaping (Range<Int>) -> Void) {
             self.count = count
@@ -114,6 +121,7 @@ public final class ComputePool: @unchecked Sendable {
     deinit {
         pthread_mutex_lock(state.lock)
         state.stopping = true
+        state.generation.add(1, ordering: .releasing)
         pthread_cond_broadcast(state.wake)
         while state.running > 0 { pthread_cond_wait(state.done, state.lock) }
         pthread_mutex_unlock(state.lock)
@@ -153,35 +161,73 @@ public final class ComputePool: @unchecked Sendable {
         let job = Job(count: count, chunk: chunk, body: body)
         pthread_mutex_lock(state.lock)
         state.jobs.append(job)
-        pthread_cond_broadcast(state.wake)
+        state.generation.add(1, ordering: .releasing)
+        if state.sleepers > 0 { pthread_cond_broadcast(state.wake) }
         pthread_mutex_unlock(state.lock)
         job.work(in: state)
+        // Every chunk is taken, so no worker joins from now on: wait for those inside to finish theirs.
+        Self.poll { job.participants.load(ordering: .acquiring) == 0 }
         pthread_mutex_lock(state.lock)
-        while job.participants > 0 { pthread_cond_wait(state.done, state.lock) }
+        while job.participants.load(ordering: .acquiring) > 0 { pthread_cond_wait(state.done, state.lock) }
         state.jobs.removeAll { $0 === job }
         pthread_mutex_unlock(state.lock)
     }
 
+    /// How long a worker polls for the next job before it sleeps, and a caller for its job's last chunks before
+    /// it waits on the condition variable: `$LOOKOUT_SPIN_MICROSECONDS` (0: never poll), 100 µs by default.
+    public static let spinNanoseconds: Int = {
+        if let text = getenv("LOOKOUT_SPIN_MICROSECONDS").map({ String(cString: $0) }), let value = Int(text),
+            value >= 0
+        {
+            return value * 1000
+        }
+        return 100_000
+    }()
+
+    /// Polls `condition` for at most ``spinNanoseconds``; whether it became true.
+    @discardableResult
+    private static func poll(_ condition: () -> Bool) -> Bool {
+        guard spinNanoseconds > 0 else { return condition() }
+        let deadline = monotonicNanoseconds() + spinNanoseconds
+        while true {
+            if condition() { return true }
+            for _ in 0..<16 { lookout_spin_pause() }
+            if monotonicNanoseconds() > deadline { return condition() }
+        }
+    }
+
     private static func workerLoop(_ state: State) {
         liveWorkers.add(1, ordering: .releasing)
-        defer { liveWorkers.subtract(1, ordering: .releasing) }
         pthread_mutex_lock(state.lock)
         state.running += 1
         pthread_cond_broadcast(state.done)
         while true {
             var job = state.jobs.first { $0.hasChunksLeft }
+            if job == nil && !state.stopping {
+                // Poll (the lock released) for the next job before sleeping.
+                let seen = state.generation.load(ordering: .acquiring)
+                pthread_mutex_unlock(state.lock)
+                poll { state.generation.load(ordering: .acquiring) != seen }
+                pthread_mutex_lock(state.lock)
+                job = state.jobs.first { $0.hasChunksLeft }
+            }
             while job == nil && !state.stopping {
+                state.sleepers += 1
                 pthread_cond_wait(state.wake, state.lock)
+                state.sleepers -= 1
                 job = state.jobs.first { $0.hasChunksLeft }
             }
             guard let current = job else { break }
-            current.participants += 1
+            current.participants.add(1, ordering: .releasing)
             pthread_mutex_unlock(state.lock)
             current.work(in: state)
             pthread_mutex_lock(state.lock)
-            current.participants -= 1
-            if current.participants == 0 { pthread_cond_broadcast(state.done) }
+            if current.participants.subtract(1, ordering: .releasing).newValue == 0 {
+                pthread_cond_broadcast(state.done)
+            }
         }
+        // Counted out before the pool's release (which waits for `running` to reach 0) can return.
+        liveWorkers.subtract(1, ordering: .releasing)
         state.running -= 1
         pthread_cond_broadcast(state.done)
         pthread_mutex_unlock(state.lock)

@@ -81,6 +81,16 @@ public enum Kernels {
         lookout_silu(values, count)
     }
 
+    /// The head's box decode (distribution focal loss): for side `s` < 4 and anchor `i` < `count`, the expectation
+    /// Σ_b b·softmax_b over rows `s·bins + b` of `box` (rows of `plane` floats, column `first + i`), into
+    /// `distances[s·count + i]` (vectorised where the CPU allows, with SiLU's polynomial exp).
+    public static func distributionExpectations(
+        _ box: UnsafePointer<Float>, plane: Int, first: Int, count: Int, bins: Int,
+        into distances: UnsafeMutablePointer<Float>
+    ) {
+        lookout_dfl(box, Int32(plane), Int32(first), Int32(count), Int32(bins), distances)
+    }
+
     /// IEEE half bit patterns to Float32 (vectorised where the CPU has F16C).
     public static func halfToFloat(_ source: UnsafePointer<UInt16>, _ target: UnsafeMutablePointer<Float>, count: Int) {
         lookout_f16_to_f32(source, target, count)

@@ -14,6 +14,14 @@ import Testing
         var all: [Int] { lock.withLock { values } }
     }
 
+    /// The threads that ran a loop's chunks.
+    final class ThreadIdentifiers: @unchecked Sendable {
+        private let lock = NSLock()
+        private var values = Set<UInt>()
+        func insert(_ id: UInt) { lock.withLock { _ = values.insert(id) } }
+        var count: Int { lock.withLock { values.count } }
+    }
+
     @Test func everyIterationRunsOnce() {
         let pool = ComputePool(threads: 4)
         let counts = Counters(1000)
@@ -44,6 +52,37 @@ import Testing
         }
         let expected = 20 * (499 * 500 / 2)
         #expect(sums.all == [Int](repeating: expected, count: 6))
+    }
+
+    /// Workers poll for the next loop for a while, then sleep: loops submitted back to back (workers polling)
+    /// and after a pause longer than the poll (workers asleep, woken by the caller) both run every iteration, and
+    /// sleeping workers do wake up: a loop of slow chunks is shared by more than the calling thread.
+    @Test func loopsRunWhetherWorkersPollOrSleep() {
+        let pool = ComputePool(threads: 3)
+        let counts = Counters(300)
+        for round in 0..<6 {
+            if round % 2 == 1 { usleep(useconds_t(2 * ComputePool.spinNanoseconds / 1000 + 2000)) }
+            for _ in 0..<50 {
+                pool.parallelFor(300, chunk: 5) { range in
+                    for i in range { counts.add(i, 1) }
+                }
+            }
+        }
+        #expect(counts.all == [Int](repeating: 300, count: 300))
+
+        let threads = Counters(1)
+        var shared = false
+        for _ in 0..<3 where !shared {
+            usleep(useconds_t(2 * ComputePool.spinNanoseconds / 1000 + 2000))
+            let ids = ThreadIdentifiers()
+            pool.parallelFor(64) { _ in
+                ids.insert(UInt(pthread_self()))
+                usleep(200)
+            }
+            shared = ids.count > 1
+            threads.add(0, 1)
+        }
+        #expect(shared, "64 chunks of 0.2 ms each ran on the calling thread alone in \(threads.all[0]) tries")
     }
 
     @Test func aReleasedPoolStopsItsThreads() {

@@ -241,6 +241,31 @@ import Testing
         Self.expectAllClose(values, expected, rtol: 2e-6, atol: 1e-7, "SiLU")
     }
 
+    /// The head's DFL decode: each side's expectation of the softmax over its 16 bins, for runs of anchors that are
+    /// and are not a multiple of the vector width, from a column inside the rows, with logits from −40 to 40.
+    @Test func distributionExpectationsMatchTheirDefinition() {
+        let (bins, plane) = (16, 61)
+        let box = Self.random(4 * bins * plane, seed: 21, scale: 40)
+        for (first, count) in [(0, 61), (3, 8), (5, 13), (60, 1), (9, 48)] {
+            var distances = [Float](repeating: .nan, count: 4 * count)
+            box.withUnsafeBufferPointer { b in
+                Kernels.distributionExpectations(
+                    b.baseAddress!, plane: plane, first: first, count: count, bins: bins, into: &distances)
+            }
+            var expected = [Float]()
+            for side in 0..<4 {
+                for i in 0..<count {
+                    let logits = (0..<bins).map { Double(box[(side * bins + $0) * plane + first + i]) }
+                    let top = logits.max()!
+                    let weights = logits.map { exp($0 - top) }
+                    let total = weights.reduce(0, +)
+                    expected.append(Float(zip(0..., weights).map { Double($0) * $1 }.reduce(0, +) / total))
+                }
+            }
+            Self.expectAllClose(distances, expected, rtol: 1e-5, atol: 2e-6, "DFL from \(first), \(count) anchors")
+        }
+    }
+
     @Test func layerNormMatchesItsDefinition() {
         let (rows, width) = (5, 67)
         let x = Self.random(rows * width, seed: 11, scale: 3).enumerated().map { $0.element + Float($0.offset % 7) }

@@ -18,6 +18,18 @@ void lookout_quick_gelu(float *values, size_t count);
 /// x · Φ(x) = x/2 · (1 + erf(x/√2)) (PyTorch's exact `nn.GELU`), in place.
 void lookout_gelu(float *values, size_t count);
 
+/// The head's box decode (distribution focal loss): for side s < 4 and anchor i < count, the expectation
+/// Σ_b b·softmax_b of rows (s·bins + b) of `box` (each `plane` floats, read from column `first + i`), into
+/// distances[s·count + i]. The vector path's exp is the polynomial `lookout_silu`'s uses (about 2 ulp).
+void lookout_dfl(const float *box, int plane, int first, int count, int bins, float *distances);
+
+/// A spin-wait hint to the CPU (x86 `pause`), for loops that poll a flag.
+static inline void lookout_spin_pause(void) {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+}
+
 /// Whether the vector paths are used.
 int lookout_kernels_vectorized(void);
 
