@@ -3,6 +3,7 @@
 #include <png.h>
 #include <setjmp.h>
 #include <stdio.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <turbojpeg.h>
@@ -359,8 +360,73 @@ static void resize_horizontal(const uint8_t *line, int channels, int target_widt
     }
 }
 
+/* resize_horizontal for three channels, the sums in three planes of `target_width` (channel c of pixel dx at
+   out[c · target_width + dx]): the letterbox's layout, which its planes of floats then read in order. */
+static void resize_horizontal_planar(const uint8_t *line, int target_width, const int32_t *source_x,
+                                     const int32_t *alpha0, const int32_t *alpha1, int from, int xmax, int32_t *out) {
+    int32_t *b = out, *g = out + target_width, *r = out + 2 * target_width;
+    for (int dx = from; dx < xmax; dx++) {
+        const uint8_t *s = line + source_x[dx] * 3;
+        int32_t a0 = alpha0[dx], a1 = alpha1[dx];
+        b[dx] = s[0] * a0 + s[3] * a1;
+        g[dx] = s[1] * a0 + s[4] * a1;
+        r[dx] = s[2] * a0 + s[5] * a1;
+    }
+    for (int dx = xmax > from ? xmax : from; dx < target_width; dx++) {
+        const uint8_t *s = line + source_x[dx] * 3;
+        b[dx] = s[0] * 2048;
+        g[dx] = s[1] * 2048;
+        r[dx] = s[2] * 2048;
+    }
+}
+
 #if defined(__x86_64__)
 #include <immintrin.h>
+/* resize_horizontal_planar, sixteen target pixels at a time below `xmax`: two gathers of four bytes per pixel,
+   at its source offset (bytes 0–3: B G R of the left pixel, B of the right) and two further (bytes 2–5: its
+   R, then B G R of the right pixel), both inside the six bytes the scalar code reads. The same products. */
+__attribute__((target("avx512f"))) static void resize_horizontal_planar_avx512(const uint8_t *line,
+                                                                              int target_width,
+                                                                              const int32_t *source_x,
+                                                                              const int32_t *alpha0,
+                                                                              const int32_t *alpha1, int xmax,
+                                                                              int32_t *out) {
+    __m512i low = _mm512_set1_epi32(255);
+    int dx = 0;
+    for (; dx + 16 <= xmax; dx += 16) {
+        __m512i x = _mm512_loadu_si512((const void *)(source_x + dx));
+        __m512i offset = _mm512_add_epi32(_mm512_add_epi32(x, x), x);
+        __m512i left = _mm512_i32gather_epi32(offset, (const void *)line, 1);
+        __m512i right = _mm512_i32gather_epi32(offset, (const void *)(line + 2), 1);
+        __m512i a0 = _mm512_loadu_si512((const void *)(alpha0 + dx));
+        __m512i a1 = _mm512_loadu_si512((const void *)(alpha1 + dx));
+        __m512i b = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_and_si512(left, low), a0),
+                                     _mm512_mullo_epi32(_mm512_and_si512(_mm512_srli_epi32(right, 8), low), a1));
+        __m512i g = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_and_si512(_mm512_srli_epi32(left, 8), low), a0),
+                                     _mm512_mullo_epi32(_mm512_and_si512(_mm512_srli_epi32(right, 16), low), a1));
+        __m512i r = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_and_si512(_mm512_srli_epi32(left, 16), low), a0),
+                                     _mm512_mullo_epi32(_mm512_srli_epi32(right, 24), a1));
+        _mm512_storeu_si512((void *)(out + dx), b);
+        _mm512_storeu_si512((void *)(out + target_width + dx), g);
+        _mm512_storeu_si512((void *)(out + 2 * target_width + dx), r);
+    }
+    resize_horizontal_planar(line, target_width, source_x, alpha0, alpha1, dx, xmax, out);
+}
+
+/* Bytes / 255 as floats, sixteen at a time (the same division); returns how many it did. */
+__attribute__((target("avx512f"))) static int scaled_avx512(const uint8_t *bytes, int count, float *target) {
+    __m512 divisor = _mm512_set1_ps(255.0f);
+    int x = 0;
+    for (; x + 16 <= count; x += 16) {
+        __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(bytes + x)));
+        _mm512_storeu_ps(target + x, _mm512_div_ps(_mm512_cvtepi32_ps(v), divisor));
+    }
+    return x;
+}
+static int resize_avx512_available(void) {
+    return __builtin_cpu_supports("avx512f") && getenv("LOOKOUT_NO_AVX512") == NULL;
+}
+
 /* The vertical blend of 32 values at a time (the same integer arithmetic); returns how many it did. */
 __attribute__((target("avx2"))) static size_t resize_vertical_avx2(const int32_t *row0, const int32_t *row1,
                                                                    int32_t b0, int32_t b1, uint8_t *line,
@@ -392,8 +458,27 @@ typedef struct {
     int32_t *memory; /* both rows' allocation (row0 and row1 swap within it) */
     int32_t *row0, *row1;
     int cached0, cached1;
-    int avx2;
+    int avx2, avx512;
+    int planar; /* three channels in three planes (resize_horizontal_planar), for the letterbox */
 } resize_rows;
+
+/* Source row `y` resized horizontally into `out`, in the cache's layout. */
+static void horizontal(const uint8_t *source, int width, int channels, int target_width, const int32_t *source_x,
+                       const int32_t *alpha0, const int32_t *alpha1, int xmax, int y, const resize_rows *cache,
+                       int32_t *out) {
+    const uint8_t *line = source + (size_t)y * width * channels;
+    if (!cache->planar) {
+        resize_horizontal(line, channels, target_width, source_x, alpha0, alpha1, xmax, out);
+        return;
+    }
+#if defined(__x86_64__)
+    if (cache->avx512) {
+        resize_horizontal_planar_avx512(line, target_width, source_x, alpha0, alpha1, xmax, out);
+        return;
+    }
+#endif
+    resize_horizontal_planar(line, target_width, source_x, alpha0, alpha1, 0, xmax, out);
+}
 
 /* Target row `dy` of the bilinear resize into `line` (target_width × channels bytes). */
 static void resized_line(const uint8_t *source, int width, int channels, int target_width, const int32_t *source_x,
@@ -408,14 +493,14 @@ static void resized_line(const uint8_t *source, int width, int channels, int tar
             cache->row1 = swap;
             cache->cached1 = -1;
         } else {
-            resize_horizontal(source + (size_t)top[dy] * width * channels, channels, target_width, source_x, alpha0,
-                              alpha1, xmax, cache->row0);
+            horizontal(source, width, channels, target_width, source_x, alpha0, alpha1, xmax, top[dy], cache,
+                       cache->row0);
         }
         cache->cached0 = top[dy];
     }
     if (cache->cached1 != bottom[dy] || cache->cached1 == -1) {
-        resize_horizontal(source + (size_t)bottom[dy] * width * channels, channels, target_width, source_x, alpha0,
-                          alpha1, xmax, cache->row1);
+        horizontal(source, width, channels, target_width, source_x, alpha0, alpha1, xmax, bottom[dy], cache,
+                   cache->row1);
         cache->cached1 = bottom[dy];
     }
     const int32_t *row0 = cache->row0, *row1 = cache->row1;
@@ -431,14 +516,24 @@ static void resized_line(const uint8_t *source, int width, int channels, int tar
     }
 }
 
+static atomic_int resize_portable_only = 0;
+
+int lookout_resize_portable_only(int on) {
+    if (on >= 0) atomic_store(&resize_portable_only, on != 0);
+    return atomic_load(&resize_portable_only);
+}
+
 static int resize_rows_start(resize_rows *cache, size_t count) {
     cache->memory = cache->row0 = malloc(sizeof(int32_t) * 2 * count);
     cache->row1 = cache->row0 ? cache->row0 + count : NULL;
     cache->cached0 = cache->cached1 = -1;
+    cache->planar = 0;
 #if defined(__x86_64__)
-    cache->avx2 = resize_avx2_available();
+    int portable = atomic_load(&resize_portable_only);
+    cache->avx2 = !portable && resize_avx2_available();
+    cache->avx512 = !portable && resize_avx512_available();
 #else
-    cache->avx2 = 0;
+    cache->avx2 = cache->avx512 = 0;
 #endif
     return cache->memory != NULL;
 }
@@ -457,12 +552,24 @@ void lookout_resize_bilinear(const uint8_t *source, int width, int height, int c
     free(cache.memory);
 }
 
-/* The network input's planes from bytes: channel c of plane (RGB) from byte 2 − c (BGR), each byte / 255. */
-static void planar_scaled(const uint8_t *line, int channels, int count, size_t plane, float *out) {
+/* The network input's planes from bytes: channel c of plane (RGB) from byte 2 − c (BGR), each byte / 255; the
+   bytes interleaved (`channels` per pixel), or with `planar` in three planes of `count` (B, G, R). */
+static void planar_scaled(const uint8_t *line, int channels, int planar, int avx512, int count, size_t plane,
+                          float *out) {
+    (void)avx512;
     for (int c = 0; c < 3; c++) {
-        const uint8_t *source = line + (2 - c);
         float *target = out + (size_t)c * plane;
-        for (int x = 0; x < count; x++) target[x] = (float)source[(size_t)x * channels] / 255.0f;
+        if (planar) {
+            const uint8_t *source = line + (size_t)(2 - c) * count;
+            int x = 0;
+#if defined(__x86_64__)
+            if (avx512) x = scaled_avx512(source, count, target);
+#endif
+            for (; x < count; x++) target[x] = (float)source[x] / 255.0f;
+        } else {
+            const uint8_t *source = line + (2 - c);
+            for (int x = 0; x < count; x++) target[x] = (float)source[(size_t)x * channels] / 255.0f;
+        }
     }
 }
 
@@ -482,6 +589,7 @@ int lookout_letterbox_rows(const uint8_t *source, int width, int height, int cha
             free(line);
             return 0;
         }
+        cache.planar = channels == 3;
     }
     float padded = (float)pad / 255.0f;
     for (int y = row_begin; y < row_end; y++) {
@@ -503,7 +611,7 @@ int lookout_letterbox_rows(const uint8_t *source, int width, int height, int cha
             for (int x = 0; x < pad_left; x++) target[x] = padded;
             for (int x = pad_left + resized_width; x < out_width; x++) target[x] = padded;
         }
-        planar_scaled(bytes, channels, resized_width, plane, row + pad_left);
+        planar_scaled(bytes, channels, resize && cache.planar, cache.avx512, resized_width, plane, row + pad_left);
     }
     free(line);
     free(cache.memory);

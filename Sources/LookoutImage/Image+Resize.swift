@@ -71,3 +71,12 @@ struct BilinearTables {
         }
     }
 }
+
+extension Image {
+    /// For tests: the resize and the letterbox in their portable C only (`true`), or with the CPU's vector code
+    /// (`false`, the default); both give the same bytes and floats. Process-wide.
+    public static var portableResizeOnly: Bool {
+        get { lookout_resize_portable_only(-1) != 0 }
+        set { _ = lookout_resize_portable_only(newValue ? 1 : 0) }
+    }
+}

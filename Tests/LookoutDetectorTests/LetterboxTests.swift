@@ -25,7 +25,11 @@ import Testing
         var letterboxes = 0
         var resizes = 0
         var networkInputs = 0
-        for (number, item) in cases.enumerated() {
+        // Each case with the vector code (AVX2, AVX-512) and with the portable C.
+        defer { Image.portableResizeOnly = false }
+        for (portable, (number, item)) in [false, true].flatMap({ p in cases.enumerated().map { (p, $0) } }) {
+            Image.portableResizeOnly = portable
+            let path = portable ? "portable C" : "vector code"
             guard case .object(let members) = item else {
                 failures.append("case \(number) is not an object")
                 continue
@@ -49,7 +53,8 @@ import Testing
                     let pool = ComputePool.shared
                     let banded = box.tensor(of: source) { count, body in pool.parallelFor(count, chunk: 1, body) }
                     if box.tensor(of: source) != planes || banded != planes {
-                        failures.append("\(output): the one-pass network input differs from the letterboxed image's")
+                        failures.append(
+                            "\(output), \(path): the one-pass network input differs from the letterboxed image's")
                     }
                     networkInputs += 1
                 }
@@ -63,13 +68,13 @@ import Testing
             if actual != expected {
                 let differing = zip(actual.pixels, expected.pixels).filter { $0 != $1 }.count
                 failures.append(
-                    "\(output): \(actual.width)×\(actual.height) vs \(expected.width)×\(expected.height), \(differing) bytes differ"
+                    "\(output), \(path): \(actual.width)×\(actual.height) vs \(expected.width)×\(expected.height), \(differing) bytes differ"
                 )
             }
         }
-        #expect(letterboxes + resizes == cases.count, "every case compared")
-        #expect(letterboxes >= 30 && resizes >= 4, "\(letterboxes) letterboxes, \(resizes) resizes")
-        #expect(networkInputs >= 30, "\(networkInputs) network inputs compared")
+        #expect(letterboxes + resizes == 2 * cases.count, "every case compared both ways")
+        #expect(letterboxes >= 60 && resizes >= 8, "\(letterboxes) letterboxes, \(resizes) resizes")
+        #expect(networkInputs >= 60, "\(networkInputs) network inputs compared")
         #expect(failures.isEmpty, "\(failures)")
     }
 

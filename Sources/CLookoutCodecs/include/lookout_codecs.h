@@ -60,6 +60,10 @@ void lookout_resize_bilinear(const uint8_t *source, int width, int height, int c
                              int target_width, int target_height, const int32_t *source_x, const int32_t *alpha0,
                              const int32_t *alpha1, int xmax, const int32_t *top, const int32_t *bottom,
                              const int32_t *beta0, const int32_t *beta1);
+/* For tests: with `on` = 1 the resize and the letterbox run their portable C only (no AVX2 or AVX-512), with 0
+   the best the CPU has (the default); −1 leaves it. Returns the setting now in force. */
+int lookout_resize_portable_only(int on);
+
 /* Rows [row_begin, row_end) of the letterboxed network input `out` (three out_width × out_height planes, RGB, in
    [0, 1]): outside the image (rows from `pad_top`, columns from `pad_left`) `pad / 255`; inside, the image's row
    (`resize` 0: `source` is already resized_width × resized_height) or its bilinear resize as
