@@ -611,7 +611,7 @@ int lookout_letterbox_rows(const uint8_t *source, int width, int height, int cha
             for (int x = 0; x < pad_left; x++) target[x] = padded;
             for (int x = pad_left + resized_width; x < out_width; x++) target[x] = padded;
         }
-        planar_scaled(bytes, channels, resize && cache.planar, cache.avx512, resized_width, plane, row + pad_left);
+        planar_scaled(bytes, channels, cache.planar, cache.avx512, resized_width, plane, row + pad_left);
     }
     free(line);
     free(cache.memory);

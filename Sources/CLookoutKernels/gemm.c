@@ -136,26 +136,26 @@ static void gemm_portable(const float *packed, int m, int k, const float *b, siz
     }
 }
 
-void lookout_gemm(const float *packed, int m, int k, const float *b, size_t ldb, int n, float *c, size_t ldc,
-                  const float *bias, int activation) {
+/* B strided (`b`, `ldb`) or through a row table (`rows`, `offset`), on the best code the CPU has. */
+static void gemm(const float *packed, int m, int k, const float *b, size_t ldb, const float *const *rows,
+                 size_t offset, int n, float *c, size_t ldc, const float *bias, int activation) {
 #if defined(__x86_64__)
     if (lookout_gemm_available()) {
-        gemm_avx512(packed, m, k, b, ldb, NULL, 0, n, c, ldc, bias, activation);
+        gemm_avx512(packed, m, k, b, ldb, rows, offset, n, c, ldc, bias, activation);
         return;
     }
 #endif
-    gemm_portable(packed, m, k, b, ldb, NULL, 0, n, c, ldc, bias, activation);
+    gemm_portable(packed, m, k, b, ldb, rows, offset, n, c, ldc, bias, activation);
+}
+
+void lookout_gemm(const float *packed, int m, int k, const float *b, size_t ldb, int n, float *c, size_t ldc,
+                  const float *bias, int activation) {
+    gemm(packed, m, k, b, ldb, NULL, 0, n, c, ldc, bias, activation);
 }
 
 void lookout_gemm_rows(const float *packed, int m, int k, const float *const *rows, size_t offset, int n, float *c,
                        size_t ldc, const float *bias, int activation) {
-#if defined(__x86_64__)
-    if (lookout_gemm_available()) {
-        gemm_avx512(packed, m, k, NULL, 0, rows, offset, n, c, ldc, bias, activation);
-        return;
-    }
-#endif
-    gemm_portable(packed, m, k, NULL, 0, rows, offset, n, c, ldc, bias, activation);
+    gemm(packed, m, k, NULL, 0, rows, offset, n, c, ldc, bias, activation);
 }
 
 #if defined(__linux__) && defined(__GLIBC__)

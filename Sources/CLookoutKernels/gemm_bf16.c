@@ -177,29 +177,30 @@ static void gemm_bf16_portable(const uint32_t *packed, int m, int k, const float
     }
 }
 
-void lookout_gemm_bf16(const uint32_t *packed, int m, int k, const float *b, size_t ldb, int n, float *c,
-                       size_t ldc, const float *bias, int activation) {
+/* B strided (`b`, `ldb`) or through a row table (`rows`, `offset`); the portable C when `portable` or when the
+   CPU lacks AVX-512 BF16. */
+static void gemm_bf16(const uint32_t *packed, int m, int k, const float *b, size_t ldb, const float *const *rows,
+                      size_t offset, int n, float *c, size_t ldc, const float *bias, int activation, int portable) {
 #if defined(__x86_64__)
-    if (lookout_gemm_bf16_available()) {
-        gemm_bf16_avx512(packed, m, k, b, ldb, NULL, 0, n, c, ldc, bias, activation);
+    if (!portable && lookout_gemm_bf16_available()) {
+        gemm_bf16_avx512(packed, m, k, b, ldb, rows, offset, n, c, ldc, bias, activation);
         return;
     }
 #endif
-    gemm_bf16_portable(packed, m, k, b, ldb, NULL, 0, n, c, ldc, bias, activation);
+    gemm_bf16_portable(packed, m, k, b, ldb, rows, offset, n, c, ldc, bias, activation);
+}
+
+void lookout_gemm_bf16(const uint32_t *packed, int m, int k, const float *b, size_t ldb, int n, float *c,
+                       size_t ldc, const float *bias, int activation) {
+    gemm_bf16(packed, m, k, b, ldb, NULL, 0, n, c, ldc, bias, activation, 0);
 }
 
 void lookout_gemm_bf16_portable(const uint32_t *packed, int m, int k, const float *b, size_t ldb, int n, float *c,
                                 size_t ldc, const float *bias, int activation) {
-    gemm_bf16_portable(packed, m, k, b, ldb, NULL, 0, n, c, ldc, bias, activation);
+    gemm_bf16(packed, m, k, b, ldb, NULL, 0, n, c, ldc, bias, activation, 1);
 }
 
 void lookout_gemm_bf16_rows(const uint32_t *packed, int m, int k, const float *const *rows, size_t offset, int n,
                             float *c, size_t ldc, const float *bias, int activation, int portable) {
-#if defined(__x86_64__)
-    if (!portable && lookout_gemm_bf16_available()) {
-        gemm_bf16_avx512(packed, m, k, NULL, 0, rows, offset, n, c, ldc, bias, activation);
-        return;
-    }
-#endif
-    gemm_bf16_portable(packed, m, k, NULL, 0, rows, offset, n, c, ldc, bias, activation);
+    gemm_bf16(packed, m, k, NULL, 0, rows, offset, n, c, ldc, bias, activation, portable);
 }

@@ -182,29 +182,25 @@ static void dfl_portable(const float *box, int plane, int first, int count, int 
 }
 
 #if defined(__x86_64__)
+/* Eight anchors at a time, the last group under a mask (its missing lanes read as 0 and are not stored), so that
+   every anchor gets the same operations wherever it falls in the run. */
 __attribute__((target("avx2,fma"))) static void dfl_avx2(const float *box, int plane, int first, int count, int bins,
                                                          float *distances) {
-    int vectored = count - count % 8;
     for (int side = 0; side < 4; side++) {
         const float *rows = box + (size_t)side * bins * plane + first;
-        for (int i = 0; i < vectored; i += 8) {
+        for (int i = 0; i < count; i += 8) {
+            __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(count - i), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
             __m256 maximum = _mm256_set1_ps(-INFINITY);
-            for (int b = 0; b < bins; b++) maximum = _mm256_max_ps(maximum, _mm256_loadu_ps(rows + (size_t)b * plane + i));
+            for (int b = 0; b < bins; b++)
+                maximum = _mm256_max_ps(maximum, _mm256_maskload_ps(rows + (size_t)b * plane + i, mask));
             __m256 total = _mm256_setzero_ps(), weighted = _mm256_setzero_ps();
             for (int b = 0; b < bins; b++) {
-                __m256 v = exp8(_mm256_sub_ps(_mm256_loadu_ps(rows + (size_t)b * plane + i), maximum));
+                __m256 v = exp8(_mm256_sub_ps(_mm256_maskload_ps(rows + (size_t)b * plane + i, mask), maximum));
                 total = _mm256_add_ps(total, v);
                 weighted = _mm256_fmadd_ps(_mm256_set1_ps((float)b), v, weighted);
             }
-            _mm256_storeu_ps(distances + side * count + i, _mm256_div_ps(weighted, total));
+            _mm256_maskstore_ps(distances + side * count + i, mask, _mm256_div_ps(weighted, total));
         }
-    }
-    if (vectored < count) {
-        int rest = count - vectored;
-        float tail[4 * 8];
-        dfl_portable(box, plane, first + vectored, rest, bins, tail);
-        for (int side = 0; side < 4; side++)
-            for (int i = 0; i < rest; i++) distances[side * count + vectored + i] = tail[side * rest + i];
     }
 }
 #endif

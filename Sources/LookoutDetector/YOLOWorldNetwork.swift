@@ -548,30 +548,24 @@ struct WorldDetectHead: Sendable {
         }
     }
 
-    /// One anchor: DFL expectation of each side's distance bins (the one channel itself with one bin), the
-    /// box (centre, size) in input pixels, and the sigmoid class scores.
+    /// One anchor: DFL expectation of each side's distance bins (the one channel itself with one bin; the same
+    /// kernel as ``decodeAnchors(_:box:logits:constants:scale:bias:geometry:into:)``), the box (centre, size) in
+    /// input pixels, and the sigmoid class scores.
     @inline(__always)
     static func decodeAnchor(
         _ p: Int, box: UnsafePointer<Float>, logits: UnsafePointer<Float>, constants: [Float], scale: Float,
         bias: Float, geometry g: LevelGeometry, into out: UnsafeMutablePointer<Float>
     ) {
-        let (bins, plane) = (g.bins, g.plane)
-        /// A side's distance in grid units: the expectation of its bins' softmax, or with one bin the channel itself.
-        func distance(_ side: Int) -> Float {
-            guard bins > 1 else { return box[side * plane + p] }
-            var maximum = -Float.infinity
-            for b in 0..<bins { maximum = max(maximum, box[(side * bins + b) * plane + p]) }
-            var total: Float = 0
-            var weighted: Float = 0
-            for b in 0..<bins {
-                let v = expf(box[(side * bins + b) * plane + p] - maximum)
-                total += v
-                weighted += Float(b) * v
+        withUnsafeTemporaryAllocation(of: Float.self, capacity: 4) { d in
+            if g.bins > 1 {
+                Kernels.distributionExpectations(
+                    box, plane: g.plane, first: p, count: 1, bins: g.bins, into: d.baseAddress!)
+            } else {
+                for side in 0..<4 { d[side] = box[side * g.plane + p] }
             }
-            return weighted / total
+            store(
+                p, distances: (d[0], d[1], d[2], d[3]), logits: logits, constants: constants, scale: scale, bias: bias,
+                geometry: g, into: out)
         }
-        store(
-            p, distances: (distance(0), distance(1), distance(2), distance(3)), logits: logits, constants: constants,
-            scale: scale, bias: bias, geometry: g, into: out)
     }
 }

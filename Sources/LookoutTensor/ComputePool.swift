@@ -184,15 +184,11 @@ public final class ComputePool: @unchecked Sendable {
         return 100_000
     }()
 
-    /// Polls `condition` for at most ``spinNanoseconds``; whether it became true.
-    @discardableResult
-    private static func poll(_ condition: () -> Bool) -> Bool {
-        guard spinNanoseconds > 0 else { return condition() }
+    /// Polls `condition` until it holds or ``spinNanoseconds`` have passed (the caller checks again under the lock).
+    private static func poll(_ condition: () -> Bool) {
         let deadline = monotonicNanoseconds() + spinNanoseconds
-        while true {
-            if condition() { return true }
+        while !condition() && monotonicNanoseconds() < deadline {
             for _ in 0..<16 { lookout_spin_pause() }
-            if monotonicNanoseconds() > deadline { return condition() }
         }
     }
 

@@ -160,6 +160,15 @@ public enum ConvolutionGEMM {
 
     public static func packedCountBF16(m: Int, k: Int) -> Int { lookout_gemm_bf16_packed_count(Int32(m), Int32(k)) }
 
+    /// A multiply's rows (all `m` when `nil`), checked to start at a panel of eight; `nil` when there is nothing
+    /// to compute.
+    private static func panelRows(_ rows: Range<Int>?, m: Int, n: Int) -> Range<Int>? {
+        let rows = rows ?? 0..<m
+        guard !rows.isEmpty && n > 0 else { return nil }
+        precondition(rows.lowerBound % 8 == 0 && rows.upperBound <= m)
+        return rows
+    }
+
     /// Rows `rows` (whole panels of eight: the lower bound a multiple of 8) of `C = A·B (+ bias, SiLU)`, for
     /// `n` columns; `b` is `k × n` with row stride `ldb`, `c` has row stride `ldc`; `c` and `bias` point at row
     /// 0.
@@ -167,9 +176,7 @@ public enum ConvolutionGEMM {
         packed: UnsafePointer<Float>, m: Int, k: Int, rows: Range<Int>? = nil, b: UnsafePointer<Float>, ldb: Int,
         n: Int, c: UnsafeMutablePointer<Float>, ldc: Int, bias: UnsafePointer<Float>? = nil, activation: Bool = false
     ) {
-        let rows = rows ?? 0..<m
-        guard !rows.isEmpty && n > 0 else { return }
-        precondition(rows.lowerBound % 8 == 0 && rows.upperBound <= m)
+        guard let rows = panelRows(rows, m: m, n: n) else { return }
         lookout_gemm(
             packed + (rows.lowerBound / 8) * 8 * k, Int32(rows.count), Int32(k), b, ldb, Int32(n),
             c + rows.lowerBound * ldc, ldc, bias.map { $0 + rows.lowerBound }, activation ? 1 : 0)
@@ -183,9 +190,7 @@ public enum ConvolutionGEMM {
         offset: Int, n: Int, c: UnsafeMutablePointer<Float>, ldc: Int, bias: UnsafePointer<Float>? = nil,
         activation: Bool = false
     ) {
-        let rows = rows ?? 0..<m
-        guard !rows.isEmpty && n > 0 else { return }
-        precondition(rows.lowerBound % 8 == 0 && rows.upperBound <= m)
+        guard let rows = panelRows(rows, m: m, n: n) else { return }
         lookout_gemm_rows(
             packed + (rows.lowerBound / 8) * 8 * k, Int32(rows.count), Int32(k), table, offset, Int32(n),
             c + rows.lowerBound * ldc, ldc, bias.map { $0 + rows.lowerBound }, activation ? 1 : 0)
@@ -197,9 +202,7 @@ public enum ConvolutionGEMM {
         table: UnsafePointer<UnsafePointer<Float>?>, offset: Int, n: Int, c: UnsafeMutablePointer<Float>, ldc: Int,
         bias: UnsafePointer<Float>? = nil, activation: Bool = false, portable: Bool = false
     ) {
-        let rows = rows ?? 0..<m
-        guard !rows.isEmpty && n > 0 else { return }
-        precondition(rows.lowerBound % 8 == 0 && rows.upperBound <= m)
+        guard let rows = panelRows(rows, m: m, n: n) else { return }
         lookout_gemm_bf16_rows(
             packed + (rows.lowerBound / 8) * 8 * ((k + 1) / 2), Int32(rows.count), Int32(k), table, offset, Int32(n),
             c + rows.lowerBound * ldc, ldc, bias.map { $0 + rows.lowerBound }, activation ? 1 : 0, portable ? 1 : 0)
@@ -212,9 +215,7 @@ public enum ConvolutionGEMM {
         ldb: Int, n: Int, c: UnsafeMutablePointer<Float>, ldc: Int, bias: UnsafePointer<Float>? = nil,
         activation: Bool = false, portable: Bool = false
     ) {
-        let rows = rows ?? 0..<m
-        guard !rows.isEmpty && n > 0 else { return }
-        precondition(rows.lowerBound % 8 == 0 && rows.upperBound <= m)
+        guard let rows = panelRows(rows, m: m, n: n) else { return }
         let run = portable ? lookout_gemm_bf16_portable : lookout_gemm_bf16
         run(
             packed + (rows.lowerBound / 8) * 8 * ((k + 1) / 2), Int32(rows.count), Int32(k), b, ldb, Int32(n),
@@ -249,9 +250,7 @@ public enum ConvolutionGEMM {
         c: UnsafeMutablePointer<Float>, ldc: Int, bias: UnsafePointer<Float>? = nil, activation: Bool = false,
         level: Int? = nil
     ) {
-        let rows = rows ?? 0..<m
-        guard !rows.isEmpty && n > 0 else { return }
-        precondition(rows.lowerBound % 8 == 0 && rows.upperBound <= m)
+        guard let rows = panelRows(rows, m: m, n: n) else { return }
         let quads = (k + 3) / 4
         weights.packed.withUnsafeBufferPointer { packed in
             weights.scales.withUnsafeBufferPointer { scales in
