@@ -147,6 +147,10 @@ let package = Package(
                 "LookoutJSON", "LookoutTracking", "LookoutVideo",
                 "LookoutSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Logging", package: "swift-log"),
@@ -188,7 +192,9 @@ let package = Package(
             exclude: ["Fixtures"]),
         .target(
             name: "LookoutFuzzing",
-            dependencies: ["LookoutEngine", "LookoutIndex", "LookoutSupport", "LookoutTokenizer", "LookoutWeights"]),
+            dependencies: [
+                "LookoutEngine", "LookoutIndex", "LookoutSupport", "LookoutTokenizer", "LookoutVideo", "LookoutWeights",
+            ]),
         .testTarget(name: "LookoutFuzzTests", dependencies: ["LookoutFuzzing", "LookoutSupport"]),
         .testTarget(name: "LookoutWeightsTests", dependencies: ["LookoutSupport", "LookoutWeights", "LookoutJSON"]),
         .testTarget(

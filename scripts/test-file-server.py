@@ -2,13 +2,16 @@
 """A small HTTPS file server for tests of `lookout models fetch` (standard library only).
 
     test-file-server.py ROOT [--cert CERT.pem --key KEY.pem] [--truncate FILE:BYTES ...] [--log LOG]
+                        [--redirect NAME=URL ...] [--endless NAME ...]
 
 Without --cert it serves plain HTTP (the tests' HLS streams).
 
 Serves ROOT's files on a loopback port (printed as https://127.0.0.1:PORT/ on the first line of standard
 output), with HTTP range requests (`Range: bytes=N-`, answered 206). `--truncate FILE:BYTES` cuts the first
 transfer of FILE after BYTES bytes (the connection closed while the Content-Length promised more), as a
-dropped network would. Each request is logged as `PATH RANGE STATUS` to LOG.
+dropped network would. `--redirect NAME=URL` answers NAME with 302 to URL; `--endless NAME` answers NAME with
+a body that never ends (no Content-Length), as a hostile server would. Each request is logged as
+`PATH RANGE STATUS` to LOG.
 """
 import argparse
 import http.server
@@ -25,8 +28,11 @@ def main() -> None:
     parser.add_argument("--key")
     parser.add_argument("--truncate", action="append", default=[])
     parser.add_argument("--log")
+    parser.add_argument("--redirect", action="append", default=[])
+    parser.add_argument("--endless", action="append", default=[])
     options = parser.parse_args()
     cuts = {name: int(count) for name, count in (item.rsplit(":", 1) for item in options.truncate)}
+    redirects = dict(item.split("=", 1) for item in options.redirect)
     lock = threading.Lock()
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -43,6 +49,27 @@ def main() -> None:
         def do_GET(self) -> None:
             name = self.path.lstrip("/").split("?")[0]
             path = os.path.join(options.root, name)
+            if name in redirects:
+                self.record(302)
+                self.send_response(302)
+                self.send_header("Location", redirects[name])
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            if name in options.endless:
+                self.record(200)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.close_connection = True
+                chunk = bytes(1 << 16)
+                try:
+                    for _ in range(1 << 16):  # 4 GiB at most, then stop (the test's client stops far earlier)
+                        self.wfile.write(chunk)
+                except OSError:
+                    pass
+                return
             if "/" in name or not os.path.isfile(path):
                 self.record(404)
                 body = b"not found\n"

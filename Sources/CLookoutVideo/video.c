@@ -86,15 +86,32 @@ struct lookout_video {
     long long decoded;       // frames returned since the open or the last seek
     double last_time;
     int flushing, finished, sought, live;
-    network_clock *clock;  // network sources only
-    double timeout;        // seconds a network read may wait
+    network_clock *clock;  // the deadline of the read in progress
+    double timeout;        // seconds a read may wait
+    long long pixel_limit; // 0: none
+    int network;
     int pending;  // `packet` was refused for now (the decoder had frames to give first): send it again
     uint8_t *converted;  // swscale's output: rows of `stride` bytes and slack after them (it writes past a row's end)
     int stride;
 };
 
-lookout_video *lookout_video_open(const char *path, int threads, double timeout, lookout_video_info *info,
-                                  char *error, size_t error_size) {
+/// The demuxers a local file or an upload may be read by: the containers phones, cameras and ffmpeg write. No
+/// manifest, playlist or concatenation (DASH, HLS, ffconcat, SDP), which would name other files or URLs.
+static const char local_formats[] = "mov,mp4,m4a,3gp,3g2,mj2,matroska,webm,avi,mpegts,mpeg,flv,ogg,asf";
+
+/// The protocols a stream URL of `scheme` may use (the segments of an HLS playlist come over HTTP too); never
+/// `file`, so a playlist or session description cannot reach the machine's own files.
+static const char *stream_protocols(const char *scheme) {
+    if (!strcmp(scheme, "rtsp") || !strcmp(scheme, "rtsps")) return "rtsp,rtsps,rtp,srtp,udp,tcp,tls";
+    if (!strcmp(scheme, "http") || !strcmp(scheme, "https")) return "http,https,tcp,tls,crypto,httpproxy";
+    if (!strcmp(scheme, "udp") || !strcmp(scheme, "rtp")) return "udp,rtp";
+    if (!strcmp(scheme, "rtmp")) return "rtmp,rtmps,tcp,tls";
+    if (!strcmp(scheme, "srt")) return "srt";
+    return NULL;
+}
+
+lookout_video *lookout_video_open(const char *path, int threads, double timeout, long long pixel_limit,
+                                  lookout_video_info *info, char *error, size_t error_size) {
     pthread_once(&setup_once, setup);
     memset(info, 0, sizeof *info);
     char why[128];
@@ -109,27 +126,46 @@ lookout_video *lookout_video_open(const char *path, int threads, double timeout,
     }
     char scheme[16];
     scheme_of(path, scheme, sizeof scheme);
-    int network = scheme[0] && strcmp(scheme, "file") != 0;
-    int streaming = !strcmp(scheme, "rtsp") || !strcmp(scheme, "rtsps") || !strcmp(scheme, "rtmp") ||
-                    !strcmp(scheme, "rtp") || !strcmp(scheme, "udp") || !strcmp(scheme, "srt");
-    AVFormatContext *format = avformat_alloc_context();
-    network_clock *clock = NULL;
-    AVDictionary *options = NULL;
-    if (!format) {
-        say(error, error_size, "out of memory");
+    int network = scheme[0] != 0;
+    const char *protocols = network ? stream_protocols(scheme) : "file";
+    if (!protocols) {
+        say(error, error_size, "not a stream Lookout reads (%s://): rtsp, rtsps, http, https, udp, rtp, rtmp and srt are",
+            scheme);
         return NULL;
     }
-    if (network) {
-        if (timeout <= 0) timeout = 10;
-        clock = calloc(1, sizeof *clock);
-        if (!clock) {
-            avformat_free_context(format);
+    int streaming = !strcmp(scheme, "rtsp") || !strcmp(scheme, "rtsps") || !strcmp(scheme, "rtmp") ||
+                    !strcmp(scheme, "rtp") || !strcmp(scheme, "udp") || !strcmp(scheme, "srt");
+    // A local name is opened through the file protocol whatever it looks like ("concat:a|b.mp4" is a file name).
+    char *local = NULL;
+    if (!network && !live) {
+        size_t length = strlen(path);
+        local = malloc(length + 6);
+        if (!local) {
             say(error, error_size, "out of memory");
             return NULL;
         }
-        format->interrupt_callback.callback = interrupted;
-        format->interrupt_callback.opaque = clock;
-        clock->deadline = monotonic() + timeout;
+        memcpy(local, "file:", 5);
+        memcpy(local + 5, path, length + 1);
+    }
+    AVFormatContext *format = avformat_alloc_context();
+    AVDictionary *options = NULL;
+    if (timeout <= 0) timeout = 10;
+    // Every source has a clock: a network read waits at most `timeout` for data, a local file's open and each
+    // read get the same budget, so that no input keeps a demuxer busy for ever.
+    network_clock *clock = calloc(1, sizeof *clock);
+    if (!format || !clock) {
+        avformat_free_context(format);
+        free(clock);
+        free(local);
+        say(error, error_size, "out of memory");
+        return NULL;
+    }
+    format->interrupt_callback.callback = interrupted;
+    format->interrupt_callback.opaque = clock;
+    clock->deadline = monotonic() + timeout;
+    av_dict_set(&options, "protocol_whitelist", protocols, 0);
+    if (!network && !live) av_dict_set(&options, "format_whitelist", local_formats, 0);
+    if (network) {
         char microseconds[32];
         snprintf(microseconds, sizeof microseconds, "%lld", (long long)(timeout * 1e6));
         if (!strcmp(scheme, "rtsp") || !strcmp(scheme, "rtsps")) {
@@ -141,12 +177,17 @@ lookout_video *lookout_video_open(const char *path, int threads, double timeout,
             av_dict_set(&options, "rw_timeout", microseconds, 0);
         }
     }
-    int status = avformat_open_input(&format, path, forced, &options);
+    int status = avformat_open_input(&format, local ? local : path, forced, &options);
     av_dict_free(&options);
+    free(local);
     if (status < 0) {
         // A demuxer cut short by the time limit may report its own error (RTSP: invalid data).
-        if (network && (status == AVERROR_EXIT || monotonic() > clock->deadline))
-            say(error, error_size, "no answer within %g s", timeout);
+        if (status == AVERROR_EXIT || monotonic() > clock->deadline)
+            say(error, error_size, network ? "no answer within %g s" : "not read within %g s", timeout);
+        else if (!network && !live && status == AVERROR(EINVAL))
+            say(error, error_size,
+                "not a video container Lookout reads (MP4/MOV, Matroska/WebM, AVI, MPEG-TS/PS, FLV, Ogg, ASF; no "
+                "manifests, playlists or concatenations)");
         else if (status == AVERROR_INVALIDDATA)
             say(error, error_size, "not a video FFmpeg can read (no known container format in it)");
         else if (live && status == AVERROR(ENOENT))
@@ -156,10 +197,10 @@ lookout_video *lookout_video_open(const char *path, int threads, double timeout,
         free(clock);
         return NULL;
     }
-    if (clock) clock->deadline = monotonic() + timeout;
+    clock->deadline = monotonic() + timeout;
     status = avformat_find_stream_info(format, NULL);
     if (status < 0) {
-        if (network && (status == AVERROR_EXIT || monotonic() > clock->deadline))
+        if (status == AVERROR_EXIT || monotonic() > clock->deadline)
             say(error, error_size, "no video within %g s", timeout);
         else
             say(error, error_size, "cannot read the streams: %s (truncated or damaged?)",
@@ -190,6 +231,14 @@ lookout_video *lookout_video_open(const char *path, int threads, double timeout,
         return NULL;
     }
     AVStream *video_stream = format->streams[stream];
+    long long coded = (long long)video_stream->codecpar->width * video_stream->codecpar->height;
+    if (pixel_limit > 0 && coded > pixel_limit) {
+        say(error, error_size, "frames of %d×%d are over the %lld-pixel limit", video_stream->codecpar->width,
+            video_stream->codecpar->height, pixel_limit);
+        avformat_close_input(&format);
+        free(clock);
+        return NULL;
+    }
     AVCodecContext *decoder = avcodec_alloc_context3(codec);
     if (!decoder || avcodec_parameters_to_context(decoder, video_stream->codecpar) < 0) {
         say(error, error_size, "out of memory");
@@ -200,7 +249,18 @@ lookout_video *lookout_video_open(const char *path, int threads, double timeout,
     }
     decoder->thread_count = threads;
     decoder->pkt_timebase = video_stream->time_base;
+    // The decoder refuses a picture over the limit before it allocates one, for every frame: a stream may
+    // change its size mid-way.
+    if (pixel_limit > 0) decoder->max_pixels = pixel_limit;
     status = avcodec_open2(decoder, codec, NULL);
+    if (status == 0 && pixel_limit > 0 && (long long)decoder->width * decoder->height > pixel_limit) {
+        say(error, error_size, "frames of %d×%d are over the %lld-pixel limit", decoder->width, decoder->height,
+            pixel_limit);
+        avcodec_free_context(&decoder);
+        avformat_close_input(&format);
+        free(clock);
+        return NULL;
+    }
     if (status < 0 || decoder->width <= 0 || decoder->height <= 0) {
         say(error, error_size, "cannot start the %s decoder: %s", codec->name,
             status < 0 ? reason(status, why, sizeof why) : "no frame size");
@@ -210,6 +270,15 @@ lookout_video *lookout_video_open(const char *path, int threads, double timeout,
         return NULL;
     }
     lookout_video *video = calloc(1, sizeof *video);
+    if (!video) {
+        say(error, error_size, "out of memory");
+        avcodec_free_context(&decoder);
+        avformat_close_input(&format);
+        free(clock);
+        return NULL;
+    }
+    video->pixel_limit = pixel_limit;
+    video->network = network;
     video->clock = clock;
     video->timeout = timeout;
     video->format = format;
@@ -302,11 +371,27 @@ static int convert(lookout_video *video, uint8_t *bgr, char *error, size_t error
     return 0;
 }
 
+/// Whether the decoder has met a picture over the pixel limit (it refused it: `max_pixels`); then a sentence.
+static int over_limit(lookout_video *video, char *error, size_t error_size) {
+    long long pixels = (long long)video->decoder->width * video->decoder->height;
+    if (video->pixel_limit <= 0 || pixels <= video->pixel_limit) return 0;
+    say(error, error_size, "a frame of %d×%d is over the %lld-pixel limit", video->decoder->width,
+        video->decoder->height, video->pixel_limit);
+    return 1;
+}
+
 int lookout_video_next(lookout_video *video, uint8_t *bgr, double *time, char *error, size_t error_size) {
     char why[128];
     if (video->finished) return 0;
     for (;;) {
         int status = avcodec_receive_frame(video->decoder, video->frame);
+        if (status == 0 && video->pixel_limit > 0 &&
+            (long long)video->frame->width * video->frame->height > video->pixel_limit) {
+            say(error, error_size, "a frame of %d×%d is over the %lld-pixel limit", video->frame->width,
+                video->frame->height, video->pixel_limit);
+            av_frame_unref(video->frame);
+            return -1;
+        }
         if (status == 0) {
             double seconds = frame_time(video);
             int failed = convert(video, bgr, error, error_size);
@@ -339,6 +424,7 @@ int lookout_video_next(lookout_video *video, uint8_t *bgr, double *time, char *e
             return 0;
         }
         if (status != AVERROR(EAGAIN)) {
+            if (over_limit(video, error, error_size)) return -1;
             say(error, error_size, "cannot decode a frame: %s", reason(status, why, sizeof why));
             return -1;
         }
@@ -350,12 +436,15 @@ int lookout_video_next(lookout_video *video, uint8_t *bgr, double *time, char *e
         // the flush at the end.
         for (;;) {
             if (!video->pending) {
-                if (video->clock) video->clock->deadline = monotonic() + video->timeout;
+                video->clock->deadline = monotonic() + video->timeout;
                 status = av_read_frame(video->format, video->packet);
                 if (status == AVERROR(EAGAIN)) continue;
                 if (status < 0) {
-                    if (video->clock && (status == AVERROR_EXIT || monotonic() > video->clock->deadline)) {
-                        say(error, error_size, "no data for %g s (the stream stopped answering)", video->timeout);
+                    if (status == AVERROR_EXIT || monotonic() > video->clock->deadline) {
+                        say(error, error_size,
+                            video->network ? "no data for %g s (the stream stopped answering)"
+                                           : "a read took over %g s (the container keeps the demuxer busy)",
+                            video->timeout);
                         return -1;
                     }
                     if (status != AVERROR_EOF && !(video->format->pb && avio_feof(video->format->pb))) {
@@ -375,6 +464,7 @@ int lookout_video_next(lookout_video *video, uint8_t *bgr, double *time, char *e
             video->pending = status == AVERROR(EAGAIN);
             if (video->pending) break;
             av_packet_unref(video->packet);
+            if (status < 0 && over_limit(video, error, error_size)) return -1;
             // Damaged packets are skipped as ffmpeg does (the decoder conceals what it can).
             if (status < 0 && status != AVERROR_INVALIDDATA) {
                 say(error, error_size, "cannot decode: %s", reason(status, why, sizeof why));

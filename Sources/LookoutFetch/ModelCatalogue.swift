@@ -22,6 +22,9 @@ public struct ModelCatalogue: Sendable {
         /// Lowercase hex; nil where no digest is published (then the digest of the first download is
         /// recorded in the model's manifest, and later fetches check against it).
         public var sha256: String?
+        /// The most bytes the file may have (its size and a margin); a download that goes past it is stopped and
+        /// removed. Nil: the fetcher's own cap.
+        public var maximumBytes: Int64? = nil
     }
 
     public struct Model: Sendable {
@@ -82,7 +85,14 @@ public struct ModelCatalogue: Sendable {
                     if let sha, sha.count != 64 || !sha.allSatisfy(\.isHexDigit) {
                         throw fail("\(name): \(file).sha256 is not 64 hexadecimal digits")
                     }
-                    files.append(File(name: file, url: url, sha256: sha))
+                    var maximum: Int64?
+                    if let size = entry["max_bytes"] {
+                        guard let value = size.int, value > 0 else {
+                            throw fail("\(name): \(file).max_bytes must be a whole number of bytes above 0")
+                        }
+                        maximum = value
+                    }
+                    files.append(File(name: file, url: url, sha256: sha, maximumBytes: maximum))
                 }
             }
             var requires: [String] = []
@@ -92,7 +102,19 @@ public struct ModelCatalogue: Sendable {
             var manifest: [(String, String)] = []
             if let roles = node["manifest"] {
                 for role in ["detector", "text_encoder", "image_encoder"] {
-                    if let path = roles[role]?.string { manifest.append((role, path)) }
+                    guard let path = roles[role]?.string else { continue }
+                    // A file of this model's folder, or of a sibling model's (../NAME/FILE): nothing else.
+                    let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+                    let inside = parts.count == 1 && !parts[0].isEmpty && parts[0] != "." && parts[0] != ".."
+                    let sibling =
+                        parts.count == 3 && parts[0] == ".." && !parts[1].isEmpty && !parts[1].hasPrefix(".")
+                        && !parts[2].isEmpty && !parts[2].hasPrefix(".")
+                    guard inside || sibling else {
+                        throw fail(
+                            "\(name): manifest \(role) \(path) must name a file of the model's folder (FILE) or of another model's (../NAME/FILE)"
+                        )
+                    }
+                    manifest.append((role, path))
                 }
                 guard manifest.contains(where: { $0.0 == "detector" }),
                     manifest.contains(where: { $0.0 == "text_encoder" })
@@ -121,7 +143,7 @@ public struct ModelCatalogue: Sendable {
                     File(
                         name: "ViT-B-32.pt",
                         url: "https://openaipublic.azureedge.net/clip/models/\(clipDigest)/ViT-B-32.pt",
-                        sha256: clipDigest)
+                        sha256: clipDigest, maximumBytes: 400 << 20)
                 ], requires: [], manifest: [])
         ]
         for scale in ["s", "m", "l", "x"] {
@@ -133,7 +155,7 @@ public struct ModelCatalogue: Sendable {
                     files: [
                         File(
                             name: file, url: "https://github.com/ultralytics/assets/releases/download/v8.3.0/\(file)",
-                            sha256: nil)
+                            sha256: nil, maximumBytes: 400 << 20)
                     ], requires: ["clip-vit-b-32"],
                     manifest: [
                         ("detector", file), ("text_encoder", "../clip-vit-b-32/ViT-B-32.pt"),
@@ -157,7 +179,8 @@ public struct ModelCatalogue: Sendable {
             models.append(
                 Model(
                     name: name, description: description,
-                    files: [File(name: file, url: assets + file, sha256: nil)], requires: [], manifest: []))
+                    files: [File(name: file, url: assets + file, sha256: nil, maximumBytes: 1536 << 20)], requires: [],
+                    manifest: []))
         }
         for (family, scales, tower) in [
             ("v8", "sml", ("mobileclip-blt", "mobileclip_blt.ts")),
@@ -169,14 +192,21 @@ public struct ModelCatalogue: Sendable {
                 models.append(
                     Model(
                         name: stem, description: "ultralytics YOLOE-\(family) \(scale) (segmentation) with \(tower.0)",
-                        files: [File(name: stem + ".pt", url: assets + stem + ".pt", sha256: nil)],
+                        files: [
+                            File(name: stem + ".pt", url: assets + stem + ".pt", sha256: nil, maximumBytes: 400 << 20)
+                        ],
                         requires: [tower.0],
                         manifest: [("detector", stem + ".pt"), ("text_encoder", "../\(tower.0)/\(tower.1)")]))
                 models.append(
                     Model(
                         name: stem + "-pf",
                         description: "ultralytics YOLOE-\(family) \(scale) prompt-free: names what it sees, no text",
-                        files: [File(name: stem + "-pf.pt", url: assets + stem + "-pf.pt", sha256: nil)], requires: [],
+                        files: [
+                            File(
+                                name: stem + "-pf.pt", url: assets + stem + "-pf.pt", sha256: nil,
+                                maximumBytes: 400 << 20)
+                        ],
+                        requires: [],
                         manifest: [("detector", stem + "-pf.pt")]))
             }
         }

@@ -45,16 +45,26 @@ public final class ModelFetcher: @unchecked Sendable {
     public let caFile: String?
     /// A base URL every file is fetched from instead of its own URL (`BASE/FILE`).
     public let mirror: String?
+    /// Whether `http://` sources are taken (`--allow-http`): by default only HTTPS, and a redirect never goes
+    /// from HTTPS to HTTP either way.
+    public let allowHTTP: Bool
+    /// The most bytes a file whose catalogue entry states no size may have (`--max-bytes`).
+    public let maximumBytes: Int64
     private let environment: (String) -> String?
+
+    public static let defaultMaximumBytes: Int64 = 2 << 30
 
     public init(
         catalogue: ModelCatalogue = .builtIn, directory: String, caFile: String? = nil, mirror: String? = nil,
+        allowHTTP: Bool = false, maximumBytes: Int64 = defaultMaximumBytes,
         environment: @escaping (String) -> String? = { getenv($0).map { String(cString: $0) } }
     ) {
         self.catalogue = catalogue
         self.directory = directory
         self.caFile = caFile
         self.mirror = mirror
+        self.allowHTTP = allowHTTP
+        self.maximumBytes = maximumBytes
         self.environment = environment
     }
 
@@ -106,10 +116,13 @@ public final class ModelFetcher: @unchecked Sendable {
             unlink(target)
         }
         let url = mirror.map { $0.hasSuffix("/") ? $0 + file.name : $0 + "/" + file.name } ?? file.url
+        try checkScheme(url, for: file.name)
+        let limit = file.maximumBytes ?? maximumBytes
+        if let kept = Self.size(part), kept > limit { unlink(part) }
         let resumedFrom = Self.size(part) ?? 0
         let received = try Self.runAsync { () async throws(FetchError) -> (startedAt: Int64, total: Int64) in
             try await self.download(
-                url, to: part, from: resumedFrom, name: file.name, client: client, progress: progress)
+                url, to: part, from: resumedFrom, name: file.name, limit: limit, client: client, progress: progress)
         }
         let digest = try Self.digest(part)
         if let expected, digest != expected {
@@ -127,20 +140,68 @@ public final class ModelFetcher: @unchecked Sendable {
         return (outcome, digest)
     }
 
+    /// Refuses a source that is not HTTPS, unless `--allow-http`.
+    private func checkScheme(_ url: String, for name: String) throws(FetchError) {
+        let scheme = URLText.scheme(url)
+        if scheme == "https" || (scheme == "http" && allowHTTP) { return }
+        throw FetchError(
+            scheme == "http"
+                ? "\(name): \(URLText.redacted(url)) is plain HTTP, which anyone on the way can change: use an https:// source, or --allow-http for a mirror you trust on a network you trust"
+                : "\(name): \(URLText.redacted(url)) is not an https:// address")
+    }
+
+    /// Where a redirect from `url` to `location` leads (an absolute URL), or an error when it would go from
+    /// HTTPS to plain HTTP or to another scheme.
+    func redirect(from url: String, to location: String, name: String) throws(FetchError) -> String {
+        var target = location
+        if URLText.scheme(location) == nil {
+            guard let schemeEnd = url.firstRange(of: "://") else {
+                throw FetchError("\(name): a redirect to \(location) from \(url) cannot be followed")
+            }
+            let authorityEnd = url[schemeEnd.upperBound...].firstIndex(of: "/") ?? url.endIndex
+            if location.hasPrefix("//") {
+                target = String(url[..<schemeEnd.lowerBound]) + ":" + location
+            } else if location.hasPrefix("/") {
+                target = String(url[..<authorityEnd]) + location
+            } else {
+                let base = url[..<(url.lastIndex(of: "/").map { max($0, authorityEnd) } ?? url.endIndex)]
+                target = String(base) + (base.hasSuffix("/") ? "" : "/") + location
+            }
+        }
+        if URLText.scheme(url) == "https" && URLText.scheme(target) != "https" {
+            throw FetchError(
+                "\(name): \(URLText.redacted(url)) redirects to \(URLText.redacted(target)), away from HTTPS: refused")
+        }
+        try checkScheme(target, for: name)
+        return target
+    }
+
     /// Downloads `url` into `part`, resuming from `offset` when the server takes range requests; the offset
-    /// the download really started from and the file's size at the end.
+    /// the download really started from and the file's size at the end. Redirects are followed (at most 10)
+    /// only from HTTPS to HTTPS; a file over `limit` bytes is stopped and its part removed.
     private func download(
-        _ url: String, to part: String, from offset: Int64, name: String, client: HTTPClient,
+        _ firstURL: String, to part: String, from offset: Int64, name: String, limit: Int64, client: HTTPClient,
         progress: @escaping @Sendable (Progress) -> Void
     ) async throws(FetchError) -> (startedAt: Int64, total: Int64) {
-        var request = HTTPClientRequest(url: url)
-        request.headers.add(name: "User-Agent", value: "lookout-models-fetch")
-        if offset > 0 { request.headers.add(name: "Range", value: "bytes=\(offset)-") }
-        let response: HTTPClientResponse
-        do {
-            response = try await client.execute(request, timeout: .hours(12))
-        } catch {
-            throw FetchError("cannot download \(url): \(Self.describe(error))")
+        var url = firstURL
+        var response: HTTPClientResponse
+        var redirects = 0
+        while true {
+            var request = HTTPClientRequest(url: url)
+            request.headers.add(name: "User-Agent", value: "lookout-models-fetch")
+            if offset > 0 { request.headers.add(name: "Range", value: "bytes=\(offset)-") }
+            do {
+                response = try await client.execute(request, timeout: .hours(12))
+            } catch {
+                throw FetchError("cannot download \(URLText.redacted(url)): \(Self.describe(error))")
+            }
+            guard [301, 302, 303, 307, 308].contains(response.status.code) else { break }
+            guard let location = response.headers.first(name: "Location"), redirects < 10 else {
+                throw FetchError(
+                    "cannot download \(URLText.redacted(firstURL)): too many redirects, or one without a Location")
+            }
+            url = try redirect(from: url, to: location, name: name)
+            redirects += 1
         }
         var start = offset
         switch response.status.code {
@@ -151,7 +212,8 @@ public final class ModelFetcher: @unchecked Sendable {
         case 416 where offset > 0:
             // The part is no shorter than the file: start again rather than trust it.
             unlink(part)
-            return try await download(url, to: part, from: 0, name: name, client: client, progress: progress)
+            return try await download(
+                firstURL, to: part, from: 0, name: name, limit: limit, client: client, progress: progress)
         default:
             throw FetchError("cannot download \(url): HTTP \(response.status.code) \(response.status.reasonPhrase)")
         }
@@ -160,6 +222,12 @@ public final class ModelFetcher: @unchecked Sendable {
         }
         let length = response.headers.first(name: "Content-Length").flatMap { Int64($0) }
         let total = length.map { $0 + start }
+        if let total, total > limit {
+            if start > 0 { unlink(part) }
+            throw FetchError(
+                "\(name): the server says it has \(Self.megabytes(total)), more than the \(Self.megabytes(limit)) it may have: refused (a catalogue's max_bytes, or --max-bytes, sets the limit)"
+            )
+        }
         let descriptor = open(part, O_WRONLY | O_CREAT | (start == 0 ? O_TRUNC : O_APPEND), 0o644)
         guard descriptor >= 0 else {
             throw FetchError("\(part): cannot write (\(String(cString: strerror(errno))))")
@@ -182,6 +250,12 @@ public final class ModelFetcher: @unchecked Sendable {
                     throw FetchError("\(part): cannot write (\(String(cString: strerror(errno))))")
                 }
                 received += Int64(written)
+                if received > limit {
+                    unlink(part)
+                    throw FetchError(
+                        "\(name): the download went past \(Self.megabytes(limit)), more than the file may have: stopped and removed (a catalogue's max_bytes, or --max-bytes, sets the limit)"
+                    )
+                }
                 progress(Progress(file: name, received: received, total: total, resumedFrom: start))
             }
         } catch let error as FetchError {
@@ -211,8 +285,18 @@ public final class ModelFetcher: @unchecked Sendable {
         var members: [(String, JSONValue)] = [
             ("name", .string(model.name)), ("description", .string(model.description + " (lookout models fetch)")),
         ]
+        let allowed = Set((try? catalogue.withRequirements(model.name))?.map(\.name) ?? [model.name])
         for (role, path) in model.manifest {
             let absolute = Self.normalised(folder + "/" + path)
+            let base = Self.normalised(directory)
+            // The model's own folder, or the folder of a model it requires: nothing else goes into its manifest.
+            guard
+                allowed.contains(where: { absolute.hasPrefix(base + "/" + $0 + "/") })
+            else {
+                throw FetchError(
+                    "\(model.name): its \(role) \(path) lies outside its folder and those of the models it requires: refused"
+                )
+            }
             guard Self.size(absolute) != nil else {
                 throw FetchError("\(model.name): its \(role) \(absolute) is not there after the fetch")
             }
@@ -262,7 +346,7 @@ public final class ModelFetcher: @unchecked Sendable {
             }
         }
         var configuration = HTTPClient.Configuration(
-            tlsConfiguration: tls, redirectConfiguration: .follow(max: 10, allowCycles: false),
+            tlsConfiguration: tls, redirectConfiguration: .disallow,
             timeout: .init(connect: .seconds(20), read: .seconds(60)), proxy: try proxy())
         configuration.httpVersion = .http1Only
         // The first failure to connect (refused, a certificate that does not verify) is the answer: the

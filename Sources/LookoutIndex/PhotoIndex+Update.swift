@@ -36,6 +36,9 @@ extension PhotoIndex {
         public var skippedFiles = 0
         /// Symbolic links whose target does not exist.
         public var brokenLinks = 0
+        /// Symbolic links to files or folders outside the indexed folder, left out (``PhotoIndex/followLinks``
+        /// follows them).
+        public var linksOutside = 0
         public var unreadableFolders: [String] = []
         /// What was done to the region lists (built, rebuilt), in words; nil when nothing worth saying.
         public var lists: String?

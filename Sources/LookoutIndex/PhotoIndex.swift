@@ -38,6 +38,10 @@ public final class PhotoIndex {
     /// Whether searches on a store with nearest-neighbour indexes (pgvector's HNSW) read only the photos
     /// holding the nearest vectors (false: every photo, exactly as a store without them).
     public var useNearestNeighbours = true
+    /// Whether a scan follows symbolic links that lead out of the indexed folder (`index --follow-links`);
+    /// by default only links to files and folders inside it are followed, so that a link placed in a photo
+    /// folder cannot bring other files into the index (nor, through `serve`, onto the network).
+    public var followLinks = false
     /// How many nearest regions (and whole-photo embeddings) per query such a search reads the photos of;
     /// each is then scored exactly as a full scan scores it. Nil: the store's own default (region lists 100,
     /// pgvector 400).
@@ -112,8 +116,13 @@ public final class PhotoIndex {
                 guard FileSystem.lstat(path, &info) == 0 else { continue }
                 let type = info.st_mode & S_IFMT
                 if type == S_IFLNK {  // follow links, to files and to folders (each folder walked once)
-                    guard FileSystem.stat(path, &info) == 0 else {
+                    guard FileSystem.stat(path, &info) == 0, let target = FileSystem.realpath(path) else {
                         summary.brokenLinks += 1
+                        continue
+                    }
+                    guard followLinks || target == folder || target.hasPrefix(folder == "/" ? "/" : folder + "/")
+                    else {
+                        summary.linksOutside += 1
                         continue
                     }
                 }

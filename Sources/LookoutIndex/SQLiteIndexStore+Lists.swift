@@ -358,10 +358,17 @@ extension SQLiteIndexStore: NearestNeighbourStore {
                 queries.append((query, false, true))
             }
         }
+        // Objects and scenes each with their own probes and candidates: their scores are on other scales, and in
+        // one shared budget the region lists' entries crowded the whole-photo ones out.
         for query in queries where query.vector.count == lists.dimension {
-            let groups = RegionLists.searchGroups(model: model, objects: query.objects, scenes: query.scenes)
-            for candidate in lists.candidates(query: query.vector, groups: groups, probes: listProbes, limit: limit) {
-                contents.insert(candidate.hash)
+            for (objects, scenes) in [(true, false), (false, true)]
+            where (objects && query.objects) || (scenes && query.scenes) {
+                let groups = RegionLists.searchGroups(model: model, objects: objects, scenes: scenes)
+                for candidate in lists.candidates(
+                    query: query.vector, groups: groups, probes: listProbes, limit: limit)
+                {
+                    contents.insert(candidate.hash)
+                }
             }
         }
         return contents

@@ -1,38 +1,74 @@
 import Dispatch
 import Foundation
 import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
 import Logging
 import LookoutEngine
 import LookoutJSON
 import LookoutTracking
 import Metrics
+import NIOCore
+import NIOSSL
 import Prometheus
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// `lookout serve`: the HTTP API of ``LookoutService`` and the web page, on Hummingbird.
 ///
-/// Safe by default: it binds 127.0.0.1; any other host needs a token (`Authorization: Bearer`). Bodies over
-/// ``Configuration/maximumBodyBytes`` get 413; photos over the pixel limit 422. Inference runs one request at
-/// a time on its own thread (the engine's compute pool parallelises each), with at most
-/// ``Configuration/queueLimit`` requests waiting; beyond that 503 with `Retry-After`, and a request that
-/// is not answered within ``Configuration/requestTimeout`` seconds gets 503 too. No request names a file: uploads are
-/// bytes, indexed photos are named by an id search gives.
+/// Safe by default: it binds 127.0.0.1; any other host needs a token (`Authorization: Bearer`), and with
+/// ``Configuration/tlsCertificate`` it speaks HTTPS. A `Host` header naming another server gets 421, a POST body
+/// of a type the API does not document 415 (``RequestGuard``). Bodies over ``Configuration/maximumBodyBytes``
+/// get 413, and a body must arrive within ``Configuration/bodyTimeout`` seconds (408) before its request takes a
+/// place in the queue; photos over the pixel limit 422. Inference runs one request at a time on its own thread
+/// (the engine's compute pool parallelises each), with at most ``Configuration/queueLimit`` requests waiting;
+/// beyond that 503 with `Retry-After`, and a request that is not answered within
+/// ``Configuration/requestTimeout`` seconds gets 503 too: then, or when its client leaves, its work stops at the
+/// next frame and its place is given back. Idle connections close after ``Configuration/idleTimeout``
+/// seconds. No request names a file: uploads are bytes, indexed photos are named by an id search gives.
 public final class LookoutServer: Sendable {
     public struct Configuration: Sendable {
         public var host = "127.0.0.1"
         public var port = 8080
         public var token: String?
         public var maximumBodyBytes = 32 << 20
-        /// Videos posted to /api/v1/videos/detect: at most this many bytes and this many seconds of video.
+        /// Videos posted to /api/v1/videos/detect: at most this many bytes and this many seconds of video, and
+        /// at most this many frames (decoded, processed or not; nil: 30 a second of the longest video).
         public var maximumVideoBytes = 64 << 20
         public var maximumVideoSeconds = 120.0
+        public var maximumVideoFrames: Int?
         public var queueLimit = 16
         public var requestTimeout: Double = 30
+        /// Seconds a request's body may take to arrive (it takes no place in the queue meanwhile).
+        public var bodyTimeout: Double = 60
+        /// Seconds a connection may stay open with no request.
+        public var idleTimeout: Double = 60
+        /// Names the server is reached by besides its --host and localhost (a `Host` header must name one).
+        public var allowedHosts: [String] = []
+        /// PEM files of the certificate (chain) and its private key: HTTPS instead of HTTP.
+        public var tlsCertificate: String?
+        public var tlsKey: String?
 
         public init() {}
 
-        /// Refuses what is unsafe or impossible: another host without a token, a port out of range.
+        /// The frame cap of a video upload.
+        public var videoFrames: Int { maximumVideoFrames ?? max(1, Int((maximumVideoSeconds * 30).rounded(.up))) }
+
+        /// Refuses what is unsafe or impossible: another host without a token, a port out of range, half a TLS
+        /// configuration.
         public func validated() throws(ServiceError) -> Configuration {
             guard (0...65535).contains(port) else { throw ServiceError(400, "--port must be from 0 to 65535") }
+            guard (tlsCertificate == nil) == (tlsKey == nil) else {
+                throw ServiceError(400, "--tls-cert and --tls-key go together: the certificate and its private key")
+            }
+            guard bodyTimeout > 0 && idleTimeout > 0 else {
+                throw ServiceError(400, "--body-timeout and --idle-timeout must be above 0 seconds")
+            }
+            if let maximumVideoFrames, maximumVideoFrames < 1 {
+                throw ServiceError(400, "--max-video-frames must be at least 1")
+            }
             let loopback = ["127.0.0.1", "localhost", "::1"].contains(host)
             guard loopback || !(token ?? "").isEmpty else {
                 throw ServiceError(
@@ -51,10 +87,12 @@ public final class LookoutServer: Sendable {
     /// has connections, beside inference.
     let searches: InferenceQueue
     let registry = PrometheusCollectorRegistry()
+    let hosts: HostAllowList
 
     public init(service: LookoutService, configuration: Configuration) throws(ServiceError) {
         self.service = service
         self.configuration = try configuration.validated()
+        hosts = HostAllowList(host: configuration.host, allowed: configuration.allowedHosts)
         self.queue = InferenceQueue(limit: configuration.queueLimit, timeout: configuration.requestTimeout)
         self.searches = InferenceQueue(
             limit: configuration.queueLimit, timeout: configuration.requestTimeout,
@@ -66,17 +104,24 @@ public final class LookoutServer: Sendable {
     public func run(ready: @escaping @Sendable (String) -> Void) async throws {
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let metrics = ServerMetrics(service: service, queue: queue)
-        let router = Router()
+        let router = Router(context: ServerRequestContext.self)
+        router.add(middleware: RequestGuard(hosts: hosts))
         router.add(middleware: MetricsMiddleware())
         router.add(middleware: UnroutedRequests())
         routes(router, metrics: metrics)
         // SIGTERM and SIGINT also go to Hummingbird, which then waits for the requests in flight: those still
-        // queued are answered 503 at once, so the stop waits for one inference at most.
+        // queued are answered 503 at once and the running work stops at its next frame, so the stop waits for
+        // one photo's inference at most. Whatever holds it up, the process ends 10 s after the signal.
         let signals = [SIGTERM, SIGINT].map { number in
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler { [queue, searches] in
                 queue.stop()
                 searches.stop()
+                DispatchQueue.global().asyncAfter(deadline: .now() + 10) {
+                    FileHandle.standardError.write(
+                        Data("lookout serve: stopped 10 s after the signal, with work still running\n".utf8))
+                    _exit(128 + number)
+                }
             }
             source.resume()
             return source
@@ -85,12 +130,23 @@ public final class LookoutServer: Sendable {
         var logger = Logger(label: "lookout.serve")
         logger.logLevel = .warning
         let host = configuration.host
+        let http = HTTP1Channel.Configuration(
+            additionalChannelHandlers: [ClientWatch()],
+            idleTimeout: .nanoseconds(Int64(configuration.idleTimeout * 1e9)))
+        var server = HTTPServerBuilder.http1(configuration: http)
+        let scheme: String
+        if let certificate = configuration.tlsCertificate, let key = configuration.tlsKey {
+            server = try .tls(server, tlsConfiguration: Self.tls(certificate: certificate, key: key))
+            scheme = "https"
+        } else {
+            scheme = "http"
+        }
         let app = Application(
-            router: router,
+            router: router, server: server,
             configuration: .init(address: .hostname(host, port: configuration.port), serverName: "lookout"),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? 0
-                ready("http://\(host.contains(":") ? "[\(host)]" : host):\(port)/")
+                ready("\(scheme)://\(host.contains(":") ? "[\(host)]" : host):\(port)/")
             },
             logger: logger)
         // The process ends only after the inference threads have: a request answered 503 at its time limit
@@ -102,9 +158,28 @@ public final class LookoutServer: Sendable {
         try await app.runService()
     }
 
-    private func routes(_ router: Router<BasicRequestContext>, metrics: ServerMetrics) {
+    /// The server's TLS settings from PEM files, or a sentence saying which file is wrong.
+    static func tls(certificate: String, key: String) throws -> TLSConfiguration {
+        let chain: [NIOSSLCertificate]
+        let privateKey: NIOSSLPrivateKey
+        do {
+            chain = try NIOSSLCertificate.fromPEMFile(certificate)
+        } catch {
+            throw ServiceError(400, "--tls-cert \(certificate): not a PEM certificate that can be read (\(error))")
+        }
+        do {
+            privateKey = try NIOSSLPrivateKey(file: key, format: .pem)
+        } catch {
+            throw ServiceError(400, "--tls-key \(key): not a PEM private key that can be read (\(error))")
+        }
+        guard !chain.isEmpty else { throw ServiceError(400, "--tls-cert \(certificate) holds no certificate") }
+        return TLSConfiguration.makeServerConfiguration(
+            certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(privateKey))
+    }
+
+    private func routes(_ router: Router<ServerRequestContext>, metrics: ServerMetrics) {
         let service = self.service, queue = self.queue, searches = self.searches, registry = self.registry
-        let limit = configuration.maximumBodyBytes
+        let limit = configuration.maximumBodyBytes, bodyTime = configuration.bodyTimeout
         router.get("/") { _, _ in
             Response(
                 status: .ok, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-cache"],
@@ -119,8 +194,8 @@ public final class LookoutServer: Sendable {
         router.get("/api/v1/openapi.json") { _, _ in Self.json(Array(OpenAPIDocument.json.utf8)) }
         let metricsToken = configuration.token.flatMap { $0.isEmpty ? nil : $0 }
         router.get("/metrics") { request, _ in
-            if let metricsToken, !BearerToken<BasicRequestContext>.accepts(request, token: metricsToken) {
-                return BearerToken<BasicRequestContext>.refusal
+            if let metricsToken, !BearerToken<ServerRequestContext>.accepts(request, token: metricsToken) {
+                return BearerToken<ServerRequestContext>.refusal
             }
             metrics.update()
             var out: [UInt8] = []
@@ -131,26 +206,31 @@ public final class LookoutServer: Sendable {
         }
         let api = router.group("/api/v1")
         if let token = configuration.token, !token.isEmpty { api.add(middleware: BearerToken(token: token)) }
-        api.post("/detect") { request, _ in
+        api.post("/detect") { request, context in
             try await Self.answer {
                 let query = FormQuery(request.uri.query ?? "")
                 let track = query["track"]
                 let (queries, thresholds) = try Self.detection(query, tracking: track != nil)
                 let keep = try Self.flag(query, "keep", default: true)
-                // Admitted to the queue before the body is read: at most queue-limit bodies in memory.
-                return try await queue.run(reading: { try await Self.body(request, limit: limit) }) { body in
+                // The body arrives first (within its own limit), then the request takes its place in the queue.
+                return try await queue.run(
+                    clientGone: await context.clientGone(),
+                    reading: { try await Self.body(request, limit: limit, seconds: bodyTime) }
+                ) { body, _ in
                     try service.detect(
                         imageBytes: body, queries: queries, thresholds: thresholds, keep: keep, track: track)
                 }
             }
         }
         let videoBytes = configuration.maximumVideoBytes, videoSeconds = configuration.maximumVideoSeconds
+        let videoFrames = configuration.videoFrames
         let videoTime = max(configuration.requestTimeout, 300)
-        api.post("/videos/detect") { request, _ in
+        api.post("/videos/detect") { request, context in
             try await Self.answer {
                 let query = FormQuery(request.uri.query ?? "")
                 var video = LookoutService.VideoRequest()
                 video.maximumSeconds = videoSeconds
+                video.maximumFrames = videoFrames
                 video.track = try Self.flag(query, "track", default: false)
                 if let tracker = query["tracker"] {
                     guard let method = ByteTracker.Method(rawValue: tracker) else {
@@ -166,22 +246,28 @@ public final class LookoutServer: Sendable {
                     video.every = value
                 }
                 let settings = video
-                // A video holds the inference thread for all its frames: its own, longer time limit.
+                // A video holds the inference thread for all its frames: its own, longer time limit, and its work
+                // stops at the next frame once that passes or the client leaves.
                 return try await queue.run(
-                    until: DispatchTime.now() + videoTime,
-                    reading: { try await Self.body(request, limit: videoBytes) }
-                ) { body in
-                    try service.detectVideo(bytes: body, queries: queries, thresholds: thresholds, request: settings)
+                    seconds: videoTime, clientGone: await context.clientGone(),
+                    reading: { try await Self.body(request, limit: videoBytes, seconds: bodyTime) }
+                ) { body, cancellation in
+                    try service.detectVideo(
+                        bytes: body, queries: queries, thresholds: thresholds, request: settings,
+                        cancellation: cancellation)
                 }
             }
         }
         api.post("/images/{image_id}/detect") { request, context in
             try await Self.answer {
                 let id = context.parameters.get("image_id") ?? ""
-                return try await queue.run(reading: { try Self.requery(try await Self.body(request, limit: 1 << 20)) })
-                {
-                    (queries, prompts, thresholds) in
-                    try service.redetect(imageID: id, queries: queries, prompts: prompts, thresholds: thresholds)
+                return try await queue.run(
+                    clientGone: await context.clientGone(),
+                    reading: { try Self.requery(try await Self.body(request, limit: 1 << 20, seconds: bodyTime)) }
+                ) {
+                    request, _ in
+                    let (queries, prompts, thresholds) = request
+                    return try service.redetect(imageID: id, queries: queries, prompts: prompts, thresholds: thresholds)
                 }
             }
         }
@@ -273,13 +359,22 @@ public final class LookoutServer: Sendable {
         return response
     }
 
-    /// The whole body, at most `limit` bytes (413 beyond: by the declared length before reading).
-    static func body(_ request: Request, limit: Int) async throws -> [UInt8] {
+    /// The whole body, at most `limit` bytes (413 beyond: by the declared length before reading), arrived
+    /// within `seconds` (408 after).
+    static func body(_ request: Request, limit: Int, seconds: Double) async throws -> [UInt8] {
         if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > limit {
             throw ServiceError(413, "the body has \(length) bytes: at most \(limit)")
         }
         do {
-            return Array(buffer: try await request.body.collect(upTo: limit))
+            return try await withThrowingTaskGroup(of: [UInt8].self) { group in
+                group.addTask { Array(buffer: try await request.body.collect(upTo: limit)) }
+                group.addTask {
+                    try await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
+                    throw ServiceError(408, "the body did not arrive within \(Int(seconds)) s")
+                }
+                defer { group.cancelAll() }
+                return try await group.next()!
+            }
         } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
             throw ServiceError(413, "the body is over \(limit) bytes")
         }
@@ -469,9 +564,12 @@ final class InferenceQueue: @unchecked Sendable {
     let timeout: Double
     private let lock = NSLock()
     private var waiting = 0
+    private var reading = 0
     private let worker: DispatchQueue
     /// How many pieces of work run at once (one for inference).
     private let running: DispatchSemaphore
+    /// The cancellations of the requests admitted and not yet answered, to stop their work when the server stops.
+    private var active: [ObjectIdentifier: Cancellation] = [:]
 
     init(limit: Int, timeout: Double, workers: Int = 1, label: String = "lookout.inference") {
         self.limit = limit
@@ -485,74 +583,146 @@ final class InferenceQueue: @unchecked Sendable {
     private var stopping = false
     var isStopping: Bool { lock.withLock { stopping } }
 
-    /// From now on: no new request is admitted and those waiting are answered 503 at once (the one running
-    /// finishes), so that a stop waits for one inference at most.
-    func stop() { lock.withLock { stopping = true } }
+    /// From now on: no new request is admitted, those waiting are answered 503 at once, and the work running
+    /// stops at its next boundary (a video's next frame), so that a stop waits for one photo's inference at most.
+    func stop() {
+        let running = lock.withLock {
+            stopping = true
+            return Array(active.values)
+        }
+        running.forEach { $0.cancel() }
+    }
 
     /// Waits until the work running or queued now has ended (after ``stop()``, queued work ends at once).
     func waitUntilIdle() { worker.sync(flags: .barrier) {} }
 
     /// Runs `work` on the inference thread. The answer comes within `timeout` seconds of the call: a request
-    /// that could not start by then, or whose work is still running then, gets 503 (the work itself runs to
-    /// its end, bounded by the pixel limit, and its result is dropped).
+    /// that could not start by then, or whose work is still running then, gets 503; its place is given back at
+    /// once and its work is told to stop (``Cancellation``), as when `clientGone` says its client has left.
     /// `deadline` (default: `timeout` from now) lets a request that passes through two queues keep one limit.
     func run<T: Sendable>(
-        until deadline: DispatchTime? = nil, _ work: @escaping @Sendable () throws -> T
+        until deadline: DispatchTime? = nil, clientGone: @escaping @Sendable () -> Bool = { false },
+        _ work: @escaping @Sendable () throws -> T
     )
         async throws -> T
     {
-        try await run(until: deadline, reading: {}) { _ in try work() }
+        try await admitted(until: deadline, clientGone: clientGone) { _ in try work() }
     }
 
-    /// ``run(_:)`` for work on a request's input: the request takes its place in the queue first, then its
-    /// input is read (`reading`: the body), so inputs in memory are bounded by the queue's limit too.
+    /// ``run(_:)`` for work on a request's input: the input is read first (`reading`: the body, within its own
+    /// time limit; at most four times `limit` requests reading at once), then the request takes its place in the queue,
+    /// whose time limit (`seconds`, default `timeout`) starts then.
     func run<Input: Sendable, T: Sendable>(
-        until givenDeadline: DispatchTime? = nil, reading: () async throws -> Input,
-        _ work: @escaping @Sendable (Input) throws -> T
+        seconds: Double? = nil, clientGone: @escaping @Sendable () -> Bool = { false },
+        reading read: () async throws -> Input, _ work: @escaping @Sendable (Input, Cancellation) throws -> T
     ) async throws -> T {
+        let (admitted, stopped) = lock.withLock { () -> (Bool, Bool) in
+            guard reading < 4 * limit && !stopping else { return (false, stopping) }
+            reading += 1
+            return (true, false)
+        }
+        guard admitted else {
+            throw ServiceError(
+                503,
+                stopped ? "the server is stopping" : "busy: \(4 * limit) requests are sending their bodies; try again")
+        }
+        let input: Input
+        do {
+            input = try await read()
+            lock.withLock { reading -= 1 }
+        } catch {
+            lock.withLock { reading -= 1 }
+            throw error
+        }
+        return try await self.admitted(
+            until: DispatchTime.now() + (seconds ?? timeout), clientGone: clientGone
+        ) { cancellation in try work(input, cancellation) }
+    }
+
+    private func admitted<T: Sendable>(
+        until givenDeadline: DispatchTime?, clientGone: @escaping @Sendable () -> Bool,
+        _ work: @escaping @Sendable (Cancellation) throws -> T
+    ) async throws -> T {
+        let cancellation = Cancellation(clientGone: clientGone)
+        let key = ObjectIdentifier(cancellation)
         let (admitted, stopped) = lock.withLock { () -> (Bool, Bool) in
             guard waiting < limit && !stopping else { return (false, stopping) }
             waiting += 1
+            active[key] = cancellation
             return (true, false)
         }
         guard admitted else {
             throw ServiceError(
                 503, stopped ? "the server is stopping" : "busy: \(limit) requests are waiting; try again")
         }
+        // The place in the queue is given back once: by the answer in time, the time limit, or the client leaving.
+        let place = Once { [self] in
+            lock.withLock {
+                waiting -= 1
+                active[key] = nil
+            }
+        }
         let deadline = givenDeadline ?? DispatchTime.now() + timeout
-        let timeout = self.timeout
-        let input: Input
-        do {
-            input = try await reading()
-        } catch {
-            lock.withLock { waiting -= 1 }
-            throw error
-        }
-        return try await withCheckedThrowingContinuation { continuation in
-            let answer = OneAnswer(continuation)
-            worker.async {
-                self.running.wait()
-                defer {
-                    self.running.signal()
-                    self.lock.withLock { self.waiting -= 1 }
+        let seconds = Int(
+            (Double(deadline.uptimeNanoseconds) - Double(DispatchTime.now().uptimeNanoseconds)) / 1e9 + 0.5)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let answer = OneAnswer(continuation)
+                worker.async {
+                    self.running.wait()
+                    defer {
+                        self.running.signal()
+                        place.run()
+                    }
+                    guard !self.isStopping else {
+                        answer.give(.failure(ServiceError(503, "the server is stopping; try again later")))
+                        return
+                    }
+                    guard DispatchTime.now() < deadline, !answer.given, !cancellation.isCancelled else {
+                        answer.give(.failure(ServiceError(503, "busy: the request waited \(seconds) s; try again")))
+                        return
+                    }
+                    answer.give(Result { try work(cancellation) })
                 }
-                guard !self.isStopping else {
-                    answer.give(.failure(ServiceError(503, "the server is stopping; try again later")))
-                    return
+                // A client that has left gives its place back within a second, queued or running.
+                @Sendable func watch() {
+                    DispatchQueue.global().asyncAfter(deadline: .now() + 1) {
+                        guard !answer.given else { return }
+                        guard cancellation.isCancelled else { return watch() }
+                        place.run()
+                        answer.give(.failure(ServiceError(503, "the request was given up")))
+                    }
                 }
-                guard DispatchTime.now() < deadline, !answer.given else {
-                    answer.give(.failure(ServiceError(503, "busy: the request waited \(Int(timeout)) s; try again")))
-                    return
+                watch()
+                DispatchQueue.global().asyncAfter(deadline: deadline) {
+                    cancellation.cancel()
+                    place.run()
+                    answer.give(
+                        .failure(
+                            ServiceError(503, "the request took longer than its limit of \(seconds) s; try again"))
+                    )
                 }
-                answer.give(Result { try work(input) })
             }
-            DispatchQueue.global().asyncAfter(deadline: deadline) {
-                answer.give(
-                    .failure(
-                        ServiceError(503, "the request took longer than its limit of \(Int(timeout)) s; try again"))
-                )
-            }
+        } onCancel: {
+            cancellation.cancel()
+            place.run()
         }
+    }
+}
+
+/// A piece of work done once, whoever asks first.
+final class Once: @unchecked Sendable {
+    private let lock = NSLock()
+    private var work: (() -> Void)?
+
+    init(_ work: @escaping () -> Void) { self.work = work }
+
+    func run() {
+        let pending = lock.withLock { () -> (() -> Void)? in
+            defer { work = nil }
+            return work
+        }
+        pending?()
     }
 }
 

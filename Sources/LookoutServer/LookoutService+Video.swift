@@ -7,12 +7,13 @@ import LookoutVideo
 
 extension LookoutService {
     /// How a video upload is read: every Nth frame, optionally followed by ByteTrack or BoT-SORT; at most
-    /// `maximumSeconds` of video.
+    /// `maximumSeconds` of video and `maximumFrames` decoded frames (processed or not).
     public struct VideoRequest: Sendable {
         public var every = 1
         public var track = false
         public var tracker = ByteTracker.Method.byteTrack
         public var maximumSeconds = 120.0
+        public var maximumFrames = 3600
 
         public init() {}
     }
@@ -20,9 +21,12 @@ extension LookoutService {
     /// `POST /api/v1/videos/detect`: the uploaded video's processed frames with their detections (and track
     /// ids when tracking), then what was found when — one JSON document:
     /// `{"width","height","frames":[{"frame","time","detections"}],"found":{label:{"first","last","frames"}},
-    /// "tracks"}`. The bytes go to a private temporary file for FFmpeg, removed before the answer.
+    /// "tracks"}`. The bytes go to a private temporary file for FFmpeg, unlinked as soon as it is written (only
+    /// its open descriptor names it, so nothing is left behind whatever ends the request or the server). The
+    /// work stops at the next frame once `cancellation` says so (503).
     public func detectVideo(
-        bytes: [UInt8], queries: [String], thresholds: Thresholds, request: VideoRequest
+        bytes: [UInt8], queries: [String], thresholds: Thresholds, request: VideoRequest,
+        cancellation: Cancellation = Cancellation()
     ) throws(ServiceError) -> [UInt8] {
         let queries = try Self.checkedQueries(queries)
         guard !bytes.isEmpty else { throw ServiceError(400, "the request body is empty: send the video's bytes") }
@@ -32,11 +36,16 @@ extension LookoutService {
         var template = Array((NSTemporaryDirectory() + "/lookout-upload-XXXXXX").utf8CString)
         let descriptor = mkstemp(&template)
         guard descriptor >= 0 else { throw ServiceError(500, "cannot make a temporary file for the video") }
-        let path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        defer { unlink(path) }
-        let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
-        close(descriptor)
-        guard written == bytes.count else { throw ServiceError(507, "cannot store the video to read it") }
+        unlink(String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        defer { close(descriptor) }
+        var written = 0
+        while written < bytes.count {
+            let count = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress! + written, $0.count - written) }
+            guard count > 0 else { throw ServiceError(507, "cannot store the video to read it") }
+            written += count
+        }
+        // FFmpeg reads the unlinked file through its descriptor's name.
+        let path = "/proc/self/fd/\(descriptor)"
 
         let reader: VideoReader
         do {
@@ -55,8 +64,20 @@ extension LookoutService {
         var frames: [JSONValue] = []
         var found: [String: (first: Double, last: Double, frames: Int)] = [:]
         var width = reader.info.width, height = reader.info.height
+        var givenUp = false
         do throws(VideoError) {
             while let frame = try reader.next() {
+                if cancellation.isCancelled {
+                    givenUp = true
+                    break
+                }
+                guard frame.index < request.maximumFrames else {
+                    throw VideoError(
+                        path: "upload", kind: .tooLarge,
+                        problem:
+                            "the video holds more than \(request.maximumFrames) frames (the server's --max-video-frames)"
+                    )
+                }
                 guard frame.time <= request.maximumSeconds else {
                     throw VideoError(
                         path: "upload", kind: .tooLarge,
@@ -80,6 +101,11 @@ extension LookoutService {
             }
         } catch {
             throw Self.serviceError(error)
+        }
+        if givenUp {
+            throw ServiceError(
+                503,
+                "the request was given up (its time limit, the client gone or the server stopping); its work stopped")
         }
         guard !frames.isEmpty else { throw ServiceError(400, "no frame could be decoded") }
         var document: [(String, JSONValue)] = [

@@ -345,7 +345,7 @@ public final class LookoutService: @unchecked Sendable {
         do {
             storesLabels = try index.storedModel()?.promptFree != nil
         } catch {
-            throw ServiceError(500, "the index could not be read: \(error.problem)")
+            throw Self.logged(ServiceError(500, "the index could not be read"), "\(error.problem)")
         }
         if !labels.isEmpty && !storesLabels {
             throw ServiceError(
@@ -356,7 +356,7 @@ public final class LookoutService: @unchecked Sendable {
                 text: text, confidence: thresholds.confidence, top: top, evidence: evidence,
                 filter: PhotoFilter(labels: labels))
         } catch {
-            throw ServiceError(500, "the index could not be searched: \(error.problem)")
+            throw Self.logged(ServiceError(500, "the index could not be searched"), "\(error.problem)")
         }
         var results: [JSONValue] = []
         lock.lock()
@@ -421,7 +421,7 @@ public final class LookoutService: @unchecked Sendable {
 
     private func indexedPath(_ id: String) throws(ServiceError) -> String {
         guard id.count == 24, id.allSatisfy(\.isHexDigit) else { throw ServiceError(404, "no indexed photo \(id)") }
-        if let path = lock.withLock({ photoPaths[id] }) { return path }
+        if let path = lock.withLock({ photoPaths[id] }) { return try servable(path, id: id) }
         let index = try openIndex()
         var found: String?
         do {
@@ -436,6 +436,20 @@ public final class LookoutService: @unchecked Sendable {
         }
         guard let path = found else { throw ServiceError(404, "no indexed photo \(id)") }
         lock.withLock { photoPaths[id] = path }
+        return try servable(path, id: id)
+    }
+
+    /// `path` when its file is still a regular file where it was indexed, reached through no symbolic link (its
+    /// resolved path is itself): a photo replaced by a link, or a folder on its way replaced by one, is not read.
+    private func servable(_ path: String, id: String) throws(ServiceError) -> String {
+        let file = VideoFrames.split(path)?.video ?? path
+        var info = stat()
+        guard FileSystem.lstat(file, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG,
+            FileSystem.realpath(file) == file
+        else {
+            throw ServiceError(
+                410, "indexed photo \(id) is no longer a plain file in its folder; `lookout index` prunes it")
+        }
         return path
     }
 
@@ -458,6 +472,12 @@ public final class LookoutService: @unchecked Sendable {
             "\(shown) was indexed in \(stored.precision); its regions are that arithmetic's whatever --precision says (\(engine.arithmetic) applies to what is computed now: queries, detections). Index the folder again with these options for \(engine.arithmetic) regions."
     }
 
+    /// `error` as the client gets it, its details (paths, database names) written to standard error only.
+    static func logged(_ error: ServiceError, _ details: String) -> ServiceError {
+        FileHandle.standardError.write(Data("lookout serve: \(error.message): \(URLText.redacted(details))\n".utf8))
+        return error
+    }
+
     private func openIndex() throws(ServiceError) -> PhotoIndex {
         guard let indexPath else {
             throw ServiceError(
@@ -467,7 +487,10 @@ public final class LookoutService: @unchecked Sendable {
             return try IndexLocation.open(
                 indexPath, readOnly: true, connections: databaseConnections, sharedConnections: true)
         } catch {
-            throw ServiceError(503, "the index \(IndexLocation.shown(indexPath)) cannot be opened: \(error.problem)")
+            // The client hears that the index is unavailable; the path, host or user, and why, go to the log.
+            throw Self.logged(
+                ServiceError(503, "the index cannot be opened now; try again later"),
+                "\(IndexLocation.shown(indexPath)): \(error.problem)")
         }
     }
 }

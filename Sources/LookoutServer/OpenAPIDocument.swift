@@ -41,6 +41,7 @@ public enum OpenAPIDocument {
                     "links": {"Requery": {"operationId": "redetect", "parameters": {"image_id": "$response.body#/image_id"}}}},
                   "400": {"$ref": "#/components/responses/Error"},
                   "401": {"$ref": "#/components/responses/Error"},
+                  "408": {"$ref": "#/components/responses/Error"},
                   "413": {"$ref": "#/components/responses/Error"},
                   "415": {"$ref": "#/components/responses/Error"},
                   "422": {"$ref": "#/components/responses/Error"},
@@ -66,6 +67,7 @@ public enum OpenAPIDocument {
                   "200": {"description": "The processed frames and what was found when.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/VideoDetections"}}}},
                   "400": {"$ref": "#/components/responses/Error"},
                   "401": {"$ref": "#/components/responses/Error"},
+                  "408": {"$ref": "#/components/responses/Error"},
                   "413": {"$ref": "#/components/responses/Error"},
                   "415": {"$ref": "#/components/responses/Error"},
                   "422": {"$ref": "#/components/responses/Error"},
@@ -84,7 +86,9 @@ public enum OpenAPIDocument {
                   "400": {"$ref": "#/components/responses/Error"},
                   "401": {"$ref": "#/components/responses/Error"},
                   "404": {"$ref": "#/components/responses/Error"},
+                  "408": {"$ref": "#/components/responses/Error"},
                   "413": {"$ref": "#/components/responses/Error"},
+                  "415": {"$ref": "#/components/responses/Error"},
                   "503": {"$ref": "#/components/responses/Error"}
                 }
               }

@@ -1,3 +1,6 @@
+import Foundation
+import LookoutSupport
+
 /// The page `lookout serve` answers at `/`: plain HTML, CSS and JavaScript in one document, no build step,
 /// embedded in the binary. Detect: open or drop a photo, type queries (the boxes are redrawn as you type,
 /// through the re-query endpoint), move the confidence and IoU sliders. Search: the index's best photos as a
@@ -9,6 +12,29 @@
 /// `window.lookoutCamera.tracked`). A token given as
 /// `#token=…` in the address is sent with every request.
 enum WebPage {
+    /// The Content-Security-Policy every answer carries: the page's one script and one style block by their
+    /// SHA-256 (no other script or style runs, inline or fetched), requests and pictures from this server and
+    /// the page's own blob: and data: URLs only, no plugins, no framing, no base or form targets elsewhere.
+    static let contentSecurityPolicy: String = {
+        func hash(between open: String, and close: String) -> String {
+            guard let start = html.range(of: open),
+                let end = html.range(of: close, range: start.upperBound..<html.endIndex)
+            else { return "'none'" }
+            var digest = SHA256()
+            digest.update(Array(html[start.upperBound..<end.lowerBound].utf8))
+            let hex = Array(digest.finalize().utf8)
+            let bytes = stride(from: 0, to: hex.count, by: 2).map {
+                UInt8(String(decoding: hex[$0..<($0 + 2)], as: UTF8.self), radix: 16)!
+            }
+            return "'sha256-\(Data(bytes).base64EncodedString())'"
+        }
+        return [
+            "default-src 'none'", "script-src \(hash(between: "<script>", and: "</script>"))",
+            "style-src \(hash(between: "<style>", and: "</style>"))", "img-src 'self' blob: data:",
+            "media-src 'self' blob:", "connect-src 'self'", "base-uri 'none'", "frame-ancestors 'none'",
+        ].joined(separator: "; ")
+    }()
+
     static let html = #"""
         <!doctype html>
         <html lang="en">
@@ -28,7 +54,7 @@ enum WebPage {
           .controls { display: flex; flex-wrap: wrap; gap: .8rem 1.2rem; align-items: center; margin-bottom: .8rem; }
           .controls input[type=text], .controls input[type=search] { flex: 1 1 18rem; padding: .5rem .7rem; font: inherit; border: 1px solid var(--line); border-radius: 6px; }
           .controls label { display: flex; gap: .4rem; align-items: center; color: var(--muted); white-space: nowrap; }
-          .drop { border: 2px dashed var(--line); border-radius: 10px; padding: 1.2rem; text-align: center; color: var(--muted); background: #fff; }
+          .drop { flex: 1 1 18rem; border: 2px dashed var(--line); border-radius: 10px; padding: 1.2rem; text-align: center; color: var(--muted); background: #fff; }
           .drop.over { border-color: var(--accent); color: var(--accent); }
           .stage { position: relative; display: inline-block; max-width: 100%; margin-top: .8rem; }
           .stage img, .stage video { display: block; max-width: 100%; height: auto; }
@@ -77,7 +103,7 @@ enum WebPage {
               <label>IoU <input id="iou" type="range" min="0.1" max="1" step="0.05" value="0.7"> <output id="iou-value">0.70</output></label>
             </div>
             <div class="controls">
-              <div id="drop" class="drop" style="flex: 1 1 18rem">Drop a photo here, or <input id="file" type="file" accept="image/jpeg,image/png" aria-label="photo"></div>
+              <div id="drop" class="drop">Drop a photo here, or <input id="file" type="file" accept="image/jpeg,image/png" aria-label="photo"></div>
               <button id="camera" type="button" aria-pressed="false">Camera</button>
               <label title="Follow each object from frame to frame (ByteTrack, as ultralytics' track()): an id over each box"><input id="track" type="checkbox"> track</label>
               <output id="camera-fps" aria-label="frames per second"></output>

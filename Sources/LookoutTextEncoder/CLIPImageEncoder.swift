@@ -231,9 +231,13 @@ public final class CLIPImageEncoder: Sendable {
         pooled.withUnsafeBufferPointer { pooled in
             weights.projection.withUnsafeBufferPointer { projection in
                 features.withUnsafeMutableBufferPointer { features in
-                    BLAS.gemm(
-                        m: starts.count, n: c.embeddingSize, k: c.width, a: pooled.baseAddress!,
-                        b: projection.baseAddress!, c: features.baseAddress!)
+                    // One photo at a time: a photo's embedding must not depend on the photos beside it in a batch
+                    // (OpenBLAS may round a product of several rows otherwise than one row alone).
+                    for n in 0..<starts.count {
+                        BLAS.gemm(
+                            m: 1, n: c.embeddingSize, k: c.width, a: pooled.baseAddress! + n * c.width,
+                            b: projection.baseAddress!, c: features.baseAddress! + n * c.embeddingSize)
+                    }
                 }
             }
         }

@@ -104,9 +104,14 @@ public final class CLIPTextEncoder: Sendable {
         pooled.withUnsafeBufferPointer { pooled in
             weights.projection.withUnsafeBufferPointer { projection in
                 features.withUnsafeMutableBufferPointer { features in
-                    BLAS.gemm(
-                        m: queries, n: embedding, k: width, a: pooled.baseAddress!, b: projection.baseAddress!,
-                        c: features.baseAddress!)
+                    // One query at a time: OpenBLAS picks its kernel by the matrices' shape (a small-matrix kernel
+                    // on some CPUs), so a product of several rows may round a row otherwise than that row alone;
+                    // a text's embedding must not depend on the texts beside it.
+                    for query in 0..<queries {
+                        BLAS.gemm(
+                            m: 1, n: embedding, k: width, a: pooled.baseAddress! + query * width,
+                            b: projection.baseAddress!, c: features.baseAddress! + query * embedding)
+                    }
                 }
             }
         }

@@ -86,7 +86,11 @@ public final class VideoReader {
     public static let defaultPixelLimit = ImageFile.defaultPixelLimit
 
     /// Opens `path` with a decoder of `threads` threads (0: FFmpeg's choice, 1 leaves the other cores to the
-    /// network). A URL's open and each read give up after `timeout` seconds without an answer.
+    /// network). The open and each read give up after `timeout` seconds: a URL's without an answer, a file's
+    /// still busy. A file is read by the demuxers of ordinary containers through the file protocol alone (no
+    /// manifest, playlist or concatenation naming other sources); a URL only by the schemes of
+    /// ``VideoFile/streamSchemes``. Frames over `pixelLimit` pixels are refused, at the open and for every
+    /// frame before it is decoded.
     public init(
         path: String, threads: Int = 1, pixelLimit: Int = defaultPixelLimit, timeout: Double = 10
     )
@@ -95,11 +99,16 @@ public final class VideoReader {
         self.path = path
         var raw = lookout_video_info()
         var message = [CChar](repeating: 0, count: 512)
-        guard let handle = lookout_video_open(path, Int32(threads), timeout, &raw, &message, message.count) else {
+        guard
+            let handle = lookout_video_open(
+                path, Int32(threads), timeout, Int64(pixelLimit), &raw, &message, message.count)
+        else {
             let problem = message.text
             let kind: VideoError.Kind =
                 problem.hasPrefix("no video stream")
-                ? .noVideoStream : problem.hasPrefix("its video codec") ? .unsupportedCodec : .unreadable
+                ? .noVideoStream
+                : problem.hasPrefix("its video codec")
+                    ? .unsupportedCodec : problem.hasPrefix("frames of") ? .tooLarge : .unreadable
             throw VideoError(path: path, kind: kind, problem: problem)
         }
         self.handle = handle
@@ -112,12 +121,6 @@ public final class VideoReader {
             frameRate: raw.frame_rate > 0 ? raw.frame_rate : nil,
             frameCount: raw.frame_count > 0 ? Int(raw.frame_count) : nil, isLive: raw.is_live != 0,
             codec: Self.text(raw.codec), container: Self.text(raw.container))
-        guard codedWidth * codedHeight <= pixelLimit else {
-            lookout_video_close(handle)
-            throw VideoError(
-                path: path, kind: .tooLarge,
-                problem: "frames of \(codedWidth)×\(codedHeight) are over the \(pixelLimit)-pixel limit")
-        }
     }
 
     deinit { lookout_video_close(handle) }
@@ -131,7 +134,11 @@ public final class VideoReader {
             lookout_video_next(handle, $0.baseAddress, &time, &message, message.count)
         }
         if status == 0 { return nil }
-        guard status > 0 else { throw VideoError(path: path, kind: .damaged, problem: message.text) }
+        guard status > 0 else {
+            let problem = message.text
+            throw VideoError(
+                path: path, kind: problem.contains("-pixel limit") ? .tooLarge : .damaged, problem: problem)
+        }
         var image = Image(width: codedWidth, height: codedHeight, pixels: pixels)
         if info.rotation != 0 { image = image.rotated(clockwise: info.rotation) }
         defer { decoded += 1 }

@@ -24,7 +24,9 @@
                     once its SHA-256 matches: OpenAI publishes CLIP's; ultralytics publishes none for its release \
                     assets, so a detector's (or MobileCLIP file's) digest is recorded at its first download and checked from then on. An \
                     interrupted download resumes where it stopped when the command runs again. A proxy comes from \
-                    $HTTPS_PROXY ($NO_PROXY honoured).
+                    $HTTPS_PROXY ($NO_PROXY honoured). Only HTTPS is used (--allow-http for a trusted mirror), a \
+                    redirect never leaves HTTPS, and a file larger than its cap (the catalogue's max_bytes, or \
+                    --max-bytes) is stopped and removed.
 
                     Examples:
                       lookout models fetch                      # yolov8s-worldv2 and CLIP
@@ -51,6 +53,19 @@
 
             @Option(help: "A catalogue of models (JSON) instead of the built-in one.")
             var catalogue: String?
+
+            @Flag(
+                name: .customLong("allow-http"),
+                help:
+                    "Take http:// sources too (a mirror you trust on a network you trust): by default only HTTPS, and no redirect from HTTPS to HTTP."
+            )
+            var allowHTTP = false
+
+            @Option(
+                help: ArgumentHelp(
+                    "The most bytes a file whose catalogue entry states no size may have (the built-in files have their own caps).",
+                    valueName: "bytes"))
+            var maxBytes: Int64 = ModelFetcher.defaultMaximumBytes
 
             @Flag(help: "List the models and their files, and which are fetched.")
             var list = false
@@ -88,7 +103,10 @@
                         wanted.append(model)
                     }
                 }
-                let fetcher = ModelFetcher(catalogue: known, directory: folder, caFile: caFile, mirror: mirror)
+                guard maxBytes > 0 else { throw ValidationError("--max-bytes must be above 0.") }
+                let fetcher = ModelFetcher(
+                    catalogue: known, directory: folder, caFile: caFile, mirror: mirror, allowHTTP: allowHTTP,
+                    maximumBytes: maxBytes)
                 let bar = DownloadBar(terminal: isatty(2) == 1)
                 var done: Set<String> = []
                 for name in wanted {

@@ -144,6 +144,12 @@ struct IndexCommand: ParsableCommand {
     var failures = false
 
     @Flag(
+        help:
+            "Follow symbolic links that lead out of the folder too (by default only links to files and folders inside it are followed)."
+    )
+    var followLinks = false
+
+    @Flag(
         help: """
             Index with other settings (model, --imgsz, --regions) than the index was made with, removing the \
             photos of other folders (index them again after). Without it, such a run stops and says what differs.
@@ -311,6 +317,7 @@ struct IndexCommand: ParsableCommand {
         let labeler = try promptFreeLabeler(&model)
         let index = try database.open()
         index.videoEvery = videoEvery
+        index.followLinks = followLinks
         index.minimumPhotosForLists = listsFrom
         if let lease { index.claimLease = lease } else if index.store is any SharedJobStore { index.claimLease = 60 }
         // Side by side: each lane an engine of its own with one thread (the weights are shared).
@@ -370,6 +377,11 @@ struct IndexCommand: ParsableCommand {
         if summary.brokenLinks > 0 {
             lines.append(
                 "  \(summary.brokenLinks) symbolic link\(summary.brokenLinks == 1 ? "" : "s") skipped: the target does not exist"
+            )
+        }
+        if summary.linksOutside > 0 {
+            lines.append(
+                "  \(summary.linksOutside) symbolic link\(summary.linksOutside == 1 ? "" : "s") out of the folder skipped (--follow-links follows them)"
             )
         }
         for folder in summary.unreadableFolders { lines.append("  folder not readable, skipped: \(folder)") }

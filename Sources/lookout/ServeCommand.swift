@@ -25,8 +25,18 @@
                   /api/v1/search?q=…      the index's best photos (ids, never paths)
                   /api/v1/openapi.json    the whole API; /api/v1/health; /metrics (Prometheus)
 
-                It binds 127.0.0.1. Another --host (0.0.0.0 for every interface) needs --token SECRET: requests \
-                then need `Authorization: Bearer SECRET` (the page reads it from the address: /#token=SECRET).
+                What each mode exposes:
+                  127.0.0.1 (the default)   this machine only. A page open in a browser here cannot use the \
+                server through another name (a Host header naming anything but localhost, 127.0.0.1 or ::1 gets \
+                421) nor send it a photo as a form or as text (415).
+                  --host ADDRESS --token S  every machine that reaches ADDRESS (0.0.0.0: every interface) may send \
+                requests; each needs `Authorization: Bearer S` (the page reads it from the address: /#token=S). \
+                Without TLS the token, the photos and the answers cross the network in clear: add --tls-cert and \
+                --tls-key, or put an HTTPS proxy in front (and name it with --allowed-host).
+                  --tls-cert C --tls-key K  HTTPS with that certificate (PEM) and private key (PEM).
+                Only the indexed folders' regular files are ever served, by ids search gives; a body must arrive \
+                within --body-timeout s before its request waits for inference; a request's work stops at the next \
+                frame when its --timeout passes or its client leaves; idle connections close after --idle-timeout s.
 
                 Examples:
                   lookout serve                       the demo model on http://127.0.0.1:8080/
@@ -46,6 +56,22 @@
 
         @Option(help: "Secret that requests must send as Authorization: Bearer TOKEN (required off 127.0.0.1).")
         var token: String?
+
+        @Option(
+            name: .customLong("allowed-host"),
+            help: ArgumentHelp(
+                "Another name the server is reached by (a proxy's, a DNS name); repeat for several. Requests whose Host header names none of these, --host or localhost get 421.",
+                valueName: "name"))
+        var allowedHosts: [String] = []
+
+        @Option(
+            name: .customLong("tls-cert"),
+            help: ArgumentHelp("Serve HTTPS with this certificate (PEM; with --tls-key).", valueName: "file"))
+        var tlsCertificate: String?
+
+        @Option(
+            name: .customLong("tls-key"), help: ArgumentHelp("The certificate's private key (PEM).", valueName: "file"))
+        var tlsKey: String?
 
         @Option(
             help: ArgumentHelp(
@@ -70,6 +96,18 @@
                 "The longest video /api/v1/videos/detect takes, in seconds of video (and at most 64 MB).",
                 valueName: "s"))
         var maxVideoSeconds: Double = 120
+
+        @Option(
+            help: ArgumentHelp(
+                "The most frames a video upload may hold (decoded, processed or not; default: 30 a second of --max-video-seconds).",
+                valueName: "n"))
+        var maxVideoFrames: Int?
+
+        @Option(help: ArgumentHelp("Seconds a request's body may take to arrive (408 after).", valueName: "s"))
+        var bodyTimeout: Double = 60
+
+        @Option(help: ArgumentHelp("Seconds a connection may stay open with no request.", valueName: "s"))
+        var idleTimeout: Double = 60
 
         @Option(
             help:
@@ -109,6 +147,16 @@
                 throw ValidationError("--max-video-seconds must be above 0 and at most 3600.")
             }
             settings.maximumVideoSeconds = maxVideoSeconds
+            settings.maximumVideoFrames = maxVideoFrames
+            guard bodyTimeout > 0 && bodyTimeout <= 3600 && idleTimeout > 0 && idleTimeout <= 86400 else {
+                throw ValidationError(
+                    "--body-timeout must be above 0 and at most 3600 s, --idle-timeout at most 86400 s.")
+            }
+            settings.bodyTimeout = bodyTimeout
+            settings.idleTimeout = idleTimeout
+            settings.allowedHosts = allowedHosts
+            settings.tlsCertificate = tlsCertificate
+            settings.tlsKey = tlsKey
             do {
                 settings = try settings.validated()
             } catch {

@@ -21,8 +21,9 @@ import Testing
         var certificate: String { folder + "/server.crt" }
         var log: String { folder + "/requests.log" }
 
-        /// `extra`: files served beside the demo model's, under their own names.
-        init(truncate: [String], extra: [String] = []) throws {
+        /// `extra`: files served beside the demo model's, under their own names. `plain`: HTTP, no TLS.
+        /// `options`: more of test-file-server.py's options (`--redirect`, `--endless`).
+        init(truncate: [String], extra: [String] = [], plain: Bool = false, options: [String] = []) throws {
             let folder = try CLI.scratch("file-server")
             self.folder = folder
             let root = folder + "/root", certificate = folder + "/server.crt", log = folder + "/requests.log"
@@ -40,8 +41,9 @@ import Testing
             ])
             guard status == 0 else { throw TestFailure("openssl: \(err)") }
             script = try ScriptServer(
-                [root, "--cert", certificate, "--key", folder + "/server.key", "--log", log]
-                    + truncate.flatMap { ["--truncate", $0] }, script: "test-file-server.py", scheme: "https://")
+                [root] + (plain ? [] : ["--cert", certificate, "--key", folder + "/server.key"]) + ["--log", log]
+                    + truncate.flatMap { ["--truncate", $0] } + options, script: "test-file-server.py",
+                scheme: plain ? "http://" : "https://")
         }
 
         var requests: String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
@@ -162,6 +164,56 @@ import Testing
         for name in ["yoloe-11s-seg", "yoloe-v8l-seg-pf", "yoloe-26x-seg", "mobileclip2-b", "mobileclip-blt"] {
             #expect(list.stdout.contains(name), "\(name) in \(list.stdout)")
         }
+    }
+
+    /// A hostile or careless source: plain HTTP refused unless `--allow-http`, a redirect from HTTPS to HTTP
+    /// refused (nothing kept), a body that never ends stopped at the file's cap and its part removed, a size
+    /// over the cap refused before the download, and a manifest path out of the models' folders refused.
+    @Test func fetchRefusesPlainHTTPDowngradesEndlessBodiesAndPathsOut() throws {
+        let plain = try FileServer(truncate: [], plain: true)
+        let secure = try FileServer(
+            truncate: [],
+            options: [
+                "--redirect", "downgrade.safetensors=\(plain.url)detector.safetensors", "--endless", "endless.bin",
+            ])
+        let json = """
+            {"models": [
+              {"name": "plain", "files": [{"file": "detector.safetensors", "url": "\(plain.url)detector.safetensors"}]},
+              {"name": "downgrade", "files": [{"file": "detector.safetensors", "url": "\(secure.url)downgrade.safetensors"}]},
+              {"name": "endless", "files": [{"file": "endless.bin", "url": "\(secure.url)endless.bin", "max_bytes": 3000000}]},
+              {"name": "too-big", "files": [{"file": "detector.safetensors", "url": "\(secure.url)detector.safetensors", "max_bytes": 1000}]}
+            ]}
+            """
+        let catalogue = secure.folder + "/hostile.json"
+        try json.write(toFile: catalogue, atomically: true, encoding: .utf8)
+        let models = try CLI.scratch("hostile-models")
+        defer { CLI.remove(models) }
+        let options = ["--dir", models, "--catalogue", catalogue, "--ca-file", secure.certificate]
+        for (name, says) in [
+            ("plain", "plain HTTP"), ("downgrade", "away from HTTPS"), ("endless", "went past"),
+            ("too-big", "more than"),
+        ] {
+            let started = Date()
+            let result = try CLI.run(["models", "fetch", name] + options, timeout: 120)
+            #expect(result.status != 0 && result.stderr.contains(says), "\(name): \(result.status) \(result.stderr)")
+            #expect(Date().timeIntervalSince(started) < 60, "\(name) took too long")
+            let left = (try? FileManager.default.contentsOfDirectory(atPath: models + "/" + name)) ?? []
+            #expect(left.isEmpty, "\(name) left \(left)")
+        }
+        #expect(!plain.requests.contains("detector.safetensors - 200"), "the downgrade was followed: \(plain.requests)")
+        let allowed = try CLI.run(["models", "fetch", "plain", "--allow-http"] + options)
+        #expect(allowed.status == 0, "\(allowed.stderr)")
+        let escape = secure.folder + "/escape.json"
+        try """
+        {"models": [{"name": "escape", "files": [{"file": "detector.safetensors", "url": "\(secure.url)detector.safetensors"}],
+          "manifest": {"detector": "detector.safetensors", "text_encoder": "../../../etc/passwd"}}]}
+        """.write(toFile: escape, atomically: true, encoding: .utf8)
+        let refused = try CLI.run([
+            "models", "fetch", "escape", "--dir", models, "--catalogue", escape, "--ca-file", secure.certificate,
+        ])
+        #expect(
+            refused.status != 0 && refused.stderr.contains("must name a file of the model's folder"),
+            "\(refused.stderr)")
     }
 
     @Test func fetchResumeVerifyAndUseByName() throws {

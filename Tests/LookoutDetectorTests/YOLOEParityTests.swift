@@ -179,8 +179,13 @@ import Testing
             print(
                 "\(name) \(retina ? "retina" : "input-size") masks: \(found.count) detections, boxes \(boxError) px, scores \(scoreError), worst mask IoU \(worstIoU), \(differing) pixels differ"
             )
-            #expect(boxError <= 0.01, "\(name) boxes \(boxError) px")
-            #expect(scoreError <= 1e-5, "\(name) scores \(scoreError)")
+            // Ten times the reference's own float32 error, the boxes' scaled from the input to the photo.
+            let gain = min(Float(input.width) / Float(photoWidth), Float(input.height) / Float(photoHeight))
+            let (boxBound, scoreBound) = (
+                NetworkParityTests.tolerance(file, "boxes") / gain, NetworkParityTests.tolerance(file, "scores")
+            )
+            #expect(boxError <= boxBound, "\(name) boxes \(boxError) px > \(boxBound)")
+            #expect(scoreError <= scoreBound, "\(name) scores \(scoreError) > \(scoreBound)")
             #expect(worstIoU >= 0.99, "\(name) mask IoU \(worstIoU)")
         }
     }

@@ -23,12 +23,16 @@ typedef struct {
 typedef struct lookout_video lookout_video;
 
 /// Opens `path` (a file, a V4L2 device such as /dev/video0, or a URL: rtsp, rtsps, http(s) for HLS or
-/// progressive MP4, udp, rtmp) and its best video stream with a decoder that uses `threads` threads (0:
-/// FFmpeg's choice). A URL's open and each of its reads give up after `timeout` seconds without an answer
-/// (0: 10 s). Returns NULL with a sentence in `error` when the source cannot be opened, is not a video, has
-/// no video stream, or its codec cannot be decoded here.
-lookout_video *lookout_video_open(const char *path, int threads, double timeout, lookout_video_info *info,
-                                  char *error, size_t error_size);
+/// progressive MP4, udp, rtp, rtmp, srt) and its best video stream with a decoder that uses `threads` threads (0:
+/// FFmpeg's choice). The open and each read give up after `timeout` seconds (0: 10 s): a URL's without an
+/// answer, a file's still busy. A file is read through the file protocol alone, by the demuxers of ordinary
+/// containers (MP4/MOV, Matroska/WebM, AVI, MPEG-TS/PS, FLV, Ogg, ASF): no manifest, playlist or
+/// concatenation that names other files. A URL uses its scheme's protocols, never `file`. Frames over
+/// `pixel_limit` pixels (0: no limit) are refused at the open and, for every frame, before the decoder allocates
+/// them. Returns NULL with a sentence in `error` when the source cannot be opened, is not a video, has no video
+/// stream, its frames are over the limit ("frames of W×H are over …"), or its codec cannot be decoded here.
+lookout_video *lookout_video_open(const char *path, int threads, double timeout, long long pixel_limit,
+                                  lookout_video_info *info, char *error, size_t error_size);
 
 /// Decodes the next frame into `bgr` (width*height*3 bytes, the info's coded size: a frame of another size
 /// is scaled to it). `time` receives its presentation time in seconds from the stream's start. Returns 1
