@@ -90,6 +90,22 @@ public enum QuerySyntax {
     }
 
     /// One query (a queries-file line: commas are part of the text); nil when it holds no text.
+    /// The one query of a search (`lookout search`, `/api/v1/search`): alternatives (`sofa|couch`) and a
+    /// threshold allowed; several comma-separated queries, or none, refused with a sentence (a search ranks photos
+    /// for one thing: the text is never searched literally with its commas).
+    public static func single(_ text: String) throws(QuerySyntaxError) -> Query {
+        let (queries, _) = try parseLine(text)
+        guard !queries.isEmpty else { throw QuerySyntaxError(message: "The query is empty.") }
+        guard queries.count == 1 else {
+            let shown = queries.map(\.label).joined(separator: ", ")
+            throw QuerySyntaxError(
+                message:
+                    "A search ranks photos for one thing, and \"\(text)\" names \(queries.count) (\(shown)): search each, or write \(queries.map(\.label).joined(separator: "|")) for photos with any of them (an escaped comma, \\,, is part of the text)."
+            )
+        }
+        return queries[0]
+    }
+
     public static func parse(_ text: String) throws(QuerySyntaxError) -> Query? {
         // Characters with a flag: true when escaped (taken literally).
         var characters: [(Character, Bool)] = []

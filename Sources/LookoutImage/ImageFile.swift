@@ -80,6 +80,13 @@ public enum ImageFile {
         }
         guard message.isEmpty, let pixels = result.pixels, result.width > 0, result.height > 0 else {
             let kind = message.isEmpty ? .damaged : ImageError.decodingKind(message)
+            if kind == .unsupportedFormat, let format = Self.otherFormat(bytes), format.hasPrefix("video") {
+                throw ImageError(
+                    path: name, kind: kind,
+                    problem:
+                        "a \(format), not a photo: `lookout detect VIDEO` and `lookout track VIDEO` read videos (the API: POST /api/v1/videos/detect)"
+                )
+            }
             if kind == .unsupportedFormat, let format = Self.otherFormat(bytes) {
                 throw ImageError(
                     path: name, kind: kind,
@@ -108,8 +115,10 @@ public enum ImageFile {
             let brand = bytes.count >= 12 ? String(decoding: bytes[8..<12], as: UTF8.self) : ""
             if ["heic", "heix", "hevc", "heim", "heis", "mif1", "msf1"].contains(brand) { return "HEIC/HEIF" }
             if ["avif", "avis"].contains(brand) { return "AVIF" }
-            return "ISO media (\(brand))"
+            return "video (MP4/MOV, brand \(brand.filter { $0 != " " }))"
         }
+        if starts([0x1A, 0x45, 0xDF, 0xA3]) { return "video (Matroska/WebM)" }
+        if starts(Array("RIFF".utf8)) && starts(Array("AVI ".utf8), at: 8) { return "video (AVI)" }
         return nil
     }
 

@@ -279,7 +279,7 @@ public final class LookoutServer: Sendable {
                 }
                 var parsed = try LookoutService.Thresholds.parse(conf: query["conf"], iou: nil, maxDet: nil)
                 if query["conf"] == nil { parsed.confidence = 0.1 }
-                let thresholds = parsed
+                let scan = try Self.flag(query, "scan", default: false)
                 let text = query["q"] ?? ""
                 let labels = query.all("label")
                 guard labels.allSatisfy({ !$0.trimmingCharacters(in: .whitespaces).isEmpty && $0.count <= 200 }) else {
@@ -301,16 +301,19 @@ public final class LookoutServer: Sendable {
                 }
                 // One limit for the whole request, through both queues.
                 let deadline = DispatchTime.now() + queue.timeout
-                let embedding = try await queue.run(until: deadline) {
+                let (embeddings, threshold) = try await queue.run(until: deadline) { () throws -> ([[Float]], Float?) in
                     if let example {
-                        return try service.exampleEmbedding(imageID: example, boxes: boxes, top: top)
+                        return ([try service.exampleEmbedding(imageID: example, boxes: boxes, top: top)], nil)
                     }
-                    return try service.searchEmbedding(query: text, top: top)
+                    return try service.searchEmbeddings(query: text, top: top)
                 }
+                // A threshold written in the query (`red car@0.4`) replaces conf, as on the command line.
+                if let threshold { parsed.confidence = threshold }
+                let thresholds = parsed
                 return try await searches.run(until: deadline) {
                     try service.search(
-                        query: example == nil ? text : "example", embedding: embedding, top: top,
-                        thresholds: thresholds, labels: labels, evidence: example == nil ? .both : .objects)
+                        query: example == nil ? text : "example", embeddings: embeddings, top: top,
+                        thresholds: thresholds, labels: labels, evidence: example == nil ? .both : .objects, scan: scan)
                 }
             }
         }

@@ -281,17 +281,32 @@ public final class LookoutService: @unchecked Sendable {
 
     /// The index's best photos for `query`: ids (never paths), scores, boxes.
     public func search(query: String, top: Int, thresholds: Thresholds) throws(ServiceError) -> [UInt8] {
-        try search(
-            query: query, embedding: try searchEmbedding(query: query, top: top), top: top, thresholds: thresholds)
+        let (embeddings, threshold) = try searchEmbeddings(query: query, top: top)
+        var thresholds = thresholds
+        if let threshold { thresholds.confidence = threshold }
+        return try search(query: query, embeddings: embeddings, top: top, thresholds: thresholds)
     }
 
-    /// A search's first half, on the inference thread: the query checked and embedded (the text encoder).
-    public func searchEmbedding(query: String, top: Int) throws(ServiceError) -> [Float] {
-        let query = query.trimmingCharacters(in: .whitespaces)
-        guard !query.isEmpty else { throw ServiceError(400, "no query: give q=…") }
+    /// A search's first half, on the inference thread: the query read as `lookout search` reads it (alternatives `sofa|couch`, a threshold
+    /// `car@0.4`; several comma-separated queries or a negative one refused), each alternative's embedding as the
+    /// stored regions are scored against it, and the query's own threshold.
+    public func searchEmbeddings(
+        query: String, top: Int
+    ) throws(ServiceError) -> (embeddings: [[Float]], threshold: Float?) {
+        guard !query.trimmingCharacters(in: .whitespaces).isEmpty else { throw ServiceError(400, "no query: give q=…") }
         guard (1...1000).contains(top) else { throw ServiceError(400, "top must be from 1 to 1000") }
         guard let embedder = engine.embedder else { throw ServiceError(500, "no text encoder") }
-        return engine.regionQuery(embedder.embed([query]).embeddings[0])
+        let parsed: Query
+        do {
+            parsed = try QuerySyntax.single(query)
+        } catch {
+            throw ServiceError(400, error.message)
+        }
+        guard !parsed.negative else {
+            throw ServiceError(
+                400, "a negative query (-\(parsed.label)) finds nothing by itself: search for what you want")
+        }
+        return (embedder.embed(parsed.alternatives).embeddings.map(engine.regionQuery), parsed.threshold)
     }
 
     /// Search by example (YOLOE), its first half: the boxes drawn on a photo sent before, as one example, give the
@@ -333,19 +348,35 @@ public final class LookoutService: @unchecked Sendable {
     /// an index without such labels answers 400. `evidence`: what is weighed (an example's embedding is scored
     /// against the stored regions alone: it means nothing to a whole-photo tower).
     public func search(
-        query: String, embedding text: [Float], top: Int, thresholds: Thresholds, labels: [String] = [],
-        evidence: PhotoIndex.Evidence = .both
+        query: String, embeddings: [[Float]], top: Int, thresholds: Thresholds, labels: [String] = [],
+        evidence: PhotoIndex.Evidence = .both, scan: Bool = false
     )
         throws(ServiceError) -> [UInt8]
     {
         let query = query.trimmingCharacters(in: .whitespaces)
         let index = try openIndex()
+        index.useNearestNeighbours = !scan
         let hits: [PhotoIndex.Hit]
         let storesLabels: Bool
-        do {
-            storesLabels = try index.storedModel()?.promptFree != nil
+        var mismatch = false
+        do throws(IndexError) {
+            let stored = try index.storedModel()
+            // Regions of another model are scored by queries they were not made for: refused, as `lookout search` does.
+            if let stored,
+                stored.detectorFingerprint != detectorFingerprint
+                    || (engine.embedder.map { $0.encoder.fingerprint != stored.textEncoderFingerprint } ?? false)
+            {
+                mismatch = true
+            }
+            storesLabels = stored?.promptFree != nil
         } catch {
             throw Self.logged(ServiceError(500, "the index could not be read"), "\(error.problem)")
+        }
+        guard !mismatch else {
+            throw ServiceError(
+                409,
+                "the index was made with another model than this server's: start the server with the model it was indexed with, or index the folder again with this one"
+            )
         }
         if !labels.isEmpty && !storesLabels {
             throw ServiceError(
@@ -353,7 +384,7 @@ public final class LookoutService: @unchecked Sendable {
         }
         do {
             hits = try index.search(
-                text: text, confidence: thresholds.confidence, top: top, evidence: evidence,
+                alternatives: embeddings, confidence: thresholds.confidence, top: top, evidence: evidence,
                 filter: PhotoFilter(labels: labels))
         } catch {
             throw Self.logged(ServiceError(500, "the index could not be searched"), "\(error.problem)")
@@ -469,7 +500,7 @@ public final class LookoutService: @unchecked Sendable {
         }
         guard stored.precision != engine.arithmetic else { return nil }
         return
-            "\(shown) was indexed in \(stored.precision); its regions are that arithmetic's whatever --precision says (\(engine.arithmetic) applies to what is computed now: queries, detections). Index the folder again with these options for \(engine.arithmetic) regions."
+            "\(shown) was indexed in \(stored.precision), and this server computes in \(engine.arithmetic): the stored regions keep their \(stored.precision) values, and \(engine.arithmetic) applies only to what is computed now (queries, detections). Index the folder again with --precision \(engine.arithmetic.prefix { $0.isLetter || $0.isNumber }) for \(engine.arithmetic) regions."
     }
 
     /// `error` as the client gets it, its details (paths, database names) written to standard error only.

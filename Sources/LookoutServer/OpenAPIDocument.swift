@@ -103,6 +103,7 @@ public enum OpenAPIDocument {
                   {"name": "prompt_box", "in": "query", "description": "Search by example: x1,y1,x2,y2 in the image_id photo's pixels, around the thing to find; repeat it for more examples of the same thing (at most 64).", "schema": {"type": "array", "items": {"type": "string", "pattern": "^[^,]+,[^,]+,[^,]+,[^,]+$"}}, "style": "form", "explode": true},
                   {"name": "top", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 20}},
                   {"name": "conf", "in": "query", "schema": {"type": "number", "minimum": 0, "exclusiveMaximum": true, "maximum": 1, "default": 0.1}},
+                  {"name": "scan", "in": "query", "description": "true: read and score every indexed photo instead of those the region lists or pgvector's indexes point to (the exact scan, slower, for comparison), as lookout search --scan.", "schema": {"type": "boolean", "default": false}},
                   {"name": "label", "in": "query", "description": "Only photos where the index's prompt-free detector (lookout index --prompt-free) named this; repeat it for photos that show all of several. An index without such labels answers 400.", "schema": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 200}}, "style": "form", "explode": true}
                 ],
                 "responses": {
@@ -113,6 +114,7 @@ public enum OpenAPIDocument {
                   "400": {"$ref": "#/components/responses/Error"},
                   "401": {"$ref": "#/components/responses/Error"},
                   "404": {"$ref": "#/components/responses/Error"},
+                  "409": {"$ref": "#/components/responses/Error"},
                   "500": {"$ref": "#/components/responses/Error"},
                   "503": {"$ref": "#/components/responses/Error"}
                 }

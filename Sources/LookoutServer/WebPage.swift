@@ -76,7 +76,7 @@ enum WebPage {
           #status, #search-status { color: var(--muted); min-height: 1.4em; margin: .4rem 0; }
           .grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(220px, 1fr)); gap: .8rem; }
           .card { background: #fff; border: 1px solid var(--line); border-radius: 8px; overflow: hidden; cursor: pointer; }
-          .card .stage { margin: 0; display: block; }
+          .card .stage { margin: 0 auto; display: block; width: fit-content; }
           .card .labels { margin: 0 .5rem .4rem; display: flex; flex-wrap: wrap; gap: .2rem; }
           .card .labels:empty { display: none; }
           .chip { font: inherit; font-size: 12px; border: 1px solid var(--line); border-radius: 999px; background: #f4f4f4; padding: 0 .5em; margin-right: .25em; cursor: pointer; }

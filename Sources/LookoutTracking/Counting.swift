@@ -16,6 +16,10 @@ public struct LineCounter: Sendable {
     private var confirmedSide: [Int: Bool] = [:]
     private var absent: [Int: Int] = [:]
     private static let historyLength = 2
+    /// Whether a track's side of the line is kept for as long as its id lives (the tracker keeps a hidden track
+    /// for its buffer and never reuses an id), so that a crossing made while hidden counts when it shows again.
+    /// Off by default: supervision forgets the side after 2 frames without the track.
+    public var keepsSides = false
 
     /// A line of zero length is refused.
     public init?(from start: (x: Double, y: Double), to end: (x: Double, y: Double)) {
@@ -73,6 +77,7 @@ public struct LineCounter: Sendable {
     public mutating func updateEmpty() { evict(present: []) }
 
     private mutating func evict(present: Set<Int>) {
+        guard !keepsSides else { return }
         for key in Array(history.keys) {
             if present.contains(key) {
                 absent[key] = nil

@@ -112,3 +112,22 @@ public struct ModelSummary: Sendable {
         return nil
     }
 }
+
+extension ModelSummary.Kind: CustomStringConvertible {
+    /// What the file is, in words (as `models verify` prints it).
+    public var description: String {
+        switch self {
+        case .yoloWorldDetector(let scale, let embedding, let classes):
+            return "YOLO-World v2 detector, scale \(scale), text embedding \(embedding), \(classes) built-in classes"
+        case .yoloe(let family, let scale, let segments, let modes, let textTower):
+            return "\(family) \(segments ? "segmentation" : "detection") model, scale \(scale), prompts: "
+                + modes.joined(separator: ", ") + (textTower.map { ", text tower \($0)" } ?? "")
+        case .clipTextEncoder(let layout, let width, let layers, let heads, let vocabulary, let context, let embedding):
+            return
+                "CLIP-architecture text encoder (\(layout) names): width \(width), \(layers) layers, \(heads) heads, "
+                + "vocabulary \(vocabulary), context \(context), embedding \(embedding)"
+        case .unknown:
+            return "not a detector or text encoder Lookout recognises by its tensors"
+        }
+    }
+}

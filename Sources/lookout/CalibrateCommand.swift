@@ -54,7 +54,7 @@ extension ModelsCommand {
         var limit = 500
 
         func validate() throws {
-            guard modelOptions.precision == "fp32" else {
+            guard (modelOptions.precision ?? "fp32") == "fp32" else {
                 throw ValidationError("calibration runs the detector in fp32; leave out --precision.")
             }
             guard !modelOptions.endToEnd else {

@@ -52,11 +52,11 @@ struct ModelOptions: ParsableArguments {
                 + "through AVX-512 BF16: faster, scores within about 1%) or int8 (8-bit weights and inputs through "
                 + "AVX-512 VNNI, for a detector `lookout models calibrate` made). fp32 where the CPU lacks them.",
             valueName: "fp32|bf16|int8"))
-    var precision = "fp32"
+    var precision: String?
 
     /// The precision asked for, or fp32 with a notice where the CPU cannot run it.
     var chosenPrecision: Precision {
-        let asked = Precision(rawValue: precision) ?? .fp32
+        let asked = Precision(rawValue: precision ?? "fp32") ?? .fp32
         guard asked.isNative else {
             let lacks = asked == .bf16 ? "AVX-512 BF16" : "AVX-512BW"
             printError("lookout: --precision \(asked.rawValue): this CPU has no \(lacks); running in fp32.")
@@ -66,7 +66,7 @@ struct ModelOptions: ParsableArguments {
     }
 
     func validate() throws {
-        guard Precision(rawValue: precision) != nil else {
+        if let precision, Precision(rawValue: precision) == nil {
             throw ValidationError("--precision \(precision): choose fp32, bf16 or int8.")
         }
         if model != nil && (detector != nil || textModel != nil) {
@@ -713,6 +713,8 @@ struct DetectCommand: ParsableCommand {
                 }
                 var list: [Query] = []
                 for (number, line) in lines.enumerated() {
+                    // `# …` lines are comments, as in --classes FILE (an escaped \# starts a query).
+                    if line.trimmingCharacters(in: .whitespaces).hasPrefix("#") { continue }
                     do {
                         if let query = try QuerySyntax.parse(line), !list.contains(query) { list.append(query) }
                     } catch {

@@ -67,8 +67,10 @@ struct IndexCommand: ParsableCommand {
         commandName: "index",
         abstract: "Index the photos of a folder so that `lookout search` can find things in them.",
         discussion: """
-            Scans FOLDER recursively for JPEG and PNG files (hidden files and folders are skipped; other files \
-            are counted; symbolic links are followed, to photos and to folders, each folder walked once). For \
+            Scans FOLDER recursively for JPEG and PNG photos and videos (MP4, MOV, MKV, WebM, AVI, …: a frame \
+            every --video-every seconds; hidden files and folders are skipped; other files are counted; \
+            symbolic links are followed to photos and folders inside FOLDER, each folder walked once, and out of \
+            it only with --follow-links). For \
             each new or changed photo it runs the detector once, conditioned on a vocabulary (the detector's \
             built-in classes, or --classes), and stores 64 candidate regions (box and 8-bit 512-d region \
             embedding; 34 KB) in the index database (an SQLite file, or PostgreSQL). The regions are chosen \
@@ -270,6 +272,18 @@ struct IndexCommand: ParsableCommand {
             if list.isEmpty { print("no failures recorded in \(path)") }
             return
         }
+        // Without --precision, an index keeps the arithmetic it was made in (an int8 index is not recomputed in
+        // fp32 because a later run left the option out).
+        var modelOptions = self.modelOptions
+        if modelOptions.precision == nil, let stored = try? database.open(readOnly: true).storedModel() {
+            let kept = String(stored.precision.prefix { $0.isLetter || $0.isNumber })
+            if kept == "bf16" || kept == "int8" {
+                modelOptions.precision = kept
+                printError(
+                    "lookout: \(path) was indexed in \(kept): indexing in \(kept) again (--precision fp32 recomputes every photo in fp32)"
+                )
+            }
+        }
         let (engine, detectorFingerprint) = try modelOptions.load()
         let vocabulary = try IndexVocabulary(engine: engine, classes: classes.map { try ClassList.load($0).names })
         var extractor = RegionExtractor(engine: engine, vocabulary: vocabulary.embeddings)
@@ -335,7 +349,7 @@ struct IndexCommand: ParsableCommand {
                         labels: labeler?(pool)))
             }
         }
-        let reporter = ProgressReporter(terminal: !plain && isatty(2) == 1)
+        let reporter = ProgressReporter(terminal: !plain && isatty(2) == 1, unit: "photos and videos")
         var clock = Stopwatch()
         let summary = try index.update(
             root: folder!, model: model, regions: { extractor.regions(of: $0, name: $1) },

@@ -109,7 +109,9 @@ struct ModelsCommand: ParsableCommand {
         func run() throws {
             let manifest = try ModelManifest(directory: directory)
             var failed = false
-            for (role, entry) in [("detector", manifest.detector), ("text encoder", manifest.textEncoder)] {
+            var entries = [("detector", manifest.detector), ("text encoder", manifest.textEncoder)]
+            if let image = manifest.imageEncoder { entries.append(("image encoder", image)) }
+            for (role, entry) in entries {
                 let digest = try SHA256.hex(ofFile: entry.path)
                 var line = "\(role): \(Report.visible(entry.path))\n  sha256 \(digest)"
                 if let expected = entry.sha256 {

@@ -144,15 +144,15 @@ struct SearchCommand: ParsableCommand {
         if stored.precision != engine.arithmetic {
             let now = engine.arithmetic
             printError(
-                "lookout: \(path) was indexed in \(stored.precision); its regions are that arithmetic's whatever "
-                    + "--precision says (\(now) applies to what is computed now: the query's embedding, --exact). "
-                    + "Index the folder again with these options for \(now) regions.")
+                "lookout: \(path) was indexed in \(stored.precision), and this search computes in \(now): the "
+                    + "stored regions keep their \(stored.precision) values, and \(now) applies only to what is "
+                    + "computed now (the query's embedding, --exact). Index the folder again with --precision "
+                    + "\(now.prefix { $0.isLetter || $0.isNumber }) for \(now) regions.")
         }
         let parsed: Query
-        do {
-            guard let query = try QuerySyntax.parse(query) else { throw ValidationError("The query is empty.") }
-            parsed = query
-        } catch let error as QuerySyntaxError {
+        do throws(QuerySyntaxError) {
+            parsed = try QuerySyntax.single(query)
+        } catch {
             throw ValidationError(error.message)
         }
         guard !parsed.negative else {

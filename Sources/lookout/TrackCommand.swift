@@ -80,6 +80,13 @@ struct TrackCommand: ParsableCommand {
             valueName: "x1,y1,…"))
     var zone: [String] = []
 
+    @Flag(
+        help: ArgumentHelp(
+            "Keep a track's side of each --line for as long as the tracker keeps the track, so that a crossing made "
+                + "while the object is hidden counts when it shows again. By default the count is supervision's "
+                + "LineZone's, which forgets a track's side after 2 frames without it."))
+    var countHidden = false
+
     @Flag(help: "One JSON object per processed frame per line, then a summary line.")
     var json = false
 
@@ -118,9 +125,10 @@ struct TrackCommand: ParsableCommand {
             guard values.count == 4, values.allSatisfy({ $0?.isFinite == true }) else {
                 throw ValidationError("--line \(text): give four numbers x1,y1,x2,y2 (the segment's ends in pixels).")
             }
-            guard let counter = LineCounter(from: (values[0]!, values[1]!), to: (values[2]!, values[3]!)) else {
+            guard var counter = LineCounter(from: (values[0]!, values[1]!), to: (values[2]!, values[3]!)) else {
                 throw ValidationError("--line \(text): the two ends are the same point.")
             }
+            counter.keepsSides = countHidden
             return counter
         }
     }
@@ -335,7 +343,9 @@ struct TrackCommand: ParsableCommand {
     }
 
     private func summaryTable(_ session: TrackingSession, frames: Int, labels: [String]) -> String {
-        var out = "\(Report.visible(shown)): \(frames) frames processed, \(session.ids.count) tracks\n"
+        let tracks = session.ids.count
+        var out =
+            "\(Report.visible(shown)): \(frames) frame\(frames == 1 ? "" : "s") processed, \(tracks) track\(tracks == 1 ? "" : "s")\n"
         for (text, counter) in zip(line, session.lines) {
             let described = { (counts: [Int: Int]) in
                 counts.keys.sorted().map { "\(counts[$0]!) \(Report.visible(labels[$0]))" }.joined(separator: ", ")
@@ -368,7 +378,15 @@ struct TrackCommand: ParsableCommand {
             paths.append(
                 PathAnnotation(points: zone.polygon.map { (Float($0.x), Float($0.y)) }, colorIndex: 5, closed: true))
         }
-        guard let tracked else { return image.drawing(paths) }
+        // Each line's counts so far, written at its start.
+        let counts = session.lines.map { counter in
+            BoxAnnotation(
+                box: [
+                    Float(counter.start.x), Float(counter.start.y), Float(counter.start.x) + 1,
+                    Float(counter.start.y) + 1,
+                ], label: "in \(counter.totalIn) out \(counter.totalOut)", colorIndex: 11)
+        }
+        guard let tracked else { return image.drawing(paths).annotated(with: counts) }
         for item in tracked.shown {
             if let id = item.id, let trail = session.trails[id] {
                 paths.append(PathAnnotation(points: trail, colorIndex: id))
@@ -380,6 +398,6 @@ struct TrackCommand: ParsableCommand {
                 label: (item.id.map { "#\($0) " } ?? "") + "\(labels[item.label]) \(Report.format2(item.score))",
                 colorIndex: item.id ?? item.label)
         }
-        return image.drawing(paths).annotated(with: boxes)
+        return image.drawing(paths).annotated(with: boxes + counts)
     }
 }

@@ -134,7 +134,7 @@ import Testing
         let other = try CLI.run(["search", "star", "--db", db])
         #expect(other.status == 0, "\(other.stderr)")
         #expect(
-            other.stderr.contains("was indexed in \(stored.precision); its regions are that arithmetic's"),
+            other.stderr.contains("was indexed in \(stored.precision), and this search computes in"),
             "\(other.stderr)")
         // The same stored regions, found for the same photos (the scores move a little: with int8 the query is
         // embedded by the text tower in bf16).
@@ -142,7 +142,12 @@ import Testing
             text.split(separator: "\n").compactMap { $0.split(separator: " ").dropFirst().first }
         }
         #expect(photos(other.stdout) == photos(same.stdout) && !photos(same.stdout).isEmpty, "\(other.stdout)")
-        let again = try CLI.run(index)
+        // Without --precision the index keeps its own (and says so): nothing is recomputed.
+        let kept = try CLI.run(index)
+        #expect(kept.status == 0 && kept.stderr.contains("indexing in int8 again"), "\(kept.stderr)")
+        #expect((kept.stdout + kept.stderr).contains("(0 computed"), "\(kept.stderr)")
+        #expect(try PhotoIndex(path: db, readOnly: true).store.storedModel()?.precision == stored.precision)
+        let again = try CLI.run(index + ["--precision", "fp32"])
         #expect(again.status == 0, "\(again.stderr)")
         #expect(try PhotoIndex(path: db, readOnly: true).store.storedModel()?.precision == "fp32")
         #expect(

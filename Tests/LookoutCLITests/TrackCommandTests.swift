@@ -92,6 +92,21 @@ import Testing
         #expect(changed, "boxes are drawn")
     }
 
+    /// The README's example: the blue square crosses the line while it is hidden (frames 34–39) and keeps its id.
+    /// supervision's count (the default) forgets its side and counts one crossing out; `--count-hidden` keeps the
+    /// side while the tracker keeps the track, and counts the two a person sees.
+    @Test func aCrossingMadeWhileHiddenCountsWithCountHidden() throws {
+        let arguments =
+            ["track", Self.video, "-q", "red circle, blue square, yellow triangle, green star, purple heart"]
+            + ["--line", "208,0,208,320"]
+        let supervision = try CLI.run(arguments)
+        #expect(supervision.status == 0, "\(supervision.stderr)")
+        #expect(supervision.stdout.contains("out 1 ("), "\(supervision.stdout)")
+        let hidden = try CLI.run(arguments + ["--count-hidden"])
+        #expect(hidden.status == 0, "\(hidden.stderr)")
+        #expect(hidden.stdout.contains("out 2 ("), "\(hidden.stdout)")
+    }
+
     /// `--tracker botsort` on the video seen by a moving camera: the ids and boxes of ultralytics' BOTSORT
     /// (its own GMC on OpenCV's decoding of the frames) on the same detections.
     @Test func botSortIdsEqualTheReference() throws {
