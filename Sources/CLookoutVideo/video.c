@@ -110,6 +110,15 @@ static const char *stream_protocols(const char *scheme) {
     return NULL;
 }
 
+/// Whether width×height is over `limit` pixels (0: no limit); then a sentence: "frames of W×H are over …" when
+/// `opening`, "a frame of W×H is over …" for a frame met later.
+static int over_pixel_limit(long long limit, int width, int height, int opening, char *error, size_t error_size) {
+    if (limit <= 0 || (long long)width * height <= limit) return 0;
+    say(error, error_size, opening ? "frames of %d×%d are over the %lld-pixel limit" : "a frame of %d×%d is over the %lld-pixel limit",
+        width, height, limit);
+    return 1;
+}
+
 lookout_video *lookout_video_open(const char *path, int threads, double timeout, long long pixel_limit,
                                   lookout_video_info *info, char *error, size_t error_size) {
     pthread_once(&setup_once, setup);
@@ -197,6 +206,8 @@ lookout_video *lookout_video_open(const char *path, int threads, double timeout,
         free(clock);
         return NULL;
     }
+    // From here every failure closes what is open through `fail`.
+    AVCodecContext *decoder = NULL;
     clock->deadline = monotonic() + timeout;
     status = avformat_find_stream_info(format, NULL);
     if (status < 0) {
@@ -205,9 +216,7 @@ lookout_video *lookout_video_open(const char *path, int threads, double timeout,
         else
             say(error, error_size, "cannot read the streams: %s (truncated or damaged?)",
                 reason(status, why, sizeof why));
-        avformat_close_input(&format);
-        free(clock);
-        return NULL;
+        goto fail;
     }
     // A network stream with no stated end (RTSP, UDP, a live HLS playlist) is live: frames are dropped rather
     // than queued when the network runs ahead of the detector.
@@ -216,9 +225,7 @@ lookout_video *lookout_video_open(const char *path, int threads, double timeout,
     int stream = av_find_best_stream(format, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
     if (stream == AVERROR_STREAM_NOT_FOUND) {
         say(error, error_size, "no video stream in it (%s)", format->iformat->name);
-        avformat_close_input(&format);
-        free(clock);
-        return NULL;
+        goto fail;
     }
     if (stream < 0 || !codec) {
         AVCodecParameters *parameters = stream >= 0 ? format->streams[stream]->codecpar : NULL;
@@ -226,26 +233,16 @@ lookout_video *lookout_video_open(const char *path, int threads, double timeout,
             if (format->streams[i]->codecpar->codec_type == AVMEDIA_TYPE_VIDEO) parameters = format->streams[i]->codecpar;
         say(error, error_size, "its video codec (%s) cannot be decoded by this machine's FFmpeg",
             parameters ? avcodec_get_name(parameters->codec_id) : "unknown");
-        avformat_close_input(&format);
-        free(clock);
-        return NULL;
+        goto fail;
     }
     AVStream *video_stream = format->streams[stream];
-    long long coded = (long long)video_stream->codecpar->width * video_stream->codecpar->height;
-    if (pixel_limit > 0 && coded > pixel_limit) {
-        say(error, error_size, "frames of %d×%d are over the %lld-pixel limit", video_stream->codecpar->width,
-            video_stream->codecpar->height, pixel_limit);
-        avformat_close_input(&format);
-        free(clock);
-        return NULL;
-    }
-    AVCodecContext *decoder = avcodec_alloc_context3(codec);
+    if (over_pixel_limit(pixel_limit, video_stream->codecpar->width, video_stream->codecpar->height, 1, error,
+                         error_size))
+        goto fail;
+    decoder = avcodec_alloc_context3(codec);
     if (!decoder || avcodec_parameters_to_context(decoder, video_stream->codecpar) < 0) {
         say(error, error_size, "out of memory");
-        avcodec_free_context(&decoder);
-        avformat_close_input(&format);
-        free(clock);
-        return NULL;
+        goto fail;
     }
     decoder->thread_count = threads;
     decoder->pkt_timebase = video_stream->time_base;
@@ -253,29 +250,16 @@ lookout_video *lookout_video_open(const char *path, int threads, double timeout,
     // change its size mid-way.
     if (pixel_limit > 0) decoder->max_pixels = pixel_limit;
     status = avcodec_open2(decoder, codec, NULL);
-    if (status == 0 && pixel_limit > 0 && (long long)decoder->width * decoder->height > pixel_limit) {
-        say(error, error_size, "frames of %d×%d are over the %lld-pixel limit", decoder->width, decoder->height,
-            pixel_limit);
-        avcodec_free_context(&decoder);
-        avformat_close_input(&format);
-        free(clock);
-        return NULL;
-    }
+    if (status == 0 && over_pixel_limit(pixel_limit, decoder->width, decoder->height, 1, error, error_size)) goto fail;
     if (status < 0 || decoder->width <= 0 || decoder->height <= 0) {
         say(error, error_size, "cannot start the %s decoder: %s", codec->name,
             status < 0 ? reason(status, why, sizeof why) : "no frame size");
-        avcodec_free_context(&decoder);
-        avformat_close_input(&format);
-        free(clock);
-        return NULL;
+        goto fail;
     }
     lookout_video *video = calloc(1, sizeof *video);
     if (!video) {
         say(error, error_size, "out of memory");
-        avcodec_free_context(&decoder);
-        avformat_close_input(&format);
-        free(clock);
-        return NULL;
+        goto fail;
     }
     video->pixel_limit = pixel_limit;
     video->network = network;
@@ -318,6 +302,12 @@ lookout_video *lookout_video_open(const char *path, int threads, double timeout,
     snprintf(info->codec, sizeof info->codec, "%s", codec->name);
     snprintf(info->container, sizeof info->container, "%s", format->iformat->name);
     return video;
+
+fail:
+    avcodec_free_context(&decoder);
+    avformat_close_input(&format);
+    free(clock);
+    return NULL;
 }
 
 /// The frame's time in seconds from the stream's start (its presentation time, else counted frames).
@@ -373,11 +363,7 @@ static int convert(lookout_video *video, uint8_t *bgr, char *error, size_t error
 
 /// Whether the decoder has met a picture over the pixel limit (it refused it: `max_pixels`); then a sentence.
 static int over_limit(lookout_video *video, char *error, size_t error_size) {
-    long long pixels = (long long)video->decoder->width * video->decoder->height;
-    if (video->pixel_limit <= 0 || pixels <= video->pixel_limit) return 0;
-    say(error, error_size, "a frame of %d×%d is over the %lld-pixel limit", video->decoder->width,
-        video->decoder->height, video->pixel_limit);
-    return 1;
+    return over_pixel_limit(video->pixel_limit, video->decoder->width, video->decoder->height, 0, error, error_size);
 }
 
 int lookout_video_next(lookout_video *video, uint8_t *bgr, double *time, char *error, size_t error_size) {
@@ -385,10 +371,8 @@ int lookout_video_next(lookout_video *video, uint8_t *bgr, double *time, char *e
     if (video->finished) return 0;
     for (;;) {
         int status = avcodec_receive_frame(video->decoder, video->frame);
-        if (status == 0 && video->pixel_limit > 0 &&
-            (long long)video->frame->width * video->frame->height > video->pixel_limit) {
-            say(error, error_size, "a frame of %d×%d is over the %lld-pixel limit", video->frame->width,
-                video->frame->height, video->pixel_limit);
+        if (status == 0 &&
+            over_pixel_limit(video->pixel_limit, video->frame->width, video->frame->height, 0, error, error_size)) {
             av_frame_unref(video->frame);
             return -1;
         }

@@ -27,22 +27,12 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     }
 
     /// Any bytes as a video, as `lookout detect` and the upload endpoint take one: the container check of its
-    /// first bytes, then (when it passes) FFmpeg's demuxers of ordinary containers through an unlinked file, a
-    /// few frames at most, under a small pixel limit and a 2-second budget per read.
+    /// first bytes, then (when it passes) FFmpeg's demuxers of ordinary containers through an ``UnlinkedFile`` as
+    /// the upload endpoint gives it, a few frames at most, under a small pixel limit and a 2-second budget per read.
     static func video(_ bytes: [UInt8]) {
-        guard VideoFile.looksLikeVideo(Array(bytes.prefix(16))) else { return }
-        var template = Array("/tmp/lookout-fuzz-XXXXXX".utf8CString)
-        let descriptor = mkstemp(&template)
-        guard descriptor >= 0 else { return }
-        unlink(String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
-        defer { close(descriptor) }
-        var written = 0
-        while written < bytes.count {
-            let count = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress! + written, $0.count - written) }
-            guard count > 0 else { return }
-            written += count
-        }
-        guard let reader = try? VideoReader(path: "/proc/self/fd/\(descriptor)", pixelLimit: 1 << 22, timeout: 2)
+        guard VideoFile.looksLikeVideo(Array(bytes.prefix(16))),
+            let file = try? UnlinkedFile(bytes: bytes, directory: "/tmp"),
+            let reader = try? VideoReader(path: file.path, pixelLimit: 1 << 22, timeout: 2)
         else { return }
         for _ in 0..<3 { guard (try? reader.next()) != nil else { return } }
     }

@@ -24,6 +24,12 @@ public struct IndexModel: Sendable, Equatable {
     /// The arithmetic the detector computed the regions in (`fp32`, `bf16`, `int8`; indexes made before it was
     /// recorded are fp32's).
     public var precision = "fp32"
+
+    /// The `--precision` word (`fp32`, `bf16`, `int8`) of an arithmetic as indexes record it and
+    /// `Engine.arithmetic` gives it (`int8 (8-bit weights, calibration …, towers bf16)`).
+    public static func precisionOption(_ arithmetic: String) -> String {
+        String(arithmetic.prefix { $0.isLetter || $0.isNumber })
+    }
     /// The prompt-free detector (YOLOE `-pf`) whose labels the index stores beside the regions (its file's
     /// fingerprint), and the score a label needed; nil when it stores none.
     public var promptFree: String?

@@ -21,8 +21,8 @@ extension LookoutService {
     /// `POST /api/v1/videos/detect`: the uploaded video's processed frames with their detections (and track
     /// ids when tracking), then what was found when — one JSON document:
     /// `{"width","height","frames":[{"frame","time","detections"}],"found":{label:{"first","last","frames"}},
-    /// "tracks"}`. The bytes go to a private temporary file for FFmpeg, unlinked as soon as it is written (only
-    /// its open descriptor names it, so nothing is left behind whatever ends the request or the server). The
+    /// "tracks"}`. The bytes go to FFmpeg as an ``UnlinkedFile`` (nothing is left behind whatever ends the
+    /// request or the server). The
     /// work stops at the next frame once `cancellation` says so (503).
     public func detectVideo(
         bytes: [UInt8], queries: [String], thresholds: Thresholds, request: VideoRequest,
@@ -33,19 +33,15 @@ extension LookoutService {
         guard VideoFile.looksLikeVideo(Array(bytes.prefix(16))) else {
             throw ServiceError(415, "not a video Lookout reads (MP4, MOV, MKV, WebM, AVI, MPEG, FLV, Ogg)")
         }
-        var template = Array((NSTemporaryDirectory() + "/lookout-upload-XXXXXX").utf8CString)
-        let descriptor = mkstemp(&template)
-        guard descriptor >= 0 else { throw ServiceError(500, "cannot make a temporary file for the video") }
-        unlink(String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
-        defer { close(descriptor) }
-        var written = 0
-        while written < bytes.count {
-            let count = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress! + written, $0.count - written) }
-            guard count > 0 else { throw ServiceError(507, "cannot store the video to read it") }
-            written += count
+        let file: UnlinkedFile
+        do {
+            file = try UnlinkedFile(bytes: bytes, directory: NSTemporaryDirectory())
+        } catch .cannotCreate {
+            throw ServiceError(500, "cannot make a temporary file for the video")
+        } catch {
+            throw ServiceError(507, "cannot store the video to read it")
         }
-        // FFmpeg reads the unlinked file through its descriptor's name.
-        let path = "/proc/self/fd/\(descriptor)"
+        let path = file.path
 
         let reader: VideoReader
         do {

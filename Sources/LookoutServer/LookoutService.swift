@@ -362,12 +362,7 @@ public final class LookoutService: @unchecked Sendable {
         do throws(IndexError) {
             let stored = try index.storedModel()
             // Regions of another model are scored by queries they were not made for: refused, as `lookout search` does.
-            if let stored,
-                stored.detectorFingerprint != detectorFingerprint
-                    || (engine.embedder.map { $0.encoder.fingerprint != stored.textEncoderFingerprint } ?? false)
-            {
-                mismatch = true
-            }
+            mismatch = stored.map(indexedWithAnotherModel) ?? false
             storesLabels = stored?.promptFree != nil
         } catch {
             throw Self.logged(ServiceError(500, "the index could not be read"), "\(error.problem)")
@@ -491,16 +486,21 @@ public final class LookoutService: @unchecked Sendable {
     public func indexNote() -> String? {
         guard indexPath != nil, let index = try? openIndex(), let stored = try? index.storedModel() else { return nil }
         let shown = IndexLocation.shown(indexPath!)
-        let textEncoder = engine.embedder?.encoder.fingerprint
-        if stored.detectorFingerprint != detectorFingerprint
-            || (textEncoder != nil && textEncoder != stored.textEncoderFingerprint)
-        {
+        if indexedWithAnotherModel(stored) {
             return
                 "\(shown) was indexed with another model: its regions are that model's, so searches score them with queries they were not made for; serve the model it was indexed with, or index the folder again with this one"
         }
         guard stored.precision != engine.arithmetic else { return nil }
         return
-            "\(shown) was indexed in \(stored.precision), and this server computes in \(engine.arithmetic): the stored regions keep their \(stored.precision) values, and \(engine.arithmetic) applies only to what is computed now (queries, detections). Index the folder again with --precision \(engine.arithmetic.prefix { $0.isLetter || $0.isNumber }) for \(engine.arithmetic) regions."
+            "\(shown) was indexed in \(stored.precision), and this server computes in \(engine.arithmetic): the stored regions keep their \(stored.precision) values, and \(engine.arithmetic) applies only to what is computed now (queries, detections). Index the folder again with --precision \(IndexModel.precisionOption(engine.arithmetic)) for \(engine.arithmetic) regions."
+    }
+
+    /// Whether `stored` holds the regions of another detector or text encoder than this server's (its queries do
+    /// not fit them).
+    func indexedWithAnotherModel(_ stored: IndexModel) -> Bool {
+        let textEncoder = engine.embedder?.encoder.fingerprint
+        return stored.detectorFingerprint != detectorFingerprint
+            || (textEncoder != nil && textEncoder != stored.textEncoderFingerprint)
     }
 
     /// `error` as the client gets it, its details (paths, database names) written to standard error only.

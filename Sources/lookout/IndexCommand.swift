@@ -276,7 +276,7 @@ struct IndexCommand: ParsableCommand {
         // fp32 because a later run left the option out).
         var modelOptions = self.modelOptions
         if modelOptions.precision == nil, let stored = try? database.open(readOnly: true).storedModel() {
-            let kept = String(stored.precision.prefix { $0.isLetter || $0.isNumber })
+            let kept = IndexModel.precisionOption(stored.precision)
             if kept == "bf16" || kept == "int8" {
                 modelOptions.precision = kept
                 printError(

@@ -147,7 +147,7 @@ struct SearchCommand: ParsableCommand {
                 "lookout: \(path) was indexed in \(stored.precision), and this search computes in \(now): the "
                     + "stored regions keep their \(stored.precision) values, and \(now) applies only to what is "
                     + "computed now (the query's embedding, --exact). Index the folder again with --precision "
-                    + "\(now.prefix { $0.isLetter || $0.isNumber }) for \(now) regions.")
+                    + "\(IndexModel.precisionOption(now)) for \(now) regions.")
         }
         let parsed: Query
         do throws(QuerySyntaxError) {

@@ -90,10 +90,7 @@ import Testing
     /// Each upload that crashed or hung the server, or read its files, gets a clear error in seconds, and the
     /// server answers a photo after each; a SIGTERM then ends it, and its temporary folder holds nothing.
     @Test func hostileUploadsEndInAClearError() throws {
-        guard TestVideos.haveFFmpeg else {
-            Issue.record("ffmpeg is needed (scripts/test installs it)")
-            return
-        }
+        try #require(TestVideos.haveFFmpeg, "ffmpeg is missing: scripts/test installs it")
         let temporary = try CLI.scratch("hostile-tmp")
         defer { CLI.remove(temporary) }
         let server = try Server(["--max-video-frames", "100"], environment: ["TMPDIR": temporary])
@@ -165,10 +162,7 @@ import Testing
     /// leaves with its video half done gives its place back and its work stops, so that the next photo is
     /// answered in seconds (one place in the queue: a request that kept it would make the next one wait).
     @Test func slowBodiesAndLeavingClientsHoldNoPlace() throws {
-        guard TestVideos.haveFFmpeg else {
-            Issue.record("ffmpeg is needed (scripts/test installs it)")
-            return
-        }
+        try #require(TestVideos.haveFFmpeg, "ffmpeg is missing: scripts/test installs it")
         let server = try Server(["--queue", "1", "--body-timeout", "3", "--timeout", "60"])
         // Two slow bodies, then a photo: answered at once.
         let slow = try (0..<2).map { _ in
@@ -216,10 +210,7 @@ import Testing
     /// On the command line: the same files end in a clear error within seconds (`detect`, `track`, and `index`
     /// of a folder holding one), and names that FFmpeg would take as other protocols are files, or refused.
     @Test func theCommandLineRefusesTheSameFiles() throws {
-        guard TestVideos.haveFFmpeg else {
-            Issue.record("ffmpeg is needed (scripts/test installs it)")
-            return
-        }
+        try #require(TestVideos.haveFFmpeg, "ffmpeg is missing: scripts/test installs it")
         for (name, says) in [
             ("huge", "pixel limit"), ("dash", "not a video container"), ("manifest", "not a video container"),
         ] {

@@ -15,10 +15,7 @@ import Testing
     ]
 
     @Test func listsFindWhatTheScanFindsInEveryMode() throws {
-        guard TestVideos.haveFFmpeg else {
-            Issue.record("ffmpeg is needed (scripts/test installs it)")
-            return
-        }
+        try #require(TestVideos.haveFFmpeg, "ffmpeg is missing: scripts/test installs it")
         let folder = try CLI.scratch("search-lists")
         defer { CLI.remove(folder) }
         let photos = folder + "/photos"
