@@ -176,13 +176,26 @@ struct SearchScale: ParsableCommand {
             sceneFound.append(try index.search(text: text, confidence: 0, top: 10, evidence: .scenes).map(\.path))
             sceneTimes.append(now() - start)
         }
+        // Both kinds of evidence (the default search): the object queries and the scene queries, each weighing
+        // a photo's regions and its whole-photo embedding together.
+        let bothTexts = texts.map(\.vector) + sceneTexts
+        for text in bothTexts { _ = try index.search(text: text, confidence: 0, top: 10, evidence: .both) }
+        var bothFound: [[String]] = []
+        var bothTimes: [Double] = []
+        for text in bothTexts {
+            let start = now()
+            bothFound.append(try index.search(text: text, confidence: 0, top: 10, evidence: .both).map(\.path))
+            bothTimes.append(now() - start)
+        }
         // The scan: the exact answer (kept in a file beside the database, for the same database and queries:
         // a scan of a million photos takes a minute a query, and other settings of the lists reuse it).
         let scanned = min(scanQueries ?? queries, queries)
         let sceneScanned = min(scanned, sceneTexts.count)
-        let cachePath = "\(path).exact-q\(queries)-s\(scanned)-n\(noise)-c\(try store.changeSequence())"
+        let bothScanned = bothTexts.count - queries + scanned
+        let cachePath = "\(path).exact-v2-q\(queries)-s\(scanned)-n\(noise)-c\(try store.changeSequence())"
         var exactAnswers: [[String]] = []
         var exactScenes: [[String]] = []
+        var exactBoth: [[String]] = []
         var scanTimes: [Double] = []
         var scanFromFile = false
         if let bytes = try? FileContents.read(cachePath, maximumSize: 64 << 20) {
@@ -190,17 +203,21 @@ struct SearchScale: ParsableCommand {
                 let fields = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
                 if fields.first == "S" {
                     exactScenes.append(Array(fields.dropFirst()))
+                } else if fields.first == "B" {
+                    exactBoth.append(Array(fields.dropFirst()))
                 } else if let time = Double(fields.first ?? "") {
                     scanTimes.append(time)
                     exactAnswers.append(Array(fields.dropFirst()))
                 }
             }
-            scanFromFile = exactAnswers.count == scanned && exactScenes.count == sceneScanned
+            scanFromFile =
+                exactAnswers.count == scanned && exactScenes.count == sceneScanned && exactBoth.count == bothScanned
         }
         if !scanFromFile {
             index.useNearestNeighbours = false
             exactAnswers = []
             exactScenes = []
+            exactBoth = []
             scanTimes = []
             for text in texts.prefix(scanned) {
                 let start = now()
@@ -211,9 +228,14 @@ struct SearchScale: ParsableCommand {
             for text in sceneTexts.prefix(sceneScanned) {
                 exactScenes.append(try index.search(text: text, confidence: 0, top: 10, evidence: .scenes).map(\.path))
             }
+            // Both: the scanned object queries, then every scene query.
+            for text in bothTexts.prefix(scanned) + bothTexts.suffix(sceneTexts.count) {
+                exactBoth.append(try index.search(text: text, confidence: 0, top: 10, evidence: .both).map(\.path))
+            }
             let lines =
                 zip(scanTimes, exactAnswers).map { ([String($0)] + $1).joined(separator: "\t") }
                 + exactScenes.map { (["S"] + $0).joined(separator: "\t") }
+                + exactBoth.map { (["B"] + $0).joined(separator: "\t") }
             try? FileContents.writeAtomically(Array(lines.map { $0 + "\n" }.joined().utf8), to: cachePath)
         }
         var hits = (all: 0, rare: 0, common: 0)
@@ -225,6 +247,9 @@ struct SearchScale: ParsableCommand {
         }
         var sceneHits = 0
         for q in 0..<sceneScanned { sceneHits += Set(exactScenes[q]).intersection(sceneFound[q]).count }
+        var bothHits = 0
+        let bothCompared = Array(bothFound.prefix(scanned) + bothFound.suffix(sceneTexts.count))
+        for (exact, found) in zip(exactBoth, bothCompared) { bothHits += Set(exact).intersection(found).count }
         func percentile(_ values: [Double], _ p: Double) -> Double {
             values.sorted()[min(values.count - 1, Int(Double(values.count) * p))] * 1000
         }
@@ -238,6 +263,8 @@ struct SearchScale: ParsableCommand {
             ("photos_read_median", .int(Int64(read.sorted()[read.count / 2]))),
             ("scenes_p50_ms", .double(percentile(sceneTimes, 0.5))),
             ("scenes_recall_at_10", .double(Double(sceneHits) / Double(10 * max(sceneScanned, 1)))),
+            ("both_p50_ms", .double(percentile(bothTimes, 0.5))), ("both_p95_ms", .double(percentile(bothTimes, 0.95))),
+            ("both_recall_at_10", .double(Double(bothHits) / Double(10 * max(exactBoth.count, 1)))),
             ("peak_rss_bytes", .int(Int64(peak))),
             ("rss_anonymous_bytes", .int(Int64(memory.anonymous))), ("rss_file_bytes", .int(Int64(memory.file))),
             ("scan_p50_ms", .double(percentile(scanTimes, 0.5))), ("queries", .int(Int64(queries))),
@@ -276,11 +303,7 @@ struct Seeds {
     var images: [[Float]] = []
 
     init(base: String) throws {
-        guard FileSystem.access(base, R_OK) == 0 else {
-            throw ValidationError(
-                "\(base): no seed index; make one with `swift run -c release lookout index examples/scenes --db \(base)`"
-            )
-        }
+        if FileSystem.access(base, R_OK) != 0 { try Self.make(base) }
         let index = try PhotoIndex(path: base, readOnly: true)
         guard let model = try index.storedModel() else { throw ValidationError("\(base) holds no photos") }
         self.model = model
@@ -304,6 +327,24 @@ struct Seeds {
         }
         self.regions = regions
         self.images = images
+    }
+
+    /// The seed index when there is none yet: the example scenes indexed by the `lookout` built beside this
+    /// benchmark, with the demo model (regions and whole-photo embeddings).
+    static func make(_ base: String) throws {
+        let lookout =
+            (CommandLine.arguments[0].split(separator: "/", omittingEmptySubsequences: false).dropLast()
+            + ["lookout"]).joined(separator: "/")
+        guard FileSystem.access(lookout, X_OK) == 0, FileSystem.access("examples/scenes", R_OK) == 0 else {
+            throw ValidationError(
+                "\(base): no seed index, and none can be made here (it needs \(lookout) and examples/scenes: run "
+                    + "from the checkout after `swift build -c release`), or give --base INDEX")
+        }
+        let folder = base.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        if !folder.isEmpty { try FileContents.makeDirectories(folder) }
+        FileHandle.standardError.write(Data("making the seed index \(base) from examples/scenes\n".utf8))
+        let status = system("'\(lookout)' index examples/scenes --db '\(base)' --plain >&2")
+        guard status == 0 else { throw ValidationError("lookout index examples/scenes failed (\(status))") }
     }
 
     /// `vector` plus noise (the sum of four uniforms, scaled to `noise` standard deviation), unit length.

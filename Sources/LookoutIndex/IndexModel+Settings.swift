@@ -10,6 +10,7 @@ extension IndexModel {
             ("scene_center", String(sceneScore.center)), ("scene_slope", String(sceneScore.slope)),
             ("duplicate_threshold", duplicateThreshold.map { String($0) } ?? ""), ("precision", precision),
             ("prompt_free", promptFree ?? ""), ("prompt_free_conf", String(promptFreeConfidence)),
+            ("model_arguments", modelArguments ?? ""),
         ]
     }
 
@@ -45,6 +46,7 @@ extension IndexModel {
         regionRule = values["region_rule"] ?? "f16-v1"
         precision = values["precision"].flatMap { $0.isEmpty ? nil : $0 } ?? "fp32"
         promptFree = values["prompt_free"].flatMap { $0.isEmpty ? nil : $0 }
+        modelArguments = values["model_arguments"].flatMap { $0.isEmpty ? nil : $0 }
         if let conf = values["prompt_free_conf"].flatMap(Float.init), conf.isFinite { promptFreeConfidence = conf }
     }
 }

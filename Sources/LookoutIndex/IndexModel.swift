@@ -34,6 +34,10 @@ public struct IndexModel: Sendable, Equatable {
     /// fingerprint), and the score a label needed; nil when it stores none.
     public var promptFree: String?
     public var promptFreeConfidence: Float = 0.25
+    /// The model options the index was made with, as a command line repeats them (`--model demo-yoloe`), so that
+    /// a search with another model can say which to give; nil for the default model, and in older indexes.
+    /// Not part of ``key``: the fingerprints decide whether regions are stale.
+    public var modelArguments: String?
 
     /// No score floor, near-duplicate suppression at IoU 0.95, 8-bit embeddings.
     public static let currentRegionRule = "q8-v2"

@@ -341,16 +341,18 @@ public final class SQLiteIndexStore: IndexStore {
             let statement = try database.prepare(sql)
             return try statement.step() ? Int(statement.integer(0)) : 0
         }
-        var info = stat()
-        let size = FileSystem.stat(path, &info) == 0 ? Int(info.st_size) : 0
-        var wal = stat()
-        let walSize = FileSystem.stat(path + "-wal", &wal) == 0 ? Int(wal.st_size) : 0
+        // The database as it is once the write-ahead log is folded in (its pages), not the file plus the log:
+        // the log holds every version of a page written since the last checkpoint (issue 49: 2.6× the file).
+        // With the region lists' file beside it.
+        var lists = stat()
+        let listsSize = FileSystem.stat(listsPath, &lists) == 0 ? Int(lists.st_size) : 0
+        let pages = try count("PRAGMA page_count") * count("PRAGMA page_size")
         return IndexStatistics(
             files: try count("SELECT count(*) FROM files WHERE status = 'ok'"),
             failedFiles: try count("SELECT count(*) FROM files WHERE status = 'failed'"),
             images: try count("SELECT count(*) FROM images"),
             regionBytes: try count("SELECT coalesce(sum(length(regions)), 0) FROM images"),
-            databaseBytes: size + walSize)
+            databaseBytes: pages + listsSize)
     }
 
     public func failures() throws(IndexError) -> [(path: String, error: String)] {

@@ -488,7 +488,7 @@ public final class LookoutService: @unchecked Sendable {
         let shown = IndexLocation.shown(indexPath!)
         if indexedWithAnotherModel(stored) {
             return
-                "\(shown) was indexed with another model: its regions are that model's, so searches score them with queries they were not made for; serve the model it was indexed with, or index the folder again with this one"
+                "\(shown) was indexed with another model: its regions are that model's, so searches score them with queries they were not made for; serve the model it was indexed with\(stored.modelArguments.map { " (`\($0)`)" } ?? ""), or index the folder again with this one"
         }
         guard stored.precision != engine.arithmetic else { return nil }
         return

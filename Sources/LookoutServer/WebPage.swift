@@ -119,6 +119,7 @@ enum WebPage {
             <form id="search-form" class="controls">
               <input id="search-query" type="search" placeholder="search the indexed photos: dog, beach at sunset" aria-label="search">
               <button type="submit">Search</button>
+              <label title="Read every photo instead of the region lists: slower on a large library, the exact answer to compare with"><input id="search-scan" type="checkbox"> exact scan</label>
             </form>
             <div id="search-filters" class="controls" hidden></div>
             <div id="search-status" role="status"></div>
@@ -164,7 +165,7 @@ enum WebPage {
             if (index % 2 === 1) {
               for (let p = position; p < position + run && p < width * height; p++) {
                 const o = 4 * ((p % height) * width + Math.floor(p / height));
-                pixels[o] = rgb[0]; pixels[o + 1] = rgb[1]; pixels[o + 2] = rgb[2]; pixels[o + 3] = 110;
+                pixels[o] = rgb[0]; pixels[o + 1] = rgb[1]; pixels[o + 2] = rgb[2]; pixels[o + 3] = 77;
               }
             }
             position += run;
@@ -369,6 +370,7 @@ enum WebPage {
             for (const p of example.boxes) params.append("prompt_box", p.box.map((v) => v.toFixed(1)).join(","));
           }
           for (const label of labels) params.append("label", label);
+          if ($("search-scan").checked) params.set("scan", "true");
           const reply = await api("/api/v1/search?" + params);
           if (mine !== searchSequence) return;
           const grid = $("results");
@@ -431,6 +433,7 @@ enum WebPage {
           search();
         });
         $("search-form").addEventListener("submit", (e) => { e.preventDefault(); search(); });
+        $("search-scan").addEventListener("change", search);
         $("search-query").addEventListener("input", () => {
           clearTimeout(searchPending);
           example = null;

@@ -151,6 +151,24 @@ public enum FileSystem {
         return FileName.decode(cString: resolved)
     }
 
+    /// The names in a folder, "." and ".." left out, sorted; nil when it cannot be read.
+    public static func entries(of path: String) -> [String]? {
+        guard let folder = opendir(path) else { return nil }
+        defer { closedir(folder) }
+        var names: [String] = []
+        while let entry = readdir(folder) {
+            let entryName = name(of: entry)
+            if entryName != "." && entryName != ".." { names.append(entryName) }
+        }
+        return names.sorted()
+    }
+
+    /// Whether `path` is a folder (following links).
+    public static func isDirectory(_ path: String) -> Bool {
+        var info = Glibc.stat()
+        return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
+    }
+
     /// The name of a directory entry.
     public static func name(of entry: UnsafeMutablePointer<dirent>) -> String {
         withUnsafeBytes(of: entry.pointee.d_name) { raw in FileName.decode(raw.prefix(while: { $0 != 0 })) }

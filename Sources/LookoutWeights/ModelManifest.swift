@@ -39,7 +39,7 @@ public struct ModelManifest: Sendable {
             let hint =
                 directory.contains("/")
                 ? ""
-                : "; or name a fetched model: `lookout models fetch \(directory)` downloads an official one (`lookout models fetch --list`)"
+                : "; or the name of a model Lookout has (demo-yoloe ships with Lookout; `lookout models fetch --list` names those it can download)"
             throw fail("\(error.reason) (a model directory needs a \(Self.fileName)\(hint))")
         } catch {
             throw fail("not valid JSON (\(error))")

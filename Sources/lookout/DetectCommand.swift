@@ -18,7 +18,8 @@ struct ModelOptions: ParsableArguments {
     @Option(
         help: ArgumentHelp(
             "Model directory with a lookout-model.json naming a detector and a text encoder, or the name of a model `lookout models fetch` downloaded (yolov8s-worldv2), or demo-yoloe: the embedded YOLOE demo (masks, visual prompts).",
-            valueName: "dir|name"))
+            valueName: "dir|name"),
+        completion: .custom(ModelOptions.modelCompletions))
     var model: String?
 
     @Option(
@@ -51,7 +52,8 @@ struct ModelOptions: ParsableArguments {
             "The detector's arithmetic: fp32 (exact to ultralytics), bf16 (bfloat16 products summed in fp32 "
                 + "through AVX-512 BF16: faster, scores within about 1%) or int8 (8-bit weights and inputs through "
                 + "AVX-512 VNNI, for a detector `lookout models calibrate` made). fp32 where the CPU lacks them.",
-            valueName: "fp32|bf16|int8"))
+            valueName: "fp32|bf16|int8"),
+        completion: .list(Precision.allCases.map(\.rawValue)))
     var precision: String?
 
     /// The precision asked for, or fp32 with a notice where the CPU cannot run it.
@@ -75,6 +77,35 @@ struct ModelOptions: ParsableArguments {
         if model == nil && detector == nil && textModel != nil {
             throw ValidationError("--text-model goes with --detector (or use --model DIR).")
         }
+    }
+
+    /// What the shell completes after `--model`: the embedded and fetched models' names, and the folders
+    /// starting with what was typed.
+    @Sendable static func modelCompletions(_ words: [String], _ index: Int, _ prefix: String) -> [String] {
+        var names = EngineConfiguration.embeddedModels
+        if let models = ResourceLocator.modelsDirectory(), let fetched = FileSystem.entries(of: models) {
+            names += fetched.filter { FileSystem.access(models + "/" + $0 + "/" + ModelManifest.fileName, F_OK) == 0 }
+        }
+        let folder = prefix.lastIndex(of: "/").map { String(prefix[...$0]) } ?? ""
+        for entry in FileSystem.entries(of: folder.isEmpty ? "." : folder) ?? []
+        where !entry.hasPrefix(".") && FileSystem.isDirectory(folder + entry) {
+            names.append(folder + entry + "/")
+        }
+        return names.filter { $0.hasPrefix(prefix) }
+    }
+
+    /// These options as a command line gives them again (a name stays a name, a path becomes absolute); nil for
+    /// the default model.
+    var arguments: String? {
+        func quoted(_ path: String) -> String {
+            let absolute = absolutePath(path)
+            return absolute.contains(where: { " '\"$\\".contains($0) }) ? "'\(absolute)'" : absolute
+        }
+        if let model {
+            return "--model " + (model.contains("/") || model.hasPrefix(".") ? quoted(model) : model)
+        }
+        guard let detector else { return nil }
+        return "--detector \(quoted(detector))" + (textModel.map { " --text-model \(quoted($0))" } ?? "")
     }
 
     /// The library's configuration for these options.
@@ -687,11 +718,7 @@ struct DetectCommand: ParsableCommand {
     ) throws {
         let image = try piped ?? ImageFile.read(source)
         let masks = result.detections.compactMap { item in
-            item.mask.map {
-                MaskAnnotation(
-                    left: $0.left, top: $0.top, width: $0.windowWidth, height: $0.windowHeight, pixels: $0.pixels,
-                    colorIndex: item.queryIndex)
-            }
+            item.mask.map { Report.tint($0, colorIndex: item.queryIndex) }
         }
         let annotated = (masks.isEmpty ? image : image.tinted(with: masks)).annotated(with: Report.annotations(result))
         let base = source == "-" ? "stdin.jpg" : String(source.split(separator: "/").last ?? "image")
@@ -817,6 +844,13 @@ enum Report {
                 if let mask = item.mask { fields.append(("mask", rle(mask))) }
                 return .object(fields)
             })
+    }
+
+    /// A mask as `Image.tinted` draws it, in the palette's colour `colorIndex`.
+    static func tint(_ mask: BinaryMask, colorIndex: Int) -> MaskAnnotation {
+        MaskAnnotation(
+            left: mask.left, top: mask.top, width: mask.windowWidth, height: mask.windowHeight, pixels: mask.pixels,
+            colorIndex: colorIndex)
     }
 
     /// A mask as COCO's compressed RLE object, `{"size": [height, width], "counts": "..."}` (what pycocotools'

@@ -51,7 +51,9 @@ struct EmbedCommand: ParsableCommand {
     var textModel: String?
 
     @Option(
-        help: ArgumentHelp("Model directory with a lookout-model.json (its text encoder is used).", valueName: "dir"))
+        help: ArgumentHelp(
+            "Model directory with a lookout-model.json, or a model's name as --model takes it everywhere (yolov8s-worldv2, demo-yoloe): its text encoder is used, with --image its image tower.",
+            valueName: "model"))
     var model: String?
 
     @Flag(help: "Read one JSON string per line from standard input; write one JSON array per line.")
@@ -97,7 +99,7 @@ struct EmbedCommand: ParsableCommand {
         if let textModel {
             path = textModel
         } else if let model {
-            path = try ModelManifest(directory: model).textEncoder.path
+            path = try ModelManifest(directory: EngineConfiguration.modelDirectory(model)).textEncoder.path
         } else {
             let directory = try EngineConfiguration.demoDirectory()
             printError("lookout: no model given, using the demo model's text encoder in \(directory)")
@@ -130,7 +132,7 @@ struct EmbedCommand: ParsableCommand {
         if let imageModel {
             path = imageModel
         } else if let model {
-            let manifest = try ModelManifest(directory: model)
+            let manifest = try ModelManifest(directory: EngineConfiguration.modelDirectory(model))
             path = manifest.imageEncoder?.path ?? manifest.textEncoder.path
         } else if let demo = try EngineConfiguration(model: .demo).imageTowerPath() {
             path = demo

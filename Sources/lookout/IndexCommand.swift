@@ -184,7 +184,7 @@ struct IndexCommand: ParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "Keep region lists beside an SQLite index (or pgvector's IVFFlat index over region vectors on PostgreSQL) once the index holds this many photos; below, a search reads every photo, which is as quick. Lists once built are kept up to date whatever the count.",
+            "Keep region lists beside an SQLite index (or pgvector's IVFFlat index over region vectors on PostgreSQL) once the index holds this many distinct photos (copies of one photo count once); below, a search reads every photo, which is as quick. Lists once built are kept up to date whatever the count.",
             valueName: "photos"))
     var listsFrom = 2000
 
@@ -294,6 +294,7 @@ struct IndexCommand: ParsableCommand {
             vocabulary: vocabulary.name, imageSize: imgsz, maximumRegions: regions,
             embeddingSize: engine.network.embeddingSize, scoreParameters: engine.network.scoreParameters)
         model.precision = engine.arithmetic
+        model.modelArguments = modelOptions.arguments
         var imageTower: CLIPImageEncoder?
         if !noImageModel, let imageModel = try imageModel ?? modelOptions.configuration.imageTowerPath() {
             let tower = try CLIPImageEncoder(

@@ -13,6 +13,8 @@ struct Lookout: ParsableCommand {
     static func main() {
         // File names need not be UTF-8: their other bytes are kept (FileName), not replaced by U+FFFD.
         let arguments = (1..<Int(CommandLine.argc)).map { FileName.decode(cString: CommandLine.unsafeArgv[$0]!) }
+        // The shell asking for completions (`---completion …`, from the scripts ArgumentParser writes).
+        if arguments.first == "---completion" { Self.main(arguments) }
         let names = configuration.subcommands.compactMap { $0.configuration.commandName }
         if let first = arguments.first, !first.hasPrefix("-"), !names.contains(first), first != "help" {
             let closest = names.min { distance($0, first) < distance($1, first) }
@@ -30,22 +32,52 @@ struct Lookout: ParsableCommand {
                     "'\(argument)' is a file whose name starts with '-': write ./\(argument), or put -- before it.")
             }
         }
-        Self.main(arguments)
+        run(arguments)
+    }
+
+    /// Parses and runs the command. An error found while parsing is ArgumentParser's to print (with the
+    /// command's usage); one thrown while running prints its message alone, and a usage mistake noticed only
+    /// then (a ValidationError: exit status 64) points to the command's own help, not the root's usage line.
+    static func run(_ arguments: [String]) -> Never {
+        var command: ParsableCommand
+        do {
+            command = try parseAsRoot(arguments)
+        } catch {
+            exit(withError: error)
+        }
+        do {
+            try command.run()
+            Glibc.exit(0)
+        } catch let error as ValidationError {
+            let path = ["lookout"] + commandPath(arguments)
+            printError("Error: \(error.message)\nSee '\(path.joined(separator: " ")) --help'.")
+            Glibc.exit(ExitCode.validationFailure.rawValue)
+        } catch {
+            exit(withError: error)
+        }
+    }
+
+    /// The subcommand names at the start of `arguments` (`models`, `fetch`).
+    static func commandPath(_ arguments: [String]) -> [String] {
+        var command: ParsableCommand.Type = Lookout.self
+        var path: [String] = []
+        for argument in arguments {
+            guard let next = command.configuration.subcommands.first(where: { $0._commandName == argument }) else {
+                break
+            }
+            command = next
+            path.append(argument)
+        }
+        return path
     }
 
     /// An unknown `--option` is refused before parsing (ArgumentParser would report a missing argument
     /// first), with the closest option the command takes.
     static func checkLongOptions(_ arguments: [String]) {
         var command: ParsableCommand.Type = Lookout.self
-        var path = ["lookout"]
-        for argument in arguments {
-            guard
-                let next = command.configuration.subcommands.first(where: {
-                    $0._commandName == argument
-                })
-            else { break }
-            command = next
-            path.append(argument)
+        let path = ["lookout"] + commandPath(arguments)
+        for name in path.dropFirst() {
+            command = command.configuration.subcommands.first { $0._commandName == name }!
         }
         // A command this build left out takes anything, and says how to get it.
         if command is LeftOutCommand.Type { return }

@@ -137,9 +137,9 @@ struct SearchCommand: ParsableCommand {
         guard embedder.encoder.fingerprint == stored.textEncoderFingerprint,
             detectorFingerprint == stored.detectorFingerprint
         else {
+            let same = stored.modelArguments.map { "search with `\($0)`" } ?? "search with the model it was made with"
             throw LookoutError(
-                "\(path) was indexed with another model: search with the same --model, or index the folder again with this one"
-            )
+                "\(path) was indexed with another model: \(same), or index the folder again with this one")
         }
         if stored.precision != engine.arithmetic {
             let now = engine.arithmetic
@@ -180,8 +180,7 @@ struct SearchCommand: ParsableCommand {
         }
         let embedSeconds = clock.lap()
         if scenes && stored.imageTower == nil {
-            throw LookoutError(
-                "\(path) holds no whole-photo embeddings: index the folder again with --image-model ViT-B-32.pt")
+            throw LookoutError.noImageTower(path)
         }
         let evidence: PhotoIndex.Evidence = objects || exact || promptImage != nil ? .objects : scenes ? .scenes : .both
         var hits = try index.search(

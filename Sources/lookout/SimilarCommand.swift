@@ -56,8 +56,7 @@ struct SimilarCommand: ParsableCommand {
         }
         try filters.check(stored, path: path)
         guard let fingerprint = stored.imageTower, let towerPath = imageModel ?? stored.imageTowerPath else {
-            throw LookoutError(
-                "\(path) holds no whole-photo embeddings: index the folder again with --image-model ViT-B-32.pt")
+            throw LookoutError.noImageTower(path)
         }
         // The photo embedded as the index's were: by the tower in bf16 where the index was made so.
         let bf16 = stored.precision == "bf16" || stored.precision.contains("towers bf16")
@@ -187,8 +186,7 @@ struct DuplicatesCommand: ParsableCommand {
         let path = try database.shown()
         let index = try database.open(readOnly: true)
         guard let model = try index.storedModel(), model.imageTower != nil else {
-            throw LookoutError(
-                "\(path) holds no whole-photo embeddings: index the folder with --image-model ViT-B-32.pt first")
+            throw LookoutError.noImageTower(path)
         }
         try filters.check(model, path: path)
         let threshold = self.threshold ?? model.duplicateThreshold ?? Self.fallbackThreshold

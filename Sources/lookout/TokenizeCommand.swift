@@ -124,4 +124,13 @@ func textEmbeddingCache(enabled: Bool) -> TextEmbeddingCache? {
 struct LookoutError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
+
+    /// An index without whole-photo embeddings, asked for scenes or similar photos: how to get them for the
+    /// embedded models (their own tower, unless `--no-image-model` left it out) and for downloaded ones.
+    static func noImageTower(_ path: String) -> LookoutError {
+        LookoutError(
+            "\(path) holds no whole-photo embeddings. Index the folder again without --no-image-model (the demo "
+                + "models carry their CLIP image tower); a downloaded model without one takes "
+                + "--image-model ViT-B-32.pt")
+    }
 }

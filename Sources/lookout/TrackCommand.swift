@@ -59,7 +59,8 @@ struct TrackCommand: ParsableCommand {
     @Option(
         help: ArgumentHelp(
             "The tracker: bytetrack (ultralytics' bytetrack.yaml) or botsort (botsort.yaml, camera motion "
-                + "compensated, no re-identification).", valueName: "name"))
+                + "compensated, no re-identification).", valueName: "name"),
+        completion: .list(["bytetrack", "botsort"]))
     var tracker = "bytetrack"
 
     @Option(
@@ -192,6 +193,7 @@ struct TrackCommand: ParsableCommand {
         let labels = plan.labels
         var processed = 0
         var latest: TrackingSession.Frame?
+        var masks: [BinaryMask?] = []
         var interrupted: VideoError?
         do throws(VideoError) {
             while let (frame, selected) = try frames.next() {
@@ -207,17 +209,21 @@ struct TrackCommand: ParsableCommand {
                         image.channels == 3
                         ? session.update(detections, bgr: image.pixels, width: image.width, height: image.height)
                         : session.update(detections)
+                    // A segmentation model's masks follow their detections into the tracks (as ultralytics' track).
+                    masks = tracked.shown.map { result.detections[$0.detection].mask }
                     latest = tracked
                     processed += 1
                     print(
                         json
                             ? jsonLine(
-                                tracked, frame: frame, width: result.width, height: result.height, labels: labels)
+                                tracked, masks: masks, frame: frame, width: result.width, height: result.height,
+                                labels: labels)
                             : table(tracked, frame: frame, width: result.width, height: result.height, labels: labels),
                         terminator: "")
                 }
                 if let writer {
-                    try writer.add(annotate(frame.image, latest, session: session, labels: labels), time: frame.time)
+                    try writer.add(
+                        annotate(frame.image, latest, masks: masks, session: session, labels: labels), time: frame.time)
                 }
             }
             try writer?.finish()
@@ -273,15 +279,17 @@ struct TrackCommand: ParsableCommand {
     }
 
     private func jsonLine(
-        _ tracked: TrackingSession.Frame, frame: VideoFrame, width: Int, height: Int, labels: [String]
+        _ tracked: TrackingSession.Frame, masks: [BinaryMask?], frame: VideoFrame, width: Int, height: Int,
+        labels: [String]
     ) -> String {
         let detections = JSONValue.array(
-            tracked.shown.map { item in
+            zip(tracked.shown, masks).map { item, mask in
                 var fields: [(String, JSONValue)] = [
                     ("label", .string(labels[item.label])), ("query_index", .int(Int64(item.label))),
                     ("score", Report.shortest(item.score)), ("box", .array(item.box.map(Report.shortest))),
                 ]
                 if let id = item.id { fields.append(("track_id", .int(Int64(id)))) }
+                if let mask { fields.append(("mask", Report.rle(mask))) }
                 return .object(fields)
             })
         var fields: [(String, JSONValue)] = [
@@ -363,7 +371,8 @@ struct TrackCommand: ParsableCommand {
     /// The frame with the counting lines and zones, each shown track's trail, and its box labelled with its id,
     /// coloured by id.
     private func annotate(
-        _ image: Image, _ tracked: TrackingSession.Frame?, session: TrackingSession, labels: [String]
+        _ image: Image, _ tracked: TrackingSession.Frame?, masks: [BinaryMask?], session: TrackingSession,
+        labels: [String]
     ) -> Image {
         var paths: [PathAnnotation] = []
         for counter in session.lines {
@@ -398,6 +407,9 @@ struct TrackCommand: ParsableCommand {
                 label: (item.id.map { "#\($0) " } ?? "") + "\(labels[item.label]) \(Report.format2(item.score))",
                 colorIndex: item.id ?? item.label)
         }
-        return image.drawing(paths).annotated(with: boxes + counts)
+        let tints = zip(tracked.shown, masks).compactMap { item, mask in
+            mask.map { Report.tint($0, colorIndex: item.id ?? item.label) }
+        }
+        return (tints.isEmpty ? image : image.tinted(with: tints)).drawing(paths).annotated(with: boxes + counts)
     }
 }

@@ -129,5 +129,33 @@ import Testing
         print("demo YOLOE on the example scenes: box AP \(boxes), mask AP \(masks)")
         #expect(boxes >= 0.86)
         #expect(masks >= 0.877)
+        // The table per category says which AP is which, with the masks' beside the boxes'.
+        let table = try CLI.run([
+            "eval", Self.scenes + "/instances-segm.json", "--images", Self.scenes, "--model", "demo-yoloe",
+        ])
+        #expect(table.stdout.contains("box AP    AP50  mask AP    AP50  instances"), "\(table.stdout)")
+    }
+
+    /// `track` with a segmentation model reports each tracked box's mask, as `detect` does (issue 49), and
+    /// draws it on --save.
+    @Test func trackKeepsTheMasks() throws {
+        let result = try CLI.run([
+            "track", CLI.root + "/examples/tracking/shapes.mp4", "-q", "blue square, green star", "--model",
+            "demo-yoloe",
+            "--json",
+        ])
+        try #require(result.status == 0, "\(result.stderr)")
+        var withMasks = 0, boxes = 0
+        for line in try Reference.lines(result.stdout) {
+            guard let detections = line["detections"] else { continue }
+            for k in 0..<detections.count {
+                boxes += 1
+                guard let mask = detections[k]["mask"] else { continue }
+                withMasks += 1
+                #expect(mask["size"]![0].int == 320 && mask["size"]![1].int == 416)
+                #expect((mask["counts"]?.string?.count ?? 0) > 0)
+            }
+        }
+        #expect(boxes > 20 && withMasks == boxes, "\(withMasks) of \(boxes) tracked boxes have a mask")
     }
 }

@@ -346,9 +346,38 @@ import Testing
             #expect(text.contains(words), "\(file)")
         }
         let manual = (try? String(contentsOfFile: prefix + "/usr/share/man/man1/lookout.1", encoding: .utf8)) ?? ""
-        for section in ["LOOKOUT DETECT", "LOOKOUT SERVE", "LOOKOUT MODELS FETCH"] {
+        // Every command and every `models` subcommand, read from the binary's own help (issue 49: calibrate was
+        // left out of a fixed list).
+        func subcommands(_ arguments: [String]) throws -> [String] {
+            let help = try CLI.run(arguments + ["--help"]).stdout
+            return help.components(separatedBy: "SUBCOMMANDS:").last!.split(separator: "\n").compactMap { line in
+                // "  name   what it does": two spaces, then a lower-case name (continuations are indented further).
+                let characters = Array(line)
+                guard characters.count > 2, characters[0] == " ", characters[1] == " ", characters[2].isLowercase
+                else { return nil }
+                return String(line.split(separator: " ").first!)
+            }
+        }
+        let models = try subcommands(["models"])
+        #expect(models.contains("calibrate") && models.contains("fetch"), "\(models)")
+        for section in try subcommands([]).map({ "LOOKOUT " + $0.uppercased() })
+            + models.map({ "LOOKOUT MODELS " + $0.uppercased() })
+        {
             #expect(manual.contains(".SH \"\(section)\""), "the man page has \(section)")
         }
+        // Completions know the values of --precision and --tracker, and ask lookout for --model's.
+        let bash =
+            (try? String(contentsOfFile: prefix + "/usr/share/bash-completion/completions/lookout", encoding: .utf8))
+            ?? ""
+        for words in [
+            "'fp32'$'\\n''bf16'$'\\n''int8'", "'bytetrack'$'\\n''botsort'", "---completion detect -- --model",
+        ] {
+            #expect(bash.contains(words), "bash completion offers \(words)")
+        }
+        let completion = try CLI.run([
+            "---completion", "detect", "--", "--model", "3", "5", "lookout", "detect", "--model", "demo-",
+        ])
+        #expect(completion.stdout.contains("demo-yoloe"), "\(completion.stdout) \(completion.stderr)")
         let copy = prefix + "/scene.jpg"
         try FileManager.default.copyItem(atPath: CLI.root + "/examples/scenes/scene-0001.jpg", toPath: copy)
         func run(_ binary: String) throws -> (Int32, String, String) {

@@ -108,4 +108,58 @@ import Testing
             try Reference.lines(fromFile.stdout)[0]["detections"]!.value
                 == Reference.lines(inline.stdout)[0]["detections"]!.value)
     }
+
+    /// `embed --model` takes a model's name as every other command does, and a name Lookout does not know is
+    /// not sent to `models fetch` as if it could be downloaded.
+    @Test func embedTakesAModelsNameAndUnknownNamesAreNotFetchable() throws {
+        let byName = try CLI.run(["embed", "--model", "demo-yoloe", "red ring"])
+        #expect(byName.status == 0, "\(byName.stderr)")
+        let vector = try JSONDocument(bytes: Array(byName.stdout.utf8)).root
+        #expect(vector.count == 512, "a MobileCLIP embedding: \(vector.count)")
+        let byFolder = try CLI.run(["embed", "--model", CLI.root + "/Models/demo-yoloe", "red ring"])
+        #expect(byFolder.stdout == byName.stdout)
+        let unknown = try CLI.run(["embed", "--model", "no-such-model", "red ring"])
+        #expect(unknown.status != 0)
+        #expect(!unknown.stderr.contains("models fetch no-such-model"), "\(unknown.stderr)")
+        #expect(unknown.stderr.contains("models fetch --list"), "\(unknown.stderr)")
+    }
+
+    /// An index made without whole-photo embeddings says how to get them for the demo model (not a download);
+    /// a YOLOE index searched without --model names the model to give; the summary's database size is the file's.
+    @Test func indexMessagesNameWhatToDo() throws {
+        let (folder, db) = try Self.library("findings-messages", count: 2, options: ["--no-image-model"])
+        defer { CLI.remove(folder) }
+        let scenes = try CLI.run(["search", "plain background", "--db", db, "--scenes"])
+        #expect(scenes.status != 0 && scenes.stderr.contains("without --no-image-model"), "\(scenes.stderr)")
+
+        let classes = folder + "/classes.txt"
+        try FileContents.writeAtomically(Array("red ring\ngreen star\n".utf8), to: classes)
+        let yoloe = folder + "/yoloe.sqlite"
+        let index = try CLI.run([
+            "index", folder + "/photos", "--db", yoloe, "--plain", "--model", "demo-yoloe", "--classes", classes,
+        ])
+        try #require(index.status == 0, "\(index.stderr)")
+        let mismatch = try CLI.run(["search", "red ring", "--db", yoloe])
+        #expect(mismatch.status != 0 && mismatch.stderr.contains("`--model demo-yoloe`"), "\(mismatch.stderr)")
+        #expect(try CLI.run(["search", "red ring", "--db", yoloe, "--model", "demo-yoloe"]).status == 0)
+
+        // "database N KiB": the file as it stays (the write-ahead log folded in), not file plus log.
+        let line = index.stderr.split(separator: "\n").first { $0.contains("database ") }
+        let reported = line.flatMap { Int($0.components(separatedBy: "database ").last!.split(separator: " ")[0]) }
+        let size = try FileManager.default.attributesOfItem(atPath: yoloe)[.size] as! Int
+        #expect(reported == size / 1024, "reported \(String(describing: line)), file \(size) bytes")
+    }
+
+    /// A usage mistake found only while running (no query to follow) points to the command's own help, not to
+    /// the root's `Usage: lookout <subcommand>`; other runtime errors print their message alone.
+    @Test func runtimeErrorsDoNotPrintTheRootUsage() throws {
+        let track = try CLI.run(["track", CLI.root + "/examples/tracking/shapes.mp4", "-q", ""])
+        #expect(track.status == 64, "\(track.stderr)")
+        #expect(track.stderr.contains("See 'lookout track --help'."), "\(track.stderr)")
+        #expect(!track.stderr.contains("Usage: lookout <subcommand>"), "\(track.stderr)")
+        let search = try CLI.run(["search", "dog", "--db", "/nonexistent/index.sqlite"])
+        #expect(search.status == 1 && !search.stderr.contains("Usage:"), "\(search.stderr)")
+        let eval = try CLI.run(["eval", "--help"])
+        #expect(eval.stdout.contains("5e-15") && !eval.stdout.contains("1e-4"), "eval --help states the measured error")
+    }
 }

@@ -24,6 +24,22 @@ import Testing
         NSTemporaryDirectory() + "lookout-annotation-\(getpid())-\(UInt32.random(in: 0...UInt32.max))-\(name)"
     }
 
+    /// A mask keeps its object's colour: a green square under the first palette colour (red) stays green
+    /// inside, and its outline is the palette colour (issue 49: at 50 % the tint turned a green star brown).
+    @Test func maskTintKeepsTheObjectsColour() {
+        let green: [UInt8] = [0, 200, 0]  // BGR
+        let image = Image(width: 12, height: 12, pixels: Array((0..<144).map { _ in green }.joined()))
+        let mask = MaskAnnotation(
+            left: 2, top: 2, width: 8, height: 8, pixels: [UInt8](repeating: 1, count: 64), colorIndex: 0)
+        let tinted = image.tinted(with: [mask])
+        func pixel(_ x: Int, _ y: Int) -> [UInt8] { Array(tinted.pixels[(y * 12 + x) * 3..<(y * 12 + x) * 3 + 3]) }
+        let inside = pixel(5, 5)
+        #expect(inside[1] > 2 * inside[2] && inside[1] > 2 * inside[0], "inside reads green: \(inside)")
+        #expect(inside != green, "inside is tinted")
+        #expect(pixel(2, 5) == [56, 56, 255] && pixel(9, 9) == [56, 56, 255], "the outline is the palette colour")
+        #expect(pixel(0, 0) == green && pixel(11, 5) == green, "outside is untouched")
+    }
+
     @Test func pngRoundTripIsExact() throws {
         let image = Self.gradient(width: 67, height: 41)
         let path = Self.temporaryPath("a.png")

@@ -56,8 +56,8 @@ def detected(lookout: str, queries: str, conf: float, iou: float) -> list[str]:
     return sorted(d["label"] for d in json.loads(out.splitlines()[0])["detections"])
 
 
-def searched(lookout: str, index: str, query: str) -> list[tuple[str, int]]:
-    out = subprocess.run([lookout, "search", query, "--db", index, "--top", "48", "--conf", "0.1", "--json"],
+def searched(lookout: str, index: str, query: str, extra: list[str] = []) -> list[tuple[str, int]]:
+    out = subprocess.run([lookout, "search", query, "--db", index, "--top", "48", "--conf", "0.1", "--json", *extra],
                          capture_output=True, text=True, check=True).stdout
     rows = [json.loads(line) for line in out.splitlines() if line.strip()]
     return [(os.path.basename(r["image"]), len(r["detections"])) for r in rows]
@@ -581,6 +581,20 @@ def main() -> None:
         check("search 'red shape': photos in order, with their boxes", got == want and bool(want),
               f"page {got}, search {want}")
         driver.save_screenshot(os.path.join(shots, "search.png"))
+        # The exact scan, for comparison (issue 49): the switch asks the API with scan=true, and the grid holds
+        # what `lookout search --scan` lists.
+        driver.find_element(By.ID, "search-scan").click()
+        want_scan = searched(lookout, index, "red shape", ["--scan"])
+        wait.until(lambda d: d.execute_script(
+            "return performance.getEntriesByType('resource').some((e) => e.name.includes('scan=true'))")
+                   and d.find_element(By.ID, "search-status").get_attribute("data-state") == "done"
+                   and len(d.find_elements(By.CSS_SELECTOR, "#results .card")) == len(want_scan))
+        scanned = [(c.get_attribute("data-name"), len(c.find_elements(By.CSS_SELECTOR, ".box")))
+                   for c in driver.find_elements(By.CSS_SELECTOR, "#results .card")]
+        check("the exact-scan switch: scan=true sent, the scan's photos shown", scanned == want_scan,
+              f"page {scanned}, search --scan {want_scan}")
+        cards = driver.find_elements(By.CSS_SELECTOR, "#results .card")
+        want = want_scan
         cards[0].click()
         wait.until(lambda d: d.execute_script(
             "const v = document.getElementById('viewer'), i = document.getElementById('viewer-photo');"
