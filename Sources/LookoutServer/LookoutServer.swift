@@ -383,14 +383,15 @@ public final class LookoutServer: Sendable {
         }
     }
 
-    /// A detect request's `q` (comma-separated) and `conf`, `iou`, `max_det`. When `tracking`, conf defaults to
-    /// 0.1, as ultralytics' track() asks: ByteTrack's second association needs the doubtful boxes.
+    /// A detect request's `q` (queries in Lookout's syntax, read as `lookout detect -q` reads them) and `conf`,
+    /// `iou`, `max_det`. When `tracking`, conf defaults to 0.1, as ultralytics' track() asks: ByteTrack's second
+    /// association needs the doubtful boxes.
     static func detection(
         _ query: FormQuery, tracking: Bool
     ) throws(ServiceError) -> (
-        [String], LookoutService.Thresholds
+        [Query], LookoutService.Thresholds
     ) {
-        let queries = query["q"].map { $0.split(separator: ",").map(String.init) } ?? []
+        let queries = try LookoutService.queries(line: query["q"] ?? "")
         var thresholds = try LookoutService.Thresholds.parse(
             conf: query["conf"], iou: query["iou"], maxDet: query["max_det"])
         if tracking && query["conf"] == nil { thresholds.confidence = 0.1 }
@@ -407,14 +408,16 @@ public final class LookoutServer: Sendable {
         }
     }
 
-    /// `{"queries": [...], "prompt_boxes": [{"box": [x1, y1, x2, y2], "label": "dog"}], "conf": …, "iou": …,
-    /// "max_det": …}` (`prompt_boxes`: YOLOE visual prompts on the photo, optional; then `queries` may be empty).
+    /// `{"q": "sofa|couch, dog@0.4", "prompt_boxes": [{"box": [x1, y1, x2, y2], "label": "dog"}], "conf": …,
+    /// "iou": …, "max_det": …}`: `q` is a line of queries as `?q=` and `-q` take it; or `"queries": [...]`, one
+    /// query in the syntax per string (commas are text there, as in a queries file). `prompt_boxes`: YOLOE visual
+    /// prompts on the photo, optional; then the queries may be left out.
     static func requery(
         _ bytes: [UInt8]
     ) throws(ServiceError) -> (
-        [String], [VisualPrompt], LookoutService.Thresholds
+        [Query], [VisualPrompt], LookoutService.Thresholds
     ) {
-        let usage = "the body must be a JSON object: {\"queries\": [\"dog\"], \"conf\": 0.25}"
+        let usage = "the body must be a JSON object: {\"q\": \"dog, red car\", \"conf\": 0.25}"
         guard let document = try? JSONDocument(bytes: bytes) else { throw ServiceError(400, usage) }
         let root = document.root
         var prompts: [VisualPrompt] = []
@@ -438,16 +441,27 @@ public final class LookoutServer: Sendable {
                 prompts.append(VisualPrompt(box: values, label: label.isEmpty ? "object" : label))
             }
         }
-        let list = root["queries"]
-        guard root.kind == .object, list?.kind == .array || (list == nil && !prompts.isEmpty) else {
-            throw ServiceError(400, root.kind == .object ? "\"queries\" must be an array of strings" : usage)
+        guard root.kind == .object else { throw ServiceError(400, usage) }
+        let list = root["queries"], line = root["q"]
+        if let line, line.kind != .null, line.string == nil { throw ServiceError(400, "\"q\" must be a string") }
+        if line?.string != nil && list != nil && list?.kind != .null {
+            throw ServiceError(400, "give \"q\" (a line of queries) or \"queries\" (a list), not both")
         }
-        var queries: [String] = []
-        for index in 0..<(list?.count ?? 0) {
-            guard let text = list?[index].string else {
-                throw ServiceError(400, "\"queries\" must be an array of strings")
+        var queries: [Query] = []
+        if let text = line?.string {
+            queries = try LookoutService.queries(line: text)
+        } else {
+            guard list?.kind == .array || ((list == nil || list?.kind == .null) && !prompts.isEmpty) else {
+                throw ServiceError(400, "\"queries\" must be an array of strings (or give \"q\": \"dog, cat\")")
             }
-            queries.append(text)
+            var texts: [String] = []
+            for index in 0..<(list?.count ?? 0) {
+                guard let text = list?[index].string else {
+                    throw ServiceError(400, "\"queries\" must be an array of strings")
+                }
+                texts.append(text)
+            }
+            queries = try LookoutService.queries(list: texts)
         }
         func number(_ key: String) throws(ServiceError) -> String? {
             guard let node = root[key], node.kind != .null else { return nil }

@@ -25,10 +25,10 @@ extension LookoutService {
     /// request or the server). The
     /// work stops at the next frame once `cancellation` says so (503).
     public func detectVideo(
-        bytes: [UInt8], queries: [String], thresholds: Thresholds, request: VideoRequest,
+        bytes: [UInt8], queries: [Query], thresholds: Thresholds, request: VideoRequest,
         cancellation: Cancellation = Cancellation()
     ) throws(ServiceError) -> [UInt8] {
-        let queries = try Self.checkedQueries(queries)
+        let queries = try Self.checked(queries)
         guard !bytes.isEmpty else { throw ServiceError(400, "the request body is empty: send the video's bytes") }
         guard VideoFile.looksLikeVideo(Array(bytes.prefix(16))) else {
             throw ServiceError(415, "not a video Lookout reads (MP4, MOV, MKV, WebM, AVI, MPEG, FLV, Ogg)")
@@ -53,6 +53,8 @@ extension LookoutService {
             throw ServiceError(
                 422, "the video lasts \(Int(duration.rounded())) s: at most \(Int(request.maximumSeconds)) s")
         }
+        // The queries embedded once for every frame.
+        let query = engine.prepare(QueryPlan(queries), options: thresholds.options(for: engine))
         var settings = ByteTracker.Settings()
         settings.method = request.tracker
         let session = request.track ? TrackingSession(settings: settings) : nil
@@ -81,7 +83,7 @@ extension LookoutService {
                 }
                 guard selection.takes(frame.index, time: frame.time) else { continue }
                 let prepared = engine.prepare(image: frame.image, name: "upload", size: imageSize)
-                let result = engine.detect(prepared, queries: queries, options: thresholds.options(for: engine))
+                let result = engine.detect(prepared, query)
                 width = result.width
                 height = result.height
                 let items = Self.shown(result.detections, tracking: session, frame: frame.image)

@@ -85,12 +85,41 @@ public final class LookoutService: @unchecked Sendable {
         }
     }
 
-    /// Queries from `q=dog,red car` or a JSON array: trimmed, empty ones dropped, at most 256.
-    public static func checkedQueries(_ queries: [String]) throws(ServiceError) -> [String] {
-        let list = queries.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        guard !list.isEmpty else { throw ServiceError(400, "no queries: give at least one, e.g. q=dog,red%20car") }
-        guard list.count <= 256 else { throw ServiceError(400, "\(list.count) queries: at most 256 at once") }
-        return list
+    /// The queries of a line, as `lookout detect -q` reads it (``QuerySyntax``): split at the commas that are not
+    /// escaped; `sofa|couch` alternatives, `dog@0.4` a query's own threshold, `-person` a negative query.
+    public static func queries(line: String) throws(ServiceError) -> [Query] {
+        do throws(QuerySyntaxError) {
+            return try QuerySyntax.parseLine(line).queries
+        } catch {
+            throw ServiceError(400, error.message)
+        }
+    }
+
+    /// Queries given one by one (a JSON array), each in the syntax as a queries file's line is (commas are text).
+    public static func queries(list: [String]) throws(ServiceError) -> [Query] {
+        var queries: [Query] = []
+        do throws(QuerySyntaxError) {
+            for text in list {
+                if let query = try QuerySyntax.parse(text), !queries.contains(query) { queries.append(query) }
+            }
+        } catch {
+            throw ServiceError(400, error.message)
+        }
+        return queries
+    }
+
+    /// A query set the engine can detect, with the command line's limits (``QuerySyntax/check(_:others:added:)``):
+    /// at least one query (or `prompts` boxes), at most 4,096 with them, not negative queries alone.
+    static func checked(_ queries: [Query], prompts: Int = 0) throws(ServiceError) -> [Query] {
+        guard !queries.isEmpty || prompts > 0 else {
+            throw ServiceError(400, "no queries: give at least one, e.g. q=dog,red%20car")
+        }
+        do throws(QuerySyntaxError) {
+            try QuerySyntax.check(queries, others: prompts)
+        } catch {
+            throw ServiceError(400, error.message)
+        }
+        return queries
     }
 
     // MARK: - Detection
@@ -100,12 +129,12 @@ public final class LookoutService: @unchecked Sendable {
     /// `keep` false (a camera's frames, never asked again) the features are not kept.
     /// `track`: a client's name for a sequence of frames (a camera), followed by ByteTrack across requests.
     public func detect(
-        imageBytes bytes: [UInt8], queries: [String], thresholds: Thresholds, keep: Bool = true,
+        imageBytes bytes: [UInt8], queries: [Query], thresholds: Thresholds, keep: Bool = true,
         track: String? = nil
     ) throws(ServiceError)
         -> [UInt8]
     {
-        let queries = try Self.checkedQueries(queries)
+        let queries = try Self.checked(queries)
         if let track { try TrackedSequences.check(track) }
         guard !bytes.isEmpty else { throw ServiceError(400, "the request body is empty: send the photo's bytes") }
         var hash = SHA256()
@@ -135,41 +164,43 @@ public final class LookoutService: @unchecked Sendable {
             if keep { store.keep(prepared, key: key(id)) }
         }
         return answer(
-            id: id, prepared: prepared, queries: queries, thresholds: thresholds, reused: reused, track: track)
+            id: id, prepared: prepared, plan: QueryPlan(queries), thresholds: thresholds, reused: reused, track: track)
     }
 
     /// New queries on a photo sent before: the neck and head only. 404 once its features were dropped.
     /// `prompts`: YOLOE visual prompts, boxes drawn on this photo (its kept features give their embeddings).
     public func redetect(
-        imageID id: String, queries: [String], prompts: [VisualPrompt] = [], thresholds: Thresholds
+        imageID id: String, queries: [Query], prompts: [VisualPrompt] = [], thresholds: Thresholds
     ) throws(ServiceError)
         -> [UInt8]
     {
-        let queries = prompts.isEmpty || !queries.isEmpty ? try Self.checkedQueries(queries) : []
+        let queries = try Self.checked(queries, prompts: prompts.count)
         try Self.checkPromptCount(prompts.count)
         let prepared = try keptFeatures(id)
-        guard !prompts.isEmpty else {
-            return answer(id: id, prepared: prepared, queries: queries, thresholds: thresholds, reused: true)
-        }
         if !queries.isEmpty && engine.embedder == nil { throw ServiceError(400, "typed queries need a text model") }
-        var plan = QueryPlan(queries.map { Query($0) })
-        for prompt in try promptEmbeddings(prompts, on: prepared) {
-            plan.append(label: prompt.label, embedding: prompt.embedding, asIs: true)
+        var plan = QueryPlan(queries)
+        if !prompts.isEmpty {
+            for prompt in try promptEmbeddings(prompts, on: prepared) {
+                plan.append(label: prompt.label, embedding: prompt.embedding, asIs: true)
+            }
         }
-        return answer(id: id, prepared: prepared, plan: plan, thresholds: thresholds)
+        return answer(id: id, prepared: prepared, plan: plan, thresholds: thresholds, reused: true)
     }
 
-    /// The detections of a query plan (typed queries and visual prompts) as JSON.
-    private func answer(id: String, prepared: PreparedImage, plan: QueryPlan, thresholds: Thresholds) -> [UInt8] {
-        var clock = Stopwatch()
-        let text = engine.embed(plan).features
-        let encoding = clock.lap()
-        let result = engine.detect(
-            Self.reusing(prepared), plan: plan, text: text, options: thresholds.options(for: engine))
-        var timings = result.timings
-        timings.textEncode = encoding
-        return Self.reply(
-            id: id, result: result, shown: Self.shown(result.detections, tracking: nil), timings: timings)
+    /// The detections of a query plan (typed queries and visual prompts) as JSON, the same for every route:
+    /// the plan prepared once (``Engine/prepare(_:options:)``) and detected as the command line detects it.
+    /// `reused`: the features were kept, so decoding and the backbone cost nothing. `track`: a camera's
+    /// sequence, followed across requests.
+    private func answer(
+        id: String, prepared: PreparedImage, plan: QueryPlan, thresholds: Thresholds, reused: Bool,
+        track: String? = nil
+    ) -> [UInt8] {
+        let query = engine.prepare(plan, options: thresholds.options(for: engine))
+        let result = engine.detect(reused ? Self.reusing(prepared) : prepared, query)
+        let shown =
+            track.map { sequences.update($0, queries: plan.labels + plan.texts, detections: result.detections) }
+            ?? Self.shown(result.detections, tracking: nil)
+        return Self.reply(id: id, result: result, shown: shown)
     }
 
     /// A kept photo's features: decoding, letterboxing and the backbone cost nothing this time.
@@ -197,21 +228,6 @@ public final class LookoutService: @unchecked Sendable {
     }
 
     private func key(_ id: String) -> String { "upload|\(imageSize)|\(id)" }
-
-    /// The detections as JSON; `reused`: the features were kept, so decoding and the backbone cost nothing.
-    private func answer(
-        id: String, prepared: PreparedImage, queries: [String], thresholds: Thresholds, reused: Bool,
-        track: String? = nil
-    )
-        -> [UInt8]
-    {
-        let result = engine.detect(
-            reused ? Self.reusing(prepared) : prepared, queries: queries, options: thresholds.options(for: engine))
-        let shown =
-            track.map { sequences.update($0, queries: queries, detections: result.detections) }
-            ?? Self.shown(result.detections, tracking: nil)
-        return Self.reply(id: id, result: result, shown: shown)
-    }
 
     static func number(_ value: Float) -> JSONValue { .double(Double("\(value)") ?? Double(value)) }
 

@@ -160,7 +160,7 @@ public enum OpenAPIDocument {
           },
           "components": {
             "parameters": {
-              "Queries": {"name": "q", "in": "query", "required": true, "description": "Comma-separated queries (at most 256): dog,red car", "schema": {"type": "string", "pattern": "[^,\\s]"}},
+              "Queries": {"name": "q", "in": "query", "required": true, "description": "Comma-separated queries in Lookout's syntax, read as lookout detect -q reads them (at most 4096): dog, red car; sofa|couch (alternatives, labelled sofa); dog@0.4 (its own threshold); -person (negative: never reported, removes the boxes it outscores); \\, \\| \\@ \\- for the characters.", "schema": {"type": "string", "pattern": "[^,\\s]"}},
               "Conf": {"name": "conf", "in": "query", "schema": {"type": "number", "minimum": 0, "exclusiveMaximum": true, "maximum": 1, "default": 0.25}},
               "Iou": {"name": "iou", "in": "query", "schema": {"type": "number", "exclusiveMinimum": true, "minimum": 0, "maximum": 1, "default": 0.7}},
               "MaxDet": {"name": "max_det", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 300}}
@@ -172,8 +172,9 @@ public enum OpenAPIDocument {
               "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
               "Health": {"type": "object", "required": ["status"], "properties": {"status": {"type": "string"}, "model": {"type": "string"}, "index": {"type": "boolean"}}},
               "Requery": {"type": "object", "properties": {
-                "queries": {"type": "array", "maxItems": 256, "items": {"type": "string"},
-                  "description": "At least one query with a character other than white space (blank ones are dropped), unless prompt_boxes are given."},
+                "q": {"type": "string", "description": "The queries as one line, as the q parameter of /api/v1/detect takes them (instead of queries)."},
+                "queries": {"type": "array", "maxItems": 4096, "items": {"type": "string"},
+                  "description": "One query per string, in Lookout's syntax (sofa|couch, dog@0.4, -person; commas are text here). At least one with a character other than white space (blank ones are dropped), unless prompt_boxes are given."},
                 "prompt_boxes": {"type": "array", "maxItems": 64, "description": "YOLOE visual prompts: boxes drawn on this photo around examples of what to find, in its pixels; the boxes of one label make one query (default label: object). A model without a visual prompt encoder answers 400.",
                   "items": {"type": "object", "required": ["box"], "properties": {
                     "box": {"type": "array", "items": {"type": "number"}, "minItems": 4, "maxItems": 4, "description": "[x1, y1, x2, y2]"},

@@ -98,7 +98,7 @@ enum WebPage {
         <main>
           <section id="detect-view">
             <div class="controls">
-              <input id="queries" type="text" value="red star, ring, blue shape" placeholder="what to find, comma-separated: dog, red car" aria-label="queries">
+              <input id="queries" type="text" value="red star, ring, blue shape" placeholder="what to find, comma-separated: dog, sofa|couch, person@0.5" aria-label="queries">
               <label>confidence <input id="conf" type="range" min="0.01" max="0.95" step="0.01" value="0.25"> <output id="conf-value">0.25</output></label>
               <label>IoU <input id="iou" type="range" min="0.1" max="1" step="0.05" value="0.7"> <output id="iou-value">0.70</output></label>
             </div>
@@ -136,6 +136,9 @@ enum WebPage {
         let imageId = null, photoFile = null, photoSize = null, pending = null, sequence = 0;
 
         function queries() { return $("queries").value.split(",").map((q) => q.trim()).filter((q) => q.length > 0); }
+        // The queries as typed, sent as one line: the server reads Lookout's syntax (sofa|couch, dog@0.4, -person,
+        // escaped commas) as lookout detect -q does.
+        function queryLine() { return $("queries").value.trim(); }
         function thresholds() { return { conf: parseFloat($("conf").value), iou: parseFloat($("iou").value) }; }
 
         async function api(path, options = {}) {
@@ -285,13 +288,13 @@ enum WebPage {
             if (sent.status === 200) imageId = sent.body.image_id;
           }
           if (imageId) {
-            const body = { queries: list, conf: t.conf, iou: t.iou };
+            const body = { q: queryLine(), conf: t.conf, iou: t.iou };
             if (promptBoxes.length) body.prompt_boxes = promptBoxes;
             reply = await api("/api/v1/images/" + imageId + "/detect", {
               method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
           }
           if (!imageId || reply.status === 404) {
-            const q = new URLSearchParams({ q: list.join(","), conf: t.conf, iou: t.iou });
+            const q = new URLSearchParams({ q: queryLine(), conf: t.conf, iou: t.iou });
             reply = await api("/api/v1/detect?" + q, { method: "POST", body: photoFile,
               headers: { "Content-Type": photoFile.type || "application/octet-stream" } });
           }
@@ -503,14 +506,14 @@ enum WebPage {
             const t = thresholds();
             const tracking = $("track").checked;
             if (!tracking) camera.session = null;
-            else if (!camera.session || camera.sessionQueries !== list.join(",")) {
+            else if (!camera.session || camera.sessionQueries !== queryLine()) {
               camera.session = "camera-" + Math.random().toString(36).slice(2, 12);
-              camera.sessionQueries = list.join(",");
+              camera.sessionQueries = queryLine();
               camera.tracked = [];
             }
             // Tracking detects at ultralytics' track() threshold (0.1, the server's default with track=).
-            const q = new URLSearchParams(tracking ? { q: list.join(","), iou: t.iou, keep: "false", track: camera.session }
-                                                   : { q: list.join(","), conf: t.conf, iou: t.iou, keep: "false" });
+            const q = new URLSearchParams(tracking ? { q: queryLine(), iou: t.iou, keep: "false", track: camera.session }
+                                                   : { q: queryLine(), conf: t.conf, iou: t.iou, keep: "false" });
             const session = camera.session;
             camera.inFlight += 1;
             camera.maxInFlight = Math.max(camera.maxInFlight, camera.inFlight);
@@ -562,8 +565,8 @@ enum WebPage {
           if (!file) return;
           if (list.length === 0) { $("status").textContent = "Type what to look for."; return; }
           const t = thresholds(), tracking = $("track").checked;
-          const q = new URLSearchParams(tracking ? { q: list.join(","), iou: t.iou, track: "true" }
-                                                 : { q: list.join(","), conf: t.conf, iou: t.iou });
+          const q = new URLSearchParams(tracking ? { q: queryLine(), iou: t.iou, track: "true" }
+                                                 : { q: queryLine(), conf: t.conf, iou: t.iou });
           $("status").textContent = "Reading " + file.name + " …";
           $("status").dataset.state = "busy";
           const reply = await api("/api/v1/videos/detect?" + q, { method: "POST", body: file,

@@ -167,8 +167,8 @@ struct QueryCommand: ParsableCommand {
                 printError("lookout: no queries in that line")
                 continue
             }
-            guard parts.count <= DetectCommand.maximumQueries else {
-                printError("lookout: \(parts.count) queries: at most \(DetectCommand.maximumQueries) at once")
+            guard parts.count <= QuerySyntax.maximumQueries else {
+                printError("lookout: \(parts.count) queries: at most \(QuerySyntax.maximumQueries) at once")
                 continue
             }
             guard parts.contains(where: { $0.photo || !$0.query.negative }) else {
