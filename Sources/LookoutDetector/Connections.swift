@@ -84,7 +84,7 @@ struct ConnectionCheck {
 
 extension ConnectionCheck {
     /// The detection head on the neck's three maps (its embeddings `text`-d wide).
-    func check(_ head: WorldDetectHead, _ prefix: String, receives maps: [Int]) throws(WeightsError) {
+    func check(_ head: ContrastiveHead, _ prefix: String, receives maps: [Int]) throws(WeightsError) {
         let named = prefix + "." + head.branch  // model.23.cv2.0, model.23.one2one_cv2.0, …
         for (index, (level, inputs)) in zip(head.levels, maps).enumerated() {
             let box = try check(chain: level.box, "\(named)cv2.\(index)", receives: inputs)

@@ -122,28 +122,7 @@ extension YOLOENetwork: DetectorNetwork {
             embeddings: &kept, masks: false, pool: pool
         ).output
         return (
-            output, WorldDetectHead.anchorMajor(kept!, maps: maps, size: embeddingSize), WorldDetectHead.levels(maps)
+            output, ContrastiveHead.anchorMajor(kept!, maps: maps, size: embeddingSize), ContrastiveHead.levels(maps)
         )
     }
-}
-
-/// Opens a detector file as the family it holds: YOLOE when its head has YOLOE's text network (or a
-/// prompt-free vocabulary), YOLO-World v2 otherwise.
-public func openDetector(
-    _ weights: WeightFile, precision: Precision = .fp32, recorder: ActivationRecorder? = nil, oneToOne: Bool = false
-) throws(WeightsError) -> any DetectorNetwork {
-    if let head = ModelSummary.headIndex(weights.tensors),
-        weights.tensors["model.\(head).reprta.m.w12.weight"] != nil
-            || weights.tensors["model.\(head).lrpc.0.vocab.weight"] != nil
-    {
-        return try YOLOENetwork(weights: weights, precision: precision, recorder: recorder, oneToOne: oneToOne)
-    }
-    if oneToOne {
-        throw WeightsError(
-            path: weights.path,
-            problem:
-                "this YOLO-World file has no one-to-one head (one2one_cv2, …): only YOLOE-26 text-prompt files have one; leave out --end-to-end"
-        )
-    }
-    return try YOLOWorldNetwork(weights: weights, precision: precision, recorder: recorder)
 }

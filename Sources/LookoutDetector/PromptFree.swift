@@ -47,8 +47,8 @@ struct PromptFreeHead: Sendable {
                 try Convolution(conv: p2 + ".0", stride: 1, in: file),
                 try Convolution(conv: p2 + ".1", stride: 1, in: file),
             ]
-            let hidden = try WorldDetectHead.hiddenLayers(p3, in: file)
-            let mask = masks ? try WorldDetectHead.maskBranch("\(named)cv5.\(index)", in: file) : []
+            let hidden = try ContrastiveHead.hiddenLayers(p3, in: file)
+            let mask = masks ? try ContrastiveHead.maskBranch("\(named)cv5.\(index)", in: file) : []
             let location = try Convolution(plain: lrpc + ".loc", in: file)
             let vocabularyView = try file.view(lrpc + ".vocab.weight")
             // Levels 0 and 1: a Linear (names × hidden); level 2 (filter off): a 1×1 Conv2d.
@@ -169,14 +169,14 @@ struct PromptFreeHead: Sendable {
                 }
             }
             let geometry = { (p: Int) in
-                WorldDetectHead.LevelGeometry(
+                ContrastiveHead.LevelGeometry(
                     plane: box.plane, width: box.width, anchors: total, offset: column - p,
                     stride: Float(strides[index]), bins: bins, classes: 0)
             }
             box.data.withUnsafeBufferPointer { boxData in
                 output.withUnsafeMutableBufferPointer { out in
                     for (j, p) in anchors.enumerated() {
-                        WorldDetectHead.decodeAnchor(
+                        ContrastiveHead.decodeAnchor(
                             p, box: boxData.baseAddress!, logits: boxData.baseAddress!, constants: [], scale: 1,
                             bias: 0, geometry: geometry(p), into: out.baseAddress!)
                         for k in 0..<names {

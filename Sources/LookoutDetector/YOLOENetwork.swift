@@ -1,24 +1,6 @@
 import LookoutTensor
 import LookoutWeights
 
-/// The mask side of a segmentation head's output for one image: per anchor `count` coefficients, and the
-/// prototypes they weight (`count × height × width`, a quarter of the input's resolution).
-public struct MaskPrototypes: Sendable {
-    /// `count × anchors`, row-major, in the output's anchor order.
-    public let coefficients: [Float]
-    public let prototypes: FeatureMap
-    public var count: Int { prototypes.channels }
-}
-
-/// What the neck and head give for one image and one query set.
-public struct HeadOutput: Sendable {
-    /// `(4 + classes) × anchors`, row-major, as ultralytics' inference output: box centre x, centre y, width,
-    /// height in input pixels, then one sigmoid score per class.
-    public var output: [Float]
-    /// With a segmentation head: the mask coefficients and prototypes.
-    public var masks: MaskPrototypes?
-}
-
 /// ultralytics' YOLOE (`cfg/models/{v8,11,26}/yoloe-{v8,11,26}[-seg].yaml`, ultralytics 8.4.190; THU-MIG, "YOLOE:
 /// Real-Time Seeing Anything"), every width and repeat count read from the weights, BatchNorm folded at load.
 ///
@@ -68,9 +50,9 @@ public final class YOLOENetwork: Sendable {
     let neckUp1: C2f, neckUp2: C2f, neckDown1: C2f, neckDown2: C2f
     let down1: Convolution, down2: Convolution
     /// The text-prompt head and its text network (nil in a prompt-free file).
-    let detectHead: WorldDetectHead?
+    let detectHead: ContrastiveHead?
     /// YOLOE-26's one-to-one twin of the head (`one2one_cv2`, …), used instead of NMS when asked for.
-    let oneToOneHead: WorldDetectHead?
+    let oneToOneHead: ContrastiveHead?
     /// Whether the file has the one-to-one head (YOLOE-26): ``run(_:classEmbeddings:classes:oneToOne:pool:)``
     /// can use it.
     public var hasOneToOneHead: Bool { oneToOneHead != nil }
@@ -100,7 +82,7 @@ public final class YOLOENetwork: Sendable {
         path = weights.path
         self.precision = precision
         arithmetic = try file.arithmetic()
-        guard let head = ModelSummary.headIndex(weights.tensors), file.has("model.0.conv.weight"),
+        guard let head = DetectorFamilies.headIndex(weights.tensors), file.has("model.0.conv.weight"),
             file.has("model.\(head).reprta.m.w12.weight") || file.has("model.\(head).lrpc.0.vocab.weight")
         else {
             throw WeightsError(
@@ -136,7 +118,7 @@ public final class YOLOENetwork: Sendable {
         let segments = file.has(prefix + ".proto.cv1.conv.weight")
         oneToOneHead =
             file.has(prefix + ".one2one_cv2.0.0.conv.weight") && !file.has(prefix + ".lrpc.0.vocab.weight")
-            ? try WorldDetectHead(prefix, branch: "one2one_", masks: segments, in: file) : nil
+            ? try ContrastiveHead(prefix, branch: "one2one_", masks: segments, in: file) : nil
         if file.has(prefix + ".lrpc.0.vocab.weight") {
             // On the one-to-one twin when the one-to-many branches were fused away (YOLOE-26 made end to end).
             let twin = file.has(prefix + ".one2one_cv2.0.0.conv.weight") && !file.has(prefix + ".cv2.0.0.conv.weight")
@@ -155,7 +137,7 @@ public final class YOLOENetwork: Sendable {
             // No text enters a prompt-free model; its "embeddings" are one number, so no text tower fits it.
             embeddingSize = 1
         } else {
-            let detectHead = try WorldDetectHead(prefix, masks: segments, in: file)
+            let detectHead = try ContrastiveHead(prefix, masks: segments, in: file)
             (promptFreeHead, promptFreeNames) = (nil, nil)
             self.detectHead = detectHead
             embeddingSize = detectHead.embeddingSize

@@ -9,8 +9,9 @@ public struct PreparedQuery: Sendable {
     public let plan: QueryPlan
     /// `plan.texts.count × embeddingSize`: the embedded texts, and the embeddings given (photos, prompts).
     public let features: [Float]
-    /// The options as given, each query's own threshold applied (``QueryPlan/applied(to:)``).
-    public let options: SuppressionOptions
+    /// The options as given, each query's own threshold applied (``QueryPlan/applied(to:)``); a caller with
+    /// thresholds of its own for some queries (`--query-conf`) sets them here after.
+    public var options: SuppressionOptions
     /// The seconds the texts took to embed (nothing for those in the cache).
     public let textEncodeSeconds: Double
     /// How many texts came from the embedding cache.

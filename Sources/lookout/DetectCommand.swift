@@ -138,6 +138,7 @@ struct ModelOptions: ParsableArguments {
     ) throws -> (
         engine: Engine, detectorFingerprint: String
     ) {
+        if let model, let hint = notFetchedHint(model) { throw LookoutError(hint) }
         let (engine, loaded) = try Engine.load(configuration)
         if let names = engine.network.promptFreeNames, !promptFree {
             throw ValidationError(
@@ -517,19 +518,19 @@ struct DetectCommand: ParsableCommand {
             }
             for prompt in embedded { plan.append(label: prompt.label, embedding: prompt.embedding, asIs: true) }
         }
-        // Thresholds: the global one, a query's own (dog@0.4), then --query-conf; photo queries their own.
-        var options = try queryThresholds.apply(
-            to: plan.applied(to: thresholds.options(for: engine.network)), queries: plan.labels)
-        options.multiLabel = multiLabel
-        for query in photoQueries where options.perClassConfidence[query] == nil {
-            options.perClassConfidence[query] = imagePromptOptions.imageQueryConf
-        }
         if engine.embedder == nil, let typed = plan.texts.indices.first(where: { plan.embedded[$0] == nil }) {
             throw ValidationError(
                 "\"\(plan.texts[typed])\" is typed: typed queries need the detector's text tower (--text-model FILE) or its embeddings in --text-embeddings FILE."
             )
         }
-        let textFeatures = engine.embed(plan).features
+        // Thresholds: the global one, a query's own (dog@0.4, applied by prepare), then --query-conf; photo
+        // queries their own.
+        var query = engine.prepare(plan, options: thresholds.options(for: engine.network))
+        query.options = try queryThresholds.apply(to: query.options, queries: plan.labels)
+        query.options.multiLabel = multiLabel
+        for index in photoQueries where query.options.perClassConfidence[index] == nil {
+            query.options.perClassConfidence[index] = imagePromptOptions.imageQueryConf
+        }
         var failures = 0
         var saveFailures = 0
         var savedNames: Set<String> = []
@@ -561,8 +562,7 @@ struct DetectCommand: ParsableCommand {
                 return { index in
                     do throws(ImageError) {
                         let prepared = try own.prepare(path: images[photos[index]], size: imgsz)
-                        return .success(
-                            own.detections(own.score(prepared, plan: plan, text: textFeatures), options: options))
+                        return .success(own.detect(prepared, query, textEncode: false))
                     } catch {
                         return .failure(error)
                     }
@@ -572,7 +572,7 @@ struct DetectCommand: ParsableCommand {
         for (index, path) in images.enumerated() {
             if videos[index] {
                 let video = VideoDetection(
-                    path: path, engine: engine, plan: plan, textFeatures: textFeatures, options: options, imgsz: imgsz,
+                    path: path, engine: engine, query: query, imgsz: imgsz,
                     selection: frameOptions.selection, format: chosenFormat,
                     pad: pad,
                     saveTo: save.map {
@@ -612,8 +612,7 @@ struct DetectCommand: ParsableCommand {
                     } else {
                         prepared = try engine.prepare(path: path, size: thresholds.imgsz)
                     }
-                    result = engine.detections(
-                        engine.score(prepared, plan: plan, text: textFeatures), options: options)
+                    result = engine.detect(prepared, query, textEncode: false)
                 }
             } catch {
                 failures += 1

@@ -15,9 +15,8 @@ import LookoutVideo
 struct VideoDetection {
     let path: String
     let engine: Engine
-    let plan: QueryPlan
-    let textFeatures: [Float]
-    let options: SuppressionOptions
+    /// The queries, embedded once for every frame.
+    let query: PreparedQuery
     let imgsz: Int
     let selection: FrameSelection
     let format: DetectCommand.OutputFormat
@@ -54,8 +53,7 @@ struct VideoDetection {
             while let (frame, selected) = try frames.next() {
                 if selected {
                     let prepared = engine.prepare(image: frame.image, name: frames.shown, size: imgsz)
-                    let result = engine.detections(
-                        engine.score(prepared, plan: plan, text: textFeatures), options: options)
+                    let result = engine.detect(prepared, query, textEncode: false)
                     let shown = pad ? result.droppingPadding() : result
                     latest = shown
                     processed += 1

@@ -92,6 +92,7 @@ struct EmbedCommand: ParsableCommand {
 
     func run() throws {
         if image { return try embedPhotos() }
+        if let model, let hint = notFetchedHint(model) { throw LookoutError(hint) }
         var clock = Stopwatch()
         let tokenizer = try loadTokenizer(vocab, cache: !noCache)
         let loadedTokenizer = clock.lap()
@@ -127,6 +128,7 @@ struct EmbedCommand: ParsableCommand {
 
     /// `--image`: one JSON array per photo (null for a photo that cannot be read), in batches of 8.
     private func embedPhotos() throws {
+        if let model, let hint = notFetchedHint(model) { throw LookoutError(hint) }
         var clock = Stopwatch()
         let path: String
         if let imageModel {

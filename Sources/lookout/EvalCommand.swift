@@ -113,7 +113,7 @@ struct EvalCommand: ParsableCommand {
         options.maximumDetections = maxDet
         options.multiLabel = true  // as ultralytics' validator: a box may count for several categories
 
-        let text = engine.embed(plan).features
+        let query = engine.prepare(plan, options: options)
         let progress = ProgressReporter(
             terminal: !plain && isatty(2) == 1, doing: "evaluating", did: "evaluated", unit: "images")
         progress.report(done: 0, total: paths.count)
@@ -126,7 +126,7 @@ struct EvalCommand: ParsableCommand {
                 progress.finish()
                 throw LookoutError("\(error.problem) (image id \(entry.id)); nothing was evaluated")
             }
-            let result = engine.detect(prepared, plan: plan, text: text, options: options)
+            let result = engine.detect(prepared, query)
             for item in result.detections {
                 var detection = COCODetection(
                     imageID: entry.id, categoryID: categories[item.queryIndex].id, corners: item.box, score: item.score)

@@ -1,6 +1,7 @@
 // Built with the Network trait (on by default); without it, a command that says how to get it.
 #if Network
     import ArgumentParser
+    import LookoutEngine
     import LookoutFetch
     import LookoutJSON
     import LookoutSupport
@@ -9,6 +10,18 @@
     #if canImport(Glibc)
         import Glibc
     #endif
+
+    /// A `--model` name with no folder behind it that the catalogue can download: the command that gets it.
+    /// Nil for paths, for models that are here, and for names the catalogue does not hold.
+    func notFetchedHint(_ given: String) -> String? {
+        guard !given.contains("/"), !given.hasPrefix("."), ModelCatalogue.builtIn.model(named: given) != nil else {
+            return nil
+        }
+        let directory = EngineConfiguration.modelDirectory(given)
+        guard access(directory + "/" + ModelManifest.fileName, F_OK) != 0 else { return nil }
+        return
+            "\(given) is not here yet: `lookout models fetch \(given)` downloads it (into \(ResourceLocator.modelsDirectory() ?? "the models folder"))"
+    }
 
     extension ModelsCommand {
         struct Fetch: ParsableCommand {
@@ -198,6 +211,9 @@
 #else
 
     import ArgumentParser
+
+    /// This build cannot download models: nothing to suggest.
+    func notFetchedHint(_ given: String) -> String? { nil }
 
     extension ModelsCommand {
         /// `models fetch` in a build without the network modules: says how to get them.

@@ -1,4 +1,6 @@
 import ArgumentParser
+import LookoutDetector
+import LookoutEngine
 import LookoutJSON
 import LookoutSupport
 import LookoutWeights
@@ -31,35 +33,25 @@ struct ModelsCommand: ParsableCommand {
 
         func run() throws {
             let weights = try WeightFile.open(file)
-            let summary = ModelSummary(weights)
+            let summary = WeightSummary(weights)
             var out = "\(file)\n  file format: \(weights.format.rawValue)\n"
-            switch summary.kind {
-            case .yoloWorldDetector(let scale, let embedding, let classes):
+            switch ModelKind(weights) {
+            case .detector(let detector) where detector.embedding != nil:
+                out += "  model: \(detector)\n"
+            case .detector(let detector):
+                let runs = "Lookout runs: " + detector.modes.joined(separator: ", ")
                 out +=
-                    "  model: YOLO-World v2 detector, scale \(scale), text embedding \(embedding), \(classes) built-in classes\n"
-            case .yoloe(let family, let scale, let segments, let modes, let textTower):
-                let runs = "Lookout runs: " + modes.joined(separator: ", ")
-                out +=
-                    "  model: \(family) \(segments ? "segmentation" : "detection") model, scale \(scale); prompts in the file: \(modes.joined(separator: ", ")) (\(runs))\n"
-                if let textTower {
+                    "  model: \(detector.family) \(detector.segments ? "segmentation" : "detection") model, scale \(detector.scale); prompts in the file: \(detector.modes.joined(separator: ", ")) (\(runs))\n"
+                if let textTower = detector.textTower {
                     out += "  text tower: \(textTower) (named in the file's metadata, instead of the family's own)\n"
                 }
-            case .clipTextEncoder(
-                let layout, let width, let layers, let heads, let vocabulary, let context, let embedding):
-                // CLIP's names with exact GELU in the text layers' MLP (nn.GELU in a TorchScript module tree):
-                // MobileCLIP2.
-                let prefix = layout == "openclip" ? "text." : ""
-                let tower =
-                    layout == "mobileclip"
-                    ? "MobileCLIP text encoder (YOLOE-v8/11's text tower)"
-                    : WeightFile.callsGELU(weights, at: prefix + "transformer.resblocks.0.mlp.gelu")
-                        ? "MobileCLIP2 text encoder (YOLOE-26's text tower, \(layout) names)"
-                        : "CLIP text encoder (\(layout) names)"
-                out += "  model: \(tower): width \(width), \(layers) layers, \(heads) heads, "
-                out += "vocabulary \(vocabulary), context \(context), embedding \(embedding)\n"
+            case .textEncoder(let text):
+                out += "  model: \(text)\n"
+            case .imageEncoder(let image):
+                out += "  model: \(image)\n"
             case .unknown:
                 out +=
-                    "  model: not recognised (neither a YOLO-World or YOLOE detector nor a CLIP or MobileCLIP text encoder)\n"
+                    "  model: not recognised (neither a YOLO-World or YOLOE detector nor a CLIP or MobileCLIP text encoder or CLIP image tower)\n"
             }
             if let text = weights.metadata[ActivationRanges.metadataKey] {
                 if let calibration = ActivationRanges(serialized: text) {
@@ -123,7 +115,7 @@ struct ModelsCommand: ParsableCommand {
                 }
                 // The digest is reported even when the file is not a weight file at all.
                 do {
-                    line += "\n  \(ModelSummary(try WeightFile.open(entry.path)).kind)"
+                    line += "\n  \(ModelKind(try WeightFile.open(entry.path)))"
                 } catch {
                     line += "\n  NOT READABLE: \(error.problem)"
                     failed = true
@@ -169,7 +161,7 @@ struct ModelsCommand: ParsableCommand {
             let weights = try WeightFile.open(file)
             var extra: [String: String] = [:]
             if let textTower, let tower = TextTower(named: textTower) {
-                guard case .yoloe = ModelSummary(weights).kind else {
+                guard let (family, _) = DetectorFamilies.recognise(weights), family == YOLOENetwork.self else {
                     throw WeightsError(
                         path: file, kind: .wrongModel,
                         problem: "--text-tower names a YOLOE detector's text tower; this is not a YOLOE detector")

@@ -170,8 +170,7 @@ struct TrackCommand: ParsableCommand {
         var options = SuppressionOptions()
         options.confidence = conf
         options.iou = iou
-        options = plan.applied(to: options)
-        let textFeatures = engine.embed(plan).features
+        let query = engine.prepare(plan, options: options)
 
         var settings = ByteTracker.Settings()
         settings.method = ByteTracker.Method(rawValue: tracker) ?? .byteTrack
@@ -199,8 +198,7 @@ struct TrackCommand: ParsableCommand {
             while let (frame, selected) = try frames.next() {
                 if selected {
                     let prepared = engine.prepare(image: frame.image, name: shown, size: imgsz)
-                    let result = engine.detections(
-                        engine.score(prepared, plan: plan, text: textFeatures), options: options)
+                    let result = engine.detect(prepared, query, textEncode: false)
                     let detections = result.detections.map {
                         ByteTracker.Detection(box: $0.box, score: $0.score, label: $0.queryIndex)
                     }

@@ -216,7 +216,7 @@ import Testing
                 Self.root + "/Tests/Fixtures/weights/clip-tiny-openai.pt", Self.root + "/examples/photos/rocket.jpg",
                 "-q", "x",
             ])
-        #expect(mismatch.status != 0 && mismatch.stderr.contains("not a YOLO-World v2 detector"))
+        #expect(mismatch.status != 0 && mismatch.stderr.contains("not a detector Lookout runs"))
         #expect(mismatch.stderr.contains("clip-tiny-openai.pt"))
         let empty = try CLI.run(["detect"] + Self.model + [Self.root + "/examples/photos/rocket.jpg", "-q", " , "])
         #expect(empty.status != 0 && empty.stderr.contains("no queries"))

@@ -4,7 +4,7 @@ import LookoutSupport
 import Testing
 
 /// One query path (issue 50): the server reads queries as `lookout detect -q` does. Every form of the syntax
-/// README.md teaches (alternatives, a query's own threshold, negative queries, escapes), sent as `?q=` to
+/// docs/detect-and-queries.md teaches (alternatives, a query's own threshold, negative queries, escapes), sent as `?q=` to
 /// `/api/v1/detect`, as `"q"` and as `"queries"` to the re-query endpoint, gives the command line's detections to
 /// the bit; and the server's limits are the command line's.
 @Suite(.serialized) struct QueryPathTests {

@@ -92,7 +92,7 @@ import Testing
         #expect(changed, "boxes are drawn")
     }
 
-    /// The README's example: the blue square crosses the line while it is hidden (frames 34–39) and keeps its id.
+    /// The example of docs/video-and-tracking.md: the blue square crosses the line while it is hidden (frames 34–39) and keeps its id.
     /// supervision's count (the default) forgets its side and counts one crossing out; `--count-hidden` keeps the
     /// side while the tracker keeps the track, and counts the two a person sees.
     @Test func aCrossingMadeWhileHiddenCountsWithCountHidden() throws {

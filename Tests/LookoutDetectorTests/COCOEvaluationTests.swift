@@ -9,7 +9,7 @@ import Testing
 /// without detections or without ground truth, an unknown category id, ties, more than 100 detections.
 @Suite struct COCOEvaluationTests {
     static let folder = NetworkParityTests.root + "/Tests/Fixtures/coco/"
-    /// What README.md and `eval --help` promise: pycocotools' numbers within float64 rounding (measured 5e-15;
+    /// What docs/detect-and-queries.md and `eval --help` promise: pycocotools' numbers within float64 rounding (measured 5e-15;
     /// the bound leaves room for another summation order, nothing more).
     static let bound = 1e-12
 

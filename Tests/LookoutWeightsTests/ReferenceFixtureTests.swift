@@ -67,22 +67,6 @@ import Testing
         #expect(weights.batchNormEpsilon.values.allSatisfy { $0 == expected["bn_eps"]![0].number! })
         #expect(weights.batchNormEpsilon["model.0.bn"] != nil)
         #expect(weights.metadata["version"] == "8.4.190")
-        let summary = ModelSummary(weights)
-        #expect(summary.kind == .yoloWorldDetector(scale: "n", embedding: 512, classes: 80))
-    }
-
-    @Test func textEncoderLayoutsAreRecognised() throws {
-        let openai = ModelSummary(try WeightFile.open(Support.fixture("clip-tiny-openai.pt")))
-        #expect(
-            openai.kind
-                == .clipTextEncoder(
-                    layout: "openai", width: 64, layers: 2, heads: 1, vocabulary: 49408, context: 77, embedding: 512))
-        let hf = ModelSummary(try WeightFile.open(Support.fixture("clip-tiny-hf.safetensors")))
-        #expect(
-            hf.kind
-                == .clipTextEncoder(
-                    layout: "huggingface", width: 64, layers: 2, heads: 1, vocabulary: 49408, context: 77,
-                    embedding: 512))
     }
 
     @Test func safetensorsMetadataAndDtypes() throws {
