@@ -17,7 +17,9 @@ let package = Package(
         .library(name: "LookoutTextEncoder", targets: ["LookoutTextEncoder"]),
         .library(name: "LookoutDetector", targets: ["LookoutDetector"]),
         .library(name: "LookoutEngine", targets: ["LookoutEngine"]),
+        .library(name: "LookoutEvaluation", targets: ["LookoutEvaluation"]),
         .library(name: "LookoutIndex", targets: ["LookoutIndex"]),
+        .library(name: "LookoutStore", targets: ["LookoutStore"]),
         .library(name: "LookoutIndexPostgres", targets: ["LookoutIndexPostgres"]),
         .library(name: "LookoutServer", targets: ["LookoutServer"]),
         .library(name: "LookoutFetch", targets: ["LookoutFetch"]),
@@ -105,12 +107,22 @@ let package = Package(
                 "LookoutTokenizer", "LookoutWeights",
             ]
         ),
+        // COCO evaluation as pycocotools computes it (boxes and masks, COCO's files): `lookout eval`.
+        .target(name: "LookoutEvaluation", dependencies: ["LookoutDetector", "LookoutJSON", "LookoutSupport"]),
         // A photo folder's index in SQLite: candidate regions with their embeddings, searched by text.
         .target(
             name: "LookoutIndex",
             dependencies: [
-                "CSQLite", "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutJSON", "LookoutSupport",
-                "LookoutTensor", "LookoutWeights", "LookoutVideo",
+                "CSQLite", "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutJSON", "LookoutStore",
+                "LookoutSupport", "LookoutTensor", "LookoutWeights", "LookoutVideo",
+            ]),
+        // The storage half of the index, apart from the models: the IndexStore protocol, the SQLite store and its
+        // region lists, the stored model, regions and labels, and the registry that opens a store from where it
+        // lives. It imports no engine, so a store (PostgreSQL) depends on it alone.
+        .target(
+            name: "LookoutStore",
+            dependencies: [
+                "CSQLite", "CLookoutKernels", "LookoutJSON", "LookoutSupport", "LookoutTensor", "LookoutWeights",
             ]),
 
         // The index on PostgreSQL (postgres-nio): many workers sharing one job through leased claims, and
@@ -119,7 +131,7 @@ let package = Package(
         .target(
             name: "LookoutIndexPostgres",
             dependencies: [
-                "LookoutIndex", "LookoutSupport",
+                "LookoutStore", "LookoutSupport",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -161,8 +173,9 @@ let package = Package(
             name: "lookout",
             dependencies: [
                 "LookoutSupport", "LookoutTokenizer", "LookoutJSON", "LookoutWeights", "LookoutTextEncoder",
-                "LookoutEngine", "LookoutIndex", "LookoutTensor", "LookoutDetector", "LookoutImage", "LookoutVideo",
-                "LookoutTracking",
+                "LookoutEngine", "LookoutEvaluation", "LookoutIndex", "LookoutTensor", "LookoutDetector",
+                "LookoutImage",
+                "LookoutVideo", "LookoutTracking",
                 .target(name: "LookoutIndexPostgres", condition: .when(traits: ["Network"])),
                 .target(name: "LookoutServer", condition: .when(traits: ["Network"])),
                 .target(name: "LookoutFetch", condition: .when(traits: ["Network"])),
@@ -209,6 +222,7 @@ let package = Package(
             dependencies: [
                 "LookoutTestSupport",
                 "LookoutSupport", "LookoutDetector", "LookoutWeights", "LookoutImage", "LookoutEngine", "LookoutTensor",
+                "LookoutEvaluation",
             ]),
         .testTarget(
             name: "LookoutDemoTests",
@@ -233,6 +247,7 @@ let package = Package(
             name: "LookoutCLITests",
             dependencies: [
                 "LookoutTestSupport", "LookoutSupport", "lookout", "LookoutJSON", "LookoutIndex", "LookoutWeights",
+                "LookoutEvaluation",
                 "LookoutImage", "LookoutServer", "LookoutVideo",
             ]),
         .testTarget(

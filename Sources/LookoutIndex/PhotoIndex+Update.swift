@@ -7,6 +7,12 @@ import LookoutTensor
 import LookoutVideo
 import LookoutWeights
 
+/// A whole photo's CLIP image embedding, from the file's bytes (the image tower decodes as PIL does).
+public typealias ImageEmbedder = (_ bytes: [UInt8], _ path: String) throws -> [Float]
+
+/// What a prompt-free detector names in a photo, encoded for the store (``PhotoLabel/encode(_:)``).
+public typealias PhotoLabeler = (_ image: Image, _ path: String) -> String
+
 #if canImport(Glibc)
     import Glibc
 #endif

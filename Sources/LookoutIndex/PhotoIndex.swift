@@ -2,6 +2,7 @@ import Foundation
 import LookoutEngine
 import LookoutImage
 import LookoutJSON
+@_exported import LookoutStore
 import LookoutSupport
 import LookoutTensor
 import LookoutVideo

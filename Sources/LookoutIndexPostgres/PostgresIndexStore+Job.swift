@@ -1,5 +1,5 @@
 import Dispatch
-import LookoutIndex
+import LookoutStore
 import NIOConcurrencyHelpers
 import PostgresNIO
 

@@ -1,4 +1,4 @@
-import LookoutIndex
+import LookoutStore
 import LookoutSupport
 import NIOCore
 import PostgresNIO

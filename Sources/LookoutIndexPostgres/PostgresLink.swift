@@ -1,6 +1,6 @@
 import Dispatch
 import Logging
-import LookoutIndex
+import LookoutStore
 import LookoutSupport
 import NIOConcurrencyHelpers
 import NIOCore

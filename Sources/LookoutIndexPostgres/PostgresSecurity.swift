@@ -1,4 +1,4 @@
-import LookoutIndex
+import LookoutStore
 import NIOSSL
 
 #if canImport(Glibc)

@@ -531,8 +531,9 @@ public final class LookoutService: @unchecked Sendable {
                 404, "no index: `lookout index FOLDER` makes the default one, or start the server with --db PATH")
         }
         do {
-            return try IndexLocation.open(
-                indexPath, readOnly: true, connections: databaseConnections, sharedConnections: true)
+            return PhotoIndex(
+                store: try IndexLocation.open(
+                    indexPath, readOnly: true, connections: databaseConnections, sharedConnections: true))
         } catch {
             // The client hears that the index is unavailable; the path, host or user, and why, go to the log.
             throw Self.logged(

@@ -1,6 +1,7 @@
 import ArgumentParser
 import LookoutDetector
 import LookoutEngine
+import LookoutEvaluation
 import LookoutImage
 import LookoutJSON
 import LookoutSupport

@@ -1,4 +1,5 @@
 import LookoutEngine
+import LookoutEvaluation
 import LookoutJSON
 import LookoutSupport
 

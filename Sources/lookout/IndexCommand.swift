@@ -22,7 +22,7 @@ struct IndexDatabaseOption: ParsableArguments {
 
     /// Opens the index `--db` names (an SQLite file or a PostgreSQL database).
     func open(readOnly: Bool = false) throws -> PhotoIndex {
-        try IndexStores.open(try path(), readOnly: readOnly)
+        try IndexOpening.open(try path(), readOnly: readOnly)
     }
 
     /// The index's place for messages (a URL's password hidden).
@@ -421,7 +421,7 @@ struct IndexCommand: ParsableCommand {
         let left = job.waiting + job.inProgress.count
         var lines = [
             "\(try database.shown())",
-            "  connection: \(IndexStores.connection(index))",
+            "  connection: \(IndexOpening.connection(index))",
             "  indexed \(job.indexedFiles) photos, \(job.failedFiles) failed; \(job.inProgress.count) in progress, \(job.waiting) waiting",
             "  last minute: \(job.lastMinute) photos by \(job.activeWorkers.count) worker\(job.activeWorkers.count == 1 ? "" : "s")"
                 + (job.lastMinute > 0 && left > 0

@@ -11,17 +11,18 @@ import LookoutSupport
 // first command leaves them out (`--disable-default-traits`) so that a newcomer's first detection waits only
 // for what `detect` needs; such a build names what it left out and how to get it.
 
-/// Opens the index a `--db` value names: an SQLite file, or (with the network modules) a PostgreSQL database.
-enum IndexStores {
+/// Opens the index a `--db` value names through the store registry (``IndexStores``, keyed by the URL's
+/// scheme): an SQLite file, or a PostgreSQL database, whose schemes the network modules register.
+enum IndexOpening {
     static func open(_ location: String, readOnly: Bool) throws -> PhotoIndex {
         #if Network
-            return try IndexLocation.open(location, readOnly: readOnly)
+            IndexLocation.register()
         #else
             if IndexAddress.isPostgres(location) {
                 throw LeftOut.error("a PostgreSQL index (\(URLText.redacted(location)))")
             }
-            return try PhotoIndex(path: location, readOnly: readOnly)
         #endif
+        return PhotoIndex(store: try IndexStores.open(location, options: IndexStores.Options(readOnly: readOnly)))
     }
 
     /// How the index's store is reached, for `index --status`: PostgreSQL's TLS state, else "local".

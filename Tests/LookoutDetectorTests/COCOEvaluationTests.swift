@@ -1,5 +1,6 @@
 import Foundation
 import LookoutEngine
+import LookoutEvaluation
 import LookoutJSON
 import LookoutSupport
 import Testing

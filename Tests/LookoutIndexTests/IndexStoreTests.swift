@@ -116,6 +116,28 @@ import Testing
 
     /// A photo's image embedding is stored with its regions and read back bit for bit (absent: nil), in
     /// both stores.
+    /// Stores open through the registry keyed by the URL's scheme (issue 50): a path is an SQLite file, a
+    /// registered scheme its store, another scheme an error naming it.
+    @Test func storesOpenByTheirScheme() throws {
+        let path = NSTemporaryDirectory() + "lookout-stores-\(getpid()).sqlite"
+        defer { unlink(path) }
+        #expect(try IndexStores.open(path) is SQLiteIndexStore)
+        #expect(IndexStores.scheme(of: path) == nil && IndexStores.scheme(of: "Memory://x") == "memory")
+        #expect(!IndexStores.opens("memory://photos"))
+        #expect {
+            try IndexStores.open("memory://photos")
+        } throws: {
+            ($0 as? IndexError)?.problem.contains("memory:// is not a database Lookout knows") == true
+        }
+        IndexStores.register(["memory"]) { location, options in
+            #expect(location == "memory://photos" && options.readOnly)
+            return MemoryStore()
+        }
+        #expect(IndexStores.opens("memory://photos"))
+        let store = try IndexStores.open("memory://photos", options: IndexStores.Options(readOnly: true))
+        #expect(store is MemoryStore && store.location == "memory")
+    }
+
     @Test func imageEmbeddingsAreKept() throws {
         let folder = try PhotoIndexTests.folder(count: 0)
         defer { PhotoIndexTests.remove(folder) }

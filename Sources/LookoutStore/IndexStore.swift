@@ -1,5 +1,3 @@
-import LookoutImage
-
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
@@ -70,12 +68,6 @@ public struct StoredPhoto {
         self.modified = modified
     }
 }
-
-/// A whole photo's CLIP image embedding, from the file's bytes (the image tower decodes as PIL does).
-public typealias ImageEmbedder = (_ bytes: [UInt8], _ path: String) throws -> [Float]
-
-/// What a prompt-free detector names in a photo, encoded for the store (``PhotoLabel/encode(_:)``).
-public typealias PhotoLabeler = (_ image: Image, _ path: String) -> String
 
 public enum PhotoOutcome: Sendable {
     /// Regions computed for new content (`regions` serialised as ``Region/encode(_:embeddingSize:)`` does),

@@ -1,0 +1,191 @@
+import ArgumentParser
+import LookoutDetector
+import LookoutEngine
+import LookoutImage
+import LookoutJSON
+import LookoutSupport
+import LookoutTensor
+import LookoutTextEncoder
+import LookoutVideo
+import LookoutWeights
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Model choice shared by the commands that detect.
+struct ModelOptions: ParsableArguments {
+    @Option(
+        help: ArgumentHelp(
+            "Model directory with a lookout-model.json naming a detector and a text encoder, or the name of a model `lookout models fetch` downloaded (yolov8s-worldv2), or demo-yoloe: the embedded YOLOE demo (masks, visual prompts).",
+            valueName: "dir|name"),
+        completion: .custom(ModelOptions.modelCompletions))
+    var model: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "Detector weights: YOLO-World v2 (yolov8s-worldv2.pt) or YOLOE-v8/11 (yoloe-11s-seg.pt), or safetensors.",
+            valueName: "path"))
+    var detector: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "Text tower of the detector's family: CLIP (ViT-B-32.pt, or safetensors) for YOLO-World, MobileCLIP (mobileclip_blt.ts) for YOLOE.",
+            valueName: "path"))
+    var textModel: String?
+
+    @Option(help: ArgumentHelp("CLIP vocabulary file (JSON).", valueName: "path"))
+    var vocab: String?
+
+    @Flag(help: "Do not read or write Lookout's caches (vocabulary, text embeddings).")
+    var noCache = false
+
+    @Flag(
+        help: ArgumentHelp(
+            "YOLOE-26 only: keep the one-to-one head's best boxes instead of running NMS, as ultralytics does with "
+                + "nms=False (the top max(--max-det, 300) by score, those above --conf, at most --max-det). By default "
+                + "YOLOE-26, like ultralytics, uses its one-to-many head and NMS."))
+    var endToEnd = false
+
+    @Option(
+        help: ArgumentHelp(
+            "The detector's arithmetic: fp32 (exact to ultralytics), bf16 (bfloat16 products summed in fp32 "
+                + "through AVX-512 BF16: faster, scores within about 1%) or int8 (8-bit weights and inputs through "
+                + "AVX-512 VNNI, for a detector `lookout models calibrate` made). fp32 where the CPU lacks them.",
+            valueName: "fp32|bf16|int8"),
+        completion: .list(Precision.allCases.map(\.rawValue)))
+    var precision: String?
+
+    /// The precision asked for, or fp32 with a notice where the CPU cannot run it.
+    var chosenPrecision: Precision {
+        let asked = Precision(rawValue: precision ?? "fp32") ?? .fp32
+        guard asked.isNative else {
+            let lacks = asked == .bf16 ? "AVX-512 BF16" : "AVX-512BW"
+            printError("lookout: --precision \(asked.rawValue): this CPU has no \(lacks); running in fp32.")
+            return .fp32
+        }
+        return asked
+    }
+
+    func validate() throws {
+        if let precision, Precision(rawValue: precision) == nil {
+            throw ValidationError("--precision \(precision): choose fp32, bf16 or int8.")
+        }
+        if model != nil && (detector != nil || textModel != nil) {
+            throw ValidationError("Give --model DIR, or --detector and --text-model, not both.")
+        }
+        if model == nil && detector == nil && textModel != nil {
+            throw ValidationError("--text-model goes with --detector (or use --model DIR).")
+        }
+    }
+
+    /// What the shell completes after `--model`: the embedded and fetched models' names, and the folders
+    /// starting with what was typed.
+    @Sendable static func modelCompletions(_ words: [String], _ index: Int, _ prefix: String) -> [String] {
+        var names = EngineConfiguration.embeddedModels
+        if let models = ResourceLocator.modelsDirectory(), let fetched = FileSystem.entries(of: models) {
+            names += fetched.filter { FileSystem.access(models + "/" + $0 + "/" + ModelManifest.fileName, F_OK) == 0 }
+        }
+        let folder = prefix.lastIndex(of: "/").map { String(prefix[...$0]) } ?? ""
+        for entry in FileSystem.entries(of: folder.isEmpty ? "." : folder) ?? []
+        where !entry.hasPrefix(".") && FileSystem.isDirectory(folder + entry) {
+            names.append(folder + entry + "/")
+        }
+        return names.filter { $0.hasPrefix(prefix) }
+    }
+
+    /// These options as a command line gives them again (a name stays a name, a path becomes absolute); nil for
+    /// the default model.
+    var arguments: String? {
+        func quoted(_ path: String) -> String {
+            let absolute = absolutePath(path)
+            return absolute.contains(where: { " '\"$\\".contains($0) }) ? "'\(absolute)'" : absolute
+        }
+        if let model {
+            return "--model " + (model.contains("/") || model.hasPrefix(".") ? quoted(model) : model)
+        }
+        guard let detector else { return nil }
+        return "--detector \(quoted(detector))" + (textModel.map { " --text-model \(quoted($0))" } ?? "")
+    }
+
+    /// The library's configuration for these options.
+    var configuration: EngineConfiguration {
+        let choice: EngineConfiguration.Model
+        if let model {
+            choice = .directory(model)
+        } else if let detector {
+            choice = .files(detector: detector, textEncoder: textModel)
+        } else {
+            choice = .demo
+        }
+        var configuration = EngineConfiguration(model: choice, vocabulary: vocab, caches: !noCache)
+        configuration.precision = chosenPrecision
+        configuration.oneToOne = endToEnd
+        return configuration
+    }
+
+    /// Loads the detector and the text encoder, and checks that they fit together. `textEmbeddings`: the
+    /// queries come as embeddings (`--text-embeddings`), so `--detector` may come without `--text-model`.
+    /// `promptFree`: the command runs a prompt-free detector (YOLOE -pf) as such (detect without queries); the
+    /// others refuse one.
+    func engine(textEmbeddings: Bool = false, promptFree: Bool = false) throws -> Engine {
+        try load(textEmbeddings: textEmbeddings, promptFree: promptFree).engine
+    }
+
+    /// The engine and the detector file's fingerprint (what an index records about the model).
+    func load(
+        textEmbeddings: Bool = false, promptFree: Bool = false
+    ) throws -> (
+        engine: Engine, detectorFingerprint: String
+    ) {
+        if let model, let hint = notFetchedHint(model) { throw LookoutError(hint) }
+        let (engine, loaded) = try Engine.load(configuration)
+        if let names = engine.network.promptFreeNames, !promptFree {
+            throw ValidationError(
+                "\(loaded.detectorPath) is a prompt-free model (its own \(names.count) names, no queries): for now only `lookout detect` without queries runs it."
+            )
+        }
+        // A prompt-free detector (YOLOE -pf) needs no text tower.
+        if detector != nil && textModel == nil && !textEmbeddings && engine.network.promptFreeNames == nil {
+            throw ValidationError(
+                "--detector needs --text-model FILE, the text tower of its family (YOLO-World: CLIP's ViT-B-32.pt; YOLOE-v8/11: ultralytics' mobileclip_blt.ts; YOLOE-26: mobileclip2_b.ts), or, with detect, --text-embeddings FILE: the queries as embeddings."
+            )
+        }
+        if loaded.isDemo {
+            printError(
+                """
+                lookout: no model given, using the demo model in \(loaded.directory ?? "Models/demo"): it knows coloured \
+                shapes ("red star", "ring"), not real objects. For photos, `lookout models fetch` downloads the official \
+                weights; then pass --model yolov8s-worldv2.
+                """)
+        }
+        return (engine, loaded.detectorFingerprint)
+    }
+}
+
+/// `--text-embeddings FILE` (detect): queries as the text tower's embeddings (``TextEmbeddingsFile``).
+struct TextEmbeddingOptions: ParsableArguments {
+    @Option(
+        name: .customLong("text-embeddings"),
+        help: ArgumentHelp(
+            "Queries as precomputed text-tower embeddings (YOLO-World: CLIP; YOLOE: MobileCLIP): a safetensors file with one vector per label (its tensor names; -q picks some, else all), or an .npy N×D array labelled by -q in order.",
+            valueName: "file"))
+    var path: String?
+
+    /// Gives `plan`'s texts (or, without typed queries, every label of the file) their embeddings from the file.
+    func apply(to plan: inout QueryPlan, typed: Bool, engine: Engine) throws {
+        guard let path else { return }
+        let entries: [(label: String, embedding: [Float])]
+        do {
+            entries = try TextEmbeddingsFile.load(
+                path, labels: typed ? plan.texts : nil, size: engine.network.embeddingSize)
+        } catch let problem as TextEmbeddingsFile.Problem {
+            throw ValidationError(problem.description)
+        }
+        if typed {
+            for (index, entry) in entries.enumerated() { plan.setEmbedding(entry.embedding, forText: index) }
+        } else {
+            for entry in entries { plan.append(label: entry.label, embedding: entry.embedding) }
+        }
+    }
+}
