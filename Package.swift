@@ -49,52 +49,73 @@ let package = Package(
     ],
     targets: [
         // Layer 0: C libraries (each imported by exactly one Swift module) and Lookout's own C code.
-        .systemLibrary(name: "CJSONC", pkgConfig: "json-c", providers: [.apt(["libjson-c-dev"])]),
-        .systemLibrary(name: "COpenBLAS", pkgConfig: "openblas", providers: [.apt(["libopenblas-dev"])]),
-        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(
+            name: "CJSONC", path: "Sources/Support/CJSONC", pkgConfig: "json-c", providers: [.apt(["libjson-c-dev"])]),
+        .systemLibrary(
+            name: "COpenBLAS", path: "Sources/Kernels/COpenBLAS", pkgConfig: "openblas",
+            providers: [.apt(["libopenblas-dev"])]),
+        .systemLibrary(
+            name: "CSQLite", path: "Sources/Index/CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // Vector kernels in C with run-time CPU dispatch (AVX-512, AVX2/FMA/F16C or portable C). Optimised in
         // debug builds too: the convolutions' GEMM at -O0 keeps its accumulators in memory and runs about ten
         // times slower than OpenBLAS, which debug tests and `swift run` would otherwise pay on every layer.
-        .target(name: "CLookoutKernels", cSettings: [.unsafeFlags(["-O3"], .when(configuration: .debug))]),
+        .target(
+            name: "CLookoutKernels", path: "Sources/Kernels/CLookoutKernels",
+            cSettings: [.unsafeFlags(["-O3"], .when(configuration: .debug))]),
         // JPEG (TurboJPEG) and PNG (libpng) decoding and encoding in C: libpng reports errors by longjmp.
-        .target(name: "CLookoutCodecs", linkerSettings: [.linkedLibrary("turbojpeg"), .linkedLibrary("png16")]),
+        .target(
+            name: "CLookoutCodecs", path: "Sources/Formats/CLookoutCodecs",
+            linkerSettings: [.linkedLibrary("turbojpeg"), .linkedLibrary("png16")]),
         // Video decoding and H.264 encoding over Debian's FFmpeg libraries (cameras through libavdevice's V4L2).
         .target(
-            name: "CLookoutVideo",
+            name: "CLookoutVideo", path: "Sources/Formats/CLookoutVideo",
             linkerSettings: [
                 .linkedLibrary("avformat"), .linkedLibrary("avcodec"), .linkedLibrary("swscale"),
                 .linkedLibrary("avutil"), .linkedLibrary("avdevice"),
             ]),
 
         // Layer 1: utilities every layer may use (resource lookup, environment, stopwatch, trimming).
-        .target(name: "LookoutSupport"),
+        .target(name: "LookoutSupport", path: "Sources/Support/LookoutSupport"),
         // JSON through json-c (vocabulary files, JSON lines, manifests), and file reading.
-        .target(name: "LookoutJSON", dependencies: ["CJSONC", "LookoutSupport"]),
+        .target(name: "LookoutJSON", dependencies: ["CJSONC", "LookoutSupport"], path: "Sources/Support/LookoutJSON"),
         // Tensor storage, the OpenBLAS wrapper, the compute pool and row kernels.
-        .target(name: "LookoutTensor", dependencies: ["COpenBLAS", "CLookoutKernels"]),
+        .target(
+            name: "LookoutTensor", dependencies: ["COpenBLAS", "CLookoutKernels"], path: "Sources/Kernels/LookoutTensor"
+        ),
 
         // Layer 2: formats and inputs.
         // CLIP BPE tokenizer: text cleaning, pre-tokenisation, byte map, merges. No tensor code.
-        .target(name: "LookoutTokenizer", dependencies: ["LookoutJSON", "LookoutSupport"]),
+        .target(
+            name: "LookoutTokenizer", dependencies: ["LookoutJSON", "LookoutSupport"],
+            path: "Sources/Formats/LookoutTokenizer"),
         // Weight files: safetensors and PyTorch zip checkpoints (restricted unpickler), strict binding.
-        .target(name: "LookoutWeights", dependencies: ["LookoutJSON", "LookoutSupport", "LookoutTensor"]),
+        .target(
+            name: "LookoutWeights", dependencies: ["LookoutJSON", "LookoutSupport", "LookoutTensor"],
+            path: "Sources/Formats/LookoutWeights"),
         // Images: decoding, OpenCV-exact resizing, letterboxing, annotation. No tensor code.
-        .target(name: "LookoutImage", dependencies: ["CLookoutCodecs", "LookoutSupport"]),
+        .target(
+            name: "LookoutImage", dependencies: ["CLookoutCodecs", "LookoutSupport"],
+            path: "Sources/Formats/LookoutImage"),
         // Videos: frames decoded into Lookout's images (rotation applied), read ahead on a thread; H.264 MP4 out.
-        .target(name: "LookoutVideo", dependencies: ["CLookoutVideo", "LookoutImage", "LookoutSupport"]),
+        .target(
+            name: "LookoutVideo", dependencies: ["CLookoutVideo", "LookoutImage", "LookoutSupport"],
+            path: "Sources/Formats/LookoutVideo"),
 
         // Layer 3: the models.
         // CLIP text transformer on OpenBLAS, and the text-embedding cache.
         .target(
             name: "LookoutTextEncoder",
-            dependencies: ["LookoutTensor", "LookoutWeights", "LookoutTokenizer", "LookoutJSON"]
+            dependencies: ["LookoutTensor", "LookoutWeights", "LookoutTokenizer", "LookoutJSON"],
+            path: "Sources/Models/LookoutTextEncoder"
         ),
         // YOLO-World v2 network: backbone, text-guided neck, contrastive head, NMS.
-        .target(name: "LookoutDetector", dependencies: ["LookoutTensor", "LookoutWeights"]),
+        .target(
+            name: "LookoutDetector", dependencies: ["LookoutTensor", "LookoutWeights"],
+            path: "Sources/Models/LookoutDetector"),
 
         // Following objects from frame to frame (ByteTrack as ultralytics computes it) and counting them
         // (supervision's line and zone counts).
-        .target(name: "LookoutTracking", dependencies: ["LookoutSupport"]),
+        .target(name: "LookoutTracking", dependencies: ["LookoutSupport"], path: "Sources/Models/LookoutTracking"),
 
         // Layer 4: what programs use.
         // The pipeline (photo → letterbox → backbone → neck/head with the query embeddings → NMS), its
@@ -105,17 +126,19 @@ let package = Package(
                 "LookoutDetector", "LookoutImage", "LookoutJSON", "LookoutSupport", "LookoutTensor",
                 "LookoutTextEncoder",
                 "LookoutTokenizer", "LookoutWeights",
-            ]
+            ], path: "Sources/Engine/LookoutEngine"
         ),
         // COCO evaluation as pycocotools computes it (boxes and masks, COCO's files): `lookout eval`.
-        .target(name: "LookoutEvaluation", dependencies: ["LookoutDetector", "LookoutJSON", "LookoutSupport"]),
+        .target(
+            name: "LookoutEvaluation", dependencies: ["LookoutDetector", "LookoutJSON", "LookoutSupport"],
+            path: "Sources/Engine/LookoutEvaluation"),
         // A photo folder's index in SQLite: candidate regions with their embeddings, searched by text.
         .target(
             name: "LookoutIndex",
             dependencies: [
                 "CSQLite", "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutJSON", "LookoutStore",
                 "LookoutSupport", "LookoutTensor", "LookoutWeights", "LookoutVideo",
-            ]),
+            ], path: "Sources/Index/LookoutIndex"),
         // The storage half of the index, apart from the models: the IndexStore protocol, the SQLite store and its
         // region lists, the stored model, regions and labels, and the registry that opens a store from where it
         // lives. It imports no engine, so a store (PostgreSQL) depends on it alone.
@@ -123,7 +146,7 @@ let package = Package(
             name: "LookoutStore",
             dependencies: [
                 "CSQLite", "CLookoutKernels", "LookoutJSON", "LookoutSupport", "LookoutTensor", "LookoutWeights",
-            ]),
+            ], path: "Sources/Index/LookoutStore"),
 
         // The index on PostgreSQL (postgres-nio): many workers sharing one job through leased claims, and
         // search through pgvector's HNSW indexes where the server has the extension. `IndexLocation` opens
@@ -138,7 +161,7 @@ let package = Package(
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
-            ]),
+            ], path: "Sources/Index/LookoutIndexPostgres"),
 
         // `lookout models fetch`: official models downloaded over HTTPS (AsyncHTTPClient), resumed, checked.
         .target(
@@ -149,7 +172,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
-            ]),
+            ], path: "Sources/Server/LookoutFetch"),
 
         // `lookout serve`: the HTTP API and the web page (Hummingbird), over the engine and the index.
         .target(
@@ -166,7 +189,7 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Logging", package: "swift-log"),
-            ]),
+            ], path: "Sources/Server/LookoutServer"),
 
         // Layer 5: the command line (a thin shell over the libraries) and the benchmarks.
         .executableTarget(
@@ -180,7 +203,7 @@ let package = Package(
                 .target(name: "LookoutServer", condition: .when(traits: ["Network"])),
                 .target(name: "LookoutFetch", condition: .when(traits: ["Network"])),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]
+            ], path: "Sources/CommandLine/lookout"
         ),
         .executableTarget(
             name: "lookout-benchmarks",
@@ -207,7 +230,7 @@ let package = Package(
             name: "LookoutFuzzing",
             dependencies: [
                 "LookoutEngine", "LookoutIndex", "LookoutSupport", "LookoutTokenizer", "LookoutVideo", "LookoutWeights",
-            ]),
+            ], path: "Sources/CommandLine/LookoutFuzzing"),
         .testTarget(name: "LookoutFuzzTests", dependencies: ["LookoutFuzzing", "LookoutSupport"]),
         .testTarget(name: "LookoutWeightsTests", dependencies: ["LookoutSupport", "LookoutWeights", "LookoutJSON"]),
         .testTarget(

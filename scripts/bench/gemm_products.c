@@ -1,8 +1,8 @@
-/* The convolutions' own GEMM (Sources/CLookoutKernels/gemm.c) against OpenBLAS on one core, on the products a
+/* The convolutions' own GEMM (Sources/Kernels/CLookoutKernels/gemm.c) against OpenBLAS on one core, on the products a
    detection of s makes: 36 Winograd products per layer (m = outputs, k = inputs, n = tiles), and single
    products of the lowered and 1×1 layers. Best of 15; the maximum difference between the two results.
 
-   clang -O3 -I Sources/CLookoutKernels/include scripts/bench/gemm_products.c Sources/CLookoutKernels/gemm.c \
+   clang -O3 -I Sources/Kernels/CLookoutKernels/include scripts/bench/gemm_products.c Sources/Kernels/CLookoutKernels/gemm.c \
        -o /tmp/gemm_products -lopenblas -lm && /tmp/gemm_products */
 #include <stdio.h>
 #include <stdlib.h>

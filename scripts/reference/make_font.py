@@ -1,4 +1,4 @@
-"""Writes Sources/LookoutImage/Generated/LabelFont.swift: an anti-aliased bitmap font for box labels.
+"""Writes Sources/Formats/LookoutImage/Generated/LabelFont.swift: an anti-aliased bitmap font for box labels.
 
 The glyphs are OpenCV's Hershey Duplex strokes (the Hershey fonts, public domain, from the U.S. National
 Bureau of Standards), rasterised here once for printable ASCII at a 20-pixel line height. Lookout draws

@@ -10,7 +10,7 @@ writes the answers as Swift source.
 
 Run inside the pinned reference environment (see `scripts/reference/requirements.txt`):
 
-    python scripts/reference/make_unicode_tables.py > Sources/LookoutTokenizer/Generated/ReferenceTables.swift
+    python scripts/reference/make_unicode_tables.py > Sources/Formats/LookoutTokenizer/Generated/ReferenceTables.swift
 
 Nothing here is copied into Swift as logic: only data (which code point belongs where).
 """

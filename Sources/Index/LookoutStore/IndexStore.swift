@@ -139,6 +139,8 @@ public struct IndexStatistics: Sendable {
 public protocol IndexStore: AnyObject {
     /// Where the store is, for messages (a file path, a URL).
     var location: String { get }
+    /// How the store is reached, for `index --status`: `local` for a file, PostgreSQL's TLS state for a server.
+    var connectionDescription: String { get }
 
     /// The model whose regions the store holds (nil before the first update).
     func storedModel() throws(IndexError) -> IndexModel?
@@ -248,4 +250,13 @@ public protocol NearestNeighbourStore: IndexStore {
     /// Brings the nearest-neighbour index up to date with what was recorded, making it once the index holds
     /// `minimumPhotos` photos of `model`: what was done, in words, or nil when nothing is worth saying.
     func updateLists(model: IndexModel, minimumPhotos: Int, progress: (String) -> Void) throws(IndexError) -> String?
+    /// What kind of nearest-neighbour index answers (`region lists`, `pgvector`), as a search reports it.
+    var nearestNeighbourKind: String { get }
+    /// Why the last search could not use the nearest-neighbour index (it then read every photo), or nil.
+    var lastNearestNeighbourNote: String? { get }
+}
+
+extension IndexStore {
+    /// `local`: a store on this machine.
+    public var connectionDescription: String { "local" }
 }

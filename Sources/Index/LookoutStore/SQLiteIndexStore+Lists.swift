@@ -14,6 +14,9 @@ import LookoutWeights
 /// last change they reflect, and bringing them up to date replays the log after it. A search on lists that
 /// are behind also reads the photos changed since, so its answer never depends on how far behind they are.
 extension SQLiteIndexStore: NearestNeighbourStore {
+    public var nearestNeighbourKind: String { "region lists" }
+    public var lastNearestNeighbourNote: String? { lastListsNote }
+
     /// The lists' approximate scores are the scan's own 8-bit scores, so the photos of the best 100 entries
     /// hold the top 10 (recall@10 1.00 at 10,000 to 1,000,000 synthetic photos, BENCHMARKS.md).
     public var defaultCandidates: Int { 100 }

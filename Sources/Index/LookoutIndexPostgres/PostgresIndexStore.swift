@@ -57,6 +57,7 @@ public final class PostgresIndexStore: IndexStore, @unchecked Sendable {
     /// reports ("sslmode=verify-full: encrypted (TLSv1.3, TLS_AES_256_GCM_SHA384), the certificate verified
     /// for host db.example"), or "not encrypted".
     public var connectionSecurity: String { link.securityDescription }
+    public var connectionDescription: String { connectionSecurity }
     /// Whether the database has the pgvector extension (then vectors are stored and searched by HNSW).
     public private(set) var hasVectors = false
     /// The dimension of the vector tables (`meta.vector_size`), nil while they do not exist (an index made

@@ -26,12 +26,7 @@ enum IndexOpening {
     }
 
     /// How the index's store is reached, for `index --status`: PostgreSQL's TLS state, else "local".
-    static func connection(_ index: PhotoIndex) -> String {
-        #if Network
-            if let store = index.store as? PostgresIndexStore { return store.connectionSecurity }
-        #endif
-        return "local"
-    }
+    static func connection(_ index: PhotoIndex) -> String { index.store.connectionDescription }
 }
 
 /// A command whose modules this build left out: it takes any arguments and says how to get it.

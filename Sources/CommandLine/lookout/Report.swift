@@ -63,18 +63,7 @@ enum Report {
 
     /// The detections as JSON objects: label, query index, score, box, and with a segmentation model the mask
     /// (``rle(_:)``).
-    static func detectionsJSON(_ result: ImageDetections) -> JSONValue {
-        .array(
-            result.detections.map { item -> JSONValue in
-                var fields: [(String, JSONValue)] = [
-                    ("label", .string(item.label)), ("query_index", .int(Int64(item.queryIndex))),
-                    ("score", shortest(item.score)),
-                    ("box", .array(item.box.map(shortest))),
-                ]
-                if let mask = item.mask { fields.append(("mask", rle(mask))) }
-                return .object(fields)
-            })
-    }
+    static func detectionsJSON(_ result: ImageDetections) -> JSONValue { DetectionJSON.array(result.detections) }
 
     /// A mask as `Image.tinted` draws it, in the palette's colour `colorIndex`.
     static func tint(_ mask: BinaryMask, colorIndex: Int) -> MaskAnnotation {
@@ -85,11 +74,7 @@ enum Report {
 
     /// A mask as COCO's compressed RLE object, `{"size": [height, width], "counts": "..."}` (what pycocotools'
     /// `mask.decode` reads).
-    static func rle(_ mask: BinaryMask) -> JSONValue {
-        .object([
-            ("size", .array([.int(Int64(mask.height)), .int(Int64(mask.width))])), ("counts", .string(mask.cocoRLE)),
-        ])
-    }
+    static func rle(_ mask: BinaryMask) -> JSONValue { DetectionJSON.mask(mask) }
 
     /// The boxes as `--save` draws them: label and score, coloured by query.
     static func annotations(_ result: ImageDetections) -> [BoxAnnotation] {
@@ -109,7 +94,7 @@ enum Report {
     }
 
     /// A Float as JSON with its shortest round-tripping digits (not the Double expansion).
-    static func shortest(_ value: Float) -> JSONValue { .double(Double("\(value)") ?? Double(value)) }
+    static func shortest(_ value: Float) -> JSONValue { DetectionJSON.number(value) }
 
     static func format1(_ value: Float) -> String { "\((value * 10).rounded() / 10)" }
     static func format2(_ value: Float) -> String {

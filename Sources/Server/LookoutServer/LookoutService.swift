@@ -229,7 +229,7 @@ public final class LookoutService: @unchecked Sendable {
 
     private func key(_ id: String) -> String { "upload|\(imageSize)|\(id)" }
 
-    static func number(_ value: Float) -> JSONValue { .double(Double("\(value)") ?? Double(value)) }
+    static func number(_ value: Float) -> JSONValue { DetectionJSON.number(value) }
 
     /// A detection as an answer lists it, with its track id when the frame was tracked.
     struct ShownDetection {
@@ -242,22 +242,8 @@ public final class LookoutService: @unchecked Sendable {
         var mask: BinaryMask? = nil
 
         var json: JSONValue {
-            var fields: [(String, JSONValue)] = [
-                ("label", .string(label)), ("query_index", .int(Int64(queryIndex))),
-                ("score", LookoutService.number(score)), ("box", .array(box.map(LookoutService.number))),
-            ]
-            if let trackID { fields.append(("track_id", .int(Int64(trackID)))) }
-            if let mask {
-                fields.append(
-                    (
-                        "mask",
-                        .object([
-                            ("size", .array([.int(Int64(mask.height)), .int(Int64(mask.width))])),
-                            ("counts", .string(mask.cocoRLE)),
-                        ])
-                    ))
-            }
-            return .object(fields)
+            DetectionJSON.object(
+                label: label, queryIndex: queryIndex, score: score, box: box, trackID: trackID, mask: mask)
         }
     }
 
@@ -287,7 +273,7 @@ public final class LookoutService: @unchecked Sendable {
         return tracked.shown.map {
             ShownDetection(
                 label: detections[$0.detection].label, queryIndex: $0.label, score: $0.score, box: $0.box,
-                trackID: $0.id)
+                trackID: $0.id, mask: detections[$0.detection].mask)
         }
     }
 

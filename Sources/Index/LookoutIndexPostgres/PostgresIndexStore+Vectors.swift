@@ -28,6 +28,9 @@ import PostgresNIO
 /// (`meta.vectors` says whether every photo of the model has its vectors); so does one whose region vectors
 /// were written unfolded (`meta.vector_layout`), until it is indexed again.
 extension PostgresIndexStore: NearestNeighbourStore {
+    public var nearestNeighbourKind: String { "pgvector" }
+    public var lastNearestNeighbourNote: String? { nil }
+
     public var defaultCandidates: Int { 400 }
 
     /// Creates the vector tables for `model`'s embedding size (again, when a new model has another size).

@@ -282,13 +282,9 @@ struct TrackCommand: ParsableCommand {
     ) -> String {
         let detections = JSONValue.array(
             zip(tracked.shown, masks).map { item, mask in
-                var fields: [(String, JSONValue)] = [
-                    ("label", .string(labels[item.label])), ("query_index", .int(Int64(item.label))),
-                    ("score", Report.shortest(item.score)), ("box", .array(item.box.map(Report.shortest))),
-                ]
-                if let id = item.id { fields.append(("track_id", .int(Int64(id)))) }
-                if let mask { fields.append(("mask", Report.rle(mask))) }
-                return .object(fields)
+                DetectionJSON.object(
+                    label: labels[item.label], queryIndex: item.label, score: item.score, box: item.box,
+                    trackID: item.id, mask: mask)
             })
         var fields: [(String, JSONValue)] = [
             ("video", .string(shown)), ("frame", .int(Int64(frame.index))),

@@ -188,7 +188,9 @@ struct SearchCommand: ParsableCommand {
             top: exact ? max(top > Int.max / 3 ? Int.max : top * 3, 30) : top, evidence: evidence,
             filter: try filters.filter())
         let searchSeconds = clock.lap()
-        if let note = (index.store as? SQLiteIndexStore)?.lastListsNote { printError("lookout: \(note)") }
+        if let note = (index.store as? any NearestNeighbourStore)?.lastNearestNeighbourNote {
+            printError("lookout: \(note)")
+        }
         let missing = hits.filter { $0.fileState == .missing }
         if !missing.isEmpty {
             printError(
@@ -267,7 +269,7 @@ struct SearchCommand: ParsableCommand {
         let timing =
             "lookout: embed \(ms(embedSeconds)) ms, search \(ms(searchSeconds)) ms"
             + (index.lastSearchCandidates.map {
-                " (\(index.store is SQLiteIndexStore ? "region lists" : "pgvector"): \($0) photos read)"
+                " (\((index.store as? any NearestNeighbourStore)?.nearestNeighbourKind ?? "scan"): \($0) photos read)"
             } ?? "")
             + (exact ? ", exact re-scoring \(ms(exactSeconds)) ms" : "")
         printError(timing)
