@@ -124,20 +124,14 @@ extension ModelsCommand {
                     found.append(path)
                     continue
                 }
-                guard let directory = FileSystem.opendir(path) else {
+                guard let entries = FileSystem.entries(of: path) else {
                     throw LookoutError(
                         "\(FileName.shown(path)): cannot read the folder: \(String(cString: strerror(errno)))")
                 }
-                defer { closedir(directory) }
-                var names: [String] = []
-                while let entry = readdir(directory) {
-                    let name = FileSystem.name(of: entry)
+                let names = entries.filter { name in
                     let lower = name.lowercased()
-                    if !name.hasPrefix(".")
+                    return !name.hasPrefix(".")
                         && (lower.hasSuffix(".jpg") || lower.hasSuffix(".jpeg") || lower.hasSuffix(".png"))
-                    {
-                        names.append(name)
-                    }
                 }
                 found += names.sorted().map { path + "/" + $0 }
             }

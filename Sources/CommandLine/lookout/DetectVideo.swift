@@ -103,7 +103,7 @@ struct VideoDetection {
             ("video", .string(video)), ("frame", .int(Int64(frame.index))),
             ("time", .double((frame.time * 1_000_000).rounded() / 1_000_000)),
             ("width", .int(Int64(result.width))), ("height", .int(Int64(result.height))),
-            ("detections", Report.detectionsJSON(result)),
+            ("detections", DetectionJSON.array(result.detections)),
         ])
         return value.serialized + "\n"
     }

@@ -48,7 +48,7 @@ enum Export {
                     ("iscrowd", .int(0)), ("score", .double(detection.score)),
                 ]
                 // With a segmentation model: the mask as COCO's compressed RLE, and its pixel count as the area.
-                if let mask = item.mask { fields.insert(("segmentation", Report.rle(mask)), at: 4) }
+                if let mask = item.mask { fields.insert(("segmentation", DetectionJSON.mask(mask)), at: 4) }
                 annotations.append(.object(fields))
             }
         }

@@ -247,12 +247,12 @@ struct IndexCommand: ParsableCommand {
         options.confidence = promptFreeConf
         options.agnostic = engine.network.agnosticSuppressionByDefault
         let size = imgsz
+        // Its own vocabulary, prepared once (no text to embed).
+        let query = engine.prepare(.promptFree(names), options: options)
         return { pool in
             let own = pool === ComputePool.shared ? engine : engine.sharingWeights(pool: pool)
             return { image, path in
-                let found = own.detect(
-                    own.prepare(image: image, name: path, size: size), plan: .promptFree(names), text: [],
-                    options: options)
+                let found = own.detect(own.prepare(image: image, name: path, size: size), query)
                 return PhotoLabel.encode(
                     found.detections.map { PhotoLabel(name: $0.label, score: $0.score, box: $0.box) })
             }

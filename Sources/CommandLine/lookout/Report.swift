@@ -61,20 +61,12 @@ enum Report {
         return width
     }
 
-    /// The detections as JSON objects: label, query index, score, box, and with a segmentation model the mask
-    /// (``rle(_:)``).
-    static func detectionsJSON(_ result: ImageDetections) -> JSONValue { DetectionJSON.array(result.detections) }
-
     /// A mask as `Image.tinted` draws it, in the palette's colour `colorIndex`.
     static func tint(_ mask: BinaryMask, colorIndex: Int) -> MaskAnnotation {
         MaskAnnotation(
             left: mask.left, top: mask.top, width: mask.windowWidth, height: mask.windowHeight, pixels: mask.pixels,
             colorIndex: colorIndex)
     }
-
-    /// A mask as COCO's compressed RLE object, `{"size": [height, width], "counts": "..."}` (what pycocotools'
-    /// `mask.decode` reads).
-    static func rle(_ mask: BinaryMask) -> JSONValue { DetectionJSON.mask(mask) }
 
     /// The boxes as `--save` draws them: label and score, coloured by query.
     static func annotations(_ result: ImageDetections) -> [BoxAnnotation] {
@@ -88,13 +80,10 @@ enum Report {
         let value = JSONValue.object([
             ("image", .string(result.image)), ("width", .int(Int64(result.width))),
             ("height", .int(Int64(result.height))),
-            ("detections", detectionsJSON(result)), ("timings", .object(timings)),
+            ("detections", DetectionJSON.array(result.detections)), ("timings", .object(timings)),
         ])
         return value.serialized + "\n"
     }
-
-    /// A Float as JSON with its shortest round-tripping digits (not the Double expansion).
-    static func shortest(_ value: Float) -> JSONValue { DetectionJSON.number(value) }
 
     static func format1(_ value: Float) -> String { "\((value * 10).rounded() / 10)" }
     static func format2(_ value: Float) -> String {

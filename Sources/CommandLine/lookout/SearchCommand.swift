@@ -216,18 +216,18 @@ struct SearchCommand: ParsableCommand {
             if json {
                 let detections = hit.detections.map { item -> JSONValue in
                     .object([
-                        ("label", .string(parsed.label)), ("score", Report.shortest(item.score)),
-                        ("box", .array(item.box.map(Report.shortest))),
+                        ("label", .string(parsed.label)), ("score", DetectionJSON.number(item.score)),
+                        ("box", .array(item.box.map(DetectionJSON.number))),
                     ])
                 }
                 var fields: [(String, JSONValue)] = [("image", .string(hit.path))]
                 // A video: the time (seconds) of its best frame, which the boxes are on.
                 if let time = hit.time { fields.append(("time", .double(time))) }
-                fields += [("score", Report.shortest(hit.score)), ("detections", .array(detections))]
+                fields += [("score", DetectionJSON.number(hit.score)), ("detections", .array(detections))]
                 if stored.imageTower != nil && !exact {
                     fields.append(("evidence", .string(hit.evidence.rawValue)))
-                    fields.append(("object_score", hit.objectScore.map(Report.shortest) ?? .null))
-                    fields.append(("scene_score", hit.sceneScore.map(Report.shortest) ?? .null))
+                    fields.append(("object_score", hit.objectScore.map(DetectionJSON.number) ?? .null))
+                    fields.append(("scene_score", hit.sceneScore.map(DetectionJSON.number) ?? .null))
                 }
                 if hit.fileState == .changed && !exact { fields.append(("changed_since_indexing", .bool(true))) }
                 if stored.promptFree != nil {
@@ -238,8 +238,8 @@ struct SearchCommand: ParsableCommand {
                             .array(
                                 hit.labels.map {
                                     .object([
-                                        ("label", .string($0.name)), ("score", Report.shortest($0.score)),
-                                        ("box", .array($0.box.map(Report.shortest))),
+                                        ("label", .string($0.name)), ("score", DetectionJSON.number($0.score)),
+                                        ("box", .array($0.box.map(DetectionJSON.number))),
                                     ])
                                 })
                         ))

@@ -1,4 +1,5 @@
 import ArgumentParser
+import LookoutEngine
 import LookoutImage
 import LookoutIndex
 import LookoutJSON
@@ -73,7 +74,8 @@ struct SimilarCommand: ParsableCommand {
         }
         for (path, cosine) in found {
             if json {
-                print(JSONValue.object([("image", .string(path)), ("cosine", Report.shortest(cosine))]).serialized)
+                print(
+                    JSONValue.object([("image", .string(path)), ("cosine", DetectionJSON.number(cosine))]).serialized)
             } else {
                 print("\(Report.format3(cosine))  \(Report.visible(path))")
             }
@@ -194,7 +196,7 @@ struct DuplicatesCommand: ParsableCommand {
         for (number, group) in groups.enumerated() {
             if json {
                 let photos = group.map {
-                    JSONValue.object([("image", .string($0.path)), ("cosine", Report.shortest($0.cosine))])
+                    JSONValue.object([("image", .string($0.path)), ("cosine", DetectionJSON.number($0.cosine))])
                 }
                 print(JSONValue.object([("group", .int(Int64(number + 1))), ("photos", .array(photos))]).serialized)
             } else {

@@ -177,25 +177,12 @@ public final class Engine: Sendable {
         network.classEmbeddings(text, classes: 1)
     }
 
-    /// Detects a query plan (synonyms, per-query thresholds, negative queries: ``Query``) with its text
-    /// features (``embed(_:)``).
-    public func detect(
-        _ prepared: PreparedImage, plan: QueryPlan, text: [Float], options: SuppressionOptions = .init()
-    ) -> ImageDetections {
-        detections(score(prepared, plan: plan, text: text), options: plan.applied(to: options))
-    }
-
-    /// Detects typed queries (``QuerySyntax``): the plan's texts embedded, then ``detect(_:plan:text:options:)``.
+    /// Detects typed queries (``QuerySyntax``) in one image: ``prepare(_:options:)`` then ``detect(_:_:textEncode:)``.
+    /// For several images, prepare the query once.
     public func detect(
         _ prepared: PreparedImage, queries: [Query], options: SuppressionOptions = .init()
     ) -> ImageDetections {
-        let plan = QueryPlan(queries)
-        var clock = Stopwatch()
-        let text = embed(plan).features
-        let seconds = clock.lap()
-        var scored = score(prepared, plan: plan, text: text)
-        scored.timings.textEncode = seconds
-        return detections(scored, options: plan.applied(to: options))
+        detect(prepared, prepare(QueryPlan(queries), options: options))
     }
 
     /// Neck and head for a plan: every text enters the neck; a query scores each anchor with the best of

@@ -208,18 +208,13 @@ public final class FeatureStore: @unchecked Sendable {
 
     /// Deletes the least recently written feature files beyond the disk bound.
     private func trimDisk() {
-        guard let directory, let folder = FileSystem.opendir(directory) else { return }
+        guard let directory, let names = FileSystem.entries(of: directory) else { return }
         var files: [(path: String, size: Int, time: Int)] = []
-        while let entry = readdir(folder) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) {
-                String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self)
-            }
-            guard name.hasSuffix(".features") else { continue }
+        for name in names where name.hasSuffix(".features") {
             var info = stat()
             let path = directory + "/" + name
             if FileSystem.stat(path, &info) == 0 { files.append((path, Int(info.st_size), Int(info.st_mtim.tv_sec))) }
         }
-        closedir(folder)
         var total = files.reduce(0) { $0 + $1.size }
         for file in files.sorted(by: { $0.time < $1.time }) where total > diskLimit {
             _ = FileSystem.unlink(file.path)

@@ -14,18 +14,15 @@ public struct PreparedQuery: Sendable {
     public var options: SuppressionOptions
     /// The seconds the texts took to embed (nothing for those in the cache).
     public let textEncodeSeconds: Double
-    /// How many texts came from the embedding cache.
-    public let cached: Int
 }
 
 extension Engine {
     /// Embeds a plan's texts (through the cache) and applies its thresholds to `options`.
     public func prepare(_ plan: QueryPlan, options: SuppressionOptions = .init()) -> PreparedQuery {
         var clock = Stopwatch()
-        let (features, cached) = embed(plan)
+        let features = embed(plan).features
         return PreparedQuery(
-            plan: plan, features: features, options: plan.applied(to: options), textEncodeSeconds: clock.lap(),
-            cached: cached)
+            plan: plan, features: features, options: plan.applied(to: options), textEncodeSeconds: clock.lap())
     }
 
     /// Detects a prepared query in a prepared image. `textEncode`: whether the answer's timings count the

@@ -19,6 +19,8 @@ extension PhotoIndex {
     ) -> (hits: [Hit], failures: [(path: String, error: ImageError)]) {
         var options = SuppressionOptions()
         options.confidence = confidence
+        // The query embedded once for every candidate.
+        let preparedQuery = engine.prepare(QueryPlan([query]), options: options)
         var rescored: [Hit] = []
         var failures: [(String, ImageError)] = []
         for hit in hits {
@@ -35,7 +37,7 @@ extension PhotoIndex {
                 } else {
                     prepared = try engine.prepare(path: hit.path, size: imageSize)
                 }
-                let result = engine.detect(prepared, queries: [query], options: options)
+                let result = engine.detect(prepared, preparedQuery)
                 guard let best = result.detections.first else { continue }
                 var found = Hit(
                     path: hit.path, width: hit.width, height: hit.height, score: best.score,

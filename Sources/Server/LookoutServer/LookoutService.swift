@@ -229,8 +229,6 @@ public final class LookoutService: @unchecked Sendable {
 
     private func key(_ id: String) -> String { "upload|\(imageSize)|\(id)" }
 
-    static func number(_ value: Float) -> JSONValue { DetectionJSON.number(value) }
-
     /// A detection as an answer lists it, with its track id when the frame was tracked.
     struct ShownDetection {
         var label: String
@@ -393,16 +391,16 @@ public final class LookoutService: @unchecked Sendable {
             let id = Self.photoID(hit.entry)
             photoPaths[id] = hit.entry
             let boxes = hit.detections.map { d -> JSONValue in
-                .object([("score", Self.number(d.score)), ("box", .array(d.box.map(Self.number)))])
+                .object([("score", DetectionJSON.number(d.score)), ("box", .array(d.box.map(DetectionJSON.number)))])
             }
             results.append(
                 .object(
                     [
                         ("image", .string(id)), ("name", .string(String(hit.path.split(separator: "/").last ?? ""))),
                         ("width", .int(Int64(hit.width))), ("height", .int(Int64(hit.height))),
-                        ("score", Self.number(hit.score)), ("evidence", .string(hit.evidence.rawValue)),
+                        ("score", DetectionJSON.number(hit.score)), ("evidence", .string(hit.evidence.rawValue)),
                         ("detections", .array(boxes)),
-                    ] + (hit.time.map { [("time", Self.number(Float($0)))] } ?? [])
+                    ] + (hit.time.map { [("time", DetectionJSON.number(Float($0)))] } ?? [])
                         + (hit.labels.isEmpty
                             ? []
                             : [("labels", .array(hit.labels.map { .string($0.name) }))])))
