@@ -2,13 +2,16 @@
 """An RTSP server for tests of `lookout detect|track rtsp://…`: Debian's GStreamer RTSP server (python3-gi,
 gir1.2-gst-rtsp-server-1.0) playing an H.264 MP4 file, without re-encoding it.
 
-    test-rtsp-server.py VIDEO.mp4 [--user NAME --password WORD]
+    test-rtsp-server.py VIDEO.mp4 [--user NAME --password WORD] [--die-after SECONDS]
 
 Serves rtsp://127.0.0.1:PORT/video (printed on the first line of standard output) to each client from the
 file's start; with --user, only to clients that give that name and password (Basic authentication). Runs
-until killed.
+until killed; with --die-after, kills itself (SIGKILL, as a crashed server) that many seconds after its first
+client connects, so that a test of a server lost mid-stream does not depend on how long the client took to start.
 """
 import argparse
+import os
+import signal
 import socket
 import sys
 
@@ -30,6 +33,7 @@ def main() -> None:
     parser.add_argument("video")
     parser.add_argument("--user")
     parser.add_argument("--password")
+    parser.add_argument("--die-after", type=float)
     options = parser.parse_args()
     Gst.init(None)
     server = GstRtspServer.RTSPServer()
@@ -51,6 +55,15 @@ def main() -> None:
             permissions.add_permission_for_role("user", permission, True)
         factory.set_permissions(permissions)
     server.get_mount_points().add_factory("/video", factory)
+    if options.die_after is not None:
+        armed = []
+
+        def first_client(*_):
+            if not armed:
+                armed.append(True)
+                GLib.timeout_add(int(options.die_after * 1000), lambda: os.kill(os.getpid(), signal.SIGKILL))
+
+        server.connect("client-connected", first_client)
     if server.attach(None) == 0:
         sys.exit("cannot start the RTSP server")
     print(f"rtsp://127.0.0.1:{port}/video", flush=True)

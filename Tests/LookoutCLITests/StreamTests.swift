@@ -23,6 +23,17 @@ import Testing
         }
     }
 
+    /// The count in "N frames dropped because detection was slower than the stream", 0 when no such line.
+    static func droppedCount(_ stderr: String) -> Int {
+        for line in stderr.split(separator: "\n") where line.contains("dropped because detection was slower") {
+            let words = line.split(separator: " ")
+            if let at = words.firstIndex(where: { $0.hasPrefix("frame") }), at > 0, let count = Int(words[at - 1]) {
+                return count
+            }
+        }
+        return 0
+    }
+
     static var haveRTSPServer: Bool {
         FileManager.default.fileExists(atPath: "/usr/lib/x86_64-linux-gnu/girepository-1.0/GstRtspServer-1.0.typelib")
     }
@@ -58,20 +69,28 @@ import Testing
         }
         // A live stream drops the frames the detector has no time for (the oldest first), so frames are
         // matched by their number: every frame that came through equals the file's frame of that number.
+        // How many the detector keeps up with depends on the machine's load; what must hold on any machine is
+        // that every frame of the file is either detected or counted as dropped, and that a person is told.
         let streamFrames = try Reference.lines(stream.stdout)
         let equal = streamFrames.filter { fileFrames[$0["frame"]!.int!] == $0["detections"]!.value.serialized }
-        print("RTSP: \(streamFrames.count) frames of the file's \(fileFrames.count) came through, \(equal.count) equal")
+        let dropped = Self.droppedCount(stream.stderr)
+        print(
+            "RTSP: \(streamFrames.count) frames of the file's \(fileFrames.count) came through, \(equal.count) equal, \(dropped) dropped"
+        )
         #expect(fileFrames.count == 72)
-        #expect(streamFrames.count >= 24, "most of the stream is processed")
+        #expect(!streamFrames.isEmpty)
+        #expect(streamFrames.count + dropped == fileFrames.count, "every frame detected or counted: \(stream.stderr)")
+        #expect(Set(streamFrames.map { $0["frame"]!.int! }).count == streamFrames.count, "no frame twice")
         #expect(equal.count == streamFrames.count)
     }
 
     @Test func aServerKilledMidStreamIsRetriedThenEndsCleanly() throws {
         try #require(Self.haveRTSPServer, "GStreamer's RTSP server is missing: scripts/test installs it")
+        // The server kills itself 2.5 s after lookout connects (after its model is loaded, however long that
+        // takes on a busy machine), so that some frames come before the loss.
         let server = try ModelsFetchTests.ScriptServer(
-            [Self.video], script: "test-rtsp-server.py", scheme: "rtsp://", python: "/usr/bin/python3")
-        let pid = server.process.processIdentifier
-        DispatchQueue.global().asyncAfter(deadline: .now() + 2.5) { kill(pid, SIGKILL) }
+            [Self.video, "--die-after", "2.5"], script: "test-rtsp-server.py", scheme: "rtsp://",
+            python: "/usr/bin/python3")
         let started = Date()
         let result = try CLI.run(
             ["track", server.url] + Self.queries + ["--json", "--reconnect", "2", "--timeout", "3"], timeout: 120)

@@ -49,6 +49,8 @@ struct VideoDetection {
         let reporter = progress && expected != nil ? ProgressReporter(terminal: true, unit: "frames") : nil
         var processed = 0
         var latest: ImageDetections?
+        // However the stream ends, a person learns how much of it went undetected.
+        defer { if let note = frames.droppedNote { printError("lookout: \(note)") } }
         do throws(VideoError) {
             while let (frame, selected) = try frames.next() {
                 if selected {

@@ -229,6 +229,7 @@ struct TrackCommand: ParsableCommand {
             if error.kind != .notWritten { try? writer?.finish() }
             interrupted = error
         }
+        if let note = frames.droppedNote { printError("lookout: \(note)") }
         print(
             json
                 ? summaryJSON(session, frames: processed, labels: labels)

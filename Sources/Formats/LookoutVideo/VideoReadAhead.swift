@@ -15,6 +15,7 @@ public final class VideoReadAhead: @unchecked Sendable {
     private var stopped = false
     private let ahead: Int
     private let live: Bool
+    private var droppedCount = 0
 
     public init(
         _ reader: VideoReader, selection: FrameSelection, onlySelected: Bool, ahead: Int = 4
@@ -33,6 +34,14 @@ public final class VideoReadAhead: @unchecked Sendable {
     }
 
     deinit { stop() }
+
+    /// Frames of a live source dropped so far because the reader was behind (never counts a file's frames:
+    /// a file waits for its reader).
+    public var dropped: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return droppedCount
+    }
 
     /// Stops decoding (a reader that leaves early).
     public func stop() {
@@ -63,7 +72,10 @@ public final class VideoReadAhead: @unchecked Sendable {
                 let selected = selection.takes(frame.index, time: frame.time)
                 if onlySelected && !selected { continue }
                 condition.lock()
-                if live && queue.count >= ahead { queue.removeFirst() }
+                if live && queue.count >= ahead {
+                    queue.removeFirst()
+                    droppedCount += 1
+                }
                 while queue.count >= ahead && !stopped { condition.wait() }
                 if stopped {
                     condition.unlock()

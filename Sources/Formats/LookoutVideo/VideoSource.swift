@@ -25,6 +25,7 @@ public final class VideoSource {
     private var timeOffset = 0.0
     private var last: (index: Int, time: Double)?
     private var gaveUp = false
+    private var droppedBefore = 0
 
     public init(
         path: String, selection: FrameSelection, onlySelected: Bool, timeout: Double = 10, reconnects: Int = 5,
@@ -45,6 +46,17 @@ public final class VideoSource {
     deinit { frames.stop() }
 
     public func stop() { frames.stop() }
+
+    /// Frames of a live source dropped because the detector was behind, over every connection so far.
+    public var dropped: Int { droppedBefore + frames.dropped }
+
+    /// The line that tells a person how many frames of a live source went undetected, or nil when none did.
+    public var droppedNote: String? {
+        let count = dropped
+        guard count > 0 else { return nil }
+        return
+            "\(shown): \(count) frame\(count == 1 ? "" : "s") dropped because detection was slower than the stream (the newest frames are kept)"
+    }
 
     /// Whether a stop is answered by opening the source again.
     public var canReconnect: Bool { VideoFile.isStream(path) && info.isLive && reconnects > 0 }
@@ -75,6 +87,7 @@ public final class VideoSource {
 
     private func reconnect(after reason: String) throws(VideoError) {
         frames.stop()
+        droppedBefore += frames.dropped
         var reason = reason
         for attempt in 1...reconnects {
             let wait = min(30, 1 << (attempt - 1))
