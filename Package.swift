@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "LookoutDetector", targets: ["LookoutDetector"]),
         .library(name: "LookoutEngine", targets: ["LookoutEngine"]),
         .library(name: "LookoutEvaluation", targets: ["LookoutEvaluation"]),
+        .library(name: "LookoutFrames", targets: ["LookoutFrames"]),
         .library(name: "LookoutIndex", targets: ["LookoutIndex"]),
         .library(name: "LookoutStore", targets: ["LookoutStore"]),
         .library(name: "LookoutIndexPostgres", targets: ["LookoutIndexPostgres"]),
@@ -128,6 +129,12 @@ let package = Package(
                 "LookoutTokenizer", "LookoutWeights",
             ], path: "Sources/Engine/LookoutEngine"
         ),
+        // The one loop over a video's frames (detect and track a video or stream, index a video, a video upload):
+        // frames from a source, detected with a prepared query, optionally tracked, handed to a consumer.
+        .target(
+            name: "LookoutFrames",
+            dependencies: ["LookoutEngine", "LookoutImage", "LookoutTracking", "LookoutVideo"],
+            path: "Sources/Engine/LookoutFrames"),
         // COCO evaluation as pycocotools computes it (boxes and masks, COCO's files): `lookout eval`.
         .target(
             name: "LookoutEvaluation", dependencies: ["LookoutDetector", "LookoutJSON", "LookoutSupport"],
@@ -136,8 +143,8 @@ let package = Package(
         .target(
             name: "LookoutIndex",
             dependencies: [
-                "CSQLite", "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutJSON", "LookoutStore",
-                "LookoutSupport", "LookoutTensor", "LookoutWeights", "LookoutVideo",
+                "CSQLite", "LookoutDetector", "LookoutEngine", "LookoutFrames", "LookoutImage", "LookoutJSON",
+                "LookoutStore", "LookoutSupport", "LookoutTensor", "LookoutWeights", "LookoutVideo",
             ], path: "Sources/Index/LookoutIndex"),
         // The storage half of the index, apart from the models: the IndexStore protocol, the SQLite store and its
         // region lists, the stored model, regions and labels, and the registry that opens a store from where it
@@ -178,8 +185,8 @@ let package = Package(
         .target(
             name: "LookoutServer",
             dependencies: [
-                "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutIndex", "LookoutIndexPostgres",
-                "LookoutJSON", "LookoutTracking", "LookoutVideo",
+                "LookoutDetector", "LookoutEngine", "LookoutFrames", "LookoutImage", "LookoutIndex",
+                "LookoutIndexPostgres", "LookoutJSON", "LookoutTracking", "LookoutVideo",
                 "LookoutSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -196,7 +203,8 @@ let package = Package(
             name: "lookout",
             dependencies: [
                 "LookoutSupport", "LookoutTokenizer", "LookoutJSON", "LookoutWeights", "LookoutTextEncoder",
-                "LookoutEngine", "LookoutEvaluation", "LookoutIndex", "LookoutTensor", "LookoutDetector",
+                "LookoutEngine", "LookoutEvaluation", "LookoutFrames", "LookoutIndex", "LookoutTensor",
+                "LookoutDetector",
                 "LookoutImage",
                 "LookoutVideo", "LookoutTracking",
                 .target(name: "LookoutIndexPostgres", condition: .when(traits: ["Network"])),
@@ -276,6 +284,13 @@ let package = Package(
         .testTarget(
             name: "LookoutTrackingTests",
             dependencies: ["LookoutTracking", "LookoutJSON", "LookoutSupport", "LookoutVideo", "LookoutImage"]),
+        .testTarget(
+            name: "LookoutFramesTests",
+            dependencies: [
+                "LookoutTestSupport", "LookoutSupport", "LookoutDetector", "LookoutEngine", "LookoutFrames",
+                "LookoutImage",
+                "LookoutTracking", "LookoutVideo",
+            ]),
         .testTarget(
             name: "LookoutVideoTests",
             dependencies: ["LookoutTestSupport", "LookoutSupport", "LookoutImage", "LookoutVideo"]),

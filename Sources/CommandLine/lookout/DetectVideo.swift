@@ -1,6 +1,7 @@
 import ArgumentParser
 import LookoutDetector
 import LookoutEngine
+import LookoutFrames
 import LookoutImage
 import LookoutJSON
 import LookoutSupport
@@ -51,28 +52,30 @@ struct VideoDetection {
         var latest: ImageDetections?
         // However the stream ends, a person learns how much of it went undetected.
         defer { if let note = frames.droppedNote { printError("lookout: \(note)") } }
-        do throws(VideoError) {
-            while let (frame, selected) = try frames.next() {
-                if selected {
-                    let prepared = engine.prepare(image: frame.image, name: frames.shown, size: imgsz)
-                    let result = engine.detect(prepared, query, textEncode: false)
+        let pipeline = FramePipeline(engine: engine, query: query, imageSize: imgsz, name: frames.shown)
+        do {
+            try pipeline.run(frames) { item throws(VideoError) in
+                if let result = item.detections {
                     let shown = pad ? result.droppingPadding() : result
                     latest = shown
                     processed += 1
                     // The bar shares the screen with the lines only when both go to the terminal.
                     if let reporter, isatty(1) == 1 { reporter.clearLine() }
-                    print(render(shown, frame: frame), terminator: "")
+                    print(render(shown, frame: item.frame), terminator: "")
                     if let reporter, let expected { reporter.report(done: min(processed, expected), total: expected) }
                 }
                 if let writer {
                     let boxes = latest.map(Report.annotations) ?? []
-                    try writer.add(boxes.isEmpty ? frame.image : frame.image.annotated(with: boxes), time: frame.time)
+                    let image = item.frame.image
+                    try writer.add(boxes.isEmpty ? image : image.annotated(with: boxes), time: item.frame.time)
                 }
             }
             reporter?.finish()
             try writer?.finish()
         } catch {
             reporter?.finish()
+            // The source's and the writer's are the only errors here.
+            let error = error as? VideoError ?? VideoError(path: path, kind: .damaged, problem: "\(error)")
             // The annotated video keeps the frames before a decoding error (a playable file, not a torn one).
             if error.kind != .notWritten { try? writer?.finish() }
             throw error

@@ -1,6 +1,7 @@
 import ArgumentParser
 import LookoutDetector
 import LookoutEngine
+import LookoutFrames
 import LookoutImage
 import LookoutJSON
 import LookoutSupport
@@ -194,19 +195,11 @@ struct TrackCommand: ParsableCommand {
         var latest: TrackingSession.Frame?
         var masks: [BinaryMask?] = []
         var interrupted: VideoError?
-        do throws(VideoError) {
-            while let (frame, selected) = try frames.next() {
-                if selected {
-                    let prepared = engine.prepare(image: frame.image, name: shown, size: imgsz)
-                    let result = engine.detect(prepared, query, textEncode: false)
-                    let detections = result.detections.map {
-                        ByteTracker.Detection(box: $0.box, score: $0.score, label: $0.queryIndex)
-                    }
-                    let image = frame.image
-                    let tracked =
-                        image.channels == 3
-                        ? session.update(detections, bgr: image.pixels, width: image.width, height: image.height)
-                        : session.update(detections)
+        let pipeline = FramePipeline(engine: engine, query: query, imageSize: imgsz, tracking: session, name: shown)
+        do {
+            try pipeline.run(frames) { item throws(VideoError) in
+                let frame = item.frame
+                if let result = item.detections, let tracked = item.tracks {
                     // A segmentation model's masks follow their detections into the tracks (as ultralytics' track).
                     masks = tracked.shown.map { result.detections[$0.detection].mask }
                     latest = tracked
@@ -226,6 +219,8 @@ struct TrackCommand: ParsableCommand {
             }
             try writer?.finish()
         } catch {
+            // The source's and the writer's are the only errors here.
+            let error = error as? VideoError ?? VideoError(path: shown, kind: .damaged, problem: "\(error)")
             if error.kind != .notWritten { try? writer?.finish() }
             interrupted = error
         }

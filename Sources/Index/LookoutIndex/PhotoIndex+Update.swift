@@ -1,5 +1,6 @@
 import Foundation
 import LookoutEngine
+import LookoutFrames
 import LookoutImage
 import LookoutJSON
 import LookoutSupport
@@ -350,9 +351,10 @@ extension PhotoIndex {
         }
         let frames = VideoReadAhead(
             reader, selection: FrameSelection(.perSecond(1 / max(videoEvery, 0.001))), onlySelected: true)
-        defer { frames.stop() }
         do {
-            while let (frame, _) = try frames.next() {
+            // The index's work on a frame is its own (regions, the whole-photo embedding, labels), done here.
+            try FramePipeline(name: video.path).run(frames) { item in
+                let frame = item.frame
                 let entry = VideoFrames.entry(video: video.path, time: frame.time)
                 var frameHash = SHA256()
                 frameHash.update(Array((hash + entry.dropFirst(video.path.count)).utf8))

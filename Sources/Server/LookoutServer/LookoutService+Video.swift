@@ -1,5 +1,6 @@
 import Foundation
 import LookoutEngine
+import LookoutFrames
 import LookoutJSON
 import LookoutSupport
 import LookoutTracking
@@ -58,47 +59,40 @@ extension LookoutService {
         var settings = ByteTracker.Settings()
         settings.method = request.tracker
         let session = request.track ? TrackingSession(settings: settings) : nil
-        var selection = FrameSelection(.every(request.every))
+        var pipeline = FramePipeline(
+            engine: engine, query: query, imageSize: imageSize, tracking: session, name: "upload")
+        pipeline.limits = FrameLimits(
+            frames: request.maximumFrames, seconds: request.maximumSeconds,
+            framesSetting: "the server's --max-video-frames", source: "upload")
+        pipeline.isCancelled = { cancellation.isCancelled }
         var frames: [JSONValue] = []
         var found: [String: (first: Double, last: Double, frames: Int)] = [:]
         var width = reader.info.width, height = reader.info.height
-        var givenUp = false
-        do throws(VideoError) {
-            while let frame = try reader.next() {
-                if cancellation.isCancelled {
-                    givenUp = true
-                    break
-                }
-                guard frame.index < request.maximumFrames else {
-                    throw VideoError(
-                        path: "upload", kind: .tooLarge,
-                        problem:
-                            "the video holds more than \(request.maximumFrames) frames (the server's --max-video-frames)"
-                    )
-                }
-                guard frame.time <= request.maximumSeconds else {
-                    throw VideoError(
-                        path: "upload", kind: .tooLarge,
-                        problem: "the video goes on past \(Int(request.maximumSeconds)) s")
-                }
-                guard selection.takes(frame.index, time: frame.time) else { continue }
-                let prepared = engine.prepare(image: frame.image, name: "upload", size: imageSize)
-                let result = engine.detect(prepared, query)
-                width = result.width
-                height = result.height
-                let items = Self.shown(result.detections, tracking: session, frame: frame.image)
-                for label in Set(items.map(\.label)) {
-                    let seen = found[label]
-                    found[label] = (seen?.first ?? frame.time, frame.time, (seen?.frames ?? 0) + 1)
-                }
-                frames.append(
-                    .object([
-                        ("frame", .int(Int64(frame.index))), ("time", .double((frame.time * 1000).rounded() / 1000)),
-                        ("detections", .array(items.map(\.json))),
-                    ]))
-            }
-        } catch {
+        // Every decoded frame passes the limits, taken or not (as decoding costs whether or not it is detected).
+        let source = VideoReadAhead(reader, selection: FrameSelection(.every(request.every)), onlySelected: false)
+        let givenUp: Bool
+        do {
+            givenUp =
+                try pipeline.run(source) { item in
+                    guard let result = item.detections else { return }
+                    width = result.width
+                    height = result.height
+                    let items = Self.shown(result.detections, tracked: item.tracks)
+                    for label in Set(items.map(\.label)) {
+                        let seen = found[label]
+                        found[label] = (seen?.first ?? item.frame.time, item.frame.time, (seen?.frames ?? 0) + 1)
+                    }
+                    frames.append(
+                        .object([
+                            ("frame", .int(Int64(item.frame.index))),
+                            ("time", .double((item.frame.time * 1000).rounded() / 1000)),
+                            ("detections", .array(items.map(\.json))),
+                        ]))
+                } == .cancelled
+        } catch let error as VideoError {
             throw Self.serviceError(error)
+        } catch {
+            throw ServiceError(500, "\(error)")
         }
         if givenUp {
             throw ServiceError(

@@ -1,6 +1,7 @@
 import Foundation
 import LookoutDetector
 import LookoutEngine
+import LookoutFrames
 import LookoutImage
 import LookoutIndex
 import LookoutIndexPostgres
@@ -254,20 +255,18 @@ public final class LookoutService: @unchecked Sendable {
     )
         -> [ShownDetection]
     {
-        guard let session else {
+        shown(detections, tracked: session.map { FramePipeline.track(detections, frame: frame, in: $0) })
+    }
+
+    /// Detections as shown: with the tracker's ids and boxes where `tracked` is given.
+    static func shown(_ detections: [ImageDetections.Item], tracked: TrackingSession.Frame?) -> [ShownDetection] {
+        guard let tracked else {
             return detections.map {
                 ShownDetection(
                     label: $0.label, queryIndex: $0.queryIndex, score: $0.score, box: $0.box, trackID: nil,
                     mask: $0.mask)
             }
         }
-        let boxes = detections.map { ByteTracker.Detection(box: $0.box, score: $0.score, label: $0.queryIndex) }
-        let tracked =
-            if let frame, frame.channels == 3 {
-                session.update(boxes, bgr: frame.pixels, width: frame.width, height: frame.height)
-            } else {
-                session.update(boxes)
-            }
         return tracked.shown.map {
             ShownDetection(
                 label: detections[$0.detection].label, queryIndex: $0.label, score: $0.score, box: $0.box,
