@@ -32,7 +32,7 @@ import Testing
         let file = try WeightFile.open("\(Self.fixtures)/\(name).safetensors")
         let input = NetworkParityTests.map(try file.view("input"))
         let names = network.promptFreeNames!.count
-        let result = network.score(network.backbone(input), text: [], classes: names, pool: .shared)
+        let result = network.score(network.backbone(input), text: [], classes: names, backend: CPUBackend.shared)
         let masks = try #require(result.masks)
         let expected = try file.view("output")
         let index = try file.view("index").floats()
@@ -70,7 +70,7 @@ import Testing
         let names = network.promptFreeNames!.count
         let original = try file.view("original_shape").integers()
         let (photoHeight, photoWidth) = (Int(original[0]), Int(original[1]))
-        let result = network.score(network.backbone(input), text: [], classes: names, pool: .shared)
+        let result = network.score(network.backbone(input), text: [], classes: names, backend: CPUBackend.shared)
         let prototypes = try #require(result.masks)
         var options = SuppressionOptions()
         options.confidence = Float(try #require(file.metadata["conf"].flatMap(Double.init)))

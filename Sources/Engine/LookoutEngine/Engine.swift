@@ -90,7 +90,11 @@ public final class Engine: Sendable {
         self.network = network
         self.embedder = embedder
         self.pool = pool
+        backend = CPUBackend(pool: pool)
     }
+
+    /// What the network computes on (``ComputeBackend``): the CPU, on ``pool``.
+    public let backend: any ComputeBackend
 
     /// The arithmetic its results depend on (what caches and indexes key them by): the network's
     /// (``YOLOWorldNetwork/arithmetic``), and for int8 also the CLIP towers', which are bf16 only where the CPU has
@@ -131,7 +135,7 @@ public final class Engine: Sendable {
             channels: 3, height: letterbox.height, width: letterbox.width,
             data: letterbox.tensor(of: image) { count, body in pool.parallelFor(count, chunk: 1, body) })
         timings.preprocess = clock.lap()
-        let features = network.imageFeatures(input, pool: pool)
+        let features = network.imageFeatures(input, backend: backend)
         timings.backbone = clock.lap()
         return PreparedImage(
             name: name, width: image.width, height: image.height, letterbox: letterbox, features: features,
@@ -212,7 +216,7 @@ public final class Engine: Sendable {
     ) -> ScoredImage {
         var timings = prepared.timings
         var clock = Stopwatch()
-        let result = network.score(prepared.features, text: text, classes: labels.count, asIs: asIs, pool: pool)
+        let result = network.score(prepared.features, text: text, classes: labels.count, asIs: asIs, backend: backend)
         timings.neckAndHead = clock.lap()
         return ScoredImage(
             prepared: prepared, labels: labels, output: result.output, timings: timings, masks: result.masks)

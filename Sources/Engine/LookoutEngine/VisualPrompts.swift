@@ -51,7 +51,7 @@ extension Engine {
             boxes: prompts.map(\.box), classes: prompts.map { labels.firstIndex(of: $0.label)! },
             photoWidth: prepared.width, photoHeight: prepared.height, inputWidth: prepared.letterbox.width,
             inputHeight: prepared.letterbox.height)
-        let embeddings = yoloe.visualPromptEmbeddings(prepared.features, masks: made.masks, pool: pool)
+        let embeddings = yoloe.visualPromptEmbeddings(prepared.features, masks: made.masks, backend: backend)
         let size = network.embeddingSize
         return made.classes.enumerated().map { row, index in
             (labels[index], Array(embeddings[(row * size)..<((row + 1) * size)]))

@@ -41,7 +41,7 @@ public struct RegionExtractor: Sendable {
         let prepared = engine.prepare(image: image, name: name, size: imageSize)
         let network = engine.network
         let (output, embeddings, levels) = network.headWithRegions(
-            prepared.features, text: vocabulary, classes: vocabularySize, pool: engine.pool)
+            prepared.features, text: vocabulary, classes: vocabularySize, backend: engine.backend)
         let anchors = levels.count
         var best = [Float](repeating: 0, count: anchors)
         for k in 0..<vocabularySize {

@@ -13,13 +13,15 @@ struct Bottleneck: Sendable {
         self.shortcut = shortcut && cv1.inputs == cv2.outputs
     }
 
-    func callAsFunction(_ x: StackedMaps, pool: ComputePool) -> FeatureMap {
-        var y = cv2(cv1(x, pool: pool), pool: pool)
-        if shortcut { y.add(x, pool: pool) }  // x + y, in y's storage
+    func callAsFunction(_ x: StackedMaps, backend: any ComputeBackend) -> FeatureMap {
+        var y = cv2(cv1(x, backend: backend), backend: backend)
+        if shortcut { backend.add(&y, x) }  // x + y, in y's storage
         return y
     }
 
-    func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap { self(StackedMaps(x), pool: pool) }
+    func callAsFunction(_ x: FeatureMap, backend: any ComputeBackend) -> FeatureMap {
+        self(StackedMaps(x), backend: backend)
+    }
 }
 
 /// Counts `prefix.m.0.`, `prefix.m.1.`, … in the file (a block is `m.N.cv1`, or `m.N.0.cv1` when it is a
@@ -40,11 +42,11 @@ enum ChainBlock: Sendable {
     case attention(Bottleneck, PositionAttentionBlock)
 
     /// `x`: read where it lies by a Bottleneck, joined for the others.
-    func callAsFunction(_ x: StackedMaps, pool: ComputePool) -> FeatureMap {
+    func callAsFunction(_ x: StackedMaps, backend: any ComputeBackend) -> FeatureMap {
         switch self {
-        case .bottleneck(let block): block(x, pool: pool)
-        case .c3k(let block): block(x.joined(), pool: pool)
-        case .attention(let block, let attention): attention(block(x, pool: pool), pool: pool)
+        case .bottleneck(let block): block(x, backend: backend)
+        case .c3k(let block): block(x.joined(), backend: backend)
+        case .attention(let block, let attention): attention(block(x, backend: backend), backend: backend)
         }
     }
 }
@@ -85,27 +87,31 @@ struct C2f: Sendable {
         cv2 = try Convolution(conv: prefix + ".cv2", stride: 1, in: file)
     }
 
-    func callAsFunction(_ x: FeatureMap, guide: [Float]? = nil, classes: Int = 0, pool: ComputePool) -> FeatureMap {
-        self(StackedMaps(x), guide: guide, classes: classes, pool: pool)
+    func callAsFunction(
+        _ x: FeatureMap, guide: [Float]? = nil, classes: Int = 0, backend: any ComputeBackend
+    ) -> FeatureMap {
+        self(StackedMaps(x), guide: guide, classes: classes, backend: backend)
     }
 
     /// `x`: the block's input, stacked (the neck's concatenations are never made: `cv1` reads the parts). The
     /// concatenation `cv2` reads is not made either: it is cv1's output and each branch's, stacked.
-    func callAsFunction(_ x: StackedMaps, guide: [Float]? = nil, classes: Int = 0, pool: ComputePool) -> FeatureMap {
-        var parts = chain(x, pool: pool)
+    func callAsFunction(
+        _ x: StackedMaps, guide: [Float]? = nil, classes: Int = 0, backend: any ComputeBackend
+    ) -> FeatureMap {
+        var parts = chain(x, backend: backend)
         if let attention, let guide {
-            parts.append(attention(parts.last!, guide: guide, classes: classes, pool: pool))
+            parts.append(attention(parts.last!, guide: guide, classes: classes, backend: backend))
         }
-        return cv2(StackedMaps(parts), pool: pool)
+        return cv2(StackedMaps(parts), backend: backend)
     }
 
     /// `cv1`'s output and each block's output in order (the chain starting from cv1's second half).
-    func chain(_ x: StackedMaps, pool: ComputePool) -> [FeatureMap] {
-        let y = cv1(x, pool: pool)
+    func chain(_ x: StackedMaps, backend: any ComputeBackend) -> [FeatureMap] {
+        let y = cv1(x, backend: backend)
         var parts = [y]
         var last = StackedMaps(y, channels: (y.channels / 2)..<y.channels)
         for block in blocks {
-            let output = block(last, pool: pool)
+            let output = block(last, backend: backend)
             parts.append(output)
             last = StackedMaps(output)
         }
@@ -113,28 +119,28 @@ struct C2f: Sendable {
     }
 
     /// `C2fAttn`'s work that the text does not enter, as one map: `cv1`'s output, each block's output, then the
-    /// attention's projection of the last (``MaxSigmoidAttention/projection``). ``callAsFunction(kept:guide:classes:pool:)``
-    /// finishes it for a query set, with the same arithmetic as ``callAsFunction(_:guide:classes:pool:)``.
-    func textFree(_ x: StackedMaps, pool: ComputePool) -> FeatureMap {
+    /// attention's projection of the last (``MaxSigmoidAttention/projection``). ``callAsFunction(kept:guide:classes:backend:)``
+    /// finishes it for a query set, with the same arithmetic as ``callAsFunction(_:guide:classes:backend:)``.
+    func textFree(_ x: StackedMaps, backend: any ComputeBackend) -> FeatureMap {
         guard let attention else { preconditionFailure("textFree is C2fAttn's: this C2f has no attention") }
-        var parts = chain(x, pool: pool)
-        parts.append(attention.projection(parts.last!, pool: pool))
-        return FeatureMap.concatenate(parts)
+        var parts = chain(x, backend: backend)
+        parts.append(attention.projection(parts.last!, backend: backend))
+        return backend.concatenate(parts)
     }
 
-    /// Channels of ``textFree(_:pool:)``'s map.
+    /// Channels of ``textFree(_:backend:)``'s map.
     var textFreeChannels: Int { cv1.outputs + (blocks.count + 1) * cv1.outputs / 2 }
 
-    /// The rest of `C2fAttn` from ``textFree(_:pool:)``'s map: the attention weights of the chain's last output
+    /// The rest of `C2fAttn` from ``textFree(_:backend:)``'s map: the attention weights of the chain's last output
     /// for `guide`, its projection scaled by them, and `cv2` over the whole concatenation.
-    func callAsFunction(kept: FeatureMap, guide: [Float], classes: Int, pool: ComputePool) -> FeatureMap {
+    func callAsFunction(kept: FeatureMap, guide: [Float], classes: Int, backend: any ComputeBackend) -> FeatureMap {
         guard let attention else { preconditionFailure("kept maps are C2fAttn's: this C2f has no attention") }
         let width = cv1.outputs / 2
         let chain = kept.channels - width
         let last = StackedMaps(kept, channels: (chain - width)..<chain)
-        let weights = attention.weights(last, guide: guide, classes: classes, pool: pool)
-        let scaled = attention.scale(StackedMaps(kept, channels: chain..<kept.channels), by: weights, pool: pool)
-        return cv2(StackedMaps(parts: [.init(map: kept, channels: 0..<chain), .init(map: scaled)]), pool: pool)
+        let weights = attention.weights(last, guide: guide, classes: classes, backend: backend)
+        let scaled = attention.scale(StackedMaps(kept, channels: chain..<kept.channels), by: weights, backend: backend)
+        return cv2(StackedMaps(parts: [.init(map: kept, channels: 0..<chain), .init(map: scaled)]), backend: backend)
     }
 }
 
@@ -152,13 +158,13 @@ struct SPPF: Sendable {
         residual = yolo26 && cv1.inputs == cv2.outputs
     }
 
-    func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
-        let y0 = cv1(x, pool: pool)
-        let y1 = y0.maxPooled(size: 5, pool: pool)
-        let y2 = y1.maxPooled(size: 5, pool: pool)
-        let y3 = y2.maxPooled(size: 5, pool: pool)
-        var y = cv2(StackedMaps([y0, y1, y2, y3]), pool: pool)
-        if residual { y.add(x) }
+    func callAsFunction(_ x: FeatureMap, backend: any ComputeBackend) -> FeatureMap {
+        let y0 = cv1(x, backend: backend)
+        let y1 = backend.maxPool(y0, size: 5)
+        let y2 = backend.maxPool(y1, size: 5)
+        let y3 = backend.maxPool(y2, size: 5)
+        var y = cv2(StackedMaps([y0, y1, y2, y3]), backend: backend)
+        if residual { backend.add(&y, StackedMaps(x)) }
         return y
     }
 }
@@ -200,103 +206,31 @@ struct MaxSigmoidAttention: Sendable {
     }
 
     /// `guide` is K × gc, row-major.
-    func callAsFunction(_ x: FeatureMap, guide: [Float], classes: Int, pool: ComputePool) -> FeatureMap {
-        let weights = weights(StackedMaps(x), guide: guide, classes: classes, pool: pool)
-        return scale(projection(x, pool: pool), by: weights, pool: pool)
+    func callAsFunction(_ x: FeatureMap, guide: [Float], classes: Int, backend: any ComputeBackend) -> FeatureMap {
+        let weights = weights(StackedMaps(x), guide: guide, classes: classes, backend: backend)
+        return scale(projection(x, backend: backend), by: weights, backend: backend)
     }
 
     /// `aw` of every head and pixel (`heads × plane`); `x` one part (a map or channels of one).
-    func weights(_ x: StackedMaps, guide: [Float], classes: Int, pool: ComputePool) -> [Float] {
+    func weights(_ x: StackedMaps, guide: [Float], classes: Int, backend: any ComputeBackend) -> [Float] {
         precondition(
             x.parts.count == 1 && x.channels == channels, "the attention reads one map of \(channels) channels")
-        let headSize = channels / heads
-        let plane = x.plane
         // g = guide · glᵀ + b: K × c
-        var g = [Float](repeating: 0, count: classes * channels)
-        guide.withUnsafeBufferPointer { guide in
-            guideWeight.withUnsafeBufferPointer { w in
-                guideBias.withUnsafeBufferPointer { b in
-                    g.withUnsafeMutableBufferPointer { g in
-                        Kernels.linear(
-                            guide.baseAddress!, rows: classes, inputs: guideChannels, weight: w.baseAddress!,
-                            bias: b.baseAddress!,
-                            outputs: channels, into: g.baseAddress!)
-                    }
-                }
-            }
-        }
-        // Per head: scores[k, p] = g[k, head slice] · x[head slice, p], then the max over k; heads and
-        // column blocks spread across the pool.
-        var weights = [Float](repeating: 0, count: heads * plane)
-        let divisor = Float(Double(headSize).squareRoot())
-        let block = 512
-        let blocks = (plane + block - 1) / block
-        let (headCount, channelCount, headBias) = (heads, channels, bias)
-        g.withUnsafeBufferPointer { g in
-            x.withParts { bases in
-                weights.withUnsafeMutableBufferPointer { weights in
-                    let g = UnsafeSendable(g.baseAddress!),
-                        data = UnsafeSendable(UnsafeMutablePointer(mutating: bases[0]))
-                    let weights = UnsafeSendable(weights.baseAddress!)
-                    pool.parallelFor(headCount * blocks, chunk: 1) { range in
-                        let scores = UnsafeMutablePointer<Float>.allocate(capacity: classes * block)
-                        defer { scores.deallocate() }
-                        for item in range {
-                            let m = item / blocks
-                            let p0 = (item % blocks) * block
-                            let n = min(block, plane - p0)
-                            BLAS.gemm(
-                                m: classes, n: n, k: headSize, a: g.pointer + m * headSize,
-                                b: data.pointer + m * headSize * plane + p0, c: scores, lda: channelCount, ldb: plane,
-                                ldc: n)
-                            for p in 0..<n {
-                                var best = -Float.infinity
-                                for k in 0..<classes { best = max(best, scores[k * n + p]) }
-                                weights.pointer[m * plane + p0 + p] = sigmoid(best / divisor + headBias[m])
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        return weights
+        let g = backend.linear(
+            guide, rows: classes, inputs: guideChannels, weight: guideWeight, bias: guideBias, outputs: channels)
+        return backend.maxSigmoidAttention(x, guide: g, classes: classes, heads: heads, bias: bias)
     }
 
     /// `projected` (``projection`` of the attention's input) scaled by each head's weights.
-    func scale(_ projected: FeatureMap, by weights: [Float], pool: ComputePool? = nil) -> FeatureMap {
-        scale(StackedMaps(projected), by: weights, pool: pool)
+    func scale(_ projected: FeatureMap, by weights: [Float], backend: any ComputeBackend) -> FeatureMap {
+        scale(StackedMaps(projected), by: weights, backend: backend)
     }
 
     /// `projected` (one part: a map or channels of one) scaled by each head's weights, into a new map.
-    func scale(_ projected: StackedMaps, by weights: [Float], pool: ComputePool? = nil) -> FeatureMap {
+    func scale(_ projected: StackedMaps, by weights: [Float], backend: any ComputeBackend) -> FeatureMap {
         precondition(
             projected.parts.count == 1 && projected.channels == channels, "scaling one map of \(channels) channels")
-        let (headSize, plane) = (channels / heads, projected.plane)
-        var out = FeatureMap(unfilledChannels: channels, height: projected.height, width: projected.width)
-        projected.withParts { bases in
-            out.data.withUnsafeMutableBufferPointer { out in
-                weights.withUnsafeBufferPointer { weights in
-                    let (source, out) = (
-                        UnsafeSendable(UnsafeMutablePointer(mutating: bases[0])), UnsafeSendable(out.baseAddress!)
-                    )
-                    let weights = UnsafeSendable(UnsafeMutablePointer(mutating: weights.baseAddress!))
-                    let work = { (range: Range<Int>) in
-                        for channel in range {
-                            let (base, head) = (channel * plane, (channel / headSize) * plane)
-                            for p in 0..<plane {
-                                out.pointer[base + p] = source.pointer[base + p] * weights.pointer[head + p]
-                            }
-                        }
-                    }
-                    if let pool {
-                        pool.parallelFor(channels, chunk: max(1, channels / (4 * pool.threadCount))) { work($0) }
-                    } else {
-                        work(0..<channels)
-                    }
-                }
-            }
-        }
-        return out
+        return backend.scaleHeads(projected, by: weights, heads: heads)
     }
 }
 
@@ -324,18 +258,18 @@ struct Backbone: Sendable {
     /// Channels of P3, P4 and P5.
     var outputChannels: [Int] { [stages[1].cv2.outputs, stages[2].cv2.outputs, (attention?.cv2 ?? sppf.cv2).outputs] }
 
-    func callAsFunction(_ image: FeatureMap, pool: ComputePool) -> [FeatureMap] {
+    func callAsFunction(_ image: FeatureMap, backend: any ComputeBackend) -> [FeatureMap] {
         ComputePool.keepFreedMemory()
-        var x = stem[0](image, pool: pool)
-        x = stem[1](x, pool: pool)
-        x = stages[0](x, pool: pool)
-        x = stem[2](x, pool: pool)
-        let p3 = stages[1](x, pool: pool)
-        x = stem[3](p3, pool: pool)
-        let p4 = stages[2](x, pool: pool)
-        x = stem[4](p4, pool: pool)
-        var p5 = sppf(stages[3](x, pool: pool), pool: pool)
-        if let attention { p5 = attention(p5, pool: pool) }
+        var x = stem[0](image, backend: backend)
+        x = stem[1](x, backend: backend)
+        x = stages[0](x, backend: backend)
+        x = stem[2](x, backend: backend)
+        let p3 = stages[1](x, backend: backend)
+        x = stem[3](p3, backend: backend)
+        let p4 = stages[2](x, backend: backend)
+        x = stem[4](p4, backend: backend)
+        var p5 = sppf(stages[3](x, backend: backend), backend: backend)
+        if let attention { p5 = attention(p5, backend: backend) }
         return [p3, p4, p5]
     }
 }

@@ -50,10 +50,10 @@ enum HeadLayer: Sendable {
         }
     }
 
-    func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
+    func callAsFunction(_ x: FeatureMap, backend: any ComputeBackend) -> FeatureMap {
         switch self {
-        case .conv(let layer): layer(x, pool: pool)
-        case .depthwise(let layer): layer(x, pool: pool)
+        case .conv(let layer): layer(x, backend: backend)
+        case .depthwise(let layer): layer(x, backend: backend)
         }
     }
 }
@@ -167,7 +167,7 @@ struct ContrastiveHead: Sendable {
     /// (`maskCoefficients × anchors`, row-major, in the output's anchor order).
     func run(
         _ inputs: [FeatureMap], text: [Float], classes: Int, strides: [Int], embeddings kept: inout [[Float]]?,
-        masks: Bool = true, pool: ComputePool
+        masks: Bool = true, backend: any ComputeBackend
     ) -> (output: [Float], coefficients: [Float]?) {
         let normalized = normalizedRows(text, rows: classes, size: embeddingSize)
         let anchors = inputs.reduce(0) { $0 + $1.plane }
@@ -176,30 +176,23 @@ struct ContrastiveHead: Sendable {
         // (their convolutions inline), the largest first, so that both threads stay busy without a barrier
         // after every small convolution. The arithmetic is the same as one branch at a time.
         let kinds = masks && maskCoefficients > 0 ? 3 : 2
-        let branches = UnsafeMutableBufferPointer<FeatureMap?>.allocate(capacity: kinds * levels.count)
-        branches.initialize(repeating: nil)
-        defer {
-            _ = branches.deinitialize()  // the branches' maps are released here
-            branches.deallocate()
-        }
         let order = (0..<(kinds * levels.count)).sorted { a, b in
             let (la, lb) = (a / kinds, b / kinds)
             let costA = inputs[la].plane * inputs[la].channels * (a % kinds == 0 ? 2 : 1)
             let costB = inputs[lb].plane * inputs[lb].channels * (b % kinds == 0 ? 2 : 1)
             return costA > costB
         }
-        let (slots, levels) = (UnsafeSendable(branches.baseAddress!), self.levels)
-        pool.parallelFor(order.count, chunk: 1) { range in
-            for task in range {
-                let branch = order[task]
-                let (level, x) = (levels[branch / kinds], inputs[branch / kinds])
-                let layers = branch % kinds == 1 ? level.box : level.mask
-                slots.pointer[branch] =
-                    branch % kinds == 0
-                    ? level.hidden.reduce(x) { $1($0, pool: pool) }
-                    : layers[2](layers[1](layers[0](x, pool: pool), pool: pool), pool: pool)
-            }
+        let levels = self.levels
+        let computed = backend.tasks(order.count) { task in
+            let branch = order[task]
+            let (level, x) = (levels[branch / kinds], inputs[branch / kinds])
+            let layers = branch % kinds == 1 ? level.box : level.mask
+            return branch % kinds == 0
+                ? level.hidden.reduce(x) { $1($0, backend: backend) }
+                : layers[2](layers[1](layers[0](x, backend: backend), backend: backend), backend: backend)
         }
+        var branches = [FeatureMap?](repeating: nil, count: order.count)
+        for (task, branch) in order.enumerated() { branches[branch] = computed[task] }
         var coefficients: [Float]? = nil
         if kinds == 3 {
             let count = maskCoefficients
@@ -207,8 +200,9 @@ struct ContrastiveHead: Sendable {
             var offset = 0
             for index in levels.indices {
                 let map = branches[kinds * index + 2]!
+                let floats = backend.floats(map)
                 for c in 0..<count {
-                    for p in 0..<map.plane { values[c * anchors + offset + p] = map.data[c * map.plane + p] }
+                    for p in 0..<map.plane { values[c * anchors + offset + p] = floats[c * map.plane + p] }
                 }
                 offset += map.plane
             }
@@ -219,22 +213,22 @@ struct ContrastiveHead: Sendable {
             let box = branches[kinds * index + 1]!
             let hidden = branches[kinds * index]!
             // Class logits = weights · source + constants, per anchor.
-            let weights: [Float], depth: Int, constants: [Float], source: [Float]
+            let weights: [Float], depth: Int, constants: [Float], source: FeatureMap
             if kept == nil {
-                (weights, depth, constants) = foldedText(normalized, classes: classes, level: level)
-                source = hidden.data
+                (weights, depth, constants) = foldedText(normalized, classes: classes, level: level, backend: backend)
+                source = hidden
             } else {
-                let embedding = regionEmbeddings(hidden, level: level, pool: pool)
-                kept?.append(embedding)
+                let embedding = regionEmbeddings(hidden, level: level, backend: backend)
+                kept?.append(backend.floats(embedding))
                 (weights, depth, constants, source) =
                     (normalized, embeddingSize, [Float](repeating: 0, count: classes), embedding)
             }
-            let geometry = LevelGeometry(
+            let geometry = AnchorGeometry(
                 plane: x.plane, width: x.width, anchors: anchors, offset: offset, stride: Float(strides[index]),
                 bins: bins, classes: classes)
-            decode(
-                box: box.data, weights: weights, depth: depth, source: source, constants: constants,
-                scale: expf(level.logitScale), bias: level.bias, geometry: geometry, into: &output, pool: pool)
+            backend.contrastiveDecode(
+                box: box, weights: weights, depth: depth, source: source, constants: constants,
+                scale: expf(level.logitScale), bias: level.bias, geometry: geometry, into: &output)
             offset += x.plane
         }
         return (output, coefficients)
@@ -264,7 +258,7 @@ struct ContrastiveHead: Sendable {
     /// request for the embeddings, that is folded into the text side: logits = A·h + c with
     /// A = (t̂ ⊙ s)·W (classes × depth) and c = (t̂ ⊙ s)·b + t̂·shift; no 512-d map is formed.
     func foldedText(
-        _ normalized: [Float], classes: Int, level: Level
+        _ normalized: [Float], classes: Int, level: Level, backend: any ComputeBackend
     ) -> (weights: [Float], depth: Int, constants: [Float]) {
         let last = level.last
         let depth = last.inputs
@@ -279,148 +273,15 @@ struct ContrastiveHead: Sendable {
             }
             constants[k] = constant
         }
-        var weights = [Float](repeating: 0, count: classes * depth)
-        scaled.withUnsafeBufferPointer { a in
-            last.weight.withUnsafeBufferPointer { b in
-                weights.withUnsafeMutableBufferPointer { c in
-                    BLAS.gemm(
-                        m: classes, n: depth, k: embeddingSize, a: a.baseAddress!, b: b.baseAddress!, c: c.baseAddress!)
-                }
-            }
-        }
+        let weights = backend.matmul(scaled, last.weight, m: classes, n: depth, k: embeddingSize)
         return (weights, depth, constants)
     }
 
     /// The batch-normalised region embeddings of a level (`embeddingSize × plane`): the last 1×1 convolution,
     /// then PyTorch's eval BatchNorm.
-    func regionEmbeddings(_ hidden: FeatureMap, level: Level, pool: ComputePool) -> [Float] {
-        var embedding = level.last(hidden, pool: pool)
-        let plane = embedding.plane
-        level.normScale.withUnsafeBufferPointer { scale in
-            level.normShift.withUnsafeBufferPointer { shift in
-                embedding.data.withUnsafeMutableBufferPointer { e in
-                    let scale = UnsafeSendable(scale.baseAddress!), shift = UnsafeSendable(shift.baseAddress!)
-                    let e = UnsafeSendable(e.baseAddress!)
-                    pool.parallelFor(embeddingSize, chunk: 16) { range in
-                        for c in range {
-                            let (a, b) = (scale.pointer[c], shift.pointer[c])
-                            let row = e.pointer + c * plane
-                            for p in 0..<plane { row[p] = b.addingProduct(row[p], a) }
-                        }
-                    }
-                }
-            }
-        }
-        return embedding.data
-    }
-
-    /// Where a level's anchors go in the output.
-    struct LevelGeometry: Sendable {
-        let plane: Int
-        let width: Int
-        let anchors: Int
-        let offset: Int
-        let stride: Float
-        let bins: Int
-        let classes: Int
-    }
-
-    /// logits[k, p] = Σ_c w[k, c]·x[c, p], columns split across the pool; then per anchor the DFL box and the
-    /// class scores, written into the output at the level's anchors.
-    func decode(
-        box: [Float], weights: [Float], depth: Int, source: [Float], constants: [Float], scale: Float, bias: Float,
-        geometry g: LevelGeometry, into output: inout [Float], pool: ComputePool
-    ) {
-        var logits = [Float](repeating: 0, count: g.classes * g.plane)
-        weights.withUnsafeBufferPointer { w in
-            source.withUnsafeBufferPointer { e in
-                logits.withUnsafeMutableBufferPointer { l in
-                    box.withUnsafeBufferPointer { boxData in
-                        output.withUnsafeMutableBufferPointer { out in
-                            let w = UnsafeSendable(w.baseAddress!), e = UnsafeSendable(e.baseAddress!)
-                            let l = UnsafeSendable(l.baseAddress!), boxData = UnsafeSendable(boxData.baseAddress!)
-                            let out = UnsafeSendable(out.baseAddress!)
-                            pool.parallelFor(g.plane, chunk: 256) { range in
-                                BLAS.gemm(
-                                    m: g.classes, n: range.count, k: depth, a: w.pointer,
-                                    b: e.pointer + range.lowerBound, c: l.pointer + range.lowerBound,
-                                    lda: depth, ldb: g.plane, ldc: g.plane)
-                                Self.decodeAnchors(
-                                    range, box: boxData.pointer, logits: l.pointer, constants: constants, scale: scale,
-                                    bias: bias, geometry: g, into: out.pointer)
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// ``decodeAnchor(_:box:logits:constants:scale:bias:geometry:into:)`` for a run of anchors, the loops turned
-    /// inside out: each bin's row is read along the run (a channel of the map) instead of 64 rows per anchor, eight
-    /// anchors at a time with a vector exp (``Kernels/distributionExpectations(_:plane:first:count:bins:into:)``).
-    static func decodeAnchors(
-        _ range: Range<Int>, box: UnsafePointer<Float>, logits: UnsafePointer<Float>, constants: [Float],
-        scale: Float, bias: Float, geometry g: LevelGeometry, into out: UnsafeMutablePointer<Float>
-    ) {
-        let (bins, plane, n, first) = (g.bins, g.plane, range.count, range.lowerBound)
-        guard bins > 1 else {
-            for p in range {
-                decodeAnchor(
-                    p, box: box, logits: logits, constants: constants, scale: scale, bias: bias, geometry: g, into: out)
-            }
-            return
-        }
-        let distances = UnsafeMutablePointer<Float>.allocate(capacity: 4 * n)
-        defer { distances.deallocate() }
-        Kernels.distributionExpectations(box, plane: plane, first: first, count: n, bins: bins, into: distances)
-        for (i, p) in range.enumerated() {
-            store(
-                p, distances: (distances[i], distances[n + i], distances[2 * n + i], distances[3 * n + i]),
-                logits: logits, constants: constants, scale: scale, bias: bias, geometry: g, into: out)
-        }
-    }
-
-    /// An anchor's box (centre, size) in input pixels from its four side distances in grid units, and its sigmoid
-    /// class scores, into the output.
-    @inline(__always)
-    static func store(
-        _ p: Int, distances d: (Float, Float, Float, Float), logits: UnsafePointer<Float>, constants: [Float],
-        scale: Float, bias: Float, geometry g: LevelGeometry, into out: UnsafeMutablePointer<Float>
-    ) {
-        let anchorX = Float(p % g.width) + 0.5
-        let anchorY = Float(p / g.width) + 0.5
-        let x1 = anchorX - d.0, y1 = anchorY - d.1
-        let x2 = anchorX + d.2, y2 = anchorY + d.3
-        let anchor = g.offset + p
-        let anchors = g.anchors
-        out[0 * anchors + anchor] = (x1 + x2) / 2 * g.stride
-        out[1 * anchors + anchor] = (y1 + y2) / 2 * g.stride
-        out[2 * anchors + anchor] = (x2 - x1) * g.stride
-        out[3 * anchors + anchor] = (y2 - y1) * g.stride
-        for k in 0..<g.classes {
-            out[(4 + k) * anchors + anchor] = sigmoid((logits[k * g.plane + p] + constants[k]) * scale + bias)
-        }
-    }
-
-    /// One anchor: DFL expectation of each side's distance bins (the one channel itself with one bin; the same
-    /// kernel as ``decodeAnchors(_:box:logits:constants:scale:bias:geometry:into:)``), the box (centre, size) in
-    /// input pixels, and the sigmoid class scores.
-    @inline(__always)
-    static func decodeAnchor(
-        _ p: Int, box: UnsafePointer<Float>, logits: UnsafePointer<Float>, constants: [Float], scale: Float,
-        bias: Float, geometry g: LevelGeometry, into out: UnsafeMutablePointer<Float>
-    ) {
-        withUnsafeTemporaryAllocation(of: Float.self, capacity: 4) { d in
-            if g.bins > 1 {
-                Kernels.distributionExpectations(
-                    box, plane: g.plane, first: p, count: 1, bins: g.bins, into: d.baseAddress!)
-            } else {
-                for side in 0..<4 { d[side] = box[side * g.plane + p] }
-            }
-            store(
-                p, distances: (d[0], d[1], d[2], d[3]), logits: logits, constants: constants, scale: scale, bias: bias,
-                geometry: g, into: out)
-        }
+    func regionEmbeddings(_ hidden: FeatureMap, level: Level, backend: any ComputeBackend) -> FeatureMap {
+        var embedding = level.last(hidden, backend: backend)
+        backend.channelAffine(&embedding, scale: level.normScale, shift: level.normShift)
+        return embedding
     }
 }

@@ -101,14 +101,14 @@ struct Convolution: Sendable {
         self.weights = implementation.prepare(weights)
     }
 
-    func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
-        implementation.convolve(x, weights, pool: pool)
+    func callAsFunction(_ x: FeatureMap, backend: any ComputeBackend) -> FeatureMap {
+        backend.convolve(x, weights, kernel: implementation)
     }
 
     /// Of maps stacked along channels (a concatenation, or channels of a map), read where they lie where the
     /// kernel can: the same floats as of ``StackedMaps/joined()``.
-    func callAsFunction(_ x: StackedMaps, pool: ComputePool) -> FeatureMap {
-        implementation.convolve(x, weights, pool: pool)
+    func callAsFunction(_ x: StackedMaps, backend: any ComputeBackend) -> FeatureMap {
+        backend.convolve(x, weights, kernel: implementation)
     }
 }
 

@@ -37,36 +37,38 @@ public protocol DetectorNetwork: AnyObject, Sendable {
     var promptFreeNames: [String]? { get }
 
     /// The image-only part: P3, P4, P5.
-    func backbone(_ image: FeatureMap, pool: ComputePool) -> [FeatureMap]
-    /// What a prepared image keeps for its queries: ``backbone(_:pool:)``'s maps and, in YOLO-World, the part of
-    /// the neck the text does not enter. The rest (``score(_:text:classes:pool:)``) takes either.
-    func imageFeatures(_ image: FeatureMap, pool: ComputePool) -> [FeatureMap]
-    /// Channels and stride (of the input) of each map ``imageFeatures(_:pool:)`` gives.
+    func backbone(_ image: FeatureMap, backend: any ComputeBackend) -> [FeatureMap]
+    /// What a prepared image keeps for its queries: ``backbone(_:backend:)``'s maps and, in YOLO-World, the part of
+    /// the neck the text does not enter. The rest (``score(_:text:classes:backend:)``) takes either.
+    func imageFeatures(_ image: FeatureMap, backend: any ComputeBackend) -> [FeatureMap]
+    /// Channels and stride (of the input) of each map ``imageFeatures(_:backend:)`` gives.
     var keptMaps: [(channels: Int, stride: Int)] { get }
     /// The rest, for text-tower embeddings `text` (`classes × embeddingSize`).
-    func score(_ features: [FeatureMap], text: [Float], classes: Int, pool: ComputePool) -> HeadOutput
-    /// ``score(_:text:classes:pool:)``'s output plus each anchor's region embedding (`anchors × embeddingSize`,
+    func score(_ features: [FeatureMap], text: [Float], classes: Int, backend: any ComputeBackend) -> HeadOutput
+    /// ``score(_:text:classes:backend:)``'s output plus each anchor's region embedding (`anchors × embeddingSize`,
     /// what the contrastive head dots with ``classEmbeddings(_:classes:)``) and level.
     func headWithRegions(
-        _ features: [FeatureMap], text: [Float], classes: Int, pool: ComputePool
+        _ features: [FeatureMap], text: [Float], classes: Int, backend: any ComputeBackend
     )
         -> (output: [Float], embeddings: [Float], levels: [UInt8])
     /// What the head dots region embeddings with (after normalisation), from text-tower embeddings: the text
     /// itself for YOLO-World, YOLOE's `get_tpe` for YOLOE.
     func classEmbeddings(_ text: [Float], classes: Int) -> [Float]
-    /// ``score(_:text:classes:pool:)`` where the rows `asIs` are class embeddings already (YOLOE's visual prompt
+    /// ``score(_:text:classes:backend:)`` where the rows `asIs` are class embeddings already (YOLOE's visual prompt
     /// embeddings, which do not go through `get_tpe`) and the others text-tower embeddings.
-    func score(_ features: [FeatureMap], text: [Float], classes: Int, asIs: Set<Int>, pool: ComputePool) -> HeadOutput
+    func score(
+        _ features: [FeatureMap], text: [Float], classes: Int, asIs: Set<Int>, backend: any ComputeBackend
+    ) -> HeadOutput
 }
 
 extension DetectorNetwork {
-    /// Channels and stride of ``backbone(_:pool:)``'s maps: P3, P4, P5 at strides 8, 16 and 32.
+    /// Channels and stride of ``backbone(_:backend:)``'s maps: P3, P4, P5 at strides 8, 16 and 32.
     var backboneMaps: [(channels: Int, stride: Int)] { zip(featureChannels, [8, 16, 32]).map { ($0, $1) } }
 
     public func score(
-        _ features: [FeatureMap], text: [Float], classes: Int, asIs: Set<Int>, pool: ComputePool
+        _ features: [FeatureMap], text: [Float], classes: Int, asIs: Set<Int>, backend: any ComputeBackend
     ) -> HeadOutput {
-        score(features, text: text, classes: classes, pool: pool)
+        score(features, text: text, classes: classes, backend: backend)
     }
 }
 
@@ -78,8 +80,9 @@ extension YOLOWorldNetwork: DetectorNetwork {
     public var agnosticSuppressionByDefault: Bool { false }
     public var segments: Bool { false }
 
-    public func score(_ features: [FeatureMap], text: [Float], classes: Int, pool: ComputePool) -> HeadOutput {
-        HeadOutput(output: head(features, text: text, classes: classes, pool: pool), masks: nil)
+    public func score(_ features: [FeatureMap], text: [Float], classes: Int, backend: any ComputeBackend) -> HeadOutput
+    {
+        HeadOutput(output: head(features, text: text, classes: classes, backend: backend), masks: nil)
     }
 
     public func classEmbeddings(_ text: [Float], classes: Int) -> [Float] { text }
@@ -87,39 +90,42 @@ extension YOLOWorldNetwork: DetectorNetwork {
 
 extension YOLOENetwork: DetectorNetwork {
     public var familyName: String { family.rawValue }
-    public func imageFeatures(_ image: FeatureMap, pool: ComputePool) -> [FeatureMap] { backbone(image, pool: pool) }
+    public func imageFeatures(_ image: FeatureMap, backend: any ComputeBackend) -> [FeatureMap] {
+        backbone(image, backend: backend)
+    }
     public var keptMaps: [(channels: Int, stride: Int)] { backboneMaps }
     public var agnosticSuppressionByDefault: Bool { true }
     public var builtinText: [Float]? { nil }
     public var builtinClassCount: Int { 0 }
 
-    public func score(_ features: [FeatureMap], text: [Float], classes: Int, pool: ComputePool) -> HeadOutput {
-        run(features, text: text, classes: classes, pool: pool)
+    public func score(_ features: [FeatureMap], text: [Float], classes: Int, backend: any ComputeBackend) -> HeadOutput
+    {
+        run(features, text: text, classes: classes, backend: backend)
     }
 
     public func score(
-        _ features: [FeatureMap], text: [Float], classes: Int, asIs: Set<Int>, pool: ComputePool
+        _ features: [FeatureMap], text: [Float], classes: Int, asIs: Set<Int>, backend: any ComputeBackend
     ) -> HeadOutput {
-        guard !asIs.isEmpty else { return run(features, text: text, classes: classes, pool: pool) }
+        guard !asIs.isEmpty else { return run(features, text: text, classes: classes, backend: backend) }
         var embeddings = classEmbeddings(text, classes: classes)
         let size = embeddingSize
         for row in asIs where row < classes {
             embeddings.replaceSubrange((row * size)..<((row + 1) * size), with: text[(row * size)..<((row + 1) * size)])
         }
-        return run(features, classEmbeddings: embeddings, classes: classes, pool: pool)
+        return run(features, classEmbeddings: embeddings, classes: classes, backend: backend)
     }
 
     public func headWithRegions(
-        _ features: [FeatureMap], text: [Float], classes: Int, pool: ComputePool
+        _ features: [FeatureMap], text: [Float], classes: Int, backend: any ComputeBackend
     )
         -> (output: [Float], embeddings: [Float], levels: [UInt8])
     {
         guard let detectHead else { preconditionFailure("a prompt-free model has no region embeddings to index") }
-        let maps = neck(features, pool: pool)
+        let maps = neck(features, backend: backend)
         var kept: [[Float]]? = []
         let output = detectHead.run(
             maps, text: classEmbeddings(text, classes: classes), classes: classes, strides: strides,
-            embeddings: &kept, masks: false, pool: pool
+            embeddings: &kept, masks: false, backend: backend
         ).output
         return (
             output, ContrastiveHead.anchorMajor(kept!, maps: maps, size: embeddingSize), ContrastiveHead.levels(maps)

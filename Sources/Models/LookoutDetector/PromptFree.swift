@@ -105,98 +105,63 @@ struct PromptFreeHead: Sendable {
 
     /// The kept anchors' output `(4 + names) × kept` (box centre and size in input pixels, sigmoid scores) and
     /// mask coefficients `maskCoefficients × kept`, in level order.
-    func run(_ inputs: [FeatureMap], strides: [Int], pool: ComputePool) -> (output: [Float], coefficients: [Float]?) {
+    func run(
+        _ inputs: [FeatureMap], strides: [Int], backend: any ComputeBackend
+    ) -> (output: [Float], coefficients: [Float]?) {
         let kinds = maskCoefficients > 0 ? 3 : 2
-        var maps = [FeatureMap?](repeating: nil, count: kinds * levels.count)
         let levels = self.levels
-        maps.withUnsafeMutableBufferPointer { slots in
-            let slots = UnsafeSendable(slots.baseAddress!)
-            pool.parallelFor(kinds * levels.count, chunk: 1) { range in
-                for branch in range {
-                    let (level, x) = (levels[branch / kinds], inputs[branch / kinds])
-                    switch branch % kinds {
-                    case 0: slots.pointer[branch] = level.hidden.reduce(x) { $1($0, pool: pool) }
-                    case 1:
-                        slots.pointer[branch] = level.location(
-                            level.box[1](level.box[0](x, pool: pool), pool: pool), pool: pool)
-                    default:
-                        slots.pointer[branch] = level.mask[2](
-                            level.mask[1](level.mask[0](x, pool: pool), pool: pool), pool: pool)
-                    }
-                }
+        let maps = backend.tasks(kinds * levels.count) { branch in
+            let (level, x) = (levels[branch / kinds], inputs[branch / kinds])
+            switch branch % kinds {
+            case 0: return level.hidden.reduce(x) { $1($0, backend: backend) }
+            case 1:
+                return level.location(
+                    level.box[1](level.box[0](x, backend: backend), backend: backend), backend: backend)
+            default:
+                return level.mask[2](
+                    level.mask[1](level.mask[0](x, backend: backend), backend: backend), backend: backend)
             }
         }
         // The anchors each level keeps.
         var kept: [[Int]] = []
         for (index, level) in levels.enumerated() {
-            let hidden = maps[kinds * index]!
+            let hidden = maps[kinds * index]
             guard let filter = level.filter else {
                 kept.append(Array(0..<hidden.plane))
                 continue
             }
-            var keep: [Int] = []
-            for p in 0..<hidden.plane {
-                var logit: Float = 0
-                for c in 0..<hidden.channels { logit += filter.weights[c] * hidden.data[c * hidden.plane + p] }
-                logit += filter.bias
-                if sigmoid(logit) > Self.threshold { keep.append(p) }
-            }
-            kept.append(keep)
+            let logits = backend.weightedChannelSum(hidden, weights: filter.weights)
+            kept.append(logits.indices.filter { sigmoid(logits[$0] + filter.bias) > Self.threshold })
         }
         let total = kept.reduce(0) { $0 + $1.count }
         var output = [Float](repeating: 0, count: (4 + names) * total)
         var coefficients: [Float]? = kinds == 3 ? [Float](repeating: 0, count: maskCoefficients * total) : nil
         var column = 0
         for (index, level) in levels.enumerated() {
-            let (hidden, box, anchors) = (maps[kinds * index]!, maps[kinds * index + 1]!, kept[index])
+            let (hidden, box, anchors) = (maps[kinds * index], maps[kinds * index + 1], kept[index])
             guard !anchors.isEmpty else { continue }
             let depth = hidden.channels
             // The kept anchors' hidden features, depth × n, then names × n logits.
-            var gathered = [Float](repeating: 0, count: depth * anchors.count)
-            for c in 0..<depth {
-                for (j, p) in anchors.enumerated() {
-                    gathered[c * anchors.count + j] = hidden.data[c * hidden.plane + p]
-                }
-            }
-            var logits = [Float](repeating: 0, count: names * anchors.count)
-            level.vocabulary.withUnsafeBufferPointer { a in
-                gathered.withUnsafeBufferPointer { b in
-                    logits.withUnsafeMutableBufferPointer { c in
-                        BLAS.gemm(
-                            m: names, n: anchors.count, k: depth, a: a.baseAddress!, b: b.baseAddress!,
-                            c: c.baseAddress!)
-                    }
-                }
-            }
-            let geometry = { (p: Int) in
-                ContrastiveHead.LevelGeometry(
-                    plane: box.plane, width: box.width, anchors: total, offset: column - p,
-                    stride: Float(strides[index]), bins: bins, classes: 0)
-            }
-            box.data.withUnsafeBufferPointer { boxData in
-                output.withUnsafeMutableBufferPointer { out in
-                    for (j, p) in anchors.enumerated() {
-                        ContrastiveHead.decodeAnchor(
-                            p, box: boxData.baseAddress!, logits: boxData.baseAddress!, constants: [], scale: 1,
-                            bias: 0, geometry: geometry(p), into: out.baseAddress!)
-                        for k in 0..<names {
-                            let logit = logits[k * anchors.count + j] + level.vocabularyBias[k]
-                            out[(4 + k) * total + column] = sigmoid(logit)
-                        }
-                        column += 1
-                    }
+            let gathered = backend.gather(hidden, columns: anchors)
+            let logits = backend.matmul(level.vocabulary, gathered, m: names, n: anchors.count, k: depth)
+            let geometry = AnchorGeometry(
+                plane: box.plane, width: box.width, anchors: anchors.count, offset: 0, stride: Float(strides[index]),
+                bins: bins, classes: 0)
+            let boxes = backend.decodeBoxes(box, anchors: anchors, geometry: geometry)
+            let n = anchors.count
+            for j in 0..<n {
+                for side in 0..<4 { output[side * total + column + j] = boxes[side * n + j] }
+                for k in 0..<names {
+                    output[(4 + k) * total + column + j] = sigmoid(logits[k * n + j] + level.vocabularyBias[k])
                 }
             }
             if kinds == 3 {
-                let mask = maps[kinds * index + 2]!
-                column -= anchors.count
-                for (j, p) in anchors.enumerated() {
-                    for c in 0..<maskCoefficients {
-                        coefficients![c * total + column + j] = mask.data[c * mask.plane + p]
-                    }
+                let mask = backend.gather(maps[kinds * index + 2], columns: anchors)
+                for c in 0..<maskCoefficients {
+                    for j in 0..<n { coefficients![c * total + column + j] = mask[c * n + j] }
                 }
-                column += anchors.count
             }
+            column += n
         }
         return (output, coefficients)
     }

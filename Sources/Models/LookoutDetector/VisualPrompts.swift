@@ -56,55 +56,35 @@ struct VisualPromptEncoder: Sendable {
     var embeddingSize: Int { project.outputs }
 
     /// Nearest-neighbour upsampling by 2^`times`.
-    static func upsampled(_ map: FeatureMap, times: Int) -> FeatureMap {
-        (0..<times).reduce(map) { map, _ in map.upsampled() }
+    static func upsampled(_ map: FeatureMap, times: Int, backend: any ComputeBackend) -> FeatureMap {
+        (0..<times).reduce(map) { map, _ in backend.upsample(map) }
     }
 
     /// One embedding per prompt mask (`masks[q]`: 0/1 per pixel of the P3 map, row-major), `masks.count ×
     /// embeddingSize`, each L2-normalised.
-    func callAsFunction(_ maps: [FeatureMap], masks: [[UInt8]], pool: ComputePool) -> [Float] {
+    func callAsFunction(_ maps: [FeatureMap], masks: [[UInt8]], backend: any ComputeBackend) -> [Float] {
         let (height, width) = (maps[0].height, maps[0].width)
-        let plane = height * width
-        let contextMaps = maps.enumerated().map { i, x in Self.upsampled(context[i](x, pool: pool), times: i) }
-        let spatial = contextMix(FeatureMap.concatenate(contextMaps), pool: pool)
-        let featureMaps = maps.enumerated().map { i, x in
-            Self.upsampled(features[i][1](features[i][0](x, pool: pool), pool: pool), times: i)
+        let contextMaps = maps.enumerated().map { i, x in
+            Self.upsampled(context[i](x, backend: backend), times: i, backend: backend)
         }
-        let x = project(FeatureMap.concatenate(featureMaps), pool: pool)
+        let spatial = contextMix(backend.concatenate(contextMaps), backend: backend)
+        let featureMaps = maps.enumerated().map { i, x in
+            Self.upsampled(
+                features[i][1](features[i][0](x, backend: backend), backend: backend), times: i, backend: backend)
+        }
+        let x = project(backend.concatenate(featureMaps), backend: backend)
         let channels = x.channels
-        let perGroup = channels / groups
         var result = [Float](repeating: 0, count: masks.count * channels)
         for (q, mask) in masks.enumerated() {
             let prompt = FeatureMap(channels: 1, height: height, width: width, data: mask.map { Float($0) })
             let y = join[1](
-                join[0](FeatureMap.concatenate([spatial, maskConvolution(prompt, pool: pool)]), pool: pool), pool: pool)
-            var weights = [Float](repeating: 0, count: plane)
-            for c in 0..<groups {
-                // score = y·vp + ¬vp·lowest, then softmax over the pixels.
-                let row = c * plane
-                var maximum = -Float.greatestFiniteMagnitude
-                for p in 0..<plane {
-                    let value = mask[p] != 0 ? y.data[row + p] : -Float.greatestFiniteMagnitude
-                    weights[p] = value
-                    maximum = max(maximum, value)
-                }
-                var total: Float = 0
-                for p in 0..<plane {
-                    weights[p] = expf(weights[p] - maximum)
-                    total += weights[p]
-                }
-                for p in 0..<plane { weights[p] /= total }
-                for j in 0..<perGroup {
-                    let channel = c * perGroup + j
-                    var sum: Float = 0
-                    for p in 0..<plane { sum += weights[p] * x.data[channel * plane + p] }
-                    result[q * channels + channel] = sum
-                }
-            }
+                join[0](backend.concatenate([spatial, maskConvolution(prompt, backend: backend)]), backend: backend),
+                backend: backend)
+            let pooled = backend.maskedSoftmaxPool(x, scores: y, mask: mask, groups: groups)
             var squares: Float = 0
-            for k in 0..<channels { squares += result[q * channels + k] * result[q * channels + k] }
+            for k in 0..<channels { squares += pooled[k] * pooled[k] }
             let norm = max(squares.squareRoot(), 1e-12)
-            for k in 0..<channels { result[q * channels + k] /= norm }
+            for k in 0..<channels { result[q * channels + k] = pooled[k] / norm }
         }
         return result
     }

@@ -38,61 +38,9 @@ struct DepthwiseConvolution: Sendable {
         self.activation = activation
     }
 
-    func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
+    func callAsFunction(_ x: FeatureMap, backend: any ComputeBackend) -> FeatureMap {
         precondition(x.channels == channels, "depthwise convolution of \(x.channels) channels, expected \(channels)")
-        var out = FeatureMap(unfilledChannels: channels, height: x.height, width: x.width)
-        let (height, width, kernel, half) = (x.height, x.width, kernel, kernel / 2)
-        let plane = x.plane
-        x.data.withUnsafeBufferPointer { source in
-            out.data.withUnsafeMutableBufferPointer { target in
-                weight.withUnsafeBufferPointer { weight in
-                    let source = UnsafeSendable(source.baseAddress!), target = UnsafeSendable(target.baseAddress!)
-                    let weight = UnsafeSendable(weight.baseAddress!)
-                    let (bias, activation) = (self.bias, self.activation)
-                    pool.parallelFor(channels, chunk: max(1, channels / (4 * pool.threadCount))) { range in
-                        for c in range {
-                            let input = source.pointer + c * plane, output = target.pointer + c * plane
-                            let filter = weight.pointer + c * kernel * kernel
-                            // Borders with bounds checks; the interior row by row without them (vectorisable).
-                            func point(_ y: Int, _ x: Int) {
-                                var sum: Float = 0
-                                for ky in 0..<kernel {
-                                    let iy = y + ky - half
-                                    guard iy >= 0 && iy < height else { continue }
-                                    for kx in 0..<kernel {
-                                        let ix = x + kx - half
-                                        guard ix >= 0 && ix < width else { continue }
-                                        sum += input[iy * width + ix] * filter[ky * kernel + kx]
-                                    }
-                                }
-                                output[y * width + x] = sum + bias[c]
-                            }
-                            let inner = half..<max(half, width - half)
-                            for y in 0..<height {
-                                guard y >= half && y < height - half else {
-                                    for x in 0..<width { point(y, x) }
-                                    continue
-                                }
-                                for x in 0..<min(half, width) { point(y, x) }
-                                for x in max(width - half, half)..<width { point(y, x) }
-                                let row = output + y * width
-                                for x in inner { row[x] = bias[c] }
-                                for ky in 0..<kernel {
-                                    let source = input + (y + ky - half) * width - half
-                                    for kx in 0..<kernel {
-                                        let w = filter[ky * kernel + kx]
-                                        let shifted = source + kx
-                                        for x in inner { row[x] += shifted[x] * w }
-                                    }
-                                }
-                            }
-                            if activation { Kernels.silu(output, count: plane) }
-                        }
-                    }
-                }
-            }
-        }
-        return out
+        return backend.depthwiseConvolution(x, weight: weight, bias: bias, kernel: kernel, activation: activation)
     }
 }
 
@@ -118,10 +66,10 @@ struct C3k: Sendable {
         cv3 = try Convolution(conv: prefix + ".cv3", stride: 1, in: file)
     }
 
-    func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
-        var y = cv1(x, pool: pool)
-        for block in blocks { y = block(y, pool: pool) }
-        return cv3(StackedMaps([y, cv2(x, pool: pool)]), pool: pool)
+    func callAsFunction(_ x: FeatureMap, backend: any ComputeBackend) -> FeatureMap {
+        var y = cv1(x, backend: backend)
+        for block in blocks { y = block(y, backend: backend) }
+        return cv3(StackedMaps([y, cv2(x, backend: backend)]), backend: backend)
     }
 }
 
@@ -155,45 +103,12 @@ struct PositionAttention: Sendable {
         }
     }
 
-    func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
-        let t = qkv(x, pool: pool)
-        let n = x.plane
-        let (heads, keySize, headSize) = (heads, keySize, headSize)
-        let group = 2 * keySize + headSize
-        let scale = Float(1 / Double(keySize).squareRoot())
-        var values = FeatureMap(unfilledChannels: heads * headSize, height: x.height, width: x.width)
-        var attended = FeatureMap(unfilledChannels: heads * headSize, height: x.height, width: x.width)
-        t.data.withUnsafeBufferPointer { t in
-            values.data.withUnsafeMutableBufferPointer { values in
-                attended.data.withUnsafeMutableBufferPointer { attended in
-                    let t = UnsafeSendable(t.baseAddress!), values = UnsafeSendable(values.baseAddress!)
-                    let attended = UnsafeSendable(attended.baseAddress!)
-                    pool.parallelFor(heads, chunk: 1) { range in
-                        let query = UnsafeMutablePointer<Float>.allocate(capacity: keySize * n)
-                        let scores = UnsafeMutablePointer<Float>.allocate(capacity: n * n)
-                        defer {
-                            query.deallocate()
-                            scores.deallocate()
-                        }
-                        for h in range {
-                            let base = t.pointer + h * group * n
-                            for index in 0..<(keySize * n) { query[index] = base[index] * scale }
-                            let key = base + keySize * n, value = base + 2 * keySize * n
-                            (values.pointer + h * headSize * n).update(from: value, count: headSize * n)
-                            // scores[i, j] = Σ_d q[d, i]·k[d, j]; softmax over j.
-                            BLAS.gemm(m: n, n: n, k: keySize, a: query, transposeA: true, b: key, c: scores)
-                            Kernels.softmaxRows(scores, count: n, length: n)
-                            // out[c, i] = Σ_j v[c, j]·attn[i, j]
-                            BLAS.gemm(
-                                m: headSize, n: n, k: n, a: value, b: scores, transposeB: true,
-                                c: attended.pointer + h * headSize * n)
-                        }
-                    }
-                }
-            }
-        }
-        attended.add(positional(values, pool: pool))
-        return projection(attended, pool: pool)
+    func callAsFunction(_ x: FeatureMap, backend: any ComputeBackend) -> FeatureMap {
+        let t = qkv(x, backend: backend)
+        var (values, attended) = backend.spatialAttention(t, heads: heads, keySize: keySize, headSize: headSize)
+        values = positional(values, backend: backend)
+        backend.add(&attended, StackedMaps(values))
+        return projection(attended, backend: backend)
     }
 }
 
@@ -210,11 +125,11 @@ struct PositionAttentionBlock: Sendable {
         contract = try Convolution(conv: prefix + ".ffn.1", stride: 1, activation: false, in: file)
     }
 
-    func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
-        var y = attention(x, pool: pool)
-        y.add(x)
-        var z = contract(expand(y, pool: pool), pool: pool)
-        z.add(y)
+    func callAsFunction(_ x: FeatureMap, backend: any ComputeBackend) -> FeatureMap {
+        var y = attention(x, backend: backend)
+        backend.add(&y, StackedMaps(x))
+        var z = contract(expand(y, backend: backend), backend: backend)
+        backend.add(&z, StackedMaps(y))
         return z
     }
 }
@@ -239,12 +154,12 @@ struct C2PSA: Sendable {
         cv2 = try Convolution(conv: prefix + ".cv2", stride: 1, in: file)
     }
 
-    func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
-        let y = cv1(x, pool: pool)
+    func callAsFunction(_ x: FeatureMap, backend: any ComputeBackend) -> FeatureMap {
+        let y = cv1(x, backend: backend)
         let half = y.channels / 2
-        var b = y.channels(half..<y.channels)
-        for block in blocks { b = block(b, pool: pool) }
-        return cv2(StackedMaps(parts: [.init(map: y, channels: 0..<half), .init(map: b)]), pool: pool)
+        var b = backend.slice(y, channels: half..<y.channels)
+        for block in blocks { b = block(b, backend: backend) }
+        return cv2(StackedMaps(parts: [.init(map: y, channels: 0..<half), .init(map: b)]), backend: backend)
     }
 }
 
@@ -274,37 +189,9 @@ struct TransposedConvolution2x2: Sendable {
         bias = try file.floats(prefix + ".bias", shape: [outputs])
     }
 
-    func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
-        let (height, width, plane) = (x.height, x.width, x.plane)
-        var out = FeatureMap(unfilledChannels: outputs, height: 2 * height, width: 2 * width)
-        var products = [Float](repeating: 0, count: 4 * outputs * plane)
-        x.data.withUnsafeBufferPointer { source in
-            products.withUnsafeMutableBufferPointer { products in
-                let source = UnsafeSendable(source.baseAddress!), products = UnsafeSendable(products.baseAddress!)
-                let (taps, inputs, outputs) = (taps, inputs, outputs)
-                pool.parallelFor(4, chunk: 1) { range in
-                    for tap in range {
-                        taps[tap].withUnsafeBufferPointer { w in
-                            BLAS.gemm(
-                                m: outputs, n: plane, k: inputs, a: w.baseAddress!, b: source.pointer,
-                                c: products.pointer + tap * outputs * plane)
-                        }
-                    }
-                }
-            }
-        }
-        for o in 0..<outputs {
-            for y in 0..<height {
-                for x in 0..<width {
-                    for tap in 0..<4 {
-                        let (dy, dx) = (tap / 2, tap % 2)
-                        out.data[(o * 2 * height + 2 * y + dy) * 2 * width + 2 * x + dx] =
-                            products[(tap * outputs + o) * plane + y * width + x] + bias[o]
-                    }
-                }
-            }
-        }
-        return out
+    func callAsFunction(_ x: FeatureMap, backend: any ComputeBackend) -> FeatureMap {
+        precondition(x.channels == inputs, "a transposed convolution of \(x.channels) channels, expected \(inputs)")
+        return backend.transposedConvolution2x2(x, taps: taps, bias: bias)
     }
 }
 
@@ -323,8 +210,8 @@ struct Proto: Sendable {
         cv3 = try Convolution(conv: prefix + ".cv3", stride: 1, in: file)
     }
 
-    func callAsFunction(_ x: FeatureMap, pool: ComputePool) -> FeatureMap {
-        cv3(cv2(upsample(cv1(x, pool: pool), pool: pool), pool: pool), pool: pool)
+    func callAsFunction(_ x: FeatureMap, backend: any ComputeBackend) -> FeatureMap {
+        cv3(cv2(upsample(cv1(x, backend: backend), backend: backend), backend: backend), backend: backend)
     }
 }
 
@@ -344,11 +231,11 @@ struct Proto26: Sendable {
         proto = try Proto(prefix, in: file)
     }
 
-    func callAsFunction(_ maps: [FeatureMap], pool: ComputePool) -> FeatureMap {
+    func callAsFunction(_ maps: [FeatureMap], backend: any ComputeBackend) -> FeatureMap {
         var feature = maps[0]
-        feature.add(refine[0](maps[1], pool: pool).upsampled())
-        feature.add(refine[1](maps[2], pool: pool).upsampled().upsampled())
-        return proto(fuse(feature, pool: pool), pool: pool)
+        backend.add(&feature, StackedMaps(backend.upsample(refine[0](maps[1], backend: backend))))
+        backend.add(&feature, StackedMaps(backend.upsample(backend.upsample(refine[1](maps[2], backend: backend)))))
+        return proto(fuse(feature, backend: backend), backend: backend)
     }
 }
 
@@ -357,10 +244,10 @@ enum PrototypeBranch: Sendable {
     case proto(Proto)
     case proto26(Proto26)
 
-    func callAsFunction(_ maps: [FeatureMap], pool: ComputePool) -> FeatureMap {
+    func callAsFunction(_ maps: [FeatureMap], backend: any ComputeBackend) -> FeatureMap {
         switch self {
-        case .proto(let proto): proto(maps[0], pool: pool)
-        case .proto26(let proto): proto(maps, pool: pool)
+        case .proto(let proto): proto(maps[0], backend: backend)
+        case .proto26(let proto): proto(maps, backend: backend)
         }
     }
 }
@@ -390,25 +277,17 @@ struct TextProjection: Sendable {
     }
 
     /// `text` is rows × size.
-    func callAsFunction(_ text: [Float], rows: Int) -> [Float] {
+    func callAsFunction(_ text: [Float], rows: Int, backend: any ComputeBackend = CPUBackend.shared) -> [Float] {
         precondition(text.count == rows * size, "text features of the wrong size")
-        var expanded = [Float](repeating: 0, count: rows * 2 * hidden)
+        let expanded = backend.linear(text, rows: rows, inputs: size, weight: w12, bias: b12, outputs: 2 * hidden)
         var gated = [Float](repeating: 0, count: rows * hidden)
-        var out = [Float](repeating: 0, count: rows * size)
-        text.withUnsafeBufferPointer { t in
-            Kernels.linear(
-                t.baseAddress!, rows: rows, inputs: size, weight: w12, bias: b12, outputs: 2 * hidden,
-                into: &expanded)
-        }
         for r in 0..<rows {
             for j in 0..<hidden {
                 let a = expanded[r * 2 * hidden + j], b = expanded[r * 2 * hidden + hidden + j]
                 gated[r * hidden + j] = a / (1 + expf(-a)) * b
             }
         }
-        gated.withUnsafeBufferPointer { g in
-            Kernels.linear(g.baseAddress!, rows: rows, inputs: hidden, weight: w3, bias: b3, outputs: size, into: &out)
-        }
+        var out = backend.linear(gated, rows: rows, inputs: hidden, weight: w3, bias: b3, outputs: size)
         for index in out.indices { out[index] += text[index] }
         return normalizedRows(out, rows: rows, size: size)
     }

@@ -4,7 +4,7 @@ import LookoutWeights
 /// ultralytics' YOLOE (`cfg/models/{v8,11,26}/yoloe-{v8,11,26}[-seg].yaml`, ultralytics 8.4.190; THU-MIG, "YOLOE:
 /// Real-Time Seeing Anything"), every width and repeat count read from the weights, BatchNorm folded at load.
 ///
-/// Unlike YOLO-World the text does not enter the neck: ``backbone(_:pool:)`` and the neck depend on the
+/// Unlike YOLO-World the text does not enter the neck: ``backbone(_:backend:)`` and the neck depend on the
 /// image alone, and a query set only meets the head. The text tower's output goes through the head's
 /// auxiliary network (`reprta`, ``TextProjection``) as `get_tpe` does before `set_classes`; the head's
 /// contrastive scoring is YOLO-World's. The `-seg` models add mask coefficients per anchor and a `Proto`
@@ -17,12 +17,12 @@ import LookoutWeights
 /// - YOLOE-26: YOLO11's graph with a residual SPPF (no activation after its first convolution), C3k2 with
 ///   attention in the last neck stage, box distances without DFL (`reg_max=1`), ``Proto26`` fed by all three
 ///   maps, and a one-to-one twin of each head branch (`one2one_*`). ultralytics predicts with the one-to-many
-///   branch and NMS by default; ``run(_:classEmbeddings:classes:oneToOne:pool:)`` runs the twin instead, whose
+///   branch and NMS by default; ``run(_:classEmbeddings:classes:oneToOne:backend:)`` runs the twin instead, whose
 ///   output is kept by top-k (``NonMaxSuppression/topK(_:classes:options:)``) instead of NMS.
 ///
 /// A prompt-free file (`-pf`: `lrpc` in the head, no `reprta`) runs its own vocabulary (``PromptFreeHead``,
 /// ``promptFreeNames``) and takes no text. A file's `savpe` (``VisualPromptEncoder``) turns boxes drawn on a photo
-/// into class embeddings (``visualPromptEmbeddings(_:masks:pool:)``).
+/// into class embeddings (``visualPromptEmbeddings(_:masks:backend:)``).
 public final class YOLOENetwork: Sendable {
     public enum Family: String, Sendable {
         case v8 = "YOLOE-v8"
@@ -53,7 +53,7 @@ public final class YOLOENetwork: Sendable {
     let detectHead: ContrastiveHead?
     /// YOLOE-26's one-to-one twin of the head (`one2one_cv2`, …), used instead of NMS when asked for.
     let oneToOneHead: ContrastiveHead?
-    /// Whether the file has the one-to-one head (YOLOE-26): ``run(_:classEmbeddings:classes:oneToOne:pool:)``
+    /// Whether the file has the one-to-one head (YOLOE-26): ``run(_:classEmbeddings:classes:oneToOne:backend:)``
     /// can use it.
     public var hasOneToOneHead: Bool { oneToOneHead != nil }
     /// Whether this network runs the one-to-one head by default, its output kept by top-k instead of NMS
@@ -184,17 +184,17 @@ public final class YOLOENetwork: Sendable {
     }
 
     /// Layers 0–9 (and 10, C2PSA, in YOLOE-11): P3, P4, P5.
-    public func backbone(_ image: FeatureMap, pool: ComputePool = .shared) -> [FeatureMap] {
-        layers(image, pool: pool)
+    public func backbone(_ image: FeatureMap, backend: any ComputeBackend = CPUBackend.shared) -> [FeatureMap] {
+        layers(image, backend: backend)
     }
 
     /// The neck (no text in YOLOE): the head's three inputs.
-    public func neck(_ features: [FeatureMap], pool: ComputePool = .shared) -> [FeatureMap] {
+    public func neck(_ features: [FeatureMap], backend: any ComputeBackend = CPUBackend.shared) -> [FeatureMap] {
         let (p3, p4, p5) = (features[0], features[1], features[2])
-        let up1 = neckUp1(StackedMaps([p5.upsampled(), p4]), pool: pool)
-        let small = neckUp2(StackedMaps([up1.upsampled(), p3]), pool: pool)
-        let medium = neckDown1(StackedMaps([down1(small, pool: pool), up1]), pool: pool)
-        let large = neckDown2(StackedMaps([down2(medium, pool: pool), p5]), pool: pool)
+        let up1 = neckUp1(StackedMaps([backend.upsample(p5), p4]), backend: backend)
+        let small = neckUp2(StackedMaps([backend.upsample(up1), p3]), backend: backend)
+        let medium = neckDown1(StackedMaps([down1(small, backend: backend), up1]), backend: backend)
+        let large = neckDown2(StackedMaps([down2(medium, backend: backend), p5]), backend: backend)
         return [small, medium, large]
     }
 
@@ -206,8 +206,10 @@ public final class YOLOENetwork: Sendable {
     }
 
     /// Neck and head from backbone outputs, for text-tower embeddings `text` (`classes × embeddingSize`).
-    public func run(_ features: [FeatureMap], text: [Float], classes: Int, pool: ComputePool = .shared) -> HeadOutput {
-        run(features, classEmbeddings: classEmbeddings(text, classes: classes), classes: classes, pool: pool)
+    public func run(
+        _ features: [FeatureMap], text: [Float], classes: Int, backend: any ComputeBackend = CPUBackend.shared
+    ) -> HeadOutput {
+        run(features, classEmbeddings: classEmbeddings(text, classes: classes), classes: classes, backend: backend)
     }
 
     /// Neck and head for class embeddings already through ``classEmbeddings(_:classes:)``. `oneToOne`: YOLOE-26's
@@ -215,32 +217,33 @@ public final class YOLOENetwork: Sendable {
     /// default the head chosen at load (``keepsTopK``).
     public func run(
         _ features: [FeatureMap], classEmbeddings: [Float], classes: Int, oneToOne: Bool? = nil,
-        pool: ComputePool = .shared
+        backend: any ComputeBackend = CPUBackend.shared
     )
         -> HeadOutput
     {
-        let maps = neck(features, pool: pool)
+        let maps = neck(features, backend: backend)
         var unused: [[Float]]? = nil
         let oneToOne = oneToOne ?? keepsTopK
         precondition(!oneToOne || oneToOneHead != nil || promptFreeHead != nil, "\(path) has no one-to-one head")
         let head = oneToOne ? oneToOneHead : detectHead
         let (output, coefficients) =
-            promptFreeHead?.run(maps, strides: strides, pool: pool)
+            promptFreeHead?.run(maps, strides: strides, backend: backend)
             ?? head!.run(
-                maps, text: classEmbeddings, classes: classes, strides: strides, embeddings: &unused, pool: pool)
+                maps, text: classEmbeddings, classes: classes, strides: strides, embeddings: &unused, backend: backend)
         guard let proto, let coefficients else { return HeadOutput(output: output, masks: nil) }
         return HeadOutput(
-            output: output, masks: MaskPrototypes(coefficients: coefficients, prototypes: proto(maps, pool: pool)))
+            output: output, masks: MaskPrototypes(coefficients: coefficients, prototypes: proto(maps, backend: backend))
+        )
     }
 
     /// Visual prompt embeddings (ultralytics `get_vpe`): for a prompt photo's backbone outputs and one mask per
     /// prompt on its P3 grid (``VisualPromptMasks``), `masks.count × embeddingSize` class embeddings for
-    /// ``run(_:classEmbeddings:classes:pool:)`` (they do not go through `reprta`).
+    /// ``run(_:classEmbeddings:classes:backend:)`` (they do not go through `reprta`).
     public func visualPromptEmbeddings(
-        _ features: [FeatureMap], masks: [[UInt8]], pool: ComputePool = .shared
+        _ features: [FeatureMap], masks: [[UInt8]], backend: any ComputeBackend = CPUBackend.shared
     ) -> [Float] {
         guard let visualPromptEncoder else { preconditionFailure("\(path) has no visual prompt encoder (savpe)") }
-        return visualPromptEncoder(neck(features, pool: pool), masks: masks, pool: pool)
+        return visualPromptEncoder(neck(features, backend: backend), masks: masks, backend: backend)
     }
 
     /// Per level, the contrastive head's `(logitScale, bias)`.

@@ -11,7 +11,7 @@ import LookoutWeights
 /// repeat count read from the weights, BatchNorm folded into the convolutions at load as `fuse()` does.
 ///
 /// The pass is split where the text enters: ``backbone(_:)`` (layers 0–9) and most of layer 12 depend on the
-/// image alone, so ``imageFeatures(_:pool:)`` keeps them and a new query set runs only the rest of
+/// image alone, so ``imageFeatures(_:backend:)`` keeps them and a new query set runs only the rest of
 /// ``head(_:text:classes:)`` (layer 12's attention and `cv2`, layers 13–22).
 public final class YOLOWorldNetwork: Sendable {
     /// The weight file the network was loaded from.
@@ -100,48 +100,54 @@ public final class YOLOWorldNetwork: Sendable {
     }
 
     /// Layers 0–9. Returns the maps the rest of the network reads: P3 (layer 4), P4 (layer 6), P5 (layer 9).
-    public func backbone(_ image: FeatureMap, pool: ComputePool = .shared) -> [FeatureMap] {
-        layers(image, pool: pool)
+    public func backbone(_ image: FeatureMap, backend: any ComputeBackend = CPUBackend.shared) -> [FeatureMap] {
+        layers(image, backend: backend)
     }
 
-    /// What a prepared image keeps (``DetectorNetwork/imageFeatures(_:pool:)``): P3, P4, P5 and layer 12's
-    /// text-free part (``C2f/textFree(_:pool:)``: its input is P4 and P5 alone), so that a new query set starts
+    /// What a prepared image keeps (``DetectorNetwork/imageFeatures(_:backend:)``): P3, P4, P5 and layer 12's
+    /// text-free part (``C2f/textFree(_:backend:)``: its input is P4 and P5 alone), so that a new query set starts
     /// at the attention of layer 12. s at 640: 6.6 of the neck's ~40 ms in fp32.
-    public func imageFeatures(_ image: FeatureMap, pool: ComputePool = .shared) -> [FeatureMap] {
-        let features = backbone(image, pool: pool)
-        return features + [textFree(features, pool: pool)]
+    public func imageFeatures(_ image: FeatureMap, backend: any ComputeBackend = CPUBackend.shared) -> [FeatureMap] {
+        let features = backbone(image, backend: backend)
+        return features + [textFree(features, backend: backend)]
     }
 
-    func textFree(_ features: [FeatureMap], pool: ComputePool) -> FeatureMap {
-        neck12.textFree(StackedMaps([features[2].upsampled(), features[1]]), pool: pool)
+    func textFree(_ features: [FeatureMap], backend: any ComputeBackend) -> FeatureMap {
+        neck12.textFree(StackedMaps([backend.upsample(features[2]), features[1]]), backend: backend)
     }
 
-    /// Channels and stride of each map ``imageFeatures(_:pool:)`` gives.
+    /// Channels and stride of each map ``imageFeatures(_:backend:)`` gives.
     public var keptMaps: [(channels: Int, stride: Int)] {
         backboneMaps + [(neck12.textFreeChannels, 16)]
     }
 
-    /// Layers 10–21: the text-guided neck, from ``backbone(_:pool:)``'s maps or ``imageFeatures(_:pool:)``'s.
+    /// Layers 10–21: the text-guided neck, from ``backbone(_:backend:)``'s maps or ``imageFeatures(_:backend:)``'s.
     /// Returns the three head inputs (layers 15, 18, 21).
-    public func neck(_ features: [FeatureMap], text: [Float], classes: Int, pool: ComputePool = .shared) -> [FeatureMap]
-    {
+    public func neck(
+        _ features: [FeatureMap], text: [Float], classes: Int, backend: any ComputeBackend = CPUBackend.shared
+    ) -> [FeatureMap] {
         let (p3, p5) = (features[0], features[2])
-        let kept = features.count > 3 ? features[3] : textFree(features, pool: pool)
-        let x12 = neck12(kept: kept, guide: text, classes: classes, pool: pool)
-        let x15 = neck15(StackedMaps([x12.upsampled(), p3]), guide: text, classes: classes, pool: pool)
-        let x18 = neck18(StackedMaps([down16(x15, pool: pool), x12]), guide: text, classes: classes, pool: pool)
-        let x21 = neck21(StackedMaps([down19(x18, pool: pool), p5]), guide: text, classes: classes, pool: pool)
+        let kept = features.count > 3 ? features[3] : textFree(features, backend: backend)
+        let x12 = neck12(kept: kept, guide: text, classes: classes, backend: backend)
+        let x15 = neck15(StackedMaps([backend.upsample(x12), p3]), guide: text, classes: classes, backend: backend)
+        let x18 = neck18(
+            StackedMaps([down16(x15, backend: backend), x12]), guide: text, classes: classes, backend: backend)
+        let x21 = neck21(
+            StackedMaps([down19(x18, backend: backend), p5]), guide: text, classes: classes, backend: backend)
         return [x15, x18, x21]
     }
 
     /// Neck and head from backbone outputs: `(4 + classes) × anchors` values, row-major, as ultralytics'
     /// inference output `(1, 4 + nc, A)`: box centre x, centre y, width, height in input pixels, then
     /// one sigmoid score per class. `text` is `classes × embeddingSize`.
-    public func head(_ features: [FeatureMap], text: [Float], classes: Int, pool: ComputePool = .shared) -> [Float] {
+    public func head(
+        _ features: [FeatureMap], text: [Float], classes: Int, backend: any ComputeBackend = CPUBackend.shared
+    ) -> [Float] {
         var unused: [[Float]]? = nil
         return detectHead.run(
-            neck(features, text: text, classes: classes, pool: pool), text: text, classes: classes, strides: strides,
-            embeddings: &unused, pool: pool
+            neck(features, text: text, classes: classes, backend: backend), text: text, classes: classes,
+            strides: strides,
+            embeddings: &unused, backend: backend
         ).output
     }
 
@@ -150,14 +156,14 @@ public final class YOLOWorldNetwork: Sendable {
     /// `sigmoid(⟨e, t/‖t‖⟩·exp(logitScale) + bias)` with its level's `scoreParameters`: exact for the
     /// query set that conditioned the neck, an approximation for others.
     public func headWithRegions(
-        _ features: [FeatureMap], text: [Float], classes: Int, pool: ComputePool = .shared
+        _ features: [FeatureMap], text: [Float], classes: Int, backend: any ComputeBackend = CPUBackend.shared
     )
         -> (output: [Float], embeddings: [Float], levels: [UInt8])
     {
-        let neckOutputs = neck(features, text: text, classes: classes, pool: pool)
+        let neckOutputs = neck(features, text: text, classes: classes, backend: backend)
         var kept: [[Float]]? = []
         let output = detectHead.run(
-            neckOutputs, text: text, classes: classes, strides: strides, embeddings: &kept, pool: pool
+            neckOutputs, text: text, classes: classes, strides: strides, embeddings: &kept, backend: backend
         ).output
         return (
             output, ContrastiveHead.anchorMajor(kept!, maps: neckOutputs, size: embeddingSize),

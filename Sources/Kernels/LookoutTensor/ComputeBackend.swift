@@ -1,0 +1,109 @@
+/// The operations the models' layers compute with: the seam between the layers (which say what to compute) and
+/// a backend (which computes it, on the CPU today, on a GPU behind the same protocol). Layers hold shapes and
+/// weights and call these; they never touch a map's floats or a pointer. Every operation is checked against a
+/// plain reference by `ComputeBackendTests`, so a second backend is proved by running the same suite.
+///
+/// Maps are ``FeatureMap``s (channel-major, one image) and ``StackedMaps`` (channel ranges of maps read where
+/// they lie). Small results the layers decide on (attention weights, per-anchor logits, the head's output)
+/// come back as `[Float]`.
+public protocol ComputeBackend: Sendable {
+    /// What the backend is, in words (`cpu (2 threads)`).
+    var name: String { get }
+
+    /// Runs `count` independent tasks (a head's branches), side by side where the backend can; the operations a
+    /// task calls run within it. Their results, in task order.
+    func tasks(_ count: Int, _ body: @escaping @Sendable (Int) -> FeatureMap) -> [FeatureMap]
+
+    /// A map's values, channel-major (what the head hands back: region embeddings, mask coefficients).
+    func floats(_ x: FeatureMap) -> [Float]
+
+    // MARK: Convolutions
+
+    /// A convolution prepared at load (``ConvolutionKernel/prepare(_:)``): BatchNorm folded in, optional SiLU.
+    func convolve(_ x: StackedMaps, _ weights: ConvolutionWeights, kernel: any ConvolutionKernel) -> FeatureMap
+    /// The same of one whole map.
+    func convolve(_ x: FeatureMap, _ weights: ConvolutionWeights, kernel: any ConvolutionKernel) -> FeatureMap
+    /// One `kernel`×`kernel` filter per channel, stride 1, padding `kernel / 2`, bias, optional SiLU.
+    func depthwiseConvolution(
+        _ x: FeatureMap, weight: [Float], bias: [Float], kernel: Int, activation: Bool
+    ) -> FeatureMap
+    /// `ConvTranspose2d(k=2, s=2)` with bias: `taps[dy·2 + dx]` is `outputs × inputs`.
+    func transposedConvolution2x2(_ x: FeatureMap, taps: [[Float]], bias: [Float]) -> FeatureMap
+
+    // MARK: Maps
+
+    /// Max pooling, stride 1, padding `size / 2` that never wins.
+    func maxPool(_ x: FeatureMap, size: Int) -> FeatureMap
+    /// Nearest-neighbour upsampling by 2.
+    func upsample(_ x: FeatureMap) -> FeatureMap
+    /// `torch.cat(maps, dim=1)`.
+    func concatenate(_ maps: [FeatureMap]) -> FeatureMap
+    /// Channels `range` of a map, as a map of their own.
+    func slice(_ x: FeatureMap, channels range: Range<Int>) -> FeatureMap
+    /// `x += y`.
+    func add(_ x: inout FeatureMap, _ y: StackedMaps)
+    /// `x[c] = x[c]·scale[c] + shift[c]` (an eval BatchNorm), as `shift + x·scale` with one rounding (fma).
+    func channelAffine(_ x: inout FeatureMap, scale: [Float], shift: [Float])
+    /// The listed pixels' values, `channels × columns.count`.
+    func gather(_ x: FeatureMap, columns: [Int]) -> [Float]
+    /// `Σ_c weights[c]·x[c, p]` per pixel, summed in channel order.
+    func weightedChannelSum(_ x: FeatureMap, weights: [Float]) -> [Float]
+
+    // MARK: Dense
+
+    /// `y = x·Wᵀ + b` for `rows` rows (`weight` outputs × inputs, a Linear layer's layout).
+    func linear(_ x: [Float], rows: Int, inputs: Int, weight: [Float], bias: [Float]?, outputs: Int) -> [Float]
+    /// `C = A·B` (`a` m×k, `b` k×n, row-major).
+    func matmul(_ a: [Float], _ b: [Float], m: Int, n: Int, k: Int) -> [Float]
+
+    // MARK: Attention
+
+    /// YOLO-World's max-sigmoid attention weights: per head m and pixel,
+    /// `sigmoid(max_k Σ_j x[m·hc + j]·g[k, m·hc + j] / √hc + bias[m])` (`guide` classes × channels), `heads × plane`.
+    func maxSigmoidAttention(_ x: StackedMaps, guide: [Float], classes: Int, heads: Int, bias: [Float]) -> [Float]
+    /// Each channel scaled by its head's weight at each pixel (`weights` heads × plane).
+    func scaleHeads(_ x: StackedMaps, by weights: [Float], heads: Int) -> FeatureMap
+    /// YOLO11's position-sensitive attention on a `qkv` map (per head `keySize` query, `keySize` key and
+    /// `headSize` value channels): per head `softmax((q/√keySize)ᵀ k)` over the pixels weighting the values.
+    /// Returns the values and the attended values, `heads·headSize` channels each.
+    func spatialAttention(
+        _ qkv: FeatureMap, heads: Int, keySize: Int, headSize: Int
+    ) -> (values: FeatureMap, attended: FeatureMap)
+    /// YOLOE's visual-prompt pooling: per group of channels, a softmax over the pixels the mask holds of that
+    /// group's `scores` channel, weighting `x`'s channels of the group. `x.channels` values.
+    func maskedSoftmaxPool(_ x: FeatureMap, scores: FeatureMap, mask: [UInt8], groups: Int) -> [Float]
+
+    // MARK: The head
+
+    /// The contrastive head's level: class logits `weights · source + constants` (weights `classes × depth`,
+    /// `source` depth channels), scaled, biased and through a sigmoid, and the DFL boxes from `box`, written
+    /// into `output` (`(4 + classes) × anchors`) at the level's anchors.
+    func contrastiveDecode(
+        box: FeatureMap, weights: [Float], depth: Int, source: FeatureMap, constants: [Float], scale: Float,
+        bias: Float, geometry: AnchorGeometry, into output: inout [Float])
+    /// The boxes (centre x, centre y, width, height in input pixels) of the listed anchors of a level, `4 × n`.
+    func decodeBoxes(_ box: FeatureMap, anchors: [Int], geometry: AnchorGeometry) -> [Float]
+}
+
+/// Where a level's anchors go in the head's output, and how its boxes are read.
+public struct AnchorGeometry: Sendable {
+    public let plane: Int
+    public let width: Int
+    /// Anchors of the whole output, and where this level's start.
+    public let anchors: Int
+    public let offset: Int
+    public let stride: Float
+    /// Distribution bins per side (16; 1 for YOLO26's head, whose channels are the distances).
+    public let bins: Int
+    public let classes: Int
+
+    public init(plane: Int, width: Int, anchors: Int, offset: Int, stride: Float, bins: Int, classes: Int) {
+        self.plane = plane
+        self.width = width
+        self.anchors = anchors
+        self.offset = offset
+        self.stride = stride
+        self.bins = bins
+        self.classes = classes
+    }
+}
