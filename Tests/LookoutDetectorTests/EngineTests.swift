@@ -103,6 +103,36 @@ import Testing
         await #expect(throws: ImageError.self) { try await Self.engine.prepare(path: "/nonexistent.jpg") }
     }
 
+    /// The kernel settings an engine is configured with reach its convolutions: every layer lowered (instead of
+    /// Winograd's stride-1 3×3) changes the rounding of the raw output, and both equal ultralytics' predict.
+    @Test func kernelSettingsSteerTheConvolutions() throws {
+        let weights = try WeightFile.open(NetworkParityTests.root + "/Tests/Fixtures/weights/yolov8n-worldv2-random.pt")
+        var settings = KernelSettings.environment
+        settings.convolution = settings.convolution == .winograd ? .lowered : .winograd
+        let other = try Engine(
+            network: try YOLOWorldNetwork(weights: weights, kernels: settings), embedder: nil, kernels: settings)
+        #expect(other.kernels == settings && Self.engine.kernels == .environment)
+        let file = try SuppressionTests.reference("n-rocket-416-queries")
+        let text = try file.view("text")
+        let path = NetworkParityTests.root + "/examples/photos/rocket.jpg"
+        let prepare: (Engine) throws -> PreparedImage = { try $0.prepare(path: path, size: 416) }
+        let raw = { (engine: Engine) throws -> [Float] in
+            engine.network.score(
+                try prepare(engine).features, text: text.floats(), classes: text.shape[1], backend: engine.backend
+            ).output
+        }
+        let (mine, theirs) = (try raw(Self.engine), try raw(other))
+        #expect(mine.count == theirs.count && mine != theirs, "the other algorithm rounds otherwise")
+        let labels = (0..<text.shape[1]).map { "query \($0)" }
+        for (name, options, expected) in try SuppressionTests.cases(file) {
+            let result = other.detect(try prepare(other), labels: labels, text: text.floats(), options: options)
+            SuppressionTests.expectSame(
+                result.detections.map { Detection(box: $0.box, score: $0.score, classIndex: $0.queryIndex) }, expected,
+                threshold: options.confidence, scoreTolerance: NetworkParityTests.tolerance(file, "scores"),
+                boxTolerance: try SuppressionTests.boxTolerance(file), "\(settings.convolution) \(name)")
+        }
+    }
+
     @Test func queryParsing() {
         let (queries, empty) = parseQueries(" dog, red car,, dog ,  , cat ")
         #expect(queries == ["dog", "red car", "cat"])

@@ -378,4 +378,112 @@ import Testing
             Self.close(boxes, expectedBoxes, "\(backend.name) boxes, \(bins) bins")
         }
     }
+
+    @Test func sequenceOperations() {
+        let (rows, width, heads) = (7, 8, 2)
+        let x = LayerKernelTests.random(rows * width, seed: 40)
+        let gamma = LayerKernelTests.random(width, seed: 41), beta = LayerKernelTests.random(width, seed: 42)
+        var normed = [Double]()
+        for r in 0..<rows {
+            let row = (0..<width).map { Double(x[r * width + $0]) }
+            let mean = row.reduce(0, +) / Double(width)
+            let variance = row.reduce(0) { $0 + ($1 - mean) * ($1 - mean) } / Double(width)
+            normed += row.enumerated().map {
+                ($0.element - mean) / (variance + 1e-5).squareRoot() * Double(gamma[$0.offset])
+                    + Double(beta[$0.offset])
+            }
+        }
+        let (inputs, outputs) = (width, 19)  // more than one 16-column panel
+        let weight = LayerKernelTests.random(outputs * inputs, seed: 43),
+            bias = LayerKernelTests.random(outputs, seed: 44)
+        let packed = PackedLinear(weight: weight, bias: bias, inputs: inputs, outputs: outputs)
+        let linear: [Double] = (0..<(rows * outputs)).map { index in
+            let (r, o) = (index / outputs, index % outputs)
+            return (0..<inputs).reduce(Double(bias[o])) {
+                $0 + Double(x[r * inputs + $1]) * Double(weight[o * inputs + $1])
+            }
+        }
+        // Two sequences (4 and 3 rows) of queries, keys and values.
+        let (lengths, starts) = ([4, 3], [0, 4])
+        let qkv = LayerKernelTests.random(rows * 3 * width, seed: 45)
+        let headSize = width / heads
+        func attention(causal: Bool) -> [Double] {
+            var out = [Double](repeating: 0, count: rows * width)
+            for (length, start) in zip(lengths, starts) {
+                for h in 0..<heads {
+                    func at(_ row: Int, _ part: Int, _ d: Int) -> Double {
+                        Double(qkv[(start + row) * 3 * width + part * width + h * headSize + d])
+                    }
+                    for i in 0..<length {
+                        let seen = causal ? i + 1 : length
+                        let scores = (0..<seen).map { j in
+                            (0..<headSize).reduce(0.0) { $0 + at(i, 0, $1) * at(j, 1, $1) }
+                                / Double(headSize).squareRoot()
+                        }
+                        let top = scores.max()!
+                        let exps = scores.map { exp($0 - top) }
+                        let total = exps.reduce(0, +)
+                        for d in 0..<headSize {
+                            out[(start + i) * width + h * headSize + d] = (0..<seen).reduce(0.0) {
+                                $0 + exps[$1] / total * at($1, 2, d)
+                            }
+                        }
+                    }
+                }
+            }
+            return out
+        }
+        let quickGELU = x.map { Double($0) * Self.sigmoid(1.702 * Double($0)) }
+        let gelu = x.map { 0.5 * Double($0) * (1 + erf(Double($0) / 2.0.squareRoot())) }
+        for backend in Self.backends {
+            Self.close(
+                backend.layerNorm(x, rows: rows, gamma: gamma, beta: beta, epsilon: 1e-5), normed,
+                "\(backend.name) layer norm")
+            Self.close(backend.linear(x, rows: rows, layer: packed), linear, "\(backend.name) packed linear")
+            for causal in [true, false] {
+                Self.close(
+                    backend.sequenceAttention(
+                        qkv, lengths: lengths, starts: starts, width: width, heads: heads, causal: causal),
+                    attention(causal: causal), "\(backend.name) attention, causal \(causal)")
+            }
+            var activated = x
+            backend.activate(&activated, .quickGELU)
+            Self.close(activated, quickGELU, "\(backend.name) QuickGELU")
+            activated = x
+            backend.activate(&activated, .gelu)
+            Self.close(activated, gelu, "\(backend.name) GELU")
+            var sum = x
+            backend.add(&sum, normed.map(Float.init))
+            #expect(sum == zip(x, normed).map { $0 + Float($1) }, "\(backend.name) add")
+        }
+    }
+
+    /// The seam holds: the models' layers say what to compute and never compute it themselves (no pointers,
+    /// no BLAS, no kernels, no pool loops, no map floats read), so that every operation goes through a backend.
+    @Test func layersComputeOnlyThroughTheBackend() throws {
+        var root = #filePath
+        for _ in 0..<3 { root = String(root[..<root.lastIndex(of: "/")!]) }
+        let layers = [
+            "Models/LookoutDetector/Blocks.swift", "Models/LookoutDetector/YOLOEBlocks.swift",
+            "Models/LookoutDetector/ContrastiveHead.swift", "Models/LookoutDetector/PromptFree.swift",
+            "Models/LookoutDetector/VisualPrompts.swift", "Models/LookoutDetector/YOLOWorldNetwork.swift",
+            "Models/LookoutDetector/YOLOENetwork.swift", "Models/LookoutDetector/DetectorNetwork.swift",
+            "Models/LookoutDetector/Convolution.swift", "Models/LookoutTextEncoder/CLIPTransformer.swift",
+            "Models/LookoutTextEncoder/CLIPImageEncoder.swift",
+        ]
+        // Whole words: `ConvolutionKernels.default` names a kernel choice, `Kernels.silu` computes.
+        let forbidden = [
+            "withUnsafe", "UnsafeSendable", "(^|[^A-Za-z])BLAS\\.", "(^|[^A-Za-z])Kernels\\.", "parallelFor",
+            "\\.data($|[^A-Za-z])", "ComputePool",
+        ]
+        for layer in layers {
+            let text = try String(contentsOfFile: root + "/Sources/" + layer, encoding: .utf8)
+            for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+                let code = line.components(separatedBy: "//").first ?? ""
+                for word in forbidden where code.range(of: word, options: .regularExpression) != nil {
+                    Issue.record("\(layer):\(number + 1) computes outside the backend (\(word)): \(line)")
+                }
+            }
+        }
+    }
 }

@@ -325,7 +325,7 @@ struct IndexCommand: ParsableCommand {
                 { bytes, path in
                     let input = try CLIPPreprocessing.input(
                         bytes, name: path, size: tower.configuration.inputResolution)
-                    return tower.encode([input], pool: pool)[0]
+                    return tower.encode([input], backend: CPUBackend(pool: pool))[0]
                 }
             }
         }

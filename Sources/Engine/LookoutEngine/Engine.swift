@@ -73,8 +73,11 @@ public final class Engine: Sendable {
     public let pool: ComputePool
 
     /// Checks that the detector and the text encoder fit together (embedding sizes).
+    /// `kernels`: how the CPU backend computes (its pool's threads where ``KernelSettings/threads`` is set and
+    /// no pool is given).
     public convenience init(
-        network: any DetectorNetwork, embedder: TextEmbedder?, pool: ComputePool = .shared
+        network: any DetectorNetwork, embedder: TextEmbedder?, pool: ComputePool? = nil,
+        kernels: KernelSettings = .environment
     ) throws(WeightsError) {
         if let embedder, embedder.encoder.configuration.embeddingSize != network.embeddingSize {
             throw WeightsError(
@@ -83,15 +86,22 @@ public final class Engine: Sendable {
                     "this text encoder makes \(embedder.encoder.configuration.embeddingSize)-d embeddings but the detector \(network.path) expects \(network.embeddingSize)-d: they do not belong together"
             )
         }
-        self.init(checked: network, embedder: embedder, pool: pool)
+        let threads = kernels.threads ?? ComputePool.shared.threadCount
+        let pool = pool ?? (threads == ComputePool.shared.threadCount ? .shared : ComputePool(threads: threads))
+        self.init(checked: network, embedder: embedder, pool: pool, kernels: kernels)
     }
 
-    private init(checked network: any DetectorNetwork, embedder: TextEmbedder?, pool: ComputePool) {
+    private init(
+        checked network: any DetectorNetwork, embedder: TextEmbedder?, pool: ComputePool, kernels: KernelSettings
+    ) {
         self.network = network
         self.embedder = embedder
         self.pool = pool
-        backend = CPUBackend(pool: pool)
+        backend = CPUBackend(pool: pool, settings: kernels)
     }
+
+    /// How the backend computes.
+    public var kernels: KernelSettings { (backend as? CPUBackend)?.settings ?? .environment }
 
     /// What the network computes on (``ComputeBackend``): the CPU, on ``pool``.
     public let backend: any ComputeBackend
@@ -107,7 +117,7 @@ public final class Engine: Sendable {
     /// An engine on the same weights (network and text encoder, shared) computing on `pool`: a lane that
     /// works on one photo while another engine works on the next.
     public func sharingWeights(pool: ComputePool) -> Engine {
-        Engine(checked: network, embedder: embedder, pool: pool)
+        Engine(checked: network, embedder: embedder, pool: pool, kernels: kernels)
     }
 
     /// Decodes, letterboxes (`size`, auto padding to a multiple of 32) and runs the backbone.

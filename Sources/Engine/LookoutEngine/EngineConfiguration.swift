@@ -42,6 +42,9 @@ public struct EngineConfiguration: Sendable, Equatable {
     /// YOLOE-26's one-to-one head, its boxes kept by top-k instead of NMS (ultralytics' `nms=False`); other
     /// detectors are refused with it. Off: the one-to-many head and NMS, as ultralytics predicts by default.
     public var oneToOne = false
+    /// How the CPU computes: the convolution algorithm, freed-memory reuse, threads (``KernelSettings``). The
+    /// defaults, with `LOOKOUT_CONVOLUTION`, `LOOKOUT_KEEP_FREED_MEMORY` and `LOOKOUT_THREADS` as overrides.
+    public var kernels = KernelSettings.environment
 
     public init(model: Model = .demo, vocabulary: String? = nil, caches: Bool = true, cacheDirectory: String? = nil) {
         self.model = model
@@ -163,7 +166,7 @@ extension Engine {
         let weights = try WeightFile.open(detectorPath)
         let network = try openDetector(
             weights, precision: configuration.precision, recorder: configuration.recorder,
-            oneToOne: configuration.oneToOne)
+            oneToOne: configuration.oneToOne, kernels: configuration.kernels)
         var embedder: TextEmbedder? = nil
         if let textPath, let names = network.promptFreeNames {
             throw WeightsError(
@@ -185,7 +188,7 @@ extension Engine {
             embedder = try TextEmbedder(
                 tokenizer: configuration.loadTokenizer(), encoder: encoder, cache: configuration.textEmbeddingCache())
         }
-        let engine = try Engine(network: network, embedder: embedder)
+        let engine = try Engine(network: network, embedder: embedder, kernels: configuration.kernels)
         let model = LoadedModel(
             detectorPath: detectorPath, textEncoderPath: textPath, directory: directory,
             detectorFingerprint: weights.fingerprint(), isDemo: configuration.model == .demo)

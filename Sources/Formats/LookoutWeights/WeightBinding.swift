@@ -12,12 +12,18 @@ public final class WeightBinding {
     public let recorder: ActivationRecorder?
     /// The input ranges calibration stored in the file (``ActivationRanges``), or nil.
     public let inputRanges: ActivationRanges?
+    /// The kernels the layers bound from this file choose (``KernelSettings``).
+    public let kernels: KernelSettings
     private var taken: Set<String> = []
 
-    public init(_ file: WeightFile, precision: Precision = .fp32, recorder: ActivationRecorder? = nil) {
+    public init(
+        _ file: WeightFile, precision: Precision = .fp32, recorder: ActivationRecorder? = nil,
+        kernels: KernelSettings = .environment
+    ) {
         self.file = file
         self.precision = precision
         self.recorder = recorder
+        self.kernels = kernels
         inputRanges = file.metadata[ActivationRanges.metadataKey].flatMap { ActivationRanges(serialized: $0) }
     }
 

@@ -11,11 +11,19 @@ import CLookoutKernels
 /// the task's thread, as the pool runs nested loops.
 public struct CPUBackend: ComputeBackend {
     public let pool: ComputePool
+    public let settings: KernelSettings
 
-    public init(pool: ComputePool = .shared) { self.pool = pool }
+    public init(pool: ComputePool = .shared, settings: KernelSettings = .environment) {
+        self.pool = pool
+        self.settings = settings
+    }
 
     /// The shared pool's backend.
     public static let shared = CPUBackend()
+
+    public func beginImage() {
+        if settings.keepFreedMemory { ComputePool.keepFreedMemory() }
+    }
 
     public var name: String { "cpu (\(pool.threadCount) thread\(pool.threadCount == 1 ? "" : "s"))" }
 
@@ -385,6 +393,82 @@ public struct CPUBackend: ComputeBackend {
             }
         }
         return result
+    }
+
+    // MARK: Sequences
+
+    public func layerNorm(_ x: [Float], rows: Int, gamma: [Float], beta: [Float], epsilon: Float) -> [Float] {
+        let width = gamma.count
+        precondition(x.count == rows * width && beta.count == width)
+        return [Float](unsafeUninitializedCapacity: rows * width) { y, count in
+            x.withUnsafeBufferPointer { x in
+                gamma.withUnsafeBufferPointer { g in
+                    beta.withUnsafeBufferPointer { b in
+                        Kernels.layerNorm(
+                            x.baseAddress!, rows: rows, width: width, gamma: g.baseAddress!, beta: b.baseAddress!,
+                            epsilon: epsilon, into: y.baseAddress!)
+                    }
+                }
+            }
+            count = rows * width
+        }
+    }
+
+    public func linear(_ x: [Float], rows: Int, layer: PackedLinear) -> [Float] {
+        precondition(x.count == rows * layer.inputs)
+        var y = [Float](repeating: 0, count: rows * layer.outputs)
+        x.withUnsafeBufferPointer { x in
+            y.withUnsafeMutableBufferPointer { y in
+                layer.apply(x.baseAddress!, rows: rows, into: y.baseAddress!, pool: pool)
+            }
+        }
+        return y
+    }
+
+    public func sequenceAttention(
+        _ qkv: [Float], lengths: [Int], starts: [Int], width: Int, heads: Int, causal: Bool
+    ) -> [Float] {
+        let total = qkv.count / (3 * width)
+        let headSize = width / heads
+        let scale = 1 / Float(headSize).squareRoot()
+        let longest = lengths.max() ?? 0
+        var attention = [Float](repeating: 0, count: total * width)
+        qkv.withUnsafeBufferPointer { qkv in
+            attention.withUnsafeMutableBufferPointer { attention in
+                let qkv = UnsafeSendable(qkv.baseAddress!)
+                let attention = UnsafeSendable(attention.baseAddress!)
+                pool.parallelFor(lengths.count * heads, chunk: 1) { range in
+                    let scratch = UnsafeMutablePointer<Float>.allocate(
+                        capacity: 128 + (causal ? longest : longest * longest))
+                    defer { scratch.deallocate() }
+                    for item in range {
+                        let (sequence, head) = (item / heads, item % heads)
+                        let start = starts[sequence]
+                        Kernels.attentionHead(
+                            qkv: qkv.pointer + start * 3 * width, length: lengths[sequence], width: width, head: head,
+                            headSize: headSize, scale: scale, causal: causal,
+                            into: attention.pointer + start * width, scratch: scratch)
+                    }
+                }
+            }
+        }
+        return attention
+    }
+
+    public func activate(_ x: inout [Float], _ activation: SequenceActivation) {
+        x.withUnsafeMutableBufferPointer { x in
+            switch activation {
+            case .quickGELU: Kernels.quickGELU(x.baseAddress!, count: x.count)
+            case .gelu: Kernels.gelu(x.baseAddress!, count: x.count)
+            }
+        }
+    }
+
+    public func add(_ x: inout [Float], _ y: [Float]) {
+        precondition(x.count == y.count)
+        y.withUnsafeBufferPointer { y in
+            x.withUnsafeMutableBufferPointer { x in Kernels.add(y.baseAddress!, into: x.baseAddress!, count: x.count) }
+        }
     }
 
     // MARK: The head

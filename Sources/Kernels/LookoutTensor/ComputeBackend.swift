@@ -10,6 +10,10 @@ public protocol ComputeBackend: Sendable {
     /// What the backend is, in words (`cpu (2 threads)`).
     var name: String { get }
 
+    /// Called by a network before its first layer on an image (the CPU backend keeps freed memory for reuse
+    /// from the first image on, after loading, when its settings say so).
+    func beginImage()
+
     /// Runs `count` independent tasks (a head's branches), side by side where the backend can; the operations a
     /// task calls run within it. Their results, in task order.
     func tasks(_ count: Int, _ body: @escaping @Sendable (Int) -> FeatureMap) -> [FeatureMap]
@@ -73,6 +77,22 @@ public protocol ComputeBackend: Sendable {
     /// group's `scores` channel, weighting `x`'s channels of the group. `x.channels` values.
     func maskedSoftmaxPool(_ x: FeatureMap, scores: FeatureMap, mask: [UInt8], groups: Int) -> [Float]
 
+    // MARK: Sequences (the CLIP towers): row-major matrices, one row per token
+
+    /// LayerNorm of each of `rows` rows (γ, β over the row), as PyTorch computes it.
+    func layerNorm(_ x: [Float], rows: Int, gamma: [Float], beta: [Float], epsilon: Float) -> [Float]
+    /// A Linear layer whose weight was packed at load (``PackedLinear``): `x·Wᵀ + b`, `rows × outputs`.
+    func linear(_ x: [Float], rows: Int, layer: PackedLinear) -> [Float]
+    /// Multi-head attention within each sequence (`lengths[s]` rows from row `starts[s]`) of a `qkv` matrix
+    /// (rows × 3·width: queries, keys, values), causal (the text tower) or full (the image tower); rows × width.
+    func sequenceAttention(
+        _ qkv: [Float], lengths: [Int], starts: [Int], width: Int, heads: Int, causal: Bool
+    ) -> [Float]
+    /// An activation in place.
+    func activate(_ x: inout [Float], _ activation: SequenceActivation)
+    /// `x += y`.
+    func add(_ x: inout [Float], _ y: [Float])
+
     // MARK: The head
 
     /// The contrastive head's level: class logits `weights · source + constants` (weights `classes × depth`,
@@ -106,4 +126,10 @@ public struct AnchorGeometry: Sendable {
         self.bins = bins
         self.classes = classes
     }
+}
+
+/// The MLP activations of the CLIP towers: OpenAI's QuickGELU `x·σ(1.702x)`, or exact GELU (MobileCLIP).
+public enum SequenceActivation: Sendable {
+    case quickGELU
+    case gelu
 }

@@ -36,10 +36,9 @@ public final class ComputePool: @unchecked Sendable {
     /// each photo. `LOOKOUT_KEEP_FREED_MEMORY=0` leaves glibc's defaults (BENCHMARKS.md has both).
     /// Networks call it when they first run, after loading: loading (arrays grown while files are read) is
     /// faster with glibc's defaults, where large blocks are mapped and grow by remapping.
+    /// Once per process; ``KernelSettings/keepFreedMemory`` off (`LOOKOUT_KEEP_FREED_MEMORY=0`): never called.
     public static func keepFreedMemory() { _ = keepingFreedMemory }
-    private static let keepingFreedMemory: Void = {
-        if getenv("LOOKOUT_KEEP_FREED_MEMORY").map({ String(cString: $0) }) != "0" { _ = lookout_keep_freed_memory() }
-    }()
+    private static let keepingFreedMemory: Void = { _ = lookout_keep_freed_memory() }()
 
     /// What the workers share with the pool; it outlives the pool object until the workers have stopped.
     private final class State: @unchecked Sendable {
@@ -245,11 +244,8 @@ public final class ComputePool: @unchecked Sendable {
         pthread_setspecific(key, state.map { Unmanaged.passUnretained($0).toOpaque() })
     }
 
-    /// Online CPUs, or `$LOOKOUT_THREADS` when set.
+    /// Online CPUs, or ``KernelSettings/threads`` of the environment (`$LOOKOUT_THREADS`) when set.
     public static func availableCPUs() -> Int {
-        if let text = getenv("LOOKOUT_THREADS").map({ String(cString: $0) }), let value = Int(text), value > 0 {
-            return value
-        }
-        return max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+        KernelSettings.environment.threads ?? max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
     }
 }

@@ -87,17 +87,17 @@ extension ConvolutionKernel {
 }
 
 public enum ConvolutionKernels {
-    /// What models use: Winograd F(4×4, 3×3) for stride-1 3×3 convolutions where the CPU has AVX2/FMA, the
-    /// lowered GEMM for the rest. `LOOKOUT_CONVOLUTION=lowered` runs every layer lowered (for comparisons).
+    /// What models use by default: Winograd F(4×4, 3×3) for stride-1 3×3 convolutions where the CPU has
+    /// AVX2/FMA, the lowered GEMM for the rest (``KernelSettings/environment``: `LOOKOUT_CONVOLUTION=lowered`
+    /// runs every layer lowered, for comparisons).
     public static let `default`: any ConvolutionKernel = kernel(precision: .fp32)
 
-    /// The kernels of a precision (bf16 and int8 where the packed GEMM runs; fp32 otherwise). int8: every
-    /// convolution with a calibrated input range in int8 (``Int8Convolution``), the others in fp32.
-    public static func kernel(precision: Precision) -> any ConvolutionKernel {
-        let lowered = getenv("LOOKOUT_CONVOLUTION").map { String(cString: $0) } == "lowered"
+    /// The kernels of a precision (bf16 and int8 where the packed GEMM runs; fp32 otherwise) under `settings`.
+    /// int8: every convolution with a calibrated input range in int8 (``Int8Convolution``), the others in fp32.
+    public static func kernel(precision: Precision, settings: KernelSettings = .environment) -> any ConvolutionKernel {
         let precision = ConvolutionGEMM.available ? precision : .fp32
-        if precision == .int8 { return Int8Convolution(fallback: kernel(precision: .fp32)) }
-        return lowered
+        if precision == .int8 { return Int8Convolution(fallback: kernel(precision: .fp32, settings: settings)) }
+        return settings.convolution == .lowered
             ? LoweredConvolution(precision: precision) : WinogradConvolution(precision: precision)
     }
 }

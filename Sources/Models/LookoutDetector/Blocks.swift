@@ -259,7 +259,7 @@ struct Backbone: Sendable {
     var outputChannels: [Int] { [stages[1].cv2.outputs, stages[2].cv2.outputs, (attention?.cv2 ?? sppf.cv2).outputs] }
 
     func callAsFunction(_ image: FeatureMap, backend: any ComputeBackend) -> [FeatureMap] {
-        ComputePool.keepFreedMemory()
+        backend.beginImage()
         var x = stem[0](image, backend: backend)
         x = stem[1](x, backend: backend)
         x = stages[0](x, backend: backend)

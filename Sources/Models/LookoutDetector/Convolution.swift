@@ -92,8 +92,10 @@ struct Convolution: Sendable {
             weight: weight, bias: bias, inputs: inputs, outputs: outputs, kernel: kernel, stride: stride,
             activation: activation)
         if precision == .int8, let name { weights.inputRange = file?.inputRanges?.ranges[name] }
+        let settings = file?.kernels ?? .environment
         var implementation =
-            precision == .fp32 ? ConvolutionKernels.default : ConvolutionKernels.kernel(precision: precision)
+            precision == .fp32 && settings == .environment
+            ? ConvolutionKernels.default : ConvolutionKernels.kernel(precision: precision, settings: settings)
         if let name, let recorder = file?.recorder {
             implementation = ObservedConvolution(implementation, name: name, recorder: recorder)
         }

@@ -47,9 +47,14 @@ public struct DetectorOptions: Sendable {
     public var precision: Precision
     public var recorder: ActivationRecorder?
     public var oneToOne: Bool
+    /// The kernels the convolutions choose.
+    public var kernels: KernelSettings
 
-    public init(precision: Precision = .fp32, recorder: ActivationRecorder? = nil, oneToOne: Bool = false) {
-        (self.precision, self.recorder, self.oneToOne) = (precision, recorder, oneToOne)
+    public init(
+        precision: Precision = .fp32, recorder: ActivationRecorder? = nil, oneToOne: Bool = false,
+        kernels: KernelSettings = .environment
+    ) {
+        (self.precision, self.recorder, self.oneToOne, self.kernels) = (precision, recorder, oneToOne, kernels)
     }
 }
 
@@ -102,10 +107,12 @@ public enum DetectorFamilies {
 
 /// Opens a detector file as the family it holds (``DetectorFamilies/open(_:options:)``).
 public func openDetector(
-    _ weights: WeightFile, precision: Precision = .fp32, recorder: ActivationRecorder? = nil, oneToOne: Bool = false
+    _ weights: WeightFile, precision: Precision = .fp32, recorder: ActivationRecorder? = nil, oneToOne: Bool = false,
+    kernels: KernelSettings = .environment
 ) throws(WeightsError) -> any DetectorNetwork {
     try DetectorFamilies.open(
-        weights, options: DetectorOptions(precision: precision, recorder: recorder, oneToOne: oneToOne))
+        weights,
+        options: DetectorOptions(precision: precision, recorder: recorder, oneToOne: oneToOne, kernels: kernels))
 }
 
 extension YOLOWorldNetwork: DetectorFamily {
@@ -133,7 +140,8 @@ extension YOLOWorldNetwork: DetectorFamily {
                     "this YOLO-World file has no one-to-one head (one2one_cv2, …): only YOLOE-26 text-prompt files have one; leave out --end-to-end"
             )
         }
-        return try YOLOWorldNetwork(weights: weights, precision: options.precision, recorder: options.recorder)
+        return try YOLOWorldNetwork(
+            weights: weights, precision: options.precision, recorder: options.recorder, kernels: options.kernels)
     }
 }
 
@@ -165,6 +173,7 @@ extension YOLOENetwork: DetectorFamily {
         _ weights: WeightFile, options: DetectorOptions
     ) throws(WeightsError) -> any DetectorNetwork {
         try YOLOENetwork(
-            weights: weights, precision: options.precision, recorder: options.recorder, oneToOne: options.oneToOne)
+            weights: weights, precision: options.precision, recorder: options.recorder, oneToOne: options.oneToOne,
+            kernels: options.kernels)
     }
 }

@@ -74,11 +74,12 @@ public final class YOLOENetwork: Sendable {
     /// Binds the network to `weights` strictly, as ``YOLOWorldNetwork/init(weights:precision:recorder:)`` does.
     /// `oneToOne`: run YOLOE-26's one-to-one head by default (``keepsTopK``); a file without one is refused.
     public init(
-        weights: WeightFile, precision: Precision = .fp32, recorder: ActivationRecorder? = nil, oneToOne: Bool = false
+        weights: WeightFile, precision: Precision = .fp32, recorder: ActivationRecorder? = nil, oneToOne: Bool = false,
+        kernels: KernelSettings = .environment
     )
         throws(WeightsError)
     {
-        let file = WeightBinding(weights, precision: precision, recorder: recorder)
+        let file = WeightBinding(weights, precision: precision, recorder: recorder, kernels: kernels)
         path = weights.path
         self.precision = precision
         arithmetic = try file.arithmetic()

@@ -44,11 +44,12 @@ public final class YOLOWorldNetwork: Sendable {
     /// the input ranges `lookout models calibrate` stores in the file. `recorder`: records every convolution's
     /// input range as the network runs (calibration).
     public init(
-        weights: WeightFile, precision: Precision = .fp32, recorder: ActivationRecorder? = nil
+        weights: WeightFile, precision: Precision = .fp32, recorder: ActivationRecorder? = nil,
+        kernels: KernelSettings = .environment
     )
         throws(WeightsError)
     {
-        let file = WeightBinding(weights, precision: precision, recorder: recorder)
+        let file = WeightBinding(weights, precision: precision, recorder: recorder, kernels: kernels)
         self.precision = precision
         path = weights.path
         arithmetic = try file.arithmetic()

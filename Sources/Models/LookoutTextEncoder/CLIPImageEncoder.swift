@@ -155,7 +155,7 @@ public final class CLIPImageEncoder: Sendable {
 
     /// L2-normalised embeddings of preprocessed photos (each `3 × inputResolution²` values, channels first, as
     /// `CLIPPreprocessing.tensor` makes them).
-    public func encode(_ photos: [[Float]], pool: ComputePool = .shared) -> [[Float]] {
+    public func encode(_ photos: [[Float]], backend: any ComputeBackend = CPUBackend.shared) -> [[Float]] {
         guard !photos.isEmpty else { return [] }
         let c = configuration
         let side = c.inputResolution
@@ -179,13 +179,7 @@ public final class CLIPImageEncoder: Sendable {
                 }
             }
         }
-        var embedded = [Float](repeating: 0, count: photos.count * (tokens - 1) * c.width)
-        patches.withUnsafeBufferPointer { patches in
-            embedded.withUnsafeMutableBufferPointer { embedded in
-                weights.patchEmbedding.linear(
-                    patches.baseAddress!, rows: photos.count * (tokens - 1), into: embedded.baseAddress!, pool: pool)
-            }
-        }
+        let embedded = backend.linear(patches, rows: photos.count * (tokens - 1), layer: weights.patchEmbedding.packed)
         var raw = [Float](repeating: 0, count: total * c.width)
         for n in 0..<photos.count {
             for t in 0..<tokens {
@@ -198,48 +192,28 @@ public final class CLIPImageEncoder: Sendable {
                 }
             }
         }
-        var x = [Float](repeating: 0, count: total * c.width)
-        raw.withUnsafeBufferPointer { raw in
-            x.withUnsafeMutableBufferPointer { x in
-                weights.preNorm.apply(raw.baseAddress!, rows: total, epsilon: c.layerNormEpsilon, into: x.baseAddress!)
-            }
-        }
+        var x = backend.layerNorm(
+            raw, rows: total, gamma: weights.preNorm.gamma, beta: weights.preNorm.beta, epsilon: c.layerNormEpsilon)
         let lengths = [Int](repeating: tokens, count: photos.count)
         let starts = (0..<photos.count).map { $0 * tokens }
-        var buffers = CLIPTransformer.Buffers(rows: total, width: c.width)
         let transformer = CLIPTransformer(width: c.width, heads: c.heads, epsilon: c.layerNormEpsilon, causal: false)
         for layer in weights.layers {
-            transformer.apply(layer, to: &x, buffers: &buffers, lengths: lengths, starts: starts, pool: pool)
+            transformer.apply(layer, to: &x, lengths: lengths, starts: starts, backend: backend)
         }
-        return project(x, starts: starts)
+        return project(x, starts: starts, backend: backend)
     }
 
     /// `ln_post` on each photo's class token, the projection, L2 normalisation.
-    func project(_ x: [Float], starts: [Int]) -> [[Float]] {
+    func project(_ x: [Float], starts: [Int], backend: any ComputeBackend) -> [[Float]] {
         let c = configuration
-        var pooled = [Float](repeating: 0, count: starts.count * c.width)
-        x.withUnsafeBufferPointer { x in
-            pooled.withUnsafeMutableBufferPointer { pooled in
-                for (n, start) in starts.enumerated() {
-                    weights.postNorm.apply(
-                        x.baseAddress! + start * c.width, rows: 1, epsilon: c.layerNormEpsilon,
-                        into: pooled.baseAddress! + n * c.width)
-                }
-            }
-        }
-        var features = [Float](repeating: 0, count: starts.count * c.embeddingSize)
-        pooled.withUnsafeBufferPointer { pooled in
-            weights.projection.withUnsafeBufferPointer { projection in
-                features.withUnsafeMutableBufferPointer { features in
-                    // One photo at a time: a photo's embedding must not depend on the photos beside it in a batch
-                    // (OpenBLAS may round a product of several rows otherwise than one row alone).
-                    for n in 0..<starts.count {
-                        BLAS.gemm(
-                            m: 1, n: c.embeddingSize, k: c.width, a: pooled.baseAddress! + n * c.width,
-                            b: projection.baseAddress!, c: features.baseAddress! + n * c.embeddingSize)
-                    }
-                }
-            }
+        var features: [Float] = []
+        for start in starts {
+            let pooled = backend.layerNorm(
+                Array(x[(start * c.width)..<((start + 1) * c.width)]), rows: 1, gamma: weights.postNorm.gamma,
+                beta: weights.postNorm.beta, epsilon: c.layerNormEpsilon)
+            // One photo at a time: a photo's embedding must not depend on the photos beside it in a batch
+            // (OpenBLAS may round a product of several rows otherwise than one row alone).
+            features += backend.matmul(pooled, weights.projection, m: 1, n: c.embeddingSize, k: c.width)
         }
         return (0..<starts.count).map { n in
             let vector = Array(features[(n * c.embeddingSize)..<((n + 1) * c.embeddingSize)])

@@ -39,7 +39,7 @@ public final class CLIPTextEncoder: Sendable {
 
     /// L2-normalised embeddings of tokenised queries (each row `contextLength` ids, as
     /// `CLIPTokenizer.tokenize` gives), one `embeddingSize` vector per row.
-    public func encode(_ rows: [[Int32]], pool: ComputePool = .shared) -> [[Float]] {
+    public func encode(_ rows: [[Int32]], backend: any ComputeBackend = CPUBackend.shared) -> [[Float]] {
         guard !rows.isEmpty else { return [] }
         // Rows 0…EOT of each query, where EOT is the first position of the largest id (torch.argmax).
         let lengths = rows.map { ids -> Int in
@@ -54,14 +54,13 @@ public final class CLIPTextEncoder: Sendable {
             total += length
         }
         var x = embed(rows, lengths: lengths, starts: starts, total: total)
-        var buffers = CLIPTransformer.Buffers(rows: total, width: configuration.width)
         let transformer = CLIPTransformer(
             width: configuration.width, heads: configuration.heads, epsilon: configuration.layerNormEpsilon,
             causal: true, activation: configuration.activation)
         for layer in weights.layers {
-            transformer.apply(layer, to: &x, buffers: &buffers, lengths: lengths, starts: starts, pool: pool)
+            transformer.apply(layer, to: &x, lengths: lengths, starts: starts, backend: backend)
         }
-        return project(x, lengths: lengths, starts: starts)
+        return project(x, lengths: lengths, starts: starts, backend: backend)
     }
 
     /// Token plus positional embeddings of every query's rows, packed one query after another.
@@ -86,34 +85,20 @@ public final class CLIPTextEncoder: Sendable {
     }
 
     /// Final LayerNorm on each query's EOT row, the text projection, L2 normalisation.
-    func project(_ x: [Float], lengths: [Int], starts: [Int]) -> [[Float]] {
+    func project(_ x: [Float], lengths: [Int], starts: [Int], backend: any ComputeBackend) -> [[Float]] {
         let width = configuration.width
         let embedding = configuration.embeddingSize
         let queries = lengths.count
-        var pooled = [Float](repeating: 0, count: queries * width)
-        x.withUnsafeBufferPointer { x in
-            pooled.withUnsafeMutableBufferPointer { pooled in
-                for query in 0..<queries {
-                    weights.finalNorm.apply(
-                        x.baseAddress! + (starts[query] + lengths[query] - 1) * width, rows: 1,
-                        epsilon: configuration.layerNormEpsilon, into: pooled.baseAddress! + query * width)
-                }
-            }
-        }
-        var features = [Float](repeating: 0, count: queries * embedding)
-        pooled.withUnsafeBufferPointer { pooled in
-            weights.projection.withUnsafeBufferPointer { projection in
-                features.withUnsafeMutableBufferPointer { features in
-                    // One query at a time: OpenBLAS picks its kernel by the matrices' shape (a small-matrix kernel
-                    // on some CPUs), so a product of several rows may round a row otherwise than that row alone;
-                    // a text's embedding must not depend on the texts beside it.
-                    for query in 0..<queries {
-                        BLAS.gemm(
-                            m: 1, n: embedding, k: width, a: pooled.baseAddress! + query * width,
-                            b: projection.baseAddress!, c: features.baseAddress! + query * embedding)
-                    }
-                }
-            }
+        var features: [Float] = []
+        for query in 0..<queries {
+            let row = starts[query] + lengths[query] - 1
+            let pooled = backend.layerNorm(
+                Array(x[(row * width)..<((row + 1) * width)]), rows: 1, gamma: weights.finalNorm.gamma,
+                beta: weights.finalNorm.beta, epsilon: configuration.layerNormEpsilon)
+            // One query at a time: OpenBLAS picks its kernel by the matrices' shape (a small-matrix kernel on some
+            // CPUs), so a product of several rows may round a row otherwise than that row alone; a text's
+            // embedding must not depend on the texts beside it.
+            features += backend.matmul(pooled, weights.projection, m: 1, n: embedding, k: width)
         }
         return (0..<queries).map { query in
             let vector = Array(features[(query * embedding)..<((query + 1) * embedding)])

@@ -35,7 +35,7 @@ public struct CLIPTextConfiguration: Sendable, Equatable {
     /// names, exact GELU). They share the tokenizer and the transformer's shape and differ in weights, names
     /// and the MLP's activation.
     public var family: TextTower { layout == .mobileCLIP ? .mobileCLIP : exactGELU ? .mobileCLIP2 : .clip }
-    var activation: CLIPTransformer.Activation { exactGELU ? .gelu : .quickGELU }
+    var activation: SequenceActivation { exactGELU ? .gelu : .quickGELU }
 }
 
 /// A Linear layer: weight `outputs × inputs` (PyTorch layout), bias `outputs`, packed at load for Lookout's
