@@ -14,15 +14,18 @@ public struct PreparedQuery: Sendable {
     public var options: SuppressionOptions
     /// The seconds the texts took to embed (nothing for those in the cache).
     public let textEncodeSeconds: Double
+    /// Texts whose embeddings came from the cache.
+    public let cachedTexts: Int
 }
 
 extension Engine {
     /// Embeds a plan's texts (through the cache) and applies its thresholds to `options`.
     public func prepare(_ plan: QueryPlan, options: SuppressionOptions = .init()) -> PreparedQuery {
         var clock = Stopwatch()
-        let features = embed(plan).features
+        let (features, cached) = embed(plan)
         return PreparedQuery(
-            plan: plan, features: features, options: plan.applied(to: options), textEncodeSeconds: clock.lap())
+            plan: plan, features: features, options: plan.applied(to: options), textEncodeSeconds: clock.lap(),
+            cachedTexts: cached)
     }
 
     /// Detects a prepared query in a prepared image. `textEncode`: whether the answer's timings count the

@@ -69,9 +69,9 @@ public final class QuerySession {
         lastQuestion = question
         var plan = question
         for prompt in visualPrompts { plan.append(label: prompt.label, embedding: prompt.embedding, asIs: true) }
-        var clock = Stopwatch()
-        let (features, cached) = engine.embed(plan)
-        let textSeconds = clock.lap()
+        // Embedded once for every photo, as every other path prepares a query.
+        let query = engine.prepare(plan, options: options)
+        let textSeconds = query.textEncodeSeconds
         lastPlan = plan
         var unreadable: [String] = []
         last = []
@@ -82,7 +82,7 @@ public final class QuerySession {
                 continue
             }
             let fetch = stage.lap()
-            var scored = engine.score(image, plan: plan, text: features).withoutFeatures()
+            var scored = engine.score(image, plan: query.plan, text: query.features).withoutFeatures()
             scored.timings.textEncode = textSeconds
             scored.timings.backbone = fetch  // 0 when the features were kept in memory
             scored.timings.decode = 0
@@ -92,7 +92,7 @@ public final class QuerySession {
         let options = answerOptions
         return Answer(
             results: last.map { engine.detections($0, options: options) }, unreadable: unreadable,
-            textSeconds: textSeconds, cachedEmbeddings: cached)
+            textSeconds: textSeconds, cachedEmbeddings: query.cachedTexts)
     }
 
     /// ``options`` with the last question's own thresholds, and ``imageConfidence`` for its photo queries.
