@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import LookoutDetector
 import LookoutEngine
 import LookoutImage
@@ -51,13 +52,17 @@ struct ModelOptions: ParsableArguments {
         help: ArgumentHelp(
             "The detector's arithmetic: fp32 (exact to ultralytics), bf16 (bfloat16 products summed in fp32 "
                 + "through AVX-512 BF16: faster, scores within about 1%) or int8 (8-bit weights and inputs through "
-                + "AVX-512 VNNI, for a detector `lookout models calibrate` made). fp32 where the CPU lacks them.",
-            valueName: "fp32|bf16|int8"),
-        completion: .list(Precision.allCases.map(\.rawValue)))
+                + "AVX-512 VNNI, for a detector `lookout models calibrate` made). fp32 where the CPU lacks them. "
+                + "auto: the fastest of those this CPU and file allow, measured once per CPU model and detector and "
+                + "kept in the cache (a lower precision only when at least 5% faster); it says what it picked.",
+            valueName: "fp32|bf16|int8|auto"),
+        completion: .list(Precision.allCases.map(\.rawValue) + ["auto"]))
     var precision: String?
 
-    /// The precision asked for, or fp32 with a notice where the CPU cannot run it.
+    /// The precision asked for, or fp32 with a notice where the CPU cannot run it; for `auto`, the one
+    /// ``AutomaticPrecision`` picks (said once).
     var chosenPrecision: Precision {
+        if precision == "auto" { return automaticPrecision() }
         let asked = Precision(rawValue: precision ?? "fp32") ?? .fp32
         guard asked.isNative else {
             let lacks = asked == .bf16 ? "AVX-512 BF16" : "AVX-512BW"
@@ -68,8 +73,8 @@ struct ModelOptions: ParsableArguments {
     }
 
     func validate() throws {
-        if let precision, Precision(rawValue: precision) == nil {
-            throw ValidationError("--precision \(precision): choose fp32, bf16 or int8.")
+        if let precision, Precision(rawValue: precision) == nil && precision != "auto" {
+            throw ValidationError("--precision \(precision): choose fp32, bf16, int8 or auto.")
         }
         if model != nil && (detector != nil || textModel != nil) {
             throw ValidationError("Give --model DIR, or --detector and --text-model, not both.")
@@ -108,8 +113,23 @@ struct ModelOptions: ParsableArguments {
         return "--detector \(quoted(detector))" + (textModel.map { " --text-model \(quoted($0))" } ?? "")
     }
 
+    /// `--precision auto`'s pick for this detector, measured (or read from the cache) once a process, and said
+    /// once. fp32 when the detector cannot be read: loading it then says why.
+    func automaticPrecision() -> Precision {
+        let configuration = configuration(precision: .fp32)
+        let key = (try? configuration.resolveModel().detector) ?? ""
+        return AutomaticPrecisionPicks.shared.pick(key) {
+            guard let choice = try? AutomaticPrecision.choose(configuration, notice: { printError("lookout: \($0)") })
+            else { return .fp32 }
+            printError("lookout: \(choice.summary)")
+            return choice.precision
+        }
+    }
+
     /// The library's configuration for these options.
-    var configuration: EngineConfiguration {
+    var configuration: EngineConfiguration { configuration(precision: chosenPrecision) }
+
+    private func configuration(precision: Precision) -> EngineConfiguration {
         let choice: EngineConfiguration.Model
         if let model {
             choice = .directory(model)
@@ -119,7 +139,7 @@ struct ModelOptions: ParsableArguments {
             choice = .demo
         }
         var configuration = EngineConfiguration(model: choice, vocabulary: vocab, caches: !noCache)
-        configuration.precision = chosenPrecision
+        configuration.precision = precision
         configuration.oneToOne = endToEnd
         return configuration
     }
@@ -187,5 +207,21 @@ struct TextEmbeddingOptions: ParsableArguments {
         } else {
             for entry in entries { plan.append(label: entry.label, embedding: entry.embedding) }
         }
+    }
+}
+
+/// `--precision auto`'s picks in this process, by detector path: measured once however often the options are read.
+final class AutomaticPrecisionPicks: @unchecked Sendable {
+    static let shared = AutomaticPrecisionPicks()
+    private let lock = NSLock()
+    private var picks: [String: Precision] = [:]
+
+    func pick(_ key: String, _ measure: () -> Precision) -> Precision {
+        lock.lock()
+        defer { lock.unlock() }
+        if let pick = picks[key] { return pick }
+        let pick = measure()
+        picks[key] = pick
+        return pick
     }
 }
