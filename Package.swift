@@ -7,9 +7,11 @@ let package = Package(
     name: "Lookout",
     products: [
         .executable(name: "lookout", targets: ["lookout"]),
+        .executable(name: "lookout-gpu-check", targets: ["lookout-gpu-check"]),
         .library(name: "LookoutSupport", targets: ["LookoutSupport"]),
         .library(name: "LookoutJSON", targets: ["LookoutJSON"]),
         .library(name: "LookoutTensor", targets: ["LookoutTensor"]),
+        .library(name: "LookoutCUDA", targets: ["LookoutCUDA"]),
         .library(name: "LookoutTokenizer", targets: ["LookoutTokenizer"]),
         .library(name: "LookoutWeights", targets: ["LookoutWeights"]),
         .library(name: "LookoutImage", targets: ["LookoutImage"]),
@@ -83,6 +85,12 @@ let package = Package(
         .target(
             name: "LookoutTensor", dependencies: ["COpenBLAS", "CLookoutKernels"], path: "Sources/Kernels/LookoutTensor"
         ),
+
+        // The NVIDIA driver and NVRTC, opened at run time with dlopen (nothing of CUDA at build time): finding,
+        // naming and checking GPUs, the first part of the CUDA backend (issue 51).
+        .target(name: "CLookoutCUDA", path: "Sources/Kernels/CLookoutCUDA"),
+        .target(
+            name: "LookoutCUDA", dependencies: ["CLookoutCUDA", "LookoutTensor"], path: "Sources/Kernels/LookoutCUDA"),
 
         // Layer 2: formats and inputs.
         // CLIP BPE tokenizer: text cleaning, pre-tokenisation, byte map, merges. No tensor code.
@@ -204,7 +212,7 @@ let package = Package(
             dependencies: [
                 "LookoutSupport", "LookoutTokenizer", "LookoutJSON", "LookoutWeights", "LookoutTextEncoder",
                 "LookoutEngine", "LookoutEvaluation", "LookoutFrames", "LookoutIndex", "LookoutTensor",
-                "LookoutDetector",
+                "LookoutDetector", "LookoutCUDA",
                 "LookoutImage",
                 "LookoutVideo", "LookoutTracking",
                 .target(name: "LookoutIndexPostgres", condition: .when(traits: ["Network"])),
@@ -213,6 +221,11 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ], path: "Sources/CommandLine/lookout"
         ),
+        // The GPU check alone (LookoutCUDA and the CPU's kernels, no Foundation, no FFmpeg): what
+        // scripts/device/bundle carries to the GPU machine, statically linked.
+        .executableTarget(
+            name: "lookout-gpu-check", dependencies: ["LookoutCUDA", "LookoutTensor"],
+            path: "Sources/CommandLine/lookout-gpu-check"),
         .executableTarget(
             name: "lookout-benchmarks",
             dependencies: [
@@ -277,7 +290,8 @@ let package = Package(
         .testTarget(
             name: "LookoutCLITests",
             dependencies: [
-                "LookoutTestSupport", "LookoutSupport", "lookout", "LookoutJSON", "LookoutIndex", "LookoutWeights",
+                "LookoutTestSupport", "LookoutSupport", "lookout", "lookout-gpu-check", "LookoutJSON", "LookoutIndex",
+                "LookoutWeights",
                 "LookoutEvaluation",
                 "LookoutImage", "LookoutServer", "LookoutVideo",
             ]),

@@ -158,6 +158,7 @@ struct Lookout: ParsableCommand {
             EvalCommand.self,
             TokenizeCommand.self,
             EmbedCommand.self, SimilarCommand.self, DuplicatesCommand.self, ServeCommand.self, ModelsCommand.self,
+            DevicesCommand.self,
         ]
     )
 }

@@ -1,0 +1,99 @@
+import ArgumentParser
+import Foundation
+import LookoutCUDA
+import LookoutEngine
+import LookoutTensor
+
+/// `lookout devices`: what Lookout can compute on here — the CPU and its fast paths, and NVIDIA GPUs through the
+/// driver and NVRTC opened at run time.
+struct DevicesCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "devices",
+        abstract: "Show the CPU and the NVIDIA GPUs Lookout can use, and check a GPU.",
+        discussion: """
+            The CPU: its model, the threads Lookout computes on, and whether it runs bf16 (AVX-512 BF16) and int8 \
+            (AVX-512 VNNI) natively. NVIDIA GPUs: Lookout opens the driver (libcuda.so.1) and NVRTC (which compiles \
+            its GPU kernels) at run time, from where the system's loader looks, the CUDA toolkit's folders, pip's \
+            nvidia-* packages or the folder in LOOKOUT_CUDA_PATH; nothing of CUDA is needed to build or run it \
+            on the CPU. Without a GPU this says what is missing and how to get it.
+
+            --check compiles a kernel with NVRTC, runs it on each GPU and compares it with the CPU. \
+            --compile ARCH only compiles (no GPU needed), for an architecture such as compute_90.
+
+            Lookout's detection does not run on the GPU yet: this is the first part of the CUDA backend.
+            """)
+
+    @Flag(help: "Run a kernel on each GPU and compare it with the CPU (exit status 1 when none passes).")
+    var check = false
+
+    @Option(
+        help: ArgumentHelp(
+            "Compile the check kernel with NVRTC for this architecture (compute_90: PTX; sm_90: a cubin) and say its size; no GPU needed.",
+            valueName: "arch"))
+    var compile: String?
+
+    func validate() throws {
+        if let compile, compile.range(of: "^(compute|sm)_[0-9]{2,3}[af]?$", options: .regularExpression) == nil {
+            throw ValidationError("--compile \(compile): an architecture such as compute_90 or sm_90.")
+        }
+    }
+
+    func run() throws {
+        let bf16 = Precision.bf16.isNative ? "yes (AVX-512 BF16)" : "no"
+        let int8 =
+            Precision.int8.isNative
+            ? (Int8Convolution.weightBits == 8 ? "yes (AVX-512 VNNI)" : "yes (AVX-512BW, 7-bit weights)") : "no"
+        print(
+            "CPU: \(AutomaticPrecision.cpuModel()), \(ComputePool.shared.threadCount) threads; bf16 \(bf16), int8 \(int8)"
+        )
+        var gpus: [GPU] = []
+        do {
+            let driver = try CUDA.driver()
+            print(
+                "NVIDIA driver \(driver.version) (\(driver.path)): \(driver.gpus.count) GPU\(driver.gpus.count == 1 ? "" : "s")"
+            )
+            for gpu in driver.gpus { print("  \(gpu.summary)") }
+            gpus = driver.gpus
+        } catch {
+            print("GPU: \(error.description)")
+        }
+        var compiler: String?
+        do {
+            let nvrtc = try CUDA.nvrtc()
+            compiler = nvrtc.version
+            print("NVRTC \(nvrtc.version) (\(nvrtc.path))")
+        } catch {
+            print("NVRTC: \(error.description)")
+        }
+        var failed = false
+        if let compile {
+            do {
+                let image = try CUDA.compile(CUDA.checkSource, name: "lookout_check.cu", architecture: compile)
+                print("compiled the check kernel for \(compile) with NVRTC \(compiler ?? ""): \(image.count) bytes")
+            } catch {
+                printError("lookout: \(error.description)")
+                failed = true
+            }
+        }
+        if check {
+            if gpus.isEmpty {
+                printError("lookout: --check: no GPU to check")
+                failed = true
+            }
+            for gpu in gpus {
+                do {
+                    let result = try CUDA.check(gpu)
+                    let passed = result.largestRelativeDifference <= 1e-6
+                    print(
+                        "check GPU \(gpu.index): SiLU on \(result.count) values, largest relative difference from the CPU \(result.largestRelativeDifference) (\(passed ? "passed" : "FAILED: above 1e-6")), \(String(format: "%.2f", result.milliseconds)) ms with the copies"
+                    )
+                    failed = failed || !passed
+                } catch {
+                    printError("lookout: GPU \(gpu.index): \(error.description)")
+                    failed = true
+                }
+            }
+        }
+        if failed { throw ExitCode(1) }
+    }
+}

@@ -1,0 +1,364 @@
+#define _GNU_SOURCE
+#include "lookout_cuda.h"
+
+#include <dlfcn.h>
+#include <glob.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+// The few driver and NVRTC types and signatures Lookout uses, as NVIDIA's headers declare them (stable ABI).
+typedef int CUresult;
+typedef int CUdevice;
+typedef void *CUcontext;
+typedef void *CUmodule;
+typedef void *CUfunction;
+typedef void *CUstream;
+typedef unsigned long long CUdeviceptr;
+typedef int nvrtcResult;
+typedef void *nvrtcProgram;
+
+enum { attribute_multiprocessors = 16, attribute_major = 75, attribute_minor = 76 };
+
+static struct {
+    void *library;
+    CUresult (*init)(unsigned);
+    CUresult (*driver_version)(int *);
+    CUresult (*device_count)(int *);
+    CUresult (*device_get)(CUdevice *, int);
+    CUresult (*device_name)(char *, int, CUdevice);
+    CUresult (*device_memory)(size_t *, CUdevice);
+    CUresult (*device_attribute)(int *, int, CUdevice);
+    CUresult (*primary_retain)(CUcontext *, CUdevice);
+    CUresult (*set_current)(CUcontext);
+    CUresult (*module_load)(CUmodule *, const void *);
+    CUresult (*module_function)(CUfunction *, CUmodule, const char *);
+    CUresult (*module_unload)(CUmodule);
+    CUresult (*alloc)(CUdeviceptr *, size_t);
+    CUresult (*release)(CUdeviceptr);
+    CUresult (*to_device)(CUdeviceptr, const void *, size_t);
+    CUresult (*to_host)(void *, CUdeviceptr, size_t);
+    CUresult (*launch)(
+        CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void **, void **);
+    CUresult (*synchronize)(void);
+    CUresult (*error_string)(CUresult, const char **);
+} driver;
+
+static struct {
+    void *library;
+    nvrtcResult (*version)(int *, int *);
+    nvrtcResult (*create)(nvrtcProgram *, const char *, const char *, int, const char *const *, const char *const *);
+    nvrtcResult (*compile)(nvrtcProgram, int, const char *const *);
+    nvrtcResult (*ptx_size)(nvrtcProgram, size_t *);
+    nvrtcResult (*ptx)(nvrtcProgram, char *);
+    nvrtcResult (*cubin_size)(nvrtcProgram, size_t *);
+    nvrtcResult (*cubin)(nvrtcProgram, char *);
+    nvrtcResult (*log_size)(nvrtcProgram, size_t *);
+    nvrtcResult (*log)(nvrtcProgram, char *);
+    nvrtcResult (*destroy)(nvrtcProgram *);
+    const char *(*error_string)(nvrtcResult);
+} nvrtc;
+
+static void say(char *message, size_t size, const char *format, ...) {
+    if (!message || size == 0) return;
+    va_list arguments;
+    va_start(arguments, format);
+    vsnprintf(message, size, format, arguments);
+    va_end(arguments);
+}
+
+// Folders to look in, after the dynamic loader's own search: $LOOKOUT_CUDA_PATH (a folder, or its lib64 and
+// lib), the CUDA toolkit's, and pip-installed nvidia-* packages (nvidia/cuda_nvrtc/lib, nvidia/cu13/lib, …).
+static void *open_first(const char *const *names, char *found, size_t found_size) {
+    for (const char *const *name = names; *name; name++) {
+        void *library = dlopen(*name, RTLD_NOW | RTLD_LOCAL);
+        if (library) {
+            if (found) snprintf(found, found_size, "%s", *name);
+            return library;
+        }
+    }
+    const char *folders[16];
+    int count = 0;
+    char custom[3][4096];
+    const char *variable = getenv("LOOKOUT_CUDA_PATH");
+    if (variable && *variable) {
+        snprintf(custom[0], sizeof custom[0], "%s", variable);
+        snprintf(custom[1], sizeof custom[1], "%s/lib64", variable);
+        snprintf(custom[2], sizeof custom[2], "%s/lib", variable);
+        for (int i = 0; i < 3; i++) folders[count++] = custom[i];
+    }
+    folders[count++] = "/usr/local/cuda/lib64";
+    folders[count++] = "/usr/local/cuda/targets/x86_64-linux/lib";
+    folders[count++] = "/usr/lib/x86_64-linux-gnu";
+    folders[count++] = "/usr/local/nvidia/lib64";
+    for (int i = 0; i < count; i++) {
+        for (const char *const *name = names; *name; name++) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s", folders[i], *name);
+            void *library = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+            if (library) {
+                if (found) snprintf(found, found_size, "%s", path);
+                return library;
+            }
+        }
+    }
+    const char *patterns[] = {
+        "/usr/local/lib/python3*/dist-packages/nvidia/*/lib/",
+        "/usr/local/lib/python3*/site-packages/nvidia/*/lib/",
+        "/usr/lib/python3/dist-packages/nvidia/*/lib/",
+        "/opt/*/lib/python3*/site-packages/nvidia/*/lib/",
+        NULL,
+    };
+    for (const char **pattern = patterns; *pattern; pattern++) {
+        glob_t matches;
+        if (glob(*pattern, GLOB_ONLYDIR, NULL, &matches) != 0) continue;
+        for (size_t i = 0; i < matches.gl_pathc; i++) {
+            for (const char *const *name = names; *name; name++) {
+                char path[4096];
+                snprintf(path, sizeof path, "%s%s", matches.gl_pathv[i], *name);
+                void *library = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+                if (library) {
+                    if (found) snprintf(found, found_size, "%s", path);
+                    globfree(&matches);
+                    return library;
+                }
+            }
+        }
+        globfree(&matches);
+    }
+    return NULL;
+}
+
+#define LOAD(table, field, symbol)                                                                                     \
+    do {                                                                                                               \
+        *(void **)&table.field = dlsym(table.library, symbol);                                                       \
+        if (!table.field) {                                                                                            \
+            say(message, size, "%s lacks %s: it is too old for Lookout", library_name, symbol);                       \
+            return 1;                                                                                                  \
+        }                                                                                                              \
+    } while (0)
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static char driver_path[4096];
+static int driver_state = 0;  // 0 not tried, 1 open, -1 failed
+static char driver_problem[1024];
+
+static int open_driver(char *message, size_t size) {
+    static const char *const names[] = {"libcuda.so.1", "libcuda.so", NULL};
+    const char *library_name = "libcuda.so.1";
+    driver.library = open_first(names, driver_path, sizeof driver_path);
+    if (!driver.library) {
+        say(message, size,
+            "no NVIDIA driver: libcuda.so.1 is not on this machine (install the NVIDIA driver for the GPU, or name "
+            "the folder that holds libcuda.so.1 in LOOKOUT_CUDA_PATH)");
+        return 1;
+    }
+    LOAD(driver, init, "cuInit");
+    LOAD(driver, driver_version, "cuDriverGetVersion");
+    LOAD(driver, device_count, "cuDeviceGetCount");
+    LOAD(driver, device_get, "cuDeviceGet");
+    LOAD(driver, device_name, "cuDeviceGetName");
+    LOAD(driver, device_memory, "cuDeviceTotalMem_v2");
+    LOAD(driver, device_attribute, "cuDeviceGetAttribute");
+    LOAD(driver, primary_retain, "cuDevicePrimaryCtxRetain");
+    LOAD(driver, set_current, "cuCtxSetCurrent");
+    LOAD(driver, module_load, "cuModuleLoadData");
+    LOAD(driver, module_function, "cuModuleGetFunction");
+    LOAD(driver, module_unload, "cuModuleUnload");
+    LOAD(driver, alloc, "cuMemAlloc_v2");
+    LOAD(driver, release, "cuMemFree_v2");
+    LOAD(driver, to_device, "cuMemcpyHtoD_v2");
+    LOAD(driver, to_host, "cuMemcpyDtoH_v2");
+    LOAD(driver, launch, "cuLaunchKernel");
+    LOAD(driver, synchronize, "cuCtxSynchronize");
+    LOAD(driver, error_string, "cuGetErrorString");
+    CUresult status = driver.init(0);
+    if (status != 0) {
+        const char *text = NULL;
+        driver.error_string(status, &text);
+        say(message, size, "the NVIDIA driver (%s) did not start: %s (error %d)", driver_path,
+            text ? text : "unknown error", status);
+        return 1;
+    }
+    return 0;
+}
+
+int lookout_cuda_open(char *path, size_t path_size, char *message, size_t size) {
+    pthread_mutex_lock(&lock);
+    if (driver_state == 0) driver_state = open_driver(driver_problem, sizeof driver_problem) == 0 ? 1 : -1;
+    int state = driver_state;
+    pthread_mutex_unlock(&lock);
+    if (state < 0) {
+        say(message, size, "%s", driver_problem);
+        return 1;
+    }
+    if (path) snprintf(path, path_size, "%s", driver_path);
+    return 0;
+}
+
+static int check(CUresult status, const char *what, char *message, size_t size) {
+    if (status == 0) return 0;
+    const char *text = NULL;
+    driver.error_string(status, &text);
+    say(message, size, "%s failed: %s (CUDA error %d)", what, text ? text : "unknown error", status);
+    return 1;
+}
+
+int lookout_cuda_driver_version(int *version) {
+    if (driver_state != 1) return 1;
+    return driver.driver_version(version);
+}
+
+int lookout_cuda_device_count(int *count, char *message, size_t size) {
+    if (lookout_cuda_open(NULL, 0, message, size)) return 1;
+    return check(driver.device_count(count), "counting the GPUs", message, size);
+}
+
+int lookout_cuda_device(int index, lookout_gpu *gpu, char *message, size_t size) {
+    if (lookout_cuda_open(NULL, 0, message, size)) return 1;
+    CUdevice device;
+    if (check(driver.device_get(&device, index), "opening the GPU", message, size)) return 1;
+    memset(gpu, 0, sizeof *gpu);
+    if (check(driver.device_name(gpu->name, sizeof gpu->name - 1, device), "naming the GPU", message, size)) return 1;
+    if (check(driver.device_memory(&gpu->memory, device), "reading the GPU's memory", message, size)) return 1;
+    if (check(driver.device_attribute(&gpu->major, attribute_major, device), "reading the GPU", message, size) ||
+        check(driver.device_attribute(&gpu->minor, attribute_minor, device), "reading the GPU", message, size) ||
+        check(driver.device_attribute(&gpu->multiprocessors, attribute_multiprocessors, device), "reading the GPU",
+              message, size))
+        return 1;
+    return 0;
+}
+
+static char nvrtc_path[4096];
+static int nvrtc_state = 0;
+static char nvrtc_problem[1024];
+
+static int open_nvrtc(char *message, size_t size) {
+    static const char *const names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so", NULL};
+    const char *library_name = "libnvrtc";
+    nvrtc.library = open_first(names, nvrtc_path, sizeof nvrtc_path);
+    if (!nvrtc.library) {
+        say(message, size,
+            "no NVRTC (libnvrtc.so.13 or .12), which compiles Lookout's GPU kernels: install the CUDA toolkit's "
+            "NVRTC, or `pip install nvidia-cuda-nvrtc-cu12`, or name its folder in LOOKOUT_CUDA_PATH");
+        return 1;
+    }
+    LOAD(nvrtc, version, "nvrtcVersion");
+    LOAD(nvrtc, create, "nvrtcCreateProgram");
+    LOAD(nvrtc, compile, "nvrtcCompileProgram");
+    LOAD(nvrtc, ptx_size, "nvrtcGetPTXSize");
+    LOAD(nvrtc, ptx, "nvrtcGetPTX");
+    LOAD(nvrtc, cubin_size, "nvrtcGetCUBINSize");
+    LOAD(nvrtc, cubin, "nvrtcGetCUBIN");
+    LOAD(nvrtc, log_size, "nvrtcGetProgramLogSize");
+    LOAD(nvrtc, log, "nvrtcGetProgramLog");
+    LOAD(nvrtc, destroy, "nvrtcDestroyProgram");
+    LOAD(nvrtc, error_string, "nvrtcGetErrorString");
+    return 0;
+}
+
+int lookout_nvrtc_open(char *path, size_t path_size, char *message, size_t size) {
+    pthread_mutex_lock(&lock);
+    if (nvrtc_state == 0) nvrtc_state = open_nvrtc(nvrtc_problem, sizeof nvrtc_problem) == 0 ? 1 : -1;
+    int state = nvrtc_state;
+    pthread_mutex_unlock(&lock);
+    if (state < 0) {
+        say(message, size, "%s", nvrtc_problem);
+        return 1;
+    }
+    if (path) snprintf(path, path_size, "%s", nvrtc_path);
+    return 0;
+}
+
+int lookout_nvrtc_version(int *major, int *minor) {
+    if (nvrtc_state != 1) return 1;
+    return nvrtc.version(major, minor);
+}
+
+int lookout_nvrtc_compile(
+    const char *source, const char *name, const char *architecture, char **output, size_t *output_size,
+    char *message, size_t size) {
+    if (lookout_nvrtc_open(NULL, 0, message, size)) return 1;
+    nvrtcProgram program = NULL;
+    nvrtcResult status = nvrtc.create(&program, source, name, 0, NULL, NULL);
+    if (status != 0) {
+        say(message, size, "NVRTC could not take %s: %s", name, nvrtc.error_string(status));
+        return 1;
+    }
+    char option[64];
+    snprintf(option, sizeof option, "--gpu-architecture=%s", architecture);
+    const char *options[] = {option, "--std=c++17", "--fmad=false"};
+    status = nvrtc.compile(program, 3, options);
+    if (status != 0) {
+        size_t log_size = 0;
+        nvrtc.log_size(program, &log_size);
+        char *log = malloc(log_size + 1);
+        if (log) {
+            nvrtc.log(program, log);
+            log[log_size] = 0;
+        }
+        say(message, size, "NVRTC could not compile %s for %s: %s", name, architecture, log ? log : "");
+        free(log);
+        nvrtc.destroy(&program);
+        return 1;
+    }
+    int cubin = strncmp(architecture, "sm_", 3) == 0;
+    size_t length = 0;
+    status = cubin ? nvrtc.cubin_size(program, &length) : nvrtc.ptx_size(program, &length);
+    char *image = status == 0 ? malloc(length) : NULL;
+    if (image) status = cubin ? nvrtc.cubin(program, image) : nvrtc.ptx(program, image);
+    nvrtc.destroy(&program);
+    if (!image || status != 0) {
+        free(image);
+        say(message, size, "NVRTC gave no %s for %s", cubin ? "cubin" : "PTX", name);
+        return 1;
+    }
+    *output = image;
+    *output_size = length;
+    return 0;
+}
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+int lookout_cuda_map_floats(
+    int index, const void *image, const char *kernel, const float *in, float *out, int count, double *milliseconds,
+    char *message, size_t size) {
+    if (lookout_cuda_open(NULL, 0, message, size)) return 1;
+    CUdevice device;
+    CUcontext context;
+    if (check(driver.device_get(&device, index), "opening the GPU", message, size) ||
+        check(driver.primary_retain(&context, device), "making the GPU's context", message, size) ||
+        check(driver.set_current(context), "using the GPU's context", message, size))
+        return 1;
+    CUmodule module = NULL;
+    CUfunction function = NULL;
+    if (check(driver.module_load(&module, image), "loading the compiled kernels", message, size)) return 1;
+    int failed = check(driver.module_function(&function, module, kernel), "finding the kernel", message, size);
+    CUdeviceptr input = 0, output = 0;
+    size_t bytes = (size_t)count * sizeof(float);
+    if (!failed) failed = check(driver.alloc(&input, bytes), "allocating GPU memory", message, size);
+    if (!failed) failed = check(driver.alloc(&output, bytes), "allocating GPU memory", message, size);
+    double start = now_ms();
+    if (!failed) failed = check(driver.to_device(input, in, bytes), "copying to the GPU", message, size);
+    if (!failed) {
+        void *arguments[] = {&input, &output, &count};
+        unsigned blocks = (unsigned)((count + 255) / 256);
+        failed = check(
+            driver.launch(function, blocks, 1, 1, 256, 1, 1, 0, NULL, arguments, NULL), "launching the kernel",
+            message, size);
+    }
+    if (!failed) failed = check(driver.synchronize(), "running the kernel", message, size);
+    if (!failed) failed = check(driver.to_host(out, output, bytes), "copying from the GPU", message, size);
+    if (milliseconds) *milliseconds = now_ms() - start;
+    if (input) driver.release(input);
+    if (output) driver.release(output);
+    driver.module_unload(module);
+    return failed;
+}

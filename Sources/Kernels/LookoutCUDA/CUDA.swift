@@ -1,0 +1,134 @@
+import CLookoutCUDA
+import LookoutTensor
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// What went wrong opening or using CUDA, in one sentence naming what is missing and how to get it.
+public struct CUDAError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// A GPU the NVIDIA driver reports.
+public struct GPU: Sendable, Equatable {
+    public let index: Int
+    public let name: String
+    public let memoryBytes: Int
+    /// Compute capability, `major.minor` (9.0 for Hopper: H100, H200).
+    public let major: Int
+    public let minor: Int
+    public let multiprocessors: Int
+
+    /// NVRTC's architecture names for this GPU: `compute_90` (PTX, any later GPU) and `sm_90` (a cubin).
+    public var virtualArchitecture: String { "compute_\(major)\(minor)" }
+    public var realArchitecture: String { "sm_\(major)\(minor)" }
+
+    public var summary: String {
+        "GPU \(index): \(name), \(memoryBytes >> 30) GiB, compute capability \(major).\(minor), \(multiprocessors) multiprocessors"
+    }
+}
+
+/// The NVIDIA driver and NVRTC, opened at run time (`dlopen`): Lookout builds and runs without CUDA, and a
+/// machine with a GPU needs only the driver and NVRTC (the CUDA toolkit's, or pip's `nvidia-cuda-nvrtc`), found
+/// where the loader looks, in the toolkit's folders, in pip's `nvidia/*/lib` folders or in `LOOKOUT_CUDA_PATH`.
+/// The first part of issue 51: finding, naming and checking the GPU; the backend's kernels come next.
+public enum CUDA {
+    /// The driver's library, its version (`13.0`) and its GPUs; an error naming what is missing otherwise.
+    public static func driver() throws(CUDAError) -> (path: String, version: String, gpus: [GPU]) {
+        var message = [CChar](repeating: 0, count: 1024)
+        var path = [CChar](repeating: 0, count: 4096)
+        guard lookout_cuda_open(&path, path.count, &message, message.count) == 0 else {
+            throw CUDAError(string(message))
+        }
+        var version: Int32 = 0
+        _ = lookout_cuda_driver_version(&version)
+        var count: Int32 = 0
+        guard lookout_cuda_device_count(&count, &message, message.count) == 0 else { throw CUDAError(string(message)) }
+        var gpus: [GPU] = []
+        for index in 0..<Int(count) {
+            var gpu = lookout_gpu()
+            guard lookout_cuda_device(Int32(index), &gpu, &message, message.count) == 0 else {
+                throw CUDAError(string(message))
+            }
+            let name = withUnsafeBytes(of: gpu.name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            gpus.append(
+                GPU(
+                    index: index, name: name, memoryBytes: Int(gpu.memory), major: Int(gpu.major),
+                    minor: Int(gpu.minor), multiprocessors: Int(gpu.multiprocessors)))
+        }
+        return (string(path), "\(version / 1000).\(version % 1000 / 10)", gpus)
+    }
+
+    /// NVRTC's library and version; an error naming what is missing otherwise.
+    public static func nvrtc() throws(CUDAError) -> (path: String, version: String) {
+        var message = [CChar](repeating: 0, count: 1024)
+        var path = [CChar](repeating: 0, count: 4096)
+        guard lookout_nvrtc_open(&path, path.count, &message, message.count) == 0 else {
+            throw CUDAError(string(message))
+        }
+        var (major, minor): (Int32, Int32) = (0, 0)
+        _ = lookout_nvrtc_version(&major, &minor)
+        return (string(path), "\(major).\(minor)")
+    }
+
+    /// CUDA C++ compiled by NVRTC for `architecture` (`compute_90`: PTX text; `sm_90`: a cubin). No GPU is needed.
+    public static func compile(_ source: String, name: String, architecture: String) throws(CUDAError) -> [UInt8] {
+        var message = [CChar](repeating: 0, count: 8192)
+        var output: UnsafeMutablePointer<CChar>?
+        var size = 0
+        guard lookout_nvrtc_compile(source, name, architecture, &output, &size, &message, message.count) == 0,
+            let output
+        else { throw CUDAError(string(message)) }
+        defer { free(output) }
+        return Array(UnsafeRawBufferPointer(start: output, count: size))
+    }
+
+    /// The kernels of the GPU check: SiLU as PyTorch computes it, `x / (1 + exp(−x))`, one thread per value.
+    public static let checkSource = """
+        extern "C" __global__ void lookout_silu(const float *in, float *out, int count) {
+            int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < count) out[i] = in[i] / (1.0f + expf(-in[i]));
+        }
+        """
+
+    /// What the GPU check found: the largest difference from the CPU's SiLU (``Kernels/silu(_:count:)``),
+    /// relative to the value, over `count` values, and the milliseconds from the copy in to the copy back.
+    public struct Check: Sendable {
+        public let gpu: GPU
+        public let count: Int
+        public let largestRelativeDifference: Float
+        public let milliseconds: Double
+    }
+
+    /// Compiles ``checkSource`` with NVRTC for `gpu`, runs it on 2^20 values from −20 to 20, and compares with
+    /// the CPU's kernel.
+    public static func check(_ gpu: GPU) throws(CUDAError) -> Check {
+        let count = 1 << 20
+        let input = (0..<count).map { Float($0) / Float(count) * 40 - 20 }
+        var image = try compile(checkSource, name: "lookout_check.cu", architecture: gpu.virtualArchitecture)
+        image.append(0)  // PTX is text: the driver reads it to its end
+        var output = [Float](repeating: .nan, count: count)
+        var message = [CChar](repeating: 0, count: 1024)
+        var milliseconds = 0.0
+        let status = image.withUnsafeBytes { image in
+            lookout_cuda_map_floats(
+                Int32(gpu.index), image.baseAddress, "lookout_silu", input, &output, Int32(count), &milliseconds,
+                &message, message.count)
+        }
+        guard status == 0 else { throw CUDAError(string(message)) }
+        var expected = input
+        expected.withUnsafeMutableBufferPointer { Kernels.silu($0.baseAddress!, count: count) }
+        var largest: Float = 0
+        for (got, want) in zip(output, expected) {
+            let difference = abs(got - want) / max(abs(want), 1e-30)
+            if !(difference <= largest) { largest = difference.isNaN ? .infinity : difference }
+        }
+        return Check(gpu: gpu, count: count, largestRelativeDifference: largest, milliseconds: milliseconds)
+    }
+
+    private static func string(_ characters: [CChar]) -> String {
+        characters.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+    }
+}
