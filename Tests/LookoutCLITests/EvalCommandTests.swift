@@ -88,7 +88,7 @@ import Testing
         let unknown = try CLI.run([
             "detect", CLI.root + "/examples/scenes/scene-0000.jpg", "-q", "star", "--precision", "fp16",
         ])
-        #expect(unknown.status == 64 && unknown.stderr.contains("choose fp32, bf16 or int8"), "\(unknown.stderr)")
+        #expect(unknown.status == 64 && unknown.stderr.contains("choose fp32, bf16, int8 or auto"), "\(unknown.stderr)")
         try Self.sameObjects("bf16", scoresWithin: 0.08)
     }
 
