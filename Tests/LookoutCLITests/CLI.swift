@@ -1,4 +1,5 @@
 import Foundation
+import LookoutTestSupport
 
 #if canImport(Glibc)
     import Glibc
@@ -8,11 +9,7 @@ import Foundation
 /// clean environment (no `LOOKOUT_*`, `XDG_*` or other inherited variables) and a fresh temporary home
 /// folder for every process, so that nothing under the caller's `~/.cache` or `~/.local` is read or written.
 enum CLI {
-    static let root: String = {
-        var path = #filePath
-        for _ in 0..<3 { path = String(path[..<path.lastIndex(of: "/")!]) }
-        return path
-    }()
+    static let root = Repository.root
 
     /// The `lookout` executable of this build (the test target depends on it, so it is built first): it
     /// sits in the products folder beside the test bundle.

@@ -13,11 +13,7 @@ import Testing
 /// PyTorch on the same files (scripts/demo/make_demo_fixtures.py), and detection quality on held-out
 /// generated scenes against the generator's ground truth.
 @Suite struct DemoModelTests {
-    static let root: String = {
-        var path = #filePath
-        for _ in 0..<3 { path = String(path[..<path.lastIndex(of: "/")!]) }
-        return path
-    }()
+    static let root = Repository.root
 
     static let engine: Engine = {
         let manifest = try! ModelManifest(directory: root + "/Models/demo")

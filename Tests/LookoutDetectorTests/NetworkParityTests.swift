@@ -1,6 +1,7 @@
 import Foundation
 import LookoutDetector
 import LookoutTensor
+import LookoutTestSupport
 import LookoutWeights
 import Testing
 
@@ -13,11 +14,7 @@ import Testing
 /// fixture's metadata): Lookout computes in float32 with another summation order, so its error against the
 /// float32 reference should be of that size, and a wrong operation shows up far above it.
 @Suite struct NetworkParityTests {
-    static let root: String = {
-        var path = #filePath
-        for _ in 0..<3 { path = String(path[..<path.lastIndex(of: "/")!]) }
-        return path
-    }()
+    static let root = Repository.root
     static let network = try! YOLOWorldNetwork(
         weights: WeightFile.open(root + "/Tests/Fixtures/weights/yolov8n-worldv2-random.pt"))
 

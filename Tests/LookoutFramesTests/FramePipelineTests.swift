@@ -15,11 +15,7 @@ import Testing
 /// command line's loops over it are tested on a file (VideoCommandTests, TrackCommandTests), a stream
 /// (StreamTests: HLS and RTSP) and an upload (ServeCommandTests' video upload against `lookout track`).
 @Suite(.serialized) struct FramePipelineTests {
-    static let root: String = {
-        var path = #filePath
-        for _ in 0..<3 { path = String(path[..<path.lastIndex(of: "/")!]) }
-        return path
-    }()
+    static let root = Repository.root
     static let video = root + "/examples/tracking/shapes.mp4"
     static let engine: Engine = {
         try! Engine.load(EngineConfiguration(model: .demo, caches: false)).engine

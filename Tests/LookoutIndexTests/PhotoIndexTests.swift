@@ -6,6 +6,7 @@ import LookoutIndex
 import LookoutJSON
 import LookoutSupport
 import LookoutTensor
+import LookoutTestSupport
 import LookoutTextEncoder
 import LookoutTokenizer
 import LookoutWeights
@@ -17,11 +18,7 @@ import Testing
 
 /// The photo index with the demo model on generated scenes whose truth is known.
 @Suite(.serialized) struct PhotoIndexTests {
-    static let root: String = {
-        var path = #filePath
-        for _ in 0..<3 { path = String(path[..<path.lastIndex(of: "/")!]) }
-        return path
-    }()
+    static let root = Repository.root
 
     struct Loaded: @unchecked Sendable {
         let engine: Engine

@@ -461,8 +461,7 @@ import Testing
     /// The seam holds: the models' layers say what to compute and never compute it themselves (no pointers,
     /// no BLAS, no kernels, no pool loops, no map floats read), so that every operation goes through a backend.
     @Test func layersComputeOnlyThroughTheBackend() throws {
-        var root = #filePath
-        for _ in 0..<3 { root = String(root[..<root.lastIndex(of: "/")!]) }
+        let root = Repository.root
         let layers = [
             "Models/LookoutDetector/Blocks.swift", "Models/LookoutDetector/YOLOEBlocks.swift",
             "Models/LookoutDetector/ContrastiveHead.swift", "Models/LookoutDetector/PromptFree.swift",

@@ -69,3 +69,13 @@ public enum DetectionComparison {
         return problems
     }
 }
+
+/// The repository the tests run from (this file is `Tests/LookoutTestSupport/TestSupport.swift` in it): where
+/// the examples, fixtures, models and sources are.
+public enum Repository {
+    public static let root: String = {
+        var path = #filePath
+        for _ in 0..<3 { path = String(path[..<path.lastIndex(of: "/")!]) }
+        return path
+    }()
+}

@@ -8,11 +8,7 @@ import Testing
 /// The video reader against ffmpeg's own decoding (lossless FFV1: every pixel equal), rotation, frame
 /// selection, the writer read back, and the errors. Videos are made by Debian's `ffmpeg` command.
 @Suite(.serialized) struct VideoReaderTests {
-    static let root: String = {
-        var path = #filePath
-        for _ in 0..<3 { path = String(path[..<path.lastIndex(of: "/")!]) }
-        return path
-    }()
+    static let root = Repository.root
     static let scene = root + "/examples/scenes/scene-0019.jpg"
 
     static func scratch() throws -> String {

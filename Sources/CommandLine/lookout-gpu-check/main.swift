@@ -48,11 +48,8 @@ var failed = false
 for gpu in gpus {
     do {
         let result = try CUDA.check(gpu)
-        let passed = result.largestRelativeDifference <= 1e-6
-        print(
-            "check GPU \(gpu.index): SiLU on \(result.count) values compiled for \(gpu.virtualArchitecture), largest relative difference from the CPU \(result.largestRelativeDifference) (\(passed ? "passed" : "FAILED: above 1e-6")), \(result.milliseconds) ms with the copies"
-        )
-        failed = failed || !passed
+        print(result.summary)
+        failed = failed || !result.passed
     } catch {
         printError("GPU \(gpu.index): \(error.description)")
         failed = true

@@ -83,11 +83,8 @@ struct DevicesCommand: ParsableCommand {
             for gpu in gpus {
                 do {
                     let result = try CUDA.check(gpu)
-                    let passed = result.largestRelativeDifference <= 1e-6
-                    print(
-                        "check GPU \(gpu.index): SiLU on \(result.count) values, largest relative difference from the CPU \(result.largestRelativeDifference) (\(passed ? "passed" : "FAILED: above 1e-6")), \(String(format: "%.2f", result.milliseconds)) ms with the copies"
-                    )
-                    failed = failed || !passed
+                    print(result.summary)
+                    failed = failed || !result.passed
                 } catch {
                     printError("lookout: GPU \(gpu.index): \(error.description)")
                     failed = true

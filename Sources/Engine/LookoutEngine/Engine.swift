@@ -97,11 +97,12 @@ public final class Engine: Sendable {
         self.network = network
         self.embedder = embedder
         self.pool = pool
+        self.kernels = kernels
         backend = CPUBackend(pool: pool, settings: kernels)
     }
 
     /// How the backend computes.
-    public var kernels: KernelSettings { (backend as? CPUBackend)?.settings ?? .environment }
+    public let kernels: KernelSettings
 
     /// What the network computes on (``ComputeBackend``): the CPU, on ``pool``.
     public let backend: any ComputeBackend

@@ -141,15 +141,35 @@ static void *open_first(const char *const *names, char *found, size_t found_size
         }                                                                                                              \
     } while (0)
 
+// A library opened once per process: where it was found, or why it could not be opened.
+typedef struct {
+    int state;  // 0 not tried, 1 open, -1 failed
+    char path[4096];
+    char problem[1024];
+} opening;
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static char driver_path[4096];
-static int driver_state = 0;  // 0 not tried, 1 open, -1 failed
-static char driver_problem[1024];
+static opening driver_opening, nvrtc_opening;
+
+/// Opens a library through `open` the first time (under the lock), then answers from what that found.
+static int open_once(
+    opening *library, int (*open)(char *, size_t), char *path, size_t path_size, char *message, size_t size) {
+    pthread_mutex_lock(&lock);
+    if (library->state == 0) library->state = open(library->problem, sizeof library->problem) == 0 ? 1 : -1;
+    int state = library->state;
+    pthread_mutex_unlock(&lock);
+    if (state < 0) {
+        say(message, size, "%s", library->problem);
+        return 1;
+    }
+    if (path) snprintf(path, path_size, "%s", library->path);
+    return 0;
+}
 
 static int open_driver(char *message, size_t size) {
     static const char *const names[] = {"libcuda.so.1", "libcuda.so", NULL};
     const char *library_name = "libcuda.so.1";
-    driver.library = open_first(names, driver_path, sizeof driver_path);
+    driver.library = open_first(names, driver_opening.path, sizeof driver_opening.path);
     if (!driver.library) {
         say(message, size,
             "no NVIDIA driver: libcuda.so.1 is not on this machine (install the NVIDIA driver for the GPU, or name "
@@ -179,7 +199,7 @@ static int open_driver(char *message, size_t size) {
     if (status != 0) {
         const char *text = NULL;
         driver.error_string(status, &text);
-        say(message, size, "the NVIDIA driver (%s) did not start: %s (error %d)", driver_path,
+        say(message, size, "the NVIDIA driver (%s) did not start: %s (error %d)", driver_opening.path,
             text ? text : "unknown error", status);
         return 1;
     }
@@ -187,16 +207,7 @@ static int open_driver(char *message, size_t size) {
 }
 
 int lookout_cuda_open(char *path, size_t path_size, char *message, size_t size) {
-    pthread_mutex_lock(&lock);
-    if (driver_state == 0) driver_state = open_driver(driver_problem, sizeof driver_problem) == 0 ? 1 : -1;
-    int state = driver_state;
-    pthread_mutex_unlock(&lock);
-    if (state < 0) {
-        say(message, size, "%s", driver_problem);
-        return 1;
-    }
-    if (path) snprintf(path, path_size, "%s", driver_path);
-    return 0;
+    return open_once(&driver_opening, open_driver, path, path_size, message, size);
 }
 
 static int check(CUresult status, const char *what, char *message, size_t size) {
@@ -208,7 +219,7 @@ static int check(CUresult status, const char *what, char *message, size_t size) 
 }
 
 int lookout_cuda_driver_version(int *version) {
-    if (driver_state != 1) return 1;
+    if (driver_opening.state != 1) return 1;
     return driver.driver_version(version);
 }
 
@@ -232,14 +243,10 @@ int lookout_cuda_device(int index, lookout_gpu *gpu, char *message, size_t size)
     return 0;
 }
 
-static char nvrtc_path[4096];
-static int nvrtc_state = 0;
-static char nvrtc_problem[1024];
-
 static int open_nvrtc(char *message, size_t size) {
     static const char *const names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so", NULL};
     const char *library_name = "libnvrtc";
-    nvrtc.library = open_first(names, nvrtc_path, sizeof nvrtc_path);
+    nvrtc.library = open_first(names, nvrtc_opening.path, sizeof nvrtc_opening.path);
     if (!nvrtc.library) {
         say(message, size,
             "no NVRTC (libnvrtc.so.13 or .12), which compiles Lookout's GPU kernels: install the CUDA toolkit's "
@@ -261,20 +268,11 @@ static int open_nvrtc(char *message, size_t size) {
 }
 
 int lookout_nvrtc_open(char *path, size_t path_size, char *message, size_t size) {
-    pthread_mutex_lock(&lock);
-    if (nvrtc_state == 0) nvrtc_state = open_nvrtc(nvrtc_problem, sizeof nvrtc_problem) == 0 ? 1 : -1;
-    int state = nvrtc_state;
-    pthread_mutex_unlock(&lock);
-    if (state < 0) {
-        say(message, size, "%s", nvrtc_problem);
-        return 1;
-    }
-    if (path) snprintf(path, path_size, "%s", nvrtc_path);
-    return 0;
+    return open_once(&nvrtc_opening, open_nvrtc, path, path_size, message, size);
 }
 
 int lookout_nvrtc_version(int *major, int *minor) {
-    if (nvrtc_state != 1) return 1;
+    if (nvrtc_opening.state != 1) return 1;
     return nvrtc.version(major, minor);
 }
 

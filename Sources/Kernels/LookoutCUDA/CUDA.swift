@@ -100,6 +100,17 @@ public enum CUDA {
         public let count: Int
         public let largestRelativeDifference: Float
         public let milliseconds: Double
+
+        /// The largest relative difference a GPU may show: CUDA's `expf` and the CPU's vector exp each within a
+        /// few ulps.
+        public static let bound: Float = 1e-6
+
+        public var passed: Bool { largestRelativeDifference <= Self.bound }
+
+        /// One line for a person: the kernel, the difference against the bound, the time.
+        public var summary: String {
+            "check GPU \(gpu.index): SiLU on \(count) values compiled for \(gpu.virtualArchitecture), largest relative difference from the CPU \(largestRelativeDifference) (\(passed ? "passed" : "FAILED: above \(Self.bound)")), \((milliseconds * 100).rounded() / 100) ms with the copies"
+        }
     }
 
     /// Compiles ``checkSource`` with NVRTC for `gpu`, runs it on 2^20 values from −20 to 20, and compares with

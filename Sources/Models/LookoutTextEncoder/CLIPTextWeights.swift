@@ -82,26 +82,12 @@ struct Linear: Sendable {
             weight: { () throws(WeightsError) in try file.floats(weight, shape: shape) }, halfWeight: view.halfBits(),
             bias: bias, inputs: inputs, outputs: outputs, precision: file.precision)
     }
-
-    func linear(_ x: UnsafePointer<Float>, rows: Int, into y: UnsafeMutablePointer<Float>, pool: ComputePool) {
-        packed.apply(x, rows: rows, into: y, pool: pool)
-    }
 }
 
-/// LayerNorm weights (γ, β) over the last dimension.
+/// LayerNorm weights (γ, β) over the last dimension (``ComputeBackend/layerNorm(_:rows:gamma:beta:epsilon:)``).
 struct LayerNormWeights: Sendable {
     let gamma: [Float]
     let beta: [Float]
-
-    func apply(_ x: UnsafePointer<Float>, rows: Int, epsilon: Float, into y: UnsafeMutablePointer<Float>) {
-        gamma.withUnsafeBufferPointer { g in
-            beta.withUnsafeBufferPointer { b in
-                Kernels.layerNorm(
-                    x, rows: rows, width: gamma.count, gamma: g.baseAddress!, beta: b.baseAddress!, epsilon: epsilon,
-                    into: y)
-            }
-        }
-    }
 }
 
 struct CLIPLayer: Sendable {
