@@ -132,7 +132,7 @@ let package = Package(
         .target(
             name: "LookoutEngine",
             dependencies: [
-                "LookoutDetector", "LookoutImage", "LookoutJSON", "LookoutSupport", "LookoutTensor",
+                "LookoutCUDA", "LookoutDetector", "LookoutImage", "LookoutJSON", "LookoutSupport", "LookoutTensor",
                 "LookoutTextEncoder",
                 "LookoutTokenizer", "LookoutWeights",
             ], path: "Sources/Engine/LookoutEngine"
@@ -221,10 +221,10 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ], path: "Sources/CommandLine/lookout"
         ),
-        // The GPU check alone (LookoutCUDA and the CPU's kernels, no Foundation, no FFmpeg): what
-        // scripts/device/bundle carries to the GPU machine, statically linked.
+        // The GPU checks (the driver, the op-by-op suite, detection parity against the CPU; no FFmpeg, no network):
+        // what scripts/device/bundle carries to the GPU machine, statically linked.
         .executableTarget(
-            name: "lookout-gpu-check", dependencies: ["LookoutCUDA", "LookoutTensor"],
+            name: "lookout-gpu-check", dependencies: ["LookoutCUDA", "LookoutEngine", "LookoutImage", "LookoutTensor"],
             path: "Sources/CommandLine/lookout-gpu-check"),
         .executableTarget(
             name: "lookout-benchmarks",

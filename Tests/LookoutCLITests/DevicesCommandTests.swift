@@ -54,5 +54,45 @@ import Testing
             result.stdout.split(separator: "\n").first { $0.hasPrefix("compiled the check kernel") })
         let bytes = Int(line.split(separator: " ").dropLast().last ?? "") ?? 0
         #expect(line.contains("for \(architecture) with NVRTC 12.") && bytes > 500, "\(kind): \(line)")
+        let kernels = try #require(
+            result.stdout.split(separator: "\n").first { $0.hasPrefix("compiled the backend's") })
+        let size = Int(kernels.split(separator: " ").dropLast().last ?? "") ?? 0
+        #expect(kernels.contains("for \(architecture) with NVRTC 12.") && size > 50_000, "\(kind): \(kernels)")
+    }
+}
+
+/// `--device` where there is no GPU: `cuda` fails with one line naming what is missing, `auto` says so and
+/// detects on the CPU (the same output as without the option), other words and GPU-less precisions are refused.
+@Suite struct DeviceOptionTests {
+    @Test func withoutAGPU() throws {
+        try #require(
+            !DevicesCommandTests.hasDriver, "this machine has an NVIDIA driver: the no-GPU messages cannot be seen here"
+        )
+        let empty = try CLI.scratch("no-cuda-detect")
+        defer { CLI.remove(empty) }
+        let photo = Repository.root + "/examples/scenes/scene-0001.jpg"
+        let environment = ["LOOKOUT_CUDA_PATH": empty]
+        let query = ["detect", photo, "-q", "red star, blue circle"]
+        let cuda = try CLI.run(query + ["--device", "cuda"], environment: environment)
+        #expect(cuda.status == 1, "\(cuda.stderr)")
+        #expect(
+            cuda.stderr.contains("--device cuda:0: no NVIDIA driver: libcuda.so.1 is not on this machine")
+                && cuda.stdout.isEmpty, "\(cuda.stderr)")
+        let cpu = try CLI.run(query, environment: environment)
+        let auto = try CLI.run(query + ["--device", "auto"], environment: environment)
+        #expect(cpu.status == 0 && auto.status == 0, "\(auto.stderr)")
+        #expect(auto.stderr.contains("--device auto: no GPU to compute on (no NVIDIA driver"), "\(auto.stderr)")
+        #expect(auto.stdout == cpu.stdout && cpu.stdout.contains("blue circle"), "\(auto.stdout)")
+        let named = try CLI.run(query + ["--device", "cpu"], environment: environment)
+        #expect(named.stdout == cpu.stdout)
+        let bad = try CLI.run(query + ["--device", "gpu"], environment: environment)
+        #expect(bad.status == 64 && bad.stderr.contains("choose cpu, cuda, cuda:N"), "\(bad.stderr)")
+        // bf16 reaches the device only where the CPU has it (elsewhere it falls back to fp32 first).
+        let hasBF16 = try CLI.run(["devices"], environment: environment).stdout.contains("bf16 yes")
+        let bf16 = try CLI.run(query + ["--device", "cuda:1", "--precision", "bf16"], environment: environment)
+        let said =
+            hasBF16
+            ? "--device cuda:1: --precision bf16 does not run on the GPU yet" : "--device cuda:1: no NVIDIA driver"
+        #expect(bf16.status == 1 && bf16.stderr.contains(said), "\(bf16.stderr)")
     }
 }

@@ -1,12 +1,19 @@
 import LookoutCUDA
+import LookoutEngine
+import LookoutTensor
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
-// `lookout-gpu-check [ARCH]`: the NVIDIA driver, its GPUs and NVRTC as Lookout finds them, then the check kernel
-// compiled by NVRTC and run on each GPU against the CPU's SiLU (`lookout devices --check` without the rest of
-// Lookout). With ARCH (compute_90, sm_90), only compiles. Exit status 1 when a GPU check fails or none can run.
+// `lookout-gpu-check [--ops] [--detect] [ARCH]`: what scripts/device/gpu-check runs on the GPU machine.
+// - The NVIDIA driver, its GPUs and NVRTC as Lookout finds them, and the check kernel (SiLU) compiled by NVRTC and
+//   run on each GPU against the CPU.
+// - The op-by-op suite (OperationChecks): every ComputeBackend operation on the CUDA backend, with cuBLAS and with
+//   Lookout's own GEMM kernel, against the CPU backend.
+// - Detection parity (DetectionChecks): the demo models on the example scenes, GPU against CPU, with timings.
+// With ARCH (compute_90, sm_90) it only compiles the check kernel and the backend's kernels with NVRTC (no GPU
+// needed: what CI runs). Exit status 1 when a check fails or none can run. Run from the repository's root.
 
 /// A line on standard error.
 func printError(_ message: String) {
@@ -19,19 +26,24 @@ func fail(_ message: String) -> Never {
     exit(1)
 }
 
-let arguments = CommandLine.arguments.dropFirst()
-if let architecture = arguments.first {
+var arguments = Array(CommandLine.arguments.dropFirst())
+if let architecture = arguments.first(where: { !$0.hasPrefix("--") }) {
     do {
         let nvrtc = try CUDA.nvrtc()
         let image = try CUDA.compile(CUDA.checkSource, name: "lookout_check.cu", architecture: architecture)
         print(
             "NVRTC \(nvrtc.version) (\(nvrtc.path)) compiled the check kernel for \(architecture): \(image.count) bytes"
         )
+        let kernels = try CUDA.compile(CUDAKernels.source, name: "lookout_kernels.cu", architecture: architecture)
+        print(
+            "NVRTC compiled the backend's \(CUDAKernels.names.count) kernels for \(architecture): \(kernels.count) bytes"
+        )
         exit(0)
     } catch {
         fail(error.description)
     }
 }
+let all = arguments.isEmpty
 let gpus: [GPU]
 do {
     let driver = try CUDA.driver()
@@ -53,6 +65,46 @@ for gpu in gpus {
     } catch {
         printError("GPU \(gpu.index): \(error.description)")
         failed = true
+    }
+}
+if all || arguments.contains("--ops") {
+    for useCUBLAS in [true, false] {
+        do {
+            let backend = try CUDABackend(gpu: 0, cacheDirectory: nil, useCUBLAS: useCUBLAS)
+            print(
+                "op-by-op suite on \(backend.name), GEMMs through \(backend.cublasPath.map { "cuBLAS (\($0))" } ?? "Lookout's kernel"):"
+            )
+            let results = OperationChecks(gpu: backend, cpu: CPUBackend.shared).run()
+            for result in results { print(result.line) }
+            let passed = results.filter(\.passed).count
+            print("  \(passed) of \(results.count) passed")
+            do { try backend.checkFailure() } catch {
+                print("  FAILED: the GPU reported \(error)")
+                failed = true
+            }
+            failed = failed || passed != results.count
+        } catch {
+            printError("the CUDA backend: \(error.description)")
+            failed = true
+        }
+    }
+}
+if all || arguments.contains("--detect") {
+    let scenes = (0..<10).map { "examples/scenes/scene-000\($0).jpg" }
+    let checks = [
+        DetectionChecks(
+            model: "Models/demo",
+            queries: ["circle", "square", "triangle", "star", "hexagon", "heart", "cross", "ring", "red star"],
+            photos: scenes, device: .cuda(0)),
+        DetectionChecks(
+            model: "Models/demo-yoloe",
+            queries: ["circle", "square", "triangle", "star", "hexagon", "heart", "cross", "ring", "red star"],
+            photos: scenes, device: .cuda(0)),
+    ]
+    for check in checks {
+        let outcome = check.run()
+        for line in outcome.lines { print(line) }
+        failed = failed || !outcome.passed
     }
 }
 exit(failed ? 1 : 0)

@@ -72,6 +72,11 @@ extension ModelsCommand {
                     "no photos (.jpg, .jpeg, .png) in \(photos.joined(separator: ", ")): nothing to calibrate on")
             }
             let recorder = ActivationRecorder()
+            guard modelOptions.chosenDevice == .cpu else {
+                throw LookoutError(
+                    "models calibrate records the ranges the CPU's convolutions see: run it without --device (on the CPU); the calibrated file then runs anywhere int8 does"
+                )
+            }
             var configuration = modelOptions.configuration
             configuration.recorder = recorder
             let (engine, loaded) = try Engine.load(configuration)

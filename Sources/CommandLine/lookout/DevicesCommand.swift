@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import LookoutCUDA
 import LookoutEngine
+import LookoutSupport
 import LookoutTensor
 
 /// `lookout devices`: what Lookout can compute on here — the CPU and its fast paths, and NVIDIA GPUs through the
@@ -17,18 +18,21 @@ struct DevicesCommand: ParsableCommand {
             nvidia-* packages or the folder in LOOKOUT_CUDA_PATH; nothing of CUDA is needed to build or run it \
             on the CPU. Without a GPU this says what is missing and how to get it.
 
-            --check compiles a kernel with NVRTC, runs it on each GPU and compares it with the CPU. \
-            --compile ARCH only compiles (no GPU needed), for an architecture such as compute_90.
-
-            Lookout's detection does not run on the GPU yet: this is the first part of the CUDA backend.
+            --check compiles a kernel with NVRTC, runs it on each GPU and compares it with the CPU, then opens \
+            the backend the detectors run on with --device cuda (its kernels, compiled once per GPU architecture \
+            and kept in the cache, and cuBLAS for the products). --compile ARCH only compiles the check kernel \
+            and the backend's kernels (no GPU needed), for an architecture such as compute_90.
             """)
 
-    @Flag(help: "Run a kernel on each GPU and compare it with the CPU (exit status 1 when none passes).")
+    @Flag(
+        help:
+            "Run a kernel on each GPU and compare it with the CPU, and open the backend --device cuda uses (exit status 1 when a check fails)."
+    )
     var check = false
 
     @Option(
         help: ArgumentHelp(
-            "Compile the check kernel with NVRTC for this architecture (compute_90: PTX; sm_90: a cubin) and say its size; no GPU needed.",
+            "Compile the check kernel and the backend's kernels with NVRTC for this architecture (compute_90: PTX; sm_90: a cubin) and say their sizes; no GPU needed.",
             valueName: "arch"))
     var compile: String?
 
@@ -70,6 +74,10 @@ struct DevicesCommand: ParsableCommand {
             do {
                 let image = try CUDA.compile(CUDA.checkSource, name: "lookout_check.cu", architecture: compile)
                 print("compiled the check kernel for \(compile) with NVRTC \(compiler ?? ""): \(image.count) bytes")
+                let kernels = try CUDA.compile(CUDAKernels.source, name: "lookout_kernels.cu", architecture: compile)
+                print(
+                    "compiled the backend's \(CUDAKernels.names.count) kernels for \(compile) with NVRTC \(compiler ?? ""): \(kernels.count) bytes"
+                )
             } catch {
                 printError("lookout: \(error.description)")
                 failed = true
@@ -85,6 +93,10 @@ struct DevicesCommand: ParsableCommand {
                     let result = try CUDA.check(gpu)
                     print(result.summary)
                     failed = failed || !result.passed
+                    let backend = try CUDABackend(gpu: gpu.index, cacheDirectory: ResourceLocator.cacheDirectory())
+                    print(
+                        "backend \(backend.name): kernels \(backend.kernelsFromCache ? "from the cache" : "compiled by NVRTC"), products through \(backend.cublasPath.map { "cuBLAS (\($0))" } ?? "Lookout's own kernel (no cuBLAS found)")"
+                    )
                 } catch {
                     printError("lookout: GPU \(gpu.index): \(error.description)")
                     failed = true

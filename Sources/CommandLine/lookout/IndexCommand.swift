@@ -235,7 +235,8 @@ struct IndexCommand: ParsableCommand {
         guard let promptFree else { return nil }
         var configuration = EngineConfiguration(model: .files(detector: promptFree, textEncoder: nil), caches: false)
         configuration.precision = modelOptions.chosenPrecision
-        let (engine, loaded) = try Engine.load(configuration)
+        configuration.device = modelOptions.chosenDevice
+        let (engine, loaded) = try Engine.load(configuration, notice: { printError("lookout: \($0)") })
         guard let names = engine.network.promptFreeNames else {
             throw LookoutError(
                 "\(promptFree): \(engine.network.familyName) is asked with queries; --prompt-free takes a prompt-free file (YOLOE -pf), which names what it sees itself"

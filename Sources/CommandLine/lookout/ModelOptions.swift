@@ -59,9 +59,23 @@ struct ModelOptions: ParsableArguments {
         completion: .list(Precision.allCases.map(\.rawValue) + ["auto"]))
     var precision: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "Where the detector computes: cpu (the default), cuda or cuda:N (an NVIDIA GPU: needs the NVIDIA "
+                + "driver, and NVRTC and cuBLAS from the CUDA toolkit or pip's nvidia-* packages, found where the "
+                + "loader looks or in LOOKOUT_CUDA_PATH; fp32 only for now), or auto (the GPU where one works, else "
+                + "the CPU). `lookout devices` shows what this machine has.",
+            valueName: "cpu|cuda[:N]|auto"),
+        completion: .list(["cpu", "cuda", "auto"]))
+    var device: String?
+
+    /// The device asked for (the CPU by default).
+    var chosenDevice: ComputeDevice { device.flatMap(ComputeDevice.init) ?? .cpu }
+
     /// The precision asked for, or fp32 with a notice where the CPU cannot run it; for `auto`, the one
-    /// ``AutomaticPrecision`` picks (said once).
+    /// ``AutomaticPrecision`` picks (said once), and fp32 on a GPU.
     var chosenPrecision: Precision {
+        if precision == "auto" && chosenDevice != .cpu { return .fp32 }
         if precision == "auto" { return automaticPrecision() }
         let asked = Precision(rawValue: precision ?? "fp32") ?? .fp32
         guard asked.isNative else {
@@ -73,6 +87,9 @@ struct ModelOptions: ParsableArguments {
     }
 
     func validate() throws {
+        if let device, ComputeDevice(device) == nil {
+            throw ValidationError("--device \(device): choose cpu, cuda, cuda:N (a GPU's number, from 0) or auto.")
+        }
         if let precision, Precision(rawValue: precision) == nil && precision != "auto" {
             throw ValidationError("--precision \(precision): choose fp32, bf16, int8 or auto.")
         }
@@ -141,6 +158,7 @@ struct ModelOptions: ParsableArguments {
         var configuration = EngineConfiguration(model: choice, vocabulary: vocab, caches: !noCache)
         configuration.precision = precision
         configuration.oneToOne = endToEnd
+        configuration.device = chosenDevice
         return configuration
     }
 
@@ -159,7 +177,12 @@ struct ModelOptions: ParsableArguments {
         engine: Engine, detectorFingerprint: String
     ) {
         if let model, let hint = notFetchedHint(model) { throw LookoutError(hint) }
-        let (engine, loaded) = try Engine.load(configuration)
+        let (engine, loaded) = try Engine.load(
+            configuration, notice: { printError("lookout: \($0)") },
+            onDeviceFailure: { error in
+                printError("lookout: the GPU failed: \(error.description)")
+                Glibc.exit(1)
+            })
         if let names = engine.network.promptFreeNames, !promptFree {
             throw ValidationError(
                 "\(loaded.detectorPath) is a prompt-free model (its own \(names.count) names, no queries): for now only `lookout detect` without queries runs it."

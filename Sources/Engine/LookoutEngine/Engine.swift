@@ -75,9 +75,10 @@ public final class Engine: Sendable {
     /// Checks that the detector and the text encoder fit together (embedding sizes).
     /// `kernels`: how the CPU backend computes (its pool's threads where ``KernelSettings/threads`` is set and
     /// no pool is given).
+    /// `backend`: what the network computes on (a GPU's ``ComputeBackend``); nil: the CPU, on the pool.
     public convenience init(
         network: any DetectorNetwork, embedder: TextEmbedder?, pool: ComputePool? = nil,
-        kernels: KernelSettings = .environment
+        kernels: KernelSettings = .environment, backend: (any ComputeBackend)? = nil
     ) throws(WeightsError) {
         if let embedder, embedder.encoder.configuration.embeddingSize != network.embeddingSize {
             throw WeightsError(
@@ -88,23 +89,25 @@ public final class Engine: Sendable {
         }
         let threads = kernels.threads ?? ComputePool.shared.threadCount
         let pool = pool ?? (threads == ComputePool.shared.threadCount ? .shared : ComputePool(threads: threads))
-        self.init(checked: network, embedder: embedder, pool: pool, kernels: kernels)
+        self.init(checked: network, embedder: embedder, pool: pool, kernels: kernels, backend: backend)
     }
 
     private init(
-        checked network: any DetectorNetwork, embedder: TextEmbedder?, pool: ComputePool, kernels: KernelSettings
+        checked network: any DetectorNetwork, embedder: TextEmbedder?, pool: ComputePool, kernels: KernelSettings,
+        backend: (any ComputeBackend)?
     ) {
         self.network = network
         self.embedder = embedder
         self.pool = pool
         self.kernels = kernels
-        backend = CPUBackend(pool: pool, settings: kernels)
+        self.backend = backend ?? CPUBackend(pool: pool, settings: kernels)
     }
 
     /// How the backend computes.
     public let kernels: KernelSettings
 
-    /// What the network computes on (``ComputeBackend``): the CPU, on ``pool``.
+    /// What the network computes on (``ComputeBackend``): the CPU, on ``pool``, or a GPU (the lanes of
+    /// ``sharingWeights(pool:)`` share it).
     public let backend: any ComputeBackend
 
     /// The arithmetic its results depend on (what caches and indexes key them by): the network's
@@ -118,7 +121,9 @@ public final class Engine: Sendable {
     /// An engine on the same weights (network and text encoder, shared) computing on `pool`: a lane that
     /// works on one photo while another engine works on the next.
     public func sharingWeights(pool: ComputePool) -> Engine {
-        Engine(checked: network, embedder: embedder, pool: pool, kernels: kernels)
+        Engine(
+            checked: network, embedder: embedder, pool: pool, kernels: kernels,
+            backend: backend is CPUBackend ? nil : backend)
     }
 
     /// Decodes, letterboxes (`size`, auto padding to a multiple of 32) and runs the backbone.

@@ -1,3 +1,4 @@
+import LookoutCUDA
 import LookoutDetector
 import LookoutSupport
 import LookoutTensor
@@ -45,6 +46,8 @@ public struct EngineConfiguration: Sendable, Equatable {
     /// How the CPU computes: the convolution algorithm, freed-memory reuse, threads (``KernelSettings``). The
     /// defaults, with `LOOKOUT_CONVOLUTION`, `LOOKOUT_KEEP_FREED_MEMORY` and `LOOKOUT_THREADS` as overrides.
     public var kernels = KernelSettings.environment
+    /// Where the network computes (``ComputeDevice``): the CPU by default.
+    public var device = ComputeDevice.cpu
 
     public init(model: Model = .demo, vocabulary: String? = nil, caches: Bool = true, cacheDirectory: String? = nil) {
         self.model = model
@@ -161,7 +164,12 @@ public struct LoadedModel: Sendable {
 extension Engine {
     /// Loads the detector, the text encoder and the tokenizer that `configuration` names, and checks that
     /// they fit together.
-    public static func load(_ configuration: EngineConfiguration) throws -> (engine: Engine, model: LoadedModel) {
+    /// `notice`: what `--device auto` says when it falls back to the CPU; `onDeviceFailure`: called when an
+    /// operation on the GPU fails (``CUDABackend/onFailure``).
+    public static func load(
+        _ configuration: EngineConfiguration, notice: (String) -> Void = { _ in },
+        onDeviceFailure: (@Sendable (CUDAError) -> Void)? = nil
+    ) throws -> (engine: Engine, model: LoadedModel) {
         let (detectorPath, textPath, directory) = try configuration.resolveModel()
         let weights = try WeightFile.open(detectorPath)
         let network = try openDetector(
@@ -188,7 +196,9 @@ extension Engine {
             embedder = try TextEmbedder(
                 tokenizer: configuration.loadTokenizer(), encoder: encoder, cache: configuration.textEmbeddingCache())
         }
-        let engine = try Engine(network: network, embedder: embedder, kernels: configuration.kernels)
+        let backend = try configuration.makeBackend(
+            precision: network.precision, notice: notice, onFailure: onDeviceFailure)
+        let engine = try Engine(network: network, embedder: embedder, kernels: configuration.kernels, backend: backend)
         let model = LoadedModel(
             detectorPath: detectorPath, textEncoderPath: textPath, directory: directory,
             detectorFingerprint: weights.fingerprint(), isDemo: configuration.model == .demo)

@@ -45,6 +45,11 @@ static struct {
         CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void **, void **);
     CUresult (*synchronize)(void);
     CUresult (*error_string)(CUresult, const char **);
+    // Optional (stream-ordered memory, CUDA 11.2 on): cuMemAlloc/cuMemFree where absent.
+    CUresult (*alloc_async)(CUdeviceptr *, size_t, CUstream);
+    CUresult (*free_async)(CUdeviceptr, CUstream);
+    CUresult (*copy)(CUdeviceptr, CUdeviceptr, size_t);
+    CUresult (*memory_info)(size_t *, size_t *);
 } driver;
 
 static struct {
@@ -195,6 +200,10 @@ static int open_driver(char *message, size_t size) {
     LOAD(driver, launch, "cuLaunchKernel");
     LOAD(driver, synchronize, "cuCtxSynchronize");
     LOAD(driver, error_string, "cuGetErrorString");
+    LOAD(driver, copy, "cuMemcpyDtoD_v2");
+    LOAD(driver, memory_info, "cuMemGetInfo_v2");
+    *(void **)&driver.alloc_async = dlsym(driver.library, "cuMemAllocAsync");
+    *(void **)&driver.free_async = dlsym(driver.library, "cuMemFreeAsync");
     CUresult status = driver.init(0);
     if (status != 0) {
         const char *text = NULL;
@@ -359,4 +368,167 @@ int lookout_cuda_map_floats(
     if (output) driver.release(output);
     driver.module_unload(module);
     return failed;
+}
+
+// MARK: The backend's calls
+
+static CUcontext backend_context;
+static __thread CUcontext thread_context;
+
+/// The backend's context made current on this thread (once per thread).
+static int current(char *message, size_t size) {
+    if (!backend_context) {
+        say(message, size, "no GPU chosen (lookout_cuda_use was not called)");
+        return 1;
+    }
+    if (thread_context == backend_context) return 0;
+    if (check(driver.set_current(backend_context), "using the GPU's context", message, size)) return 1;
+    thread_context = backend_context;
+    return 0;
+}
+
+int lookout_cuda_use(int index, char *message, size_t size) {
+    if (lookout_cuda_open(NULL, 0, message, size)) return 1;
+    CUdevice device;
+    CUcontext context;
+    if (check(driver.device_get(&device, index), "opening the GPU", message, size) ||
+        check(driver.primary_retain(&context, device), "making the GPU's context", message, size))
+        return 1;
+    pthread_mutex_lock(&lock);
+    backend_context = context;
+    pthread_mutex_unlock(&lock);
+    return current(message, size);
+}
+
+int lookout_cuda_memory(size_t *free_bytes, size_t *total_bytes) {
+    if (current(NULL, 0)) return 1;
+    return driver.memory_info(free_bytes, total_bytes);
+}
+
+int lookout_cuda_alloc(unsigned long long *pointer, size_t bytes, char *message, size_t size) {
+    if (current(message, size)) return 1;
+    CUdeviceptr address = 0;
+    if (bytes == 0) bytes = 4;
+    CUresult status = driver.alloc_async ? driver.alloc_async(&address, bytes, NULL) : driver.alloc(&address, bytes);
+    if (status != 0) {
+        size_t free_bytes = 0, total = 0;
+        driver.memory_info(&free_bytes, &total);
+        const char *text = NULL;
+        driver.error_string(status, &text);
+        say(message, size, "the GPU has no room for %zu MiB more (%zu MiB of %zu MiB free): %s", bytes >> 20,
+            free_bytes >> 20, total >> 20, text ? text : "unknown error");
+        return 1;
+    }
+    *pointer = address;
+    return 0;
+}
+
+void lookout_cuda_free(unsigned long long pointer) {
+    if (!pointer || current(NULL, 0)) return;
+    if (driver.free_async)
+        driver.free_async(pointer, NULL);
+    else
+        driver.release(pointer);
+}
+
+int lookout_cuda_upload(unsigned long long target, const void *source, size_t bytes, char *message, size_t size) {
+    if (current(message, size)) return 1;
+    if (bytes == 0) return 0;
+    return check(driver.to_device(target, source, bytes), "copying to the GPU", message, size);
+}
+
+int lookout_cuda_download(void *target, unsigned long long source, size_t bytes, char *message, size_t size) {
+    if (current(message, size)) return 1;
+    if (bytes == 0) return 0;
+    return check(driver.to_host(target, source, bytes), "copying from the GPU", message, size);
+}
+
+int lookout_cuda_copy(unsigned long long target, unsigned long long source, size_t bytes, char *message, size_t size) {
+    if (current(message, size)) return 1;
+    if (bytes == 0) return 0;
+    return check(driver.copy(target, source, bytes), "copying on the GPU", message, size);
+}
+
+int lookout_cuda_load(const void *image, void **module, char *message, size_t size) {
+    if (current(message, size)) return 1;
+    return check(driver.module_load((CUmodule *)module, image), "loading the compiled kernels", message, size);
+}
+
+int lookout_cuda_function(void *module, const char *name, void **function, char *message, size_t size) {
+    if (current(message, size)) return 1;
+    char what[256];
+    snprintf(what, sizeof what, "finding the kernel %s", name);
+    return check(driver.module_function((CUfunction *)function, (CUmodule)module, name), what, message, size);
+}
+
+int lookout_cuda_launch(
+    void *function, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x, unsigned block_y,
+    unsigned block_z, unsigned shared, void *arguments, size_t arguments_size, char *message, size_t size) {
+    if (current(message, size)) return 1;
+    // CU_LAUNCH_PARAM_BUFFER_POINTER (1), CU_LAUNCH_PARAM_BUFFER_SIZE (2), CU_LAUNCH_PARAM_END (0).
+    void *extra[] = {(void *)1, arguments, (void *)2, &arguments_size, (void *)0};
+    return check(
+        driver.launch(function, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared, NULL, NULL, extra),
+        "launching a kernel", message, size);
+}
+
+int lookout_cuda_synchronize(char *message, size_t size) {
+    if (current(message, size)) return 1;
+    return check(driver.synchronize(), "running the GPU's kernels", message, size);
+}
+
+// MARK: cuBLAS
+
+typedef void *cublasHandle_t;
+static struct {
+    void *library;
+    int (*create)(cublasHandle_t *);
+    int (*sgemm)(
+        cublasHandle_t, int, int, int, int, int, const float *, const float *, int, const float *, int, const float *,
+        float *, int);
+    cublasHandle_t handle;
+} cublas;
+static opening cublas_opening;
+static pthread_mutex_t cublas_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int open_cublas(char *message, size_t size) {
+    static const char *const names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so", NULL};
+    const char *library_name = "libcublas";
+    cublas.library = open_first(names, cublas_opening.path, sizeof cublas_opening.path);
+    if (!cublas.library) {
+        say(message, size,
+            "no cuBLAS (libcublas.so.13 or .12): install the CUDA toolkit's cuBLAS, or `pip install "
+            "nvidia-cublas-cu12`, or name its folder in LOOKOUT_CUDA_PATH");
+        return 1;
+    }
+    LOAD(cublas, create, "cublasCreate_v2");
+    LOAD(cublas, sgemm, "cublasSgemm_v2");
+    if (current(message, size)) return 1;
+    int status = cublas.create(&cublas.handle);
+    if (status != 0) {
+        say(message, size, "cuBLAS (%s) did not start on the GPU (cuBLAS status %d)", cublas_opening.path, status);
+        return 1;
+    }
+    return 0;
+}
+
+int lookout_cublas_open(char *path, size_t path_size, char *message, size_t size) {
+    return open_once(&cublas_opening, open_cublas, path, path_size, message, size);
+}
+
+int lookout_cublas_sgemm(
+    int transpose_a, int transpose_b, int m, int n, int k, unsigned long long a, int lda, unsigned long long b,
+    int ldb, float beta, unsigned long long c, int ldc, char *message, size_t size) {
+    if (lookout_cublas_open(NULL, 0, message, size) || current(message, size)) return 1;
+    const float alpha = 1;
+    pthread_mutex_lock(&cublas_lock);
+    int status = cublas.sgemm(
+        cublas.handle, transpose_a ? 1 : 0, transpose_b ? 1 : 0, m, n, k, &alpha, (const float *)a, lda,
+        (const float *)b, ldb, &beta, (float *)c, ldc);
+    pthread_mutex_unlock(&cublas_lock);
+    if (status != 0) {
+        say(message, size, "cuBLAS's sgemm (%d×%d×%d) failed (cuBLAS status %d)", m, n, k, status);
+        return 1;
+    }
+    return 0;
 }

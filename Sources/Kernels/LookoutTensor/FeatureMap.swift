@@ -14,14 +14,55 @@ public struct FeatureMap: Sendable {
     public let channels: Int
     public let height: Int
     public let width: Int
-    public var data: [Float]
+    /// The values on the host, or empty while they live in ``device``.
+    private var host: [Float]
+    /// Where a GPU backend keeps the values (nil: on the host). Reading ``data`` copies them back.
+    public private(set) var device: (any DeviceStorage)?
+
+    /// The values, channel-major. Of a map on a GPU, read back (once per read: a backend hands out
+    /// ``ComputeBackend/floats(_:)`` where it matters); writing through it brings the map to the host.
+    public var data: [Float] {
+        get {
+            guard let device else { return host }
+            return Self.download(device)
+        }
+        set {
+            host = newValue
+            device = nil
+        }
+        _modify {
+            if let device {
+                host = Self.download(device)
+                self.device = nil
+            }
+            yield &host
+        }
+    }
 
     public init(channels: Int, height: Int, width: Int, data: [Float]) {
         precondition(data.count == channels * height * width, "feature map data does not match its shape")
         self.channels = channels
         self.height = height
         self.width = width
-        self.data = data
+        self.host = data
+        self.device = nil
+    }
+
+    /// A map whose values live in a backend's memory (`storage.count` must be `channels × height × width`).
+    public init(channels: Int, height: Int, width: Int, device storage: any DeviceStorage) {
+        precondition(storage.count == channels * height * width, "feature map storage does not match its shape")
+        self.channels = channels
+        self.height = height
+        self.width = width
+        self.host = []
+        self.device = storage
+    }
+
+    private static func download(_ storage: any DeviceStorage) -> [Float] {
+        [Float](unsafeUninitializedCapacity: storage.count) { buffer, count in
+            storage.download(into: buffer)
+            count = storage.count
+        }
     }
 
     /// A map of zeros.
@@ -131,6 +172,14 @@ public struct FeatureMap: Sendable {
             }
         }
     }
+}
+
+/// Memory outside the host that holds a map's values (a GPU's), owned by the backend that made it.
+public protocol DeviceStorage: AnyObject, Sendable {
+    /// Floats held.
+    var count: Int { get }
+    /// Copies the values into `buffer` (`count` floats).
+    func download(into buffer: UnsafeMutableBufferPointer<Float>)
 }
 
 /// SiLU in place: `x / (1 + exp(−x))` (PyTorch's form).

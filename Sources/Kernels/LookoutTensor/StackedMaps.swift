@@ -134,7 +134,7 @@ extension FeatureMap {
     /// the same sum either way).
     public mutating func add(_ x: StackedMaps, pool: ComputePool? = nil) {
         precondition(x.channels == channels && x.height == height && x.width == width, "adding maps of different sizes")
-        let plane = self.plane
+        let (plane, channels) = (self.plane, self.channels)
         data.withUnsafeMutableBufferPointer { target in
             let target = UnsafeSendable(target.baseAddress!)
             x.withParts { bases in

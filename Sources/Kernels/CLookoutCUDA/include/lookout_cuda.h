@@ -36,4 +36,35 @@ int lookout_cuda_map_floats(
     int index, const void *image, const char *kernel, const float *in, float *out, int count, double *milliseconds,
     char *message, size_t size);
 
+// The backend's calls (``CUDABackend``): one GPU per process, its primary context made current on each calling
+// thread, memory from the stream-ordered allocator, every launch on the legacy default stream (so copies and
+// launches run in the order they were issued).
+
+/// Makes GPU `index`'s primary context the one the calls below use.
+int lookout_cuda_use(int index, char *message, size_t size);
+/// Free and total memory of the GPU in use.
+int lookout_cuda_memory(size_t *free_bytes, size_t *total_bytes);
+int lookout_cuda_alloc(unsigned long long *pointer, size_t bytes, char *message, size_t size);
+void lookout_cuda_free(unsigned long long pointer);
+int lookout_cuda_upload(unsigned long long target, const void *source, size_t bytes, char *message, size_t size);
+int lookout_cuda_download(void *target, unsigned long long source, size_t bytes, char *message, size_t size);
+int lookout_cuda_copy(unsigned long long target, unsigned long long source, size_t bytes, char *message, size_t size);
+/// Loads a PTX (NUL-terminated) or cubin image; *module keeps it loaded for the process.
+int lookout_cuda_load(const void *image, void **module, char *message, size_t size);
+int lookout_cuda_function(void *module, const char *name, void **function, char *message, size_t size);
+/// Launches `function` with its arguments packed into one buffer as the kernel's parameters lie (each at its
+/// own alignment).
+int lookout_cuda_launch(
+    void *function, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x, unsigned block_y,
+    unsigned block_z, unsigned shared, void *arguments, size_t arguments_size, char *message, size_t size);
+/// Waits for everything issued.
+int lookout_cuda_synchronize(char *message, size_t size);
+
+/// Opens cuBLAS (libcublas.so.13 or .12) and makes a handle on the GPU in use; `path` is where it was found.
+int lookout_cublas_open(char *path, size_t path_size, char *message, size_t size);
+/// Column-major `C = A·B` (transposed where `transpose_a`/`b`), fp32 arithmetic (cuBLAS's default math: no TF32).
+int lookout_cublas_sgemm(
+    int transpose_a, int transpose_b, int m, int n, int k, unsigned long long a, int lda, unsigned long long b,
+    int ldb, float beta, unsigned long long c, int ldc, char *message, size_t size);
+
 #endif

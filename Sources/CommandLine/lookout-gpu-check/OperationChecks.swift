@@ -1,0 +1,220 @@
+import LookoutTensor
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The op-by-op suite on a GPU: every ``ComputeBackend`` operation on random inputs of odd sizes, on the GPU's
+/// backend and on the CPU's (which `ComputeBackendTests` proves against plain Double references wherever the
+/// tests run), compared with the suite's all-close rule, `|gpu − cpu| ≤ 1e-5 + 1e-5·|cpu|`. Operations that
+/// only move values (pooling, upsampling, concatenation, slices, gathers, head scaling) must be exact. The
+/// convolutions of more than a few channels are compared with their value computed in Double.
+struct OperationChecks {
+    let gpu: any ComputeBackend
+    let cpu: any ComputeBackend
+
+    struct Result {
+        let name: String
+        let count: Int
+        let largestDifference: Float
+        let passed: Bool
+        let exact: Bool
+
+        var line: String {
+            let rule = exact ? "exact" : "all-close"
+            return
+                "  \(passed ? "passed" : "FAILED") \(name): \(count) values, largest difference \(largestDifference) (\(rule))"
+        }
+    }
+
+    /// Deterministic values in [−scale, scale).
+    static func random(_ count: Int, seed: UInt64, scale: Float = 1) -> [Float] {
+        var state = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+        return (0..<count).map { _ in
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return (Float(state >> 40) / Float(1 << 24) * 2 - 1) * scale
+        }
+    }
+
+    static func map(_ channels: Int, _ height: Int, _ width: Int, seed: UInt64, scale: Float = 1) -> FeatureMap {
+        FeatureMap(
+            channels: channels, height: height, width: width,
+            data: random(channels * height * width, seed: seed, scale: scale))
+    }
+
+    static func compare(_ name: String, _ got: [Float], _ want: [Float], exact: Bool = false) -> Result {
+        guard got.count == want.count else {
+            return Result(
+                name: name + " (sizes differ)", count: got.count, largestDifference: .infinity, passed: false,
+                exact: exact)
+        }
+        var (largest, passed): (Float, Bool) = (0, true)
+        for (a, b) in zip(got, want) {
+            let difference = abs(a - b)
+            if !(difference <= largest) { largest = difference.isNaN ? .infinity : difference }
+            let bound: Float = exact ? 0 : 1e-5 + 1e-5 * abs(b)
+            if !(difference <= bound) && !(a == b) { passed = false }
+        }
+        return Result(name: name, count: got.count, largestDifference: largest, passed: passed, exact: exact)
+    }
+
+    /// A convolution in Double from its definition (the CPU's 3×3 kernels compute by Winograd, whose own error
+    /// on 37 inputs, about 3e-5, is above the rule: the GPU is compared with the exact value instead).
+    static func convolution(_ x: FeatureMap, _ w: ConvolutionWeights) -> [Float] {
+        let (outHeight, outWidth) = w.outputSize(height: x.height, width: x.width)
+        let (k, half, values) = (w.kernel, w.kernel / 2, x.data)
+        var out = [Float](repeating: 0, count: w.outputs * outHeight * outWidth)
+        for o in 0..<w.outputs {
+            for y in 0..<outHeight {
+                for column in 0..<outWidth {
+                    var sum = Double(w.bias[o])
+                    for i in 0..<w.inputs {
+                        for ky in 0..<k {
+                            for kx in 0..<k {
+                                let (iy, ix) = (y * w.stride + ky - half, column * w.stride + kx - half)
+                                guard iy >= 0 && iy < x.height && ix >= 0 && ix < x.width else { continue }
+                                sum +=
+                                    Double(w.weight[((o * w.inputs + i) * k + ky) * k + kx])
+                                    * Double(values[(i * x.height + iy) * x.width + ix])
+                            }
+                        }
+                    }
+                    out[(o * outHeight + y) * outWidth + column] = Float(w.activation ? sum / (1 + exp(-sum)) : sum)
+                }
+            }
+        }
+        return out
+    }
+
+    func run() -> [Result] {
+        var results: [Result] = []
+        func check(_ name: String, exact: Bool = false, _ body: (any ComputeBackend) -> [Float]) {
+            results.append(Self.compare(name, body(gpu), body(cpu), exact: exact))
+        }
+        // Convolutions: 1×1, 3×3 and 3×3 stride 2, of a whole map and of stacked parts (one a channel range).
+        let (height, width) = (23, 19)
+        let a = Self.map(20, height, width, seed: 1), b = Self.map(24, height, width, seed: 2)
+        for (kernel, stride) in [(1, 1), (3, 1), (3, 2)] {
+            for activation in [true, false] {
+                let weights = ConvolutionWeights(
+                    weight: Self.random(29 * 37 * kernel * kernel, seed: 3, scale: 0.3),
+                    bias: Self.random(29, seed: 4), inputs: 37, outputs: 29, kernel: kernel, stride: stride,
+                    activation: activation)
+                let prepared = ConvolutionKernels.default.prepare(weights)
+                let stacked = StackedMaps(parts: [.init(map: a), .init(map: b, channels: 7..<24)])
+                let whole = FeatureMap.concatenate([a, b.channels(7..<24)])
+                let exact = Self.convolution(whole, weights)
+                let name = "convolution \(kernel)×\(kernel)/\(stride) \(activation ? "SiLU" : "linear")"
+                results.append(
+                    Self.compare(
+                        name + " stacked, against Double",
+                        gpu.convolve(stacked, prepared, kernel: ConvolutionKernels.default).data, exact))
+                results.append(
+                    Self.compare(
+                        name + " whole, against Double",
+                        gpu.convolve(whole, prepared, kernel: ConvolutionKernels.default).data, exact))
+            }
+        }
+        // The first layer's shape: 3 channels in, stride 2, at 640.
+        let photo = Self.map(3, 640, 480, seed: 5)
+        let stem = ConvolutionKernels.default.prepare(
+            ConvolutionWeights(
+                weight: Self.random(16 * 27, seed: 6, scale: 0.5), bias: Self.random(16, seed: 7), inputs: 3,
+                outputs: 16, kernel: 3, stride: 2, activation: true))
+        check("convolution 3×3/2 of a 3×640×480 photo") {
+            $0.convolve(photo, stem, kernel: ConvolutionKernels.default).data
+        }
+        let wide = Self.map(64, 20, 20, seed: 40)
+        let deep = ConvolutionWeights(
+            weight: Self.random(32 * 64 * 9, seed: 41, scale: 0.1), bias: Self.random(32, seed: 42), inputs: 64,
+            outputs: 32, kernel: 3, stride: 1, activation: true)
+        results.append(
+            Self.compare(
+                "convolution 3×3/1 of 64 channels at 20×20, against Double",
+                gpu.convolve(wide, ConvolutionKernels.default.prepare(deep), kernel: ConvolutionKernels.default).data,
+                Self.convolution(wide, deep)))
+        for kernel in [3, 5] {
+            for activation in [false, true] {
+                let x = Self.map(13, 17, 11, seed: 8)
+                let weight = Self.random(13 * kernel * kernel, seed: 9), bias = Self.random(13, seed: 10)
+                check("depthwise \(kernel)×\(kernel) \(activation ? "SiLU" : "linear")") {
+                    $0.depthwiseConvolution(x, weight: weight, bias: bias, kernel: kernel, activation: activation)
+                        .data
+                }
+            }
+        }
+        let taps = (0..<4).map { Self.random(11 * 9, seed: 11 + UInt64($0)) }
+        let tapBias = Self.random(11, seed: 15)
+        let small = Self.map(9, 7, 5, seed: 16)
+        check("transposed convolution 2×2") {
+            $0.transposedConvolution2x2(small, taps: taps, bias: tapBias).data
+        }
+        let x = Self.map(12, 15, 21, seed: 17)
+        check("max pool 5", exact: true) { $0.maxPool(x, size: 5).data }
+        check("upsample", exact: true) { $0.upsample(x).data }
+        check("concatenate", exact: true) { $0.concatenate([x, Self.map(5, 15, 21, seed: 18), x]).data }
+        check("slice", exact: true) { $0.slice(x, channels: 3..<9).data }
+        check("add stacked", exact: true) { backend in
+            var y = Self.map(12, 15, 21, seed: 19)
+            backend.add(&y, StackedMaps(parts: [.init(map: x, channels: 0..<5), .init(map: x, channels: 5..<12)]))
+            return y.data
+        }
+        let scale = Self.random(12, seed: 20), shift = Self.random(12, seed: 21)
+        check("channel affine", exact: true) { backend in
+            var y = backend.upsample(x)
+            backend.channelAffine(&y, scale: scale, shift: shift)
+            return y.data
+        }
+        let columns = [0, 5, 314, 17, 100, 5]
+        check("gather", exact: true) { $0.gather(x, columns: columns) }
+        let channelWeights = Self.random(12, seed: 22)
+        check("weighted channel sum") { $0.weightedChannelSum(x, weights: channelWeights) }
+        let rows = Self.random(7 * 33, seed: 23), weight = Self.random(21 * 33, seed: 24)
+        let bias = Self.random(21, seed: 25)
+        check("linear with bias") { $0.linear(rows, rows: 7, inputs: 33, weight: weight, bias: bias, outputs: 21) }
+        check("linear without bias") { $0.linear(rows, rows: 7, inputs: 33, weight: weight, bias: nil, outputs: 21) }
+        let left = Self.random(13 * 11, seed: 26), right = Self.random(11 * 17, seed: 27)
+        check("matmul") { $0.matmul(left, right, m: 13, n: 17, k: 11) }
+        // The neck's attention: 64 channels in 2 heads, 5 classes, at 20×20.
+        let projected = Self.map(64, 20, 20, seed: 28)
+        let guide = Self.random(5 * 64, seed: 29), headBias = Self.random(2, seed: 30)
+        check("max-sigmoid attention") {
+            $0.maxSigmoidAttention(StackedMaps(projected), guide: guide, classes: 5, heads: 2, bias: headBias)
+        }
+        let headWeights = Self.random(2 * 400, seed: 31)
+        check("scale heads", exact: true) {
+            $0.scaleHeads(StackedMaps(projected), by: headWeights, heads: 2).data
+        }
+        let qkv = Self.map(2 * (2 * 16 + 32), 10, 10, seed: 32)
+        check("spatial attention values", exact: true) {
+            $0.spatialAttention(qkv, heads: 2, keySize: 16, headSize: 32).values.data
+        }
+        check("spatial attention") { $0.spatialAttention(qkv, heads: 2, keySize: 16, headSize: 32).attended.data }
+        let features = Self.map(24, 9, 8, seed: 33)
+        let scores = Self.map(4, 9, 8, seed: 34)
+        let mask = (0..<72).map { UInt8($0 % 3 == 0 ? 1 : 0) }
+        check("masked softmax pool") { $0.maskedSoftmaxPool(features, scores: scores, mask: mask, groups: 4) }
+        // The head: 16 bins per side at 12×10, 6 classes, depth 32, written into a 3-level output.
+        let box = Self.map(64, 12, 10, seed: 35, scale: 4)
+        let source = Self.map(32, 12, 10, seed: 36)
+        let classWeights = Self.random(6 * 32, seed: 37), constants = Self.random(6, seed: 38)
+        let geometry = AnchorGeometry(
+            plane: 120, width: 10, anchors: 300, offset: 100, stride: 16, bins: 16, classes: 6)
+        check("contrastive decode") { backend in
+            var output = [Float](repeating: 0, count: 10 * 300)
+            backend.contrastiveDecode(
+                box: box, weights: classWeights, depth: 32, source: source, constants: constants, scale: 1.3,
+                bias: -0.4, geometry: geometry, into: &output)
+            return output
+        }
+        let anchors = [0, 7, 119, 64, 3]
+        check("decode boxes") { $0.decodeBoxes(box, anchors: anchors, geometry: geometry) }
+        let distances = Self.map(4, 12, 10, seed: 39, scale: 3)
+        let direct = AnchorGeometry(plane: 120, width: 10, anchors: 120, offset: 0, stride: 8, bins: 1, classes: 0)
+        check("decode boxes, one bin") { $0.decodeBoxes(distances, anchors: anchors, geometry: direct) }
+        check("tasks in order", exact: true) { backend in
+            backend.tasks(3) { task in backend.slice(x, channels: task..<(task + 2)) }.flatMap(\.data)
+        }
+        return results
+    }
+}

@@ -1,0 +1,820 @@
+import CLookoutCUDA
+import LookoutTensor
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Floats in the GPU's memory: a map's values while a ``CUDABackend`` computes with it. Freed (in stream order,
+/// after the work already issued) when the last map holding it goes.
+final class DeviceBuffer: DeviceStorage, @unchecked Sendable {
+    let address: UInt64
+    let count: Int
+    /// Where a failed copy back is recorded.
+    private let backend: CUDABackend
+
+    init(count: Int, backend: CUDABackend) throws(CUDAError) {
+        var address: UInt64 = 0
+        try CUDABackend.call { lookout_cuda_alloc(&address, max(1, count) * 4, $0, $1) }
+        self.address = address
+        self.count = count
+        self.backend = backend
+    }
+
+    deinit { lookout_cuda_free(address) }
+
+    func download(into buffer: UnsafeMutableBufferPointer<Float>) {
+        precondition(buffer.count >= count)
+        if let error = CUDABackend.check({ lookout_cuda_download(buffer.baseAddress, address, count * 4, $0, $1) }) {
+            backend.fail(error)
+            buffer.update(repeating: .nan)
+        }
+    }
+}
+
+/// The CUDA backend: the ``ComputeBackend`` operations on an NVIDIA GPU. A map a GPU operation makes stays in the
+/// GPU's memory (``FeatureMap/device``) for the next, so a photo's features cross to the GPU once (its letterboxed
+/// pixels) and come back as the head's few outputs; the features ``Engine`` keeps for re-query stay there.
+///
+/// Its own kernels (``CUDAKernels``) are compiled by NVRTC for the GPU's architecture at first use and kept as a
+/// cubin in the cache folder; the GEMMs (the convolutions lowered, the dense layers, the head's logits) go
+/// through cuBLAS in fp32 (no TF32), or through a kernel of its own where cuBLAS is absent. Every launch and copy
+/// is on one stream, in the order issued.
+///
+/// fp32 only (the detector's precision must be fp32). Not yet on the GPU, computed by the CPU backend with the
+/// maps copied over: the CLIP towers' sequence operations and YOLOE's visual-prompt pooling. An operation that
+/// fails (the GPU out of memory) records ``failure`` and gives NaN, which ``checkFailure()`` turns into an error.
+public final class CUDABackend: ComputeBackend, @unchecked Sendable {
+    public let gpu: GPU
+    /// Where cuBLAS was found, or nil (the GEMMs then use Lookout's kernel).
+    public let cublasPath: String?
+    /// Whether the kernels came from the cache rather than from NVRTC this time.
+    public let kernelsFromCache: Bool
+    /// The CPU backend for the operations not yet on the GPU.
+    public let host: CPUBackend
+
+    private let functions: [String: UnsafeMutableRawPointer]
+    private let state = Mutex(State())
+
+    private struct State {
+        var failure: CUDAError?
+        /// Weights copied to the GPU, by the address of the host array they came from (the array is kept with
+        /// them, so the address names them while they are cached).
+        var weights: [WeightKey: CachedWeights] = [:]
+    }
+
+    struct WeightKey: Hashable {
+        let addresses: [UInt]
+    }
+
+    final class CachedWeights: @unchecked Sendable {
+        let sources: [Any]
+        let buffers: [DeviceBuffer]
+        init(sources: [Any], buffers: [DeviceBuffer]) {
+            self.sources = sources
+            self.buffers = buffers
+        }
+    }
+
+    /// Called with the first failure of an operation (a program that cannot go on without the GPU stops there
+    /// with the message); nil: failures are only recorded for ``checkFailure()``.
+    public let onFailure: (@Sendable (CUDAError) -> Void)?
+
+    /// Opens GPU `index`, compiles (or reads from `cacheDirectory`) the kernels and opens cuBLAS when
+    /// `useCUBLAS` (off: the GEMMs run on Lookout's own kernel, as where cuBLAS is absent).
+    public init(
+        gpu index: Int = 0, cacheDirectory: String?, useCUBLAS: Bool = true, host: CPUBackend = .shared,
+        onFailure: (@Sendable (CUDAError) -> Void)? = nil
+    ) throws(CUDAError) {
+        self.onFailure = onFailure
+        let driver = try CUDA.driver()
+        guard index >= 0 && index < driver.gpus.count else {
+            throw CUDAError(
+                driver.gpus.isEmpty
+                    ? "the NVIDIA driver reports no GPU on this machine"
+                    : "there is no GPU \(index): this machine has \(driver.gpus.count) (cuda:0 to cuda:\(driver.gpus.count - 1))"
+            )
+        }
+        gpu = driver.gpus[index]
+        self.host = host
+        try Self.call { lookout_cuda_use(Int32(index), $0, $1) }
+        let (image, cached) = try Self.kernelImage(for: gpu, cacheDirectory: cacheDirectory)
+        kernelsFromCache = cached
+        var module: UnsafeMutableRawPointer?
+        if let error = image.withUnsafeBytes({ bytes in
+            Self.check { lookout_cuda_load(bytes.baseAddress, &module, $0, $1) }
+        }) {
+            throw error
+        }
+        var functions: [String: UnsafeMutableRawPointer] = [:]
+        for name in CUDAKernels.names {
+            var function: UnsafeMutableRawPointer?
+            try Self.call { lookout_cuda_function(module, name, &function, $0, $1) }
+            functions[name] = function
+        }
+        self.functions = functions
+        if useCUBLAS {
+            var path = [CChar](repeating: 0, count: 4096)
+            var message = [CChar](repeating: 0, count: 1024)
+            cublasPath =
+                lookout_cublas_open(&path, path.count, &message, message.count) == 0
+                ? path.withUnsafeBufferPointer { String(cString: $0.baseAddress!) } : nil
+        } else {
+            cublasPath = nil
+        }
+    }
+
+    public var name: String { "cuda:\(gpu.index) (\(gpu.name))" }
+
+    /// A C call of the shim, its message turned into an error.
+    static func call(_ body: (UnsafeMutablePointer<CChar>, Int) -> Int32) throws(CUDAError) {
+        if let error = check(body) { throw error }
+    }
+
+    /// A C call of the shim: nil, or its message as an error.
+    static func check(_ body: (UnsafeMutablePointer<CChar>, Int) -> Int32) -> CUDAError? {
+        var message = [CChar](repeating: 0, count: 1024)
+        let status = message.withUnsafeMutableBufferPointer { body($0.baseAddress!, $0.count) }
+        guard status == 0 else {
+            return CUDAError(message.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
+        }
+        return nil
+    }
+
+    /// `values` copied to the GPU at `target`; a failure recorded.
+    func upload<T>(_ values: [T], to target: UInt64) -> Bool {
+        let error = values.withUnsafeBytes { bytes in
+            Self.check { lookout_cuda_upload(target, bytes.baseAddress, bytes.count, $0, $1) }
+        }
+        if let error {
+            fail(error)
+            return false
+        }
+        return true
+    }
+
+    // MARK: Kernels: compiled once per architecture
+
+    /// The cubin of ``CUDAKernels/source`` for `gpu`: from the cache when an earlier run compiled it with the same
+    /// source and NVRTC, else compiled now (and written there).
+    static func kernelImage(for gpu: GPU, cacheDirectory: String?) throws(CUDAError) -> (image: [UInt8], cached: Bool) {
+        let nvrtc = try CUDA.nvrtc()
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in (CUDAKernels.source + nvrtc.version).utf8 {
+            hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
+        }
+        let file = cacheDirectory.map {
+            "\($0)/cuda/kernels-\(gpu.realArchitecture)-\(String(hash, radix: 16)).cubin"
+        }
+        if let file, let image = readFile(file), !image.isEmpty { return (image, true) }
+        let image = try CUDA.compile(CUDAKernels.source, name: "lookout_kernels.cu", architecture: gpu.realArchitecture)
+        if let file, let cacheDirectory {
+            mkdir(cacheDirectory, 0o755)
+            mkdir(cacheDirectory + "/cuda", 0o755)
+            writeFile(file, image)
+        }
+        return (image, false)
+    }
+
+    private static func readFile(_ path: String) -> [UInt8]? {
+        guard let file = fopen(path, "rb") else { return nil }
+        defer { fclose(file) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let read = fread(&chunk, 1, chunk.count, file)
+            if read == 0 { break }
+            bytes += chunk[0..<read]
+        }
+        return bytes
+    }
+
+    private static func writeFile(_ path: String, _ bytes: [UInt8]) {
+        let temporary = path + ".\(getpid()).partial"
+        guard let file = fopen(temporary, "wb") else { return }
+        let written = fwrite(bytes, 1, bytes.count, file)
+        fclose(file)
+        if written == bytes.count { rename(temporary, path) } else { unlink(temporary) }
+    }
+
+    // MARK: Failures
+
+    func fail(_ error: CUDAError) {
+        let first = state.withLock { state in
+            defer { if state.failure == nil { state.failure = error } }
+            return state.failure == nil
+        }
+        if first { onFailure?(error) }
+    }
+
+    /// The first failure since the last check (then cleared), as an error.
+    public func checkFailure() throws(CUDAError) {
+        let failure = state.withLock { state in
+            defer { state.failure = nil }
+            return state.failure
+        }
+        if let failure { throw failure }
+    }
+
+    /// Waits for the GPU to finish what was issued (for timing).
+    public func synchronize() throws(CUDAError) {
+        try Self.call { lookout_cuda_synchronize($0, $1) }
+    }
+
+    /// Free and total bytes of the GPU's memory.
+    public func memory() -> (free: Int, total: Int) {
+        var (free, total) = (0, 0)
+        _ = lookout_cuda_memory(&free, &total)
+        return (free, total)
+    }
+
+    // MARK: Buffers
+
+    /// A buffer of `count` floats; a zero-length stand-in after a failure (recorded).
+    func buffer(_ count: Int) -> DeviceBuffer? {
+        do {
+            return try DeviceBuffer(count: count, backend: self)
+        } catch {
+            fail(error)
+            return nil
+        }
+    }
+
+    /// Floats (or 32-bit integers) copied into a new buffer.
+    func upload<T>(_ values: [T]) -> DeviceBuffer? {
+        precondition(MemoryLayout<T>.stride == 4)
+        guard let buffer = buffer(values.count), upload(values, to: buffer.address) else { return nil }
+        return buffer
+    }
+
+    func download(_ buffer: DeviceBuffer, count: Int? = nil) -> [Float] {
+        let count = count ?? buffer.count
+        return [Float](unsafeUninitializedCapacity: count) { out, initialized in
+            if let error = Self.check({ lookout_cuda_download(out.baseAddress, buffer.address, count * 4, $0, $1) }) {
+                fail(error)
+                out.update(repeating: .nan)
+            }
+            initialized = count
+        }
+    }
+
+    func copy(_ target: UInt64, _ source: UInt64, floats: Int) {
+        do {
+            try Self.call { lookout_cuda_copy(target, source, floats * 4, $0, $1) }
+        } catch { fail(error) }
+    }
+
+    /// The map's values on the GPU: its own buffer, or its host values copied over.
+    func onDevice(_ x: FeatureMap) -> DeviceBuffer? {
+        if let buffer = x.device as? DeviceBuffer { return buffer }
+        return upload(x.data)
+    }
+
+    /// The stacked maps as one contiguous buffer (the map itself when it is one whole map).
+    func onDevice(_ x: StackedMaps) -> DeviceBuffer? {
+        if x.isWholeMap { return onDevice(x.parts[0].map) }
+        guard let out = buffer(x.channels * x.plane) else { return nil }
+        for (index, part) in x.parts.enumerated() {
+            let target = out.address + UInt64(x.starts[index] * x.plane * 4)
+            let count = part.channels.count * x.plane
+            if let buffer = part.map.device as? DeviceBuffer {
+                copy(target, buffer.address + UInt64(part.channels.lowerBound * x.plane * 4), floats: count)
+            } else {
+                let values = Array(
+                    part.map.data[(part.channels.lowerBound * x.plane)..<(part.channels.upperBound * x.plane)])
+                _ = upload(values, to: target)
+            }
+        }
+        return out
+    }
+
+    /// Weights the layers keep for their lifetime, copied to the GPU once: keyed by the host arrays' addresses
+    /// (kept alive with the copies, so an address cannot come back naming other values).
+    func cached(_ arrays: [[Float]], make: () -> [[Float]]) -> [DeviceBuffer]? {
+        let key = WeightKey(addresses: arrays.map { $0.withUnsafeBufferPointer { UInt(bitPattern: $0.baseAddress) } })
+        if let hit = state.withLock({ $0.weights[key] }) { return hit.buffers }
+        var buffers: [DeviceBuffer] = []
+        for values in make() {
+            guard let buffer = upload(values) else { return nil }
+            buffers.append(buffer)
+        }
+        state.withLock { state in
+            // Layers hold their weights for their lifetime; a bound keeps weights made afresh per call (none today)
+            // from piling up.
+            if state.weights.count >= 4096 { state.weights.removeAll() }
+            state.weights[key] = CachedWeights(sources: arrays, buffers: buffers)
+        }
+        return buffers
+    }
+
+    func map(_ buffer: DeviceBuffer?, channels: Int, height: Int, width: Int) -> FeatureMap {
+        guard let buffer, buffer.count == channels * height * width else {
+            return FeatureMap(
+                channels: channels, height: height, width: width,
+                data: [Float](repeating: .nan, count: channels * height * width))
+        }
+        return FeatureMap(channels: channels, height: height, width: width, device: buffer)
+    }
+
+    // MARK: Launching
+
+    /// A kernel's parameters packed as they lie in its parameter buffer (each at its own alignment).
+    struct Arguments {
+        var bytes: [UInt8] = []
+
+        mutating func align(_ alignment: Int) {
+            while bytes.count % alignment != 0 { bytes.append(0) }
+        }
+
+        mutating func append<T>(_ value: T, alignment: Int) {
+            align(alignment)
+            withUnsafeBytes(of: value) { bytes += $0 }
+        }
+
+        mutating func pointer(_ buffer: DeviceBuffer?, offset: Int = 0) {
+            append((buffer?.address ?? 0) + UInt64(offset * 4), alignment: 8)
+        }
+        mutating func int(_ value: Int) { append(Int32(value), alignment: 4) }
+        mutating func long(_ value: Int) { append(Int64(value), alignment: 8) }
+        mutating func float(_ value: Float) { append(value, alignment: 4) }
+    }
+
+    /// Launches `name` over `count` elements (blocks of 256 threads, the kernels striding over the rest).
+    func launch(_ name: String, count: Int, _ fill: (inout Arguments) -> Void) {
+        let blocks = UInt32(max(1, min((count + 255) / 256, 65_535)))
+        launch(name, grid: (blocks, 1), block: (256, 1), fill)
+    }
+
+    func launch(_ name: String, grid: (UInt32, UInt32), block: (UInt32, UInt32), _ fill: (inout Arguments) -> Void) {
+        var arguments = Arguments()
+        fill(&arguments)  // exactly the parameters' size: the driver refuses a buffer padded past the last one
+        let function = functions[name]!
+        let error = arguments.bytes.withUnsafeMutableBytes { bytes in
+            Self.check {
+                lookout_cuda_launch(
+                    function, grid.0, grid.1, 1, block.0, block.1, 1, 0, bytes.baseAddress, bytes.count, $0, $1)
+            }
+        }
+        if let error { fail(error) }
+    }
+
+    /// `C[i, j] = Σ_k A(i, k)·B(k, j)` (+ `beta`·C), row-major `m × n` with row stride `ldc`, where
+    /// `A(i, k) = a[i·aRow + k·aColumn]` and `B(k, j) = b[k·bRow + j·bColumn]`; one of each pair of strides is 1.
+    /// cuBLAS where it opened, else ``CUDAKernels``' `lk_gemm`. Offsets count floats.
+    func gemm(
+        m: Int, n: Int, k: Int, a: DeviceBuffer?, aOffset: Int = 0, aRow: Int, aColumn: Int, b: DeviceBuffer?,
+        bOffset: Int = 0, bRow: Int, bColumn: Int, c: DeviceBuffer?, cOffset: Int = 0, ldc: Int, beta: Float = 0
+    ) {
+        guard m > 0 && n > 0, let a, let b, let c else { return }
+        guard k > 0 else { return }
+        if cublasPath != nil {
+            // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: cuBLAS's first operand is B, its second A.
+            // An operand is stored transposed when its column stride is not 1; its leading dimension is then
+            // that stride, else its row stride (at least the row's length, as cuBLAS requires).
+            let bTransposed = bColumn != 1
+            let aTransposed = aColumn != 1
+            do {
+                try Self.call {
+                    lookout_cublas_sgemm(
+                        bTransposed ? 1 : 0, aTransposed ? 1 : 0, Int32(n), Int32(m), Int32(k),
+                        b.address + UInt64(bOffset * 4), Int32(bTransposed ? bColumn : max(bRow, n)),
+                        a.address + UInt64(aOffset * 4), Int32(aTransposed ? aColumn : max(aRow, k)), beta,
+                        c.address + UInt64(cOffset * 4), Int32(ldc), $0, $1)
+                }
+            } catch { fail(error) }
+            return
+        }
+        launch("lk_gemm", grid: (UInt32((n + 15) / 16), UInt32((m + 15) / 16)), block: (16, 16)) {
+            $0.int(m)
+            $0.int(n)
+            $0.int(k)
+            $0.pointer(a, offset: aOffset)
+            $0.long(aRow)
+            $0.long(aColumn)
+            $0.pointer(b, offset: bOffset)
+            $0.long(bRow)
+            $0.long(bColumn)
+            $0.pointer(c, offset: cOffset)
+            $0.long(ldc)
+            $0.float(beta)
+        }
+    }
+
+    // MARK: ComputeBackend
+
+    public func beginImage() {}
+
+    /// One after another: the GPU runs each task's operations across all of itself.
+    public func tasks(_ count: Int, _ body: @escaping @Sendable (Int) -> FeatureMap) -> [FeatureMap] {
+        (0..<count).map(body)
+    }
+
+    public func floats(_ x: FeatureMap) -> [Float] { x.data }
+
+    public func convolve(_ x: StackedMaps, _ weights: ConvolutionWeights, kernel: any ConvolutionKernel) -> FeatureMap {
+        precondition(x.channels == weights.inputs, "a convolution of \(weights.inputs) inputs given \(x.channels)")
+        let (outHeight, outWidth) = weights.outputSize(height: x.height, width: x.width)
+        let (plane, outPlane) = (x.plane, outHeight * outWidth)
+        let depth = weights.inputs * weights.kernel * weights.kernel
+        let source = [weights.weight, weights.packed, weights.transformed, weights.bias]
+        guard let input = onDevice(x),
+            let parameters = cached(source, make: { [weights.denseWeight, weights.bias] }),
+            let out = buffer(weights.outputs * outPlane)
+        else { return map(nil, channels: weights.outputs, height: outHeight, width: outWidth) }
+        var lowered = input
+        if weights.kernel != 1 || weights.stride != 1 {
+            guard let columns = buffer(depth * outPlane) else {
+                return map(nil, channels: weights.outputs, height: outHeight, width: outWidth)
+            }
+            launch("lk_im2col", count: depth * outPlane) {
+                $0.pointer(input)
+                $0.pointer(columns)
+                $0.int(weights.inputs)
+                $0.int(x.height)
+                $0.int(x.width)
+                $0.int(weights.kernel)
+                $0.int(weights.stride)
+                $0.int(outHeight)
+                $0.int(outWidth)
+            }
+            lowered = columns
+        } else {
+            precondition(outPlane == plane)
+        }
+        gemm(
+            m: weights.outputs, n: outPlane, k: depth, a: parameters[0], aRow: depth, aColumn: 1, b: lowered,
+            bRow: outPlane, bColumn: 1, c: out, ldc: outPlane)
+        launch("lk_bias_act", count: weights.outputs * outPlane) {
+            $0.pointer(out)
+            $0.pointer(parameters[1])
+            $0.int(outPlane)
+            $0.long(weights.outputs * outPlane)
+            $0.int(weights.activation ? 1 : 0)
+        }
+        return map(out, channels: weights.outputs, height: outHeight, width: outWidth)
+    }
+
+    public func convolve(_ x: FeatureMap, _ weights: ConvolutionWeights, kernel: any ConvolutionKernel) -> FeatureMap {
+        convolve(StackedMaps(x), weights, kernel: kernel)
+    }
+
+    public func depthwiseConvolution(
+        _ x: FeatureMap, weight: [Float], bias: [Float], kernel: Int, activation: Bool
+    ) -> FeatureMap {
+        precondition(weight.count == x.channels * kernel * kernel && bias.count == x.channels)
+        guard let input = onDevice(x), let parameters = cached([weight, bias], make: { [weight, bias] }),
+            let out = buffer(x.channels * x.plane)
+        else { return map(nil, channels: x.channels, height: x.height, width: x.width) }
+        launch("lk_depthwise", count: x.channels * x.plane) {
+            $0.pointer(input)
+            $0.pointer(parameters[0])
+            $0.pointer(parameters[1])
+            $0.pointer(out)
+            $0.int(x.channels)
+            $0.int(x.height)
+            $0.int(x.width)
+            $0.int(kernel)
+            $0.int(activation ? 1 : 0)
+        }
+        return map(out, channels: x.channels, height: x.height, width: x.width)
+    }
+
+    public func transposedConvolution2x2(_ x: FeatureMap, taps: [[Float]], bias: [Float]) -> FeatureMap {
+        let (inputs, outputs) = (x.channels, bias.count)
+        precondition(taps.count == 4 && taps.allSatisfy { $0.count == outputs * inputs })
+        guard let input = onDevice(x),
+            let parameters = cached(taps + [bias], make: { [taps.flatMap { $0 }, bias] }),
+            let out = buffer(outputs * 4 * x.plane)
+        else { return map(nil, channels: outputs, height: 2 * x.height, width: 2 * x.width) }
+        launch("lk_transposed2x2", count: outputs * 4 * x.plane) {
+            $0.pointer(input)
+            $0.pointer(parameters[0])
+            $0.pointer(parameters[1])
+            $0.pointer(out)
+            $0.int(inputs)
+            $0.int(outputs)
+            $0.int(x.height)
+            $0.int(x.width)
+        }
+        return map(out, channels: outputs, height: 2 * x.height, width: 2 * x.width)
+    }
+
+    public func maxPool(_ x: FeatureMap, size: Int) -> FeatureMap {
+        guard let input = onDevice(x), let out = buffer(x.channels * x.plane) else {
+            return map(nil, channels: x.channels, height: x.height, width: x.width)
+        }
+        launch("lk_max_pool", count: x.channels * x.plane) {
+            $0.pointer(input)
+            $0.pointer(out)
+            $0.int(x.channels)
+            $0.int(x.height)
+            $0.int(x.width)
+            $0.int(size / 2)
+        }
+        return map(out, channels: x.channels, height: x.height, width: x.width)
+    }
+
+    public func upsample(_ x: FeatureMap) -> FeatureMap {
+        guard let input = onDevice(x), let out = buffer(x.channels * 4 * x.plane) else {
+            return map(nil, channels: x.channels, height: 2 * x.height, width: 2 * x.width)
+        }
+        launch("lk_upsample2", count: x.channels * 4 * x.plane) {
+            $0.pointer(input)
+            $0.pointer(out)
+            $0.int(x.channels)
+            $0.int(x.height)
+            $0.int(x.width)
+        }
+        return map(out, channels: x.channels, height: 2 * x.height, width: 2 * x.width)
+    }
+
+    public func concatenate(_ maps: [FeatureMap]) -> FeatureMap {
+        precondition(
+            maps.allSatisfy { $0.height == maps[0].height && $0.width == maps[0].width },
+            "concatenating maps of different sizes")
+        let channels = maps.reduce(0) { $0 + $1.channels }
+        let out = onDevice(StackedMaps(maps))
+        return map(out, channels: channels, height: maps[0].height, width: maps[0].width)
+    }
+
+    public func slice(_ x: FeatureMap, channels range: Range<Int>) -> FeatureMap {
+        guard let input = onDevice(x), let out = buffer(range.count * x.plane) else {
+            return map(nil, channels: range.count, height: x.height, width: x.width)
+        }
+        copy(out.address, input.address + UInt64(range.lowerBound * x.plane * 4), floats: range.count * x.plane)
+        return map(out, channels: range.count, height: x.height, width: x.width)
+    }
+
+    public func add(_ x: inout FeatureMap, _ y: StackedMaps) {
+        precondition(x.channels == y.channels && x.plane == y.plane, "adding maps of different sizes")
+        // A copy of x of its own (x's buffer may be another map's too), then y added into it.
+        guard let source = onDevice(x), let other = onDevice(y), let out = buffer(source.count) else {
+            x = map(nil, channels: x.channels, height: x.height, width: x.width)
+            return
+        }
+        copy(out.address, source.address, floats: source.count)
+        launch("lk_add", count: out.count) {
+            $0.pointer(out)
+            $0.pointer(other)
+            $0.long(out.count)
+        }
+        x = map(out, channels: x.channels, height: x.height, width: x.width)
+    }
+
+    public func channelAffine(_ x: inout FeatureMap, scale: [Float], shift: [Float]) {
+        precondition(scale.count == x.channels && shift.count == x.channels)
+        guard let source = onDevice(x), let parameters = cached([scale, shift], make: { [scale, shift] }),
+            let out = buffer(source.count)
+        else {
+            x = map(nil, channels: x.channels, height: x.height, width: x.width)
+            return
+        }
+        copy(out.address, source.address, floats: source.count)
+        launch("lk_affine", count: out.count) {
+            $0.pointer(out)
+            $0.pointer(parameters[0])
+            $0.pointer(parameters[1])
+            $0.int(x.plane)
+            $0.long(out.count)
+        }
+        x = map(out, channels: x.channels, height: x.height, width: x.width)
+    }
+
+    public func gather(_ x: FeatureMap, columns: [Int]) -> [Float] {
+        let count = x.channels * columns.count
+        guard count > 0 else { return [] }
+        guard let input = onDevice(x), let indices = upload(columns.map { Int32($0) }), let out = buffer(count) else {
+            return [Float](repeating: .nan, count: count)
+        }
+        launch("lk_gather", count: count) {
+            $0.pointer(input)
+            $0.pointer(indices)
+            $0.pointer(out)
+            $0.int(x.channels)
+            $0.int(x.plane)
+            $0.int(columns.count)
+        }
+        return download(out)
+    }
+
+    public func weightedChannelSum(_ x: FeatureMap, weights: [Float]) -> [Float] {
+        precondition(weights.count == x.channels)
+        guard let input = onDevice(x), let w = upload(weights), let out = buffer(x.plane) else {
+            return [Float](repeating: .nan, count: x.plane)
+        }
+        launch("lk_weighted_sum", count: x.plane) {
+            $0.pointer(input)
+            $0.pointer(w)
+            $0.pointer(out)
+            $0.int(x.channels)
+            $0.int(x.plane)
+        }
+        return download(out)
+    }
+
+    // MARK: Dense
+
+    public func linear(_ x: [Float], rows: Int, inputs: Int, weight: [Float], bias: [Float]?, outputs: Int) -> [Float] {
+        precondition(
+            x.count == rows * inputs && weight.count == outputs * inputs && (bias?.count ?? outputs) == outputs)
+        guard rows > 0 else { return [] }
+        guard let input = upload(x), let w = upload(weight), let out = buffer(rows * outputs) else {
+            return [Float](repeating: .nan, count: rows * outputs)
+        }
+        // y[r, o] = Σ_i x[r, i]·W[o, i]: B(i, o) = W[o·inputs + i].
+        gemm(
+            m: rows, n: outputs, k: inputs, a: input, aRow: inputs, aColumn: 1, b: w, bRow: 1, bColumn: inputs,
+            c: out, ldc: outputs)
+        if let bias, let b = upload(bias) {
+            launch("lk_add_rows", count: rows * outputs) {
+                $0.pointer(out)
+                $0.pointer(b)
+                $0.int(outputs)
+                $0.long(rows * outputs)
+            }
+        }
+        return download(out)
+    }
+
+    public func matmul(_ a: [Float], _ b: [Float], m: Int, n: Int, k: Int) -> [Float] {
+        precondition(a.count == m * k && b.count == k * n)
+        guard m > 0 && n > 0 else { return [Float](repeating: 0, count: m * n) }
+        guard k > 0 else { return [Float](repeating: 0, count: m * n) }
+        guard let left = upload(a), let right = upload(b), let out = buffer(m * n) else {
+            return [Float](repeating: .nan, count: m * n)
+        }
+        gemm(m: m, n: n, k: k, a: left, aRow: k, aColumn: 1, b: right, bRow: n, bColumn: 1, c: out, ldc: n)
+        return download(out)
+    }
+
+    // MARK: Attention
+
+    public func maxSigmoidAttention(
+        _ x: StackedMaps, guide g: [Float], classes: Int, heads: Int, bias: [Float]
+    ) -> [Float] {
+        let (channels, plane) = (x.channels, x.plane)
+        precondition(g.count == classes * channels && bias.count == heads)
+        guard let input = onDevice(x), let guide = upload(g), let b = upload(bias), let out = buffer(heads * plane)
+        else { return [Float](repeating: .nan, count: heads * plane) }
+        let divisor = Float(Double(channels / heads).squareRoot())
+        launch("lk_max_sigmoid", count: heads * plane) {
+            $0.pointer(input)
+            $0.pointer(guide)
+            $0.pointer(b)
+            $0.pointer(out)
+            $0.int(channels)
+            $0.int(classes)
+            $0.int(heads)
+            $0.int(plane)
+            $0.float(divisor)
+        }
+        return download(out)
+    }
+
+    public func scaleHeads(_ x: StackedMaps, by weights: [Float], heads: Int) -> FeatureMap {
+        let (channels, plane) = (x.channels, x.plane)
+        precondition(weights.count == heads * plane)
+        guard let input = onDevice(x), let w = upload(weights), let out = buffer(channels * plane) else {
+            return map(nil, channels: channels, height: x.height, width: x.width)
+        }
+        launch("lk_scale_heads", count: channels * plane) {
+            $0.pointer(input)
+            $0.pointer(w)
+            $0.pointer(out)
+            $0.int(channels)
+            $0.int(channels / heads)
+            $0.int(plane)
+        }
+        return map(out, channels: channels, height: x.height, width: x.width)
+    }
+
+    public func spatialAttention(
+        _ t: FeatureMap, heads: Int, keySize: Int, headSize: Int
+    ) -> (values: FeatureMap, attended: FeatureMap) {
+        let n = t.plane
+        let group = 2 * keySize + headSize
+        precondition(t.channels == heads * group, "a qkv map of \(heads) heads")
+        let failed = (
+            map(nil, channels: heads * headSize, height: t.height, width: t.width),
+            map(nil, channels: heads * headSize, height: t.height, width: t.width)
+        )
+        guard let input = onDevice(t), let values = buffer(heads * headSize * n),
+            let attended = buffer(heads * headSize * n), let query = buffer(keySize * n), let scores = buffer(n * n)
+        else { return failed }
+        let scale = Float(1 / Double(keySize).squareRoot())
+        for h in 0..<heads {
+            let base = h * group * n
+            launch("lk_scale", count: keySize * n) {
+                $0.pointer(input, offset: base)
+                $0.pointer(query)
+                $0.float(scale)
+                $0.long(keySize * n)
+            }
+            copy(
+                values.address + UInt64(h * headSize * n * 4), input.address + UInt64((base + 2 * keySize * n) * 4),
+                floats: headSize * n)
+            // scores[i, j] = Σ_d q[d, i]·k[d, j]; softmax over j; out[c, i] = Σ_j v[c, j]·scores[i, j].
+            gemm(
+                m: n, n: n, k: keySize, a: query, aRow: 1, aColumn: n, b: input, bOffset: base + keySize * n, bRow: n,
+                bColumn: 1, c: scores, ldc: n)
+            launch("lk_softmax_rows", count: n) {
+                $0.pointer(scores)
+                $0.int(n)
+                $0.int(n)
+            }
+            gemm(
+                m: headSize, n: n, k: n, a: input, aOffset: base + 2 * keySize * n, aRow: n, aColumn: 1, b: scores,
+                bRow: 1, bColumn: n, c: attended, cOffset: h * headSize * n, ldc: n)
+        }
+        return (
+            map(values, channels: heads * headSize, height: t.height, width: t.width),
+            map(attended, channels: heads * headSize, height: t.height, width: t.width)
+        )
+    }
+
+    /// On the CPU (visual prompts: once per reference photo).
+    public func maskedSoftmaxPool(_ x: FeatureMap, scores: FeatureMap, mask: [UInt8], groups: Int) -> [Float] {
+        host.maskedSoftmaxPool(x, scores: scores, mask: mask, groups: groups)
+    }
+
+    // MARK: Sequences: on the CPU for now (the towers)
+
+    public func layerNorm(_ x: [Float], rows: Int, gamma: [Float], beta: [Float], epsilon: Float) -> [Float] {
+        host.layerNorm(x, rows: rows, gamma: gamma, beta: beta, epsilon: epsilon)
+    }
+
+    public func linear(_ x: [Float], rows: Int, layer: PackedLinear) -> [Float] {
+        host.linear(x, rows: rows, layer: layer)
+    }
+
+    public func sequenceAttention(
+        _ qkv: [Float], lengths: [Int], starts: [Int], width: Int, heads: Int, causal: Bool
+    ) -> [Float] {
+        host.sequenceAttention(qkv, lengths: lengths, starts: starts, width: width, heads: heads, causal: causal)
+    }
+
+    public func activate(_ x: inout [Float], _ activation: SequenceActivation) { host.activate(&x, activation) }
+
+    public func add(_ x: inout [Float], _ y: [Float]) { host.add(&x, y) }
+
+    // MARK: The head
+
+    /// The level's `(4 + classes) × plane` block computed on the GPU, then written into `output`'s rows.
+    func decodeLevel(
+        box: FeatureMap, logits: DeviceBuffer?, constants: [Float], scale: Float, bias: Float,
+        geometry g: AnchorGeometry
+    ) -> [Float]? {
+        let rows = 4 + g.classes
+        guard let boxes = onDevice(box), let out = buffer(rows * g.plane),
+            let constantsOnDevice = upload(constants.isEmpty ? [0] : constants)
+        else { return nil }
+        launch("lk_head_decode", count: g.plane) {
+            $0.pointer(boxes)
+            $0.pointer(logits ?? boxes)
+            $0.pointer(constantsOnDevice)
+            $0.float(scale)
+            $0.float(bias)
+            $0.int(g.plane)
+            $0.int(g.width)
+            $0.int(g.bins)
+            $0.int(g.classes)
+            $0.float(g.stride)
+            $0.pointer(out)
+        }
+        return download(out)
+    }
+
+    public func contrastiveDecode(
+        box: FeatureMap, weights: [Float], depth: Int, source: FeatureMap, constants: [Float], scale: Float,
+        bias: Float, geometry g: AnchorGeometry, into output: inout [Float]
+    ) {
+        precondition(source.channels == depth && source.plane == g.plane && weights.count == g.classes * depth)
+        let logits = g.classes > 0 ? buffer(g.classes * g.plane) : nil
+        if g.classes > 0, let w = upload(weights), let e = onDevice(source) {
+            gemm(
+                m: g.classes, n: g.plane, k: depth, a: w, aRow: depth, aColumn: 1, b: e, bRow: g.plane, bColumn: 1,
+                c: logits, ldc: g.plane)
+        }
+        let block =
+            decodeLevel(box: box, logits: logits, constants: constants, scale: scale, bias: bias, geometry: g)
+            ?? [Float](repeating: .nan, count: (4 + g.classes) * g.plane)
+        for row in 0..<(4 + g.classes) {
+            let target = row * g.anchors + g.offset
+            output.replaceSubrange(target..<(target + g.plane), with: block[(row * g.plane)..<((row + 1) * g.plane)])
+        }
+    }
+
+    public func decodeBoxes(_ box: FeatureMap, anchors: [Int], geometry g: AnchorGeometry) -> [Float] {
+        let level = AnchorGeometry(
+            plane: g.plane, width: g.width, anchors: g.plane, offset: 0, stride: g.stride, bins: g.bins, classes: 0)
+        let block =
+            decodeLevel(box: box, logits: nil, constants: [], scale: 1, bias: 0, geometry: level)
+            ?? [Float](repeating: .nan, count: 4 * g.plane)
+        var boxes = [Float](repeating: 0, count: 4 * anchors.count)
+        for (j, p) in anchors.enumerated() {
+            for side in 0..<4 { boxes[side * anchors.count + j] = block[side * g.plane + p] }
+        }
+        return boxes
+    }
+}

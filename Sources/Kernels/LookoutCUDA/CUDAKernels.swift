@@ -1,0 +1,241 @@
+/// The CUDA C++ of ``CUDABackend``'s own kernels, compiled by NVRTC once per GPU architecture (and kept as a cubin
+/// in the user's cache). Compiled with `--fmad=false`: a product and a sum are two roundings, as in the CPU's
+/// Swift and C, so that fp32 on the GPU differs from the CPU only by summation order (the GEMMs, cuBLAS's).
+///
+/// Every kernel strides over its elements (`LK_LOOP`), so any grid covers any size. Maps are channel-major
+/// (`channels × height × width`), as ``FeatureMap`` keeps them.
+public enum CUDAKernels {
+    public static let names = [
+        "lk_bias_act", "lk_im2col", "lk_gemm", "lk_depthwise", "lk_transposed2x2", "lk_max_pool", "lk_upsample2",
+        "lk_add", "lk_affine", "lk_gather", "lk_weighted_sum", "lk_max_sigmoid", "lk_scale_heads", "lk_head_decode",
+        "lk_scale", "lk_softmax_rows", "lk_add_rows",
+    ]
+
+    public static let source = """
+        #define LK_LOOP(i, n) \\
+            for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (long long)(n); \\
+                 i += (long long)blockDim.x * gridDim.x)
+
+        #define LK_INFINITY __int_as_float(0x7f800000)
+
+        __device__ __forceinline__ float lk_silu_of(float x) { return x / (1.0f + expf(-x)); }
+        __device__ __forceinline__ float lk_sigmoid_of(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+        extern "C" {
+
+        // y[o, p] = y[o, p] + bias[o], then SiLU where `act`.
+        __global__ void lk_bias_act(float *y, const float *bias, int plane, long long total, int act) {
+            LK_LOOP(i, total) {
+                float v = y[i] + bias[i / plane];
+                y[i] = act ? lk_silu_of(v) : v;
+            }
+        }
+
+        // The convolution's lowered input: row (c·k + ky)·k + kx, column oy·OW + ox; zero outside the map.
+        __global__ void lk_im2col(const float *x, float *col, int C, int H, int W, int k, int s, int OH, int OW) {
+            long long P = (long long)OH * OW;
+            int half = k / 2;
+            LK_LOOP(i, (long long)C * k * k * P) {
+                long long p = i % P, row = i / P;
+                int kx = (int)(row % k), ky = (int)((row / k) % k), c = (int)(row / (k * k));
+                int oy = (int)(p / OW), ox = (int)(p % OW);
+                int iy = oy * s + ky - half, ix = ox * s + kx - half;
+                col[i] = (iy >= 0 && iy < H && ix >= 0 && ix < W) ? x[((long long)c * H + iy) * W + ix] : 0.0f;
+            }
+        }
+
+        // C[i, j] = Σ_k A(i, k)·B(k, j) (+ beta·C), A(i, k) = a[i·sam + k·sak], B(k, j) = b[k·sbk + j·sbn]: the
+        // GEMM where cuBLAS is absent. 16×16 tiles through shared memory; grid (⌈N/16⌉, ⌈M/16⌉), block 16×16.
+        __global__ void lk_gemm(int M, int N, int K, const float *a, long long sam, long long sak, const float *b,
+                                long long sbk, long long sbn, float *c, long long ldc, float beta) {
+            __shared__ float As[16][17];
+            __shared__ float Bs[16][17];
+            int tx = threadIdx.x, ty = threadIdx.y;
+            int row = blockIdx.y * 16 + ty, column = blockIdx.x * 16 + tx;
+            float sum = 0.0f;
+            for (int k0 = 0; k0 < K; k0 += 16) {
+                As[ty][tx] = (row < M && k0 + tx < K) ? a[row * sam + (k0 + tx) * sak] : 0.0f;
+                Bs[ty][tx] = (k0 + ty < K && column < N) ? b[(k0 + ty) * sbk + column * sbn] : 0.0f;
+                __syncthreads();
+                for (int kk = 0; kk < 16; kk++) sum += As[ty][kk] * Bs[kk][tx];
+                __syncthreads();
+            }
+            if (row < M && column < N) {
+                float *target = c + row * ldc + column;
+                *target = beta == 0.0f ? sum : sum + beta * *target;
+            }
+        }
+
+        // One k×k filter per channel, stride 1, padding k/2, bias, SiLU where `act`.
+        __global__ void lk_depthwise(const float *x, const float *w, const float *bias, float *y, int C, int H,
+                                     int W, int k, int act) {
+            int half = k / 2;
+            LK_LOOP(i, (long long)C * H * W) {
+                int xx = (int)(i % W), yy = (int)((i / W) % H), c = (int)(i / ((long long)H * W));
+                const float *plane = x + (long long)c * H * W;
+                const float *filter = w + (long long)c * k * k;
+                float sum = 0.0f;
+                for (int ky = 0; ky < k; ky++) {
+                    int iy = yy + ky - half;
+                    if (iy < 0 || iy >= H) continue;
+                    for (int kx = 0; kx < k; kx++) {
+                        int ix = xx + kx - half;
+                        if (ix < 0 || ix >= W) continue;
+                        sum += plane[iy * W + ix] * filter[ky * k + kx];
+                    }
+                }
+                float v = sum + bias[c];
+                y[i] = act ? lk_silu_of(v) : v;
+            }
+        }
+
+        // ConvTranspose2d(k=2, s=2): taps 4 × O × I (tap dy·2 + dx), bias.
+        __global__ void lk_transposed2x2(const float *x, const float *taps, const float *bias, float *y, int I,
+                                         int O, int H, int W) {
+            LK_LOOP(i, (long long)O * 4 * H * W) {
+                int ox = (int)(i % (2 * W)), oy = (int)((i / (2 * W)) % (2 * H)), o = (int)(i / (4LL * H * W));
+                int tap = (oy % 2) * 2 + (ox % 2);
+                const float *w = taps + ((long long)tap * O + o) * I;
+                long long at = (long long)(oy / 2) * W + ox / 2;
+                float sum = 0.0f;
+                for (int c = 0; c < I; c++) sum += w[c] * x[(long long)c * H * W + at];
+                y[i] = sum + bias[o];
+            }
+        }
+
+        // Max over a (2r+1)² window, stride 1; the padding never wins.
+        __global__ void lk_max_pool(const float *x, float *y, int C, int H, int W, int r) {
+            LK_LOOP(i, (long long)C * H * W) {
+                int xx = (int)(i % W), yy = (int)((i / W) % H);
+                const float *plane = x + (i / ((long long)H * W)) * H * W;
+                float best = -LK_INFINITY;
+                for (int iy = max(0, yy - r); iy <= min(H - 1, yy + r); iy++)
+                    for (int ix = max(0, xx - r); ix <= min(W - 1, xx + r); ix++) best = fmaxf(best, plane[iy * W + ix]);
+                y[i] = best;
+            }
+        }
+
+        __global__ void lk_upsample2(const float *x, float *y, int C, int H, int W) {
+            LK_LOOP(i, (long long)C * 4 * H * W) {
+                int ox = (int)(i % (2 * W)), oy = (int)((i / (2 * W)) % (2 * H));
+                long long c = i / (4LL * H * W);
+                y[i] = x[(c * H + oy / 2) * W + ox / 2];
+            }
+        }
+
+        __global__ void lk_add(float *x, const float *y, long long n) {
+            LK_LOOP(i, n) x[i] += y[i];
+        }
+
+        // x[c, p] = shift[c] + x[c, p]·scale[c], one rounding (as the CPU's fma).
+        __global__ void lk_affine(float *x, const float *scale, const float *shift, int plane, long long n) {
+            LK_LOOP(i, n) {
+                long long c = i / plane;
+                x[i] = fmaf(x[i], scale[c], shift[c]);
+            }
+        }
+
+        __global__ void lk_gather(const float *x, const int *columns, float *out, int C, int plane, int n) {
+            LK_LOOP(i, (long long)C * n) {
+                long long c = i / n;
+                out[i] = x[c * plane + columns[i % n]];
+            }
+        }
+
+        // Σ_c w[c]·x[c, p], summed in channel order.
+        __global__ void lk_weighted_sum(const float *x, const float *w, float *out, int C, int plane) {
+            LK_LOOP(p, plane) {
+                float sum = 0.0f;
+                for (int c = 0; c < C; c++) sum += w[c] * x[(long long)c * plane + p];
+                out[p] = sum;
+            }
+        }
+
+        // YOLO-World's max-sigmoid attention: per head m and pixel p,
+        // sigmoid(max_k Σ_j x[m·hc + j, p]·g[k, m·hc + j] / divisor + bias[m]).
+        __global__ void lk_max_sigmoid(const float *x, const float *g, const float *bias, float *out, int channels,
+                                       int classes, int heads, int plane, float divisor) {
+            int hc = channels / heads;
+            LK_LOOP(i, (long long)heads * plane) {
+                int p = (int)(i % plane), m = (int)(i / plane);
+                float best = -LK_INFINITY;
+                for (int k = 0; k < classes; k++) {
+                    const float *guide = g + (long long)k * channels + m * hc;
+                    float sum = 0.0f;
+                    for (int j = 0; j < hc; j++) sum += x[(long long)(m * hc + j) * plane + p] * guide[j];
+                    best = fmaxf(best, sum);
+                }
+                out[i] = lk_sigmoid_of(best / divisor + bias[m]);
+            }
+        }
+
+        // Each channel times its head's weight at each pixel (weights heads × plane).
+        __global__ void lk_scale_heads(const float *x, const float *w, float *y, int channels, int hc, int plane) {
+            LK_LOOP(i, (long long)channels * plane) {
+                long long c = i / plane, p = i % plane;
+                y[i] = x[i] * w[(c / hc) * plane + p];
+            }
+        }
+
+        // The head's level: per anchor p the DFL expectation of each side's bins (softmax over the bins, Σ b·p_b;
+        // the channel itself with one bin), the box (centre x, centre y, width, height) in input pixels, and the
+        // sigmoid class scores from `logits` (classes × plane). Into out, (4 + classes) × plane.
+        __global__ void lk_head_decode(const float *box, const float *logits, const float *constants, float scale,
+                                       float bias, int plane, int width, int bins, int classes, float stride,
+                                       float *out) {
+            LK_LOOP(p, plane) {
+                float d[4];
+                for (int side = 0; side < 4; side++) {
+                    const float *rows = box + (long long)side * bins * plane + p;
+                    if (bins == 1) {
+                        d[side] = rows[0];
+                        continue;
+                    }
+                    float maximum = -LK_INFINITY;
+                    for (int b = 0; b < bins; b++) maximum = fmaxf(maximum, rows[(long long)b * plane]);
+                    float total = 0.0f, weighted = 0.0f;
+                    for (int b = 0; b < bins; b++) {
+                        float v = expf(rows[(long long)b * plane] - maximum);
+                        total += v;
+                        weighted += (float)b * v;
+                    }
+                    d[side] = weighted / total;
+                }
+                float ax = (float)(p % width) + 0.5f, ay = (float)(p / width) + 0.5f;
+                float x1 = ax - d[0], y1 = ay - d[1], x2 = ax + d[2], y2 = ay + d[3];
+                out[p] = (x1 + x2) / 2.0f * stride;
+                out[plane + p] = (y1 + y2) / 2.0f * stride;
+                out[2LL * plane + p] = (x2 - x1) * stride;
+                out[3LL * plane + p] = (y2 - y1) * stride;
+                for (int k = 0; k < classes; k++)
+                    out[(4LL + k) * plane + p] = lk_sigmoid_of((logits[(long long)k * plane + p] + constants[k]) * scale + bias);
+            }
+        }
+
+        __global__ void lk_scale(const float *x, float *y, float s, long long n) {
+            LK_LOOP(i, n) y[i] = x[i] * s;
+        }
+
+        // Softmax of each row (subtracting its maximum).
+        __global__ void lk_softmax_rows(float *x, int rows, int length) {
+            LK_LOOP(r, rows) {
+                float *row = x + r * length;
+                float maximum = -LK_INFINITY;
+                for (int j = 0; j < length; j++) maximum = fmaxf(maximum, row[j]);
+                float total = 0.0f;
+                for (int j = 0; j < length; j++) {
+                    row[j] = expf(row[j] - maximum);
+                    total += row[j];
+                }
+                for (int j = 0; j < length; j++) row[j] /= total;
+            }
+        }
+
+        // y[r, o] += b[o].
+        __global__ void lk_add_rows(float *y, const float *b, int outputs, long long n) {
+            LK_LOOP(i, n) y[i] += b[i % outputs];
+        }
+
+        }
+        """
+}
