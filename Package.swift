@@ -224,7 +224,10 @@ let package = Package(
         // The GPU checks (the driver, the op-by-op suite, detection parity against the CPU; no FFmpeg, no network):
         // what scripts/device/bundle carries to the GPU machine, statically linked.
         .executableTarget(
-            name: "lookout-gpu-check", dependencies: ["LookoutCUDA", "LookoutEngine", "LookoutImage", "LookoutTensor"],
+            name: "lookout-gpu-check",
+            dependencies: [
+                "LookoutCUDA", "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutTensor", "LookoutWeights",
+            ],
             path: "Sources/CommandLine/lookout-gpu-check"),
         .executableTarget(
             name: "lookout-benchmarks",

@@ -6,7 +6,8 @@ import LookoutTensor
     import Glibc
 #endif
 
-// `lookout-gpu-check [--ops] [--detect] [ARCH]`: what scripts/device/gpu-check runs on the GPU machine.
+// `lookout-gpu-check [--ops] [--detect] [ARCH]`, `lookout-gpu-check --bench DETECTOR [PHOTO]`: what
+// scripts/device/gpu-check and scripts/bench/gpu.py run on the GPU machine.
 // - The NVIDIA driver, its GPUs and NVRTC as Lookout finds them, and the check kernel (SiLU) compiled by NVRTC and
 //   run on each GPU against the CPU.
 // - The op-by-op suite (OperationChecks): every ComputeBackend operation on the CUDA backend, with cuBLAS and with
@@ -27,6 +28,11 @@ func fail(_ message: String) -> Never {
 }
 
 var arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.first == "--bench" {
+    guard arguments.count >= 2 else { fail("--bench DETECTOR [PHOTO]") }
+    let photo = arguments.count > 2 ? arguments[2] : "examples/photos/astronaut.jpg"
+    exit(Benchmark(detector: arguments[1], photo: photo).run() ? 0 : 1)
+}
 if let architecture = arguments.first(where: { !$0.hasPrefix("--") }) {
     do {
         let nvrtc = try CUDA.nvrtc()

@@ -619,17 +619,19 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         precondition(
             x.count == rows * inputs && weight.count == outputs * inputs && (bias?.count ?? outputs) == outputs)
         guard rows > 0 else { return [] }
-        guard let input = upload(x), let w = upload(weight), let out = buffer(rows * outputs) else {
-            return [Float](repeating: .nan, count: rows * outputs)
-        }
+        // The weight is a layer's (the neck's guide projections): copied once.
+        guard let input = upload(x), let parameters = cached([weight, bias ?? []], make: { [weight, bias ?? [0]] }),
+            let out = buffer(rows * outputs)
+        else { return [Float](repeating: .nan, count: rows * outputs) }
+        let w = parameters[0]
         // y[r, o] = Σ_i x[r, i]·W[o, i]: B(i, o) = W[o·inputs + i].
         gemm(
             m: rows, n: outputs, k: inputs, a: input, aRow: inputs, aColumn: 1, b: w, bRow: 1, bColumn: inputs,
             c: out, ldc: outputs)
-        if let bias, let b = upload(bias) {
+        if bias != nil {
             launch("lk_add_rows", count: rows * outputs) {
                 $0.pointer(out)
-                $0.pointer(b)
+                $0.pointer(parameters[1])
                 $0.int(outputs)
                 $0.long(rows * outputs)
             }

@@ -1,0 +1,105 @@
+import LookoutCUDA
+import LookoutDetector
+import LookoutEngine
+import LookoutImage
+import LookoutTensor
+import LookoutWeights
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `lookout-gpu-check --bench DETECTOR [PHOTO]`: a detector (YOLO-World v2 s from scripts/bench/gpu.py, random
+/// weights) on the GPU and on the CPU with three random L2-normalised queries: the full detection from decoded
+/// pixels (letterbox, network, NMS, boxes in the photo's pixels), a re-query of kept features, and photos one
+/// after another (no batching yet) as a throughput; the GPU's detections against the CPU's. One line per figure,
+/// read by scripts/bench/gpu.py.
+struct Benchmark {
+    let detector: String
+    let photo: String
+
+    func run() -> Bool {
+        let image: Image
+        let network: any DetectorNetwork
+        let cpu: Engine, gpu: Engine
+        do {
+            image = try ImageFile.read(photo)
+            network = try openDetector(WeightFile.open(detector))
+            cpu = try Engine(network: network, embedder: nil)
+            gpu = try Engine(
+                network: network, embedder: nil,
+                backend: CUDABackend(gpu: 0, cacheDirectory: "/tmp/lookout-gpu-check-cache"))
+        } catch {
+            print("bench FAILED: \(error)")
+            return false
+        }
+        let labels = ["a", "b", "c"]
+        let size = network.embeddingSize
+        var text = OperationChecks.random(labels.count * size, seed: 77)
+        for row in 0..<labels.count {
+            let slice = text[(row * size)..<((row + 1) * size)]
+            let norm = slice.reduce(0) { $0 + $1 * $1 }.squareRoot()
+            for index in (row * size)..<((row + 1) * size) { text[index] /= norm }
+        }
+        let options = SuppressionOptions()
+        func detect(_ engine: Engine) -> ImageDetections {
+            engine.detect(engine.prepare(image: image, name: photo), labels: labels, text: text, options: options)
+        }
+        print("bench \(detector) (\(network.familyName)) on \(photo) (\(image.width)×\(image.height)), 3 queries")
+        var want: ImageDetections!, got: ImageDetections!
+        want = detect(cpu)
+        var cpuTimes: [Double] = []
+        for _ in 0..<5 { cpuTimes.append(DetectionChecks.milliseconds { want = detect(cpu) }) }
+        got = detect(gpu)
+        var gpuTimes: [Double] = []
+        var stages: [String: [Double]] = [:]
+        for _ in 0..<50 {
+            gpuTimes.append(DetectionChecks.milliseconds { got = detect(gpu) })
+            for (stage, value) in got.timings.milliseconds { stages[stage, default: []].append(value) }
+        }
+        let prepared = gpu.prepare(image: image, name: photo)
+        var requery: [Double] = []
+        for _ in 0..<50 {
+            requery.append(
+                DetectionChecks.milliseconds { _ = gpu.detect(prepared, labels: labels, text: text, options: options) })
+        }
+        let stream = DetectionChecks.milliseconds { for _ in 0..<32 { _ = detect(gpu) } }
+        func format(_ value: Double) -> String { String((value * 1000).rounded() / 1000) }
+        print("bench cpu_ms \(format(DetectionChecks.median(cpuTimes))) (\(cpu.backend.name), median of 5)")
+        print("bench gpu_ms \(format(DetectionChecks.median(gpuTimes))) (\(gpu.backend.name), median of 50)")
+        print(
+            "bench stages on the GPU (medians; the GPU's work is waited for where results come back, in the neck and head): "
+                + got.timings.milliseconds.map { "\($0.0) \(format(DetectionChecks.median(stages[$0.0] ?? [])))" }
+                .joined(separator: ", "))
+        print("bench requery_ms \(format(DetectionChecks.median(requery))) (median of 50)")
+        print("bench gpu_32_photos_per_s \(format(32_000 / stream)) (32 photos one after another)")
+        // The network's raw output (boxes and scores of every anchor), GPU against CPU, relative to its range.
+        let raw = (
+            cpu.score(cpu.prepare(image: image, name: photo), labels: labels, text: text).output,
+            gpu.score(gpu.prepare(image: image, name: photo), labels: labels, text: text).output
+        )
+        let range = raw.0.map { abs($0) }.max() ?? 1
+        let rawDifference = zip(raw.0, raw.1).map { abs($0 - $1) }.max() ?? .infinity
+        let boxes = 4 * (raw.0.count / (4 + labels.count))
+        let scoreDifference = zip(raw.0[boxes...], raw.1[boxes...]).map { abs($0 - $1) }.max() ?? .infinity
+        print(
+            "bench raw output: \(raw.0.count) values (boxes in input pixels up to \(range)), largest difference \(rawDifference) (\(rawDifference / range) of the range), of the scores \(scoreDifference)"
+        )
+        var (largestScore, largestBox, matched) = (Float(0), Float(0), 0)
+        for a in want.detections {
+            let candidates = got.detections.filter { $0.queryIndex == a.queryIndex }
+            let distances = candidates.map { b in zip(a.box, b.box).map { abs($0 - $1) }.max() ?? .infinity }
+            guard let best = distances.indices.min(by: { distances[$0] < distances[$1] }) else { continue }
+            matched += 1
+            largestScore = max(largestScore, abs(a.score - candidates[best].score))
+            largestBox = max(largestBox, distances[best])
+        }
+        // Random weights score many anchors nearly alike, so NMS may keep another of two near-equal boxes: the
+        // network's raw output is what must agree; the detections are reported beside it.
+        let passed = rawDifference <= 1e-5 * range && scoreDifference <= DetectionChecks.scoreBound
+        print(
+            "bench parity \(passed ? "passed" : "FAILED") (raw output within 1e-5 of its range, scores within \(DetectionChecks.scoreBound)); detections: CPU \(want.detections.count), GPU \(got.detections.count), matched by query and nearest box \(matched), largest score difference \(largestScore), largest box difference \(largestBox) px"
+        )
+        return passed
+    }
+}
