@@ -90,6 +90,31 @@ import Testing
     /// Multi-label NMS (`lookout eval`, `detect --multi-label`) equals ultralytics' `non_max_suppression` with
     /// `multi_label=True` on the same raw output (scripts/reference/make_multilabel_fixtures.py), boxes in the
     /// network input's pixels; it keeps boxes single-label NMS does not.
+    /// The overlaps a GPU computes (``NonMaxSuppression/overlaps(_:areas:count:threshold:)`` is the same arithmetic
+    /// on the host) with the greedy pass over them keep exactly what the loop keeps, on thousands of candidates.
+    @Test(arguments: NetworkParityTests.fullComparisons)
+    func overlapsComputedApartKeepTheSame(fixture: String) throws {
+        let file = try Self.reference(fixture)
+        let classes = try file.view("text").shape[1]
+        let output = try file.view("output").floats()
+        for confidence: Float in [0.001, 0.01] {
+            for agnostic in [false, true] {
+                var options = SuppressionOptions()
+                options.confidence = confidence
+                options.agnostic = agnostic
+                var candidates = 0
+                let apart = NonMaxSuppression.run(output, classes: classes, options: options) {
+                    candidates = $2
+                    return NonMaxSuppression.overlaps($0, areas: $1, count: $2, threshold: $3)
+                }
+                let loop = NonMaxSuppression.run(output, classes: classes, options: options)
+                #expect(
+                    candidates >= NonMaxSuppression.overlapsOnBackend, "\(fixture) \(confidence): the mask path ran")
+                #expect(!loop.isEmpty && apart == loop, "\(fixture) conf \(confidence) agnostic \(agnostic)")
+            }
+        }
+    }
+
     @Test(arguments: NetworkParityTests.fullComparisons)
     func multiLabelEqualsUltralytics(fixture: String) throws {
         let file = try Self.reference(fixture)

@@ -64,6 +64,12 @@ struct Benchmark {
                 DetectionChecks.milliseconds { _ = gpu.detect(prepared, labels: labels, text: text, options: options) })
         }
         let stream = DetectionChecks.milliseconds { for _ in 0..<32 { _ = detect(gpu) } }
+        if let backend = gpu.backend as? CUDABackend, backend.profiling {
+            _ = backend.profile()
+            _ = detect(gpu)
+            print("bench profile of one detection (each kernel waited for):")
+            for line in backend.profile() { print("bench   \(line)") }
+        }
         func format(_ value: Double) -> String { String((value * 1000).rounded() / 1000) }
         print("bench cpu_ms \(format(DetectionChecks.median(cpuTimes))) (\(cpu.backend.name), median of 5)")
         print("bench gpu_ms \(format(DetectionChecks.median(gpuTimes))) (\(gpu.backend.name), median of 50)")

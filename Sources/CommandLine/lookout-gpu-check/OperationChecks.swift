@@ -1,3 +1,4 @@
+import LookoutDetector
 import LookoutTensor
 
 #if canImport(Glibc)
@@ -212,6 +213,24 @@ struct OperationChecks {
         let distances = Self.map(4, 12, 10, seed: 39, scale: 3)
         let direct = AnchorGeometry(plane: 120, width: 10, anchors: 120, offset: 0, stride: 8, bins: 1, classes: 0)
         check("decode boxes, one bin") { $0.decodeBoxes(distances, anchors: anchors, geometry: direct) }
+        // NMS's overlaps of 3,000 boxes, against the host's arithmetic (bit for bit).
+        let corners = (0..<3000).flatMap { index -> [Float] in
+            let values = Self.random(4, seed: 100 + UInt64(index), scale: 1)
+            let (x, y) = ((values[0] + 1) * 300, (values[1] + 1) * 300)
+            let (w, h) = ((values[2] + 1.2) * 40, (values[3] + 1.2) * 40)
+            return [x, y, x + w, y + h]
+        }
+        let areas = (0..<3000).map { (index: Int) -> Float in
+            let width: Float = corners[4 * index + 2] - corners[4 * index]
+            let height: Float = corners[4 * index + 3] - corners[4 * index + 1]
+            return width * height
+        }
+        let host = NonMaxSuppression.overlaps(corners, areas: areas, count: 3000, threshold: 0.7)
+        let overlaps = gpu.overlaps(corners, areas: areas, count: 3000, threshold: 0.7) ?? []
+        results.append(
+            Result(
+                name: "NMS overlaps of 3000 boxes", count: host.count,
+                largestDifference: overlaps == host ? 0 : .infinity, passed: overlaps == host, exact: true))
         check("tasks in order", exact: true) { backend in
             backend.tasks(3) { task in backend.slice(x, channels: task..<(task + 2)) }.flatMap(\.data)
         }

@@ -245,7 +245,15 @@ public final class Engine: Sendable {
         let prepared = scored.prepared
         var kept: [Detection]
         // YOLOE-26's one-to-one head is kept by top-k, every other head by NMS.
-        let keep = network.keepsTopK ? NonMaxSuppression.topK : NonMaxSuppression.run
+        let backend = self.backend
+        let keep: ([Float], Int, SuppressionOptions) -> [Detection] =
+            network.keepsTopK
+            ? { NonMaxSuppression.topK($0, classes: $1, options: $2) }
+            : {
+                NonMaxSuppression.run($0, classes: $1, options: $2) {
+                    backend.overlaps($0, areas: $1, count: $2, threshold: $3)
+                }
+            }
         if scored.negatives.isEmpty {
             kept = keep(scored.output, scored.labels.count, options)
         } else {

@@ -59,6 +59,8 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
 
     private struct State {
         var failure: CUDAError?
+        /// With ``profiling``: milliseconds and calls per kernel (each waited for).
+        var profile: [String: (milliseconds: Double, calls: Int)] = [:]
         /// Weights copied to the GPU, by the address of the host array they came from (the array is kept with
         /// them, so the address names them while they are cached).
         var weights: [WeightKey: CachedWeights] = [:]
@@ -127,6 +129,36 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
 
     public var name: String { "cuda:\(gpu.index) (\(gpu.name))" }
 
+    /// `LOOKOUT_CUDA_PROFILE=1`: every kernel and product waited for and timed (``profile()``); slower.
+    public let profiling = getenv("LOOKOUT_CUDA_PROFILE").map { String(cString: $0) == "1" } ?? false
+
+    /// Time per kernel since the last call, longest first (with ``profiling``), one line each.
+    public func profile() -> [String] {
+        let entries = state.withLock { state in
+            defer { state.profile = [:] }
+            return state.profile
+        }
+        let total = entries.values.reduce(0) { $0 + $1.milliseconds }
+        return entries.sorted { $0.value.milliseconds > $1.value.milliseconds }.map {
+            "\($0.key): \((($0.value.milliseconds * 1000).rounded() / 1000)) ms in \($0.value.calls) calls (\(Int(($0.value.milliseconds / max(total, 1e-9) * 100).rounded()))%)"
+        }
+    }
+
+    private func timed(_ name: String, _ body: () -> Void) {
+        guard profiling else { return body() }
+        _ = lookout_cuda_synchronize(nil, 0)
+        var start = timespec(), end = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &start)
+        body()
+        _ = lookout_cuda_synchronize(nil, 0)
+        clock_gettime(CLOCK_MONOTONIC, &end)
+        let milliseconds = Double(end.tv_sec - start.tv_sec) * 1e3 + Double(end.tv_nsec - start.tv_nsec) / 1e6
+        state.withLock {
+            let entry = $0.profile[name] ?? (0, 0)
+            $0.profile[name] = (entry.milliseconds + milliseconds, entry.calls + 1)
+        }
+    }
+
     /// A C call of the shim, its message turned into an error.
     static func call(_ body: (UnsafeMutablePointer<CChar>, Int) -> Int32) throws(CUDAError) {
         if let error = check(body) { throw error }
@@ -144,8 +176,11 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
 
     /// `values` copied to the GPU at `target`; a failure recorded.
     func upload<T>(_ values: [T], to target: UInt64) -> Bool {
-        let error = values.withUnsafeBytes { bytes in
-            Self.check { lookout_cuda_upload(target, bytes.baseAddress, bytes.count, $0, $1) }
+        var error: CUDAError?
+        timed("copy to the GPU") {
+            error = values.withUnsafeBytes { bytes in
+                Self.check { lookout_cuda_upload(target, bytes.baseAddress, bytes.count, $0, $1) }
+            }
         }
         if let error {
             fail(error)
@@ -233,12 +268,15 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
 
     /// A buffer of `count` floats; a zero-length stand-in after a failure (recorded).
     func buffer(_ count: Int) -> DeviceBuffer? {
-        do {
-            return try DeviceBuffer(count: count, backend: self)
-        } catch {
-            fail(error)
-            return nil
+        var made: DeviceBuffer?
+        timed("allocate") {
+            do throws(CUDAError) {
+                made = try DeviceBuffer(count: count, backend: self)
+            } catch {
+                fail(error)
+            }
         }
+        return made
     }
 
     /// Floats (or 32-bit integers) copied into a new buffer.
@@ -250,19 +288,24 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
 
     func download(_ buffer: DeviceBuffer, count: Int? = nil) -> [Float] {
         let count = count ?? buffer.count
-        return [Float](unsafeUninitializedCapacity: count) { out, initialized in
-            if let error = Self.check({ lookout_cuda_download(out.baseAddress, buffer.address, count * 4, $0, $1) }) {
-                fail(error)
-                out.update(repeating: .nan)
+        var values: [Float] = []
+        timed("copy from the GPU") {
+            values = [Float](unsafeUninitializedCapacity: count) { out, initialized in
+                if let error = Self.check({ lookout_cuda_download(out.baseAddress, buffer.address, count * 4, $0, $1) })
+                {
+                    fail(error)
+                    out.update(repeating: .nan)
+                }
+                initialized = count
             }
-            initialized = count
         }
+        return values
     }
 
     func copy(_ target: UInt64, _ source: UInt64, floats: Int) {
-        do {
-            try Self.call { lookout_cuda_copy(target, source, floats * 4, $0, $1) }
-        } catch { fail(error) }
+        timed("copy on the GPU") {
+            if let error = Self.check({ lookout_cuda_copy(target, source, floats * 4, $0, $1) }) { fail(error) }
+        }
     }
 
     /// The map's values on the GPU: its own buffer, or its host values copied over.
@@ -350,13 +393,15 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         var arguments = Arguments()
         fill(&arguments)  // exactly the parameters' size: the driver refuses a buffer padded past the last one
         let function = functions[name]!
-        let error = arguments.bytes.withUnsafeMutableBytes { bytes in
-            Self.check {
-                lookout_cuda_launch(
-                    function, grid.0, grid.1, 1, block.0, block.1, 1, 0, bytes.baseAddress, bytes.count, $0, $1)
+        timed(name) {
+            let error = arguments.bytes.withUnsafeMutableBytes { bytes in
+                Self.check {
+                    lookout_cuda_launch(
+                        function, grid.0, grid.1, 1, block.0, block.1, 1, 0, bytes.baseAddress, bytes.count, $0, $1)
+                }
             }
+            if let error { fail(error) }
         }
-        if let error { fail(error) }
     }
 
     /// `C[i, j] = Σ_k A(i, k)·B(k, j)` (+ `beta`·C), row-major `m × n` with row stride `ldc`, where
@@ -374,15 +419,17 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             // that stride, else its row stride (at least the row's length, as cuBLAS requires).
             let bTransposed = bColumn != 1
             let aTransposed = aColumn != 1
-            do {
-                try Self.call {
+            timed("cuBLAS sgemm") {
+                if let error = Self.check({
                     lookout_cublas_sgemm(
                         bTransposed ? 1 : 0, aTransposed ? 1 : 0, Int32(n), Int32(m), Int32(k),
                         b.address + UInt64(bOffset * 4), Int32(bTransposed ? bColumn : max(bRow, n)),
                         a.address + UInt64(aOffset * 4), Int32(aTransposed ? aColumn : max(aRow, k)), beta,
                         c.address + UInt64(cOffset * 4), Int32(ldc), $0, $1)
+                }) {
+                    fail(error)
                 }
-            } catch { fail(error) }
+            }
             return
         }
         launch("lk_gemm", grid: (UInt32((n + 15) / 16), UInt32((m + 15) / 16)), block: (16, 16)) {
@@ -805,6 +852,24 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             let target = row * g.anchors + g.offset
             output.replaceSubrange(target..<(target + g.plane), with: block[(row * g.plane)..<((row + 1) * g.plane)])
         }
+    }
+
+    public func overlaps(_ boxes: [Float], areas: [Float], count: Int, threshold: Double) -> [UInt64]? {
+        let words = (count + 63) / 64
+        guard count > 0, let b = upload(boxes), let a = upload(areas), let out = buffer(2 * count * words) else {
+            return nil
+        }
+        launch("lk_nms_mask", count: count * words) {
+            $0.pointer(b)
+            $0.pointer(a)
+            $0.int(count)
+            $0.int(words)
+            $0.append(threshold, alignment: 8)
+            $0.pointer(out)
+        }
+        let halves = download(out)
+        guard !halves.isEmpty, !state.withLock({ $0.failure != nil }) else { return nil }
+        return halves.withUnsafeBytes { Array($0.bindMemory(to: UInt64.self)) }
     }
 
     public func decodeBoxes(_ box: FeatureMap, anchors: [Int], geometry g: AnchorGeometry) -> [Float] {

@@ -8,7 +8,7 @@ public enum CUDAKernels {
     public static let names = [
         "lk_bias_act", "lk_im2col", "lk_gemm", "lk_depthwise", "lk_transposed2x2", "lk_max_pool", "lk_upsample2",
         "lk_add", "lk_affine", "lk_gather", "lk_weighted_sum", "lk_max_sigmoid", "lk_scale_heads", "lk_head_decode",
-        "lk_scale", "lk_softmax_rows", "lk_add_rows",
+        "lk_scale", "lk_softmax_rows", "lk_add_rows", "lk_nms_mask",
     ]
 
     public static let source = """
@@ -228,6 +228,29 @@ public enum CUDAKernels {
                     total += row[j];
                 }
                 for (int j = 0; j < length; j++) row[j] /= total;
+            }
+        }
+
+        // NMS's overlaps: boxes (n × 4 corners, descending score order) and their areas; bit j % 64 of word
+        // i·words + j/64 set when j > i and IoU > threshold, the IoU computed as the host computes it.
+        __global__ void lk_nms_mask(const float *boxes, const float *areas, int n, int words, double threshold,
+                                    unsigned long long *mask) {
+            LK_LOOP(item, (long long)n * words) {
+                int i = (int)(item / words), word = (int)(item % words);
+                const float *a = boxes + 4LL * i;
+                unsigned long long bits = 0;
+                for (int bit = 0; bit < 64; bit++) {
+                    int j = word * 64 + bit;
+                    if (j <= i || j >= n) continue;
+                    const float *b = boxes + 4LL * j;
+                    float width = fmaxf(fminf(a[2], b[2]) - fmaxf(a[0], b[0]), 0.0f);
+                    float height = fmaxf(fminf(a[3], b[3]) - fmaxf(a[1], b[1]), 0.0f);
+                    float intersection = width * height;
+                    if (!(intersection > 0.0f)) continue;
+                    float iou = intersection / (areas[i] + areas[j] - intersection);
+                    if ((double)iou > threshold) bits |= 1ULL << bit;
+                }
+                mask[item] = bits;
             }
         }
 

@@ -103,6 +103,18 @@ public protocol ComputeBackend: Sendable {
         bias: Float, geometry: AnchorGeometry, into output: inout [Float])
     /// The boxes (centre x, centre y, width, height in input pixels) of the listed anchors of a level, `4 × n`.
     func decodeBoxes(_ box: FeatureMap, anchors: [Int], geometry: AnchorGeometry) -> [Float]
+
+    // MARK: Suppression
+
+    /// NMS's overlaps of `count` boxes (corners, `count × 4`, in descending score order; `areas` theirs): bit
+    /// `j % 64` of word `i · ⌈count/64⌉ + j / 64` set when `j > i` and their IoU, computed as
+    /// ``NonMaxSuppression`` computes it, is above `threshold`. nil where the backend leaves NMS to the host's
+    /// loop (the CPU's: it stops early where boxes are already suppressed).
+    func overlaps(_ boxes: [Float], areas: [Float], count: Int, threshold: Double) -> [UInt64]?
+}
+
+extension ComputeBackend {
+    public func overlaps(_ boxes: [Float], areas: [Float], count: Int, threshold: Double) -> [UInt64]? { nil }
 }
 
 /// Where a level's anchors go in the head's output, and how its boxes are read.

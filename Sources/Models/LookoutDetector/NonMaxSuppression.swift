@@ -45,8 +45,13 @@ public enum NonMaxSuppression {
     /// best query per anchor (the first on ties; with `multiLabel` every query, anchor by anchor), strict `>`
     /// thresholds, at most 30,000 candidates by score, boxes offset by `query × 7680` unless agnostic, greedy
     /// suppression in descending score order keeping a box when its IoU with every kept box is ≤ the
-    /// threshold, at most `maximumDetections`.
-    public static func run(_ output: [Float], classes: Int, options: SuppressionOptions = .init()) -> [Detection] {
+    /// threshold, at most `maximumDetections`. `overlaps`: where a GPU computes the overlaps of many candidates
+    /// (``ComputeBackend/overlaps(_:areas:count:threshold:)``, nil where it does not); the greedy pass over
+    /// them keeps what the loop keeps.
+    public static func run(
+        _ output: [Float], classes: Int, options: SuppressionOptions = .init(),
+        overlaps: ((_ boxes: [Float], _ areas: [Float], _ count: Int, _ threshold: Double) -> [UInt64]?)? = nil
+    ) -> [Detection] {
         let anchors = output.count / (4 + classes)
         var candidates: [Detection] = []
         /// The anchor's box (centre and size → corners) with a query's score, if above its threshold.
@@ -90,6 +95,11 @@ public enum NonMaxSuppression {
             return candidates[index].box.map { $0 + offset }
         }
         let areas = shifted.map { ($0[2] - $0[0]) * ($0[3] - $0[1]) }
+        if order.count >= overlapsOnBackend, let overlaps,
+            let mask = overlaps(shifted.flatMap { $0 }, areas, order.count, options.iou)
+        {
+            return greedy(order.map { candidates[$0] }, mask: mask, maximum: options.maximumDetections)
+        }
         var suppressed = [Bool](repeating: false, count: order.count)
         var kept: [Detection] = []
         for i in order.indices where !suppressed[i] {
@@ -107,6 +117,42 @@ public enum NonMaxSuppression {
             }
         }
         return kept
+    }
+
+    /// Candidates from which a backend's overlaps are used (below, the host's loop is quicker than a round trip).
+    public static let overlapsOnBackend = 512
+
+    /// The greedy pass over precomputed overlaps (``ComputeBackend/overlaps(_:areas:count:threshold:)``), `sorted`
+    /// in descending score order: a box is kept unless a kept box before it overlaps it, as the loop above keeps.
+    public static func greedy(_ sorted: [Detection], mask: [UInt64], maximum: Int) -> [Detection] {
+        let words = (sorted.count + 63) / 64
+        precondition(mask.count == sorted.count * words, "an overlap mask of \(sorted.count) boxes")
+        var suppressed = [UInt64](repeating: 0, count: words)
+        var kept: [Detection] = []
+        for i in sorted.indices where suppressed[i / 64] & (1 << UInt64(i % 64)) == 0 {
+            kept.append(sorted[i])
+            if kept.count == maximum { break }
+            for word in (i / 64)..<words { suppressed[word] |= mask[i * words + word] }
+        }
+        return kept
+    }
+
+    /// The overlaps ``greedy(_:mask:maximum:)`` reads, computed on the host as a backend computes them (what the
+    /// tests hold the mask path to).
+    public static func overlaps(_ boxes: [Float], areas: [Float], count: Int, threshold: Double) -> [UInt64] {
+        let words = (count + 63) / 64
+        var mask = [UInt64](repeating: 0, count: count * words)
+        for i in 0..<count {
+            for j in (i + 1)..<max(i + 1, count) {
+                let width = max(min(boxes[4 * i + 2], boxes[4 * j + 2]) - max(boxes[4 * i], boxes[4 * j]), 0)
+                let height = max(min(boxes[4 * i + 3], boxes[4 * j + 3]) - max(boxes[4 * i + 1], boxes[4 * j + 1]), 0)
+                let intersection = width * height
+                guard intersection > 0 else { continue }
+                let iou = intersection / (areas[i] + areas[j] - intersection)
+                if Double(iou) > threshold { mask[i * words + j / 64] |= 1 << UInt64(j % 64) }
+            }
+        }
+        return mask
     }
 
     /// What YOLO26's one-to-one head is kept by instead of NMS (ultralytics 8.4.190 `Detect.postprocess`, then
