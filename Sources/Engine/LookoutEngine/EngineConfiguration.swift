@@ -171,6 +171,10 @@ extension Engine {
         onDeviceFailure: (@Sendable (CUDAError) -> Void)? = nil
     ) throws -> (engine: Engine, model: LoadedModel) {
         let (detectorPath, textPath, directory) = try configuration.resolveModel()
+        // bf16's per-layer choices, kept beside the other caches, per CPU model.
+        LayerChoices.shared.configure(
+            file: configuration.resolvedCacheDirectory.map { $0 + "/layer-choices.txt" },
+            cpu: AutomaticPrecision.cpuModel())
         let weights = try WeightFile.open(detectorPath)
         let network = try openDetector(
             weights, precision: configuration.precision, recorder: configuration.recorder,

@@ -92,12 +92,21 @@ public enum ConvolutionKernels {
     /// runs every layer lowered, for comparisons).
     public static let `default`: any ConvolutionKernel = kernel(precision: .fp32)
 
-    /// The kernels of a precision (bf16 and int8 where the packed GEMM runs; fp32 otherwise) under `settings`.
+    /// The kernels of a precision (bf16 and int8 where the packed GEMM runs; fp32 otherwise) under `settings`;
+    /// bf16's measured per layer against fp32's (``TunedConvolution``) unless ``KernelSettings/measureLayers`` is off.
     /// int8: every convolution with a calibrated input range in int8 (``Int8Convolution``), the others in fp32.
     public static func kernel(precision: Precision, settings: KernelSettings = .environment) -> any ConvolutionKernel {
         let precision = ConvolutionGEMM.available ? precision : .fp32
         if precision == .int8 { return Int8Convolution(fallback: kernel(precision: .fp32, settings: settings)) }
-        return settings.convolution == .lowered
-            ? LoweredConvolution(precision: precision) : WinogradConvolution(precision: precision)
+        func plain(_ precision: Precision) -> any ConvolutionKernel {
+            settings.convolution == .lowered
+                ? LoweredConvolution(precision: precision) : WinogradConvolution(precision: precision)
+        }
+        // bf16: per layer the faster of bf16 and fp32 on this CPU (a new instance per layer: it holds the layer's
+        // two prepared weights).
+        if precision == .bf16 && settings.measureLayers {
+            return TunedConvolution([("bf16", plain(.bf16)), ("fp32", plain(.fp32))])
+        }
+        return plain(precision)
     }
 }

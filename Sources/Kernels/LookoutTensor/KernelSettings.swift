@@ -22,14 +22,23 @@ public struct KernelSettings: Sendable, Equatable {
     public var keepFreedMemory: Bool
     /// Threads of the engine's pool; nil: one per online CPU (`LOOKOUT_THREADS`).
     public var threads: Int?
+    /// For bf16, run each convolution in bf16 or fp32, whichever measured faster on this CPU (``TunedConvolution``,
+    /// the choices kept in ``LayerChoices``); off: every convolution in bf16 (`LOOKOUT_LAYER_CHOICE=precision`,
+    /// what the bf16 accuracy tests hold to its bound).
+    public var measureLayers: Bool
 
-    public init(convolution: Convolution = .winograd, keepFreedMemory: Bool = true, threads: Int? = nil) {
+    public init(
+        convolution: Convolution = .winograd, keepFreedMemory: Bool = true, threads: Int? = nil,
+        measureLayers: Bool = true
+    ) {
         self.convolution = convolution
         self.keepFreedMemory = keepFreedMemory
         self.threads = threads
+        self.measureLayers = measureLayers
     }
 
-    /// The defaults, with `LOOKOUT_CONVOLUTION`, `LOOKOUT_KEEP_FREED_MEMORY` and `LOOKOUT_THREADS` applied.
+    /// The defaults, with `LOOKOUT_CONVOLUTION`, `LOOKOUT_KEEP_FREED_MEMORY`, `LOOKOUT_THREADS` and
+    /// `LOOKOUT_LAYER_CHOICE` applied.
     /// Diagnostics that stay environment-only: `LOOKOUT_GEMM=openblas` (the convolutions' GEMM through OpenBLAS
     /// instead of Lookout's packed kernel), `LOOKOUT_NO_WINOGRAD_BLOCKS`, `LOOKOUT_SPIN_MICROSECONDS` and
     /// `LOOKOUT_PROFILE`.
@@ -39,6 +48,7 @@ public struct KernelSettings: Sendable, Equatable {
         if value("LOOKOUT_CONVOLUTION") == "lowered" { settings.convolution = .lowered }
         if value("LOOKOUT_KEEP_FREED_MEMORY") == "0" { settings.keepFreedMemory = false }
         if let text = value("LOOKOUT_THREADS"), let count = Int(text), count > 0 { settings.threads = count }
+        if value("LOOKOUT_LAYER_CHOICE") == "precision" { settings.measureLayers = false }
         return settings
     }()
 }

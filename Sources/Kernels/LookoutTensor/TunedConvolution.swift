@@ -1,0 +1,141 @@
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Which kernel each convolution runs where a precision has several (issue 54): measured once per CPU model, layer
+/// shape, input size and thread count, at the layer's first use, and kept in the user's cache
+/// (`layer-choices.txt`, one `key<TAB>kernel` line each), so that later runs compute the same bits.
+public final class LayerChoices: Sendable {
+    /// The choices every ``TunedConvolution`` reads and records.
+    public static let shared = LayerChoices()
+
+    private struct State {
+        var file: String?
+        var cpu = "cpu"
+        var choices: [String: String] = [:]
+        var loaded = false
+    }
+
+    private let state = Mutex(State())
+
+    /// A store of its own (``shared`` is the one the engine's detectors use).
+    public init() {}
+
+    /// Where the choices are kept (nil: in memory only) and the CPU they are measured on (part of each key).
+    public func configure(file: String?, cpu: String) {
+        state.withLock { state in
+            guard state.file != file || state.cpu != cpu else { return }
+            state = State(file: file, cpu: cpu)
+        }
+    }
+
+    /// The kernel recorded for `layer`, or nil where it was not measured on this CPU.
+    func choice(_ layer: String) -> String? {
+        state.withLock { state in
+            if !state.loaded {
+                state.loaded = true
+                if let file = state.file { state.choices = Self.read(file) }
+            }
+            return state.choices[state.cpu + " | " + layer]
+        }
+    }
+
+    /// Records a measured choice (and writes the file, replacing it whole).
+    func record(_ layer: String, kernel: String) {
+        let (file, lines): (String?, [String]) = state.withLock { state in
+            state.choices[state.cpu + " | " + layer] = kernel
+            return (state.file, state.choices.sorted { $0.key < $1.key }.map { "\($0.key)\t\($0.value)" })
+        }
+        guard let file else { return }
+        if let slash = file.lastIndex(of: "/") { mkdir(String(file[..<slash]), 0o755) }
+        let temporary = file + ".\(getpid()).partial"
+        guard let handle = fopen(temporary, "w") else { return }
+        let text = lines.joined(separator: "\n") + "\n"
+        let written = fputs(text, handle)
+        fclose(handle)
+        if written >= 0 { rename(temporary, file) } else { unlink(temporary) }
+    }
+
+    /// Every choice recorded so far (key → kernel), for `lookout devices` and the tests.
+    public var recorded: [String: String] {
+        _ = choice("")
+        return state.withLock { $0.choices }
+    }
+
+    private static func read(_ file: String) -> [String: String] {
+        guard let handle = fopen(file, "r") else { return [:] }
+        defer { fclose(handle) }
+        var choices: [String: String] = [:]
+        var line: UnsafeMutablePointer<CChar>?
+        var capacity = 0
+        defer { free(line) }
+        while getline(&line, &capacity, handle) > 0, let line {
+            let text = String(cString: line).split(separator: "\n").first.map(String.init) ?? ""
+            let parts = text.split(separator: "\t", omittingEmptySubsequences: false)
+            // A damaged line is ignored (measured again).
+            guard parts.count == 2, !parts[1].isEmpty else { continue }
+            choices[String(parts[0])] = String(parts[1])
+        }
+        return choices
+    }
+}
+
+/// A convolution that runs, per layer and input size, the faster of its candidates (a precision's own kernel
+/// first, then fp32's): on its first use it times each on the real input (three runs each after one) and keeps
+/// the precision's own kernel unless another is at least 5 % faster; the choice is kept in ``LayerChoices``. Each
+/// candidate's weights are prepared once at load. Where a precision's instructions do not pay for a layer (bf16
+/// on Xeons without AMX for most of s's layers), the layer runs fp32 — closer to fp32's results, never slower.
+public final class TunedConvolution: ConvolutionKernel, @unchecked Sendable {
+    public let candidates: [(name: String, kernel: any ConvolutionKernel)]
+    private let store: LayerChoices
+    // Written once by prepare (at load, before any use), read after.
+    private var variants: [ConvolutionWeights] = []
+
+    public init(_ candidates: [(name: String, kernel: any ConvolutionKernel)], store: LayerChoices = .shared) {
+        precondition(!candidates.isEmpty)
+        self.candidates = candidates
+        self.store = store
+    }
+
+    public func prepare(_ weights: ConvolutionWeights) -> ConvolutionWeights {
+        variants = candidates.map { $0.kernel.prepare(weights) }
+        return variants[0]
+    }
+
+    public func convolve(_ x: FeatureMap, _ weights: ConvolutionWeights, pool: ComputePool) -> FeatureMap {
+        convolve(StackedMaps(x), weights, pool: pool)
+    }
+
+    public func convolve(_ x: StackedMaps, _ weights: ConvolutionWeights, pool: ComputePool) -> FeatureMap {
+        precondition(variants.count == candidates.count, "a tuned convolution used before it was prepared")
+        let w = variants[0]
+        let layer =
+            "\(w.inputs)->\(w.outputs) k\(w.kernel) s\(w.stride) \(x.height)x\(x.width) threads \(pool.threadCount)"
+        if let name = store.choice(layer), let index = candidates.firstIndex(where: { $0.name == name }) {
+            return candidates[index].kernel.convolve(x, variants[index], pool: pool)
+        }
+        // Measure: one run of each to warm up, then three, the fastest of each.
+        var best = [Double](repeating: .infinity, count: candidates.count)
+        var result: FeatureMap?
+        for round in 0..<4 {
+            for (index, candidate) in candidates.enumerated() {
+                var start = timespec(), end = timespec()
+                clock_gettime(CLOCK_MONOTONIC, &start)
+                let out = candidate.kernel.convolve(x, variants[index], pool: pool)
+                clock_gettime(CLOCK_MONOTONIC, &end)
+                if index == 0 { result = out }
+                guard round > 0 else { continue }
+                best[index] = min(
+                    best[index], Double(end.tv_sec - start.tv_sec) + Double(end.tv_nsec - start.tv_nsec) * 1e-9)
+            }
+        }
+        var chosen = 0
+        for index in 1..<candidates.count where best[index] < 0.95 * best[chosen] { chosen = index }
+        store.record(layer, kernel: candidates[chosen].name)
+        return chosen == 0 ? result! : candidates[chosen].kernel.convolve(x, variants[chosen], pool: pool)
+    }
+}
