@@ -13,7 +13,7 @@ struct ModelsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "models",
         abstract: "Fetch, inspect and convert models and weight files.",
-        subcommands: [Fetch.self, Inspect.self, Convert.self, Verify.self, Calibrate.self]
+        subcommands: [Fetch.self, Inspect.self, Convert.self, Verify.self, Calibrate.self, Tune.self]
     )
 
     struct Inspect: ParsableCommand {
