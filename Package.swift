@@ -226,7 +226,8 @@ let package = Package(
         .executableTarget(
             name: "lookout-gpu-check",
             dependencies: [
-                "LookoutCUDA", "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutTensor", "LookoutWeights",
+                "LookoutCUDA", "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutSupport", "LookoutTensor",
+                "LookoutTextEncoder", "LookoutWeights",
             ],
             path: "Sources/CommandLine/lookout-gpu-check"),
         .executableTarget(

@@ -213,6 +213,37 @@ struct OperationChecks {
         let distances = Self.map(4, 12, 10, seed: 39, scale: 3)
         let direct = AnchorGeometry(plane: 120, width: 10, anchors: 120, offset: 0, stride: 8, bins: 1, classes: 0)
         check("decode boxes, one bin") { $0.decodeBoxes(distances, anchors: anchors, geometry: direct) }
+        // The towers' sequence operations: 3 sequences (7, 12 and 5 rows), rowWidth 96 in 4 heads.
+        let (rowsOf, rowWidth) = ([7, 12, 5], 96)
+        let total = rowsOf.reduce(0, +)
+        let starts = [0, 7, 19]
+        let sequence = Self.random(total * rowWidth, seed: 60)
+        let gamma = Self.random(rowWidth, seed: 61, scale: 2), beta = Self.random(rowWidth, seed: 62)
+        check("layer norm") { $0.layerNorm(sequence, rows: total, gamma: gamma, beta: beta, epsilon: 1e-5) }
+        let packed = PackedLinear(
+            weight: Self.random(3 * rowWidth * rowWidth, seed: 63, scale: 0.2),
+            bias: Self.random(3 * rowWidth, seed: 64),
+            inputs: rowWidth, outputs: 3 * rowWidth)
+        check("packed linear") { $0.linear(sequence, rows: total, layer: packed) }
+        let rowsQKV = Self.random(total * 3 * rowWidth, seed: 65)
+        for causal in [true, false] {
+            check("sequence attention \(causal ? "causal" : "full")") {
+                $0.sequenceAttention(
+                    rowsQKV, lengths: rowsOf, starts: starts, width: rowWidth, heads: 4, causal: causal)
+            }
+        }
+        for activation in [SequenceActivation.quickGELU, .gelu] {
+            check("activation \(activation)") { backend in
+                var values = sequence
+                backend.activate(&values, activation)
+                return values
+            }
+        }
+        check("add rows", exact: true) { backend in
+            var values = sequence
+            backend.add(&values, rowsQKV.prefix(sequence.count).map { $0 })
+            return values
+        }
         // NMS's overlaps of 3,000 boxes, against the host's arithmetic (bit for bit).
         let corners = (0..<3000).flatMap { index -> [Float] in
             let values = Self.random(4, seed: 100 + UInt64(index), scale: 1)

@@ -112,5 +112,14 @@ if all || arguments.contains("--detect") {
         for line in outcome.lines { print(line) }
         failed = failed || !outcome.passed
     }
+    do {
+        let tower = try TowerChecks(tower: "Models/demo/image-encoder.safetensors", photos: scenes).run(
+            on: CUDABackend(gpu: 0, cacheDirectory: "/tmp/lookout-gpu-check-cache"))
+        for line in tower.lines { print(line) }
+        failed = failed || !tower.passed
+    } catch {
+        printError("the CUDA backend: \(error.description)")
+        failed = true
+    }
 }
 exit(failed ? 1 : 0)

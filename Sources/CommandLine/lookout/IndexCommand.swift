@@ -320,7 +320,9 @@ struct IndexCommand: ParsableCommand {
             }
             model.duplicateThreshold = tower.duplicateThreshold
         }
-        /// The photo embedding, computed on `pool`.
+        /// The photo embedding, computed on `pool`. On the CPU also with `--device cuda`: the CUDA backend's
+        /// sequence operations copy each one's matrices over and back, which made the demo's tower slower there
+        /// (20.4 against 16.6 ms for ten photos, BENCHMARKS.md) until the towers' activations stay on the GPU.
         func embedder(_ pool: ComputePool) -> ImageEmbedder? {
             imageTower.map { tower in
                 { bytes, path in

@@ -42,8 +42,9 @@ final class DeviceBuffer: DeviceStorage, @unchecked Sendable {
 /// through cuBLAS in fp32 (no TF32), or through a kernel of its own where cuBLAS is absent. Every launch and copy
 /// is on one stream, in the order issued.
 ///
-/// fp32 only (the detector's precision must be fp32). Not yet on the GPU, computed by the CPU backend with the
-/// maps copied over: the CLIP towers' sequence operations and YOLOE's visual-prompt pooling. An operation that
+/// fp32 only (the detector's precision must be fp32). The CLIP towers' sequence operations run on the GPU with
+/// their host matrices copied over and back per operation; YOLOE's visual-prompt pooling and bf16 tower layers
+/// are computed by the CPU backend. An operation that
 /// fails (the GPU out of memory) records ``failure`` and gives NaN, which ``checkFailure()`` turns into an error.
 public final class CUDABackend: ComputeBackend, @unchecked Sendable {
     public let gpu: GPU
@@ -335,7 +336,14 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
     /// Weights the layers keep for their lifetime, copied to the GPU once: keyed by the host arrays' addresses
     /// (kept alive with the copies, so an address cannot come back naming other values).
     func cached(_ arrays: [[Float]], make: () -> [[Float]]) -> [DeviceBuffer]? {
-        let key = WeightKey(addresses: arrays.map { $0.withUnsafeBufferPointer { UInt(bitPattern: $0.baseAddress) } })
+        cached(
+            key: arrays.map { $0.withUnsafeBufferPointer { UInt(bitPattern: $0.baseAddress) } }, sources: arrays,
+            make: make)
+    }
+
+    /// The same, named by `key` and kept alive by `sources`.
+    func cached(key addresses: [UInt], sources arrays: [Any], make: () -> [[Float]]) -> [DeviceBuffer]? {
+        let key = WeightKey(addresses: addresses)
         if let hit = state.withLock({ $0.weights[key] }) { return hit.buffers }
         var buffers: [DeviceBuffer] = []
         for values in make() {
@@ -787,25 +795,104 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         host.maskedSoftmaxPool(x, scores: scores, mask: mask, groups: groups)
     }
 
-    // MARK: Sequences: on the CPU for now (the towers)
+    // MARK: Sequences (the towers): row-major matrices on the host, each operation's input copied over and its
+    // result back (the towers' activations are not kept on the GPU between operations yet)
 
     public func layerNorm(_ x: [Float], rows: Int, gamma: [Float], beta: [Float], epsilon: Float) -> [Float] {
-        host.layerNorm(x, rows: rows, gamma: gamma, beta: beta, epsilon: epsilon)
+        let width = gamma.count
+        precondition(x.count == rows * width && beta.count == width)
+        guard rows > 0 else { return [] }
+        guard let input = upload(x), let parameters = cached([gamma, beta], make: { [gamma, beta] }),
+            let out = buffer(rows * width)
+        else { return [Float](repeating: .nan, count: rows * width) }
+        launch("lk_layer_norm", count: rows) {
+            $0.pointer(input)
+            $0.pointer(parameters[0])
+            $0.pointer(parameters[1])
+            $0.pointer(out)
+            $0.int(rows)
+            $0.int(width)
+            $0.float(epsilon)
+        }
+        return download(out)
     }
 
+    /// fp32 and fp16 weights on the GPU (unpacked once); a bf16 layer on the CPU.
     public func linear(_ x: [Float], rows: Int, layer: PackedLinear) -> [Float] {
-        host.linear(x, rows: rows, layer: layer)
+        precondition(x.count == rows * layer.inputs)
+        guard !layer.isBF16, rows > 0 else { return host.linear(x, rows: rows, layer: layer) }
+        guard let input = upload(x),
+            let parameters = cached(
+                key: [layer.storageAddress], sources: [layer],
+                make: { [layer.denseWeight ?? [], layer.denseBias ?? [0]] }),
+            let out = buffer(rows * layer.outputs)
+        else { return [Float](repeating: .nan, count: rows * layer.outputs) }
+        gemm(
+            m: rows, n: layer.outputs, k: layer.inputs, a: input, aRow: layer.inputs, aColumn: 1, b: parameters[0],
+            bRow: 1, bColumn: layer.inputs, c: out, ldc: layer.outputs)
+        if layer.denseBias != nil {
+            launch("lk_add_rows", count: rows * layer.outputs) {
+                $0.pointer(out)
+                $0.pointer(parameters[1])
+                $0.int(layer.outputs)
+                $0.long(rows * layer.outputs)
+            }
+        }
+        return download(out)
     }
 
     public func sequenceAttention(
         _ qkv: [Float], lengths: [Int], starts: [Int], width: Int, heads: Int, causal: Bool
     ) -> [Float] {
-        host.sequenceAttention(qkv, lengths: lengths, starts: starts, width: width, heads: heads, causal: causal)
+        let total = qkv.count / (3 * width)
+        let longest = lengths.max() ?? 0
+        guard width / heads <= 256, total > 0 else {
+            return host.sequenceAttention(
+                qkv, lengths: lengths, starts: starts, width: width, heads: heads, causal: causal)
+        }
+        guard let input = upload(qkv), let first = upload(starts.map { Int32($0) }),
+            let counts = upload(lengths.map { Int32($0) }), let out = buffer(total * width)
+        else { return [Float](repeating: .nan, count: total * width) }
+        // Rows no sequence covers stay zero, as the CPU leaves them.
+        launch("lk_fill", count: total * width) {
+            $0.pointer(out)
+            $0.float(0)
+            $0.long(total * width)
+        }
+        launch("lk_sequence_attention", count: lengths.count * heads * longest) {
+            $0.pointer(input)
+            $0.pointer(first)
+            $0.pointer(counts)
+            $0.int(lengths.count)
+            $0.int(longest)
+            $0.int(width)
+            $0.int(heads)
+            $0.int(causal ? 1 : 0)
+            $0.float(1 / Float(width / heads).squareRoot())
+            $0.pointer(out)
+        }
+        return download(out)
     }
 
-    public func activate(_ x: inout [Float], _ activation: SequenceActivation) { host.activate(&x, activation) }
+    public func activate(_ x: inout [Float], _ activation: SequenceActivation) {
+        guard !x.isEmpty, let values = upload(x) else { return }
+        launch(activation == .quickGELU ? "lk_quick_gelu" : "lk_gelu", count: x.count) {
+            $0.pointer(values)
+            $0.long(x.count)
+        }
+        x = download(values)
+    }
 
-    public func add(_ x: inout [Float], _ y: [Float]) { host.add(&x, y) }
+    public func add(_ x: inout [Float], _ y: [Float]) {
+        precondition(x.count == y.count)
+        guard !x.isEmpty, let values = upload(x), let other = upload(y) else { return }
+        launch("lk_add", count: x.count) {
+            $0.pointer(values)
+            $0.pointer(other)
+            $0.long(x.count)
+        }
+        x = download(values)
+    }
 
     // MARK: The head
 

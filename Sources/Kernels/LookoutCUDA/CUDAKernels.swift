@@ -8,7 +8,8 @@ public enum CUDAKernels {
     public static let names = [
         "lk_bias_act", "lk_im2col", "lk_gemm", "lk_depthwise", "lk_transposed2x2", "lk_max_pool", "lk_upsample2",
         "lk_add", "lk_affine", "lk_gather", "lk_weighted_sum", "lk_max_sigmoid", "lk_scale_heads", "lk_head_decode",
-        "lk_scale", "lk_softmax_rows", "lk_add_rows", "lk_nms_mask",
+        "lk_scale", "lk_softmax_rows", "lk_add_rows", "lk_nms_mask", "lk_layer_norm", "lk_sequence_attention",
+        "lk_quick_gelu", "lk_gelu", "lk_fill",
     ]
 
     public static let source = """
@@ -252,6 +253,76 @@ public enum CUDAKernels {
                 }
                 mask[item] = bits;
             }
+        }
+
+        // LayerNorm of each row, as the CPU computes it: mean and variance summed in double, then
+        // (x·rstd − rstd·mean)·γ + β in float.
+        __global__ void lk_layer_norm(const float *x, const float *gamma, const float *beta, float *y, int rows,
+                                      int width, float epsilon) {
+            LK_LOOP(r, rows) {
+                const float *input = x + r * width;
+                float *output = y + r * width;
+                double sum = 0.0;
+                for (int i = 0; i < width; i++) sum += (double)input[i];
+                double mean = sum / (double)width;
+                double squares = 0.0;
+                for (int i = 0; i < width; i++) {
+                    double centered = (double)input[i] - mean;
+                    squares += centered * centered;
+                }
+                float variance = (float)(squares / (double)width);
+                float rstd = 1.0f / sqrtf(variance + epsilon);
+                float shift = -rstd * (float)mean;
+                for (int i = 0; i < width; i++) output[i] = (input[i] * rstd + shift) * gamma[i] + beta[i];
+            }
+        }
+
+        // Multi-head attention within each sequence of a qkv matrix (rows × 3·width: queries, keys, values), causal or
+        // full: one thread per (sequence, head, row); softmax subtracting the row's maximum. Heads of at most 256.
+        __global__ void lk_sequence_attention(const float *qkv, const int *starts, const int *lengths, int sequences,
+                                              int longest, int width, int heads, int causal, float scale,
+                                              float *out) {
+            int size = width / heads;
+            LK_LOOP(item, (long long)sequences * heads * longest) {
+                int i = (int)(item % longest), h = (int)((item / longest) % heads), s = (int)(item / ((long long)longest * heads));
+                int length = lengths[s];
+                if (i >= length) continue;
+                long long row = starts[s] + i, stride = 3LL * width;
+                const float *q = qkv + row * stride + h * size;
+                const float *k = qkv + (long long)starts[s] * stride + width + h * size;
+                const float *v = qkv + (long long)starts[s] * stride + 2 * width + h * size;
+                int last = causal ? i : length - 1;
+                float maximum = -LK_INFINITY;
+                for (int j = 0; j <= last; j++) {
+                    float dot = 0.0f;
+                    for (int d = 0; d < size; d++) dot += q[d] * k[j * stride + d];
+                    maximum = fmaxf(maximum, dot * scale);
+                }
+                float sums[256];
+                for (int d = 0; d < size; d++) sums[d] = 0.0f;
+                float total = 0.0f;
+                for (int j = 0; j <= last; j++) {
+                    float dot = 0.0f;
+                    for (int d = 0; d < size; d++) dot += q[d] * k[j * stride + d];
+                    float e = expf(dot * scale - maximum);
+                    total += e;
+                    for (int d = 0; d < size; d++) sums[d] += e * v[j * stride + d];
+                }
+                float *target = out + row * width + h * size;
+                for (int d = 0; d < size; d++) target[d] = sums[d] / total;
+            }
+        }
+
+        __global__ void lk_fill(float *x, float value, long long n) {
+            LK_LOOP(i, n) x[i] = value;
+        }
+
+        __global__ void lk_quick_gelu(float *x, long long n) {
+            LK_LOOP(i, n) x[i] = x[i] * (1.0f / (1.0f + expf(-1.702f * x[i])));
+        }
+
+        __global__ void lk_gelu(float *x, long long n) {
+            LK_LOOP(i, n) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
         }
 
         // y[r, o] += b[o].

@@ -327,6 +327,43 @@ public struct PackedLinear: Sendable {
     /// Whether the layer runs in bf16.
     public var isBF16: Bool { bf16 != nil }
 
+    /// The weight, `outputs × inputs`, unpacked from its fp32 or fp16 storage (what a GPU backend computes with);
+    /// nil for bf16.
+    public var denseWeight: [Float]? {
+        var dense = [Float](repeating: 0, count: outputs * inputs)
+        if let floats {
+            for c in 0..<outputs {
+                let panel = (c / 16) * inputs * 16
+                for k in 0..<inputs { dense[c * inputs + k] = floats[panel + k * 16 + c % 16] }
+            }
+        } else if let halves {
+            var values = [Float](repeating: 0, count: halves.count)
+            halves.withUnsafeBufferPointer { h in
+                values.withUnsafeMutableBufferPointer {
+                    Kernels.halfToFloat(h.baseAddress!, $0.baseAddress!, count: h.count)
+                }
+            }
+            for c in 0..<outputs {
+                let panel = (c / 16) * inputs * 16
+                for k in 0..<inputs { dense[c * inputs + k] = values[panel + k * 16 + c % 16] }
+            }
+        } else {
+            return nil
+        }
+        return dense
+    }
+
+    /// The bias, `outputs` values, or nil.
+    public var denseBias: [Float]? { (plainBias ?? bias).map { Array($0.prefix(outputs)) } }
+
+    /// The address of the weights' storage, which names them while the layer (holding it) lives: a GPU backend's
+    /// cache key (it keeps the layer with what it copied, so the address cannot come back naming others).
+    public var storageAddress: UInt {
+        if let floats { return floats.withUnsafeBufferPointer { UInt(bitPattern: $0.baseAddress) } }
+        if let halves { return halves.withUnsafeBufferPointer { UInt(bitPattern: $0.baseAddress) } }
+        return bf16?.withUnsafeBufferPointer { UInt(bitPattern: $0.baseAddress) } ?? 0
+    }
+
     /// The code the kernel runs: 1 portable C, 2 AVX2, 3 AVX-512; 0 (the default) the best this CPU has.
     /// Returns the level in force (a level the CPU lacks gives the best it has). For tests, process-wide.
     @discardableResult
