@@ -108,7 +108,8 @@ public final class FeatureStore: @unchecked Sendable {
     }
 
     private func insert(_ prepared: PreparedImage, key: String) {
-        let size = prepared.features.reduce(0) { $0 + $1.data.count * 4 }
+        // From the shapes: a map on a GPU would be copied back to count its values.
+        let size = prepared.features.reduce(0) { $0 + $1.channels * $1.plane * 4 }
         lock.locked {
             clock += 1
             if let old = entries[key] { bytes -= old.bytes }

@@ -792,7 +792,11 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
 
     /// On the CPU (visual prompts: once per reference photo).
     public func maskedSoftmaxPool(_ x: FeatureMap, scores: FeatureMap, mask: [UInt8], groups: Int) -> [Float] {
-        host.maskedSoftmaxPool(x, scores: scores, mask: mask, groups: groups)
+        // Each map copied back once (the CPU's loop reads them value by value).
+        func onHost(_ map: FeatureMap) -> FeatureMap {
+            FeatureMap(channels: map.channels, height: map.height, width: map.width, data: map.data)
+        }
+        return host.maskedSoftmaxPool(onHost(x), scores: onHost(scores), mask: mask, groups: groups)
     }
 
     // MARK: Sequences (the towers): row-major matrices on the host, each operation's input copied over and its
