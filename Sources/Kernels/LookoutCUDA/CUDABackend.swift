@@ -130,6 +130,9 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
 
     public var name: String { "cuda:\(gpu.index) (\(gpu.name))" }
 
+    /// `LOOKOUT_CUDA_JOIN=1`: stacked parts joined into one buffer before a convolution (for comparisons).
+    let joinsParts = getenv("LOOKOUT_CUDA_JOIN").map { String(cString: $0) == "1" } ?? false
+
     /// `LOOKOUT_CUDA_PROFILE=1`: every kernel and product waited for and timed (``profile()``); slower.
     public let profiling = getenv("LOOKOUT_CUDA_PROFILE").map { String(cString: $0) == "1" } ?? false
 
@@ -467,39 +470,55 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
 
     public func floats(_ x: FeatureMap) -> [Float] { x.data }
 
+    /// Stacked parts are read where they lie, never joined: a 1×1 convolution sums one product per part (its
+    /// weights' columns against its channels), a larger one lowers each part into its rows of the lowered input.
     public func convolve(_ x: StackedMaps, _ weights: ConvolutionWeights, kernel: any ConvolutionKernel) -> FeatureMap {
         precondition(x.channels == weights.inputs, "a convolution of \(weights.inputs) inputs given \(x.channels)")
         let (outHeight, outWidth) = weights.outputSize(height: x.height, width: x.width)
-        let (plane, outPlane) = (x.plane, outHeight * outWidth)
-        let depth = weights.inputs * weights.kernel * weights.kernel
+        let (plane, outPlane, k) = (x.plane, outHeight * outWidth, weights.kernel)
+        let depth = weights.inputs * k * k
+        let failed = map(nil, channels: weights.outputs, height: outHeight, width: outWidth)
         let source = [weights.weight, weights.packed, weights.transformed, weights.bias]
-        guard let input = onDevice(x),
-            let parameters = cached(source, make: { [weights.denseWeight, weights.bias] }),
+        guard let parameters = cached(source, make: { [weights.denseWeight, weights.bias] }),
             let out = buffer(weights.outputs * outPlane)
-        else { return map(nil, channels: weights.outputs, height: outHeight, width: outWidth) }
-        var lowered = input
-        if weights.kernel != 1 || weights.stride != 1 {
-            guard let columns = buffer(depth * outPlane) else {
-                return map(nil, channels: weights.outputs, height: outHeight, width: outWidth)
-            }
-            launch("lk_im2col", count: depth * outPlane) {
-                $0.pointer(input)
-                $0.pointer(columns)
-                $0.int(weights.inputs)
-                $0.int(x.height)
-                $0.int(x.width)
-                $0.int(weights.kernel)
-                $0.int(weights.stride)
-                $0.int(outHeight)
-                $0.int(outWidth)
-            }
-            lowered = columns
-        } else {
-            precondition(outPlane == plane)
+        else { return failed }
+        // Each part: its map's buffer (a host map copied over), where its channels start there, how many, and where
+        // they start among the stack's.
+        var parts: [(buffer: DeviceBuffer, offset: Int, channels: Int, start: Int)] = []
+        if joinsParts {
+            guard let joined = onDevice(x) else { return failed }
+            parts.append((joined, 0, x.channels, 0))
         }
-        gemm(
-            m: weights.outputs, n: outPlane, k: depth, a: parameters[0], aRow: depth, aColumn: 1, b: lowered,
-            bRow: outPlane, bColumn: 1, c: out, ldc: outPlane)
+        for (index, part) in x.parts.enumerated() where !joinsParts {
+            guard let buffer = onDevice(part.map) else { return failed }
+            parts.append((buffer, part.channels.lowerBound * plane, part.channels.count, x.starts[index]))
+        }
+        if k == 1 && weights.stride == 1 {
+            for (index, part) in parts.enumerated() {
+                gemm(
+                    m: weights.outputs, n: plane, k: part.channels, a: parameters[0], aOffset: part.start, aRow: depth,
+                    aColumn: 1, b: part.buffer, bOffset: part.offset, bRow: plane, bColumn: 1, c: out, ldc: plane,
+                    beta: index == 0 ? 0 : 1)
+            }
+        } else {
+            guard let columns = buffer(depth * outPlane) else { return failed }
+            for part in parts {
+                launch("lk_im2col", count: part.channels * k * k * outPlane) {
+                    $0.pointer(part.buffer, offset: part.offset)
+                    $0.pointer(columns, offset: part.start * k * k * outPlane)
+                    $0.int(part.channels)
+                    $0.int(x.height)
+                    $0.int(x.width)
+                    $0.int(k)
+                    $0.int(weights.stride)
+                    $0.int(outHeight)
+                    $0.int(outWidth)
+                }
+            }
+            gemm(
+                m: weights.outputs, n: outPlane, k: depth, a: parameters[0], aRow: depth, aColumn: 1, b: columns,
+                bRow: outPlane, bColumn: 1, c: out, ldc: outPlane)
+        }
         launch("lk_bias_act", count: weights.outputs * outPlane) {
             $0.pointer(out)
             $0.pointer(parameters[1])
