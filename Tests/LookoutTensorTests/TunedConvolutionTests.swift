@@ -31,7 +31,7 @@ import Testing
         store.configure(file: file, cpu: "test cpu")
         let tuned = TunedConvolution(Self.candidates, store: store)
         let first = tuned.convolve(x, tuned.prepare(Self.weights()), pool: pool).data
-        let key = "test cpu | 48->64 k3 s1 40x36 threads 2"
+        let key = "test cpu | 48->64 k3 s1 40x36 threads 2 WinogradConvolution"
         let chosen = try #require(store.recorded[key], "\(store.recorded)")
         let index = try #require(Self.candidates.firstIndex { $0.name == chosen })
         #expect(first == expected[index])
@@ -50,7 +50,7 @@ import Testing
             other.configure(file: file, cpu: "another cpu")
             let measured = TunedConvolution(Self.candidates, store: other)
             _ = measured.convolve(x, measured.prepare(Self.weights()), pool: pool)
-            #expect(other.recorded["another cpu | 48->64 k3 s1 40x36 threads 2"] != nil)
+            #expect(other.recorded["another cpu | 48->64 k3 s1 40x36 threads 2 WinogradConvolution"] != nil)
         }
         // The two kernels differ on this layer (bf16 rounds its factors), so equality above says which ran.
         #expect(expected[0] != expected[1])

@@ -494,7 +494,8 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             parts.append((buffer, part.channels.lowerBound * plane, part.channels.count, x.starts[index]))
         }
         if k == 1 && weights.stride == 1 {
-            for (index, part) in parts.enumerated() {
+            // Empty parts left out: the first product writes, the others add.
+            for (index, part) in parts.filter({ $0.channels > 0 }).enumerated() {
                 gemm(
                     m: weights.outputs, n: plane, k: part.channels, a: parameters[0], aOffset: part.start, aRow: depth,
                     aColumn: 1, b: part.buffer, bOffset: part.offset, bRow: plane, bColumn: 1, c: out, ldc: plane,
@@ -977,9 +978,15 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             $0.append(threshold, alignment: 8)
             $0.pointer(out)
         }
-        let halves = download(out)
-        guard !halves.isEmpty, !state.withLock({ $0.failure != nil }) else { return nil }
-        return halves.withUnsafeBytes { Array($0.bindMemory(to: UInt64.self)) }
+        var mask = [UInt64](repeating: 0, count: count * words)
+        let error = mask.withUnsafeMutableBytes { bytes in
+            Self.check { lookout_cuda_download(bytes.baseAddress, out.address, bytes.count, $0, $1) }
+        }
+        if let error {
+            fail(error)
+            return nil
+        }
+        return mask
     }
 
     public func decodeBoxes(_ box: FeatureMap, anchors: [Int], geometry g: AnchorGeometry) -> [Float] {

@@ -19,6 +19,8 @@ public enum CUDAKernels {
 
         #define LK_INFINITY __int_as_float(0x7f800000)
 
+        __device__ __forceinline__ float lk_min(float x, float y) { return y < x ? y : x; }
+        __device__ __forceinline__ float lk_max(float x, float y) { return y >= x ? y : x; }
         __device__ __forceinline__ float lk_silu_of(float x) { return x / (1.0f + expf(-x)); }
         __device__ __forceinline__ float lk_sigmoid_of(float x) { return 1.0f / (1.0f + expf(-x)); }
 
@@ -244,8 +246,9 @@ public enum CUDAKernels {
                     int j = word * 64 + bit;
                     if (j <= i || j >= n) continue;
                     const float *b = boxes + 4LL * j;
-                    float width = fmaxf(fminf(a[2], b[2]) - fmaxf(a[0], b[0]), 0.0f);
-                    float height = fmaxf(fminf(a[3], b[3]) - fmaxf(a[1], b[1]), 0.0f);
+                    // Swift's min and max (a NaN passes through as the host's does, where fminf would drop it).
+                    float width = lk_max(lk_min(a[2], b[2]) - lk_max(a[0], b[0]), 0.0f);
+                    float height = lk_max(lk_min(a[3], b[3]) - lk_max(a[1], b[1]), 0.0f);
                     float intersection = width * height;
                     if (!(intersection > 0.0f)) continue;
                     float iou = intersection / (areas[i] + areas[j] - intersection);

@@ -44,20 +44,20 @@ public final class LayerChoices: Sendable {
         }
     }
 
-    /// Records a measured choice (and writes the file, replacing it whole).
+    /// Records a measured choice and writes the file whole, under the lock (so that two layers measured at once
+    /// cannot interleave their writes).
     func record(_ layer: String, kernel: String) {
-        let (file, lines): (String?, [String]) = state.withLock { state in
+        state.withLock { state in
             state.choices[state.cpu + " | " + layer] = kernel
-            return (state.file, state.choices.sorted { $0.key < $1.key }.map { "\($0.key)\t\($0.value)" })
+            guard let file = state.file else { return }
+            let text = state.choices.sorted { $0.key < $1.key }.map { "\($0.key)\t\($0.value)\n" }.joined()
+            if let slash = file.lastIndex(of: "/") { mkdir(String(file[..<slash]), 0o755) }
+            let temporary = file + ".\(getpid()).partial"
+            guard let handle = fopen(temporary, "w") else { return }
+            let written = fputs(text, handle)
+            let closed = fclose(handle)
+            if written >= 0 && closed == 0 { rename(temporary, file) } else { unlink(temporary) }
         }
-        guard let file else { return }
-        if let slash = file.lastIndex(of: "/") { mkdir(String(file[..<slash]), 0o755) }
-        let temporary = file + ".\(getpid()).partial"
-        guard let handle = fopen(temporary, "w") else { return }
-        let text = lines.joined(separator: "\n") + "\n"
-        let written = fputs(text, handle)
-        fclose(handle)
-        if written >= 0 { rename(temporary, file) } else { unlink(temporary) }
     }
 
     /// Every choice recorded so far (key → kernel), for `lookout devices` and the tests.
@@ -113,8 +113,9 @@ public final class TunedConvolution: ConvolutionKernel, @unchecked Sendable {
     public func convolve(_ x: StackedMaps, _ weights: ConvolutionWeights, pool: ComputePool) -> FeatureMap {
         precondition(variants.count == candidates.count, "a tuned convolution used before it was prepared")
         let w = variants[0]
+        // The algorithm (Winograd or lowered) is part of the key: a choice timed with one is not the other's.
         let layer =
-            "\(w.inputs)->\(w.outputs) k\(w.kernel) s\(w.stride) \(x.height)x\(x.width) threads \(pool.threadCount)"
+            "\(w.inputs)->\(w.outputs) k\(w.kernel) s\(w.stride) \(x.height)x\(x.width) threads \(pool.threadCount) \(type(of: candidates[0].kernel))"
         if let name = store.choice(layer), let index = candidates.firstIndex(where: { $0.name == name }) {
             return candidates[index].kernel.convolve(x, variants[index], pool: pool)
         }
