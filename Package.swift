@@ -83,14 +83,15 @@ let package = Package(
         .target(name: "LookoutJSON", dependencies: ["CJSONC", "LookoutSupport"], path: "Sources/Support/LookoutJSON"),
         // Tensor storage, the OpenBLAS wrapper, the compute pool and row kernels.
         .target(
-            name: "LookoutTensor", dependencies: ["COpenBLAS", "CLookoutKernels"], path: "Sources/Kernels/LookoutTensor"
-        ),
+            name: "LookoutTensor", dependencies: ["COpenBLAS", "CLookoutKernels", "LookoutSupport"],
+            path: "Sources/Kernels/LookoutTensor"),
 
         // The NVIDIA driver and NVRTC, opened at run time with dlopen (nothing of CUDA at build time): finding,
         // naming and checking GPUs, the first part of the CUDA backend (issue 51).
         .target(name: "CLookoutCUDA", path: "Sources/Kernels/CLookoutCUDA"),
         .target(
-            name: "LookoutCUDA", dependencies: ["CLookoutCUDA", "LookoutTensor"], path: "Sources/Kernels/LookoutCUDA"),
+            name: "LookoutCUDA", dependencies: ["CLookoutCUDA", "LookoutSupport", "LookoutTensor"],
+            path: "Sources/Kernels/LookoutCUDA"),
 
         // Layer 2: formats and inputs.
         // CLIP BPE tokenizer: text cleaning, pre-tokenisation, byte map, merges. No tensor code.

@@ -16,7 +16,7 @@ import reference_env  # noqa: E402,F401
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
-from world_torch import WorldNetwork  # noqa: E402
+from world_torch import WorldNetwork, randomize_batchnorm  # noqa: E402
 
 
 def main():
@@ -28,13 +28,7 @@ def main():
     torch.manual_seed(0)
     worst = 0.0
     for scale in args.scales.split(","):
-        reference = WorldModel(f"yolov8{scale}-worldv2.yaml", verbose=False).eval()
-        for module in reference.modules():
-            if isinstance(module, torch.nn.BatchNorm2d):
-                module.running_mean.uniform_(-0.5, 0.5)
-                module.running_var.uniform_(0.5, 2.0)
-                module.weight.data.uniform_(0.5, 1.5)
-                module.bias.data.uniform_(-0.3, 0.3)
+        reference = randomize_batchnorm(WorldModel(f"yolov8{scale}-worldv2.yaml", verbose=False).eval())
         mine = WorldNetwork(scale).eval()
         missing, unexpected = mine.load_state_dict(
             {k: v for k, v in reference.state_dict().items() if not k.startswith("txt_feats")}, strict=False)

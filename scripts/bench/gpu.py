@@ -28,7 +28,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from world_torch import WorldNetwork  # noqa: E402
+from world_torch import WorldNetwork, randomize_batchnorm  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Nominal dense rates (TFLOP/s) of the cards the project is lent, from NVIDIA's data sheets (SXM).
@@ -69,13 +69,7 @@ def photo():
 
 def random_network(scale):
     torch.manual_seed(0)
-    net = WorldNetwork(scale).eval()
-    for module in net.modules():
-        if isinstance(module, torch.nn.BatchNorm2d):
-            module.running_mean.uniform_(-0.5, 0.5)
-            module.running_var.uniform_(0.5, 2.0)
-            module.weight.data.uniform_(0.5, 1.5)
-            module.bias.data.uniform_(-0.3, 0.3)
+    net = randomize_batchnorm(WorldNetwork(scale).eval())
     # The contrastive heads' bias set so that random queries score about 100 of the 3 × 8400 (anchor, query) pairs
     # above 0.25 on the benchmark's photo, as a trained model scores a few: NMS then takes what it takes in use.
     logits = []

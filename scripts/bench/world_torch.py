@@ -218,3 +218,16 @@ class WorldNetwork(nn.Module):
             if isinstance(module, Conv) and module.bn is not None:
                 module.fuse()
         return self
+
+
+def randomize_batchnorm(net):
+    """BatchNorm statistics and affine parameters drawn at random, so that a random network's folded weights differ
+    from its unfolded ones (what the checks and the benchmark give their random networks)."""
+    for module in net.modules():
+        if isinstance(module, nn.BatchNorm2d):
+            module.running_mean.uniform_(-0.5, 0.5)
+            module.running_var.uniform_(0.5, 2.0)
+            module.weight.data.uniform_(0.5, 1.5)
+            module.bias.data.uniform_(-0.3, 0.3)
+    return net
+

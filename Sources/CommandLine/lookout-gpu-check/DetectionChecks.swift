@@ -1,5 +1,6 @@
 import LookoutEngine
 import LookoutImage
+import LookoutSupport
 import LookoutTensor
 
 #if canImport(Glibc)
@@ -25,11 +26,9 @@ struct DetectionChecks {
     }
 
     static func milliseconds(_ body: () -> Void) -> Double {
-        var start = timespec(), end = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &start)
+        var clock = Stopwatch()
         body()
-        clock_gettime(CLOCK_MONOTONIC, &end)
-        return Double(end.tv_sec - start.tv_sec) * 1e3 + Double(end.tv_nsec - start.tv_nsec) / 1e6
+        return clock.lap() * 1e3
     }
 
     static func median(_ values: [Double]) -> Double {

@@ -1,4 +1,5 @@
 import CLookoutCUDA
+import LookoutSupport
 import LookoutTensor
 import Synchronization
 
@@ -151,12 +152,10 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
     private func timed(_ name: String, _ body: () -> Void) {
         guard profiling else { return body() }
         _ = lookout_cuda_synchronize(nil, 0)
-        var start = timespec(), end = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &start)
+        var clock = Stopwatch()
         body()
         _ = lookout_cuda_synchronize(nil, 0)
-        clock_gettime(CLOCK_MONOTONIC, &end)
-        let milliseconds = Double(end.tv_sec - start.tv_sec) * 1e3 + Double(end.tv_nsec - start.tv_nsec) / 1e6
+        let milliseconds = clock.lap() * 1e3
         state.withLock {
             let entry = $0.profile[name] ?? (0, 0)
             $0.profile[name] = (entry.milliseconds + milliseconds, entry.calls + 1)
@@ -206,35 +205,11 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         let file = cacheDirectory.map {
             "\($0)/cuda/kernels-\(gpu.realArchitecture)-\(String(hash, radix: 16)).cubin"
         }
-        if let file, let image = readFile(file), !image.isEmpty { return (image, true) }
+        if let file, let image = try? FileContents.read(file), !image.isEmpty { return (image, true) }
         let image = try CUDA.compile(CUDAKernels.source, name: "lookout_kernels.cu", architecture: gpu.realArchitecture)
-        if let file, let cacheDirectory {
-            mkdir(cacheDirectory, 0o755)
-            mkdir(cacheDirectory + "/cuda", 0o755)
-            writeFile(file, image)
-        }
+        // A cache that cannot be written only costs the next run a compilation.
+        if let file { try? FileContents.writeAtomically(image, to: file) }
         return (image, false)
-    }
-
-    private static func readFile(_ path: String) -> [UInt8]? {
-        guard let file = fopen(path, "rb") else { return nil }
-        defer { fclose(file) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let read = fread(&chunk, 1, chunk.count, file)
-            if read == 0 { break }
-            bytes += chunk[0..<read]
-        }
-        return bytes
-    }
-
-    private static func writeFile(_ path: String, _ bytes: [UInt8]) {
-        let temporary = path + ".\(getpid()).partial"
-        guard let file = fopen(temporary, "wb") else { return }
-        let written = fwrite(bytes, 1, bytes.count, file)
-        fclose(file)
-        if written == bytes.count { rename(temporary, path) } else { unlink(temporary) }
     }
 
     // MARK: Failures

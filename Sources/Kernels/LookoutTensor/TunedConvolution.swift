@@ -1,10 +1,5 @@
+import LookoutSupport
 import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
 
 /// Which kernel each convolution runs where a precision has several (issue 54): measured once per CPU model, layer
 /// shape, input size and thread count, at the layer's first use, and kept in the user's cache
@@ -45,18 +40,13 @@ public final class LayerChoices: Sendable {
     }
 
     /// Records a measured choice and writes the file whole, under the lock (so that two layers measured at once
-    /// cannot interleave their writes).
+    /// cannot interleave their writes). A file that cannot be written only costs the next run a measurement.
     func record(_ layer: String, kernel: String) {
         state.withLock { state in
             state.choices[state.cpu + " | " + layer] = kernel
             guard let file = state.file else { return }
             let text = state.choices.sorted { $0.key < $1.key }.map { "\($0.key)\t\($0.value)\n" }.joined()
-            if let slash = file.lastIndex(of: "/") { mkdir(String(file[..<slash]), 0o755) }
-            let temporary = file + ".\(getpid()).partial"
-            guard let handle = fopen(temporary, "w") else { return }
-            let written = fputs(text, handle)
-            let closed = fclose(handle)
-            if written >= 0 && closed == 0 { rename(temporary, file) } else { unlink(temporary) }
+            try? FileContents.writeAtomically(Array(text.utf8), to: file)
         }
     }
 
@@ -67,15 +57,10 @@ public final class LayerChoices: Sendable {
     }
 
     private static func read(_ file: String) -> [String: String] {
-        guard let handle = fopen(file, "r") else { return [:] }
-        defer { fclose(handle) }
+        guard let bytes = try? FileContents.read(file) else { return [:] }
         var choices: [String: String] = [:]
-        var line: UnsafeMutablePointer<CChar>?
-        var capacity = 0
-        defer { free(line) }
-        while getline(&line, &capacity, handle) > 0, let line {
-            let text = String(cString: line).split(separator: "\n").first.map(String.init) ?? ""
-            let parts = text.split(separator: "\t", omittingEmptySubsequences: false)
+        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+            let parts = line.split(separator: "\t", omittingEmptySubsequences: false)
             // A damaged line is ignored (measured again).
             guard parts.count == 2, !parts[1].isEmpty else { continue }
             choices[String(parts[0])] = String(parts[1])
@@ -124,14 +109,12 @@ public final class TunedConvolution: ConvolutionKernel, @unchecked Sendable {
         var result: FeatureMap?
         for round in 0..<4 {
             for (index, candidate) in candidates.enumerated() {
-                var start = timespec(), end = timespec()
-                clock_gettime(CLOCK_MONOTONIC, &start)
+                var clock = Stopwatch()
                 let out = candidate.kernel.convolve(x, variants[index], pool: pool)
-                clock_gettime(CLOCK_MONOTONIC, &end)
+                let seconds = clock.lap()
                 if index == 0 { result = out }
                 guard round > 0 else { continue }
-                best[index] = min(
-                    best[index], Double(end.tv_sec - start.tv_sec) + Double(end.tv_nsec - start.tv_nsec) * 1e-9)
+                best[index] = min(best[index], seconds)
             }
         }
         var chosen = 0
