@@ -1,0 +1,189 @@
+import LookoutDetector
+import LookoutImage
+import LookoutSupport
+
+extension Image {
+    /// The pixels of a rectangle of the image (rows `y..<y + height`, columns `x..<x + width`), as PIL's `crop`
+    /// and numpy's slicing give sahi its tiles.
+    public func cropped(x: Int, y: Int, width: Int, height: Int) -> Image {
+        precondition(
+            x >= 0 && y >= 0 && width > 0 && height > 0 && x + width <= self.width && y + height <= self.height)
+        if x == 0 && y == 0 && width == self.width && height == self.height { return self }
+        let rowBytes = width * channels
+        var pixels = [UInt8](repeating: 0, count: rowBytes * height)
+        self.pixels.withUnsafeBufferPointer { source in
+            pixels.withUnsafeMutableBufferPointer { target in
+                for row in 0..<height {
+                    let from = ((y + row) * self.width + x) * channels
+                    target.baseAddress!.advanced(by: row * rowBytes).update(
+                        from: source.baseAddress!.advanced(by: from), count: rowBytes)
+                }
+            }
+        }
+        return Image(width: width, height: height, channels: channels, pixels: pixels)
+    }
+}
+
+/// A photo cut into tiles (``SliceOptions``), each tile letterboxed and through the backbone, and the whole photo
+/// too where sahi's standard prediction asks for it: what any query set then reuses.
+public struct SlicedImage: Sendable {
+    public let name: String
+    public let width: Int
+    public let height: Int
+    public let options: SliceOptions
+    public let tiles: [Tile]
+    /// One prepared image per tile, in ``tiles``' order.
+    public internal(set) var parts: [PreparedImage]
+    /// The whole photo (nil with one tile, or without the standard prediction).
+    public internal(set) var whole: PreparedImage?
+    public var timings: StageTimings
+
+    /// The bytes of the kept features (a feature store's budget).
+    public var featureBytes: Int {
+        (parts + (whole.map { [$0] } ?? [])).reduce(0) { total, part in
+            total + part.features.reduce(0) { $0 + $1.channels * $1.height * $1.width * 4 }
+        }
+    }
+}
+
+extension Engine {
+    /// Decodes a photo, cuts it into tiles and runs the backbone on each (and on the whole photo).
+    public func prepare(
+        path: String, size: Int = 640, pixelLimit: Int = ImageFile.defaultPixelLimit, slicing: SliceOptions
+    ) throws(ImageError) -> SlicedImage {
+        var clock = Stopwatch()
+        let image = try ImageFile.read(path, pixelLimit: pixelLimit)
+        let decode = clock.lap()
+        var sliced = try prepare(image: image, name: path, size: size, slicing: slicing)
+        sliced.timings.decode = decode
+        return sliced
+    }
+
+    /// Cuts a decoded photo into tiles (sahi's ``Slicing/tiles(width:height:options:)``) and runs the backbone on
+    /// each, then on the whole photo where there are several tiles and ``SliceOptions/wholePhoto`` is set. A
+    /// photo that would make too many tiles fails as too large for them.
+    public func prepare(
+        image: Image, name: String, size: Int = 640, slicing: SliceOptions
+    ) throws(ImageError)
+        -> SlicedImage
+    {
+        let tiles: [Tile]
+        do {
+            tiles = try Slicing.tiles(width: image.width, height: image.height, options: slicing)
+        } catch {
+            throw ImageError(path: name, kind: .tooLarge, problem: error.description)
+        }
+        var timings = StageTimings()
+        var parts: [PreparedImage] = []
+        parts.reserveCapacity(tiles.count)
+        for tile in tiles {
+            var clock = Stopwatch()
+            let crop = image.cropped(x: tile.x1, y: tile.y1, width: tile.width, height: tile.height)
+            let cut = clock.lap()
+            let part = prepare(image: crop, name: name, size: size)
+            timings.preprocess += cut + part.timings.preprocess
+            timings.backbone += part.timings.backbone
+            parts.append(part)
+        }
+        var whole: PreparedImage? = nil
+        if slicing.wholePhoto && tiles.count > 1 {
+            let part = prepare(image: image, name: name, size: size)
+            timings.preprocess += part.timings.preprocess
+            timings.backbone += part.timings.backbone
+            whole = part
+        }
+        return SlicedImage(
+            name: name, width: image.width, height: image.height, options: slicing, tiles: tiles, parts: parts,
+            whole: whole, timings: timings)
+    }
+
+    /// Detects a query in every tile and in the whole photo, moves the tiles' boxes (and masks) to the photo's
+    /// pixels, and merges them as sahi does (``SliceMerge``, switched to NMS with IoU below a confidence of 0.1 as
+    /// sahi switches). Boxes that are empty after clipping are dropped, as sahi drops them.
+    public func detect(_ sliced: SlicedImage, _ query: PreparedQuery, textEncode: Bool = true) -> ImageDetections {
+        var timings = sliced.timings
+        var candidates: [ImageDetections.Item] = []
+        var clock = Stopwatch()
+        var networkSeconds = 0.0
+        var suppressionSeconds = 0.0
+        let parts =
+            zip(sliced.tiles.map(Optional.some), sliced.parts).map { ($0, $1) }
+            + (sliced.whole.map { [(nil as Tile?, $0)] } ?? [])
+        for (tile, part) in parts {
+            let found = detect(part, query, textEncode: false)
+            networkSeconds += found.timings.neckAndHead
+            suppressionSeconds += found.timings.suppression
+            for item in found.detections {
+                guard let moved = Self.moved(item, from: tile, photoWidth: sliced.width, photoHeight: sliced.height)
+                else { continue }
+                candidates.append(moved)
+            }
+        }
+        _ = clock.lap()
+        // sahi looks at the model's one threshold, not at a query's own.
+        let merge = sliced.options.merge.forConfidence(query.options.confidence)
+        let merged = Slicing.merge(
+            candidates.map { MergeBox(box: $0.box, score: $0.score, category: $0.queryIndex) }, merge)
+        let labels = query.plan.labels
+        let items = merged.map { result -> ImageDetections.Item in
+            var item = ImageDetections.Item(
+                label: labels[result.merged.category], queryIndex: result.merged.category, score: result.merged.score,
+                box: result.merged.box)
+            let masks = result.members.compactMap { candidates[$0].mask }
+            if masks.count == result.members.count, let first = masks.first {
+                item.mask = masks.dropFirst().reduce(first) { $0.union($1) }
+            }
+            return item
+        }
+        timings.neckAndHead = networkSeconds
+        timings.suppression = suppressionSeconds + clock.lap()
+        if textEncode { timings.textEncode = query.textEncodeSeconds }
+        return ImageDetections(
+            image: sliced.name, width: sliced.width, height: sliced.height, detections: items, timings: timings)
+    }
+
+    /// A tile's detection in the photo's pixels (``Slicing/place(_:from:photoWidth:photoHeight:)``), its mask
+    /// moved with it; nil when its box is empty.
+    static func moved(
+        _ item: ImageDetections.Item, from tile: Tile?, photoWidth: Int, photoHeight: Int
+    )
+        -> ImageDetections.Item?
+    {
+        guard let box = Slicing.place(item.box, from: tile, photoWidth: photoWidth, photoHeight: photoHeight) else {
+            return nil
+        }
+        var moved = ImageDetections.Item(label: item.label, queryIndex: item.queryIndex, score: item.score, box: box)
+        if let mask = item.mask, let tile {
+            moved.mask = BinaryMask(
+                width: photoWidth, height: photoHeight, left: mask.left + tile.x1, top: mask.top + tile.y1,
+                windowWidth: mask.windowWidth, windowHeight: mask.windowHeight, pixels: mask.pixels)
+        } else {
+            moved.mask = item.mask
+        }
+        return moved
+    }
+}
+
+extension BinaryMask {
+    /// The pixels set in either mask (both of the same picture size), in the window that holds both.
+    public func union(_ other: BinaryMask) -> BinaryMask {
+        precondition(width == other.width && height == other.height)
+        let left = min(self.left, other.left)
+        let top = min(self.top, other.top)
+        let right = max(self.left + windowWidth, other.left + other.windowWidth)
+        let bottom = max(self.top + windowHeight, other.top + other.windowHeight)
+        let (w, h) = (right - left, bottom - top)
+        var pixels = [UInt8](repeating: 0, count: w * h)
+        for mask in [self, other] {
+            for row in 0..<mask.windowHeight {
+                let target = (mask.top - top + row) * w + (mask.left - left)
+                let source = row * mask.windowWidth
+                for column in 0..<mask.windowWidth where mask.pixels[source + column] != 0 {
+                    pixels[target + column] = 1
+                }
+            }
+        }
+        return BinaryMask(
+            width: width, height: height, left: left, top: top, windowWidth: w, windowHeight: h, pixels: pixels)
+    }
+}
