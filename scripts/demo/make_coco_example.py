@@ -39,7 +39,7 @@ def object_masks(truth: dict, image: dict) -> list:
     import scenes as generator
 
     index = int(image["file"].split("-")[1].split(".")[0])
-    _, objects, _, owner = generator.scene(truth["seed"], index, truth["split"], owners=True)
+    _, objects, _, owner = generator.scene(truth["seed"], index, truth["split"], owners=True, small=truth.get("small", False))
     boxes = [[round(v, 2) for v in o["box"]] for o in objects]
     if boxes != [o["box"] for o in image["objects"]]:
         raise SystemExit(f"{image['file']}: the regenerated scene's boxes differ from truth.json's")

@@ -196,20 +196,22 @@ def _background(rng: np.random.Generator, height: int, width: int) -> tuple[np.n
 # ---------------------------------------------------------------------------------------------- scenes
 
 
-def scene(seed: int, index: int, split: str = "train", owners: bool = False):
+def scene(seed: int, index: int, split: str = "train", owners: bool = False, small: bool = False):
     """One scene: BGR uint8 image, objects [{colour, shape, box: [x1, y1, x2, y2], owner}], background kind.
 
     `split` "train" never draws a held-out combination; "eval" draws all 80. With `owners`, a fourth value: the
     int32 map of which drawn shape each pixel shows (−1: background), so that an object's visible mask is
     `map == object["owner"]` (the pixels its box was measured on). The image and truth are the same either way.
+    With `small`, a large photo (short side 1200-1800 px) holding 6-24 shapes of 8-32 px: what sliced inference is
+    for (the scenes without it are unchanged).
     """
     rng = np.random.default_rng([seed, index])
-    short = int(rng.integers(240, 560))
+    short = int(rng.integers(1200, 1800)) if small else int(rng.integers(240, 560))
     aspect = float(np.exp(rng.uniform(math.log(0.5), math.log(2.0))))
     height, width = (short, int(short * aspect)) if aspect >= 1 else (int(short / aspect), short)
     image, kind = _background(rng, height, width)
     held = set(HELD_OUT)
-    count = int(rng.integers(1, 9))
+    count = int(rng.integers(6, 25)) if small else int(rng.integers(1, 9))
     owner = np.full((height, width), -1, dtype=np.int32)
     drawn: list[tuple[str, str, np.ndarray]] = []
     base = image.astype(np.float32)
@@ -219,7 +221,7 @@ def scene(seed: int, index: int, split: str = "train", owners: bool = False):
             shape = SHAPES[int(rng.integers(0, len(SHAPES)))]
             if split != "train" or (colour, shape) not in held:
                 break
-        size = float(rng.uniform(0.08, 0.42)) * min(height, width)
+        size = float(rng.uniform(8, 32)) if small else float(rng.uniform(0.08, 0.42)) * min(height, width)
         centre = np.array([rng.uniform(0.05, 0.95) * width, rng.uniform(0.05, 0.95) * height])
         mask = _mask(shape, centre, size, rng.uniform(0, 2 * math.pi), rng.uniform(0.8, 1.25), (height, width), rng)
         bgr = np.clip(np.array(COLOURS[colour], np.float32) + rng.uniform(-18, 18, size=3), 0, 255)
@@ -262,11 +264,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=900000, help="training uses seed 1; keep evaluation seeds apart")
     parser.add_argument("--split", choices=["train", "eval"], default="eval")
     parser.add_argument("--quality", type=int, default=92)
+    parser.add_argument("--small", action="store_true", help="large photos with shapes of 8-32 px (sliced inference)")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    truth = {"seed": args.seed, "split": args.split, "held_out": [caption(c, s) for c, s in HELD_OUT], "images": []}
+    truth = {"seed": args.seed, "split": args.split, "small": args.small, "held_out": [caption(c, s) for c, s in HELD_OUT], "images": []}
     for index in range(args.count):
-        image, objects, kind = scene(args.seed, index, args.split)
+        image, objects, kind = scene(args.seed, index, args.split, small=args.small)
         name = f"scene-{index:04d}.jpg"
         cv2.imwrite(os.path.join(args.out, name), image, [cv2.IMWRITE_JPEG_QUALITY, args.quality])
         truth["images"].append(

@@ -31,6 +31,7 @@ struct DetectCommand: ParsableCommand {
               lookout detect --model yolov8s-worldv2 *.jpg -q person --conf 0.1 --json
               lookout detect photos/*.jpg -q "sofa|couch, dog@0.4, -cat" --format csv > boxes.csv
               lookout detect photos/*.jpg --queries-file classes.txt --format yolo --output labels
+              lookout detect drone.jpg -q "car, person" --slice 640 --overlap 0.2   (small objects: tiles)
               lookout detect clip.mp4 -q "dog, ball" --fps 2 --json > frames.jsonl
               lookout detect clip.mp4 -q "dog" --save out   (out/clip.mp4: every frame, boxes drawn)
             """
@@ -104,6 +105,7 @@ struct DetectCommand: ParsableCommand {
     }
 
     @OptionGroup var modelOptions: ModelOptions
+    @OptionGroup var slicingOptions: SlicingOptions
     @OptionGroup var thresholds: ThresholdOptions
     @OptionGroup var queryThresholds: QueryThresholdOptions
     @OptionGroup var imagePromptOptions: ImagePromptOptions
@@ -165,6 +167,7 @@ struct DetectCommand: ParsableCommand {
                 "--prompt-image is the photo the --prompt-box boxes are drawn on: give the boxes too.")
         }
         _ = try visualPrompts()
+        _ = try slicingOptions.options()
         if images.filter({ $0 == "-" }).count > 1 {
             throw ValidationError("- (an image from standard input) can be given once.")
         }
@@ -191,6 +194,7 @@ struct DetectCommand: ParsableCommand {
         "Give the queries with -q \"a, b\", --queries-file FILE, --query-image CROP.jpg, --text-embeddings FILE or --prompt-box x1,y1,x2,y2 (YOLOE)."
 
     func run() throws {
+        let slicing = try slicingOptions.options()
         let typed = queries == nil && queriesFile == nil ? [] : try queryList()
         var plan = QueryPlan(typed)
         if pad && !typed.contains(where: { $0.alternatives == [PaddingQuery.text] }) {
@@ -259,6 +263,7 @@ struct DetectCommand: ParsableCommand {
         var query = engine.prepare(plan, options: thresholds.options(for: engine.network))
         query.options = try queryThresholds.apply(to: query.options, queries: plan.labels)
         query.options.multiLabel = multiLabel
+        slicingOptions.explain(slicing, confidence: query.options.confidence)
         for index in photoQueries where query.options.perClassConfidence[index] == nil {
             query.options.perClassConfidence[index] = imagePromptOptions.imageQueryConf
         }
@@ -292,8 +297,8 @@ struct DetectCommand: ParsableCommand {
                 let own = engine.sharingWeights(pool: ComputePool(threads: 1))
                 return { index in
                     do throws(ImageError) {
-                        let prepared = try own.prepare(path: images[photos[index]], size: imgsz)
-                        return .success(own.detect(prepared, query, textEncode: false))
+                        return .success(
+                            try own.detect(path: images[photos[index]], size: imgsz, slicing: slicing, query))
                     } catch {
                         return .failure(error)
                     }
@@ -303,7 +308,7 @@ struct DetectCommand: ParsableCommand {
         for (index, path) in images.enumerated() {
             if videos[index] {
                 let video = VideoDetection(
-                    path: path, engine: engine, query: query, imgsz: imgsz,
+                    path: path, engine: engine, query: query, imgsz: imgsz, slicing: slicing,
                     selection: frameOptions.selection, format: chosenFormat,
                     pad: pad,
                     saveTo: save.map {
@@ -333,17 +338,15 @@ struct DetectCommand: ParsableCommand {
                     photoNumber += 1
                     result = try sideBySide.result(photoNumber - 1).get()
                 } else {
-                    let prepared: PreparedImage
                     if path == "-" {
                         let image = try ImageFile.decode(Self.standardInput(maximumSize: 1 << 30), name: "-")
-                        prepared = engine.prepare(image: image, name: "-", size: thresholds.imgsz)
+                        result = try engine.detect(image: image, name: "-", size: imgsz, slicing: slicing, query)
                         piped = image
-                    } else if let promptPhoto {
-                        prepared = promptPhoto
+                    } else if let promptPhoto, slicing == nil {
+                        result = engine.detect(promptPhoto, query, textEncode: false)
                     } else {
-                        prepared = try engine.prepare(path: path, size: thresholds.imgsz)
+                        result = try engine.detect(path: path, size: imgsz, slicing: slicing, query)
                     }
-                    result = engine.detect(prepared, query, textEncode: false)
                 }
             } catch {
                 failures += 1

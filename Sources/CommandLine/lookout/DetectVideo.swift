@@ -19,6 +19,8 @@ struct VideoDetection {
     /// The queries, embedded once for every frame.
     let query: PreparedQuery
     let imgsz: Int
+    /// Frames cut into tiles (`--slice`), or whole.
+    let slicing: SliceOptions?
     let selection: FrameSelection
     let format: DetectCommand.OutputFormat
     let pad: Bool
@@ -52,7 +54,8 @@ struct VideoDetection {
         var latest: ImageDetections?
         // However the stream ends, a person learns how much of it went undetected.
         defer { if let note = frames.droppedNote { printError("lookout: \(note)") } }
-        let pipeline = FramePipeline(engine: engine, query: query, imageSize: imgsz, name: frames.shown)
+        var pipeline = FramePipeline(engine: engine, query: query, imageSize: imgsz, name: frames.shown)
+        pipeline.slicing = slicing
         do {
             try pipeline.run(frames) { item throws(VideoError) in
                 if let result = item.detections {

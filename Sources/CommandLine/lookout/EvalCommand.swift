@@ -44,6 +44,7 @@ struct EvalCommand: ParsableCommand {
     var images: String
 
     @OptionGroup var modelOptions: ModelOptions
+    @OptionGroup var slicingOptions: SlicingOptions
 
     @Option(parsing: .unconditional, help: "Confidence threshold: detections scoring above it are evaluated.")
     var conf: Float = 0.001
@@ -68,7 +69,10 @@ struct EvalCommand: ParsableCommand {
     @Flag(help: "Plain progress lines even on a terminal.")
     var plain = false
 
-    func validate() throws { try ThresholdOptions.check(conf: conf, iou: iou, maxDet: maxDet, imgsz: imgsz) }
+    func validate() throws {
+        try ThresholdOptions.check(conf: conf, iou: iou, maxDet: maxDet, imgsz: imgsz)
+        _ = try slicingOptions.options()
+    }
 
     func run() throws {
         let truth: COCODataset
@@ -115,19 +119,21 @@ struct EvalCommand: ParsableCommand {
         options.multiLabel = true  // as ultralytics' validator: a box may count for several categories
 
         let query = engine.prepare(plan, options: options)
+        let slicing = try slicingOptions.options()
+        slicingOptions.explain(slicing, confidence: conf)
         let progress = ProgressReporter(
             terminal: !plain && isatty(2) == 1, doing: "evaluating", did: "evaluated", unit: "images")
         progress.report(done: 0, total: paths.count)
         var found: [COCODetection] = []
         for (index, entry) in truth.images.enumerated() {
-            let prepared: PreparedImage
+            let result: ImageDetections
             do {
-                prepared = engine.prepare(image: try ImageFile.read(paths[index]), name: entry.fileName, size: imgsz)
+                result = try engine.detect(
+                    image: try ImageFile.read(paths[index]), name: entry.fileName, size: imgsz, slicing: slicing, query)
             } catch {
                 progress.finish()
                 throw LookoutError("\(error.problem) (image id \(entry.id)); nothing was evaluated")
             }
-            let result = engine.detect(prepared, query)
             for item in result.detections {
                 var detection = COCODetection(
                     imageID: entry.id, categoryID: categories[item.queryIndex].id, corners: item.box, score: item.score)

@@ -108,9 +108,11 @@ struct TrackCommand: ParsableCommand {
 
     @OptionGroup var streamOptions: StreamOptions
     @OptionGroup var modelOptions: ModelOptions
+    @OptionGroup var slicingOptions: SlicingOptions
 
     func validate() throws {
         try ThresholdOptions.check(conf: conf, iou: iou, maxDet: 300, imgsz: imgsz)
+        _ = try slicingOptions.options()
         guard ByteTracker.Method(rawValue: tracker) != nil else {
             throw ValidationError("--tracker \(tracker): choose bytetrack or botsort.")
         }
@@ -171,6 +173,8 @@ struct TrackCommand: ParsableCommand {
         var options = SuppressionOptions()
         options.confidence = conf
         options.iou = iou
+        let slicing = try slicingOptions.options()
+        slicingOptions.explain(slicing, confidence: conf)
         let query = engine.prepare(plan, options: options)
 
         var settings = ByteTracker.Settings()
@@ -195,7 +199,8 @@ struct TrackCommand: ParsableCommand {
         var latest: TrackingSession.Frame?
         var masks: [BinaryMask?] = []
         var interrupted: VideoError?
-        let pipeline = FramePipeline(engine: engine, query: query, imageSize: imgsz, tracking: session, name: shown)
+        var pipeline = FramePipeline(engine: engine, query: query, imageSize: imgsz, tracking: session, name: shown)
+        pipeline.slicing = slicing
         do {
             try pipeline.run(frames) { item throws(VideoError) in
                 let frame = item.frame

@@ -187,3 +187,25 @@ extension BinaryMask {
             width: width, height: height, left: left, top: top, windowWidth: w, windowHeight: h, pixels: pixels)
     }
 }
+
+extension Engine {
+    /// One decoded photo's detections: sliced where `slicing` is given (``prepare(image:name:size:slicing:)``),
+    /// whole otherwise. What every command that can slice calls.
+    public func detect(
+        image: Image, name: String, size: Int, slicing: SliceOptions?, _ query: PreparedQuery, textEncode: Bool = false
+    ) throws(ImageError) -> ImageDetections {
+        guard let slicing else {
+            return detect(prepare(image: image, name: name, size: size), query, textEncode: textEncode)
+        }
+        return detect(
+            try prepare(image: image, name: name, size: size, slicing: slicing), query, textEncode: textEncode)
+    }
+
+    /// A photo file's detections, sliced or whole, the decoding counted in its timings.
+    public func detect(
+        path: String, size: Int, slicing: SliceOptions?, _ query: PreparedQuery, textEncode: Bool = false
+    ) throws(ImageError) -> ImageDetections {
+        guard let slicing else { return detect(try prepare(path: path, size: size), query, textEncode: textEncode) }
+        return detect(try prepare(path: path, size: size, slicing: slicing), query, textEncode: textEncode)
+    }
+}

@@ -59,6 +59,8 @@ public struct FramePipeline {
     /// The name the frames' detections carry (the video's path, or "upload").
     public let name: String
     public var limits: FrameLimits?
+    /// Each selected frame cut into tiles and merged (sliced inference, ``SliceOptions``); nil: whole frames.
+    public var slicing: SliceOptions?
     public var isCancelled: () -> Bool = { false }
 
     /// Frames detected with `query` (and tracked with `tracking`).
@@ -99,8 +101,14 @@ public struct FramePipeline {
             var detections: ImageDetections?
             var tracks: TrackingSession.Frame?
             if selected, let engine, let query {
-                let prepared = engine.prepare(image: frame.image, name: name, size: imageSize)
-                let result = engine.detect(prepared, query, textEncode: false)
+                let result: ImageDetections
+                do {
+                    result = try engine.detect(
+                        image: frame.image, name: name, size: imageSize, slicing: slicing, query)
+                } catch {
+                    // Only slicing fails here: a frame too large for its tiles.
+                    throw VideoError(path: name, kind: .tooLarge, problem: error.problem)
+                }
                 detections = result
                 if let tracking { tracks = Self.track(result.detections, frame: frame.image, in: tracking) }
             }
