@@ -13,10 +13,10 @@ import Testing
         struct Tiles: Decodable {
             let width: Int
             let height: Int
-            let slice_width: Int?
-            let slice_height: Int?
-            let overlap_width: Double?
-            let overlap_height: Double?
+            let sliceWidth: Int?
+            let sliceHeight: Int?
+            let overlapWidth: Double?
+            let overlapHeight: Double?
             let auto: Bool?
             let tiles: [[Int]]
         }
@@ -28,7 +28,7 @@ import Testing
         struct Result: Decodable {
             let method: String
             let metric: String
-            let class_agnostic: Bool
+            let classAgnostic: Bool
             let threshold: Float
             let merged: [[Double]]
         }
@@ -36,7 +36,7 @@ import Testing
             let width: Int
             let height: Int
             let tiles: [[Int]]
-            let per_tile: [[Found]]
+            let perTile: [[Found]]
             let whole: [Found]
             let candidates: Int
             let results: [Result]
@@ -48,7 +48,9 @@ import Testing
 
     static let fixture: Fixture = {
         let url = URL(fileURLWithPath: Repository.root + "/Tests/Fixtures/slicing/sahi.json")
-        return try! JSONDecoder().decode(Fixture.self, from: Data(contentsOf: url))
+        let decoder = JSONDecoder()
+        decoder.keyDecodingStrategy = .convertFromSnakeCase
+        return try! decoder.decode(Fixture.self, from: Data(contentsOf: url))
     }()
 
     @Test func tilesAreSahis() throws {
@@ -56,8 +58,8 @@ import Testing
         for item in Self.fixture.tiles {
             let options = SliceOptions(
                 size: item.auto == true
-                    ? .automatic : .fixed(width: item.slice_width!, height: item.slice_height!),
-                overlapWidth: item.overlap_width ?? 0.2, overlapHeight: item.overlap_height ?? 0.2)
+                    ? .automatic : .fixed(width: item.sliceWidth!, height: item.sliceHeight!),
+                overlapWidth: item.overlapWidth ?? 0.2, overlapHeight: item.overlapHeight ?? 0.2)
             let tiles = try Slicing.tiles(width: item.width, height: item.height, options: options)
             #expect(
                 tiles.map { [$0.x1, $0.y1, $0.x2, $0.y2] } == item.tiles,
@@ -93,7 +95,7 @@ import Testing
         for scene in Self.fixture.merges {
             var candidates: [MergeBox] = []
             let parts =
-                zip(scene.tiles, scene.per_tile).map { tile, found in
+                zip(scene.tiles, scene.perTile).map { tile, found in
                     (Optional(Tile(x1: tile[0], y1: tile[1], x2: tile[2], y2: tile[3])), found)
                 } + [(nil, scene.whole)]
             for (tile, found) in parts {
@@ -110,7 +112,7 @@ import Testing
                 let merge = SliceMerge(
                     method: SliceMerge.Method(rawValue: result.method)!,
                     metric: SliceMerge.Metric(rawValue: result.metric)!,
-                    threshold: result.threshold, classAgnostic: result.class_agnostic)
+                    threshold: result.threshold, classAgnostic: result.classAgnostic)
                 let merged = Slicing.merge(candidates, merge)
                 let got = merged.map {
                     $0.merged.box.map(Double.init) + [Double($0.merged.score), Double($0.merged.category)]
@@ -118,7 +120,7 @@ import Testing
                 let expected = result.merged.map { row in row.map { Double(Float($0)) } }
                 #expect(
                     got == expected,
-                    "\(result.method) \(result.metric) agnostic \(result.class_agnostic) \(result.threshold)")
+                    "\(result.method) \(result.metric) agnostic \(result.classAgnostic) \(result.threshold)")
                 compared += 1
                 mergedAway += candidates.count - merged.count
             }
