@@ -66,22 +66,7 @@ struct DetectCommand: ParsableCommand {
             valueName: "path"))
     var queryImages: [String] = []
 
-    @Option(
-        name: .customLong("prompt-box"),
-        help: ArgumentHelp(
-            "YOLOE visual prompt: a box around an example of what to find, x1,y1,x2,y2 in pixels of the photo it is drawn on (--prompt-image, else the one photo searched), optionally :label (default \"object\"). Repeatable; the boxes of one label make one query.",
-            valueName: "x1,y1,x2,y2[:label]"))
-    var promptBoxes: [String] = []
-
-    @Option(
-        name: .customLong("prompt-image"),
-        help: ArgumentHelp(
-            "The photo the --prompt-box boxes are drawn on, when it is not the photo searched (ultralytics' refer_image): its examples are then found in every photo given.",
-            valueName: "path"))
-    var promptImage: String?
-
-    /// `--prompt-box` values as prompts.
-    func visualPrompts() throws -> [VisualPrompt] { try Self.visualPrompts(promptBoxes) }
+    @OptionGroup var examples: ExampleOptions
 
     /// `x1,y1,x2,y2[:label]` values as prompts (label "object" by default).
     static func visualPrompts(_ promptBoxes: [String]) throws -> [VisualPrompt] {
@@ -162,11 +147,6 @@ struct DetectCommand: ParsableCommand {
         }
         // A --detector may be prompt-free (YOLOE -pf), which takes no queries: run() tells once it is loaded.
         if !hasQueries && modelOptions.detector == nil { throw ValidationError(Self.noQueries) }
-        if promptImage != nil && promptBoxes.isEmpty {
-            throw ValidationError(
-                "--prompt-image is the photo the --prompt-box boxes are drawn on: give the boxes too.")
-        }
-        _ = try visualPrompts()
         _ = try slicingOptions.options()
         if images.filter({ $0 == "-" }).count > 1 {
             throw ValidationError("- (an image from standard input) can be given once.")
@@ -187,7 +167,7 @@ struct DetectCommand: ParsableCommand {
 
     var hasQueries: Bool {
         queries != nil || queriesFile != nil || !queryImages.isEmpty || textEmbeddings.path != nil
-            || !promptBoxes.isEmpty
+            || !examples.promptBoxes.isEmpty
     }
 
     static let noQueries =
@@ -206,7 +186,7 @@ struct DetectCommand: ParsableCommand {
             throw ValidationError(error.message)
         }
         let engine = try modelOptions.engine(
-            textEmbeddings: textEmbeddings.path != nil || !promptBoxes.isEmpty, promptFree: true)
+            textEmbeddings: textEmbeddings.path != nil || !examples.promptBoxes.isEmpty, promptFree: true)
         if let names = engine.network.promptFreeNames {
             guard !hasQueries && !pad else {
                 throw ValidationError(
@@ -228,30 +208,48 @@ struct DetectCommand: ParsableCommand {
         let photoQueries = textQueries..<plan.count
         // Boxes drawn on the one photo searched: its features serve the prompts and the detection alike.
         var promptPhoto: PreparedImage? = nil
-        if !promptBoxes.isEmpty {
-            // ultralytics' YOLOEVPDetectPredictor: on the photo searched, its usual letterbox; on a refer_image,
-            // a square one.
-            let prepared: PreparedImage
-            if let promptImage {
-                prepared = engine.prepare(
-                    image: try ImageFile.read(promptImage), name: promptImage, size: thresholds.imgsz, square: true)
-            } else {
+        var cropQueries: [Int] = []
+        let groups = try examples.groups()
+        if !groups.isEmpty {
+            if groups[0].image == nil {
                 guard images.count == 1, images[0] != "-", !VideoDetection.isVideo(images[0]) else {
                     throw ValidationError(
                         "--prompt-box without --prompt-image draws on the photo searched: give one photo, or name the photo the boxes are drawn on with --prompt-image REF.jpg."
                     )
                 }
-                prepared = try engine.prepare(path: images[0], size: thresholds.imgsz)
-                promptPhoto = prepared
             }
-            let prompts = try visualPrompts()
-            let embedded: [(label: String, embedding: [Float])]
-            do {
-                embedded = try engine.visualPromptEmbeddings(prompts, on: prepared)
-            } catch {
-                throw ValidationError(error.description)
+            let queries: [ExampleQuery]
+            if let yoloe = engine.network as? YOLOENetwork, yoloe.acceptsVisualPrompts {
+                // ultralytics' YOLOEVPDetectPredictor: on the photo searched, its usual letterbox; on a
+                // refer_image, a square one.
+                var photos: [ExamplePhoto] = []
+                for group in groups {
+                    let prepared: PreparedImage
+                    if let image = group.image {
+                        prepared = engine.prepare(
+                            image: try ImageFile.read(image), name: image, size: thresholds.imgsz, square: true)
+                    } else {
+                        prepared = try engine.prepare(path: images[0], size: thresholds.imgsz)
+                        promptPhoto = prepared
+                    }
+                    photos.append(ExamplePhoto(photo: prepared, prompts: group.boxes))
+                }
+                do {
+                    queries = try engine.exampleQueries(photos)
+                } catch {
+                    throw ValidationError(error.description)
+                }
+            } else {
+                // YOLO-World: the crops' CLIP image embeddings, as --query-image's.
+                let tower = try ExampleOptions.cropTower(
+                    path: imagePromptOptions.imageModel, configuration: modelOptions.configuration, engine: engine)
+                queries = try tower.exampleQueries(groups.map { ($0.image ?? images[0], $0.boxes) })
+                let typedLabels = Set(plan.labels)
+                cropQueries = queries.indices.filter { !typedLabels.contains(queries[$0].label) }.map {
+                    plan.count + queries[..<$0].filter { !typedLabels.contains($0.label) }.count
+                }
             }
-            for prompt in embedded { plan.append(label: prompt.label, embedding: prompt.embedding, asIs: true) }
+            engine.add(queries, to: &plan, combination: try examples.combinationChosen)
         }
         if engine.embedder == nil, let typed = plan.texts.indices.first(where: { plan.embedded[$0] == nil }) {
             throw ValidationError(
@@ -264,7 +262,7 @@ struct DetectCommand: ParsableCommand {
         query.options = try queryThresholds.apply(to: query.options, queries: plan.labels)
         query.options.multiLabel = multiLabel
         slicingOptions.explain(slicing, confidence: query.options.confidence)
-        for index in photoQueries where query.options.perClassConfidence[index] == nil {
+        for index in Array(photoQueries) + cropQueries where query.options.perClassConfidence[index] == nil {
             query.options.perClassConfidence[index] = imagePromptOptions.imageQueryConf
         }
         var failures = 0

@@ -45,6 +45,12 @@ struct EvalCommand: ParsableCommand {
 
     @OptionGroup var modelOptions: ModelOptions
     @OptionGroup var slicingOptions: SlicingOptions
+    @OptionGroup var examples: ExampleOptions
+
+    @Flag(
+        help:
+            "Categories with examples (--prompt-box) are found by their examples alone, not by their names as well.")
+    var examplesOnly = false
 
     @Option(parsing: .unconditional, help: "Confidence threshold: detections scoring above it are evaluated.")
     var conf: Float = 0.001
@@ -72,6 +78,14 @@ struct EvalCommand: ParsableCommand {
     func validate() throws {
         try ThresholdOptions.check(conf: conf, iou: iou, maxDet: maxDet, imgsz: imgsz)
         _ = try slicingOptions.options()
+        if examplesOnly && examples.promptBoxes.isEmpty {
+            throw ValidationError(
+                "--examples-only: give the examples with --prompt-image REF.jpg --prompt-box x1,y1,x2,y2:category.")
+        }
+        if !examples.promptBoxes.isEmpty && examples.promptImages.isEmpty {
+            throw ValidationError(
+                "eval's examples are drawn on reference photos: name each with --prompt-image before its boxes.")
+        }
     }
 
     func run() throws {
@@ -103,15 +117,28 @@ struct EvalCommand: ParsableCommand {
         let engine = try modelOptions.engine()
         let categories = truth.categories.sorted { $0.id < $1.id }
         // A category's name and its synonyms are one query: each box takes the best of their scores.
-        let plan = QueryPlan(
-            categories.map { category in
-                var texts: [String] = []
-                for text in [category.name] + category.synonyms {
-                    let trimmed = text.trimmingCharacters(in: " \t")
-                    if !trimmed.isEmpty && !texts.contains(trimmed) { texts.append(trimmed) }
-                }
-                return Query(alternatives: texts)
-            })
+        // Examples (--prompt-box on reference photos), labelled with category names, join their categories.
+        let exampleQueries = try examplesAsQueries(engine: engine)
+        for example in exampleQueries where !categories.contains(where: { $0.name == example.label }) {
+            throw LookoutError(
+                "--prompt-box …:\(example.label): no category of \(annotations) is named \"\(example.label)\" (the label must be a category's name)"
+            )
+        }
+        var plan = QueryPlan()
+        for category in categories {
+            if examplesOnly, let example = exampleQueries.first(where: { $0.label == category.name }) {
+                plan.append(label: category.name, embedding: example.embedding, asIs: example.classEmbedding)
+                continue
+            }
+            var texts: [String] = []
+            for text in [category.name] + category.synonyms {
+                let trimmed = text.trimmingCharacters(in: " \t")
+                if !trimmed.isEmpty && !texts.contains(trimmed) { texts.append(trimmed) }
+            }
+            plan.append(Query(alternatives: texts))
+        }
+        if !examplesOnly { engine.add(exampleQueries, to: &plan, combination: try examples.combinationChosen) }
+        precondition(plan.count == categories.count)
         var options = SuppressionOptions()
         options.confidence = conf
         options.iou = iou
@@ -241,5 +268,29 @@ extension String {
 
     func leftPadded(to width: Int) -> String {
         count >= width ? self : String(repeating: " ", count: width - count) + self
+    }
+}
+
+extension EvalCommand {
+    /// The examples' queries, one per label (none without --prompt-box).
+    fileprivate func examplesAsQueries(engine: Engine) throws -> [ExampleQuery] {
+        let groups = try examples.groups()
+        guard !groups.isEmpty else { return [] }
+        if let yoloe = engine.network as? YOLOENetwork, yoloe.acceptsVisualPrompts {
+            var photos: [ExamplePhoto] = []
+            for group in groups {
+                let path = group.image!
+                let prepared = engine.prepare(image: try ImageFile.read(path), name: path, size: imgsz, square: true)
+                photos.append(ExamplePhoto(photo: prepared, prompts: group.boxes))
+            }
+            do {
+                return try engine.exampleQueries(photos)
+            } catch {
+                throw ValidationError(error.description)
+            }
+        }
+        let tower = try ExampleOptions.cropTower(
+            path: nil, configuration: modelOptions.configuration, engine: engine)
+        return try tower.exampleQueries(groups.map { ($0.image!, $0.boxes) })
     }
 }

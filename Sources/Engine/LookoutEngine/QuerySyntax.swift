@@ -232,8 +232,19 @@ public struct QueryPlan: Sendable, Equatable {
 
     /// Gives the text `texts[index]` as an embedding instead of embedding it (`--text-embeddings`).
 
-    public mutating func setEmbedding(_ embedding: [Float], forText index: Int) {
+    public mutating func setEmbedding(_ embedding: [Float], forText index: Int, asIs: Bool = false) {
         embedded[index] = embedding
+        if asIs { self.asIs.insert(index) } else { self.asIs.remove(index) }
+    }
+
+    /// One more alternative of query `query`, given as an embedding (examples of the thing beside its text): the
+    /// query takes the best of its texts' scores and this one's at each place.
+    public mutating func appendAlternative(to query: Int, embedding: [Float], asIs: Bool = false) {
+        let text = texts.count
+        texts.append(labels[query] + " (examples)")
+        embedded[text] = embedding
+        if asIs { self.asIs.insert(text) }
+        groups[query].append(text)
     }
 
     private mutating func add(_ text: String) -> Int {
