@@ -5,6 +5,10 @@ import LookoutImage
 import LookoutTestSupport
 import Testing
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Sliced inference against the `sahi` library (Tests/Fixtures/slicing/sahi.json, written by
 /// scripts/reference/make_slicing_fixtures.py with sahi itself): its tiles, and its merges of the same per-tile
 /// boxes; then the engine's sliced detection on the demo model against the same steps taken one by one.
@@ -199,5 +203,35 @@ import Testing
         let merged = Slicing.merge(
             plain.detections.map { MergeBox(box: $0.box, score: $0.score, category: $0.queryIndex) }, SliceMerge())
         #expect(engine.detect(sliced, query).detections.map(\.box) == merged.map(\.merged.box))
+    }
+
+    /// `lookout query --slice`: a session keeps every tile's features; a second question and new thresholds on
+    /// them equal a fresh sliced detection, also after the store dropped the tiles (they are prepared again).
+    @Test func aQuerySessionReusesTheTiles() throws {
+        let engine = Self.engine
+        let folder = NSTemporaryDirectory() + "lookout-slicing-\(getpid())"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let path = folder + "/wide.png"
+        try ImageFile.write(try Self.widePhoto(), to: path)
+        let options = SliceOptions(size: .fixed(width: 320, height: 320), overlapWidth: 0.25, overlapHeight: 0.25)
+        for memory in [1 << 30, 1] {
+            let store = FeatureStore(modelKey: "demo", memoryLimit: memory)
+            let session = QuerySession(engine: engine, store: store, imageSize: 320, slicing: options)
+            #expect(session.add([path]).failures.isEmpty)
+            let fresh = try engine.prepare(path: path, size: 320, slicing: options)
+            for queries in [["green star", "ring"], ["blue circle", "shape"]] {
+                let answer = session.ask(queries)
+                let query = engine.prepare(QueryPlan(queries.map { Query($0) }))
+                #expect(answer.results[0].detections == engine.detect(fresh, query).detections)
+                #expect(!answer.results[0].detections.isEmpty)
+            }
+            var lower = SuppressionOptions()
+            lower.confidence = 0.15
+            let again = try #require(session.rethreshold(lower))
+            var query = engine.prepare(QueryPlan(["blue circle", "shape"].map { Query($0) }))
+            query.options = lower
+            #expect(again[0].detections == engine.detect(fresh, query).detections)
+        }
     }
 }

@@ -50,6 +50,7 @@ struct QueryCommand: ParsableCommand {
 
     @OptionGroup var modelOptions: ModelOptions
     @OptionGroup var thresholds: ThresholdOptions
+    @OptionGroup var slicingOptions: SlicingOptions
     @OptionGroup var imagePromptOptions: ImagePromptOptions
 
     @Flag(help: "One JSON object per image per answer instead of a table.")
@@ -70,6 +71,7 @@ struct QueryCommand: ParsableCommand {
         guard featureMemory >= 0 && featureMemory <= 1 << 30 else {
             throw ValidationError("--feature-memory is in MiB, from 0 to 1073741824 (1 PiB).")
         }
+        _ = try slicingOptions.options()
     }
 
     func run() throws {
@@ -83,8 +85,11 @@ struct QueryCommand: ParsableCommand {
         let store = FeatureStore(
             modelKey: arithmetic == "fp32" ? detectorFingerprint : detectorFingerprint + "|" + arithmetic,
             memoryLimit: featureMemory << 20, directory: featureCache)
+        let slicing = try slicingOptions.options()
+        let options = thresholds.options(for: engine.network)
+        slicingOptions.explain(slicing, confidence: options.confidence)
         let session = QuerySession(
-            engine: engine, store: store, imageSize: thresholds.imgsz, options: thresholds.options(for: engine.network))
+            engine: engine, store: store, imageSize: thresholds.imgsz, options: options, slicing: slicing)
         session.imageConfidence = imagePromptOptions.imageQueryConf
         let (failures, backbone) = session.add(images)
         for failure in failures { printError("lookout: \(failure.error)") }

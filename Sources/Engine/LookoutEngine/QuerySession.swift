@@ -2,6 +2,10 @@ import LookoutDetector
 import LookoutImage
 import LookoutSupport
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Re-query state: photos prepared once (their backbone features kept in a ``FeatureStore``), then asked
 /// again and again with new query sets, and re-thresholded without running the network. What
 /// `lookout query` runs, usable by any program (a server keeps one per client).
@@ -15,19 +19,61 @@ public final class QuerySession {
     public private(set) var options: SuppressionOptions
     /// The confidence threshold of image queries (``ImagePrompts``), which match less sharply than text.
     public var imageConfidence: Float = ImagePrompts.defaultConfidence
-    private var last: [ScoredImage] = []
+    /// Photos cut into tiles (sliced inference), each tile's features kept; nil: whole photos.
+    public let slicing: SliceOptions?
+    private enum Scored {
+        case whole(ScoredImage)
+        case sliced(ScoredSlices)
+    }
+    private var last: [Scored] = []
     private var lastPlan = QueryPlan()
     /// The last question as asked, before the visual prompts joined it.
     private var lastQuestion = QueryPlan()
     /// YOLOE visual prompts drawn on the first photo (``setVisualPrompts(_:)``): they join every question.
     public private(set) var visualPrompts: [(label: String, embedding: [Float])] = []
 
-    public init(engine: Engine, store: FeatureStore, imageSize: Int = 640, options: SuppressionOptions = .init()) {
+    public init(
+        engine: Engine, store: FeatureStore, imageSize: Int = 640, options: SuppressionOptions = .init(),
+        slicing: SliceOptions? = nil
+    ) {
         self.engine = engine
         self.store = store
         self.imageSize = imageSize
         self.options = options
+        self.slicing = slicing
     }
+
+    /// A sliced photo from the tiles kept in the store, or cut and prepared again (and kept) when any was dropped
+    /// or the file changed.
+    private func sliced(_ path: String, slicing: SliceOptions) throws(ImageError) -> SlicedImage {
+        var info = stat()
+        guard FileSystem.stat(path, &info) == 0 else {
+            throw ImageError(
+                path: path, kind: .unreadable, problem: "cannot be read (\(String(cString: strerror(errno))))")
+        }
+        let stamp = "\(info.st_size)|\(info.st_mtim.tv_sec)|\(info.st_mtim.tv_nsec)"
+        let key = "slice|\(imageSize)|\(slicing)|\(stamp)|\(path)"
+        if let geometry = geometries[key] {
+            let parts = (0..<geometry.partCount).map { store.kept(key: key + "|\($0)") }
+            if parts.allSatisfy({ $0 != nil }) {
+                var sliced = geometry.sliced
+                sliced.parts = Array(parts[..<sliced.tiles.count].map { $0! })
+                sliced.whole = geometry.partCount > sliced.tiles.count ? parts.last! : nil
+                return sliced
+            }
+        }
+        let sliced = try engine.prepare(path: path, size: imageSize, slicing: slicing)
+        let all = sliced.parts + (sliced.whole.map { [$0] } ?? [])
+        for (index, part) in all.enumerated() { store.keep(part, key: key + "|\(index)") }
+        var shell = sliced
+        shell.parts = []
+        shell.whole = nil
+        geometries[key] = (shell, all.count)
+        return sliced
+    }
+
+    /// What a sliced photo is without its features (the tiles are kept in the store).
+    private var geometries: [String: (sliced: SlicedImage, partCount: Int)] = [:]
 
     /// Prepares `paths` (decode, letterbox, backbone), keeping those that can be read; returns the failures
     /// and the seconds spent.
@@ -37,8 +83,13 @@ public final class QuerySession {
         var seconds = 0.0
         for path in paths {
             do {
-                let prepared = try store.prepared(path: path, size: imageSize, engine: engine)
-                seconds += prepared.timings.backbone + prepared.timings.decode + prepared.timings.preprocess
+                let timings: StageTimings
+                if let slicing {
+                    timings = try sliced(path, slicing: slicing).timings
+                } else {
+                    timings = try store.prepared(path: path, size: imageSize, engine: engine).timings
+                }
+                seconds += timings.backbone + timings.decode + timings.preprocess
                 photos.append(path)
             } catch {
                 failures.append((path, error))
@@ -77,6 +128,20 @@ public final class QuerySession {
         last = []
         for path in photos {
             var stage = Stopwatch()
+            if let slicing {
+                guard let image = try? sliced(path, slicing: slicing) else {
+                    unreadable.append(path)
+                    continue
+                }
+                let fetch = stage.lap()
+                var scored = engine.score(image, query)
+                scored.timings.textEncode = textSeconds
+                scored.timings.backbone = fetch
+                scored.timings.decode = 0
+                scored.timings.preprocess = 0
+                last.append(.sliced(scored))
+                continue
+            }
             guard let image = try? store.prepared(path: path, size: imageSize, engine: engine) else {
                 unreadable.append(path)
                 continue
@@ -87,11 +152,10 @@ public final class QuerySession {
             scored.timings.backbone = fetch  // 0 when the features were kept in memory
             scored.timings.decode = 0
             scored.timings.preprocess = 0
-            last.append(scored)
+            last.append(.whole(scored))
         }
-        let options = answerOptions
         return Answer(
-            results: last.map { engine.detections($0, options: options) }, unreadable: unreadable,
+            results: answers(answerOptions), unreadable: unreadable,
             textSeconds: textSeconds, cachedEmbeddings: query.cachedTexts)
     }
 
@@ -114,6 +178,9 @@ public final class QuerySession {
         if prompts.isEmpty {
             visualPrompts = []
         } else {
+            guard slicing == nil else {
+                throw VisualPromptError(description: "boxes drawn on a photo are not taken with --slice")
+            }
             guard let first = photos.first,
                 let prepared = try? store.prepared(path: first, size: imageSize, engine: engine)
             else {
@@ -129,7 +196,15 @@ public final class QuerySession {
     /// before the first question.
     public func rethreshold(_ options: SuppressionOptions) -> [ImageDetections]? {
         self.options = options
-        let answer = answerOptions
-        return last.isEmpty ? nil : last.map { engine.detections($0, options: answer) }
+        return last.isEmpty ? nil : answers(answerOptions)
+    }
+
+    private func answers(_ options: SuppressionOptions) -> [ImageDetections] {
+        last.map {
+            switch $0 {
+            case .whole(let scored): engine.detections(scored, options: options)
+            case .sliced(let scored): engine.detections(scored, options: options)
+            }
+        }
     }
 }

@@ -46,6 +46,19 @@ public struct SlicedImage: Sendable {
     }
 }
 
+/// A sliced photo's raw scores for one query set: each part's (the tiles', then the whole photo's), so that new
+/// thresholds cost only the suppressions and the merge.
+public struct ScoredSlices: Sendable {
+    public let name: String
+    public let width: Int
+    public let height: Int
+    public let tiles: [Tile]
+    public let merge: SliceMerge
+    /// One per tile, then the whole photo's where it was detected.
+    public var parts: [ScoredImage]
+    public var timings: StageTimings
+}
+
 extension Engine {
     /// Decodes a photo, cuts it into tiles and runs the backbone on each (and on the whole photo).
     public func prepare(
@@ -101,30 +114,49 @@ extension Engine {
     /// pixels, and merges them as sahi does (``SliceMerge``, switched to NMS with IoU below a confidence of 0.1 as
     /// sahi switches). Boxes that are empty after clipping are dropped, as sahi drops them.
     public func detect(_ sliced: SlicedImage, _ query: PreparedQuery, textEncode: Bool = true) -> ImageDetections {
-        var timings = sliced.timings
+        var result = detections(score(sliced, query), options: query.options)
+        if textEncode {
+            var timings = result.timings
+            timings.textEncode = query.textEncodeSeconds
+            result = ImageDetections(
+                image: result.image, width: result.width, height: result.height, detections: result.detections,
+                timings: timings)
+        }
+        return result
+    }
+
+    /// The neck and head of every part for one query set: what any thresholds are then applied to
+    /// (``detections(_:options:)``), without the backbones' features.
+    public func score(_ sliced: SlicedImage, _ query: PreparedQuery) -> ScoredSlices {
+        let parts = (sliced.parts + (sliced.whole.map { [$0] } ?? [])).map {
+            score($0, plan: query.plan, text: query.features).withoutFeatures()
+        }
+        return ScoredSlices(
+            name: sliced.name, width: sliced.width, height: sliced.height, tiles: sliced.tiles,
+            merge: sliced.options.merge,
+            parts: parts, timings: sliced.timings)
+    }
+
+    /// Each part's detections under `options`, placed in the photo and merged.
+    public func detections(_ scored: ScoredSlices, options: SuppressionOptions) -> ImageDetections {
+        var timings = scored.timings
         var candidates: [ImageDetections.Item] = []
         var clock = Stopwatch()
         var networkSeconds = 0.0
-        var suppressionSeconds = 0.0
-        let parts =
-            zip(sliced.tiles.map(Optional.some), sliced.parts).map { ($0, $1) }
-            + (sliced.whole.map { [(nil as Tile?, $0)] } ?? [])
-        for (tile, part) in parts {
-            let found = detect(part, query, textEncode: false)
-            networkSeconds += found.timings.neckAndHead
-            suppressionSeconds += found.timings.suppression
-            for item in found.detections {
-                guard let moved = Self.moved(item, from: tile, photoWidth: sliced.width, photoHeight: sliced.height)
+        let labels = scored.parts.first?.labels ?? []
+        for (index, part) in scored.parts.enumerated() {
+            networkSeconds += part.timings.neckAndHead
+            let tile = index < scored.tiles.count ? scored.tiles[index] : nil
+            for item in detections(part, options: options).detections {
+                guard let moved = Self.moved(item, from: tile, photoWidth: scored.width, photoHeight: scored.height)
                 else { continue }
                 candidates.append(moved)
             }
         }
-        _ = clock.lap()
         // sahi looks at the model's one threshold, not at a query's own.
-        let merge = sliced.options.merge.forConfidence(query.options.confidence)
+        let merge = scored.merge.forConfidence(options.confidence)
         let merged = Slicing.merge(
             candidates.map { MergeBox(box: $0.box, score: $0.score, category: $0.queryIndex) }, merge)
-        let labels = query.plan.labels
         let items = merged.map { result -> ImageDetections.Item in
             var item = ImageDetections.Item(
                 label: labels[result.merged.category], queryIndex: result.merged.category, score: result.merged.score,
@@ -136,10 +168,9 @@ extension Engine {
             return item
         }
         timings.neckAndHead = networkSeconds
-        timings.suppression = suppressionSeconds + clock.lap()
-        if textEncode { timings.textEncode = query.textEncodeSeconds }
+        timings.suppression = clock.lap()
         return ImageDetections(
-            image: sliced.name, width: sliced.width, height: sliced.height, detections: items, timings: timings)
+            image: scored.name, width: scored.width, height: scored.height, detections: items, timings: timings)
     }
 
     /// A tile's detection in the photo's pixels (``Slicing/place(_:from:photoWidth:photoHeight:)``), its mask
