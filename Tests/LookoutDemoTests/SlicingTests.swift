@@ -234,4 +234,36 @@ import Testing
             #expect(again[0].detections == engine.detect(fresh, query).detections)
         }
     }
+
+    /// YOLOE's masks move with their tiles' boxes: each at the photo's size, its pixels inside its box; the union of
+    /// two masks holds exactly the pixels of either.
+    @Test func masksMoveWithTheirBoxes() throws {
+        let engine = ExamplesTests.engine
+        let photo = try Self.widePhoto()
+        let options = SliceOptions(size: .fixed(width: 320, height: 320), overlapWidth: 0.25, overlapHeight: 0.25)
+        let sliced = try engine.prepare(image: photo, name: "wide", size: 320, slicing: options)
+        let query = engine.prepare(QueryPlan(["star", "circle", "ring", "square"].map { Query($0) }))
+        let found = engine.detect(sliced, query).detections
+        #expect(found.count >= 4)
+        for item in found {
+            let mask = try #require(item.mask)
+            #expect(mask.width == photo.width && mask.height == photo.height && mask.area > 0)
+            for y in mask.top..<(mask.top + mask.windowHeight) {
+                for x in mask.left..<(mask.left + mask.windowWidth) where mask.pixel(x: x, y: y) != 0 {
+                    #expect(
+                        Float(x) >= item.box[0] - 1 && Float(x) <= item.box[2] + 1 && Float(y) >= item.box[1] - 1
+                            && Float(y) <= item.box[3] + 1)
+                }
+            }
+        }
+        let a = BinaryMask(width: 10, height: 8, left: 1, top: 2, windowWidth: 3, windowHeight: 2, pixels: [1, 0, 1, 0, 1, 0])
+        let b = BinaryMask(width: 10, height: 8, left: 3, top: 3, windowWidth: 2, windowHeight: 3, pixels: [1, 1, 0, 1, 1, 0])
+        let union = a.union(b)
+        for y in 0..<8 {
+            for x in 0..<10 {
+                #expect(union.pixel(x: x, y: y) == max(a.pixel(x: x, y: y), b.pixel(x: x, y: y)))
+            }
+        }
+    }
 }
+
