@@ -155,7 +155,7 @@ struct Lookout: ParsableCommand {
         version: "0.1.0",
         subcommands: [
             DetectCommand.self, TrackCommand.self, QueryCommand.self, IndexCommand.self, SearchCommand.self,
-            EvalCommand.self,
+            EvalCommand.self, LabelCommand.self,
             TokenizeCommand.self,
             EmbedCommand.self, SimilarCommand.self, DuplicatesCommand.self, ServeCommand.self, ModelsCommand.self,
             DevicesCommand.self,

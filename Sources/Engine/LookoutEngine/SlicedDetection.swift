@@ -240,3 +240,70 @@ extension Engine {
         return detect(try prepare(path: path, size: size, slicing: slicing), query, textEncode: textEncode)
     }
 }
+
+extension BinaryMask {
+    /// The outer boundary of the mask's largest 8-connected region, as pixel coordinates in the picture, clockwise
+    /// from its top-left pixel (Moore-neighbour tracing): the polygon a YOLO-seg label file holds for it (as
+    /// ultralytics writes `masks.xy`, the contour of the mask). Empty for an empty mask.
+    public func outline() -> [(x: Int, y: Int)] {
+        let (w, h) = (windowWidth, windowHeight)
+        guard w > 0, h > 0 else { return [] }
+        // The largest component, by a flood fill over the window.
+        var component = [Int32](repeating: -1, count: w * h)
+        var best = (label: Int32(-1), size: 0, start: 0)
+        var next: Int32 = 0
+        for start in 0..<(w * h) where pixels[start] != 0 && component[start] < 0 {
+            var stack = [start]
+            component[start] = next
+            var size = 0
+            while let index = stack.popLast() {
+                size += 1
+                let (x, y) = (index % w, index / w)
+                for dy in -1...1 {
+                    for dx in -1...1 where dx != 0 || dy != 0 {
+                        let (nx, ny) = (x + dx, y + dy)
+                        guard nx >= 0, ny >= 0, nx < w, ny < h else { continue }
+                        let n = ny * w + nx
+                        if pixels[n] != 0 && component[n] < 0 {
+                            component[n] = next
+                            stack.append(n)
+                        }
+                    }
+                }
+            }
+            if size > best.size { best = (next, size, start) }
+            next += 1
+        }
+        guard best.size > 0 else { return [] }
+        func inside(_ x: Int, _ y: Int) -> Bool {
+            x >= 0 && y >= 0 && x < w && y < h && component[y * w + x] == best.label
+        }
+        // Moore-neighbour tracing from the first pixel in row order (its west neighbour is outside).
+        let directions = [(-1, 0), (-1, -1), (0, -1), (1, -1), (1, 0), (1, 1), (0, 1), (-1, 1)]
+        let start = (best.start % w, best.start / w)
+        var points = [start]
+        if best.size == 1 { return points.map { (left + $0.0, top + $0.1) } }
+        func direction(_ dx: Int, _ dy: Int) -> Int { directions.firstIndex { $0 == (dx, dy) }! }
+        var current = start
+        var back = 0  // the outside neighbour the sweep starts from: west of the start
+        var steps = 0
+        while steps < 4 * w * h + 8 {
+            var moved = false
+            for k in 1...8 {
+                let d = (back + k) % 8
+                let candidate = (current.0 + directions[d].0, current.1 + directions[d].1)
+                guard inside(candidate.0, candidate.1) else { continue }
+                // The neighbour swept just before it is outside: the next sweep starts there.
+                let previous = (current.0 + directions[(d + 7) % 8].0, current.1 + directions[(d + 7) % 8].1)
+                back = direction(previous.0 - candidate.0, previous.1 - candidate.1)
+                current = candidate
+                moved = true
+                break
+            }
+            guard moved, current != start else { break }
+            points.append(current)
+            steps += 1
+        }
+        return points.map { (left + $0.0, top + $0.1) }
+    }
+}
