@@ -256,8 +256,10 @@ import Testing
                 }
             }
         }
-        let a = BinaryMask(width: 10, height: 8, left: 1, top: 2, windowWidth: 3, windowHeight: 2, pixels: [1, 0, 1, 0, 1, 0])
-        let b = BinaryMask(width: 10, height: 8, left: 3, top: 3, windowWidth: 2, windowHeight: 3, pixels: [1, 1, 0, 1, 1, 0])
+        let a = BinaryMask(
+            width: 10, height: 8, left: 1, top: 2, windowWidth: 3, windowHeight: 2, pixels: [1, 0, 1, 0, 1, 0])
+        let b = BinaryMask(
+            width: 10, height: 8, left: 3, top: 3, windowWidth: 2, windowHeight: 3, pixels: [1, 1, 0, 1, 1, 0])
         let union = a.union(b)
         for y in 0..<8 {
             for x in 0..<10 {
@@ -266,4 +268,3 @@ import Testing
         }
     }
 }
-
