@@ -125,6 +125,42 @@ import Testing
         }
     }
 
+    /// `detect?slice=400`: the API's sliced detection equals `lookout detect --slice 400` on the same photo; a
+    /// re-query with the same slice settings is answered from the kept tiles and equals the command line's answer
+    /// for the new queries; other settings find no tiles (404); bad values are 400, too many tiles 422.
+    @Test func slicedDetectionEqualsTheCommandLine() throws {
+        let server = try Server()
+        let path = CLI.root + "/Tests/Fixtures/slicing/small/scene-0000.jpg"
+        let photo = try FileContents.read(path)
+        func cli(_ queries: String) throws -> JSONNode {
+            let run = try CLI.run(["detect", path, "-q", queries, "--slice", "400", "--overlap", "0.25", "--json"])
+            return try Reference.lines(run.stdout)[0]["detections"]!
+        }
+        let reply = try Self.request(
+            "POST", server.url + "api/v1/detect?q=star,ring,heart&slice=400&overlap=0.25", body: photo)
+        #expect(reply.status == 200, "\(String(decoding: reply.body, as: UTF8.self))")
+        let served = reply.json["detections"]!
+        #expect(served.count > 2)
+        Self.expectSame(served, try cli("star, ring, heart"), "sliced")
+        let id = reply.json["image_id"]!.string!
+        let again = try Self.request(
+            "POST", server.url + "api/v1/images/\(id)/detect",
+            body: Array(#"{"q": "square, hexagon", "slice": "400", "overlap": 0.25}"#.utf8))
+        #expect(again.status == 200, "\(String(decoding: again.body, as: UTF8.self))")
+        #expect(again.json["timings"]!["backbone_ms"]!.number! == 0)
+        Self.expectSame(again.json["detections"]!, try cli("square, hexagon"), "sliced re-query")
+        let other = try Self.request(
+            "POST", server.url + "api/v1/images/\(id)/detect", body: Array(#"{"q": "star", "slice": "640"}"#.utf8))
+        #expect(other.status == 404)
+        for bad in ["slice=8", "slice=640x", "slice=640&overlap=1", "overlap=0.2", "slice=auto&overlap=0.2"] {
+            let refused = try Self.request("POST", server.url + "api/v1/detect?q=star&" + bad, body: photo)
+            #expect(refused.status == 400, "\(bad): \(refused.status)")
+        }
+        let many = try Self.request("POST", server.url + "api/v1/detect?q=star&slice=64&overlap=0.5", body: photo)
+        #expect(many.status == 422 && many.json["error"]!.string!.contains("at most 256"))
+        #expect(server.stop().status == 0)
+    }
+
     /// `detect?track=NAME`: frames sent under one name are followed (ids kept from frame to frame, the first
     /// frame's tracks confirmed at once, as ByteTrack does), another name starts its own ids, new queries start
     /// again, and a bad name is refused.

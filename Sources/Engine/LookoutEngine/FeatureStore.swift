@@ -101,6 +101,34 @@ public final class FeatureStore: @unchecked Sendable {
         }
     }
 
+    /// A sliced photo kept under `key` (``keep(_:key:)``), nil when any of its parts was dropped.
+    public func kept(sliced key: String) -> SlicedImage? {
+        guard let (shell, count) = lock.locked({ shells[key] }) else { return nil }
+        var parts: [PreparedImage] = []
+        for index in 0..<count {
+            guard let part = kept(key: "slice|\(key)|\(index)") else { return nil }
+            parts.append(part)
+        }
+        var sliced = shell
+        sliced.parts = Array(parts[..<shell.tiles.count])
+        sliced.whole = count > shell.tiles.count ? parts.last : nil
+        return sliced
+    }
+
+    /// Keeps a sliced photo's parts (each tile's features, and the whole photo's) in memory under `key`, within the
+    /// same bound as every other photo: a part dropped makes ``kept(sliced:)`` nil, and the photo is prepared again.
+    public func keep(_ sliced: SlicedImage, key: String) {
+        let parts = sliced.parts + (sliced.whole.map { [$0] } ?? [])
+        var shell = sliced
+        shell.parts = []
+        shell.whole = nil
+        lock.locked { shells[key] = (shell, parts.count) }
+        for (index, part) in parts.enumerated() { keep(part, key: "slice|\(key)|\(index)") }
+    }
+
+    /// Sliced photos without their features, by key: a few hundred bytes each.
+    private var shells: [String: (SlicedImage, Int)] = [:]
+
     /// Keeps `prepared` in memory under `key` (``kept(key:)``), dropping the least recently used beyond the bound.
     public func keep(_ prepared: PreparedImage, key: String) {
         lock.locked { counters.computed += 1 }

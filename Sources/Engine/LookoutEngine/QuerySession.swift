@@ -52,28 +52,12 @@ public final class QuerySession {
                 path: path, kind: .unreadable, problem: "cannot be read (\(String(cString: strerror(errno))))")
         }
         let stamp = "\(info.st_size)|\(info.st_mtim.tv_sec)|\(info.st_mtim.tv_nsec)"
-        let key = "slice|\(imageSize)|\(slicing)|\(stamp)|\(path)"
-        if let geometry = geometries[key] {
-            let parts = (0..<geometry.partCount).map { store.kept(key: key + "|\($0)") }
-            if parts.allSatisfy({ $0 != nil }) {
-                var sliced = geometry.sliced
-                sliced.parts = Array(parts[..<sliced.tiles.count].map { $0! })
-                sliced.whole = geometry.partCount > sliced.tiles.count ? parts.last! : nil
-                return sliced
-            }
-        }
+        let key = "session|\(imageSize)|\(slicing)|\(stamp)|\(path)"
+        if let kept = store.kept(sliced: key) { return kept }
         let sliced = try engine.prepare(path: path, size: imageSize, slicing: slicing)
-        let all = sliced.parts + (sliced.whole.map { [$0] } ?? [])
-        for (index, part) in all.enumerated() { store.keep(part, key: key + "|\(index)") }
-        var shell = sliced
-        shell.parts = []
-        shell.whole = nil
-        geometries[key] = (shell, all.count)
+        store.keep(sliced, key: key)
         return sliced
     }
-
-    /// What a sliced photo is without its features (the tiles are kept in the store).
-    private var geometries: [String: (sliced: SlicedImage, partCount: Int)] = [:]
 
     /// Prepares `paths` (decode, letterbox, backbone), keeping those that can be read; returns the failures
     /// and the seconds spent.

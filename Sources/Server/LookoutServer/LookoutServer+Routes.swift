@@ -46,13 +46,15 @@ extension LookoutServer {
                 let track = query["track"]
                 let (queries, thresholds) = try Self.detection(query, tracking: track != nil)
                 let keep = try Self.flag(query, "keep", default: true)
+                let slicing = try Self.slicing(size: query["slice"], overlap: query["overlap"])
                 // The body arrives first (within its own limit), then the request takes its place in the queue.
                 return try await queue.run(
                     clientGone: await context.clientGone(),
                     reading: { try await Self.body(request, limit: limit, seconds: bodyTime) }
                 ) { body, _ in
                     try service.detect(
-                        imageBytes: body, queries: queries, thresholds: thresholds, keep: keep, track: track)
+                        imageBytes: body, queries: queries, thresholds: thresholds, keep: keep, track: track,
+                        slicing: slicing)
                 }
             }
         }
@@ -64,8 +66,9 @@ extension LookoutServer {
                     reading: { try Self.requery(try await Self.body(request, limit: 1 << 20, seconds: bodyTime)) }
                 ) {
                     request, _ in
-                    let (queries, prompts, thresholds) = request
-                    return try service.redetect(imageID: id, queries: queries, prompts: prompts, thresholds: thresholds)
+                    let (queries, prompts, thresholds, slicing) = request
+                    return try service.redetect(
+                        imageID: id, queries: queries, prompts: prompts, thresholds: thresholds, slicing: slicing)
                 }
             }
         }

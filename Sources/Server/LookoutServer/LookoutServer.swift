@@ -246,6 +246,36 @@ public final class LookoutServer: Sendable {
         return (queries, thresholds)
     }
 
+    /// `slice` (WxH, N or auto) and `overlap` (a fraction below 1): sliced inference as `lookout detect --slice`
+    /// (sahi's tiles and GREEDYNMM merge); nil without `slice`.
+    static func slicing(size: String?, overlap: String?) throws(ServiceError) -> SliceOptions? {
+        guard let size else {
+            if overlap != nil { throw ServiceError(400, "overlap goes with slice=WxH (sliced inference)") }
+            return nil
+        }
+        var options: SliceOptions
+        do throws(SliceError) {
+            options = SliceOptions(size: try SliceOptions.parseSize(size))
+        } catch {
+            throw ServiceError(400, "slice: \(error.description)")
+        }
+        if let overlap {
+            guard options.size != .automatic else {
+                throw ServiceError(400, "slice=auto brings its own overlap: leave out overlap")
+            }
+            guard let value = Double(overlap), value.isFinite else {
+                throw ServiceError(400, "overlap must be a number from 0 to below 1, got \(overlap)")
+            }
+            options.overlapWidth = value
+            options.overlapHeight = value
+        }
+        do throws(SliceError) {
+            return try options.validated()
+        } catch {
+            throw ServiceError(400, "slice: \(error.description)")
+        }
+    }
+
     /// A `true`/`false` query parameter.
     static func flag(_ query: FormQuery, _ name: String, default value: Bool) throws(ServiceError) -> Bool {
         switch query[name] {
@@ -263,7 +293,7 @@ public final class LookoutServer: Sendable {
     static func requery(
         _ bytes: [UInt8]
     ) throws(ServiceError) -> (
-        [Query], [VisualPrompt], LookoutService.Thresholds
+        [Query], [VisualPrompt], LookoutService.Thresholds, SliceOptions?
     ) {
         let usage = "the body must be a JSON object: {\"q\": \"dog, red car\", \"conf\": 0.25}"
         guard let document = try? JSONDocument(bytes: bytes) else { throw ServiceError(400, usage) }
@@ -321,7 +351,18 @@ public final class LookoutServer: Sendable {
         }
         let thresholds = try LookoutService.Thresholds.parse(
             conf: try number("conf"), iou: try number("iou"), maxDet: try number("max_det"))
-        return (queries, prompts, thresholds)
+        var size: String? = nil
+        if let node = root["slice"], node.kind != .null {
+            if let text = node.string {
+                size = text
+            } else if let value = node.int {
+                size = String(value)
+            } else {
+                throw ServiceError(400, "\"slice\" must be \"WxH\", a number of pixels or \"auto\"")
+            }
+        }
+        let slicing = try slicing(size: size, overlap: try number("overlap"))
+        return (queries, prompts, thresholds, slicing)
     }
 }
 

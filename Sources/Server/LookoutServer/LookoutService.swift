@@ -131,7 +131,7 @@ public final class LookoutService: @unchecked Sendable {
     /// `track`: a client's name for a sequence of frames (a camera), followed by ByteTrack across requests.
     public func detect(
         imageBytes bytes: [UInt8], queries: [Query], thresholds: Thresholds, keep: Bool = true,
-        track: String? = nil
+        track: String? = nil, slicing: SliceOptions? = nil
     ) throws(ServiceError)
         -> [UInt8]
     {
@@ -141,6 +141,11 @@ public final class LookoutService: @unchecked Sendable {
         var hash = SHA256()
         hash.update(bytes)
         let id = String(hash.finalize().prefix(32))
+        if let slicing {
+            return try detectSliced(
+                id: id, bytes: bytes, plan: QueryPlan(queries), thresholds: thresholds, keep: keep, track: track,
+                slicing: slicing)
+        }
         let prepared: PreparedImage
         var reused = false
         if let kept = store.kept(key: key(id)) {
@@ -171,12 +176,29 @@ public final class LookoutService: @unchecked Sendable {
     /// New queries on a photo sent before: the neck and head only. 404 once its features were dropped.
     /// `prompts`: YOLOE visual prompts, boxes drawn on this photo (its kept features give their embeddings).
     public func redetect(
-        imageID id: String, queries: [Query], prompts: [VisualPrompt] = [], thresholds: Thresholds
+        imageID id: String, queries: [Query], prompts: [VisualPrompt] = [], thresholds: Thresholds,
+        slicing: SliceOptions? = nil
     ) throws(ServiceError)
         -> [UInt8]
     {
         let queries = try Self.checked(queries, prompts: prompts.count)
         try Self.checkPromptCount(prompts.count)
+        if let slicing {
+            guard prompts.isEmpty else {
+                throw ServiceError(400, "prompt_boxes are drawn on the whole photo: not with slice")
+            }
+            guard var sliced = store.kept(sliced: slicedKey(id, slicing)) else {
+                throw ServiceError(
+                    404,
+                    "no tiles kept for image \(id) with these slice settings: send the photo again to /api/v1/detect with them"
+                )
+            }
+            sliced.timings = StageTimings()
+            if !queries.isEmpty && engine.embedder == nil { throw ServiceError(400, "typed queries need a text model") }
+            let query = engine.prepare(QueryPlan(queries), options: thresholds.options(for: engine))
+            let result = engine.detect(sliced, query)
+            return Self.reply(id: id, result: result, shown: Self.shown(result.detections, tracking: nil))
+        }
         let prepared = try keptFeatures(id)
         if !queries.isEmpty && engine.embedder == nil { throw ServiceError(400, "typed queries need a text model") }
         var plan = QueryPlan(queries)
@@ -229,6 +251,58 @@ public final class LookoutService: @unchecked Sendable {
     }
 
     private func key(_ id: String) -> String { "upload|\(imageSize)|\(id)" }
+
+    private func slicedKey(_ id: String, _ slicing: SliceOptions) -> String { "upload|\(imageSize)|\(slicing)|\(id)" }
+
+    /// The most tiles one request may cut a photo into (each costs a backbone).
+    public static let maximumTiles = 256
+
+    /// A photo cut into tiles (sliced inference), each tile's features kept under the photo's id and the settings.
+    private func detectSliced(
+        id: String, bytes: [UInt8], plan: QueryPlan, thresholds: Thresholds, keep: Bool, track: String?,
+        slicing: SliceOptions
+    ) throws(ServiceError) -> [UInt8] {
+        var sliced: SlicedImage
+        if let kept = store.kept(sliced: slicedKey(id, slicing)) {
+            sliced = kept
+            sliced.timings = StageTimings()
+        } else {
+            let image: Image
+            do {
+                image = try ImageFile.decode(bytes, name: "upload", pixelLimit: pixelLimit)
+            } catch {
+                switch error.kind {
+                case .tooLarge: throw ServiceError(422, error.problem)
+                case .unsupportedFormat: throw ServiceError(415, error.problem)
+                default: throw ServiceError(400, error.problem)
+                }
+            }
+            let tiles: Int
+            do {
+                tiles = try Slicing.tiles(width: image.width, height: image.height, options: slicing).count
+            } catch {
+                throw ServiceError(422, error.description)
+            }
+            guard tiles <= Self.maximumTiles else {
+                throw ServiceError(
+                    422,
+                    "slice would cut this \(image.width)×\(image.height) photo into \(tiles) tiles; at most \(Self.maximumTiles) a request: give larger tiles"
+                )
+            }
+            do {
+                sliced = try engine.prepare(image: image, name: "upload", size: imageSize, slicing: slicing)
+            } catch {
+                throw ServiceError(422, error.problem)
+            }
+            if keep { store.keep(sliced, key: slicedKey(id, slicing)) }
+        }
+        let query = engine.prepare(plan, options: thresholds.options(for: engine))
+        let result = engine.detect(sliced, query)
+        let shown =
+            track.map { sequences.update($0, queries: plan.labels + plan.texts, detections: result.detections) }
+            ?? Self.shown(result.detections, tracking: nil)
+        return Self.reply(id: id, result: result, shown: shown)
+    }
 
     /// A detection as an answer lists it, with its track id when the frame was tracked.
     struct ShownDetection {

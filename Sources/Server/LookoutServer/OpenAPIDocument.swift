@@ -30,7 +30,9 @@ public enum OpenAPIDocument {
                   {"$ref": "#/components/parameters/Queries"}, {"$ref": "#/components/parameters/Conf"},
                   {"$ref": "#/components/parameters/Iou"}, {"$ref": "#/components/parameters/MaxDet"},
                   {"name": "keep", "in": "query", "description": "false: do not keep the photo's features (a camera's frames, never asked again).", "schema": {"type": "boolean", "default": true}},
-                  {"name": "track", "in": "query", "description": "A name the client picks for a sequence of frames (a camera): the frames sent with it are followed by ByteTrack as ultralytics' track() does, each detection gets a track_id, and conf defaults to 0.1. New queries start the sequence again; a name unused for 2 minutes is forgotten.", "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}}
+                  {"name": "track", "in": "query", "description": "A name the client picks for a sequence of frames (a camera): the frames sent with it are followed by ByteTrack as ultralytics' track() does, each detection gets a track_id, and conf defaults to 0.1. New queries start the sequence again; a name unused for 2 minutes is forgotten.", "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}},
+                  {"name": "slice", "in": "query", "description": "Sliced inference for small objects, as lookout detect --slice: the photo cut into tiles of WxH pixels (N: N×N; auto: sized from the photo as sahi's auto_slice_resolution), each tile and the whole photo detected, the boxes merged as the sahi library merges them (GREEDYNMM, IOS 0.5; NMS with IoU below conf 0.1). At most 256 tiles a request (422 beyond). The tiles' features are kept under image_id and these settings.", "schema": {"type": "string", "pattern": "^([0-9]{1,5}(x[0-9]{1,5})?|auto)$"}},
+                  {"name": "overlap", "in": "query", "description": "With slice: the fraction of a tile its neighbours share (default 0.2; not with slice=auto).", "schema": {"type": "number", "minimum": 0, "exclusiveMaximum": true, "maximum": 1}}
                 ],
                 "requestBody": {"required": true, "content": {
                   "image/jpeg": {"schema": {"type": "string", "format": "binary"}},
@@ -181,7 +183,9 @@ public enum OpenAPIDocument {
                     "label": {"type": "string"}}}},
                 "conf": {"type": "number", "minimum": 0, "exclusiveMaximum": true, "maximum": 1},
                 "iou": {"type": "number", "exclusiveMinimum": true, "minimum": 0, "maximum": 1},
-                "max_det": {"type": "integer", "minimum": 1, "maximum": 10000}}},
+                "max_det": {"type": "integer", "minimum": 1, "maximum": 10000},
+                "slice": {"type": "string", "pattern": "^([0-9]{1,5}(x[0-9]{1,5})?|auto)$", "description": "The photo's tiles, as /api/v1/detect was sent them with slice=…: their kept features answer (404 when none are kept for these settings). Not with prompt_boxes."},
+                "overlap": {"type": "number", "minimum": 0, "exclusiveMaximum": true, "maximum": 1, "description": "With slice, as sent to /api/v1/detect."}}},
               "Detection": {"type": "object", "required": ["label", "query_index", "score", "box"], "properties": {
                 "label": {"type": "string"}, "query_index": {"type": "integer"}, "score": {"type": "number"},
                 "track_id": {"type": "integer", "description": "With track=NAME: the object's id in that sequence of frames."},
