@@ -50,8 +50,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SCENE = os.path.join(ROOT, "examples", "scenes", "scene-0003.jpg")
 
 
-def detected(lookout: str, queries: str, conf: float, iou: float) -> list[str]:
-    out = subprocess.run([lookout, "detect", SCENE, "-q", queries, "--conf", str(conf), "--iou", str(iou), "--json"],
+def detected(lookout: str, queries: str, conf: float, iou: float, extra: tuple = ()) -> list[str]:
+    out = subprocess.run([lookout, "detect", SCENE, "-q", queries, "--conf", str(conf), "--iou", str(iou), "--json",
+                          *extra],
                          capture_output=True, text=True, check=True).stdout
     return sorted(d["label"] for d in json.loads(out.splitlines()[0])["detections"])
 
@@ -561,6 +562,23 @@ def main() -> None:
         requeries = metric(url, "/api/v1/images/{image_id}/detect", "POST")
         check("one upload, the rest re-queries", uploads == 1 and requeries == 3,
               f"{uploads} POST /api/v1/detect, {requeries} POST /api/v1/images/{{image_id}}/detect")
+        # The slice switch: tiles of 320 (sliced inference), as lookout detect --slice 320; then the whole photo
+        # again, from its kept features.
+        def choose_slice(value: str) -> None:
+            driver.execute_script(f"const c = document.getElementById('slice'); c.value = '{value}';"
+                                  "c.dispatchEvent(new Event('change'));")
+
+        before = sequence()
+        choose_slice("320")
+        answered(before)
+        want = detected(lookout, shapes, 0.01, 0.1, ("--slice", "320"))
+        whole = detected(lookout, shapes, 0.01, 0.1)
+        check("slice: tiles of 320", labels() == want and want != whole, f"page {labels()}, detect {want}")
+        before = sequence()
+        choose_slice("")
+        answered(before)
+        want = detected(lookout, shapes, 0.01, 0.1)
+        check("slice off again", labels() == want, f"page {labels()}, detect {want}")
         label_tags = driver.find_elements(By.CSS_SELECTOR, "#detect-stage .box span")
         check("labels drawn with their scores", bool(label_tags) and all(
             re.fullmatch(r".+ \d\.\d\d", t.text) for t in label_tags), f"{[t.text for t in label_tags]}")

@@ -106,6 +106,7 @@ enum WebPage {
               <div id="drop" class="drop">Drop a photo here, or <input id="file" type="file" accept="image/jpeg,image/png" aria-label="photo"></div>
               <button id="camera" type="button" aria-pressed="false">Camera</button>
               <label title="Follow each object from frame to frame (ByteTrack, as ultralytics' track()): an id over each box"><input id="track" type="checkbox"> track</label>
+              <label title="Small objects: cut the photo into overlapping tiles, detect each and the whole photo, merge the boxes as sahi does">slice <select id="slice" aria-label="slice"><option value="">whole photo</option><option value="640">tiles of 640</option><option value="320">tiles of 320</option><option value="auto">auto tiles</option></select></label>
               <output id="camera-fps" aria-label="frames per second"></output>
             </div>
             <div class="controls"><label>or a video: <input id="video-file" type="file" accept="video/*" aria-label="video"></label></div>
@@ -278,23 +279,25 @@ enum WebPage {
           }
           const mine = ++sequence;
           const t = thresholds();
+          // Sliced inference: the tiles' features are kept under the photo's id and the tile size.
+          const sliced = $("slice").value ? { slice: $("slice").value } : {};
           let reply;
           if (!imageId && list.length === 0) {
             // The photo is sent with its first query; with only examples marked, it is sent with theirs as a word
             // and then asked with the boxes.
-            const q = new URLSearchParams({ q: "example", conf: t.conf, iou: t.iou });
+            const q = new URLSearchParams({ q: "example", conf: t.conf, iou: t.iou, ...sliced });
             const sent = await api("/api/v1/detect?" + q, { method: "POST", body: photoFile,
               headers: { "Content-Type": photoFile.type || "application/octet-stream" } });
             if (sent.status === 200) imageId = sent.body.image_id;
           }
           if (imageId) {
-            const body = { q: queryLine(), conf: t.conf, iou: t.iou };
+            const body = { q: queryLine(), conf: t.conf, iou: t.iou, ...sliced };
             if (promptBoxes.length) body.prompt_boxes = promptBoxes;
             reply = await api("/api/v1/images/" + imageId + "/detect", {
               method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
           }
           if (!imageId || reply.status === 404) {
-            const q = new URLSearchParams({ q: queryLine(), conf: t.conf, iou: t.iou });
+            const q = new URLSearchParams({ q: queryLine(), conf: t.conf, iou: t.iou, ...sliced });
             reply = await api("/api/v1/detect?" + q, { method: "POST", body: photoFile,
               headers: { "Content-Type": photoFile.type || "application/octet-stream" } });
           }
@@ -342,6 +345,7 @@ enum WebPage {
         drop.addEventListener("dragleave", () => drop.classList.remove("over"));
         drop.addEventListener("drop", (e) => { e.preventDefault(); drop.classList.remove("over"); openPhoto(e.dataTransfer.files[0]); });
         $("queries").addEventListener("input", scheduleDetect);
+        $("slice").addEventListener("change", scheduleDetect);
         for (const id of ["conf", "iou"]) {
           $(id).addEventListener("input", () => { $(id + "-value").textContent = parseFloat($(id).value).toFixed(2); scheduleDetect(); });
         }
