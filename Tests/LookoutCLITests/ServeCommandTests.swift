@@ -1,4 +1,5 @@
 import Foundation
+import LookoutEngine
 import LookoutJSON
 import LookoutServer
 import LookoutSupport
@@ -158,6 +159,54 @@ import Testing
         }
         let many = try Self.request("POST", server.url + "api/v1/detect?q=star&slice=64&overlap=0.5", body: photo)
         #expect(many.status == 422 && many.json["error"]!.string!.contains("at most 256"))
+        #expect(server.stop().status == 0)
+    }
+
+    /// Examples on several photos sent before (`prompt_boxes` with `image_id`): the answer equals the library's
+    /// examples averaged over those photos' kept features (letterboxed as for detection), in either order.
+    @Test func examplesOnSeveralPhotosEqualTheLibrary() throws {
+        let server = try Server(["--model", "demo-yoloe"])
+        let scenes = CLI.root + "/examples/scenes/"
+        var ids: [String] = []
+        for name in ["scene-0000.jpg", "scene-0001.jpg", "scene-0003.jpg"] {
+            let reply = try Self.request(
+                "POST", server.url + "api/v1/detect?q=hexagon", body: try FileContents.read(scenes + name))
+            #expect(reply.status == 200)
+            ids.append(reply.json["image_id"]!.string!)
+        }
+        let a = #"{"box": [124, 62, 209, 108], "label": "star", "image_id": "\#(ids[0])"}"#
+        let b = #"{"box": [20, 108, 132, 237], "label": "star", "image_id": "\#(ids[1])"}"#
+        func ask(_ boxes: String) throws -> Reply {
+            try Self.request(
+                "POST", server.url + "api/v1/images/\(ids[2])/detect",
+                body: Array(#"{"q": "hexagon", "prompt_boxes": [\#(boxes)]}"#.utf8))
+        }
+        let forward = try ask(a + ", " + b)
+        #expect(forward.status == 200, "\(String(decoding: forward.body, as: UTF8.self))")
+        let backward = try ask(b + ", " + a)
+        #expect(forward.json["detections"]!.value.serialized == backward.json["detections"]!.value.serialized)
+        // The library, on the same kept features.
+        let engine = try Engine.load(
+            EngineConfiguration(model: .directory(CLI.root + "/Models/demo-yoloe"), caches: false)
+        ).engine
+        let photos = try [("scene-0000.jpg", [124, 62, 209, 108]), ("scene-0001.jpg", [20, 108, 132, 237])].map {
+            ExamplePhoto(
+                photo: try engine.prepare(path: scenes + $0.0, size: 640),
+                prompts: [VisualPrompt(box: $0.1.map(Float.init), label: "star")])
+        }
+        var plan = QueryPlan([Query("hexagon")])
+        engine.add(try engine.exampleQueries(photos), to: &plan, combination: .best)
+        let expected = engine.detect(
+            try engine.prepare(path: scenes + "scene-0003.jpg", size: 640), engine.prepare(plan))
+        let served = forward.json["detections"]!
+        #expect(served.count == expected.detections.count && served.count > 1)
+        for (k, item) in expected.detections.enumerated() where k < served.count {
+            #expect(
+                served[k]["label"]!.string == item.label && abs(served[k]["score"]!.number! - Double(item.score)) < 1e-6
+            )
+        }
+        let gone = try ask(#"{"box": [1, 1, 20, 20], "label": "star", "image_id": "nope"}"#)
+        #expect(gone.status == 404)
         #expect(server.stop().status == 0)
     }
 

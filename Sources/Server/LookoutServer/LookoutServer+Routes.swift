@@ -66,9 +66,10 @@ extension LookoutServer {
                     reading: { try Self.requery(try await Self.body(request, limit: 1 << 20, seconds: bodyTime)) }
                 ) {
                     request, _ in
-                    let (queries, prompts, thresholds, slicing) = request
-                    return try service.redetect(
-                        imageID: id, queries: queries, prompts: prompts, thresholds: thresholds, slicing: slicing)
+                    try service.redetect(
+                        imageID: id, queries: request.queries, prompts: request.prompts,
+                        thresholds: request.thresholds, slicing: request.slicing, promptPhotos: request.promptPhotos,
+                        combination: request.combination)
                 }
             }
         }

@@ -292,15 +292,15 @@ public final class LookoutServer: Sendable {
     /// prompts on the photo, optional; then the queries may be left out.
     static func requery(
         _ bytes: [UInt8]
-    ) throws(ServiceError) -> (
-        [Query], [VisualPrompt], LookoutService.Thresholds, SliceOptions?
-    ) {
+    ) throws(ServiceError) -> RequeryRequest {
         let usage = "the body must be a JSON object: {\"q\": \"dog, red car\", \"conf\": 0.25}"
         guard let document = try? JSONDocument(bytes: bytes) else { throw ServiceError(400, usage) }
         let root = document.root
         var prompts: [VisualPrompt] = []
+        var promptPhotos: [String?] = []
         if let boxes = root["prompt_boxes"], boxes.kind != .null {
-            let shape = "\"prompt_boxes\" must be an array of {\"box\": [x1, y1, x2, y2], \"label\": \"…\"}"
+            let shape =
+                "\"prompt_boxes\" must be an array of {\"box\": [x1, y1, x2, y2], \"label\": \"…\", \"image_id\": \"…\"}"
             guard boxes.kind == .array else { throw ServiceError(400, shape) }
             for index in 0..<boxes.count {
                 let item = boxes[index]
@@ -317,6 +317,14 @@ public final class LookoutServer: Sendable {
                 }
                 let label = item["label"]?.string?.trimmingCharacters(in: .whitespaces) ?? "object"
                 prompts.append(VisualPrompt(box: values, label: label.isEmpty ? "object" : label))
+                if let photo = item["image_id"], photo.kind != .null {
+                    guard let text = photo.string, !text.isEmpty, text.utf8.count <= 128 else {
+                        throw ServiceError(400, shape)
+                    }
+                    promptPhotos.append(text)
+                } else {
+                    promptPhotos.append(nil)
+                }
             }
         }
         guard root.kind == .object else { throw ServiceError(400, usage) }
@@ -362,7 +370,16 @@ public final class LookoutServer: Sendable {
             }
         }
         let slicing = try slicing(size: size, overlap: try number("overlap"))
-        return (queries, prompts, thresholds, slicing)
+        var combination = Examples.Combination.best
+        if let node = root["combine_examples"], node.kind != .null {
+            guard let text = node.string, let chosen = Examples.Combination(rawValue: text) else {
+                throw ServiceError(400, "\"combine_examples\" must be \"best\" or \"mean\"")
+            }
+            combination = chosen
+        }
+        return RequeryRequest(
+            queries: queries, prompts: prompts, promptPhotos: promptPhotos, thresholds: thresholds, slicing: slicing,
+            combination: combination)
     }
 }
 
@@ -668,4 +685,15 @@ final class ServerMetrics: Sendable {
         storeBytes.record(service.store.memoryBytes)
         storeImages.record(service.store.count)
     }
+}
+
+/// A re-query body, read (``LookoutServer/requery(_:)``).
+struct RequeryRequest: Sendable {
+    var queries: [Query]
+    var prompts: [VisualPrompt]
+    /// Per prompt box, the photo it is drawn on (nil: the photo asked).
+    var promptPhotos: [String?]
+    var thresholds: LookoutService.Thresholds
+    var slicing: SliceOptions?
+    var combination: Examples.Combination
 }

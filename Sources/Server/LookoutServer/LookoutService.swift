@@ -177,7 +177,7 @@ public final class LookoutService: @unchecked Sendable {
     /// `prompts`: YOLOE visual prompts, boxes drawn on this photo (its kept features give their embeddings).
     public func redetect(
         imageID id: String, queries: [Query], prompts: [VisualPrompt] = [], thresholds: Thresholds,
-        slicing: SliceOptions? = nil
+        slicing: SliceOptions? = nil, promptPhotos: [String?] = [], combination: Examples.Combination = .best
     ) throws(ServiceError)
         -> [UInt8]
     {
@@ -203,9 +203,28 @@ public final class LookoutService: @unchecked Sendable {
         if !queries.isEmpty && engine.embedder == nil { throw ServiceError(400, "typed queries need a text model") }
         var plan = QueryPlan(queries)
         if !prompts.isEmpty {
-            for prompt in try promptEmbeddings(prompts, on: prepared) {
-                plan.append(label: prompt.label, embedding: prompt.embedding, asIs: true)
+            // Examples on this photo and on others sent before (their kept features), averaged per label as the
+            // command line's --prompt-image does; a label also typed is one query with them.
+            var order: [String] = []
+            var byPhoto: [String: [VisualPrompt]] = [:]
+            for (index, prompt) in prompts.enumerated() {
+                let photo = index < promptPhotos.count ? promptPhotos[index] ?? id : id
+                if byPhoto[photo] == nil { order.append(photo) }
+                byPhoto[photo, default: []].append(prompt)
             }
+            guard order.count <= 16 else { throw ServiceError(400, "examples on \(order.count) photos: at most 16") }
+            var photos: [ExamplePhoto] = []
+            for photo in order {
+                photos.append(
+                    ExamplePhoto(photo: photo == id ? prepared : try keptFeatures(photo), prompts: byPhoto[photo]!))
+            }
+            let examples: [ExampleQuery]
+            do {
+                examples = try engine.exampleQueries(photos)
+            } catch {
+                throw ServiceError(400, error.description)
+            }
+            engine.add(examples, to: &plan, combination: combination)
         }
         return answer(id: id, prepared: prepared, plan: plan, thresholds: thresholds, reused: true)
     }
