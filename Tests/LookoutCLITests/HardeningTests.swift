@@ -389,7 +389,20 @@ import Testing
             let out = Pipe(), err = Pipe()
             process.standardOutput = out
             process.standardError = err
-            try process.run()
+            // A binary copied a moment ago can be "busy" (ETXTBSY) while a child that another test forked in the
+            // meantime still holds the copy's descriptor: wait for that child's exec and try again.
+            var attempts = 0
+            while true {
+                do {
+                    try process.run()
+                    break
+                } catch let error as NSError
+                    where (error.userInfo[NSUnderlyingErrorKey] as? NSError)?.code == Int(ETXTBSY) && attempts < 20
+                {
+                    attempts += 1
+                    usleep(100_000)
+                }
+            }
             let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             process.waitUntilExit()

@@ -104,6 +104,19 @@ import Testing
         #expect(images == 24 && outlined > 10)
     }
 
+    /// A data set written inside the folder labelled is not labelled itself on the next run.
+    @Test func theDataSetInsideThePhotosFolderIsNotAnInput() throws {
+        let folder = try CLI.scratch("label-inside")
+        defer { CLI.remove(folder) }
+        for name in ["scene-0001.jpg", "scene-0002.jpg"] {
+            try FileManager.default.copyItem(atPath: Self.scenes + "/" + name, toPath: folder + "/" + name)
+        }
+        let arguments = ["label", folder, "-q", "star", "--out", folder + "/dataset"]
+        #expect(try CLI.run(arguments).status == 0)
+        let again = try CLI.run(arguments)
+        #expect(again.status == 0 && again.stderr.contains("2 photos labelled"), "\(again.stderr)")
+    }
+
     @Test func badLabelRequestsAreRefusedClearly() throws {
         let cases: [([String], String)] = [
             (["label", Self.scenes, "-q", "star", "--out", "/tmp/x", "--format", "voc"], "yolo or coco"),

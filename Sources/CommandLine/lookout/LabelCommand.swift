@@ -93,7 +93,8 @@ struct LabelCommand: ParsableCommand {
         // Classes: the non-negative queries, in order.
         let classes = plan.labels.indices.filter { !plan.negatives.contains($0) }
         let names = classes.map { plan.labels[$0] }
-        let photos = try Self.photos(inputs)
+        // The data set's own folder is never an input (a run into a folder inside the photos' would label its copies).
+        let photos = try Self.photos(inputs, skipping: out)
         guard !photos.isEmpty else { throw LookoutError("no JPEG or PNG photos in \(inputs.joined(separator: ", "))") }
         // The settings a resumed run must share: the model, the queries, thresholds, slicing, format, split.
         let settings = [
@@ -182,7 +183,8 @@ struct LabelCommand: ParsableCommand {
     }
 
     /// The photos under the inputs (folders walked, hidden names skipped), each with a unique flat name.
-    static func photos(_ inputs: [String]) throws -> [(path: String, name: String)] {
+    static func photos(_ inputs: [String], skipping: String? = nil) throws -> [(path: String, name: String)] {
+        let skipped = skipping.flatMap { FileSystem.realpath($0) }
         var found: [String] = []
         for input in inputs {
             if FileSystem.isDirectory(input) {
@@ -197,6 +199,7 @@ struct LabelCommand: ParsableCommand {
                     for entry in entries.sorted() where !entry.hasPrefix(".") {
                         let path = folder + "/" + entry
                         if FileSystem.isDirectory(path) {
+                            if let skipped, FileSystem.realpath(path) == skipped { continue }
                             pending.append(path)
                         } else if [".jpg", ".jpeg", ".png"].contains(where: { entry.lowercased().hasSuffix($0) }) {
                             found.append(path)
