@@ -118,4 +118,30 @@ import Testing
         #expect(plan.labels == ["hexagon", "circle", "star", "circle"])
         #expect(plan.groups.map(\.count) == [1, 1, 1, 1])
     }
+
+    /// `lookout query`'s `:box N …`: examples on several of the session's photos, averaged per label from their
+    /// kept features, join every question as `detect` joins them; a photo number out of range is refused.
+    @Test func aQuerySessionTakesExamplesOnSeveralPhotos() throws {
+        let engine = Self.engine
+        let store = FeatureStore(modelKey: "demo-yoloe")
+        let session = QuerySession(engine: engine, store: store)
+        let names = ["scene-0003.jpg", "scene-0000.jpg", "scene-0001.jpg"]
+        #expect(session.add(names.map { Self.scenes + $0 }).failures.isEmpty)
+        let prompts = [
+            VisualPrompt(box: [124, 62, 209, 108], label: "star"),
+            VisualPrompt(box: [20, 108, 132, 237], label: "star"),
+        ]
+        _ = try session.setVisualPrompts(prompts, photos: [1, 2])
+        let answer = session.ask(["hexagon"])
+        let photos = try zip(names.dropFirst(), prompts).map {
+            ExamplePhoto(photo: try engine.prepare(path: Self.scenes + $0.0, size: 640), prompts: [$0.1])
+        }
+        var plan = QueryPlan([Query("hexagon")])
+        engine.add(try engine.exampleQueries(photos), to: &plan, combination: .best)
+        let expected = engine.detect(try engine.prepare(path: Self.scenes + names[0], size: 640), engine.prepare(plan))
+        #expect(answer.results[0].detections.map(\.label) == expected.detections.map(\.label))
+        #expect(answer.results[0].detections.map(\.score) == expected.detections.map(\.score))
+        #expect(answer.results[0].detections.contains { $0.label == "star" })
+        #expect(throws: VisualPromptError.self) { try session.setVisualPrompts(prompts, photos: [1, 3]) }
+    }
 }

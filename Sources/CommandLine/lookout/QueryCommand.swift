@@ -21,7 +21,8 @@ struct QueryCommand: ParsableCommand {
               :iou 0.5        IoU threshold
               :max-det 50     detections per image
               :agnostic on    one NMS across queries (on/off)
-              :box x1,y1,x2,y2[:label]   YOLOE: an example boxed on the first photo joins every query
+              :box [N] x1,y1,x2,y2[:label]   YOLOE: an example boxed on photo N (the first by default) joins
+                              every query; a label's examples on several photos are averaged
               :box clear      drop the examples
               :image-conf 0.1 confidence threshold of photo queries
               :help           this list
@@ -101,6 +102,7 @@ struct QueryCommand: ParsableCommand {
             InterruptGuard.install()
         }
         var boxes: [VisualPrompt] = []
+        var boxPhotos: [Int] = []
         while true {
             InterruptGuard.reset()
             let line: String
@@ -116,12 +118,26 @@ struct QueryCommand: ParsableCommand {
             if text.hasPrefix(":box") {
                 let argument = text.dropFirst(4).trimmingCharacters(in: " \t")
                 do {
+                    // Kept only once the session took them (a bad box or photo number leaves the others).
+                    var newBoxes = boxes
+                    var newPhotos = boxPhotos
                     if argument == "clear" {
-                        boxes = []
+                        newBoxes = []
+                        newPhotos = []
                     } else {
-                        boxes += try DetectCommand.visualPrompts([argument])
+                        // `:box N x1,y1,x2,y2[:label]`: on photo N (from 1), else on the first.
+                        let parts = argument.split(separator: " ", maxSplits: 1).map(String.init)
+                        if parts.count == 2, let number = Int(parts[0]) {
+                            newBoxes += try DetectCommand.visualPrompts([parts[1].trimmingCharacters(in: " \t")])
+                            newPhotos.append(number - 1)
+                        } else {
+                            newBoxes += try DetectCommand.visualPrompts([argument])
+                            newPhotos.append(0)
+                        }
                     }
-                    if let reply = try session.setVisualPrompts(boxes) {
+                    let reply = try session.setVisualPrompts(newBoxes, photos: newPhotos)
+                    (boxes, boxPhotos) = (newBoxes, newPhotos)
+                    if let reply {
                         answer(reply.results, note: "\(boxes.count) example box\(boxes.count == 1 ? "" : "es")")
                     }
                 } catch let error as VisualPromptError {

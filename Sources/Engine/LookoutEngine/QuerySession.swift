@@ -29,8 +29,9 @@ public final class QuerySession {
     private var lastPlan = QueryPlan()
     /// The last question as asked, before the visual prompts joined it.
     private var lastQuestion = QueryPlan()
-    /// YOLOE visual prompts drawn on the first photo (``setVisualPrompts(_:)``): they join every question.
-    public private(set) var visualPrompts: [(label: String, embedding: [Float])] = []
+    /// YOLOE visual prompts drawn on the photos (``setVisualPrompts(_:photos:)``), one per label: they join every
+    /// question.
+    public private(set) var visualPrompts: [ExampleQuery] = []
 
     public init(
         engine: Engine, store: FeatureStore, imageSize: Int = 640, options: SuppressionOptions = .init(),
@@ -103,7 +104,8 @@ public final class QuerySession {
     public func ask(_ question: QueryPlan) -> Answer {
         lastQuestion = question
         var plan = question
-        for prompt in visualPrompts { plan.append(label: prompt.label, embedding: prompt.embedding, asIs: true) }
+        // A label also asked for is one query with its examples, as `detect` makes it.
+        engine.add(visualPrompts, to: &plan, combination: .best)
         // Embedded once for every photo, as every other path prepares a query.
         let query = engine.prepare(plan, options: options)
         let textSeconds = query.textEncodeSeconds
@@ -156,22 +158,41 @@ public final class QuerySession {
         return answer
     }
 
-    /// Boxes drawn on the first photo as YOLOE visual prompts (their embeddings from its kept features), joining
-    /// this and every later question; none to drop them. Then the last question again, or nil before the first.
-    public func setVisualPrompts(_ prompts: [VisualPrompt]) throws(VisualPromptError) -> Answer? {
+    /// Boxes drawn on the photos as YOLOE visual prompts (their embeddings from the photos' kept features), joining
+    /// this and every later question; none to drop them. `photos`: per box, the index of the photo it is drawn on
+    /// (default: the first); a label's examples on several photos are averaged (``Engine/exampleQueries(_:)``).
+    /// Then the last question again, or nil before the first.
+    public func setVisualPrompts(
+        _ prompts: [VisualPrompt], photos indices: [Int] = []
+    ) throws(VisualPromptError)
+        -> Answer?
+    {
         if prompts.isEmpty {
             visualPrompts = []
         } else {
             guard slicing == nil else {
                 throw VisualPromptError(description: "boxes drawn on a photo are not taken with --slice")
             }
-            guard let first = photos.first,
-                let prepared = try? store.prepared(path: first, size: imageSize, engine: engine)
-            else {
-                throw VisualPromptError(
-                    description: "the first photo, where the boxes are drawn, can no longer be read")
+            var order: [Int] = []
+            var byPhoto: [Int: [VisualPrompt]] = [:]
+            for (index, prompt) in prompts.enumerated() {
+                let photo = index < indices.count ? indices[index] : 0
+                guard photos.indices.contains(photo) else {
+                    throw VisualPromptError(
+                        description: "there is no photo \(photo + 1): the boxes go on photos 1 to \(photos.count)")
+                }
+                if byPhoto[photo] == nil { order.append(photo) }
+                byPhoto[photo, default: []].append(prompt)
             }
-            visualPrompts = try engine.visualPromptEmbeddings(prompts, on: prepared)
+            var examples: [ExamplePhoto] = []
+            for photo in order {
+                guard let prepared = try? store.prepared(path: photos[photo], size: imageSize, engine: engine) else {
+                    throw VisualPromptError(
+                        description: "photo \(photo + 1), where boxes are drawn, can no longer be read")
+                }
+                examples.append(ExamplePhoto(photo: prepared, prompts: byPhoto[photo]!))
+            }
+            visualPrompts = try engine.exampleQueries(examples)
         }
         return lastQuestion.count > 0 || !visualPrompts.isEmpty ? ask(lastQuestion) : nil
     }
