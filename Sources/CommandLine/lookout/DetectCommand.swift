@@ -218,38 +218,21 @@ struct DetectCommand: ParsableCommand {
                     )
                 }
             }
-            let queries: [ExampleQuery]
-            if let yoloe = engine.network as? YOLOENetwork, yoloe.acceptsVisualPrompts {
-                // ultralytics' YOLOEVPDetectPredictor: on the photo searched, its usual letterbox; on a
-                // refer_image, a square one.
-                var photos: [ExamplePhoto] = []
-                for group in groups {
-                    let prepared: PreparedImage
-                    if let image = group.image {
-                        prepared = engine.prepare(
-                            image: try ImageFile.read(image), name: image, size: thresholds.imgsz, square: true)
-                    } else {
-                        prepared = try engine.prepare(path: images[0], size: thresholds.imgsz)
-                        promptPhoto = prepared
-                    }
-                    photos.append(ExamplePhoto(photo: prepared, prompts: group.boxes))
-                }
-                do {
-                    queries = try engine.exampleQueries(photos)
-                } catch {
-                    throw ValidationError(error.description)
-                }
-            } else {
-                // YOLO-World: the crops' CLIP image embeddings, as --query-image's.
-                let tower = try ExampleOptions.cropTower(
-                    path: imagePromptOptions.imageModel, configuration: modelOptions.configuration, engine: engine)
-                queries = try tower.exampleQueries(groups.map { ($0.image ?? images[0], $0.boxes) })
-                let typedLabels = Set(plan.labels)
-                cropQueries = queries.indices.filter { !typedLabels.contains(queries[$0].label) }.map {
-                    plan.count + queries[..<$0].filter { !typedLabels.contains($0.label) }.count
-                }
-            }
+            let queries = try examples.queries(
+                groups, engine: engine, imgsz: thresholds.imgsz, imageModel: imagePromptOptions.imageModel,
+                configuration: modelOptions.configuration,
+                searched: {
+                    let prepared = try engine.prepare(path: images[0], size: thresholds.imgsz)
+                    promptPhoto = prepared
+                    return prepared
+                }, searchedPath: images.first)
+            // YOLO-World's crop queries of their own (labels not typed) take --image-query-conf, as photo queries.
+            let before = plan.count
+            let typedLabels = Set(plan.labels)
             engine.add(queries, to: &plan, combination: try examples.combinationChosen)
+            if queries.contains(where: { !$0.classEmbedding }) {
+                cropQueries = (before..<plan.count).filter { !typedLabels.contains(plan.labels[$0]) }
+            }
         }
         if engine.embedder == nil, let typed = plan.texts.indices.first(where: { plan.embedded[$0] == nil }) {
             throw ValidationError(

@@ -276,21 +276,9 @@ extension EvalCommand {
     fileprivate func examplesAsQueries(engine: Engine) throws -> [ExampleQuery] {
         let groups = try examples.groups()
         guard !groups.isEmpty else { return [] }
-        if let yoloe = engine.network as? YOLOENetwork, yoloe.acceptsVisualPrompts {
-            var photos: [ExamplePhoto] = []
-            for group in groups {
-                let path = group.image!
-                let prepared = engine.prepare(image: try ImageFile.read(path), name: path, size: imgsz, square: true)
-                photos.append(ExamplePhoto(photo: prepared, prompts: group.boxes))
-            }
-            do {
-                return try engine.exampleQueries(photos)
-            } catch {
-                throw ValidationError(error.description)
-            }
-        }
-        let tower = try ExampleOptions.cropTower(
-            path: nil, configuration: modelOptions.configuration, engine: engine)
-        return try tower.exampleQueries(groups.map { ($0.image!, $0.boxes) })
+        // Eval's examples are all on reference photos (validate() asks for --prompt-image).
+        return try examples.queries(
+            groups, engine: engine, imgsz: imgsz, imageModel: nil, configuration: modelOptions.configuration,
+            searched: { preconditionFailure("eval's examples are on reference photos") }, searchedPath: nil)
     }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import LookoutDetector
 import LookoutEngine
 import LookoutImage
 
@@ -98,5 +99,32 @@ struct ExampleOptions: ParsableArguments {
                 "--prompt-box: \(engine.network.path) (\(engine.network.familyName)) has no visual prompt encoder, so its examples are CLIP image crops, and they need the image tower: \(error). Or use a YOLOE model, whose visual prompts need no tower."
             )
         }
+    }
+
+    /// The examples' queries, one per label. YOLOE: each photo's visual prompt embeddings, a reference photo
+    /// letterboxed square as ultralytics' refer_image is, boxes on the photo searched on `searched()` (its usual
+    /// letterbox). YOLO-World: the CLIP image embeddings of the crops, boxes on the photo searched cut from
+    /// `searchedPath`.
+    func queries(
+        _ groups: [(image: String?, boxes: [VisualPrompt])], engine: Engine, imgsz: Int, imageModel: String?,
+        configuration: EngineConfiguration, searched: () throws -> PreparedImage, searchedPath: String?
+    ) throws -> [ExampleQuery] {
+        if let yoloe = engine.network as? YOLOENetwork, yoloe.acceptsVisualPrompts {
+            var photos: [ExamplePhoto] = []
+            for group in groups {
+                let prepared =
+                    try group.image.map {
+                        engine.prepare(image: try ImageFile.read($0), name: $0, size: imgsz, square: true)
+                    } ?? searched()
+                photos.append(ExamplePhoto(photo: prepared, prompts: group.boxes))
+            }
+            do {
+                return try engine.exampleQueries(photos)
+            } catch {
+                throw ValidationError(error.description)
+            }
+        }
+        let tower = try Self.cropTower(path: imageModel, configuration: configuration, engine: engine)
+        return try tower.exampleQueries(groups.map { ($0.image ?? searchedPath!, $0.boxes) })
     }
 }

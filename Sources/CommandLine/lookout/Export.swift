@@ -77,11 +77,6 @@ enum Export {
         }
         names.insert(name)
         let width = Double(result.width), height = Double(result.height)
-        func fixed(_ value: Double) -> String {
-            let scaled = Int((min(max(value, 0), 1) * 1_000_000).rounded())
-            let fraction = String(scaled % 1_000_000)
-            return "\(scaled / 1_000_000)." + String(repeating: "0", count: 6 - fraction.count) + fraction
-        }
         var text = ""
         for item in result.detections {
             let b = item.box.map(Double.init)
@@ -91,5 +86,12 @@ enum Export {
             text += "\(item.queryIndex) " + values.map(fixed).joined(separator: " ") + "\n"
         }
         try FileContents.writeAtomically(Array(text.utf8), to: directory + "/" + name)
+    }
+
+    /// A normalised coordinate as YOLO label files hold it: clamped to 0–1, six decimals.
+    static func fixed(_ value: Double) -> String {
+        let scaled = Int((min(max(value, 0), 1) * 1_000_000).rounded())
+        let fraction = String(scaled % 1_000_000)
+        return "\(scaled / 1_000_000)." + String(repeating: "0", count: 6 - fraction.count) + fraction
     }
 }

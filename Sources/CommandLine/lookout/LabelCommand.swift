@@ -115,8 +115,8 @@ struct LabelCommand: ParsableCommand {
             try FileContents.makeDirectories(out + "/images/" + split)
             if format == "yolo" { try FileContents.makeDirectories(out + "/labels/" + split) }
         }
-        var query = engine.prepare(plan, options: thresholds.options(for: engine.network))
-        query.options.perClassConfidence.merge(plan.applied(to: query.options).perClassConfidence) { $1 }
+        // A query's own threshold (cat@0.4) is applied by prepare.
+        let query = engine.prepare(plan, options: thresholds.options(for: engine.network))
         slicingOptions.explain(slicing, confidence: query.options.confidence)
         let progress = ProgressReporter(
             terminal: isatty(2) == 1, doing: "labelling", did: "labelled", unit: "photos")
@@ -265,15 +265,9 @@ struct LabelCommand: ParsableCommand {
                 let b = box.box.map(Double.init)
                 values = [(b[0] + b[2]) / 2 / w, (b[1] + b[3]) / 2 / h, (b[2] - b[0]) / w, (b[3] - b[1]) / h]
             }
-            text += "\(box.classIndex) " + values.map { Self.fixed(min(max($0, 0), 1)) }.joined(separator: " ") + "\n"
+            text += "\(box.classIndex) " + values.map(Export.fixed).joined(separator: " ") + "\n"
         }
         try FileContents.writeAtomically(Array(text.utf8), to: out + "/labels/\(item.split)/\(stem).txt")
-    }
-
-    static func fixed(_ value: Double) -> String {
-        let scaled = Int((value * 1_000_000).rounded())
-        let fraction = String(scaled % 1_000_000)
-        return "\(scaled / 1_000_000)." + String(repeating: "0", count: 6 - fraction.count) + fraction
     }
 
     static func yamlString(_ text: String) -> String {

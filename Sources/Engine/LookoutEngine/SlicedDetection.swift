@@ -37,13 +37,6 @@ public struct SlicedImage: Sendable {
     /// The whole photo (nil with one tile, or without the standard prediction).
     public internal(set) var whole: PreparedImage?
     public var timings: StageTimings
-
-    /// The bytes of the kept features (a feature store's budget).
-    public var featureBytes: Int {
-        (parts + (whole.map { [$0] } ?? [])).reduce(0) { total, part in
-            total + part.features.reduce(0) { $0 + $1.channels * $1.height * $1.width * 4 }
-        }
-    }
 }
 
 /// A sliced photo's raw scores for one query set: each part's (the tiles', then the whole photo's), so that new

@@ -154,15 +154,7 @@ public final class LookoutService: @unchecked Sendable {
         } else {
             let image: Image
             var clock = Stopwatch()
-            do {
-                image = try ImageFile.decode(bytes, name: "upload", pixelLimit: pixelLimit)
-            } catch {
-                switch error.kind {
-                case .tooLarge: throw ServiceError(422, error.problem)
-                case .unsupportedFormat: throw ServiceError(415, error.problem)
-                default: throw ServiceError(400, error.problem)
-                }
-            }
+            image = try decodeUpload(bytes)
             let decoding = clock.lap()
             var fresh = engine.prepare(image: image, name: "upload", size: imageSize)
             fresh.timings.decode = decoding
@@ -271,6 +263,19 @@ public final class LookoutService: @unchecked Sendable {
 
     private func key(_ id: String) -> String { "upload|\(imageSize)|\(id)" }
 
+    /// An uploaded photo decoded; too large 422, not JPEG or PNG 415, damaged 400.
+    private func decodeUpload(_ bytes: [UInt8]) throws(ServiceError) -> Image {
+        do {
+            return try ImageFile.decode(bytes, name: "upload", pixelLimit: pixelLimit)
+        } catch {
+            switch error.kind {
+            case .tooLarge: throw ServiceError(422, error.problem)
+            case .unsupportedFormat: throw ServiceError(415, error.problem)
+            default: throw ServiceError(400, error.problem)
+            }
+        }
+    }
+
     private func slicedKey(_ id: String, _ slicing: SliceOptions) -> String { "upload|\(imageSize)|\(slicing)|\(id)" }
 
     /// The most tiles one request may cut a photo into (each costs a backbone).
@@ -287,15 +292,7 @@ public final class LookoutService: @unchecked Sendable {
             sliced.timings = StageTimings()
         } else {
             let image: Image
-            do {
-                image = try ImageFile.decode(bytes, name: "upload", pixelLimit: pixelLimit)
-            } catch {
-                switch error.kind {
-                case .tooLarge: throw ServiceError(422, error.problem)
-                case .unsupportedFormat: throw ServiceError(415, error.problem)
-                default: throw ServiceError(400, error.problem)
-                }
-            }
+            image = try decodeUpload(bytes)
             let tiles: Int
             do {
                 tiles = try Slicing.tiles(width: image.width, height: image.height, options: slicing).count
