@@ -1,5 +1,6 @@
 import Foundation
 import LookoutJSON
+import LookoutSupport
 import LookoutTestSupport
 import Testing
 
@@ -72,5 +73,54 @@ import Testing
             let run = try CLI.run(["detect", photo, "--model", "demo-yoloe"] + arguments)
             #expect(run.status != 0 && run.stderr.contains(message), "\(arguments): \(run.stderr)")
         }
+    }
+
+    /// `search` by examples on several reference photos (YOLOE): the order of the photos changes nothing, two photos
+    /// differ from one, and joined to the words with `--combine-examples best` each photo scores the better of the
+    /// words' and the examples' searches (each region takes the better of the two).
+    @Test func searchTakesExamplesOnSeveralPhotos() throws {
+        let folder = try IndexCommandTests.scratch(
+            [
+                "scene-0000.jpg", "scene-0001.jpg", "scene-0002.jpg", "scene-0003.jpg", "scene-0004.jpg",
+                "scene-0005.jpg",
+            ])
+        defer { CLI.remove(folder) }
+        let db = folder + "/index.sqlite"
+        let model = ["--model", "demo-yoloe"]
+        let classes = folder + "/classes.txt"
+        try FileContents.writeAtomically(
+            Array("circle\nsquare\ntriangle\nstar\nhexagon\nheart\ncross\nring\n".utf8), to: classes)
+        let indexed = try CLI.run(
+            ["index", folder + "/photos", "--db", db, "--plain", "--imgsz", "320", "--classes", classes] + model)
+        try #require(indexed.status == 0, "\(indexed.stderr)")
+        func search(_ arguments: [String]) throws -> [String: Double] {
+            let run = try CLI.run(
+                ["search", "star", "--db", db, "--json", "--conf", "0.001", "--top", "100"] + model + arguments)
+            try #require(run.status == 0, "\(run.stderr)")
+            var scores: [String: Double] = [:]
+            for hit in try Reference.lines(run.stdout) { scores[hit["image"]!.string!] = hit["score"]!.number! }
+            return scores
+        }
+        let unlabelled = [
+            "--prompt-box", "124,62,209,108", "--prompt-image", Self.scenes + "scene-0001.jpg", "--prompt-box",
+            "20,108,132,237",
+        ]
+        let forward = try search(["--prompt-image", Self.scenes + "scene-0000.jpg"] + unlabelled)
+        let backward = try search(Self.starB + Self.starA)
+        #expect(!forward.isEmpty && forward == backward)
+        #expect(try search(Self.starA) != forward)
+        let words = try search(["--objects"])
+        let best = try search(Self.starA + Self.starB + ["--combine-examples", "best"])
+        for (photo, score) in best {
+            #expect(score == max(words[photo] ?? 0, forward[photo] ?? 0), "\(photo)")
+        }
+        #expect(best.count >= max(words.count, forward.count))
+        let mean = try search(Self.starA + Self.starB + ["--combine-examples", "mean"])
+        #expect(mean != best && !mean.isEmpty)
+        let other = try CLI.run(
+            ["search", "star", "--db", db] + model + Self.starA + ["--prompt-box", "1,1,9,9:hexagon"])
+        #expect(other.status != 0 && other.stderr.contains("leave the boxes' labels out"), "\(other.stderr)")
+        let nowhere = try CLI.run(["search", "star", "--db", db, "--prompt-box", "1,1,9,9"] + model)
+        #expect(nowhere.status != 0 && nowhere.stderr.contains("--prompt-image REF.jpg"), "\(nowhere.stderr)")
     }
 }

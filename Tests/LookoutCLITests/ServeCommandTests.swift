@@ -210,6 +210,57 @@ import Testing
         #expect(server.stop().status == 0)
     }
 
+    /// Search by examples on several photos sent before (`prompt_box=x1,y1,x2,y2@ID`): either order gives the
+    /// same answer, two photos differ from one, and `combine_examples=best` scores each photo with the better of
+    /// the words' and the examples' searches; a box on no photo, or an unknown combination, is a 400.
+    @Test func searchByExamplesOnSeveralPhotos() throws {
+        let folder = try IndexCommandTests.scratch([
+            "scene-0000.jpg", "scene-0001.jpg", "scene-0003.jpg", "scene-0005.jpg",
+        ])
+        defer { CLI.remove(folder) }
+        let db = folder + "/index.sqlite"
+        let classes = folder + "/classes.txt"
+        try FileContents.writeAtomically(Array("star\nhexagon\nsquare\ncircle\n".utf8), to: classes)
+        let indexed = try CLI.run([
+            "index", folder + "/photos", "--db", db, "--plain", "--imgsz", "320", "--classes", classes,
+            "--no-image-model", "--model", "demo-yoloe",
+        ])
+        try #require(indexed.status == 0, "\(indexed.stderr)")
+        let server = try Server(["--model", "demo-yoloe", "--db", db, "--imgsz", "320"])
+        let scenes = CLI.root + "/examples/scenes/"
+        var ids: [String] = []
+        for name in ["scene-0000.jpg", "scene-0001.jpg"] {
+            let reply = try Self.request(
+                "POST", server.url + "api/v1/detect?q=star", body: try FileContents.read(scenes + name))
+            #expect(reply.status == 200)
+            ids.append(reply.json["image_id"]!.string!)
+        }
+        func search(_ parameters: String) throws -> [String: Double] {
+            let reply = try Self.request("GET", server.url + "api/v1/search?q=star&conf=0.001&top=100&" + parameters)
+            try #require(reply.status == 200, "\(parameters): \(String(decoding: reply.body, as: UTF8.self))")
+            var scores: [String: Double] = [:]
+            let results = reply.json["results"]!
+            for k in 0..<results.count { scores[results[k]["image"]!.string!] = results[k]["score"]!.number! }
+            return scores
+        }
+        let a = "prompt_box=124,62,209,108@\(ids[0])", b = "prompt_box=20,108,132,237@\(ids[1])"
+        let forward = try search(a + "&" + b)
+        #expect(!forward.isEmpty)
+        #expect(try search(b + "&" + a) == forward)
+        #expect(try search("image_id=\(ids[0])&prompt_box=124,62,209,108&" + b) == forward)
+        #expect(try search(a) != forward)
+        let words = try search("")
+        let best = try search(a + "&" + b + "&combine_examples=best")
+        for (photo, score) in best { #expect(score == max(words[photo] ?? 0, forward[photo] ?? 0), "\(photo)") }
+        #expect(best.count >= max(words.count, forward.count))
+        for bad in ["prompt_box=1,1,9,9", a + "&combine_examples=sum", "combine_examples=best", "prompt_box=1,1,9@x"] {
+            let reply = try Self.request("GET", server.url + "api/v1/search?q=star&" + bad)
+            #expect(reply.status == 400, "\(bad): \(reply.status)")
+        }
+        #expect(try Self.request("GET", server.url + "api/v1/search?q=star&prompt_box=1,1,9,9@nope").status == 404)
+        #expect(server.stop().status == 0)
+    }
+
     /// `detect?track=NAME`: frames sent under one name are followed (ids kept from frame to frame, the first
     /// frame's tracks confirmed at once, as ByteTrack does), another name starts its own ids, new queries start
     /// again, and a bad name is refused.

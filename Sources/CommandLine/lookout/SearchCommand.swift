@@ -36,6 +36,11 @@ struct SearchCommand: ParsableCommand {
             The query may name alternatives, sofa|couch|settee (each region takes the best of their scores), \
             and its own threshold, dog@0.4 (instead of --conf); \\| and \\@ stand for the characters.
 
+            By example: --prompt-image REF.jpg followed by its --prompt-box x1,y1,x2,y2 boxes (repeatable, on \
+            one photo or several) searches for what the boxes hold (YOLOE: their visual prompt embeddings averaged \
+            over the photos; YOLO-World: their crops' CLIP image embeddings), the query only naming it; \
+            --combine-examples best|mean joins the query's words to them as detect does.
+
             --in, --after and --before keep the photos under a folder and taken in a period (the EXIF date \
             when the photo has one, as written; else the file's modification time on this machine's clock).
 
@@ -45,6 +50,7 @@ struct SearchCommand: ParsableCommand {
               lookout search "ring" --html rings.html
               lookout search "sofa|couch@0.3"
               lookout search "dog" --in ~/Pictures --after 2024-06-01 --before 2024-07
+              lookout search mug --prompt-image a.jpg --prompt-box 10,20,90,120 --prompt-image b.jpg --prompt-box 5,5,60,70
             """
     )
 
@@ -90,17 +96,13 @@ struct SearchCommand: ParsableCommand {
     )
     var html: String?
 
-    @Option(
-        name: .customLong("prompt-box"),
-        help: ArgumentHelp(
-            "YOLOE: search by example instead of by text: a box around the thing on --prompt-image, x1,y1,x2,y2 in its pixels (repeatable: more examples of the same thing). The query then only names it.",
-            valueName: "x1,y1,x2,y2"))
-    var promptBoxes: [String] = []
+    @OptionGroup(title: "Examples (search by example)") var examples: ExampleOptions
 
     @Option(
-        name: .customLong("prompt-image"),
-        help: ArgumentHelp("The photo the --prompt-box boxes are drawn on.", valueName: "path"))
-    var promptImage: String?
+        help: ArgumentHelp(
+            "YOLO-World: the CLIP image tower that embeds the examples' crops (default: the model's own: the demo model's, the manifest's image_encoder, or --text-model when it is OpenAI's ViT-B-32.pt).",
+            valueName: "path"))
+    var imageModel: String?
 
     func validate() throws {
         guard !modelOptions.endToEnd else {
@@ -115,13 +117,22 @@ struct SearchCommand: ParsableCommand {
             throw ValidationError("--objects and --scenes each weigh one kind: give one, or neither.")
         }
         if exact && scenes { throw ValidationError("--exact re-runs the detector on objects: not with --scenes.") }
-        if promptBoxes.isEmpty != (promptImage == nil) {
-            throw ValidationError("Search by example takes both --prompt-image REF.jpg and --prompt-box x1,y1,x2,y2.")
+        if !examples.promptBoxes.isEmpty && examples.promptImages.isEmpty {
+            throw ValidationError(
+                "Search by example takes the photo each box is drawn on: --prompt-image REF.jpg, then its --prompt-box x1,y1,x2,y2."
+            )
         }
-        if !promptBoxes.isEmpty && (exact || scenes) {
+        if !examples.promptBoxes.isEmpty && (exact || scenes) {
             throw ValidationError("A search by example weighs the stored regions alone: not with --exact or --scenes.")
         }
-        _ = try DetectCommand.visualPrompts(promptBoxes)
+        if examples.combination != nil && examples.promptBoxes.isEmpty {
+            throw ValidationError("--combine-examples joins the query's words with examples: give --prompt-box too.")
+        }
+        for box in try examples.prompts() where box.label != "object" && box.label != query {
+            throw ValidationError(
+                "--prompt-box …:\(box.label): a search looks for one thing, the query \"\(query)\": leave the boxes' labels out."
+            )
+        }
     }
 
     func run() throws {
@@ -164,17 +175,9 @@ struct SearchCommand: ParsableCommand {
         // What the stored regions are scored against: YOLOE's get_tpe of the text (YOLO-World's text as it is), or
         // the examples' visual prompt embedding, which the head scores as it is.
         let texts: [[Float]]
-        if let promptImage {
-            let prepared = engine.prepare(
-                image: try ImageFile.read(promptImage), name: promptImage, size: stored.imageSize, square: true)
-            let prompts = try DetectCommand.visualPrompts(promptBoxes).map {
-                VisualPrompt(box: $0.box, label: "example")
-            }
-            do {
-                texts = try engine.visualPromptEmbeddings(prompts, on: prepared).map(\.embedding)
-            } catch {
-                throw ValidationError(error.description)
-            }
+        let byExample = !examples.promptBoxes.isEmpty
+        if byExample {
+            texts = try exampleAlternatives(parsed, engine: engine, imageSize: stored.imageSize)
         } else {
             texts = embedder.embed(parsed.alternatives).embeddings.map(engine.regionQuery)
         }
@@ -182,7 +185,7 @@ struct SearchCommand: ParsableCommand {
         if scenes && stored.imageTower == nil {
             throw LookoutError.noImageTower(path)
         }
-        let evidence: PhotoIndex.Evidence = objects || exact || promptImage != nil ? .objects : scenes ? .scenes : .both
+        let evidence: PhotoIndex.Evidence = objects || exact || byExample ? .objects : scenes ? .scenes : .both
         var hits = try index.search(
             alternatives: texts, confidence: exact ? min(conf, 0.01) : conf,
             top: exact ? max(top > Int.max / 3 ? Int.max : top * 3, 30) : top, evidence: evidence,
@@ -276,6 +279,28 @@ struct SearchCommand: ParsableCommand {
         if let html {
             try FileContents.writeAtomically(Array(ContactSheet.page(hits: hits, query: query).utf8), to: html)
             printError("lookout: wrote \(html)")
+        }
+    }
+
+    /// What the stored regions are scored against when the query is given by examples: the examples of every
+    /// reference photo make one query (YOLOE: their visual prompt embeddings averaged over the photos; YOLO-World:
+    /// their crops' CLIP image embeddings averaged), alone, or joined to the query's words as `--combine-examples`
+    /// says (best: alternatives; mean: one embedding), as `detect` joins them.
+    private func exampleAlternatives(_ parsed: Query, engine: Engine, imageSize: Int) throws -> [[Float]] {
+        let groups = try examples.groups().map { group in
+            (image: group.image, boxes: group.boxes.map { VisualPrompt(box: $0.box, label: parsed.label) })
+        }
+        let queries = try examples.queries(
+            groups, engine: engine, imgsz: imageSize, imageModel: imageModel,
+            configuration: modelOptions.configuration,
+            searched: { throw ValidationError("every example needs its --prompt-image") }, searchedPath: nil)
+        var plan = QueryPlan(examples.combination == nil ? [] : [parsed])
+        engine.add(queries, to: &plan, combination: try examples.combinationChosen)
+        let (rows, _) = engine.embed(plan)
+        let size = engine.network.embeddingSize
+        return plan.groups[0].map { text in
+            let row = Array(rows[(text * size)..<((text + 1) * size)])
+            return plan.asIs.contains(text) ? row : engine.regionQuery(row)
         }
     }
 

@@ -134,25 +134,47 @@ extension LookoutServer {
                 guard labels.allSatisfy({ !$0.trimmingCharacters(in: .whitespaces).isEmpty && $0.count <= 200 }) else {
                     throw ServiceError(400, "label must be a name of 1 to 200 characters")
                 }
-                // Search by example (YOLOE): boxes drawn on a photo sent to /detect before, instead of words.
+                // Search by example (YOLOE): boxes drawn on photos sent to /detect before, instead of words (or with
+                // them, combine_examples=best|mean). A box is on image_id's photo, or on the photo its own
+                // x1,y1,x2,y2@ID names.
                 let example = query["image_id"]
                 // Four numbers each; whether they make a box on the photo is the engine's check (as for prompt_boxes).
-                let boxes = try query.all("prompt_box").map { text -> [Float] in
-                    let parts = text.split(separator: ",", omittingEmptySubsequences: false)
+                let boxes = try query.all("prompt_box").map { text -> (imageID: String, box: [Float]) in
+                    let (numbers, photo) =
+                        text.firstIndex(of: "@").map {
+                            (text[..<$0], String(text[text.index(after: $0)...]) as String?)
+                        } ?? (Substring(text), example)
+                    let parts = numbers.split(separator: ",", omittingEmptySubsequences: false)
                     let values = parts.compactMap { Float($0.trimmingCharacters(in: .whitespaces)) }
                     guard parts.count == 4, values.count == 4 else {
-                        throw ServiceError(400, "prompt_box must be four numbers x1,y1,x2,y2, got \(text)")
+                        throw ServiceError(400, "prompt_box must be four numbers x1,y1,x2,y2[@image_id], got \(text)")
                     }
-                    return values
+                    guard let photo, !photo.isEmpty else {
+                        throw ServiceError(
+                            400,
+                            "prompt_box \(text): on which photo? give image_id=… or write the box as x1,y1,x2,y2@image_id"
+                        )
+                    }
+                    return (photo, values)
                 }
-                guard (example == nil) == boxes.isEmpty else {
+                guard example == nil || !boxes.isEmpty else {
                     throw ServiceError(400, "search by example takes both image_id=… and prompt_box=x1,y1,x2,y2")
                 }
+                let combination = try query["combine_examples"].map { name -> Examples.Combination in
+                    guard let chosen = Examples.Combination(rawValue: name) else {
+                        throw ServiceError(400, "combine_examples must be best or mean, got \(name)")
+                    }
+                    guard !boxes.isEmpty else { throw ServiceError(400, "combine_examples needs prompt_box examples") }
+                    return chosen
+                }
+                let byExample = !boxes.isEmpty
                 // One limit for the whole request, through both queues.
                 let deadline = DispatchTime.now() + queue.timeout
                 let (embeddings, threshold) = try await queue.run(until: deadline) { () throws -> ([[Float]], Float?) in
-                    if let example {
-                        return ([try service.exampleEmbedding(imageID: example, boxes: boxes, top: top)], nil)
+                    if byExample {
+                        return (
+                            try service.exampleEmbeddings(boxes, query: text, combination: combination, top: top), nil
+                        )
                     }
                     return try service.searchEmbeddings(query: text, top: top)
                 }
@@ -161,8 +183,8 @@ extension LookoutServer {
                 let thresholds = parsed
                 return try await searches.run(until: deadline) {
                     try service.search(
-                        query: example == nil ? text : "example", embeddings: embeddings, top: top,
-                        thresholds: thresholds, labels: labels, evidence: example == nil ? .both : .objects, scan: scan)
+                        query: byExample && combination == nil ? "example" : text, embeddings: embeddings, top: top,
+                        thresholds: thresholds, labels: labels, evidence: byExample ? .objects : .both, scan: scan)
                 }
             }
         }

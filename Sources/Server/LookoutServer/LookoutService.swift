@@ -398,13 +398,49 @@ public final class LookoutService: @unchecked Sendable {
         return (embedder.embed(parsed.alternatives).embeddings.map(engine.regionQuery), parsed.threshold)
     }
 
-    /// Search by example (YOLOE), its first half: the boxes drawn on a photo sent before, as one example, give the
-    /// visual prompt embedding (from the photo's kept features) that the stored regions are scored against.
-    public func exampleEmbedding(imageID id: String, boxes: [[Float]], top: Int) throws(ServiceError) -> [Float] {
+    /// Search by example (YOLOE), its first half: boxes drawn on photos sent before (by their ids), all examples
+    /// of one thing, give what the stored regions are scored against: their visual prompt embeddings (from the
+    /// photos' kept features) averaged over the photos, as `lookout search --prompt-image … --prompt-box …` does.
+    /// With `combination`, the query's words join them as they join `detect`'s examples (best: alternatives;
+    /// mean: one embedding); without, the examples alone.
+    public func exampleEmbeddings(
+        _ boxes: [(imageID: String, box: [Float])], query text: String, combination: Examples.Combination?, top: Int
+    ) throws(ServiceError) -> [[Float]] {
         guard (1...1000).contains(top) else { throw ServiceError(400, "top must be from 1 to 1000") }
         try Self.checkPromptCount(boxes.count)
-        let prompts = boxes.map { VisualPrompt(box: $0, label: "example") }
-        return try promptEmbeddings(prompts, on: try keptFeatures(id))[0].embedding
+        var plan = QueryPlan()
+        if combination != nil {
+            let parsed: Query
+            do throws(QuerySyntaxError) {
+                parsed = try QuerySyntax.single(text)
+            } catch {
+                throw ServiceError(400, error.message)
+            }
+            guard !parsed.negative else {
+                throw ServiceError(400, "a negative query (-\(parsed.label)) cannot join examples")
+            }
+            plan.append(parsed)
+        }
+        let label = plan.labels.first ?? "example"
+        var order: [String] = []
+        var byPhoto: [String: [VisualPrompt]] = [:]
+        for (id, box) in boxes {
+            if byPhoto[id] == nil { order.append(id) }
+            byPhoto[id, default: []].append(VisualPrompt(box: box, label: label))
+        }
+        var photos: [ExamplePhoto] = []
+        for id in order { photos.append(ExamplePhoto(photo: try keptFeatures(id), prompts: byPhoto[id]!)) }
+        do {
+            engine.add(try engine.exampleQueries(photos), to: &plan, combination: combination ?? .best)
+        } catch {
+            throw ServiceError(400, error.description)
+        }
+        let (rows, _) = engine.embed(plan)
+        let size = engine.network.embeddingSize
+        return plan.groups[0].map { text in
+            let row = Array(rows[(text * size)..<((text + 1) * size)])
+            return plan.asIs.contains(text) ? row : engine.regionQuery(row)
+        }
     }
 
     /// At most 64 prompt boxes a request.
