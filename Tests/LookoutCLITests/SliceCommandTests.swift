@@ -25,6 +25,65 @@ import Testing
         #expect(after > 0.4, "sliced: AP \(after)")
     }
 
+    /// `index --slice`: the regions of the tiles are stored beside the whole photo's, so a search finds the small
+    /// shapes a whole-photo index loses (searched by each shape's name, a truth box counts when a box of its photo
+    /// overlaps it by IoU 0.5); `search --exact` on it detects sliced as `detect --slice` does; the merge options
+    /// are refused, and another slicing is another setting.
+    @Test func slicedIndexFindsTheSmallShapes() throws {
+        let scratch = try CLI.scratch("sliced-index")
+        defer { CLI.remove(scratch) }
+        let truth = try JSONDocument(bytes: Array(Data(contentsOf: URL(fileURLWithPath: Self.folder + "/truth.json"))))
+            .root
+        func found(_ db: String) throws -> Int {
+            var matched = 0
+            for shape in Self.shapes.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) {
+                let run = try CLI.run(["search", shape, "--db", db, "--conf", "0.1", "--json", "--objects"])
+                try #require(run.status == 0, "\(run.stderr)")
+                var boxes: [String: [[Float]]] = [:]
+                for hit in try Reference.lines(run.stdout) {
+                    let detections = hit["detections"]!
+                    boxes[String(hit["image"]!.string!.split(separator: "/").last!)] = (0..<detections.count).map {
+                        k in (0..<4).map { Float(detections[k]["box"]![$0].number!) }
+                    }
+                }
+                for index in 0..<truth["images"]!.count {
+                    let image = truth["images"]![index]
+                    let objects = image["objects"]!
+                    let name = String(image["file"]!.string!.split(separator: "/").last!)
+                    for k in 0..<objects.count where objects[k]["label"]!.string!.hasSuffix(" " + shape) {
+                        let box = (0..<4).map { Float(objects[k]["box"]![$0].number!) }
+                        if (boxes[name] ?? []).contains(where: { Self.iou(box, $0) > 0.5 }) { matched += 1 }
+                    }
+                }
+            }
+            return matched
+        }
+        let whole = scratch + "/whole.sqlite", sliced = scratch + "/sliced.sqlite"
+        #expect(try CLI.run(["index", Self.folder, "--db", whole, "--plain"]).status == 0)
+        let indexed = try CLI.run(["index", Self.folder, "--db", sliced, "--plain", "--slice", "400"])
+        try #require(indexed.status == 0, "\(indexed.stderr)")
+        let (before, after) = (try found(whole), try found(sliced))
+        print("index --slice 400: \(after) of 21 small shapes found, \(before) without slicing")
+        #expect(before <= 2 && after >= 10, "whole \(before), sliced \(after)")
+        // --exact detects sliced, with the index's tiles.
+        let exact = try CLI.run(["search", "star", "--db", sliced, "--exact", "--json", "--conf", "0.3"])
+        try #require(exact.status == 0, "\(exact.stderr)")
+        let best = try #require(try Reference.lines(exact.stdout).first)
+        let detect = try CLI.run([
+            "detect", best["image"]!.string!, "-q", "star", "--slice", "400", "--conf", "0.3", "--json",
+        ])
+        let detected = try Reference.lines(detect.stdout)[0]["detections"]!
+        #expect(detected.count == best["detections"]!.count && detected.count > 0)
+        #expect(detected[0]["score"]!.number == best["score"]!.number)
+        let merge = try CLI.run(["index", Self.folder, "--db", sliced, "--slice", "400", "--slice-merge", "nms"])
+        #expect(merge.status != 0 && merge.stderr.contains("a search merges nothing"), "\(merge.stderr)")
+        let other = try IndexCommandTests.scratch(["scene-0001.jpg"])
+        defer { CLI.remove(other) }
+        let elsewhere = try CLI.run(["index", other + "/photos", "--db", sliced, "--plain"])
+        #expect(
+            elsewhere.status != 0 && elsewhere.stderr.contains("slicing 400x400@0.2,0.2 → none"), "\(elsewhere.stderr)")
+    }
+
     /// detect --slice reports boxes in the photo's pixels, among them boxes that match the truth, and the same
     /// with the tiles computed side by side (lanes) as one at a time.
     @Test func detectSlicesEachPhoto() throws {

@@ -65,7 +65,7 @@ import Testing
         for name in Self.photos {
             let path = PhotoIndexTests.root + "/examples/scenes/" + name
             let image = try ImageFile.decode(try FileContents.read(path), name: path)
-            let regions = PhotoIndexTests.loaded.extractor.regions(of: image, name: path)
+            let regions = try PhotoIndexTests.loaded.extractor.regions(of: image, name: path)
             let reference = Self.expected["regions"]![name]!
             let levels = reference["levels"]!, scores = reference["scores"]!, boxes = reference["boxes"]!
             #expect(regions.count == levels.count, "\(name): \(regions.count) regions vs \(levels.count)")
@@ -112,7 +112,7 @@ import Testing
         var compared = 0
         for name in Self.photos.prefix(4) {
             let path = PhotoIndexTests.root + "/examples/scenes/" + name
-            let regions = extractor.regions(
+            let regions = try extractor.regions(
                 of: try ImageFile.decode(try FileContents.read(path), name: path), name: path)
             let reference = Self.expected["regions"]![name]!
             #expect(regions.count == min(3, reference["levels"]!.count))

@@ -40,7 +40,7 @@ struct OpenVocabularyTests {
         model.vocabulary = vocabulary
         model.maximumRegions = extractor.maximumRegions
         let summary = try index.update(
-            root: fixtures + "/scenes", model: model, regions: { extractor.regions(of: $0, name: $1) })
+            root: fixtures + "/scenes", model: model, regions: { try extractor.regions(of: $0, name: $1) })
         #expect(summary.computed == truth.scenes.count && summary.failed == 0)
         var holders: [String: Set<String>] = [:]
         for scene in truth.scenes {

@@ -65,7 +65,7 @@ import Testing
 
     static func update(_ index: PhotoIndex, _ folder: String) throws -> PhotoIndex.Summary {
         try index.update(
-            root: folder + "/photos", model: loaded.model, regions: { loaded.extractor.regions(of: $0, name: $1) })
+            root: folder + "/photos", model: loaded.model, regions: { try loaded.extractor.regions(of: $0, name: $1) })
     }
 
     static func remove(_ folder: String) {
@@ -153,7 +153,7 @@ import Testing
         let lanes = (0..<2).map { _ in
             let engine = Self.loaded.engine.sharingWeights(pool: ComputePool(threads: 1))
             let extractor = RegionExtractor(engine: engine, vocabulary: Self.loaded.extractor.vocabulary)
-            return ComputeLane(regions: { extractor.regions(of: $0, name: $1) }, imageEmbedding: nil)
+            return ComputeLane(regions: { try extractor.regions(of: $0, name: $1) }, imageEmbedding: nil)
         }
         let one = try PhotoIndex(path: folder + "/one.sqlite")
         let first = try Self.update(one, folder)
@@ -186,7 +186,7 @@ import Testing
         var other = Self.loaded.model
         other.maximumRegions = 8
         let summary = try PhotoIndex(path: path).update(
-            root: folder + "/photos", model: other, regions: { Self.loaded.extractor.regions(of: $0, name: $1) })
+            root: folder + "/photos", model: other, regions: { try Self.loaded.extractor.regions(of: $0, name: $1) })
         #expect(summary.computed == 2 && summary.unchanged == 0)
         #expect(try PhotoIndex(path: path).statistics().images == 2)  // the old model's regions are gone
         #expect(try PhotoIndex(path: path).storedModel() == other)
@@ -229,7 +229,7 @@ import Testing
     @Test func regionScoresEqualTheHeadForTheIndexVocabulary() throws {
         let scene = Self.truth.scenes[1]
         let image = try ImageFile.read(scene.file)
-        let regions = Self.loaded.extractor.regions(of: image, name: scene.file)
+        let regions = try Self.loaded.extractor.regions(of: image, name: scene.file)
         #expect(!regions.isEmpty)
         let folder = try Self.folder(count: 0)
         defer { Self.remove(folder) }

@@ -76,7 +76,10 @@ struct IndexCommand: ParsableCommand {
             embedding; 34 KB) in the index database (an SQLite file, or PostgreSQL). The regions are chosen \
             generously — no score floor, only near-duplicates suppressed — so that things the vocabulary does \
             not name are found too. \
-            A later search is then a dot product per stored region, no image work.
+            A later search is then a dot product per stored region, no image work. With --slice WxH|N|auto \
+            (small objects: drones, CCTV, documents), each photo is also cut into overlapping tiles as `detect \
+            --slice` cuts it, every tile gives its candidates at --imgsz, and the --regions best of the tiles' \
+            and the whole photo's, near-duplicates dropped, are stored (a tile costs what a photo costs).
 
             Incremental: a file whose size and modification time are unchanged is skipped; a changed, renamed \
             or duplicated file whose content (SHA-256) is already indexed reuses the stored regions; deleted \
@@ -100,6 +103,7 @@ struct IndexCommand: ParsableCommand {
             Examples:
               lookout index ~/Pictures
               lookout index examples/scenes --db /tmp/scenes.sqlite
+              lookout index ~/Drone --slice 640 --regions 128
               lookout index /archive --db postgresql://lookout@db.example/photos
               lookout index --status --db postgresql://lookout@db.example/photos
             """
@@ -117,6 +121,8 @@ struct IndexCommand: ParsableCommand {
 
     @Option(help: "Candidate regions kept per photo (each 540 bytes at 512-d).")
     var regions = 64
+
+    @OptionGroup(title: "Sliced regions (small objects)") var slicingOptions: SlicingOptions
 
     @Option(
         help: ArgumentHelp(
@@ -216,6 +222,14 @@ struct IndexCommand: ParsableCommand {
         if imageModel != nil && noImageModel {
             throw ValidationError("--image-model and --no-image-model exclude each other.")
         }
+        if slicingOptions.merge != nil || slicingOptions.metric != nil || slicingOptions.match != nil
+            || slicingOptions.agnostic
+        {
+            throw ValidationError(
+                "--slice-merge, --slice-metric, --slice-match and --slice-agnostic decide how detections merge: an index keeps every tile's regions (best first, near-duplicates dropped), and a search merges nothing. Give --slice with --overlap or --tiles-only."
+            )
+        }
+        _ = try slicingOptions.options()
     }
 
     /// "12 photos", or "10 photos and 2 videos (45 frames)" when the index holds videos (whose frames and own
@@ -290,12 +304,14 @@ struct IndexCommand: ParsableCommand {
         var extractor = RegionExtractor(engine: engine, vocabulary: vocabulary.embeddings)
         extractor.imageSize = imgsz
         extractor.maximumRegions = regions
+        extractor.slicing = try slicingOptions.options()
         var model = IndexModel(
             detectorFingerprint: detectorFingerprint, textEncoderFingerprint: engine.embedder!.encoder.fingerprint,
             vocabulary: vocabulary.name, imageSize: imgsz, maximumRegions: regions,
             embeddingSize: engine.network.embeddingSize, scoreParameters: engine.network.scoreParameters)
         model.precision = engine.arithmetic
         model.modelArguments = modelOptions.arguments
+        model.slicing = extractor.slicing?.tiling
         var imageTower: CLIPImageEncoder?
         if !noImageModel, let imageModel = try imageModel ?? modelOptions.configuration.imageTowerPath() {
             let tower = try CLIPImageEncoder(
@@ -345,18 +361,22 @@ struct IndexCommand: ParsableCommand {
             for _ in 0..<laneCount {
                 let pool = ComputePool(threads: 1)
                 var own = RegionExtractor(engine: engine.sharingWeights(pool: pool), vocabulary: vocabulary.embeddings)
-                (own.imageSize, own.maximumRegions) = (extractor.imageSize, extractor.maximumRegions)
+                (own.imageSize, own.maximumRegions, own.slicing) = (
+                    extractor.imageSize, extractor.maximumRegions, extractor.slicing
+                )
                 let lane = own
                 computeLanes.append(
                     ComputeLane(
-                        regions: { lane.regions(of: $0, name: $1) }, imageEmbedding: embedder(pool),
+                        regions: { (image, name) throws(ImageError) in try lane.regions(of: image, name: name) },
+                        imageEmbedding: embedder(pool),
                         labels: labeler?(pool)))
             }
         }
         let reporter = ProgressReporter(terminal: !plain && isatty(2) == 1, unit: "photos and videos")
         var clock = Stopwatch()
         let summary = try index.update(
-            root: folder!, model: model, regions: { extractor.regions(of: $0, name: $1) },
+            root: folder!, model: model,
+            regions: { (image, name) throws(ImageError) in try extractor.regions(of: image, name: name) },
             imageEmbedding: embedder(.shared), labels: labeler?(.shared), replacingOtherFolders: rebuild,
             lanes: computeLanes,
             progress: { reporter.report($0) })

@@ -203,7 +203,8 @@ struct SearchCommand: ParsableCommand {
         }
         if exact {
             let rescored = index.exact(
-                hits, query: parsed, engine: engine, confidence: conf, imageSize: stored.imageSize)
+                hits, query: parsed, engine: engine, confidence: conf, imageSize: stored.imageSize,
+                slicing: stored.slicing.flatMap { SliceOptions(tiling: $0) })
             for failure in rescored.failures { printError("lookout: \(failure.error)") }
             hits = Array(rescored.hits.prefix(top))
         }

@@ -56,6 +56,34 @@ public struct SliceOptions: Sendable, Equatable {
         return self
     }
 
+    /// How the photo is cut, in one word an index records and reads back (``init(tiling:)``): `640x640@0.2,0.2`,
+    /// `auto`, with `/tiles-only` when the whole photo is left out. The merge is not part of it.
+    public var tiling: String {
+        let cut: String
+        switch size {
+        case .fixed(let width, let height): cut = "\(width)x\(height)@\(overlapWidth),\(overlapHeight)"
+        case .automatic: cut = "auto"
+        }
+        return cut + (wholePhoto ? "" : "/tiles-only")
+    }
+
+    /// The options a ``tiling`` word describes (default merge); nil for a word that is not one.
+    public init?(tiling: String) {
+        var text = Substring(tiling)
+        let whole = !text.hasSuffix("/tiles-only")
+        if !whole { text = text.dropLast("/tiles-only".count) }
+        if text == "auto" {
+            self.init(size: .automatic, wholePhoto: whole)
+            return
+        }
+        let parts = text.split(separator: "@")
+        guard parts.count == 2, let size = try? Self.parseSize(String(parts[0])) else { return nil }
+        let overlaps = parts[1].split(separator: ",").compactMap { Double($0) }
+        guard overlaps.count == 2 else { return nil }
+        self.init(size: size, overlapWidth: overlaps[0], overlapHeight: overlaps[1], wholePhoto: whole)
+        guard (try? validated()) != nil else { return nil }
+    }
+
     /// Parses `WxH`, `N` (square) or `auto`.
     public static func parseSize(_ text: String) throws(SliceError) -> Size {
         let trimmed = text.trimmingCharacters(in: " \t")

@@ -13,9 +13,11 @@ extension PhotoIndex {
         exact(hits, query: Query(query), engine: engine, confidence: confidence, imageSize: imageSize)
     }
 
-    /// ``exact(_:query:engine:confidence:imageSize:)`` for a query in Lookout's syntax (alternatives).
+    /// ``exact(_:query:engine:confidence:imageSize:)`` for a query in Lookout's syntax (alternatives). `slicing`:
+    /// the detector runs sliced (``Engine/detect(_:_:textEncode:)`` of a ``SlicedImage``), as a sliced index's
+    /// regions were found.
     public func exact(
-        _ hits: [Hit], query: Query, engine: Engine, confidence: Float, imageSize: Int
+        _ hits: [Hit], query: Query, engine: Engine, confidence: Float, imageSize: Int, slicing: SliceOptions? = nil
     ) -> (hits: [Hit], failures: [(path: String, error: ImageError)]) {
         var options = SuppressionOptions()
         options.confidence = confidence
@@ -25,19 +27,22 @@ extension PhotoIndex {
         var failures: [(String, ImageError)] = []
         for hit in hits {
             do throws(ImageError) {
-                let prepared: PreparedImage
+                let image: Image
                 if hit.time != nil {  // a video's best frame
-                    let frame: Image
                     do {
-                        frame = try VideoFrames.image(at: hit.entry)
+                        image = try VideoFrames.image(at: hit.entry)
                     } catch {
                         throw ImageError(path: hit.path, kind: .damaged, problem: "\(error)")
                     }
-                    prepared = engine.prepare(image: frame, name: hit.entry, size: imageSize)
                 } else {
-                    prepared = try engine.prepare(path: hit.path, size: imageSize)
+                    image = try ImageFile.read(hit.path)
                 }
-                let result = engine.detect(prepared, preparedQuery)
+                let result =
+                    try slicing.map { options throws(ImageError) in
+                        engine.detect(
+                            try engine.prepare(image: image, name: hit.entry, size: imageSize, slicing: options),
+                            preparedQuery)
+                    } ?? engine.detect(engine.prepare(image: image, name: hit.entry, size: imageSize), preparedQuery)
                 guard let best = result.detections.first else { continue }
                 var found = Hit(
                     path: hit.path, width: hit.width, height: hit.height, score: best.score,

@@ -64,7 +64,8 @@ extension PhotoIndex {
     /// Stage 2: one photo's outcome: its content hash, and its regions unless content of that hash is
     /// indexed already. Reads the file; no storage access.
     public static func compute(
-        _ photo: FoundPhoto, indexed: Set<String>, embeddingSize: Int, regions: (Image, String) -> [Region],
+        _ photo: FoundPhoto, indexed: Set<String>, embeddingSize: Int,
+        regions: (Image, String) throws -> [Region],
         imageEmbedding: ImageEmbedder? = nil, labels: PhotoLabeler? = nil
     ) -> PhotoOutcome {
         switch read(photo) {
@@ -96,12 +97,13 @@ extension PhotoIndex {
 
     /// Stage 2 for bytes already read: decode, regions, the photo's embedding.
     static func compute(
-        _ photo: FoundPhoto, bytes: [UInt8], hash: String, embeddingSize: Int, regions: (Image, String) -> [Region],
+        _ photo: FoundPhoto, bytes: [UInt8], hash: String, embeddingSize: Int,
+        regions: (Image, String) throws -> [Region],
         imageEmbedding: ImageEmbedder?, labels: PhotoLabeler?
     ) -> PhotoOutcome {
         do {
             let image = try ImageFile.decode(bytes, name: photo.path)
-            let blob = Region.encode(regions(image, photo.path), embeddingSize: embeddingSize)
+            let blob = Region.encode(try regions(image, photo.path), embeddingSize: embeddingSize)
             let whole = try imageEmbedding?(bytes, photo.path).map { Float16($0).bitPattern }
             return .indexed(
                 hash: hash, width: image.width, height: image.height, regions: blob, imageEmbedding: whole,
@@ -122,7 +124,8 @@ extension PhotoIndex {
     /// (kind `.settingsChanged`) unless `replacingOtherFolders`, which removes them (their folders can be
     /// indexed again with the new settings).
     public func update(
-        root: String, model: IndexModel, regions: (Image, String) -> [Region], imageEmbedding: ImageEmbedder? = nil,
+        root: String, model: IndexModel, regions: (Image, String) throws -> [Region],
+        imageEmbedding: ImageEmbedder? = nil,
         labels: PhotoLabeler? = nil, replacingOtherFolders: Bool = false, lanes: [ComputeLane] = [],
         progress: (Progress) -> Void = { _ in }
     ) throws(IndexError) -> Summary {
@@ -201,7 +204,7 @@ extension PhotoIndex {
     /// is computed (a photo another process holds is left to it).
     private func runClaims(
         _ work: [FoundPhoto], known: [String: StoredFile], key: String, model: IndexModel, worker: IndexWorker,
-        indexed: inout Set<String>, summary: inout Summary, regions: (Image, String) -> [Region],
+        indexed: inout Set<String>, summary: inout Summary, regions: (Image, String) throws -> [Region],
         imageEmbedding: ImageEmbedder?, labels: PhotoLabeler?, progress: (Progress) -> Void
     ) throws(IndexError) {
         for (done, photo) in work.enumerated() {
@@ -232,7 +235,8 @@ extension PhotoIndex {
     /// in another lane waits for it and is then reused, as one after another would.
     private func runClaimsSideBySide(
         _ work: [FoundPhoto], known: [String: StoredFile], key: String, model: IndexModel, worker: IndexWorker,
-        indexed: inout Set<String>, summary: inout Summary, lanes: [ComputeLane], regions: (Image, String) -> [Region],
+        indexed: inout Set<String>, summary: inout Summary, lanes: [ComputeLane],
+        regions: (Image, String) throws -> [Region],
         imageEmbedding: ImageEmbedder?, labels: PhotoLabeler?, progress: (Progress) -> Void
     ) throws(IndexError) {
         let finished = LaneResults()
@@ -307,7 +311,7 @@ extension PhotoIndex {
     /// `indexed`, so later copies of it are reused).
     private func indexPhoto(
         _ photo: FoundPhoto, model: IndexModel, indexed: inout Set<String>, summary: inout Summary,
-        regions: (Image, String) -> [Region], imageEmbedding: ImageEmbedder?, labels: PhotoLabeler?
+        regions: (Image, String) throws -> [Region], imageEmbedding: ImageEmbedder?, labels: PhotoLabeler?
     ) throws(IndexError) {
         if VideoFrames.isVideo(photo.path) {
             return try indexVideo(
@@ -326,7 +330,8 @@ extension PhotoIndex {
     /// video that cannot be read records the failure; one that breaks off (truncated) keeps the frames before
     /// the break and records the failure.
     private func indexVideo(
-        _ video: FoundPhoto, model: IndexModel, summary: inout Summary, regions: (Image, String) -> [Region],
+        _ video: FoundPhoto, model: IndexModel, summary: inout Summary,
+        regions: (Image, String) throws -> [Region],
         imageEmbedding: ImageEmbedder?, labels: PhotoLabeler?
     ) throws(IndexError) {
         let old = try store.files(withPrefix: video.path + VideoFrames.separator).keys.filter {
@@ -358,7 +363,7 @@ extension PhotoIndex {
                 let entry = VideoFrames.entry(video: video.path, time: frame.time)
                 var frameHash = SHA256()
                 frameHash.update(Array((hash + entry.dropFirst(video.path.count)).utf8))
-                let blob = Region.encode(regions(frame.image, entry), embeddingSize: model.embeddingSize)
+                let blob = Region.encode(try regions(frame.image, entry), embeddingSize: model.embeddingSize)
                 var whole: [UInt16]?
                 if let imageEmbedding {
                     let png = try ImageFile.encode(frame.image, format: .png, name: entry)
@@ -400,7 +405,7 @@ extension PhotoIndex {
     /// finished, against those plus what still waits or is in hand anywhere.
     private func runSharedJob(
         _ shared: any SharedJobStore, work: [FoundPhoto], prefix: String, model: IndexModel, worker: IndexWorker,
-        indexed: inout Set<String>, summary: inout Summary, regions: (Image, String) -> [Region],
+        indexed: inout Set<String>, summary: inout Summary, regions: (Image, String) throws -> [Region],
         imageEmbedding: ImageEmbedder?, labels: PhotoLabeler?, progress: (Progress) -> Void
     ) throws(IndexError) {
         let key = model.key
@@ -458,12 +463,13 @@ extension PhotoIndex {
 /// What computes photos in one lane of `PhotoIndex.update`: its own region extractor (an engine with its own
 /// threads) and photo embedder. A lane's closures are called from one thread at a time.
 public struct ComputeLane: @unchecked Sendable {
-    public let regions: (Image, String) -> [Region]
+    public let regions: (Image, String) throws -> [Region]
     public let imageEmbedding: ImageEmbedder?
     public let labels: PhotoLabeler?
 
     public init(
-        regions: @escaping (Image, String) -> [Region], imageEmbedding: ImageEmbedder?, labels: PhotoLabeler? = nil
+        regions: @escaping (Image, String) throws -> [Region], imageEmbedding: ImageEmbedder?,
+        labels: PhotoLabeler? = nil
     ) {
         self.regions = regions
         self.imageEmbedding = imageEmbedding

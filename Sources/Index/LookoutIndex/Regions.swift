@@ -37,8 +37,56 @@ public struct RegionExtractor: Sendable {
         self.vocabularySize = vocabulary.count / engine.network.embeddingSize
     }
 
-    public func regions(of image: Image, name: String) -> [Region] {
-        let prepared = engine.prepare(image: image, name: name, size: imageSize)
+    /// Sliced regions (`index --slice`): each tile of the photo (and the whole photo, unless
+    /// ``SliceOptions/wholePhoto`` is off) gives its candidates as a photo alone would, moved to the photo's
+    /// pixels as sliced detection moves a tile's boxes (``Slicing/place(_:from:photoWidth:photoHeight:)``); the
+    /// candidates of all parts, best vocabulary score first, then pass the same near-duplicate suppression and
+    /// budget (``maximumRegions``) as one photo's. So a thing of a few pixels, which scores nothing in the whole
+    /// photo, keeps the region its tile found. nil: the whole photo alone.
+    public var slicing: SliceOptions?
+
+    /// The photo's regions: the whole photo's, or (``slicing``) those of its tiles and the whole photo pooled. A
+    /// photo that would make more tiles than ``SliceOptions/maximumTiles`` fails as too large.
+    public func regions(of image: Image, name: String) throws(ImageError) -> [Region] {
+        guard let slicing else { return candidates(engine.prepare(image: image, name: name, size: imageSize)) }
+        let tiles: [Tile]
+        do {
+            tiles = try Slicing.tiles(width: image.width, height: image.height, options: slicing)
+        } catch {
+            throw ImageError(path: name, kind: .tooLarge, problem: error.description)
+        }
+        guard tiles.count > 1 else { return candidates(engine.prepare(image: image, name: name, size: imageSize)) }
+        var pool: [Region] = []
+        for tile in tiles {
+            let crop = image.cropped(x: tile.x1, y: tile.y1, width: tile.width, height: tile.height)
+            for var region in candidates(engine.prepare(image: crop, name: name, size: imageSize)) {
+                guard
+                    let box = Slicing.place(
+                        region.box, from: tile, photoWidth: image.width, photoHeight: image.height)
+                else { continue }
+                region.box = box
+                pool.append(region)
+            }
+        }
+        if slicing.wholePhoto { pool += candidates(engine.prepare(image: image, name: name, size: imageSize)) }
+        // Best first; ties keep the parts' order (tiles row by row, then the whole photo), so the choice is the
+        // same on every run.
+        let order = pool.indices.sorted {
+            pool[$0].vocabularyScore != pool[$1].vocabularyScore
+                ? pool[$0].vocabularyScore > pool[$1].vocabularyScore : $0 < $1
+        }
+        var kept: [Region] = []
+        for index in order {
+            let region = pool[index]
+            if kept.contains(where: { DetectionEvaluation.iou($0.box, region.box) > suppressionIoU }) { continue }
+            kept.append(region)
+            if kept.count == maximumRegions { break }
+        }
+        return kept
+    }
+
+    /// One prepared photo's candidates, in its pixels, best vocabulary score first.
+    func candidates(_ prepared: PreparedImage) -> [Region] {
         let network = engine.network
         let (output, embeddings, levels) = network.headWithRegions(
             prepared.features, text: vocabulary, classes: vocabularySize, backend: engine.backend)

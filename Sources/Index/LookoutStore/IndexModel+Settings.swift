@@ -10,7 +10,7 @@ extension IndexModel {
             ("scene_center", String(sceneScore.center)), ("scene_slope", String(sceneScore.slope)),
             ("duplicate_threshold", duplicateThreshold.map { String($0) } ?? ""), ("precision", precision),
             ("prompt_free", promptFree ?? ""), ("prompt_free_conf", String(promptFreeConfidence)),
-            ("model_arguments", modelArguments ?? ""),
+            ("model_arguments", modelArguments ?? ""), ("slicing", slicing ?? ""),
         ]
     }
 
@@ -47,6 +47,7 @@ extension IndexModel {
         precision = values["precision"].flatMap { $0.isEmpty ? nil : $0 } ?? "fp32"
         promptFree = values["prompt_free"].flatMap { $0.isEmpty ? nil : $0 }
         modelArguments = values["model_arguments"].flatMap { $0.isEmpty ? nil : $0 }
+        slicing = values["slicing"].flatMap { $0.isEmpty ? nil : $0 }
         if let conf = values["prompt_free_conf"].flatMap(Float.init), conf.isFinite { promptFreeConfidence = conf }
     }
 }

@@ -38,6 +38,9 @@ public struct IndexModel: Sendable, Equatable {
     /// a search with another model can say which to give; nil for the default model, and in older indexes.
     /// Not part of ``key``: the fingerprints decide whether regions are stale.
     public var modelArguments: String?
+    /// Sliced regions (`index --slice`): how each photo was cut into tiles (`SliceOptions.tiling`, e.g.
+    /// `640x640@0.2,0.2`); nil when the regions come from the whole photo alone.
+    public var slicing: String?
 
     /// No score floor, near-duplicate suppression at IoU 0.95, 8-bit embeddings.
     public static let currentRegionRule = "q8-v2"
@@ -63,7 +66,10 @@ public struct IndexModel: Sendable, Equatable {
         let arithmetic = precision == "fp32" ? "" : "|precision:\(precision)"
         // Nor does an index without prompt-free labels.
         let labels = promptFree.map { "|prompt-free:\($0)@\(promptFreeConfidence.bitPattern)" } ?? ""
-        hash.update(Array((settings + (imageTower.map { "|image:\($0)" } ?? "") + arithmetic + labels).utf8))
+        // Nor does one of whole-photo regions.
+        let tiles = slicing.map { "|slicing:\($0)" } ?? ""
+        hash.update(
+            Array((settings + (imageTower.map { "|image:\($0)" } ?? "") + arithmetic + labels + tiles).utf8))
         return String(hash.finalize().prefix(32))
     }
 
@@ -92,6 +98,9 @@ public struct IndexModel: Sendable, Equatable {
         }
         if precision != other.precision { parts.append("precision \(precision) → \(other.precision)") }
         if regionRule != other.regionRule { parts.append("region format \(regionRule) → \(other.regionRule)") }
+        if slicing != other.slicing {
+            parts.append("slicing \(slicing ?? "none") → \(other.slicing ?? "none")")
+        }
         if promptFree != other.promptFree {
             parts.append(
                 promptFree == nil
