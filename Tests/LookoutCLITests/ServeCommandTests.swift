@@ -3,6 +3,7 @@ import LookoutEngine
 import LookoutJSON
 import LookoutServer
 import LookoutSupport
+import LookoutTestSupport
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -447,6 +448,68 @@ import Testing
             #expect(reply.status == 404, "\(bad): \(reply.status)")
         }
         #expect(try Self.request("GET", server.url + "api/v1/search?q=star&top=0").status == 400)
+        #expect(server.stop().status == 0)
+    }
+
+    /// `GET /api/v1/search/dataset`: the search's photos with boxes as a training set in a ZIP archive (unpacked by
+    /// Python's zipfile, every CRC checked): YOLO's label lines are the search's boxes, normalised; COCO's
+    /// annotations are the boxes in pixels; the photos are the indexed files, byte for byte.
+    @Test func searchResultsExportAsADataset() throws {
+        let folder = try IndexCommandTests.scratch(["scene-0001.jpg", "scene-0003.jpg", "scene-0007.jpg"])
+        defer { CLI.remove(folder) }
+        let db = folder + "/index.sqlite"
+        #expect(try CLI.run(["index", folder + "/photos", "--db", db, "--plain"]).status == 0)
+        let server = try Server(["--db", db])
+        let found = try Self.request("GET", server.url + "api/v1/search?q=star&conf=0.3")
+        let results = found.json["results"]!
+        var expected: [String: (width: Double, height: Double, boxes: [[Double]])] = [:]
+        for k in 0..<results.count where results[k]["detections"]!.count > 0 {
+            let boxes = results[k]["detections"]!
+            expected[results[k]["name"]!.string!] = (
+                results[k]["width"]!.number!, results[k]["height"]!.number!,
+                (0..<boxes.count).map { i in (0..<4).map { boxes[i]["box"]![$0].number! } }
+            )
+        }
+        try #require(!expected.isEmpty)
+        func unpacked(_ format: String) throws -> String {
+            let reply = try Self.request(
+                "GET", server.url + "api/v1/search/dataset?q=star&conf=0.3&val=0&format=" + format)
+            try #require(reply.status == 200, "\(String(decoding: reply.body, as: UTF8.self))")
+            let archive = folder + "/\(format).zip", out = folder + "/" + format
+            try FileContents.writeAtomically(reply.body, to: archive)
+            let script =
+                "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); assert z.testzip() is None; z.extractall(sys.argv[2])"
+            let status = TestVideos.shell(
+                "python3 -c \(TestVideos.quoted(script)) \(TestVideos.quoted(archive)) \(TestVideos.quoted(out))")
+            try #require(status == 0, "Python's zipfile refused the archive")
+            return out
+        }
+        let yolo = try unpacked("yolo")
+        let yaml = String(decoding: try FileContents.read(yolo + "/data.yaml"), as: UTF8.self)
+        #expect(yaml.contains("train: images/train") && yaml.contains("names:\n  0: \"star\""), "\(yaml)")
+        for (name, photo) in expected {
+            #expect(
+                try FileContents.read(yolo + "/images/train/" + name) == FileContents.read(folder + "/photos/" + name))
+            let stem = String(name.dropLast(4))
+            let lines = String(decoding: try FileContents.read(yolo + "/labels/train/\(stem).txt"), as: UTF8.self)
+                .split(separator: "\n").map { $0.split(separator: " ").map { Double($0)! } }
+            #expect(lines.count == photo.boxes.count)
+            for (line, b) in zip(lines, photo.boxes) {
+                let want = [
+                    0, (b[0] + b[2]) / 2 / photo.width, (b[1] + b[3]) / 2 / photo.height, (b[2] - b[0]) / photo.width,
+                    (b[3] - b[1]) / photo.height,
+                ]
+                #expect(zip(line, want).allSatisfy { abs($0 - $1) <= 1e-6 }, "\(name): \(line) vs \(want)")
+            }
+        }
+        let coco = try unpacked("coco")
+        let instances = try JSONDocument(bytes: try FileContents.read(coco + "/annotations/instances_train.json")).root
+        #expect(instances["images"]!.count == expected.count)
+        #expect(instances["annotations"]!.count == expected.values.reduce(0) { $0 + $1.boxes.count })
+        #expect(instances["categories"]![0]["name"]!.string == "star")
+        for bad in ["format=voc", "val=2"] {
+            #expect(try Self.request("GET", server.url + "api/v1/search/dataset?q=star&" + bad).status == 400, "\(bad)")
+        }
         #expect(server.stop().status == 0)
     }
 

@@ -83,15 +83,8 @@ enum Export {
             let values = [
                 (b[0] + b[2]) / 2 / width, (b[1] + b[3]) / 2 / height, (b[2] - b[0]) / width, (b[3] - b[1]) / height,
             ]
-            text += "\(item.queryIndex) " + values.map(fixed).joined(separator: " ") + "\n"
+            text += "\(item.queryIndex) " + values.map(TrainingSet.fixed).joined(separator: " ") + "\n"
         }
         try FileContents.writeAtomically(Array(text.utf8), to: directory + "/" + name)
-    }
-
-    /// A normalised coordinate as YOLO label files hold it: clamped to 0–1, six decimals.
-    static func fixed(_ value: Double) -> String {
-        let scaled = Int((min(max(value, 0), 1) * 1_000_000).rounded())
-        let fraction = String(scaled % 1_000_000)
-        return "\(scaled / 1_000_000)." + String(repeating: "0", count: 6 - fraction.count) + fraction
     }
 }

@@ -69,14 +69,7 @@ struct LabelCommand: ParsableCommand {
     }
 
     /// One photo's labels, as the run keeps them (for resuming and for COCO's files).
-    struct Labelled {
-        var name: String
-        var split: String
-        var width: Int
-        var height: Int
-        /// class, score, box, outline (photo pixels; empty without a mask)
-        var boxes: [(classIndex: Int, score: Float, box: [Float], outline: [(x: Int, y: Int)])]
-    }
+    typealias Labelled = TrainingSet.Photo
 
     func run() throws {
         let (typed, empty) = try QuerySyntax.parseLine(queries)
@@ -139,32 +132,32 @@ struct LabelCommand: ParsableCommand {
                 printError("lookout: \(error)")
                 continue
             }
-            let split = Self.split(photo.name, fraction: val)
-            var item = Labelled(name: photo.name, split: split, width: result.width, height: result.height, boxes: [])
+            let split = TrainingSet.split(photo.name, fraction: val)
+            var item = Labelled(name: photo.name, split: split, width: result.width, height: result.height)
             for detection in result.detections {
                 guard let classIndex = classes.firstIndex(of: detection.queryIndex) else { continue }
-                let outline = Self.corners(detection.mask?.outline() ?? [])
-                item.boxes.append((classIndex, detection.score, detection.box, outline))
+                let outline = TrainingSet.corners(detection.mask?.outline() ?? [])
+                item.boxes.append(
+                    TrainingSet.Box(
+                        classIndex: classIndex, score: detection.score, box: detection.box, outline: outline))
             }
-            try Self.copy(photo.path, to: out + "/images/\(split)/" + photo.name)
-            if format == "yolo" { try writeYOLO(item) }
+            try Self.copy(photo.path, to: out + "/" + TrainingSet.imagePath(item))
+            if format == "yolo" {
+                let (path, text) = TrainingSet.yoloLabels(item)
+                try FileContents.writeAtomically(Array(text.utf8), to: out + "/" + path)
+            }
             // The record last: a photo counts as labelled once its files are there.
             try FileContents.writeAtomically(Array(Self.encode(item).utf8), to: record)
             labelled.append(item)
         }
         progress.finish()
-        if format == "yolo" {
-            let yaml =
-                "# Written by lookout label: \(queries)\npath: \(Self.yamlString(FileSystem.realpath(out) ?? out))\ntrain: images/train\nval: images/val\nnames:\n"
-                + names.enumerated().map { "  \($0.offset): \(Self.yamlString($0.element))\n" }.joined()
-            try FileContents.writeAtomically(Array(yaml.utf8), to: out + "/data.yaml")
-        } else {
-            try FileContents.makeDirectories(out + "/annotations")
-            for split in ["train", "val"] {
-                let json = Self.coco(labelled.filter { $0.split == split }, names: names)
-                try FileContents.writeAtomically(
-                    Array(json.serialized.utf8), to: out + "/annotations/instances_\(split).json")
-            }
+        var set = TrainingSet(format: format == "yolo" ? .yolo : .coco, names: names)
+        set.photos = labelled
+        if format == "coco" { try FileContents.makeDirectories(out + "/annotations") }
+        for (path, contents) in set.summaryFiles(
+            root: FileSystem.realpath(out) ?? out, comment: "Written by lookout label: \(queries)")
+        {
+            try FileContents.writeAtomically(contents, to: out + "/" + path)
         }
         if html {
             try FileContents.writeAtomically(
@@ -227,87 +220,11 @@ struct LabelCommand: ParsableCommand {
         }
     }
 
-    /// The outline without the points in the middle of straight runs (the same polygon, fewer numbers).
-    static func corners(_ points: [(x: Int, y: Int)]) -> [(x: Int, y: Int)] {
-        guard points.count > 3 else { return points }
-        return points.indices.filter { i in
-            let (a, b, c) = (points[(i + points.count - 1) % points.count], points[i], points[(i + 1) % points.count])
-            return (b.x - a.x) * (c.y - b.y) != (b.y - a.y) * (c.x - b.x)
-        }.map { points[$0] }
-    }
-
-    /// train or val, from a hash of the name (FNV-1a): the same name always lands in the same split.
-    static func split(_ name: String, fraction: Double) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in name.utf8 {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x100_0000_01b3
-        }
-        return Double(hash % 10_000) / 10_000 < fraction ? "val" : "train"
-    }
-
     static func copy(_ from: String, to: String) throws {
         _ = FileSystem.unlink(to)
         let linked = FileName.withSystemName(from) { source in FileName.withSystemName(to) { Glibc.link(source, $0) } }
         if linked == 0 { return }
         try FileContents.writeAtomically(try FileContents.read(from, maximumSize: 1 << 32), to: to)
-    }
-
-    private func writeYOLO(_ item: Labelled) throws {
-        let stem = item.name.lastIndex(of: ".").map { String(item.name[..<$0]) } ?? item.name
-        let (w, h) = (Double(item.width), Double(item.height))
-        var text = ""
-        for box in item.boxes {
-            var values: [Double]
-            if box.outline.count >= 3 {
-                values = box.outline.flatMap { [Double($0.x) / w, Double($0.y) / h] }
-            } else {
-                let b = box.box.map(Double.init)
-                values = [(b[0] + b[2]) / 2 / w, (b[1] + b[3]) / 2 / h, (b[2] - b[0]) / w, (b[3] - b[1]) / h]
-            }
-            text += "\(box.classIndex) " + values.map(Export.fixed).joined(separator: " ") + "\n"
-        }
-        try FileContents.writeAtomically(Array(text.utf8), to: out + "/labels/\(item.split)/\(stem).txt")
-    }
-
-    static func yamlString(_ text: String) -> String {
-        "\"" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
-    }
-
-    static func coco(_ items: [Labelled], names: [String]) -> JSONValue {
-        var images: [JSONValue] = []
-        var annotations: [JSONValue] = []
-        for (index, item) in items.enumerated() {
-            images.append(
-                .object([
-                    ("id", .int(Int64(index + 1))), ("file_name", .string(item.name)),
-                    ("width", .int(Int64(item.width))), ("height", .int(Int64(item.height))),
-                ]))
-            for box in item.boxes {
-                let b = box.box.map(Double.init)
-                var fields: [(String, JSONValue)] = [
-                    ("id", .int(Int64(annotations.count + 1))), ("image_id", .int(Int64(index + 1))),
-                    ("category_id", .int(Int64(box.classIndex + 1))),
-                    ("bbox", .array([b[0], b[1], b[2] - b[0], b[3] - b[1]].map { .double($0) })),
-                    ("area", .double((b[2] - b[0]) * (b[3] - b[1]))), ("iscrowd", .int(0)),
-                    ("score", .double(Double(box.score))),
-                ]
-                if box.outline.count >= 3 {
-                    fields.append(
-                        (
-                            "segmentation",
-                            .array([.array(box.outline.flatMap { [.double(Double($0.x)), .double(Double($0.y))] })])
-                        ))
-                }
-                annotations.append(.object(fields))
-            }
-        }
-        let categories = names.enumerated().map {
-            JSONValue.object([("id", .int(Int64($0.offset + 1))), ("name", .string($0.element))])
-        }
-        return .object([
-            ("images", .array(images)), ("annotations", .array(annotations)), ("categories", .array(categories)),
-        ])
     }
 
     static func encode(_ item: Labelled) -> String {
@@ -345,7 +262,8 @@ struct LabelCommand: ParsableCommand {
                 return (Int(x), Int(y))
             }
             guard values.count == 4 else { return nil }
-            item.boxes.append((Int(classIndex), Float(score), values, points))
+            item.boxes.append(
+                TrainingSet.Box(classIndex: Int(classIndex), score: Float(score), box: values, outline: points))
         }
         return item
     }

@@ -2,6 +2,8 @@ import Dispatch
 import Foundation
 import Hummingbird
 import LookoutEngine
+import LookoutIndex
+import LookoutSupport
 import LookoutTracking
 import NIOCore
 
@@ -117,77 +119,147 @@ extension LookoutServer {
         }
     }
 
-    /// `GET /api/v1/search`.
+    /// A search request as the search routes read it: the words or examples, the thresholds and filters, and the
+    /// query's embeddings (computed on the compute queue, within the request's deadline).
+    struct SearchRequest {
+        var text: String
+        var embeddings: [[Float]]
+        var top: Int
+        var thresholds: LookoutService.Thresholds
+        var labels: [String]
+        var scan: Bool
+        var byExample: Bool
+        var combination: Examples.Combination?
+        var deadline: DispatchTime
+        var evidence: PhotoIndex.Evidence { byExample ? .objects : .both }
+        /// The name the results are shown under: the words, or "example" for examples alone.
+        var shownQuery: String { byExample && combination == nil ? "example" : text }
+    }
+
+    /// Reads a search request (`q`, `top`, `conf`, `scan`, `label`, `image_id`, `prompt_box`, `combine_examples`)
+    /// and computes its embeddings.
+    static func searchRequest(
+        _ request: Request, service: LookoutService, queue: InferenceQueue
+    ) async throws -> SearchRequest {
+        let query = FormQuery(request.uri.query ?? "")
+        guard let top = Int(query["top"] ?? "20") else {
+            throw ServiceError(400, "top must be a whole number")
+        }
+        var parsed = try LookoutService.Thresholds.parse(conf: query["conf"], iou: nil, maxDet: nil)
+        if query["conf"] == nil { parsed.confidence = 0.1 }
+        let scan = try Self.flag(query, "scan", default: false)
+        let text = query["q"] ?? ""
+        let labels = query.all("label")
+        guard labels.allSatisfy({ !$0.trimmingCharacters(in: .whitespaces).isEmpty && $0.count <= 200 }) else {
+            throw ServiceError(400, "label must be a name of 1 to 200 characters")
+        }
+        // Search by example (YOLOE): boxes drawn on photos sent to /detect before, instead of words (or with
+        // them, combine_examples=best|mean). A box is on image_id's photo, or on the photo its own
+        // x1,y1,x2,y2@ID names.
+        let example = query["image_id"]
+        // Four numbers each; whether they make a box on the photo is the engine's check (as for prompt_boxes).
+        let boxes = try query.all("prompt_box").map { text -> (imageID: String, box: [Float]) in
+            let (numbers, photo) =
+                text.firstIndex(of: "@").map {
+                    (text[..<$0], String(text[text.index(after: $0)...]) as String?)
+                } ?? (Substring(text), example)
+            let parts = numbers.split(separator: ",", omittingEmptySubsequences: false)
+            let values = parts.compactMap { Float($0.trimmingCharacters(in: .whitespaces)) }
+            guard parts.count == 4, values.count == 4 else {
+                throw ServiceError(400, "prompt_box must be four numbers x1,y1,x2,y2[@image_id], got \(text)")
+            }
+            guard let photo, !photo.isEmpty else {
+                throw ServiceError(
+                    400,
+                    "prompt_box \(text): on which photo? give image_id=… or write the box as x1,y1,x2,y2@image_id"
+                )
+            }
+            return (photo, values)
+        }
+        guard example == nil || !boxes.isEmpty else {
+            throw ServiceError(400, "search by example takes both image_id=… and prompt_box=x1,y1,x2,y2")
+        }
+        let combination = try query["combine_examples"].map { name -> Examples.Combination in
+            guard let chosen = Examples.Combination(rawValue: name) else {
+                throw ServiceError(400, "combine_examples must be best or mean, got \(name)")
+            }
+            guard !boxes.isEmpty else { throw ServiceError(400, "combine_examples needs prompt_box examples") }
+            return chosen
+        }
+        let byExample = !boxes.isEmpty
+        // One limit for the whole request, through both queues.
+        let deadline = DispatchTime.now() + queue.timeout
+        let (embeddings, threshold) = try await queue.run(until: deadline) { () throws -> ([[Float]], Float?) in
+            if byExample {
+                return (
+                    try service.exampleEmbeddings(boxes, query: text, combination: combination, top: top), nil
+                )
+            }
+            return try service.searchEmbeddings(query: text, top: top)
+        }
+        // A threshold written in the query (`red car@0.4`) replaces conf, as on the command line.
+        if let threshold { parsed.confidence = threshold }
+        return SearchRequest(
+            text: text, embeddings: embeddings, top: top, thresholds: parsed, labels: labels, scan: scan,
+            byExample: byExample, combination: combination, deadline: deadline)
+    }
+
+    /// `GET /api/v1/search`, and `GET /api/v1/search/dataset`: its results as a training set (a ZIP archive).
     func searchRoutes(_ api: RouterGroup<ServerRequestContext>) {
         let service = self.service, queue = self.queue, searches = self.searches
         api.get("/search") { request, _ in
             try await Self.answer {
-                let query = FormQuery(request.uri.query ?? "")
-                guard let top = Int(query["top"] ?? "20") else {
-                    throw ServiceError(400, "top must be a whole number")
-                }
-                var parsed = try LookoutService.Thresholds.parse(conf: query["conf"], iou: nil, maxDet: nil)
-                if query["conf"] == nil { parsed.confidence = 0.1 }
-                let scan = try Self.flag(query, "scan", default: false)
-                let text = query["q"] ?? ""
-                let labels = query.all("label")
-                guard labels.allSatisfy({ !$0.trimmingCharacters(in: .whitespaces).isEmpty && $0.count <= 200 }) else {
-                    throw ServiceError(400, "label must be a name of 1 to 200 characters")
-                }
-                // Search by example (YOLOE): boxes drawn on photos sent to /detect before, instead of words (or with
-                // them, combine_examples=best|mean). A box is on image_id's photo, or on the photo its own
-                // x1,y1,x2,y2@ID names.
-                let example = query["image_id"]
-                // Four numbers each; whether they make a box on the photo is the engine's check (as for prompt_boxes).
-                let boxes = try query.all("prompt_box").map { text -> (imageID: String, box: [Float]) in
-                    let (numbers, photo) =
-                        text.firstIndex(of: "@").map {
-                            (text[..<$0], String(text[text.index(after: $0)...]) as String?)
-                        } ?? (Substring(text), example)
-                    let parts = numbers.split(separator: ",", omittingEmptySubsequences: false)
-                    let values = parts.compactMap { Float($0.trimmingCharacters(in: .whitespaces)) }
-                    guard parts.count == 4, values.count == 4 else {
-                        throw ServiceError(400, "prompt_box must be four numbers x1,y1,x2,y2[@image_id], got \(text)")
-                    }
-                    guard let photo, !photo.isEmpty else {
-                        throw ServiceError(
-                            400,
-                            "prompt_box \(text): on which photo? give image_id=… or write the box as x1,y1,x2,y2@image_id"
-                        )
-                    }
-                    return (photo, values)
-                }
-                guard example == nil || !boxes.isEmpty else {
-                    throw ServiceError(400, "search by example takes both image_id=… and prompt_box=x1,y1,x2,y2")
-                }
-                let combination = try query["combine_examples"].map { name -> Examples.Combination in
-                    guard let chosen = Examples.Combination(rawValue: name) else {
-                        throw ServiceError(400, "combine_examples must be best or mean, got \(name)")
-                    }
-                    guard !boxes.isEmpty else { throw ServiceError(400, "combine_examples needs prompt_box examples") }
-                    return chosen
-                }
-                let byExample = !boxes.isEmpty
-                // One limit for the whole request, through both queues.
-                let deadline = DispatchTime.now() + queue.timeout
-                let (embeddings, threshold) = try await queue.run(until: deadline) { () throws -> ([[Float]], Float?) in
-                    if byExample {
-                        return (
-                            try service.exampleEmbeddings(boxes, query: text, combination: combination, top: top), nil
-                        )
-                    }
-                    return try service.searchEmbeddings(query: text, top: top)
-                }
-                // A threshold written in the query (`red car@0.4`) replaces conf, as on the command line.
-                if let threshold { parsed.confidence = threshold }
-                let thresholds = parsed
-                return try await searches.run(until: deadline) {
+                let asked = try await Self.searchRequest(request, service: service, queue: queue)
+                return try await searches.run(until: asked.deadline) {
                     try service.search(
-                        query: byExample && combination == nil ? "example" : text, embeddings: embeddings, top: top,
-                        thresholds: thresholds, labels: labels, evidence: byExample ? .objects : .both, scan: scan)
+                        query: asked.shownQuery, embeddings: asked.embeddings, top: asked.top,
+                        thresholds: asked.thresholds, labels: asked.labels, evidence: asked.evidence, scan: asked.scan)
                 }
             }
         }
+        api.get("/search/dataset") { request, _ in
+            do {
+                let form = FormQuery(request.uri.query ?? "")
+                let format =
+                    try form["format"].map { name -> TrainingSet.Format in
+                        guard let format = TrainingSet.Format(rawValue: name) else {
+                            throw ServiceError(400, "format must be yolo or coco, got \(name)")
+                        }
+                        return format
+                    } ?? .yolo
+                let validation =
+                    try form["val"].map { text -> Double in
+                        guard let value = Double(text), value >= 0, value <= 0.9 else {
+                            throw ServiceError(400, "val is the fraction of photos kept for validation, 0 to 0.9")
+                        }
+                        return value
+                    } ?? 0.1
+                let asked = try await Self.searchRequest(request, service: service, queue: queue)
+                let label = (try? QuerySyntax.single(asked.shownQuery))?.label ?? asked.shownQuery
+                let archive = try await searches.run(until: asked.deadline) {
+                    try service.dataset(
+                        label: label, embeddings: asked.embeddings, top: asked.top, thresholds: asked.thresholds,
+                        labels: asked.labels, evidence: asked.evidence, scan: asked.scan, format: format,
+                        validation: validation)
+                }
+                let file = Self.fileName(label) + "-" + format.rawValue + ".zip"
+                return Response(
+                    status: .ok,
+                    headers: [
+                        .contentType: "application/zip", .cacheControl: "no-store",
+                        .contentDisposition: "attachment; filename=\"\(file)\"",
+                    ],
+                    body: .init(byteBuffer: ByteBuffer(bytes: archive)))
+            } catch let error as ServiceError {
+                return Self.failure(error)
+            }
+        }
+    }
+
+    /// A label as a download's file name: letters and digits kept, the rest a hyphen.
+    static func fileName(_ label: String) -> String {
+        let kept = String(label.prefix(60).map { $0.isLetter || $0.isNumber ? $0 : "-" })
+        return kept.isEmpty ? "dataset" : kept
     }
 
     /// `GET /api/v1/photos/{photo_id}` and its thumbnail.

@@ -479,6 +479,98 @@ public final class LookoutService: @unchecked Sendable {
         throws(ServiceError) -> [UInt8]
     {
         let query = query.trimmingCharacters(in: .whitespaces)
+        let hits = try searchHits(
+            embeddings: embeddings, top: top, thresholds: thresholds, labels: labels, evidence: evidence, scan: scan)
+        var results: [JSONValue] = []
+        lock.lock()
+        for hit in hits {
+            // A video's id names the entry of its best frame, so that its photo and thumbnail are that frame.
+            let id = Self.photoID(hit.entry)
+            photoPaths[id] = hit.entry
+            let boxes = hit.detections.map { d -> JSONValue in
+                .object([("score", DetectionJSON.number(d.score)), ("box", .array(d.box.map(DetectionJSON.number)))])
+            }
+            results.append(
+                .object(
+                    [
+                        ("image", .string(id)), ("name", .string(String(hit.path.split(separator: "/").last ?? ""))),
+                        ("width", .int(Int64(hit.width))), ("height", .int(Int64(hit.height))),
+                        ("score", DetectionJSON.number(hit.score)), ("evidence", .string(hit.evidence.rawValue)),
+                        ("detections", .array(boxes)),
+                    ] + (hit.time.map { [("time", DetectionJSON.number(Float($0)))] } ?? [])
+                        + (hit.labels.isEmpty
+                            ? []
+                            : [("labels", .array(hit.labels.map { .string($0.name) }))])))
+        }
+        lock.unlock()
+        return Array(JSONValue.object([("query", .string(query)), ("results", .array(results))]).serialized.utf8)
+    }
+
+    /// A search's results as a training set in a ZIP archive (`GET /api/v1/search/dataset`): the photos found
+    /// with boxes (a photo found by its scene alone has none to teach, and is left out), their boxes labelled
+    /// `label` (class 0), in YOLO's layout (`images/`, `labels/`, `data.yaml`) or COCO's (`images/`,
+    /// `annotations/instances_*.json`), about `validation` of them in `val`. Photos that cannot be read any more
+    /// are left out; an archive that would pass 1 GiB is a 413.
+    public func dataset(
+        label: String, embeddings: [[Float]], top: Int, thresholds: Thresholds, labels: [String] = [],
+        evidence: PhotoIndex.Evidence = .both, scan: Bool = false, format: TrainingSet.Format, validation: Double
+    ) throws(ServiceError) -> [UInt8] {
+        let hits = try searchHits(
+            embeddings: embeddings, top: top, thresholds: thresholds, labels: labels, evidence: evidence, scan: scan)
+        var set = TrainingSet(format: format, names: [label])
+        var archive = ZipArchive()
+        var used = Set<String>()
+        for hit in hits where !hit.detections.isEmpty {
+            let id = Self.photoID(hit.entry)
+            lock.lock()
+            photoPaths[id] = hit.entry
+            lock.unlock()
+            guard let (bytes, png) = try? photo(id: id) else { continue }
+            // A flat name of its own: the file's name (a video frame: the video's, with its time), -2, -3 … for
+            // a name already taken.
+            var base = String(hit.path.split(separator: "/").last ?? "photo")
+            if let time = hit.time {
+                let stem = base.lastIndex(of: ".").map { String(base[..<$0]) } ?? base
+                base = stem + "-\(Int((time * 1000).rounded()))ms." + (png ? "png" : "jpg")
+            }
+            let dot = base.lastIndex(of: ".") ?? base.endIndex
+            var name = base
+            var counter = 2
+            while used.contains(name.lowercased()) {
+                name = String(base[..<dot]) + "-\(counter)" + String(base[dot...])
+                counter += 1
+            }
+            used.insert(name.lowercased())
+            let photo = TrainingSet.Photo(
+                name: name, split: TrainingSet.split(name, fraction: validation), width: hit.width,
+                height: hit.height,
+                boxes: hit.detections.map { TrainingSet.Box(classIndex: 0, score: $0.score, box: $0.box) })
+            guard archive.add(TrainingSet.imagePath(photo), bytes), archive.bytes.count < 1 << 30 else {
+                throw ServiceError(413, "the data set would pass 1 GiB: ask for fewer photos (top)")
+            }
+            if format == .yolo {
+                let (path, text) = TrainingSet.yoloLabels(photo)
+                _ = archive.add(path, Array(text.utf8))
+            }
+            set.photos.append(photo)
+        }
+        guard !set.photos.isEmpty else {
+            throw ServiceError(404, "no photo with boxes found for \(label): nothing to label")
+        }
+        for (path, contents) in set.summaryFiles(comment: "Written by Lookout's search export: \(label)") {
+            guard archive.add(path, contents) else {
+                throw ServiceError(413, "the data set would pass 1 GiB: ask for fewer photos (top)")
+            }
+        }
+        return archive.finished()
+    }
+
+    /// The photos an index search finds, for ``search(query:embeddings:top:thresholds:labels:evidence:scan:)`` and
+    /// ``dataset(label:embeddings:top:thresholds:labels:evidence:scan:format:validation:)``.
+    private func searchHits(
+        embeddings: [[Float]], top: Int, thresholds: Thresholds, labels: [String], evidence: PhotoIndex.Evidence,
+        scan: Bool
+    ) throws(ServiceError) -> [PhotoIndex.Hit] {
         let index = try openIndex()
         index.useNearestNeighbours = !scan
         let hits: [PhotoIndex.Hit]
@@ -509,29 +601,7 @@ public final class LookoutService: @unchecked Sendable {
         } catch {
             throw Self.logged(ServiceError(500, "the index could not be searched"), "\(error.problem)")
         }
-        var results: [JSONValue] = []
-        lock.lock()
-        for hit in hits {
-            // A video's id names the entry of its best frame, so that its photo and thumbnail are that frame.
-            let id = Self.photoID(hit.entry)
-            photoPaths[id] = hit.entry
-            let boxes = hit.detections.map { d -> JSONValue in
-                .object([("score", DetectionJSON.number(d.score)), ("box", .array(d.box.map(DetectionJSON.number)))])
-            }
-            results.append(
-                .object(
-                    [
-                        ("image", .string(id)), ("name", .string(String(hit.path.split(separator: "/").last ?? ""))),
-                        ("width", .int(Int64(hit.width))), ("height", .int(Int64(hit.height))),
-                        ("score", DetectionJSON.number(hit.score)), ("evidence", .string(hit.evidence.rawValue)),
-                        ("detections", .array(boxes)),
-                    ] + (hit.time.map { [("time", DetectionJSON.number(Float($0)))] } ?? [])
-                        + (hit.labels.isEmpty
-                            ? []
-                            : [("labels", .array(hit.labels.map { .string($0.name) }))])))
-        }
-        lock.unlock()
-        return Array(JSONValue.object([("query", .string(query)), ("results", .array(results))]).serialized.utf8)
+        return hits
     }
 
     /// An indexed photo's id: derived from its path, which is never shown.
