@@ -22,7 +22,10 @@ paints over the photo must cover exactly the pixels of `LOOKOUT detect --json`'s
 demo-yoloe`) over an index of the example scenes that also stores a random prompt-free model's labels: a box
 dragged around scene-0001's green circle, then "Search the index for this", must fill the grid with the API's
 answer for that example, the scenes holding green circles first; a label chip on a card must narrow the grid to
-the API's answer with that label, and its filter chip must undo it.
+the API's answer with that label, and its filter chip must undo it; a second photo opened keeps the first box as
+an example beside one drawn on it (the API's answer for both, and a search by both). "Export as dataset" after a
+search downloads the search's photos with boxes as a YOLO training set (checked in Python's zipfile). A video's
+answer plays in a player with its boxes: a click on a timeline mark seeks to that frame and draws its boxes.
 Keeps screenshots (laptop: detect, search, camera and masks; phone: detect) in SCREENSHOT_DIR (default .build/web-page).
 Exits non-zero on any difference.
 """
@@ -208,6 +211,35 @@ def check_video_upload(lookout: str, url: str, shots: str, check) -> None:
             check(f"video timeline '{label}'", row.get("when") == text and row.get("ticks") == frames,
                   f"page {row.get('when')!r} with {row.get('ticks')} marks, lookout detect {text!r}")
         check("the video timeline has something on it", sum(w[2] for w in want.values()) > 0, f"{want}")
+        # The player: a click on a mark seeks there and draws that frame's boxes (labels as detect gives them).
+        frames = {json.loads(line)["frame"]: json.loads(line) for line in out.splitlines()}
+        ticks = driver.find_elements(By.CSS_SELECTOR, "#timeline .tick")
+        chosen = ticks[len(ticks) // 2] if ticks else None
+        if chosen is None:
+            check("video player: a mark seeks to its frame", False, "no marks")
+        else:
+            frame = int(chosen.get_attribute("data-frame"))
+            driver.execute_script("arguments[0].click()", chosen)
+            wait.until(lambda d: d.find_element(By.ID, "video-stage").get_attribute("data-frame") == str(frame))
+            drawn = sorted(b.get_attribute("data-label") for b in driver.find_elements(By.CSS_SELECTOR, "#video-stage .box"))
+            expected = sorted(d["label"] for d in frames[frame]["detections"])
+            wait.until(lambda d: d.execute_script("const p = document.getElementById('video-player');"
+                                                  "return p.readyState >= 1 && !p.seeking"))
+            position = driver.execute_script("return document.getElementById('video-player').currentTime")
+            check("video player: a mark seeks to its frame and draws its boxes",
+                  drawn == expected and bool(expected) and abs(position - frames[frame]["time"]) < 0.05,
+                  f"frame {frame} at {frames[frame]['time']} s: player at {position}, boxes {drawn}, detect {expected}")
+            # Playing: the boxes follow the picture (the frame drawn changes as the video plays).
+            driver.execute_script("const p = document.getElementById('video-player'); p.currentTime = 0; p.play();")
+            try:
+                WebDriverWait(driver, 20).until(lambda d: d.find_element(By.ID, "video-stage").get_attribute("data-frame")
+                                                not in ("", str(frame), "0"))
+                followed = True
+            except Exception:
+                followed = False
+            check("video player: the boxes follow the video as it plays", followed,
+                  driver.execute_script("const p = document.getElementById('video-player');"
+                                        "return 'time ' + p.currentTime + ', error ' + (p.error && p.error.code)"))
         driver.save_screenshot(os.path.join(shots, "video.png"))
     finally:
         driver.quit()
@@ -426,9 +458,9 @@ def check_yoloe_demo_search(lookout: str, work: str, shots: str, check) -> None:
         button.click()
         searched(previous)
         shown = grid()
-        image_id, boxes = driver.execute_script(
-            "return [example.imageId, example.boxes.map((b) => b.box.map((v) => v.toFixed(1)).join(','))]")
-        query = "&".join(["q=example", "top=48", f"image_id={image_id}"] + [f"prompt_box={b}" for b in boxes])
+        boxes = driver.execute_script(
+            "return example.boxes.map((b) => b.box.map((v) => v.toFixed(1)).join(',') + '@' + b.image_id)")
+        query = "&".join(["q=example", "top=48"] + [f"prompt_box={b}" for b in boxes])
         want = [r["name"] for r in api("/api/v1/search?" + query)["results"]]
         with open(os.path.join(scenes, "truth.json")) as f:
             truth = {i["file"]: [o["label"] for o in i["objects"]] for i in json.load(f)["images"]}
@@ -437,6 +469,53 @@ def check_yoloe_demo_search(lookout: str, work: str, shots: str, check) -> None:
               shown == want and sorted(shown[:len(holding)]) == holding,
               f"page {shown[:5]}…, API {want[:5]}…, scenes with a green circle {holding}")
         driver.save_screenshot(os.path.join(shots, "search-by-example.png"))
+
+        # Examples on two photos: the circle's box stays an example when scene-0003 is opened, a box around its
+        # green circle (4,284 to 135,391 in its 554×391 pixels) is added; the photo's answer is the API's for both boxes (the first by its photo's id), and "Search the
+        # index for this" searches by both.
+        driver.find_element(By.ID, "tab-detect").click()
+        first_id = driver.execute_script("return imageId")
+        before = driver.find_element(By.ID, "status").get_attribute("data-sequence") or ""
+        driver.find_element(By.ID, "file").send_keys(os.path.join(scenes, "scene-0003.jpg"))
+        wait.until(lambda d: (d.find_element(By.ID, "status").get_attribute("data-sequence") or "") != before
+                   and d.find_element(By.ID, "status").get_attribute("data-state") == "done")
+        summary = driver.find_element(By.ID, "prompt-summary").text
+        image = driver.find_element(By.ID, "photo")
+        size = image.size
+        scale = size["width"] / 554
+        before = driver.find_element(By.ID, "status").get_attribute("data-sequence") or ""
+        ActionChains(driver).move_to_element_with_offset(
+            image, round(4 * scale - size["width"] / 2), round(284 * scale - size["height"] / 2)) \
+            .click_and_hold().move_by_offset(round(128 * scale), round(104 * scale)).release().perform()
+        wait.until(lambda d: d.find_element(By.ID, "status").get_attribute("data-state") == "done"
+                   and (d.find_element(By.ID, "status").get_attribute("data-sequence") or "") != before)
+        second_id, examples, line, limits = driver.execute_script("return [imageId, allExamples(), queryLine(), thresholds()]")
+        shown = sorted((b.get_attribute("data-label"), round(float(b.get_attribute("data-score")), 4))
+                       for b in driver.find_elements(By.CSS_SELECTOR, "#detect-stage .box"))
+        request = urllib.request.Request(
+            url.rstrip("/") + f"/api/v1/images/{second_id}/detect", method="POST",
+            data=json.dumps({"q": line, "conf": limits["conf"], "iou": limits["iou"], "prompt_boxes": examples}).encode(),
+            headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request) as response:
+            answer = json.load(response)
+        want = sorted((d["label"], round(d["score"], 4)) for d in answer["detections"])
+        on = sorted({e.get("image_id", second_id) for e in examples})
+        check("YOLOE demo: examples on two photos make one query",
+              summary.startswith("+ 1 example on 1 earlier photo") and len(examples) == 2
+              and on == sorted({first_id, second_id}) and shown == want and bool(want),
+              f"summary {summary!r}, examples on {on}: page {shown}, API {want}")
+        previous = driver.find_element(By.ID, "search-status").text
+        driver.find_element(By.ID, "search-example").click()
+        searched(previous)
+        shown = grid()
+        boxes = driver.execute_script(
+            "return example.boxes.map((b) => b.box.map((v) => v.toFixed(1)).join(',') + '@' + b.image_id)")
+        want = [r["name"] for r in api("/api/v1/search?" + "&".join(
+            ["q=example", "top=48"] + [f"prompt_box={b}" for b in boxes]))["results"]]
+        filters = driver.find_element(By.ID, "search-filters").text
+        check("YOLOE demo: search by examples on two photos",
+              shown == want and len(boxes) == 2 and "on 2 photos" in filters and bool(shown),
+              f"page {shown[:5]}…, API {want[:5]}…, filter {filters!r}")
 
         # A label chip narrows a word search to the photos the prompt-free model labelled so.
         driver.execute_script("document.querySelector('#search-filters .chip').click()")  # drop the example
@@ -470,6 +549,35 @@ def check_yoloe_demo_search(lookout: str, work: str, shots: str, check) -> None:
         driver.find_element(By.CSS_SELECTOR, "#search-filters .chip").click()
         searched(previous)
         check("YOLOE demo: the label filter undone", grid() == unfiltered, f"{len(grid())} photos again")
+
+
+def check_export(driver, wait, url: str, check) -> None:
+    """Clicks "Export as dataset" (YOLO) after a search: the page downloads /api/v1/search/dataset with the
+    search's own parameters; the archive opens in Python's zipfile (every CRC checked) and holds a photo and a
+    label file per card with boxes, each label file a line per box drawn on that card, and data.yaml."""
+    import io
+    import zipfile
+    check("the export button shows after a search with boxes",
+          driver.find_element(By.ID, "export-button").is_displayed(), "export controls hidden")
+    driver.find_element(By.ID, "export-button").click()
+    wait.until(lambda d: d.execute_script("return window.lookoutExport !== null"))
+    exported = driver.execute_script("return window.lookoutExport")
+    with urllib.request.urlopen(url.rstrip("/") + exported["url"]) as response:
+        archive = response.read()
+    with zipfile.ZipFile(io.BytesIO(archive)) as z:
+        bad = z.testzip()
+        names = z.namelist()
+        labels = {n.rsplit("/", 1)[1].rsplit(".", 1)[0]: z.read(n).decode().splitlines()
+                  for n in names if n.startswith("labels/") and n.endswith(".txt")}
+        yaml = z.read("data.yaml").decode() if "data.yaml" in names else ""
+    cards = {c.get_attribute("data-name").rsplit(".", 1)[0]: len(c.find_elements(By.CSS_SELECTOR, ".box"))
+             for c in driver.find_elements(By.CSS_SELECTOR, "#results .card")}
+    with_boxes = {k: v for k, v in cards.items() if v > 0}
+    got = {k: len(v) for k, v in labels.items()}
+    check("export as dataset: the grid's boxes as YOLO labels in a ZIP archive",
+          bad is None and exported["size"] == len(archive) and got == with_boxes and "names:" in yaml
+          and "format=yolo" in exported["url"] and exported["name"].endswith("-yolo.zip"),
+          f"archive {exported['name']} {exported['size']} bytes (API {len(archive)}), labels {got}, cards {with_boxes}")
 
 
 def metric(url: str, route: str, method: str) -> int:
@@ -611,6 +719,9 @@ def main() -> None:
                    for c in driver.find_elements(By.CSS_SELECTOR, "#results .card")]
         check("the exact-scan switch: scan=true sent, the scan's photos shown", scanned == want_scan,
               f"page {scanned}, search --scan {want_scan}")
+        # "Export as dataset": the download is /api/v1/search/dataset with the grid's search, a ZIP archive whose
+        # YOLO labels hold the grid's boxes.
+        check_export(driver, wait, url, check)
         cards = driver.find_elements(By.CSS_SELECTOR, "#results .card")
         want = want_scan
         cards[0].click()

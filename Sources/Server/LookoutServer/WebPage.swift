@@ -64,7 +64,7 @@ enum WebPage {
           #timeline .row { display: flex; gap: .5rem; align-items: center; margin: .2rem 0; }
           #timeline .name { flex: 0 0 12rem; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
           #timeline .strip { position: relative; flex: 1; height: 1rem; background: #eee; border-radius: 3px; }
-          #timeline .tick { position: absolute; top: 0; bottom: 0; width: 2px; background: var(--c); }
+          #timeline .tick { position: absolute; top: -2px; bottom: -2px; width: 3px; background: var(--c); cursor: pointer; border: 0; padding: 0; }
           #timeline .when { flex: 0 0 11rem; font-variant-numeric: tabular-nums; font-size: .85rem; }
           .box { position: absolute; border: 2px solid var(--c); pointer-events: none; }
           .stage canvas.masks { position: absolute; left: 0; top: 0; width: 100%; height: 100%; pointer-events: none; }
@@ -111,8 +111,9 @@ enum WebPage {
             </div>
             <div class="controls"><label>or a video: <input id="video-file" type="file" accept="video/*" aria-label="video"></label></div>
             <div id="status" role="status"></div>
-            <div class="controls" id="prompt-controls" hidden><span>Drag on the photo to mark an example of what to find (YOLOE).</span> <button id="clear-prompts" type="button">Clear examples</button> <button id="search-example" type="button" hidden>Search the index for this</button></div>
+            <div class="controls" id="prompt-controls" hidden><span>Drag on the photo to mark an example of what to find (YOLOE); open another photo to mark more examples there.</span> <output id="prompt-summary"></output> <button id="clear-prompts" type="button">Clear examples</button> <button id="search-example" type="button" hidden>Search the index for this</button></div>
             <div id="timeline" hidden></div>
+            <div id="video-stage" class="stage" hidden><video id="video-player" controls muted playsinline aria-label="the video"></video></div>
             <div id="detect-stage" class="stage" hidden><img id="photo" alt="the photo"></div>
             <div id="camera-stage" class="stage" hidden><video id="camera-video" muted playsinline aria-label="the camera"></video></div>
           </section>
@@ -124,6 +125,7 @@ enum WebPage {
             </form>
             <div id="search-filters" class="controls" hidden></div>
             <div id="search-status" role="status"></div>
+            <div id="export" class="controls" hidden><span>These photos' boxes as a training set:</span> <select id="export-format" aria-label="data set format"><option value="yolo">YOLO (images, labels, data.yaml)</option><option value="coco">COCO (instances JSON)</option></select> <button id="export-button" type="button">Export as dataset</button> <output id="export-status"></output></div>
             <div id="results" class="grid"></div>
           </section>
         </main>
@@ -220,8 +222,21 @@ enum WebPage {
           }
         }
 
-        // Visual prompts (YOLOE): boxes drawn on the photo, in its pixels, all one example ("example").
-        let promptBoxes = [], drawing = null;
+        // Visual prompts (YOLOE): boxes drawn on the photo, in its pixels, all one example ("example"). Boxes drawn on
+        // photos opened before stay examples (`earlierExamples`, each with its photo's image_id, whose features the
+        // server keeps), so one thing can be shown on several photos.
+        let promptBoxes = [], earlierExamples = [], drawing = null;
+
+        function allExamples() { return promptBoxes.concat(earlierExamples); }
+
+        function showPromptSummary() {
+          const photos = new Set(earlierExamples.map((p) => p.image_id)).size;
+          $("prompt-summary").textContent = earlierExamples.length
+            ? "+ " + earlierExamples.length + " example" + (earlierExamples.length === 1 ? "" : "s") + " on " + photos + " earlier photo" + (photos === 1 ? "" : "s")
+            : "";
+          $("prompt-controls").hidden = allExamples().length === 0;
+          $("search-example").hidden = !serving.index || allExamples().length === 0;
+        }
 
         function drawPrompts() {
           const stage = $("detect-stage");
@@ -256,22 +271,23 @@ enum WebPage {
           const box = [Math.min(...x), Math.min(...y), Math.max(...x), Math.max(...y)].map((v) => Math.round(v * 10) / 10);
           if (box[2] - box[0] < 2 || box[3] - box[1] < 2) return;  // a click, not a box
           promptBoxes.push({ box, label: "example" });
-          $("search-example").hidden = !serving.index;
           drawPrompts();
-          $("prompt-controls").hidden = false;
+          showPromptSummary();
           scheduleDetect();
         });
         $("clear-prompts").addEventListener("click", () => {
           promptBoxes = [];
+          earlierExamples = [];
           drawPrompts();
-          $("prompt-controls").hidden = true;
+          showPromptSummary();
           scheduleDetect();
         });
 
         async function detect() {
           const list = queries();
           if (!photoFile) return;
-          if (list.length === 0 && promptBoxes.length === 0) {
+          const examples = allExamples();
+          if (list.length === 0 && examples.length === 0) {
             $("status").textContent = "Type what to look for, or drag on the photo to mark an example.";
             $("status").dataset.state = "idle";
             drawBoxes($("detect-stage"), 1, 1, [], () => "");
@@ -292,7 +308,7 @@ enum WebPage {
           }
           if (imageId) {
             const body = { q: queryLine(), conf: t.conf, iou: t.iou, ...sliced };
-            if (promptBoxes.length) body.prompt_boxes = promptBoxes;
+            if (examples.length) body.prompt_boxes = examples;
             reply = await api("/api/v1/images/" + imageId + "/detect", {
               method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
           }
@@ -327,11 +343,13 @@ enum WebPage {
         function openPhoto(file) {
           if (!file) return;
           if (camera.running) stopCamera();
+          // The boxes drawn on the photo before stay examples, on that photo (by its id).
+          if (imageId) earlierExamples.push(...promptBoxes.map((p) => ({ ...p, image_id: imageId })));
           photoFile = file;
           imageId = null;
           promptBoxes = [];
           drawPrompts();
-          $("prompt-controls").hidden = true;
+          showPromptSummary();
           photoSize = null;
           $("photo").onload = () => { if (!photoSize) photoSize = [$("photo").naturalWidth, $("photo").naturalHeight]; };
           $("photo").src = URL.createObjectURL(file);
@@ -359,7 +377,7 @@ enum WebPage {
         // a later question overtook is dropped, so the grid always shows the words in the box.
         // A search is words (q) or an example (YOLOE: boxes drawn on the photo in the Detect tab, by its image id),
         // narrowed to the photos a prompt-free detector labelled (`labels`: a card's label chip adds one).
-        let searchSequence = 0, searchPending = null, example = null;
+        let searchSequence = 0, searchPending = null, example = null, lastSearch = null;
         const labels = new Set();
         async function search() {
           clearTimeout(searchPending);
@@ -373,13 +391,15 @@ enum WebPage {
           const started = performance.now();
           const params = new URLSearchParams({ q, top: 48 });
           if (example) {
-            params.set("image_id", example.imageId);
-            for (const p of example.boxes) params.append("prompt_box", p.box.map((v) => v.toFixed(1)).join(","));
+            for (const p of example.boxes) params.append("prompt_box", p.box.map((v) => v.toFixed(1)).join(",") + "@" + p.image_id);
           }
           for (const label of labels) params.append("label", label);
           if ($("search-scan").checked) params.set("scan", "true");
           const reply = await api("/api/v1/search?" + params);
           if (mine !== searchSequence) return;
+          lastSearch = params;
+          $("export").hidden = reply.status !== 200 || !reply.body.results.some((r) => r.detections.length > 0);
+          $("export-status").textContent = "";
           const grid = $("results");
           grid.innerHTML = "";
           status.dataset.query = q;
@@ -427,19 +447,52 @@ enum WebPage {
           const filters = $("search-filters");
           filters.innerHTML = "";
           const add = (text, drop) => filters.appendChild(chip(text + " ×", "chip active", drop));
-          if (example) add("like the example (" + example.boxes.length + " box" + (example.boxes.length === 1 ? "" : "es") + ")", () => { example = null; });
+          if (example) {
+            const photos = new Set(example.boxes.map((b) => b.image_id)).size;
+            add("like the example (" + example.boxes.length + " box" + (example.boxes.length === 1 ? "" : "es") + (photos > 1 ? " on " + photos + " photos" : "") + ")", () => { example = null; });
+          }
           for (const label of labels) add("labelled " + label, () => labels.delete(label));
           filters.hidden = filters.children.length === 0;
         }
 
         $("search-example").addEventListener("click", () => {
-          if (!imageId || promptBoxes.length === 0) return;
-          example = { imageId, boxes: promptBoxes.slice() };
+          const boxes = promptBoxes.filter(() => imageId).map((p) => ({ ...p, image_id: imageId })).concat(earlierExamples);
+          if (boxes.length === 0) return;
+          example = { boxes };
           $("search-query").value = "";
           show("search");
           search();
         });
         $("search-form").addEventListener("submit", (e) => { e.preventDefault(); search(); });
+
+        // "Export as dataset": the last search's photos with boxes, as a training set in a ZIP archive
+        // (/api/v1/search/dataset, the same parameters), downloaded. Kept in window.lookoutExport.
+        window.lookoutExport = null;
+        $("export-button").addEventListener("click", async () => {
+          if (!lastSearch) return;
+          const params = new URLSearchParams(lastSearch);
+          params.set("format", $("export-format").value);
+          const url = "/api/v1/search/dataset?" + params;
+          $("export-status").textContent = "Packing…";
+          const response = await fetch(url, { headers });
+          if (!response.ok) {
+            const text = await response.text();
+            let message = text;
+            try { message = JSON.parse(text).error; } catch (e) {}
+            $("export-status").textContent = "Error " + response.status + ": " + message;
+            return;
+          }
+          const blob = await response.blob();
+          const name = (/filename="([^"]+)"/.exec(response.headers.get("Content-Disposition") || "") || [])[1] || "dataset.zip";
+          const link = document.createElement("a");
+          link.href = URL.createObjectURL(blob);
+          link.download = name;
+          document.body.appendChild(link);
+          link.click();
+          link.remove();
+          window.lookoutExport = { url, name, size: blob.size };
+          $("export-status").textContent = name + " (" + (blob.size / 1048576).toFixed(1) + " MB)";
+        });
         $("search-scan").addEventListener("change", search);
         $("search-query").addEventListener("input", () => {
           clearTimeout(searchPending);
@@ -562,8 +615,40 @@ enum WebPage {
         $("camera").addEventListener("click", () => (camera.running ? stopCamera() : startCamera()));
 
         // A video: sent whole to /api/v1/videos/detect (tracked when "track" is ticked); the answer is drawn as a
-        // timeline, a row per query with a mark at each frame where it was found. Kept in window.lookoutVideo.
+        // timeline, a row per query with a mark at each frame where it was found, and the video plays in a player
+        // with the boxes (and track ids) of the frame on screen drawn over it; a click on a mark seeks to its frame.
+        // Kept in window.lookoutVideo.
         window.lookoutVideo = { reply: null };
+
+        // The answered frame on screen at `time`: the last one at or before it (frames are in time order).
+        function frameAt(frames, time) {
+          let low = 0, high = frames.length - 1, found = -1;
+          while (low <= high) {
+            const middle = (low + high) >> 1;
+            if (frames[middle].time <= time + 1e-3) { found = middle; low = middle + 1; } else { high = middle - 1; }
+          }
+          return found;
+        }
+
+        function drawVideoFrame(index) {
+          const r = window.lookoutVideo.reply, stage = $("video-stage");
+          if (!r) return;
+          const frame = index >= 0 ? r.frames[index] : null;
+          if (stage.dataset.frame === String(frame ? frame.frame : "")) return;
+          stage.dataset.frame = frame ? frame.frame : "";
+          drawBoxes(stage, r.width, r.height, frame ? frame.detections : [],
+                    (d) => d.label + (d.track_id !== undefined ? " #" + d.track_id : "") + " " + d.score.toFixed(2));
+        }
+
+        const player = $("video-player");
+        function followPlayer() {
+          const r = window.lookoutVideo.reply;
+          if (r) drawVideoFrame(frameAt(r.frames, player.currentTime));
+          if (player.requestVideoFrameCallback) player.requestVideoFrameCallback(followPlayer);
+        }
+        player.addEventListener("timeupdate", () => { const r = window.lookoutVideo.reply; if (r) drawVideoFrame(frameAt(r.frames, player.currentTime)); });
+        player.addEventListener("seeked", () => { const r = window.lookoutVideo.reply; if (r) drawVideoFrame(frameAt(r.frames, player.currentTime)); });
+        if (player.requestVideoFrameCallback) player.requestVideoFrameCallback(followPlayer);
         $("video-file").addEventListener("change", async () => {
           const file = $("video-file").files[0], list = queries();
           if (!file) return;
@@ -593,17 +678,31 @@ enum WebPage {
             name.textContent = label;
             strip.style.setProperty("--c", colours[index % colours.length]);
             when.textContent = found ? found.first.toFixed(2) + "–" + found.last.toFixed(2) + " s, " + found.frames + " frames" : "not found";
-            for (const frame of r.frames) {
-              if (!frame.detections.some((d) => d.label === label)) continue;
-              const tick = document.createElement("span");
+            r.frames.forEach((frame, frameIndex) => {
+              if (!frame.detections.some((d) => d.label === label)) return;
+              const tick = document.createElement("button");
+              tick.type = "button";
               tick.className = "tick";
+              tick.title = label + " at " + frame.time.toFixed(2) + " s";
+              tick.dataset.frame = frame.frame;
               tick.style.left = (100 * frame.time / end) + "%";
+              tick.addEventListener("click", () => {
+                player.pause();
+                player.currentTime = frame.time;
+                drawVideoFrame(frameIndex);
+              });
               strip.appendChild(tick);
-            }
+            });
             row.append(name, strip, when);
             timeline.appendChild(row);
           });
           timeline.hidden = false;
+          const stage = $("video-stage");
+          if (player.src) URL.revokeObjectURL(player.src);
+          stage.dataset.frame = "-";
+          player.src = URL.createObjectURL(file);
+          stage.hidden = false;
+          drawVideoFrame(frameAt(r.frames, 0));
           $("status").textContent = file.name + ": " + r.frames.length + " frames" + (r.tracks !== undefined ? ", " + r.tracks + " tracks" : "");
           $("status").dataset.state = "video";
         });
