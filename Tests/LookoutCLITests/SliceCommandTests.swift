@@ -147,6 +147,8 @@ import Testing
             (["--slice", "auto", "--overlap", "0.3"], "brings its own overlap"),
             (["--slice", "640", "--slice-merge", "average"], "greedynmm, nmm or nms"),
             (["--slice", "640", "--slice-metric", "giou"], "ios or iou"),
+            (["--slice", "640", "--tile-lanes", "0"], "from 1 to 64"),
+            (["--tile-lanes", "2"], "go with --slice"),
         ]
         for (arguments, message) in cases {
             let run = try CLI.run(["detect", photo, "-q", "star"] + arguments)

@@ -3,8 +3,8 @@ same demo detector (Tests/Fixtures/demo/demo-detector.pt, the shipped weights as
 query embeddings (the demo CLIP text tower, computed here by OpenAI CLIP's code), the same photos, tiles, overlap and
 merge (GREEDYNMM, IOS 0.5), in the same run on the same cores.
 
-Reports per photo (decode to merged boxes): sahi's `get_sliced_prediction` wall time and Lookout's own total, and how
-far their boxes agree (each box of one matched by a box of the other with the same label at IoU >= 0.9).
+Reports per photo (decode to merged boxes): sahi's `get_sliced_prediction` wall time and Lookout's own total (its tiles
+side by side, one per thread, and one after another with --tile-lanes 1), and how far their boxes agree (each box of one matched by a box of the other with the same label at IoU >= 0.9).
 
     python scripts/demo/scenes.py /tmp/small --count 10 --seed 910000 --small
     python scripts/bench/slicing.py /tmp/small --count 10 --slice 400 --threads 2
@@ -108,21 +108,28 @@ def main() -> None:
         sahi_ms.append((time.perf_counter() - start) * 1000)
         sahi_boxes.append([(p.bbox.to_xyxy(), p.category.name) for p in result.object_prediction_list])
 
-    command = [args.lookout, "detect", paths[0], *paths, "-q", ", ".join(SHAPES), "--slice", str(args.slice),
-               "--overlap", str(args.overlap), "--conf", str(args.conf), "--json", "--lanes", "1"]
-    env = dict(os.environ, LOOKOUT_THREADS=str(args.threads))
-    out = subprocess.run(command, capture_output=True, text=True, env=env, check=True).stdout
-    lines = [json.loads(line) for line in out.splitlines()][1:]  # the first photo again: warm-up
-    lookout_ms = [line["timings"]["total_ms"] for line in lines]
-    lookout_boxes = [[(d["box"], d["label"]) for d in line["detections"]] for line in lines]
+    def lookout(extra: list[str]) -> tuple[list[float], list]:
+        command = [args.lookout, "detect", paths[0], *paths, "-q", ", ".join(SHAPES), "--slice", str(args.slice),
+                   "--overlap", str(args.overlap), "--conf", str(args.conf), "--json", "--lanes", "1", *extra]
+        env = dict(os.environ, LOOKOUT_THREADS=str(args.threads))
+        out = subprocess.run(command, capture_output=True, text=True, env=env, check=True).stdout
+        lines = [json.loads(line) for line in out.splitlines()][1:]  # the first photo again: warm-up
+        return ([line["timings"]["total_ms"] for line in lines],
+                [[(d["box"], d["label"]) for d in line["detections"]] for line in lines])
 
+    # The tiles side by side (one per thread, the default), and one after another on every thread.
+    lookout_ms, lookout_boxes = lookout([])
+    serial_ms, serial_boxes = lookout(["--tile-lanes", "1"])
     agree = sum(matched(a, b) + matched(b, a) for a, b in zip(sahi_boxes, lookout_boxes))
     total = sum(len(a) + len(b) for a, b in zip(sahi_boxes, lookout_boxes))
     print(f"{len(paths)} photos, tiles of {args.slice} with overlap {args.overlap}, conf {args.conf}, {args.threads} threads")
     print(f"sahi {__import__('sahi').__version__} + ultralytics, torch {torch.__version__}: median {statistics.median(sahi_ms):.0f} ms a photo "
           f"(min {min(sahi_ms):.0f}, max {max(sahi_ms):.0f})")
     print(f"Lookout --slice: median {statistics.median(lookout_ms):.0f} ms a photo (min {min(lookout_ms):.0f}, max {max(lookout_ms):.0f})")
-    print(f"ratio Lookout/sahi: {statistics.median(lookout_ms) / statistics.median(sahi_ms):.2f}")
+    print(f"Lookout --slice --tile-lanes 1 (tiles one after another): median {statistics.median(serial_ms):.0f} ms a photo "
+          f"(min {min(serial_ms):.0f}, max {max(serial_ms):.0f}); the same boxes: {serial_boxes == lookout_boxes}")
+    print(f"ratio Lookout/sahi: {statistics.median(lookout_ms) / statistics.median(sahi_ms):.2f} "
+          f"(tiles one after another: {statistics.median(serial_ms) / statistics.median(sahi_ms):.2f})")
     print(f"boxes: sahi {sum(map(len, sahi_boxes))}, Lookout {sum(map(len, lookout_boxes))}; "
           f"{agree} of {total} matched by the other's (same label, IoU >= 0.9)")
 

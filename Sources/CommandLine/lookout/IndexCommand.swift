@@ -229,6 +229,9 @@ struct IndexCommand: ParsableCommand {
                 "--slice-merge, --slice-metric, --slice-match and --slice-agnostic decide how detections merge: an index keeps every tile's regions (best first, near-duplicates dropped), and a search merges nothing. Give --slice with --overlap or --tiles-only."
             )
         }
+        if slicingOptions.tileLanes != nil {
+            throw ValidationError("--tile-lanes: an index computes photos side by side instead (--lanes).")
+        }
         _ = try slicingOptions.options()
     }
 

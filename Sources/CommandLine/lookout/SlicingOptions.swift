@@ -39,6 +39,13 @@ struct SlicingOptions: ParsableArguments {
     @Flag(name: .customLong("slice-agnostic"), help: "Merge boxes of different queries too.")
     var agnostic = false
 
+    @Option(
+        name: .customLong("tile-lanes"),
+        help: ArgumentHelp(
+            "Tiles computed side by side, each on one thread (default: one per thread; 1: one tile after another on every thread). Changes the time, never the boxes.",
+            valueName: "n"))
+    var tileLanes: Int?
+
     @Flag(
         name: .customLong("tiles-only"),
         help: "Detect the tiles only, not the whole photo as well (sahi's perform_standard_pred=False).")
@@ -48,9 +55,11 @@ struct SlicingOptions: ParsableArguments {
     /// what to give.
     func options() throws -> SliceOptions? {
         guard let slice else {
-            if overlap != nil || merge != nil || metric != nil || match != nil || agnostic || tilesOnly {
+            if overlap != nil || merge != nil || metric != nil || match != nil || agnostic || tilesOnly
+                || tileLanes != nil
+            {
                 throw ValidationError(
-                    "--overlap, --slice-merge, --slice-metric, --slice-match, --slice-agnostic and --tiles-only go with --slice WxH (sliced inference)."
+                    "--overlap, --slice-merge, --slice-metric, --slice-match, --slice-agnostic, --tiles-only and --tile-lanes go with --slice WxH (sliced inference)."
                 )
             }
             return nil
@@ -81,6 +90,10 @@ struct SlicingOptions: ParsableArguments {
             if let match { options.merge.threshold = match }
             options.merge.classAgnostic = agnostic
             options.wholePhoto = !tilesOnly
+            if let tileLanes {
+                guard (1...64).contains(tileLanes) else { throw ValidationError("--tile-lanes must be from 1 to 64.") }
+                options.lanes = tileLanes
+            }
             return try options.validated()
         } catch let error as SliceError {
             throw ValidationError("--slice: \(error.description)")

@@ -1,6 +1,7 @@
 import LookoutDetector
 import LookoutImage
 import LookoutSupport
+import LookoutTensor
 
 extension Image {
     /// The pixels of a rectangle of the image (rows `y..<y + height`, columns `x..<x + width`), as PIL's `crop`
@@ -55,12 +56,13 @@ public struct ScoredSlices: Sendable {
 extension Engine {
     /// Decodes a photo, cuts it into tiles and runs the backbone on each (and on the whole photo).
     public func prepare(
-        path: String, size: Int = 640, pixelLimit: Int = ImageFile.defaultPixelLimit, slicing: SliceOptions
+        path: String, size: Int = 640, pixelLimit: Int = ImageFile.defaultPixelLimit, slicing: SliceOptions,
+        lanes: Int? = nil
     ) throws(ImageError) -> SlicedImage {
         var clock = Stopwatch()
         let image = try ImageFile.read(path, pixelLimit: pixelLimit)
         let decode = clock.lap()
-        var sliced = try prepare(image: image, name: path, size: size, slicing: slicing)
+        var sliced = try prepare(image: image, name: path, size: size, slicing: slicing, lanes: lanes)
         sliced.timings.decode = decode
         return sliced
     }
@@ -68,8 +70,15 @@ extension Engine {
     /// Cuts a decoded photo into tiles (sahi's ``Slicing/tiles(width:height:options:)``) and runs the backbone on
     /// each, then on the whole photo where there are several tiles and ``SliceOptions/wholePhoto`` is set. A
     /// photo that would make too many tiles fails as too large for them.
+    ///
+    /// The tiles run side by side: `lanes` threads (default: ``SliceOptions/lanes``, else one per thread of the
+    /// engine's pool; at most one per tile), each an engine of its own with one thread and the shared weights, as `index` and `detect` run
+    /// photos. On the CPU, small layers keep one core busier than they keep several (two tiles on two cores took
+    /// 0.6–0.7 times the time of one after the other, BENCHMARKS.md); the arithmetic is the same bits on any
+    /// thread count, so the tiles' features are those of one at a time. 1: one tile at a time on every thread.
+    /// Engines on a GPU run one tile at a time.
     public func prepare(
-        image: Image, name: String, size: Int = 640, slicing: SliceOptions
+        image: Image, name: String, size: Int = 640, slicing: SliceOptions, lanes: Int? = nil
     ) throws(ImageError)
         -> SlicedImage
     {
@@ -82,14 +91,40 @@ extension Engine {
         var timings = StageTimings()
         var parts: [PreparedImage] = []
         parts.reserveCapacity(tiles.count)
-        for tile in tiles {
+        let laneCount = backend is CPUBackend ? min(max(lanes ?? slicing.lanes ?? pool.threadCount, 1), tiles.count) : 1
+        // Each tile's crop, letterbox and backbone; the seconds of the crop.
+        func part(_ engine: Engine, _ tile: Tile) -> (PreparedImage, Double) {
             var clock = Stopwatch()
             let crop = image.cropped(x: tile.x1, y: tile.y1, width: tile.width, height: tile.height)
             let cut = clock.lap()
-            let part = prepare(image: crop, name: name, size: size)
-            timings.preprocess += cut + part.timings.preprocess
-            timings.backbone += part.timings.backbone
-            parts.append(part)
+            return (engine.prepare(image: crop, name: name, size: size), cut)
+        }
+        if laneCount > 1 {
+            let pipeline = LanePipeline<(PreparedImage, Double)>(count: tiles.count, lanes: laneCount) {
+                let lane = sharingWeights(pool: ComputePool(threads: 1))
+                return { index in part(lane, tiles[index]) }
+            }
+            var clock = Stopwatch()
+            var (preprocess, backbone) = (0.0, 0.0)
+            for index in tiles.indices {
+                let (prepared, cut) = pipeline.result(index)
+                preprocess += cut + prepared.timings.preprocess
+                backbone += prepared.timings.backbone
+                parts.append(prepared)
+            }
+            // The lanes' seconds overlap: the stages get their shares of the wall time the tiles took.
+            let wall = clock.lap(), spent = preprocess + backbone
+            if spent > 0 {
+                timings.preprocess += wall * preprocess / spent
+                timings.backbone += wall * backbone / spent
+            }
+        } else {
+            for tile in tiles {
+                let (prepared, cut) = part(self, tile)
+                timings.preprocess += cut + prepared.timings.preprocess
+                timings.backbone += prepared.timings.backbone
+                parts.append(prepared)
+            }
         }
         var whole: PreparedImage? = nil
         if slicing.wholePhoto && tiles.count > 1 {

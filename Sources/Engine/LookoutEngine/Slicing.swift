@@ -19,6 +19,9 @@ public struct SliceOptions: Sendable, Equatable {
     /// the large objects that no tile holds whole. sahi skips it when there is a single tile.
     public var wholePhoto: Bool
     public var merge: SliceMerge
+    /// How many tiles are computed side by side (``Engine/prepare(image:name:size:slicing:lanes:)``); nil: one
+    /// per thread of the engine's pool. Changes the time, never the boxes.
+    public var lanes: Int?
 
     public init(
         size: Size, overlapWidth: Double = 0.2, overlapHeight: Double = 0.2, wholePhoto: Bool = true,
