@@ -48,6 +48,19 @@ def main() -> None:
         results = model.train(data=os.path.join(args.out, "data.yaml"), epochs=1, imgsz=320, batch=8, workers=0,
                               device="cpu", plots=False, amp=False, project=project, name="check", verbose=False)
     print("one epoch trained:", json.dumps({k: round(float(v), 4) for k, v in results.results_dict.items()}))
+    # The label scan the train made: every image found with its labels, none corrupt or missing.
+    from pathlib import Path
+
+    from ultralytics.data.utils import load_dataset_cache_file
+
+    for split in ["train", "val"]:
+        cache = Path(args.out) / "labels" / f"{split}.cache"
+        if not cache.exists():
+            continue  # an empty split
+        found, missing, empty, corrupt, total = load_dataset_cache_file(cache)["results"]
+        print(f"{split}: {found} label files read, {missing} missing, {empty} empty, {corrupt} corrupt, {total} images")
+        if missing or corrupt or found != total:
+            sys.exit(f"ultralytics found problems in the {split} labels: {missing} missing, {corrupt} corrupt")
 
 
 if __name__ == "__main__":
