@@ -25,6 +25,7 @@ struct Benchmarks: ParsableCommand {
         subcommands: [
             Tokenizer.self, Weights.self, Detect.self, Text.self, MeanAveragePrecision.self, Search.self,
             SearchScale.self, ImageTower.self, PostgresSearch.self, Layers.self, Video.self, PrecisionDeltas.self,
+            CPUReport.self,
         ]
     )
 }

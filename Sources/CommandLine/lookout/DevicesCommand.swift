@@ -49,6 +49,7 @@ struct DevicesCommand: ParsableCommand {
             ? (Int8Convolution.weightBits == 8 ? "yes (AVX-512 VNNI)" : "yes (AVX-512BW, 7-bit weights)") : "no"
         print(
             "CPU: \(AutomaticPrecision.cpuModel()), \(ComputePool.shared.threadCount) threads; bf16 \(bf16), int8 \(int8)"
+                + (Precision.amxUsable ? "; AMX usable (not used yet)" : "")
         )
         var gpus: [GPU] = []
         do {

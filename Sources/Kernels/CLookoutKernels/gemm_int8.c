@@ -14,6 +14,10 @@
    Output: c_ij = float(Σ_k q_ik · x_kj − corrections_i) · scales_i + bias_i, where the caller gives
    scales_i = s_x · s_i and corrections_i = z_x · Σ_k q_ik (the zero point's share). VNNI, AVX-512BW without
    VNNI and the portable C compute the same integers, so all three give the same floats. */
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #include "lookout_kernels.h"
 #include "gemm_exp.h"
 #include <math.h>
@@ -72,6 +76,24 @@ int lookout_int8_level(void) {
 }
 
 int lookout_gemm_int8_limit(void) { return lookout_int8_level() == 2 ? 127 : 63; }
+
+int lookout_amx_usable(void) {
+#if defined(__x86_64__) && defined(__linux__)
+    static int cached = -1;
+    if (cached < 0) {
+        __builtin_cpu_init();
+        /* CPUID leaf 7: EDX bit 24 AMX-TILE, bit 22 AMX-BF16, bit 25 AMX-INT8. */
+        unsigned eax = 7, ebx = 0, ecx = 0, edx = 0;
+        __asm__ volatile("cpuid" : "+a"(eax), "=b"(ebx), "+c"(ecx), "=d"(edx));
+        int tiles = (edx >> 24) & 1, bf16 = (edx >> 22) & 1, int8 = (edx >> 25) & 1;
+        /* ARCH_REQ_XCOMP_PERM (0x1023) for XFEATURE_XTILEDATA (18): 0 when the kernel grants it. */
+        cached = tiles && bf16 && int8 && syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+    }
+    return cached;
+#else
+    return 0;
+#endif
+}
 
 void lookout_quantize_u8_portable(const float *x, size_t count, float inverse_scale, int zero, uint8_t *out) {
     for (size_t i = 0; i < count; i++) {

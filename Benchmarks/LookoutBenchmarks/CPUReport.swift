@@ -1,0 +1,143 @@
+import ArgumentParser
+import Foundation
+import LookoutEngine
+import LookoutTensor
+
+/// `lookout-benchmarks cpu`: the CPU (model, the instruction sets that decide Lookout's paths), the nominal peak of
+/// each precision at its reported clock, and per convolution of the s model at 640 the path each precision runs
+/// (fp32's algorithm; bf16's choice by the per-layer tuner's rule; int8's kernel) with its time and measured rate
+/// against that peak (issue 54).
+struct CPUReport: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "cpu",
+        abstract:
+            "The CPU, its features, each precision's path per layer of s at 640 and its rate against the CPU's peak.")
+    @Option(help: "Timed runs per layer and kernel (the median is kept).") var repetitions = 7
+    @Option(help: "Threads (default: one per CPU).") var threads: Int?
+
+    /// The fields of /proc/cpuinfo's first processor.
+    static func cpuinfo() -> [String: String] {
+        guard let text = try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8) else { return [:] }
+        var fields: [String: String] = [:]
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.isEmpty { break }  // the first processor only
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            fields[line[..<colon].trimmingCharacters(in: .whitespaces)] =
+                line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        return fields
+    }
+
+    /// Operations per cycle and core of each precision on this CPU's widest units, nominal: AVX-512 with two FMA
+    /// ports on Intel (16 lanes × 2 for the FMA × 2 ports fp32; bf16's dot products twice that, VNNI's four
+    /// times), Zen 4's AVX-512 on two 256-bit halves (half Intel's), AVX2 with two FMA ports (32 fp32).
+    static func perCycle(flags: Set<String>, vendor: String) -> (fp32: Double, bf16: Double?, int8: Double?) {
+        let wide = flags.contains("avx512f")
+        let fp32: Double = wide ? (vendor == "AuthenticAMD" ? 32 : 64) : (flags.contains("fma") ? 32 : 8)
+        return (
+            fp32, flags.contains("avx512_bf16") ? 2 * fp32 : nil,
+            flags.contains("avx512_vnni") || flags.contains("avx512bw") ? 4 * fp32 : nil
+        )
+    }
+
+    func run() throws {
+        let info = Self.cpuinfo()
+        let flags = Set((info["flags"] ?? "").split(separator: " ").map(String.init))
+        let vendor = info["vendor_id"] ?? "?"
+        let pool = ComputePool(threads: threads ?? ComputePool.availableCPUs())
+        let megahertz = Double(info["cpu MHz"] ?? "") ?? 0
+        print(
+            "CPU: \(AutomaticPrecision.cpuModel()) (\(vendor), family \(info["cpu family"] ?? "?") model \(info["model"] ?? "?") stepping \(info["stepping"] ?? "?")), \(pool.threadCount) threads, \(Int(megahertz)) MHz as reported"
+        )
+        let watched = [
+            "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile",
+            "amx_bf16", "amx_int8",
+        ]
+        print(
+            "features: " + watched.map { "\($0) \(flags.contains($0) ? "yes" : "no")" }.joined(separator: ", "))
+        let int8Path =
+            Precision.int8.isNative
+            ? (Int8Convolution.weightBits == 8 ? "VNNI, 8-bit weights" : "AVX-512BW VPMADDUBSW, 7-bit weights")
+            : "none (fp32)"
+        print(
+            "Lookout's paths: fp32 \(ConvolutionGEMM.available ? "packed AVX-512 GEMM" : "OpenBLAS")\(WinogradConvolution.available ? ", Winograd F(4×4, 3×3) for 3×3 stride 1" : ""); bf16 \(Precision.bf16.isNative ? "AVX-512 BF16 dot products, chosen per layer against fp32" : "none (fp32)"); int8 \(int8Path); AMX \(Precision.amxUsable ? "usable (the kernel grants the tile state), not used yet" : flags.contains("amx_tile") ? "listed, but the kernel does not grant its state" : "not exposed"); AVX512-FP16 \(flags.contains("avx512_fp16") ? "exposed, not used" : "not exposed")"
+        )
+        let rates = Self.perCycle(flags: flags, vendor: vendor)
+        let cycles = megahertz * 1e6 * Double(pool.threadCount)
+        func peak(_ perCycle: Double?) -> Double? { perCycle.map { $0 * cycles / 1e9 } }
+        print(
+            "nominal peak at that clock (GFLOP/s, GOP/s for int8): fp32 \(peak(rates.fp32).map { String(Int($0)) } ?? "-"), bf16 \(peak(rates.bf16).map { String(Int($0)) } ?? "-"), int8 \(peak(rates.int8).map { String(Int($0)) } ?? "-")"
+        )
+        var generator = SystemRandomNumberGenerator()
+        var totals: [String: Double] = [:]
+        print("")
+        print("| layer (s at 640) | per detection | fp32 | bf16 (the tuner's choice) | int8 |")
+        print("|---|---|---|---|---|")
+        for (inputs, outputs, kernel, stride, height, width, count) in Layers.shapes {
+            var weights = ConvolutionWeights(
+                weight: (0..<(outputs * inputs * kernel * kernel)).map { _ in
+                    Float.random(in: -0.1...0.1, using: &generator)
+                },
+                bias: (0..<outputs).map { _ in Float.random(in: -0.1...0.1, using: &generator) }, inputs: inputs,
+                outputs: outputs, kernel: kernel, stride: stride, activation: true)
+            weights.inputRange = -1...1
+            let x = FeatureMap(
+                channels: inputs, height: height, width: width,
+                data: (0..<(inputs * height * width)).map { _ in Float.random(in: -1...1, using: &generator) })
+            let (outHeight, outWidth) = weights.outputSize(height: height, width: width)
+            let operations = 2.0 * Double(outputs * inputs * kernel * kernel * outHeight * outWidth)
+            func time(_ implementation: any ConvolutionKernel) -> Double {
+                let prepared = implementation.prepare(weights)
+                _ = implementation.convolve(x, prepared, pool: pool)
+                var samples: [Double] = []
+                for _ in 0..<repetitions {
+                    let start = now()
+                    _ = implementation.convolve(x, prepared, pool: pool)
+                    samples.append(now() - start)
+                }
+                return samples.sorted()[samples.count / 2]
+            }
+            func cell(_ name: String, _ seconds: Double, _ peak: Double?) -> String {
+                let rate = operations / seconds / 1e9
+                return "\(name) \(format3(seconds * 1000)) ms, \(Int(rate)) G/s"
+                    + (peak.map { " (\(Int((100 * rate / $0).rounded())) %)" } ?? "")
+            }
+            // fp32: Winograd for stride-1 3×3 where the CPU has it (the engine's default), else the lowered GEMM.
+            let winograd = kernel == 3 && stride == 1 && WinogradConvolution.available
+            let fp32Name = winograd ? "winograd" : "lowered"
+            let fp32 = time(winograd ? WinogradConvolution() : LoweredConvolution())
+            totals["fp32", default: 0] += fp32 * Double(count)
+            var cells = [cell(fp32Name, fp32, peak(rates.fp32))]
+            if Precision.bf16.isNative {
+                let own = time(winograd ? WinogradConvolution(precision: .bf16) : LoweredConvolution(precision: .bf16))
+                // TunedConvolution's rule: the precision's own kernel unless fp32's is at least 5 % faster.
+                let keep = fp32 >= 0.95 * own
+                totals["bf16", default: 0] += (keep ? own : fp32) * Double(count)
+                cells.append(
+                    keep
+                        ? cell("bf16 \(fp32Name)", own, peak(rates.bf16))
+                        : cell("fp32 \(fp32Name) (bf16 \(format3(own * 1000)) ms)", fp32, peak(rates.fp32)))
+            } else {
+                cells.append("-")
+            }
+            if Precision.int8.isNative {
+                let int8 = time(Int8Convolution(fallback: winograd ? WinogradConvolution() : LoweredConvolution()))
+                totals["int8", default: 0] += int8 * Double(count)
+                cells.append(
+                    cell(
+                        inputs >= 16 ? "int8" : "fp32 (3 inputs)", int8,
+                        inputs >= 16 ? peak(rates.int8) : peak(rates.fp32)))
+            } else {
+                cells.append("-")
+            }
+            print(
+                "| \(inputs)→\(outputs) k\(kernel) s\(stride) \(height)×\(width) | \(count) | "
+                    + cells.joined(separator: " | ") + " |")
+        }
+        print(
+            "| all convolutions of a detection | | "
+                + ["fp32", "bf16", "int8"].map { totals[$0].map { "\(format3($0 * 1000)) ms" } ?? "-" }.joined(
+                    separator: " | ") + " |")
+        print("(G/s: operations counted as direct convolution over the median time; %: of the nominal peak above)")
+    }
+}
