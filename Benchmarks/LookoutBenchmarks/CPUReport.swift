@@ -40,6 +40,11 @@ struct CPUReport: ParsableCommand {
         )
     }
 
+    func validate() throws {
+        guard (1...1000).contains(repetitions) else { throw ValidationError("--repetitions must be from 1 to 1000.") }
+        if let threads, !(1...256).contains(threads) { throw ValidationError("--threads must be from 1 to 256.") }
+    }
+
     func run() throws {
         let info = Self.cpuinfo()
         let flags = Set((info["flags"] ?? "").split(separator: " ").map(String.init))
@@ -60,11 +65,12 @@ struct CPUReport: ParsableCommand {
             ? (Int8Convolution.weightBits == 8 ? "VNNI, 8-bit weights" : "AVX-512BW VPMADDUBSW, 7-bit weights")
             : "none (fp32)"
         print(
-            "Lookout's paths: fp32 \(ConvolutionGEMM.available ? "packed AVX-512 GEMM" : "OpenBLAS")\(WinogradConvolution.available ? ", Winograd F(4×4, 3×3) for 3×3 stride 1" : ""); bf16 \(Precision.bf16.isNative ? "AVX-512 BF16 dot products, chosen per layer against fp32" : "none (fp32)"); int8 \(int8Path); AMX \(Precision.amxUsable ? "usable (the kernel grants the tile state), not used yet" : flags.contains("amx_tile") ? "listed, but the kernel does not grant its state" : "not exposed"); AVX512-FP16 \(flags.contains("avx512_fp16") ? "exposed, not used" : "not exposed")"
+            "Lookout's paths: fp32 \(ConvolutionGEMM.available ? "packed AVX-512 GEMM" : "OpenBLAS")\(WinogradConvolution.available ? ", Winograd F(4×4, 3×3) for 3×3 stride 1" : ""); bf16 \(Precision.bf16.isNative ? "AVX-512 BF16 dot products, chosen per layer against fp32" : "none (fp32)"); int8 \(int8Path); AMX \(Precision.amxUsable ? "usable (the kernel supports the tile state), not used yet" : flags.contains("amx_tile") ? "listed, but the kernel does not grant its state" : "not exposed"); AVX512-FP16 \(flags.contains("avx512_fp16") ? "exposed, not used" : "not exposed")"
         )
         let rates = Self.perCycle(flags: flags, vendor: vendor)
         let cycles = megahertz * 1e6 * Double(pool.threadCount)
-        func peak(_ perCycle: Double?) -> Double? { perCycle.map { $0 * cycles / 1e9 } }
+        // No clock reported (some VMs, other architectures): no peak, no percentages.
+        func peak(_ perCycle: Double?) -> Double? { cycles > 0 ? perCycle.map { $0 * cycles / 1e9 } : nil }
         print(
             "nominal peak at that clock (GFLOP/s, GOP/s for int8): fp32 \(peak(rates.fp32).map { String(Int($0)) } ?? "-"), bf16 \(peak(rates.bf16).map { String(Int($0)) } ?? "-"), int8 \(peak(rates.int8).map { String(Int($0)) } ?? "-")"
         )

@@ -79,9 +79,11 @@ import Testing
         #expect(merge.status != 0 && merge.stderr.contains("a search merges nothing"), "\(merge.stderr)")
         let other = try IndexCommandTests.scratch(["scene-0001.jpg"])
         defer { CLI.remove(other) }
-        let elsewhere = try CLI.run(["index", other + "/photos", "--db", sliced, "--plain"])
-        #expect(
-            elsewhere.status != 0 && elsewhere.stderr.contains("slicing 400x400@0.2,0.2 → none"), "\(elsewhere.stderr)")
+        // Without --slice a later run keeps the tiles; --slice off is another setting, refused beside other folders.
+        let kept = try CLI.run(["index", other + "/photos", "--db", sliced, "--plain"])
+        #expect(kept.status == 0 && kept.stderr.contains("indexing with them again"), "\(kept.stderr)")
+        let off = try CLI.run(["index", other + "/photos", "--db", sliced, "--plain", "--slice", "off"])
+        #expect(off.status != 0 && off.stderr.contains("slicing 400x400@0.2,0.2 → none"), "\(off.stderr)")
     }
 
     /// detect --slice reports boxes in the photo's pixels, among them boxes that match the truth, and the same

@@ -79,7 +79,8 @@ struct IndexCommand: ParsableCommand {
             A later search is then a dot product per stored region, no image work. With --slice WxH|N|auto \
             (small objects: drones, CCTV, documents), each photo is also cut into overlapping tiles as `detect \
             --slice` cuts it, every tile gives its candidates at --imgsz, and the --regions best of the tiles' \
-            and the whole photo's, near-duplicates dropped, are stored (a tile costs what a photo costs).
+            and the whole photo's, near-duplicates dropped, are stored (a tile costs what a photo costs). Later \
+            runs keep the tiles without --slice; --slice off indexes whole photos again.
 
             Incremental: a file whose size and modification time are unchanged is skipped; a changed, renamed \
             or duplicated file whose content (SHA-256) is already indexed reuses the stored regions; deleted \
@@ -232,7 +233,19 @@ struct IndexCommand: ParsableCommand {
         if slicingOptions.tileLanes != nil {
             throw ValidationError("--tile-lanes: an index computes photos side by side instead (--lanes).")
         }
-        _ = try slicingOptions.options()
+        _ = try slicing()
+    }
+
+    /// `--slice`'s tiles; `--slice off`: none, explicitly (an index made with tiles is otherwise indexed with them
+    /// again when `--slice` is left out).
+    func slicing() throws -> (options: SliceOptions?, off: Bool) {
+        guard slicingOptions.slice?.lowercased() != "off" else {
+            if slicingOptions.overlap != nil || slicingOptions.tilesOnly {
+                throw ValidationError("--slice off indexes whole photos: leave out --overlap and --tiles-only.")
+            }
+            return (nil, true)
+        }
+        return (try slicingOptions.options(), false)
     }
 
     /// "12 photos", or "10 photos and 2 videos (45 frames)" when the index holds videos (whose frames and own
@@ -307,7 +320,17 @@ struct IndexCommand: ParsableCommand {
         var extractor = RegionExtractor(engine: engine, vocabulary: vocabulary.embeddings)
         extractor.imageSize = imgsz
         extractor.maximumRegions = regions
-        extractor.slicing = try slicingOptions.options()
+        var (slicing, sliceOff) = try slicing()
+        // Without --slice, an index keeps the tiles it was made with (`--slice off` drops them).
+        if slicing == nil, !sliceOff, let stored = try? database.open(readOnly: true).storedModel(),
+            let tiling = stored.slicing, let kept = SliceOptions(tiling: tiling)
+        {
+            slicing = kept
+            printError(
+                "lookout: \(path) was indexed with tiles (\(tiling)): indexing with them again (--slice off: whole photos)"
+            )
+        }
+        extractor.slicing = slicing
         var model = IndexModel(
             detectorFingerprint: detectorFingerprint, textEncoderFingerprint: engine.embedder!.encoder.fingerprint,
             vocabulary: vocabulary.name, imageSize: imgsz, maximumRegions: regions,

@@ -207,16 +207,7 @@ struct LabelCommand: ParsableCommand {
         }
         var used: Set<String> = []
         return found.sorted().map { path in
-            let base = String(path.split(separator: "/").last ?? "photo")
-            var name = base
-            var counter = 2
-            while used.contains(name) {
-                let dot = base.lastIndex(of: ".") ?? base.endIndex
-                name = base[..<dot] + "-\(counter)" + base[dot...]
-                counter += 1
-            }
-            used.insert(name)
-            return (path, name)
+            (path, TrainingSet.uniqueName(String(path.split(separator: "/").last ?? "photo"), taken: &used))
         }
     }
 

@@ -128,7 +128,8 @@ struct SearchCommand: ParsableCommand {
         if examples.combination != nil && examples.promptBoxes.isEmpty {
             throw ValidationError("--combine-examples joins the query's words with examples: give --prompt-box too.")
         }
-        for box in try examples.prompts() where box.label != "object" && box.label != query {
+        let named = (try? QuerySyntax.single(query))?.label ?? query
+        for box in try examples.prompts() where box.label != "object" && box.label != named {
             throw ValidationError(
                 "--prompt-box …:\(box.label): a search looks for one thing, the query \"\(query)\": leave the boxes' labels out."
             )
@@ -297,12 +298,7 @@ struct SearchCommand: ParsableCommand {
             searched: { throw ValidationError("every example needs its --prompt-image") }, searchedPath: nil)
         var plan = QueryPlan(examples.combination == nil ? [] : [parsed])
         engine.add(queries, to: &plan, combination: try examples.combinationChosen)
-        let (rows, _) = engine.embed(plan)
-        let size = engine.network.embeddingSize
-        return plan.groups[0].map { text in
-            let row = Array(rows[(text * size)..<((text + 1) * size)])
-            return plan.asIs.contains(text) ? row : engine.regionQuery(row)
-        }
+        return engine.regionQueries(plan)
     }
 
     private func ms(_ seconds: Double) -> String { "\((seconds * 10000).rounded() / 10)" }

@@ -90,6 +90,18 @@ extension Engine {
         }
     }
 
+    /// What an index's stored regions are scored against for query `query` of a plan (search): each of its texts'
+    /// embeddings (``embed(_:)``), through ``regionQuery(_:)`` unless it is a class embedding already (YOLOE's
+    /// examples).
+    public func regionQueries(_ plan: QueryPlan, query: Int = 0) -> [[Float]] {
+        let (rows, _) = embed(plan)
+        let size = network.embeddingSize
+        return plan.groups[query].map { text in
+            let row = Array(rows[(text * size)..<((text + 1) * size)])
+            return plan.asIs.contains(text) ? row : regionQuery(row)
+        }
+    }
+
     /// Adds examples to a plan. A label that is already a query of the plan (typed) gets them as `combination`
     /// says; any other label becomes a query of its own.
     public func add(_ examples: [ExampleQuery], to plan: inout QueryPlan, combination: Examples.Combination) {

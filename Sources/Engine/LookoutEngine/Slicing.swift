@@ -20,7 +20,8 @@ public struct SliceOptions: Sendable, Equatable {
     public var wholePhoto: Bool
     public var merge: SliceMerge
     /// How many tiles are computed side by side (``Engine/prepare(image:name:size:slicing:lanes:)``); nil: one
-    /// per thread of the engine's pool. Changes the time, never the boxes.
+    /// per thread of the engine's pool. In fp32 and int8 it changes the time, never the boxes (bf16's per-layer
+    /// choices are measured per thread count, so a lane of one thread may choose another kernel).
     public var lanes: Int?
 
     public init(

@@ -52,6 +52,24 @@ public struct TrainingSet: Sendable {
         self.names = names
     }
 
+    /// A photo's name in the set: `base` (a file name), or `stem-2.ext`, `stem-3.ext` … when a name with the same
+    /// stem is taken already (case aside), so that no two photos share a label file (`a.jpg` and `a.png` would both
+    /// label `a.txt`).
+    public static func uniqueName(_ base: String, taken: inout Set<String>) -> String {
+        let dot = base.lastIndex(of: ".").flatMap { $0 == base.startIndex ? nil : $0 } ?? base.endIndex
+        let (stem, suffix) = (String(base[..<dot]), String(base[dot...]))
+        var name = base
+        var chosenStem = stem
+        var counter = 2
+        while taken.contains(chosenStem.lowercased()) {
+            chosenStem = stem + "-\(counter)"
+            name = chosenStem + suffix
+            counter += 1
+        }
+        taken.insert(chosenStem.lowercased())
+        return name
+    }
+
     /// Where a photo goes in the set.
     public static func imagePath(_ photo: Photo) -> String { "images/\(photo.split)/\(photo.name)" }
 

@@ -86,8 +86,11 @@ int lookout_amx_usable(void) {
         unsigned eax = 7, ebx = 0, ecx = 0, edx = 0;
         __asm__ volatile("cpuid" : "+a"(eax), "=b"(ebx), "+c"(ecx), "=d"(edx));
         int tiles = (edx >> 24) & 1, bf16 = (edx >> 22) & 1, int8 = (edx >> 25) & 1;
-        /* ARCH_REQ_XCOMP_PERM (0x1023) for XFEATURE_XTILEDATA (18): 0 when the kernel grants it. */
-        cached = tiles && bf16 && int8 && syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+        /* ARCH_GET_XCOMP_SUPP (0x1021): the state components the kernel supports; XTILEDATA is bit 18. Asking
+           only (not ARCH_REQ_XCOMP_PERM) leaves the process as it is. */
+        unsigned long long supported = 0;
+        cached = tiles && bf16 && int8 && syscall(SYS_arch_prctl, 0x1021, &supported) == 0 &&
+                 ((supported >> 18) & 1);
     }
     return cached;
 #else

@@ -27,7 +27,7 @@ public enum Precision: String, Sendable, CaseIterable {
 }
 
 extension Precision {
-    /// Whether this CPU has AMX (tile products in bf16 and int8) and the kernel grants this process its tile state.
+    /// Whether this CPU has AMX (tile products in bf16 and int8) and the kernel supports its tile state.
     /// No kernel uses it yet; `lookout devices` and `lookout-benchmarks cpu` report it.
     public static var amxUsable: Bool { lookout_amx_usable() != 0 }
 }

@@ -191,9 +191,7 @@ extension LookoutServer {
         let deadline = DispatchTime.now() + queue.timeout
         let (embeddings, threshold) = try await queue.run(until: deadline) { () throws -> ([[Float]], Float?) in
             if byExample {
-                return (
-                    try service.exampleEmbeddings(boxes, query: text, combination: combination, top: top), nil
-                )
+                return try service.exampleEmbeddings(boxes, query: text, combination: combination, top: top)
             }
             return try service.searchEmbeddings(query: text, top: top)
         }
@@ -258,7 +256,7 @@ extension LookoutServer {
 
     /// A label as a download's file name: letters and digits kept, the rest a hyphen.
     static func fileName(_ label: String) -> String {
-        let kept = String(label.prefix(60).map { $0.isLetter || $0.isNumber ? $0 : "-" })
+        let kept = String(label.prefix(60).map { $0.isASCII && ($0.isLetter || $0.isNumber) ? $0 : "-" })
         return kept.isEmpty ? "dataset" : kept
     }
 

@@ -405,10 +405,11 @@ public final class LookoutService: @unchecked Sendable {
     /// mean: one embedding); without, the examples alone.
     public func exampleEmbeddings(
         _ boxes: [(imageID: String, box: [Float])], query text: String, combination: Examples.Combination?, top: Int
-    ) throws(ServiceError) -> [[Float]] {
+    ) throws(ServiceError) -> (embeddings: [[Float]], threshold: Float?) {
         guard (1...1000).contains(top) else { throw ServiceError(400, "top must be from 1 to 1000") }
         try Self.checkPromptCount(boxes.count)
         var plan = QueryPlan()
+        var threshold: Float? = nil
         if combination != nil {
             let parsed: Query
             do throws(QuerySyntaxError) {
@@ -420,6 +421,7 @@ public final class LookoutService: @unchecked Sendable {
                 throw ServiceError(400, "a negative query (-\(parsed.label)) cannot join examples")
             }
             plan.append(parsed)
+            threshold = parsed.threshold
         }
         let label = plan.labels.first ?? "example"
         var order: [String] = []
@@ -435,12 +437,7 @@ public final class LookoutService: @unchecked Sendable {
         } catch {
             throw ServiceError(400, error.description)
         }
-        let (rows, _) = engine.embed(plan)
-        let size = engine.network.embeddingSize
-        return plan.groups[0].map { text in
-            let row = Array(rows[(text * size)..<((text + 1) * size)])
-            return plan.asIs.contains(text) ? row : engine.regionQuery(row)
-        }
+        return (engine.regionQueries(plan), threshold)
     }
 
     /// At most 64 prompt boxes a request.
@@ -533,14 +530,7 @@ public final class LookoutService: @unchecked Sendable {
                 let stem = base.lastIndex(of: ".").map { String(base[..<$0]) } ?? base
                 base = stem + "-\(Int((time * 1000).rounded()))ms." + (png ? "png" : "jpg")
             }
-            let dot = base.lastIndex(of: ".") ?? base.endIndex
-            var name = base
-            var counter = 2
-            while used.contains(name.lowercased()) {
-                name = String(base[..<dot]) + "-\(counter)" + String(base[dot...])
-                counter += 1
-            }
-            used.insert(name.lowercased())
+            let name = TrainingSet.uniqueName(base, taken: &used)
             let photo = TrainingSet.Photo(
                 name: name, split: TrainingSet.split(name, fraction: validation), width: hit.width,
                 height: hit.height,

@@ -114,8 +114,8 @@ void lookout_gemm_int8_pack(const float *a, int m, int k, size_t lda, int limit,
 void lookout_gemm_int8_unpack(const uint32_t *packed, const float *scales, int m, int k, float *a);
 /* 2: AVX-512 VNNI, 1: AVX-512BW without it (or LOOKOUT_NO_VNNI set), 0: portable C (or LOOKOUT_NO_AVX512). */
 int lookout_int8_level(void);
-/* 1 when the CPU has AMX (tiles with bf16 and int8 products) and the kernel grants this process the tile data
-   state (arch_prctl ARCH_REQ_XCOMP_PERM), 0 otherwise. No kernel uses AMX yet: `lookout-benchmarks cpu` reports it. */
+/* 1 when the CPU has AMX (tiles with bf16 and int8 products) and the kernel supports its tile data state
+   (arch_prctl ARCH_GET_XCOMP_SUPP), 0 otherwise. No kernel uses AMX yet: `lookout-benchmarks cpu` reports it. */
 int lookout_amx_usable(void);
 /* The weights' range this CPU's path needs: 127 at level 2, 63 below. */
 int lookout_gemm_int8_limit(void);
