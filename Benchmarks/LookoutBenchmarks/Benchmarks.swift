@@ -422,6 +422,43 @@ struct Layers: ParsableCommand {
         (64, 64, 1, 1, 20, 20, 1),
     ]
 
+    /// A layer of `shapes` with random weights (±0.1) and a random input (±1), its input range recorded as ±1
+    /// (what int8 quantises with); and the operations of a direct convolution of it.
+    static func randomLayer(
+        inputs: Int, outputs: Int, kernel: Int, stride: Int, height: Int, width: Int,
+        using generator: inout some RandomNumberGenerator
+    ) -> (weights: ConvolutionWeights, input: FeatureMap, operations: Double) {
+        var weights = ConvolutionWeights(
+            weight: (0..<(outputs * inputs * kernel * kernel)).map { _ in
+                Float.random(in: -0.1...0.1, using: &generator)
+            },
+            bias: (0..<outputs).map { _ in Float.random(in: -0.1...0.1, using: &generator) }, inputs: inputs,
+            outputs: outputs, kernel: kernel, stride: stride, activation: true)
+        weights.inputRange = -1...1
+        let input = FeatureMap(
+            channels: inputs, height: height, width: width,
+            data: (0..<(inputs * height * width)).map { _ in Float.random(in: -1...1, using: &generator) })
+        let (outHeight, outWidth) = weights.outputSize(height: height, width: width)
+        return (weights, input, 2.0 * Double(outputs * inputs * kernel * kernel * outHeight * outWidth))
+    }
+
+    /// The median seconds of `repetitions` convolutions of `input` by `implementation` (its weights prepared once,
+    /// one run first, untimed).
+    static func medianSeconds(
+        _ implementation: any ConvolutionKernel, _ weights: ConvolutionWeights, _ input: FeatureMap,
+        pool: ComputePool, repetitions: Int
+    ) -> Double {
+        let prepared = implementation.prepare(weights)
+        _ = implementation.convolve(input, prepared, pool: pool)
+        var samples: [Double] = []
+        for _ in 0..<repetitions {
+            let start = now()
+            _ = implementation.convolve(input, prepared, pool: pool)
+            samples.append(now() - start)
+        }
+        return samples.sorted()[samples.count / 2]
+    }
+
     func run() throws {
         let pool = ComputePool(threads: threads)
         var kernels: [(String, any ConvolutionKernel)] = [("lowered, OpenBLAS", LoweredConvolution(packed: false))]
@@ -438,31 +475,16 @@ struct Layers: ParsableCommand {
         print("| layer | per detection | " + kernels.map(\.0).joined(separator: " | ") + " |")
         print("|---|---|" + kernels.map { _ in "---|" }.joined())
         for (inputs, outputs, kernel, stride, height, width, count) in Self.shapes {
-            let weights = ConvolutionWeights(
-                weight: (0..<(outputs * inputs * kernel * kernel)).map { _ in
-                    Float.random(in: -0.1...0.1, using: &generator)
-                },
-                bias: (0..<outputs).map { _ in Float.random(in: -0.1...0.1, using: &generator) }, inputs: inputs,
-                outputs: outputs, kernel: kernel, stride: stride, activation: true)
-            let x = FeatureMap(
-                channels: inputs, height: height, width: width,
-                data: (0..<(inputs * height * width)).map { _ in Float.random(in: -1...1, using: &generator) })
+            let (weights, x, flops) = Self.randomLayer(
+                inputs: inputs, outputs: outputs, kernel: kernel, stride: stride, height: height, width: width,
+                using: &generator)
             var cells: [String] = []
             var fastest = Double.infinity
             for (index, (_, implementation)) in kernels.enumerated() {
-                let prepared = implementation.prepare(weights)
-                _ = implementation.convolve(x, prepared, pool: pool)
-                var samples: [Double] = []
-                for _ in 0..<repetitions {
-                    let start = now()
-                    _ = implementation.convolve(x, prepared, pool: pool)
-                    samples.append(now() - start)
-                }
-                let median = samples.sorted()[samples.count / 2] * 1000
+                let median =
+                    Self.medianSeconds(implementation, weights, x, pool: pool, repetitions: repetitions) * 1000
                 totals[index] += median * Double(count)
                 fastest = min(fastest, median)
-                let (outHeight, outWidth) = weights.outputSize(height: height, width: width)
-                let flops = 2.0 * Double(outputs * inputs * kernel * kernel * outHeight * outWidth)
                 cells.append("\(format3(median)) ms (\(Int(flops / median / 1e6)))")
             }
             best += fastest * Double(count)

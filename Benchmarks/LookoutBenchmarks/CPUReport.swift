@@ -80,28 +80,11 @@ struct CPUReport: ParsableCommand {
         print("| layer (s at 640) | per detection | fp32 | bf16 (the tuner's choice) | int8 |")
         print("|---|---|---|---|---|")
         for (inputs, outputs, kernel, stride, height, width, count) in Layers.shapes {
-            var weights = ConvolutionWeights(
-                weight: (0..<(outputs * inputs * kernel * kernel)).map { _ in
-                    Float.random(in: -0.1...0.1, using: &generator)
-                },
-                bias: (0..<outputs).map { _ in Float.random(in: -0.1...0.1, using: &generator) }, inputs: inputs,
-                outputs: outputs, kernel: kernel, stride: stride, activation: true)
-            weights.inputRange = -1...1
-            let x = FeatureMap(
-                channels: inputs, height: height, width: width,
-                data: (0..<(inputs * height * width)).map { _ in Float.random(in: -1...1, using: &generator) })
-            let (outHeight, outWidth) = weights.outputSize(height: height, width: width)
-            let operations = 2.0 * Double(outputs * inputs * kernel * kernel * outHeight * outWidth)
+            let (weights, x, operations) = Layers.randomLayer(
+                inputs: inputs, outputs: outputs, kernel: kernel, stride: stride, height: height, width: width,
+                using: &generator)
             func time(_ implementation: any ConvolutionKernel) -> Double {
-                let prepared = implementation.prepare(weights)
-                _ = implementation.convolve(x, prepared, pool: pool)
-                var samples: [Double] = []
-                for _ in 0..<repetitions {
-                    let start = now()
-                    _ = implementation.convolve(x, prepared, pool: pool)
-                    samples.append(now() - start)
-                }
-                return samples.sorted()[samples.count / 2]
+                Layers.medianSeconds(implementation, weights, x, pool: pool, repetitions: repetitions)
             }
             func cell(_ name: String, _ seconds: Double, _ peak: Double?) -> String {
                 let rate = operations / seconds / 1e9

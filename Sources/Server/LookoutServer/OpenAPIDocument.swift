@@ -100,14 +100,7 @@ public enum OpenAPIDocument {
                 "operationId": "search",
                 "description": "The indexed photos (the served index: --db, else the default one) best matching the query, objects and scenes; or, with prompt_box (YOLOE), the photos whose stored regions best match examples boxed on photos sent to /api/v1/detect before (their visual prompt embeddings averaged over the photos, regions only), alone or with the words (combine_examples).",
                 "parameters": [
-                  {"name": "q", "in": "query", "required": true, "description": "What to find, in words; searching by example, the name it is shown under.", "schema": {"type": "string", "minLength": 1}},
-                  {"name": "image_id", "in": "query", "description": "Search by example (YOLOE): the photo the prompt_box boxes are drawn on (those that name no photo of their own), as /api/v1/detect named it (its features still kept; 404 once dropped).", "schema": {"type": "string"}},
-                  {"name": "prompt_box", "in": "query", "description": "Search by example: x1,y1,x2,y2 in the image_id photo's pixels, or x1,y1,x2,y2@ID on the photo /api/v1/detect named ID, around the thing to find; repeat it for more examples of the same thing, on one photo or several (at most 64).", "schema": {"type": "array", "items": {"type": "string", "pattern": "^[^,]+,[^,]+,[^,]+,[^,]+$"}}, "style": "form", "explode": true},
-                  {"name": "combine_examples", "in": "query", "description": "Search by example with the words too: best (the words and the examples are alternatives: each region takes the better score) or mean (one embedding, their normalised average), as lookout search --combine-examples. Without it the examples alone are searched.", "schema": {"type": "string", "enum": ["best", "mean"]}},
-                  {"name": "top", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 20}},
-                  {"name": "conf", "in": "query", "schema": {"type": "number", "minimum": 0, "exclusiveMaximum": true, "maximum": 1, "default": 0.1}},
-                  {"name": "scan", "in": "query", "description": "true: read and score every indexed photo instead of those the region lists or pgvector's indexes point to (the exact scan, slower, for comparison), as lookout search --scan.", "schema": {"type": "boolean", "default": false}},
-                  {"name": "label", "in": "query", "description": "Only photos where the index's prompt-free detector (lookout index --prompt-free) named this; repeat it for photos that show all of several. An index without such labels answers 400.", "schema": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 200}}, "style": "form", "explode": true}
+                  \#(searchParameters)
                 ],
                 "responses": {
                   "200": {"description": "Results, best first.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SearchResults"}}},
@@ -128,14 +121,7 @@ public enum OpenAPIDocument {
                 "operationId": "searchDataset",
                 "description": "A search's results as a training set, in a ZIP archive: the photos found with boxes (those found by their scene alone are left out), their boxes labelled with the query's name (class 0), in YOLO's layout (images/train|val, labels/train|val, data.yaml, which ultralytics' check_det_dataset reads) or COCO's (images/, annotations/instances_train.json and instances_val.json). The same parameters as /api/v1/search, and format and val.",
                 "parameters": [
-                  {"name": "q", "in": "query", "required": true, "description": "What to find, in words; searching by example, the name it is shown under.", "schema": {"type": "string", "minLength": 1}},
-                  {"name": "image_id", "in": "query", "description": "Search by example (YOLOE): the photo the prompt_box boxes are drawn on (those that name no photo of their own), as /api/v1/detect named it (its features still kept; 404 once dropped).", "schema": {"type": "string"}},
-                  {"name": "prompt_box", "in": "query", "description": "Search by example: x1,y1,x2,y2 in the image_id photo's pixels, or x1,y1,x2,y2@ID on the photo /api/v1/detect named ID, around the thing to find; repeat it for more examples of the same thing, on one photo or several (at most 64).", "schema": {"type": "array", "items": {"type": "string", "pattern": "^[^,]+,[^,]+,[^,]+,[^,]+$"}}, "style": "form", "explode": true},
-                  {"name": "combine_examples", "in": "query", "description": "Search by example with the words too: best (the words and the examples are alternatives: each region takes the better score) or mean (one embedding, their normalised average), as lookout search --combine-examples. Without it the examples alone are searched.", "schema": {"type": "string", "enum": ["best", "mean"]}},
-                  {"name": "top", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 20}},
-                  {"name": "conf", "in": "query", "schema": {"type": "number", "minimum": 0, "exclusiveMaximum": true, "maximum": 1, "default": 0.1}},
-                  {"name": "scan", "in": "query", "description": "true: read and score every indexed photo instead of those the region lists or pgvector's indexes point to (the exact scan, slower, for comparison), as lookout search --scan.", "schema": {"type": "boolean", "default": false}},
-                  {"name": "label", "in": "query", "description": "Only photos where the index's prompt-free detector (lookout index --prompt-free) named this; repeat it for photos that show all of several. An index without such labels answers 400.", "schema": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 200}}, "style": "form", "explode": true},
+                  \#(searchParameters),
                   {"name": "format", "in": "query", "description": "yolo (default) or coco.", "schema": {"type": "string", "enum": ["yolo", "coco"], "default": "yolo"}},
                   {"name": "val", "in": "query", "description": "The fraction of the photos kept for validation (from a hash of each name), 0 to 0.9.", "schema": {"type": "number", "minimum": 0, "maximum": 0.9, "default": 0.1}}
                 ],
@@ -257,6 +243,18 @@ public enum OpenAPIDocument {
     }
 
     /// Every operation the document describes, as (method, path template) — what the server routes.
+    /// The parameters of a search, shared by `/api/v1/search` and `/api/v1/search/dataset`.
+    static let searchParameters = #"""
+        {"name": "q", "in": "query", "required": true, "description": "What to find, in words; searching by example, the name it is shown under.", "schema": {"type": "string", "minLength": 1}},
+        {"name": "image_id", "in": "query", "description": "Search by example (YOLOE): the photo the prompt_box boxes are drawn on (those that name no photo of their own), as /api/v1/detect named it (its features still kept; 404 once dropped).", "schema": {"type": "string"}},
+        {"name": "prompt_box", "in": "query", "description": "Search by example: x1,y1,x2,y2 in the image_id photo's pixels, or x1,y1,x2,y2@ID on the photo /api/v1/detect named ID, around the thing to find; repeat it for more examples of the same thing, on one photo or several (at most 64).", "schema": {"type": "array", "items": {"type": "string", "pattern": "^[^,]+,[^,]+,[^,]+,[^,]+$"}}, "style": "form", "explode": true},
+        {"name": "combine_examples", "in": "query", "description": "Search by example with the words too: best (the words and the examples are alternatives: each region takes the better score) or mean (one embedding, their normalised average), as lookout search --combine-examples. Without it the examples alone are searched.", "schema": {"type": "string", "enum": ["best", "mean"]}},
+        {"name": "top", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 20}},
+        {"name": "conf", "in": "query", "schema": {"type": "number", "minimum": 0, "exclusiveMaximum": true, "maximum": 1, "default": 0.1}},
+        {"name": "scan", "in": "query", "description": "true: read and score every indexed photo instead of those the region lists or pgvector's indexes point to (the exact scan, slower, for comparison), as lookout search --scan.", "schema": {"type": "boolean", "default": false}},
+        {"name": "label", "in": "query", "description": "Only photos where the index's prompt-free detector (lookout index --prompt-free) named this; repeat it for photos that show all of several. An index without such labels answers 400.", "schema": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 200}}, "style": "form", "explode": true}
+        """#
+
     public static let operations: [(method: String, path: String)] = [
         ("GET", "/api/v1/health"), ("GET", "/api/v1/openapi.json"), ("POST", "/api/v1/detect"),
         ("POST", "/api/v1/images/{image_id}/detect"), ("POST", "/api/v1/videos/detect"), ("GET", "/api/v1/search"),
