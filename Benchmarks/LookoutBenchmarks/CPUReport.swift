@@ -31,12 +31,18 @@ struct CPUReport: ParsableCommand {
     /// Operations per cycle and core of each precision on this CPU's widest units, nominal: AVX-512 with two FMA
     /// ports on Intel (16 lanes × 2 for the FMA × 2 ports fp32; bf16's dot products twice that, VNNI's four
     /// times), Zen 4's AVX-512 on two 256-bit halves (half Intel's), AVX2 with two FMA ports (32 fp32).
-    static func perCycle(flags: Set<String>, vendor: String) -> (fp32: Double, bf16: Double?, int8: Double?) {
+    /// AMX: one TDPBF16PS (16 × 16 × 32 products) every 16 cycles, 1,024 operations a cycle.
+    static func perCycle(
+        flags: Set<String>, vendor: String
+    ) -> (
+        fp32: Double, bf16: Double?, int8: Double?, amx: Double?
+    ) {
         let wide = flags.contains("avx512f")
         let fp32: Double = wide ? (vendor == "AuthenticAMD" ? 32 : 64) : (flags.contains("fma") ? 32 : 8)
         return (
             fp32, flags.contains("avx512_bf16") ? 2 * fp32 : nil,
-            flags.contains("avx512_vnni") || flags.contains("avx512bw") ? 4 * fp32 : nil
+            flags.contains("avx512_vnni") || flags.contains("avx512bw") ? 4 * fp32 : nil,
+            flags.contains("amx_bf16") ? 1024 : nil
         )
     }
 
@@ -65,14 +71,14 @@ struct CPUReport: ParsableCommand {
             ? (Int8Convolution.weightBits == 8 ? "VNNI, 8-bit weights" : "AVX-512BW VPMADDUBSW, 7-bit weights")
             : "none (fp32)"
         print(
-            "Lookout's paths: fp32 \(ConvolutionGEMM.available ? "packed AVX-512 GEMM" : "OpenBLAS")\(WinogradConvolution.available ? ", Winograd F(4×4, 3×3) for 3×3 stride 1" : ""); bf16 \(Precision.bf16.isNative ? "AVX-512 BF16 dot products, chosen per layer against fp32" : "none (fp32)"); int8 \(int8Path); AMX \(Precision.amxUsable ? "usable (the kernel supports the tile state), not used yet" : flags.contains("amx_tile") ? "listed, but the kernel does not grant its state" : "not exposed"); AVX512-FP16 \(flags.contains("avx512_fp16") ? "exposed, not used" : "not exposed")"
+            "Lookout's paths: fp32 \(ConvolutionGEMM.available ? "packed AVX-512 GEMM" : "OpenBLAS")\(WinogradConvolution.available ? ", Winograd F(4×4, 3×3) for 3×3 stride 1" : ""); bf16 \(Precision.bf16.isNative ? (BF16Path.tiles.isAvailable ? "AMX tiles or AVX-512 BF16 dot products" : "AVX-512 BF16 dot products") + ", chosen per layer against fp32" : "none (fp32)"); int8 \(int8Path); AMX \(BF16Path.tiles.isAvailable ? "used for bf16" : Precision.amxUsable ? "usable, turned off (LOOKOUT_NO_AMX)" : flags.contains("amx_tile") ? "listed, but the kernel does not grant its state" : "not exposed"); AVX512-FP16 \(flags.contains("avx512_fp16") ? "exposed, not used" : "not exposed")"
         )
         let rates = Self.perCycle(flags: flags, vendor: vendor)
         let cycles = megahertz * 1e6 * Double(pool.threadCount)
         // No clock reported (some VMs, other architectures): no peak, no percentages.
         func peak(_ perCycle: Double?) -> Double? { cycles > 0 ? perCycle.map { $0 * cycles / 1e9 } : nil }
         print(
-            "nominal peak at that clock (GFLOP/s, GOP/s for int8): fp32 \(peak(rates.fp32).map { String(Int($0)) } ?? "-"), bf16 \(peak(rates.bf16).map { String(Int($0)) } ?? "-"), int8 \(peak(rates.int8).map { String(Int($0)) } ?? "-")"
+            "nominal peak at that clock (GFLOP/s, GOP/s for int8): fp32 \(peak(rates.fp32).map { String(Int($0)) } ?? "-"), bf16 \(peak(rates.bf16).map { String(Int($0)) } ?? "-"), bf16 AMX \(peak(rates.amx).map { String(Int($0)) } ?? "-"), int8 \(peak(rates.int8).map { String(Int($0)) } ?? "-")"
         )
         var generator = SystemRandomNumberGenerator()
         var totals: [String: Double] = [:]
@@ -98,14 +104,27 @@ struct CPUReport: ParsableCommand {
             totals["fp32", default: 0] += fp32 * Double(count)
             var cells = [cell(fp32Name, fp32, peak(rates.fp32))]
             if Precision.bf16.isNative {
-                let own = time(winograd ? WinogradConvolution(precision: .bf16) : LoweredConvolution(precision: .bf16))
-                // TunedConvolution's rule: the precision's own kernel unless fp32's is at least 5 % faster.
-                let keep = fp32 >= 0.95 * own
-                totals["bf16", default: 0] += (keep ? own : fp32) * Double(count)
+                // The tuner's candidates in its order, and its rule: the first unless another is 5 % faster.
+                func bf16(_ path: BF16Path) -> any ConvolutionKernel {
+                    winograd
+                        ? WinogradConvolution(precision: .bf16, bf16Path: path)
+                        : LoweredConvolution(precision: .bf16, bf16Path: path)
+                }
+                var options: [(name: String, seconds: Double, peak: Double?)] = []
+                if BF16Path.tiles.isAvailable { options.append(("bf16 AMX", time(bf16(.tiles)), peak(rates.amx))) }
+                options.append(("bf16 AVX-512", time(bf16(.vector)), peak(rates.bf16)))
+                options.append(("fp32", fp32, peak(rates.fp32)))
+                var chosen = 0
+                for index in 1..<options.count where options[index].seconds < 0.95 * options[chosen].seconds {
+                    chosen = index
+                }
+                totals["bf16", default: 0] += options[chosen].seconds * Double(count)
+                let others = options.indices.filter { $0 != chosen }.map {
+                    "\(options[$0].name) \(format3(options[$0].seconds * 1000))"
+                }
                 cells.append(
-                    keep
-                        ? cell("bf16 \(fp32Name)", own, peak(rates.bf16))
-                        : cell("fp32 \(fp32Name) (bf16 \(format3(own * 1000)) ms)", fp32, peak(rates.fp32)))
+                    cell("\(options[chosen].name) \(fp32Name)", options[chosen].seconds, options[chosen].peak)
+                        + " (\(others.joined(separator: ", ")) ms)")
             } else {
                 cells.append("-")
             }

@@ -4,7 +4,7 @@ import LookoutTestSupport
 import Testing
 
 /// The bf16 arithmetic against its definition. The GEMM: both factors rounded to bfloat16 (nearest even), the
-/// exact products summed — the AVX-512 BF16 path and the portable one, within fp32 summation error; and against
+/// exact products summed — each path this CPU has (AMX tiles, AVX-512 BF16, portable C), within fp32 summation error; and against
 /// the unrounded fp64 product, within the rounding's own bound (bf16 keeps 8 significant bits, so each factor
 /// moves by at most 2⁻⁸ of itself, each product by at most 2⁻⁷ + 2⁻¹⁶ of |a·b|, and the sum by that much of
 /// Σ|a·b|). The convolutions in bf16
@@ -16,7 +16,9 @@ import Testing
         return (0..<count).map { _ in Float.random(in: -1...1, using: &generator) }
     }
 
-    @Test(arguments: [(1, 1, 1), (8, 5, 16), (13, 7, 17), (9, 33, 48), (24, 64, 49), (17, 3, 100), (40, 70, 129)])
+    @Test(arguments: [
+        (1, 1, 1), (8, 5, 16), (13, 7, 17), (9, 33, 48), (24, 64, 49), (17, 3, 100), (40, 70, 129), (33, 64, 31),
+    ])
     func gemmMatchesItsDefinition(m: Int, k: Int, n: Int) {
         let a = Self.random(m * k, seed: UInt64(m * 1000 + k))
         let b = Self.random(k * n, seed: UInt64(n * 7 + 3))
@@ -24,7 +26,7 @@ import Testing
         let packed = a.withUnsafeBufferPointer { ConvolutionGEMM.packBF16($0.baseAddress!, m: m, k: k) }
         #expect(packed.count == ConvolutionGEMM.packedCountBF16(m: m, k: k))
         let round = ConvolutionGEMM.roundedToBF16
-        for portable in [false, true] {
+        for path in BF16Path.allCases where path.isAvailable {
             var c = [Float](repeating: .nan, count: m * n)
             packed.withUnsafeBufferPointer { p in
                 b.withUnsafeBufferPointer { b in
@@ -32,7 +34,7 @@ import Testing
                         c.withUnsafeMutableBufferPointer { c in
                             ConvolutionGEMM.multiply(
                                 bf16: p.baseAddress!, m: m, k: k, b: b.baseAddress!, ldb: n, n: n,
-                                c: c.baseAddress!, ldc: n, bias: bias.baseAddress!, portable: portable)
+                                c: c.baseAddress!, ldc: n, bias: bias.baseAddress!, path: path)
                         }
                     }
                 }
@@ -56,8 +58,8 @@ import Testing
                     worstExact = max(worstExact, abs(value - exact) / ((0x1p-7 + 0x1p-16) * magnitude + summing))
                 }
             }
-            #expect(worstRounded <= 1, "\(portable ? "portable" : "native") m\(m) k\(k) n\(n): \(worstRounded)")
-            #expect(worstExact <= 1, "\(portable ? "portable" : "native") m\(m) k\(k) n\(n): \(worstExact)")
+            #expect(worstRounded <= 1, "\(path) m\(m) k\(k) n\(n): \(worstRounded)")
+            #expect(worstExact <= 1, "\(path) m\(m) k\(k) n\(n): \(worstExact)")
         }
     }
 
@@ -134,19 +136,59 @@ import Testing
         let (x, w) = Self.convolution(
             inputs: inputs, outputs: outputs, kernel: kernel, stride: stride, height: height, width: width, seed: 5)
         let pool = ComputePool(threads: 2)
-        let kernelBF16 = LoweredConvolution(precision: .bf16)
-        let prepared = kernelBF16.prepare(w)
-        #expect(!prepared.packedBF16.isEmpty && prepared.packed.isEmpty)
-        let got = kernelBF16.convolve(x, prepared, pool: pool).data
         let expected = DirectConvolution().convolve(x, w, pool: pool).data
         let scale = Self.magnitudes(x, w)
         let depth = inputs * kernel * kernel
-        var worst = 0.0
-        for i in got.indices {
-            let bound = ((0x1p-7 + 0x1p-16) + Double(depth + 2) * 0x1p-24) * Double(scale[i]) * 1.01
-            worst = max(worst, Double(abs(got[i] - expected[i])) / bound)
+        for path in [BF16Path.tiles, .vector] where path.isAvailable {
+            let kernelBF16 = LoweredConvolution(precision: .bf16, bf16Path: path)
+            let prepared = kernelBF16.prepare(w)
+            #expect(!prepared.packedBF16.isEmpty && prepared.packed.isEmpty && prepared.bf16Path == path)
+            let got = kernelBF16.convolve(x, prepared, pool: pool).data
+            var worst = 0.0
+            for i in got.indices {
+                let bound = ((0x1p-7 + 0x1p-16) + Double(depth + 2) * 0x1p-24) * Double(scale[i]) * 1.01
+                worst = max(worst, Double(abs(got[i] - expected[i])) / bound)
+            }
+            #expect(worst <= 1, "\(path) \(inputs)->\(outputs) k\(kernel) s\(stride): \(worst) of the bound")
         }
-        #expect(worst <= 1, "\(inputs)->\(outputs) k\(kernel) s\(stride): \(worst) of the bound")
+    }
+
+    /// Each path's products do not depend on how the work is split: rows in panels of eight from any panel, and
+    /// columns in any pieces, give the same bits as the whole product (what lets a convolution's result be the
+    /// same on any thread count).
+    @Test(arguments: [(40, 70, 129), (56, 300, 77), (24, 33, 48)])
+    func productsDoNotDependOnTheSplit(m: Int, k: Int, n: Int) {
+        let a = Self.random(m * k, seed: 71), b = Self.random(k * n, seed: 72), bias = Self.random(m, seed: 73)
+        let packed = a.withUnsafeBufferPointer { ConvolutionGEMM.packBF16($0.baseAddress!, m: m, k: k) }
+        for path in BF16Path.allCases where path.isAvailable {
+            func product(rows: Range<Int>, columns: Range<Int>, into c: inout [Float]) {
+                packed.withUnsafeBufferPointer { p in
+                    b.withUnsafeBufferPointer { b in
+                        bias.withUnsafeBufferPointer { bias in
+                            c.withUnsafeMutableBufferPointer { c in
+                                ConvolutionGEMM.multiply(
+                                    bf16: p.baseAddress!, m: m, k: k, rows: rows,
+                                    b: b.baseAddress! + columns.lowerBound,
+                                    ldb: n, n: columns.count, c: c.baseAddress! + columns.lowerBound, ldc: n,
+                                    bias: bias.baseAddress!, activation: true, path: path)
+                            }
+                        }
+                    }
+                }
+            }
+            var whole = [Float](repeating: .nan, count: m * n)
+            product(rows: 0..<m, columns: 0..<n, into: &whole)
+            var pieces = [Float](repeating: .nan, count: m * n)
+            // Rows 8 at a time from the second panel of eight on (a tile's second half), columns in odd pieces.
+            let rowCuts = [0, 8, 24, m], columnCuts = [0, 5, 37, n]
+            for r in 0..<3 where rowCuts[r] < rowCuts[r + 1] {
+                for j in 0..<3 where columnCuts[j] < columnCuts[j + 1] {
+                    product(
+                        rows: rowCuts[r]..<rowCuts[r + 1], columns: columnCuts[j]..<columnCuts[j + 1], into: &pieces)
+                }
+            }
+            #expect(whole.map(\.bitPattern) == pieces.map(\.bitPattern), "\(path) m\(m) k\(k) n\(n)")
+        }
     }
 
     /// Winograd F(4×4, 3×3) rounds the transformed tiles and weights, not x and w: each output is Aᵀ(Σ U⊙V)A
@@ -161,21 +203,24 @@ import Testing
         let (x, w) = Self.convolution(
             inputs: inputs, outputs: outputs, kernel: 3, stride: 1, height: height, width: width, seed: 11)
         let pool = ComputePool(threads: 2)
-        let kernelBF16 = WinogradConvolution(precision: .bf16)
-        let prepared = kernelBF16.prepare(w)
-        #expect(prepared.packedBF16.count == 36 * ConvolutionGEMM.packedCountBF16(m: outputs, k: inputs))
-        let got = kernelBF16.convolve(x, prepared, pool: pool).data
         let expected = DirectConvolution().convolve(x, w, pool: pool).data
         let scale = Self.magnitudes(x, w)
-        var worst = 0.0
-        var mean = 0.0
-        for i in got.indices {
-            let relative = Double(abs(got[i] - expected[i])) / Double(scale[i])
-            worst = max(worst, relative)
-            mean += relative / Double(got.count)
+        for path in [BF16Path.tiles, .vector] where path.isAvailable {
+            let kernelBF16 = WinogradConvolution(precision: .bf16, bf16Path: path)
+            let prepared = kernelBF16.prepare(w)
+            #expect(prepared.packedBF16.count == 36 * ConvolutionGEMM.packedCountBF16(m: outputs, k: inputs))
+            #expect(prepared.bf16Path == path)
+            let got = kernelBF16.convolve(x, prepared, pool: pool).data
+            var worst = 0.0
+            var mean = 0.0
+            for i in got.indices {
+                let relative = Double(abs(got[i] - expected[i])) / Double(scale[i])
+                worst = max(worst, relative)
+                mean += relative / Double(got.count)
+            }
+            print("winograd bf16 \(path) \(inputs)->\(outputs) \(height)x\(width): worst \(worst), mean \(mean)")
+            #expect(worst <= 0x1p-2)
+            #expect(mean <= 0x1p-6)
         }
-        print("winograd bf16 \(inputs)->\(outputs) \(height)x\(width): worst \(worst), mean \(mean) of Σ|w||x|")
-        #expect(worst <= 0x1p-2)
-        #expect(mean <= 0x1p-6)
     }
 }

@@ -57,8 +57,8 @@ import Testing
         #expect(sum.data == expected.data)
     }
 
-    /// The 1×1 GEMM's row table against B read with a row stride: the same bits, in fp32 and bf16, AVX-512 and
-    /// portable, on column offsets and widths around the registers.
+    /// The 1×1 GEMM's row table against B read with a row stride: the same bits, in fp32 and bf16 (each path this
+    /// CPU has: AMX, AVX-512, portable), on column offsets and widths around the registers.
     @Test(arguments: [(8, 36, 1, 0), (13, 36, 17, 5), (24, 36, 100, 48), (9, 36, 49, 3)])
     func rowTableGivesTheSameProducts(m: Int, k: Int, n: Int, offset: Int) throws {
         let (stacked, joined) = Self.parts(height: 10, width: 16)  // 160 columns
@@ -68,7 +68,9 @@ import Testing
         let packed = a.withUnsafeBufferPointer { ConvolutionGEMM.pack($0.baseAddress!, m: m, k: k) }
         let packed16 = a.withUnsafeBufferPointer { ConvolutionGEMM.packBF16($0.baseAddress!, m: m, k: k) }
         var runs: [(String, [Float], [Float])] = []
-        for (name, kind) in [("fp32", 0), ("bf16", 1), ("bf16 portable", 2)] {
+        for (name, kind) in [("fp32", 0), ("bf16 AMX", 3), ("bf16 AVX-512", 1), ("bf16 portable", 2)] {
+            let path: BF16Path = kind == 3 ? .tiles : kind == 2 ? .portable : .vector
+            if !path.isAvailable { continue }
             if kind == 0 && !ConvolutionGEMM.available { continue }
             var plain = [Float](repeating: .nan, count: m * n), tabled = plain
             joined.data.withUnsafeBufferPointer { b in
@@ -85,7 +87,7 @@ import Testing
                                 ConvolutionGEMM.multiply(
                                     bf16: p.baseAddress!, m: m, k: k, b: b.baseAddress! + offset, ldb: plane, n: n,
                                     c: c.baseAddress!, ldc: n, bias: bias.baseAddress!, activation: true,
-                                    portable: kind == 2)
+                                    path: path)
                             }
                         }
                     }
@@ -102,7 +104,7 @@ import Testing
                                     ConvolutionGEMM.multiply(
                                         bf16: p.baseAddress!, m: m, k: k, table: table, offset: offset, n: n,
                                         c: c.baseAddress!, ldc: n, bias: bias.baseAddress!, activation: true,
-                                        portable: kind == 2)
+                                        path: path)
                                 }
                             }
                         }

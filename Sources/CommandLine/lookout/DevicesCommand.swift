@@ -49,7 +49,7 @@ struct DevicesCommand: ParsableCommand {
             ? (Int8Convolution.weightBits == 8 ? "yes (AVX-512 VNNI)" : "yes (AVX-512BW, 7-bit weights)") : "no"
         print(
             "CPU: \(AutomaticPrecision.cpuModel()), \(ComputePool.shared.threadCount) threads; bf16 \(bf16), int8 \(int8)"
-                + (Precision.amxUsable ? "; AMX usable (not used yet)" : "")
+                + (BF16Path.tiles.isAvailable ? "; AMX tiles for bf16" : Precision.amxUsable ? "; AMX turned off" : "")
         )
         var gpus: [GPU] = []
         do {

@@ -1,20 +1,28 @@
 /* The convolutions' GEMM in bf16: C (m × n) = A (m × k) · B (k × n) with A and B rounded to bfloat16 (round to
-   nearest even) and products summed in fp32, through AVX-512 BF16's VDPBF16PS, which multiplies two pairs of
-   bf16 per fp32 lane and adds both to the lane.
+   nearest even) and products summed in fp32. Three paths compute it from the same packed A:
+   - AMX (path 2): TDPBF16PS multiplies a 16 × 32 tile of A by a 32 × 16 tile of B (in pairs) into a 16 × 16
+     fp32 tile; four accumulator tiles make a 32 × 32 block of C.
+   - AVX-512 BF16 (path 1): VDPBF16PS multiplies two pairs of bf16 per fp32 lane and adds both to the lane;
+     register blocks of 8 rows × 48 columns.
+   - Portable C (path 0): both factors rounded, exact products, fp32 sums of each pair then of the chain — for
+     tests and correctness, not speed.
+   Each sums an output's products in an order fixed by k alone, so no path's result depends on how the work is
+   split among threads; the paths' orders differ, so their results differ by fp32 rounding.
 
-   A is packed once at load: panels of eight rows as in gemm.c, but k taken two at a time — for each pair
-   (2q, 2q + 1) eight 32-bit words, row r's two bf16 in word r (the even index in the low half). B stays fp32
-   where it lies: each block of up to 48 columns is rounded and paired once (k/2 × 48 words in a scratch
-   buffer) and then multiplied by every panel. Bias and SiLU as in gemm.c.
-
-   Where the CPU lacks AVX512_BF16 (or LOOKOUT_NO_BF16 is set) `lookout_gemm_bf16_available` says 0 and the
-   portable path computes the same products in C (both factors rounded to bf16, exact products, fp32 sums of
-   each pair then of the chain) — for tests and correctness, not speed. */
+   A is packed once at load in the layout AMX loads its tiles from: panels of 16 rows; in each, blocks of 16
+   pairs of k (32 values); in each block, 16 rows of 16 words, a word the two bf16 of a row for k = 2q, 2q + 1
+   (the even index in the low half). The pairs are padded with zeros to a multiple of 16, the rows to a
+   multiple of 16. B stays fp32 where it lies: each block of columns is rounded and paired once (a word the two
+   rounded values of a column for rows 2q, 2q + 1) into a scratch buffer and then multiplied by every panel.
+   Bias and SiLU as in gemm.c. */
 #include "lookout_kernels.h"
 #include "gemm_exp.h"
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -37,19 +45,24 @@ static inline float from_bf16(uint16_t value) {
 
 float lookout_bf16_round(float value) { return from_bf16(to_bf16(value)); }
 
-size_t lookout_gemm_bf16_packed_count(int m, int k) { return (size_t)((m + 7) / 8) * 8 * (size_t)((k + 1) / 2); }
+/* Pairs of k padded to whole blocks of 16. */
+static inline int padded_pairs(int k) { return ((k + 1) / 2 + 15) / 16 * 16; }
+
+/* The word of row `row`, pair `q` in the packed A (`stride` = padded_pairs(k)). */
+static inline size_t packed_index(int row, int q, int stride) {
+    return (size_t)(row / 16) * 16 * stride + (size_t)(q / 16) * 256 + (size_t)(row % 16) * 16 + (size_t)(q % 16);
+}
+
+size_t lookout_gemm_bf16_packed_count(int m, int k) { return (size_t)((m + 15) / 16) * 16 * (size_t)padded_pairs(k); }
 
 void lookout_gemm_bf16_pack(const float *a, int m, int k, size_t lda, uint32_t *packed) {
-    int pairs = (k + 1) / 2;
-    for (int panel = 0; panel < (m + 7) / 8; panel++) {
-        uint32_t *target = packed + (size_t)panel * 8 * pairs;
-        for (int q = 0; q < pairs; q++) {
-            for (int r = 0; r < 8; r++) {
-                int row = panel * 8 + r;
-                float even = row < m ? a[(size_t)row * lda + 2 * q] : 0.0f;
-                float odd = row < m && 2 * q + 1 < k ? a[(size_t)row * lda + 2 * q + 1] : 0.0f;
-                target[(size_t)q * 8 + r] = (uint32_t)to_bf16(even) | ((uint32_t)to_bf16(odd) << 16);
-            }
+    int stride = padded_pairs(k);
+    memset(packed, 0, lookout_gemm_bf16_packed_count(m, k) * sizeof(uint32_t));
+    for (int row = 0; row < m; row++) {
+        for (int q = 0; q < (k + 1) / 2; q++) {
+            float even = a[(size_t)row * lda + 2 * q];
+            float odd = 2 * q + 1 < k ? a[(size_t)row * lda + 2 * q + 1] : 0.0f;
+            packed[packed_index(row, q, stride)] = (uint32_t)to_bf16(even) | ((uint32_t)to_bf16(odd) << 16);
         }
     }
 }
@@ -68,19 +81,38 @@ int lookout_gemm_bf16_available(void) {
 #endif
 }
 
+int lookout_gemm_bf16_tiles_available(void) {
+#if defined(__x86_64__) && defined(__linux__)
+    static int cached = -1;
+    if (cached < 0) {
+        /* ARCH_REQ_XCOMP_PERM (0x1023) for XTILEDATA (18): once per process, before any thread uses a tile. */
+        cached = lookout_gemm_bf16_available() && lookout_amx_usable() && getenv("LOOKOUT_NO_AMX") == NULL &&
+                 syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+    }
+    return cached;
+#else
+    return 0;
+#endif
+}
+
+int lookout_gemm_bf16_best_path(void) {
+    return lookout_gemm_bf16_tiles_available() ? 2 : lookout_gemm_bf16_available() ? 1 : 0;
+}
+
 #if defined(__x86_64__)
 #define GBF __attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline)) static inline
 
-/* Rows 2q and 2q + 1 of B's columns [0, width) → `pairs` × 48 words, each word the two rounded values of one
-   column (row 2q in the low half); columns beyond `width` are zero. B's row p is `b + p·ldb`, or (`rows_of_b`
-   not NULL) `rows_of_b[p] + offset`. */
+/* Rows 2q and 2q + 1 of B's columns [0, width) → `pairs` × `columns` words (`columns` 32 or 48), each word the
+   two rounded values of one column (row 2q in the low half); columns beyond `width` are zero, and so are the
+   rows from `pairs` up to `padded` (for the tiles). B's row p is `b + p·ldb`, or (`rows_of_b` not NULL)
+   `rows_of_b[p] + offset`. */
 GBF void pair_block(const float *b, size_t ldb, const float *const *rows_of_b, size_t offset, int k, int width,
-                    uint32_t *scratch) {
+                    int columns, int padded, uint32_t *scratch) {
     int pairs = (k + 1) / 2;
     for (int q = 0; q < pairs; q++) {
         const float *even = rows_of_b ? rows_of_b[2 * q] + offset : b + (size_t)(2 * q) * ldb;
         const float *odd = 2 * q + 1 >= k ? NULL : rows_of_b ? rows_of_b[2 * q + 1] + offset : even + ldb;
-        for (int j = 0; j < 48; j += 16) {
+        for (int j = 0; j < columns; j += 16) {
             int left = width - j;
             __mmask16 mask = left >= 16 ? 0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
             __m512 e = _mm512_maskz_loadu_ps(mask, even + j);
@@ -88,11 +120,13 @@ GBF void pair_block(const float *b, size_t ldb, const float *const *rows_of_b, s
             __m512i low = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(e));
             __m512i high = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(o));
             __m512i word = _mm512_or_si512(low, _mm512_slli_epi32(high, 16));
-            _mm512_storeu_si512((void *)(scratch + (size_t)q * 48 + j), word);
+            _mm512_storeu_si512((void *)(scratch + (size_t)q * columns + j), word);
         }
     }
+    if (padded > pairs) memset(scratch + (size_t)pairs * columns, 0, (size_t)(padded - pairs) * columns * 4);
 }
 
+/* Eight rows of the packed A (`a` at the first's word of block 0) by a paired block of B. */
 GBF void bf16_block(const int P, const uint32_t *a, int pairs, const uint32_t *b, __mmask16 mask, float *c,
                     size_t ldc, int rows, const float *bias, int activation) {
     __m512 acc[8][3];
@@ -103,9 +137,9 @@ GBF void bf16_block(const int P, const uint32_t *a, int pairs, const uint32_t *b
         __m512bh x0 = (__m512bh)_mm512_loadu_si512((const void *)row);
         __m512bh x1 = (__m512bh)_mm512_loadu_si512((const void *)(row + 16));
         __m512bh x2 = (__m512bh)_mm512_loadu_si512((const void *)(row + 32));
-        const uint32_t *w = a + (size_t)q * 8;
+        const uint32_t *w = a + (size_t)(q / 16) * 256 + q % 16;
         for (int r = 0; r < 8; r++) {
-            __m512bh s = (__m512bh)_mm512_set1_epi32((int)w[r]);
+            __m512bh s = (__m512bh)_mm512_set1_epi32((int)w[16 * r]);
             acc[r][0] = _mm512_dpbf16_ps(acc[r][0], s, x0);
             if (P >= 2) acc[r][1] = _mm512_dpbf16_ps(acc[r][1], s, x1);
             if (P >= 3) acc[r][2] = _mm512_dpbf16_ps(acc[r][2], s, x2);
@@ -120,47 +154,129 @@ GBF void bf16_block(const int P, const uint32_t *a, int pairs, const uint32_t *b
     }
 }
 
+/* Rows [row0, row0 + rows) (row0 a multiple of 8); `c` and `bias` at row row0. */
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) static void gemm_bf16_avx512(
-    const uint32_t *packed, int m, int k, const float *b, size_t ldb, const float *const *rows_of_b, size_t offset,
-    int n, float *c, size_t ldc, const float *bias, int activation) {
-    int panels = (m + 7) / 8, pairs = (k + 1) / 2;
+    const uint32_t *packed, int row0, int rows, int k, const float *b, size_t ldb, const float *const *rows_of_b,
+    size_t offset, int n, float *c, size_t ldc, const float *bias, int activation) {
+    int pairs = (k + 1) / 2, stride = padded_pairs(k);
     uint32_t *scratch = aligned_alloc(64, (size_t)pairs * 48 * 4 + 64);
     for (int j0 = 0; j0 < n;) {
         column_block block = next_columns(n - j0);
         int P = block.P, width = block.width;
         __mmask16 mask = block.mask;
         if (rows_of_b)
-            pair_block(NULL, 0, rows_of_b, offset + (size_t)j0, k, width, scratch);
+            pair_block(NULL, 0, rows_of_b, offset + (size_t)j0, k, width, 48, pairs, scratch);
         else
-            pair_block(b + j0, ldb, NULL, 0, k, width, scratch);
-        for (int panel = 0; panel < panels; panel++) {
-            int rows = m - panel * 8 < 8 ? m - panel * 8 : 8;
-            const uint32_t *a = packed + (size_t)panel * 8 * pairs;
-            float *target = c + (size_t)panel * 8 * ldc + j0;
-            const float *bb = bias ? bias + panel * 8 : NULL;
+            pair_block(b + j0, ldb, NULL, 0, k, width, 48, pairs, scratch);
+        for (int r0 = 0; r0 < rows; r0 += 8) {
+            int row = row0 + r0, count = rows - r0 < 8 ? rows - r0 : 8;
+            const uint32_t *a = packed + packed_index(row, 0, stride);
+            float *target = c + (size_t)r0 * ldc + j0;
+            const float *bb = bias ? bias + r0 : NULL;
             if (P == 3)
-                bf16_block(3, a, pairs, scratch, mask, target, ldc, rows, bb, activation);
+                bf16_block(3, a, pairs, scratch, mask, target, ldc, count, bb, activation);
             else if (P == 2)
-                bf16_block(2, a, pairs, scratch, mask, target, ldc, rows, bb, activation);
+                bf16_block(2, a, pairs, scratch, mask, target, ldc, count, bb, activation);
             else
-                bf16_block(1, a, pairs, scratch, mask, target, ldc, rows, bb, activation);
+                bf16_block(1, a, pairs, scratch, mask, target, ldc, count, bb, activation);
         }
         j0 += width;
     }
     free(scratch);
 }
-#endif
 
-static void gemm_bf16_portable(const uint32_t *packed, int m, int k, const float *b, size_t ldb,
+/* The tile configuration: palette 1, tiles 0–7 each 16 rows of 64 bytes (0–3 accumulators, 4–5 A, 6–7 B). */
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t bytes_per_row[16];
+    uint8_t rows[16];
+} tile_config;
+
+#define GAMX __attribute__((target("avx512f,avx512bw,avx512bf16,amx-tile,amx-bf16")))
+
+/* Accumulator tile `t` (rows `first` of its 16 in C from `c`, columns `columns` of 16) + bias, SiLU, stored. */
+GAMX static inline void store_tile(const float *tile, float *c, size_t ldc, int skip, int count, int columns,
+                                   const float *bias, int activation) {
+    __mmask16 mask = columns >= 16 ? 0xFFFF : (__mmask16)((1u << columns) - 1);
+    for (int r = skip; r < count; r++) {
+        __m512 value = _mm512_load_ps(tile + 16 * r);
+        if (bias) value = _mm512_add_ps(value, _mm512_set1_ps(bias[r]));
+        _mm512_mask_storeu_ps(c + (size_t)r * ldc, mask, activate16(value, activation));
+    }
+}
+
+GAMX static void gemm_bf16_amx(const uint32_t *packed, int row0, int rows, int k, const float *b, size_t ldb,
                                const float *const *rows_of_b, size_t offset, int n, float *c, size_t ldc,
                                const float *bias, int activation) {
-    int pairs = (k + 1) / 2;
-    for (int i = 0; i < m; i++) {
-        const uint32_t *a = packed + (size_t)(i / 8) * 8 * pairs + i % 8;
+    int stride = padded_pairs(k), blocks = stride / 16, end = row0 + rows;
+    tile_config config;
+    memset(&config, 0, sizeof config);
+    config.palette = 1;
+    for (int t = 0; t < 8; t++) {
+        config.bytes_per_row[t] = 64;
+        config.rows[t] = 16;
+    }
+    _tile_loadconfig(&config);
+    uint32_t *scratch = aligned_alloc(64, (size_t)stride * 32 * 4);
+    float tile[256] __attribute__((aligned(64)));
+    for (int j0 = 0; j0 < n; j0 += 32) {
+        int width = n - j0 < 32 ? n - j0 : 32;
+        if (rows_of_b)
+            pair_block(NULL, 0, rows_of_b, offset + (size_t)j0, k, width, 32, stride, scratch);
+        else
+            pair_block(b + j0, ldb, NULL, 0, k, width, 32, stride, scratch);
+        int wide = width > 16;
+        for (int R = row0 / 16 * 16; R < end; R += 32) {
+            int tall = end - R > 16;
+            const uint32_t *a0 = packed + (size_t)(R / 16) * 16 * stride, *a1 = a0 + (size_t)16 * stride;
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_zero(2);
+            _tile_zero(3);
+            for (int block = 0; block < blocks; block++) {
+                const uint32_t *x = scratch + (size_t)block * 16 * 32;
+                _tile_loadd(4, a0 + (size_t)block * 256, 64);
+                _tile_loadd(6, x, 128);
+                _tile_dpbf16ps(0, 4, 6);
+                if (wide) {
+                    _tile_loadd(7, x + 16, 128);
+                    _tile_dpbf16ps(1, 4, 7);
+                }
+                if (tall) {
+                    _tile_loadd(5, a1 + (size_t)block * 256, 64);
+                    _tile_dpbf16ps(2, 5, 6);
+                    if (wide) _tile_dpbf16ps(3, 5, 7);
+                }
+            }
+            /* Rows of C from R (those before row0 belong to another call), at most 16 per tile. */
+            for (int half = 0; half < (tall ? 2 : 1); half++) {
+                int first = R + 16 * half, skip = row0 > first ? row0 - first : 0;
+                int count = end - first < 16 ? end - first : 16;
+                float *target = c + (ptrdiff_t)(first - row0) * (ptrdiff_t)ldc + j0;
+                const float *bb = bias ? bias + (first - row0) : NULL;
+                if (half == 0) _tile_stored(0, tile, 64); else _tile_stored(2, tile, 64);
+                store_tile(tile, target, ldc, skip, count, width < 16 ? width : 16, bb, activation);
+                if (wide) {
+                    if (half == 0) _tile_stored(1, tile, 64); else _tile_stored(3, tile, 64);
+                    store_tile(tile, target + 16, ldc, skip, count, width - 16, bb, activation);
+                }
+            }
+        }
+    }
+    free(scratch);
+    _tile_release();
+}
+#endif
+
+static void gemm_bf16_portable(const uint32_t *packed, int row0, int rows, int k, const float *b, size_t ldb,
+                               const float *const *rows_of_b, size_t offset, int n, float *c, size_t ldc,
+                               const float *bias, int activation) {
+    int pairs = (k + 1) / 2, stride = padded_pairs(k);
+    for (int i = 0; i < rows; i++) {
         for (int j = 0; j < n; j++) {
             float sum = 0.0f;
             for (int q = 0; q < pairs; q++) {
-                uint32_t word = a[(size_t)q * 8];
+                uint32_t word = packed[packed_index(row0 + i, q, stride)];
                 const float *even = rows_of_b ? rows_of_b[2 * q] + offset : b + (size_t)(2 * q) * ldb;
                 float left = from_bf16((uint16_t)(word & 0xffff)) * lookout_bf16_round(even[j]);
                 float right = 0.0f;
@@ -177,30 +293,19 @@ static void gemm_bf16_portable(const uint32_t *packed, int m, int k, const float
     }
 }
 
-/* B strided (`b`, `ldb`) or through a row table (`rows`, `offset`); the portable C when `portable` or when the
-   CPU lacks AVX-512 BF16. */
-static void gemm_bf16(const uint32_t *packed, int m, int k, const float *b, size_t ldb, const float *const *rows,
-                      size_t offset, int n, float *c, size_t ldc, const float *bias, int activation, int portable) {
+void lookout_gemm_bf16_at(int path, const uint32_t *packed, int row0, int rows, int k, const float *b, size_t ldb,
+                          const float *const *table, size_t offset, int n, float *c, size_t ldc, const float *bias,
+                          int activation) {
+    if (rows <= 0 || n <= 0) return;
 #if defined(__x86_64__)
-    if (!portable && lookout_gemm_bf16_available()) {
-        gemm_bf16_avx512(packed, m, k, b, ldb, rows, offset, n, c, ldc, bias, activation);
+    if (path >= 2 && lookout_gemm_bf16_tiles_available()) {
+        gemm_bf16_amx(packed, row0, rows, k, b, ldb, table, offset, n, c, ldc, bias, activation);
+        return;
+    }
+    if (path >= 1 && lookout_gemm_bf16_available()) {
+        gemm_bf16_avx512(packed, row0, rows, k, b, ldb, table, offset, n, c, ldc, bias, activation);
         return;
     }
 #endif
-    gemm_bf16_portable(packed, m, k, b, ldb, rows, offset, n, c, ldc, bias, activation);
-}
-
-void lookout_gemm_bf16(const uint32_t *packed, int m, int k, const float *b, size_t ldb, int n, float *c,
-                       size_t ldc, const float *bias, int activation) {
-    gemm_bf16(packed, m, k, b, ldb, NULL, 0, n, c, ldc, bias, activation, 0);
-}
-
-void lookout_gemm_bf16_portable(const uint32_t *packed, int m, int k, const float *b, size_t ldb, int n, float *c,
-                                size_t ldc, const float *bias, int activation) {
-    gemm_bf16(packed, m, k, b, ldb, NULL, 0, n, c, ldc, bias, activation, 1);
-}
-
-void lookout_gemm_bf16_rows(const uint32_t *packed, int m, int k, const float *const *rows, size_t offset, int n,
-                            float *c, size_t ldc, const float *bias, int activation, int portable) {
-    gemm_bf16(packed, m, k, NULL, 0, rows, offset, n, c, ldc, bias, activation, portable);
+    gemm_bf16_portable(packed, row0, rows, k, b, ldb, table, offset, n, c, ldc, bias, activation);
 }

@@ -30,7 +30,8 @@ public enum ConvolutionGEMM {
 
     public static func packedCount(m: Int, k: Int) -> Int { lookout_gemm_packed_count(Int32(m), Int32(k)) }
 
-    /// `matrices` matrices `m × k` → their bf16 panels (``packedCountBF16(m:k:)`` words each).
+    /// `matrices` matrices `m × k` → their bf16 panels (16 rows by 32 values of k, AMX's tile layout;
+    /// ``packedCountBF16(m:k:)`` words each).
     public static func packBF16(_ a: UnsafePointer<Float>, m: Int, k: Int, matrices: Int = 1) -> [UInt32] {
         let each = packedCountBF16(m: m, k: k)
         return [UInt32](unsafeUninitializedCapacity: each * matrices) { buffer, count in
@@ -80,29 +81,29 @@ public enum ConvolutionGEMM {
             c + rows.lowerBound * ldc, ldc, bias.map { $0 + rows.lowerBound }, activation ? 1 : 0)
     }
 
-    /// ``multiply(bf16:m:k:rows:b:ldb:n:c:ldc:bias:activation:portable:)`` with `b`'s row p at `table[p] + offset`.
+    /// ``multiply(bf16:m:k:rows:b:ldb:n:c:ldc:bias:activation:path:)`` with `b`'s row p at `table[p] + offset`.
     public static func multiply(
         bf16 packed: UnsafePointer<UInt32>, m: Int, k: Int, rows: Range<Int>? = nil,
         table: UnsafePointer<UnsafePointer<Float>?>, offset: Int, n: Int, c: UnsafeMutablePointer<Float>, ldc: Int,
-        bias: UnsafePointer<Float>? = nil, activation: Bool = false, portable: Bool = false
+        bias: UnsafePointer<Float>? = nil, activation: Bool = false, path: BF16Path = .best
     ) {
         guard let rows = panelRows(rows, m: m, n: n) else { return }
-        lookout_gemm_bf16_rows(
-            packed + (rows.lowerBound / 8) * 8 * ((k + 1) / 2), Int32(rows.count), Int32(k), table, offset, Int32(n),
-            c + rows.lowerBound * ldc, ldc, bias.map { $0 + rows.lowerBound }, activation ? 1 : 0, portable ? 1 : 0)
+        lookout_gemm_bf16_at(
+            path.rawValue, packed, Int32(rows.lowerBound), Int32(rows.count), Int32(k), nil, 0, table, offset,
+            Int32(n), c + rows.lowerBound * ldc, ldc, bias.map { $0 + rows.lowerBound }, activation ? 1 : 0)
     }
 
-    /// ``multiply(packed:m:k:rows:b:ldb:n:c:ldc:bias:activation:)`` in bf16: `b` rounded to bf16 as it is read.
-    /// `portable`: the C path whatever the CPU (for tests).
+    /// ``multiply(packed:m:k:rows:b:ldb:n:c:ldc:bias:activation:)`` in bf16: `b` rounded to bf16 as it is read;
+    /// `packed` is the whole matrix (``packBF16(_:m:k:matrices:)``). `path`: which instructions (the best this
+    /// CPU has unless a test or a measured layer choice says otherwise; a path the CPU lacks falls to the next).
     public static func multiply(
         bf16 packed: UnsafePointer<UInt32>, m: Int, k: Int, rows: Range<Int>? = nil, b: UnsafePointer<Float>,
         ldb: Int, n: Int, c: UnsafeMutablePointer<Float>, ldc: Int, bias: UnsafePointer<Float>? = nil,
-        activation: Bool = false, portable: Bool = false
+        activation: Bool = false, path: BF16Path = .best
     ) {
         guard let rows = panelRows(rows, m: m, n: n) else { return }
-        let run = portable ? lookout_gemm_bf16_portable : lookout_gemm_bf16
-        run(
-            packed + (rows.lowerBound / 8) * 8 * ((k + 1) / 2), Int32(rows.count), Int32(k), b, ldb, Int32(n),
+        lookout_gemm_bf16_at(
+            path.rawValue, packed, Int32(rows.lowerBound), Int32(rows.count), Int32(k), b, ldb, nil, 0, Int32(n),
             c + rows.lowerBound * ldc, ldc, bias.map { $0 + rows.lowerBound }, activation ? 1 : 0)
     }
 
@@ -147,6 +148,29 @@ public enum ConvolutionGEMM {
                         bias.map { $0 + rows.lowerBound }, activation ? 1 : 0)
                 }
             }
+        }
+    }
+}
+
+/// Which instructions compute a bf16 product (`gemm_bf16.c`). All round both factors to bf16 and sum the exact
+/// products in fp32, each output in an order fixed by the inner dimension alone; the orders differ between paths.
+public enum BF16Path: Int32, Sendable, CaseIterable {
+    /// C, on any CPU (for tests).
+    case portable = 0
+    /// AVX-512 BF16's VDPBF16PS, register blocks of 8 × 48.
+    case vector = 1
+    /// AMX's TDPBF16PS, four 16 × 16 accumulator tiles (`LOOKOUT_NO_AMX` turns it off).
+    case tiles = 2
+
+    /// The fastest this CPU has.
+    public static var best: BF16Path { BF16Path(rawValue: lookout_gemm_bf16_best_path()) ?? .portable }
+
+    /// Whether this CPU has it (a path it lacks runs the next below).
+    public var isAvailable: Bool {
+        switch self {
+        case .portable: return true
+        case .vector: return lookout_gemm_bf16_available() != 0
+        case .tiles: return lookout_gemm_bf16_tiles_available() != 0
         }
     }
 }

@@ -25,6 +25,8 @@ public struct ConvolutionWeights: Sendable {
     /// The same operand in bf16 (``ConvolutionGEMM/packBF16(_:m:k:matrices:)``) when the kernel runs in bf16,
     /// or empty.
     public var packedBF16: [UInt32] = []
+    /// The instructions that multiply `packedBF16` (the kernel's, set by its `prepare`).
+    public var bf16Path: BF16Path = .best
     /// The range calibration saw at this convolution's input (int8 quantises the input to it), or nil.
     public var inputRange: ClosedRange<Float>?
     /// The weights in int8 (``ConvolutionGEMM/packInt8(_:m:k:input:)``) when the kernel runs in int8, or nil.
@@ -98,14 +100,19 @@ public enum ConvolutionKernels {
     public static func kernel(precision: Precision, settings: KernelSettings = .environment) -> any ConvolutionKernel {
         let precision = ConvolutionGEMM.available ? precision : .fp32
         if precision == .int8 { return Int8Convolution(fallback: kernel(precision: .fp32, settings: settings)) }
-        func plain(_ precision: Precision) -> any ConvolutionKernel {
+        func plain(_ precision: Precision, _ path: BF16Path = .best) -> any ConvolutionKernel {
             settings.convolution == .lowered
-                ? LoweredConvolution(precision: precision) : WinogradConvolution(precision: precision)
+                ? LoweredConvolution(precision: precision, bf16Path: path)
+                : WinogradConvolution(precision: precision, bf16Path: path)
         }
-        // bf16: per layer the faster of bf16 and fp32 on this CPU (a new instance per layer: it holds the layer's
-        // two prepared weights).
+        // bf16: per layer the fastest of AMX's tiles (where usable), AVX-512 BF16 and fp32 on this CPU (a new
+        // instance per layer: it holds the layer's prepared weights).
         if precision == .bf16 && settings.measureLayers {
-            return TunedConvolution([("bf16", plain(.bf16)), ("fp32", plain(.fp32))])
+            var candidates: [(name: String, kernel: any ConvolutionKernel)] = []
+            if BF16Path.tiles.isAvailable { candidates.append(("bf16-amx", plain(.bf16, .tiles))) }
+            candidates.append(("bf16", plain(.bf16, .vector)))
+            candidates.append(("fp32", plain(.fp32)))
+            return TunedConvolution(candidates)
         }
         return plain(precision)
     }

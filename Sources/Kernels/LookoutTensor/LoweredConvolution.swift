@@ -12,13 +12,16 @@ import CLookoutKernels
 public struct LoweredConvolution: ConvolutionKernel {
     let packs: Bool
     public let precision: Precision
+    /// The instructions of bf16's products.
+    public let bf16Path: BF16Path
 
     /// `packed`: the products through ``ConvolutionGEMM`` (false: OpenBLAS, for comparisons); `precision`:
-    /// bf16 packs the weights in bf16 and rounds each lowered tile to bf16 as the GEMM reads it. Convolutions
-    /// with fewer than 16 inputs (the stem's first) stay fp32.
-    public init(packed: Bool = ConvolutionGEMM.available, precision: Precision = .fp32) {
+    /// bf16 packs the weights in bf16 and rounds each lowered tile to bf16 as the GEMM reads it, through
+    /// `bf16Path`. Convolutions with fewer than 16 inputs (the stem's first) stay fp32.
+    public init(packed: Bool = ConvolutionGEMM.available, precision: Precision = .fp32, bf16Path: BF16Path = .best) {
         packs = packed
         self.precision = packed ? precision : .fp32
+        self.bf16Path = bf16Path
     }
 
     public func prepare(_ weights: ConvolutionWeights) -> ConvolutionWeights {
@@ -29,6 +32,7 @@ public struct LoweredConvolution: ConvolutionKernel {
             prepared.packedBF16 = weights.weight.withUnsafeBufferPointer {
                 ConvolutionGEMM.packBF16($0.baseAddress!, m: weights.outputs, k: depth)
             }
+            prepared.bf16Path = bf16Path
             return prepared  // keeps `weight` (``ConvolutionWeights/denseWeight``)
         }
         prepared.packed = weights.weight.withUnsafeBufferPointer {
@@ -135,6 +139,7 @@ public struct LoweredConvolution: ConvolutionKernel {
         let split = PackedSplit(columns: columns, outputs: outputs, pointwise: true, pool: pool)
         let activation = w.activation
         let bf16 = !w.packedBF16.isEmpty
+        let path = w.bf16Path
         x.withRows { table in
             w.packed.withUnsafeBufferPointer { a32 in
                 w.packedBF16.withUnsafeBufferPointer { a16 in
@@ -151,7 +156,7 @@ public struct LoweredConvolution: ConvolutionKernel {
                                         ConvolutionGEMM.multiply(
                                             bf16: packed, m: outputs, k: inputs, rows: rows, table: table.pointer,
                                             offset: p0, n: n, c: c.pointer + p0, ldc: columns, bias: bias.pointer,
-                                            activation: activation)
+                                            activation: activation, path: path)
                                     } else {
                                         ConvolutionGEMM.multiply(
                                             packed: a.pointer!, m: outputs, k: inputs, rows: rows, table: table.pointer,
@@ -182,6 +187,7 @@ public struct LoweredConvolution: ConvolutionKernel {
         let tile = split.tile
         let activation = w.activation
         let bf16 = !w.packedBF16.isEmpty
+        let path = w.bf16Path
         w.packed.withUnsafeBufferPointer { a32 in
             w.packedBF16.withUnsafeBufferPointer { a16 in
                 w.bias.withUnsafeBufferPointer { bias in
@@ -205,7 +211,8 @@ public struct LoweredConvolution: ConvolutionKernel {
                                     if let packed = a16.pointer {
                                         ConvolutionGEMM.multiply(
                                             bf16: packed, m: outputs, k: depth, rows: rows, b: b, ldb: ldb, n: n,
-                                            c: c.pointer + p0, ldc: columns, bias: bias.pointer, activation: activation)
+                                            c: c.pointer + p0, ldc: columns, bias: bias.pointer, activation: activation,
+                                            path: path)
                                     } else {
                                         ConvolutionGEMM.multiply(
                                             packed: a.pointer!, m: outputs, k: depth, rows: rows, b: b, ldb: ldb, n: n,

@@ -28,6 +28,6 @@ public enum Precision: String, Sendable, CaseIterable {
 
 extension Precision {
     /// Whether this CPU has AMX (tile products in bf16 and int8) and the kernel supports its tile state.
-    /// No kernel uses it yet; `lookout devices` and `lookout-benchmarks cpu` report it.
+    /// bf16's products use it (``BF16Path/tiles``) unless `LOOKOUT_NO_AMX` is set.
     public static var amxUsable: Bool { lookout_amx_usable() != 0 }
 }

@@ -76,6 +76,7 @@ public final class LayerChoices: Sendable {
 /// on Xeons without AMX for most of s's layers), the layer runs fp32 — closer to fp32's results, never slower.
 public final class TunedConvolution: ConvolutionKernel, @unchecked Sendable {
     public let candidates: [(name: String, kernel: any ConvolutionKernel)]
+    private let names: String
     private let store: LayerChoices
     // Written once by prepare (at load, before any use), read after.
     private var variants: [ConvolutionWeights] = []
@@ -83,6 +84,7 @@ public final class TunedConvolution: ConvolutionKernel, @unchecked Sendable {
     public init(_ candidates: [(name: String, kernel: any ConvolutionKernel)], store: LayerChoices = .shared) {
         precondition(!candidates.isEmpty)
         self.candidates = candidates
+        names = candidates.map(\.name).joined(separator: ",")
         self.store = store
     }
 
@@ -98,9 +100,10 @@ public final class TunedConvolution: ConvolutionKernel, @unchecked Sendable {
     public func convolve(_ x: StackedMaps, _ weights: ConvolutionWeights, pool: ComputePool) -> FeatureMap {
         precondition(variants.count == candidates.count, "a tuned convolution used before it was prepared")
         let w = variants[0]
-        // The algorithm (Winograd or lowered) is part of the key: a choice timed with one is not the other's.
+        // The algorithm (Winograd or lowered) and the candidates are part of the key: a choice timed with one is
+        // not the other's, nor one made before a candidate was added.
         let layer =
-            "\(w.inputs)->\(w.outputs) k\(w.kernel) s\(w.stride) \(x.height)x\(x.width) threads \(pool.threadCount) \(type(of: candidates[0].kernel))"
+            "\(w.inputs)->\(w.outputs) k\(w.kernel) s\(w.stride) \(x.height)x\(x.width) threads \(pool.threadCount) \(type(of: candidates[0].kernel)) of \(names)"
         if let name = store.choice(layer), let index = candidates.firstIndex(where: { $0.name == name }) {
             return candidates[index].kernel.convolve(x, variants[index], pool: pool)
         }

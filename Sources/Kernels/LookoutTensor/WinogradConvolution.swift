@@ -18,10 +18,10 @@ public struct WinogradConvolution: ConvolutionKernel {
 
     /// `packed`: the products through ``ConvolutionGEMM`` (false: OpenBLAS, for comparisons); `precision`:
     /// bf16 multiplies the transformed tiles by the transformed weights in bf16 (the transforms stay fp32).
-    public init(packed: Bool = ConvolutionGEMM.available, precision: Precision = .fp32) {
+    public init(packed: Bool = ConvolutionGEMM.available, precision: Precision = .fp32, bf16Path: BF16Path = .best) {
         packs = packed
         self.precision = packed ? precision : .fp32
-        fallback = LoweredConvolution(packed: packed, precision: precision)
+        fallback = LoweredConvolution(packed: packed, precision: precision, bf16Path: bf16Path)
     }
 
     /// Whether this CPU runs it (AVX2 and FMA).
@@ -48,6 +48,7 @@ public struct WinogradConvolution: ConvolutionKernel {
             prepared.packedBF16 = prepared.transformed.withUnsafeBufferPointer {
                 ConvolutionGEMM.packBF16($0.baseAddress!, m: weights.outputs, k: weights.inputs, matrices: 36)
             }
+            prepared.bf16Path = fallback.bf16Path
             prepared.transformed = []
         } else if packs && weights.inputs >= 64 {
             prepared.packed = prepared.transformed.withUnsafeBufferPointer {
@@ -171,7 +172,7 @@ extension WinogradConvolution {
                 for xi in matrices {
                     ConvolutionGEMM.multiply(
                         bf16: u.baseAddress! + xi * bf16Count, m: outputs, k: inputs, b: v + xi * inputs * tiles,
-                        ldb: tiles, n: tiles, c: m + xi * outputs * tiles, ldc: tiles)
+                        ldb: tiles, n: tiles, c: m + xi * outputs * tiles, ldc: tiles, path: w.bf16Path)
                 }
             }
         } else if w.packed.count == 36 * packedCount {

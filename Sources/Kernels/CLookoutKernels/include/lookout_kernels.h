@@ -87,21 +87,24 @@ void lookout_gemm(const float *packed, int m, int k, const float *b, size_t ldb,
    parts that are not contiguous, read without joining them). The same operations in the same order. */
 void lookout_gemm_rows(const float *packed, int m, int k, const float *const *rows, size_t offset, int n, float *c,
                        size_t ldc, const float *bias, int activation);
-/* The same GEMM in bf16 (gemm_bf16.c): A and B rounded to bfloat16 (nearest even), products summed in fp32 by
-   AVX-512 BF16 (VDPBF16PS) where `lookout_gemm_bf16_available`, by portable C otherwise. A is packed once with
-   `lookout_gemm_bf16_pack` into ceil(m / 8) panels of ceil(k / 2) × 8 words (two bf16 of a row per word);
-   `lookout_gemm_bf16_packed_count` words. B and C as for `lookout_gemm`. */
+/* The same GEMM in bf16 (gemm_bf16.c): A and B rounded to bfloat16 (nearest even), products summed in fp32.
+   A is packed once with `lookout_gemm_bf16_pack` (`lookout_gemm_bf16_packed_count` words: panels of 16 rows,
+   blocks of 32 values of k, the layout AMX loads its tiles from). `lookout_gemm_bf16_at` computes rows
+   [row0, row0 + rows) of C (row0 a multiple of 8; `c` and `bias` point at row row0) by `path`: 2 AMX tiles
+   (TDPBF16PS), 1 AVX-512 BF16 (VDPBF16PS), 0 portable C; a path the CPU lacks falls to the next below. B is
+   `b` with row stride `ldb`, or (`table` not NULL) row p at `table[p] + offset`. */
 size_t lookout_gemm_bf16_packed_count(int m, int k);
 void lookout_gemm_bf16_pack(const float *a, int m, int k, size_t lda, uint32_t *packed);
+/* AVX-512 BF16 present and not turned off by LOOKOUT_NO_BF16. */
 int lookout_gemm_bf16_available(void);
-void lookout_gemm_bf16(const uint32_t *packed, int m, int k, const float *b, size_t ldb, int n, float *c,
-                       size_t ldc, const float *bias, int activation);
-/* The portable path, whatever the CPU (for tests). */
-void lookout_gemm_bf16_portable(const uint32_t *packed, int m, int k, const float *b, size_t ldb, int n, float *c,
-                                size_t ldc, const float *bias, int activation);
-/* `lookout_gemm_bf16` with B's row p at `rows[p] + offset` (as `lookout_gemm_rows`); `portable`: the C path. */
-void lookout_gemm_bf16_rows(const uint32_t *packed, int m, int k, const float *const *rows, size_t offset, int n,
-                            float *c, size_t ldc, const float *bias, int activation, int portable);
+/* AMX usable (`lookout_amx_usable`), LOOKOUT_NO_AMX unset, and the tile data permission granted to the process
+   (asked once, here). */
+int lookout_gemm_bf16_tiles_available(void);
+/* The fastest path this CPU has: 2, 1 or 0. */
+int lookout_gemm_bf16_best_path(void);
+void lookout_gemm_bf16_at(int path, const uint32_t *packed, int row0, int rows, int k, const float *b, size_t ldb,
+                          const float *const *table, size_t offset, int n, float *c, size_t ldc, const float *bias,
+                          int activation);
 /* The same GEMM in int8 (gemm_int8.c): A quantised per row (symmetric, to ±`limit`: 127 with VNNI, 63 without,
    `lookout_gemm_int8_limit`) and packed with `lookout_gemm_int8_pack` into ceil(m / 8) panels of ceil(k / 4) × 8
    words (four s8 of a row per word), writing each row's scale and the sum of its quantised values; B is u8
@@ -115,7 +118,7 @@ void lookout_gemm_int8_unpack(const uint32_t *packed, const float *scales, int m
 /* 2: AVX-512 VNNI, 1: AVX-512BW without it (or LOOKOUT_NO_VNNI set), 0: portable C (or LOOKOUT_NO_AVX512). */
 int lookout_int8_level(void);
 /* 1 when the CPU has AMX (tiles with bf16 and int8 products) and the kernel supports its tile data state
-   (arch_prctl ARCH_GET_XCOMP_SUPP), 0 otherwise. No kernel uses AMX yet: `lookout-benchmarks cpu` reports it. */
+   (arch_prctl ARCH_GET_XCOMP_SUPP), 0 otherwise. The bf16 GEMM's tile path needs it. */
 int lookout_amx_usable(void);
 /* The weights' range this CPU's path needs: 127 at level 2, 63 below. */
 int lookout_gemm_int8_limit(void);
