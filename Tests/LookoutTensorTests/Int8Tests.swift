@@ -16,10 +16,11 @@ import Testing
         return (0..<count).map { _ in Float.random(in: range, using: &generator) }
     }
 
-    /// The levels this CPU runs (2 VNNI, 1 AVX-512BW, 0 portable C).
+    /// The levels this CPU runs (3 AMX, 2 VNNI, 1 AVX-512BW, 0 portable C).
     static var levels: [Int] {
         Precision.int8.isNative
-            ? (ProcessInfo.processInfo.environment["LOOKOUT_NO_VNNI"] == nil ? [2, 1, 0] : [1, 0]) : [0]
+            ? (ProcessInfo.processInfo.environment["LOOKOUT_NO_VNNI"] == nil
+                ? Array((0...Int8Convolution.bestLevel).reversed()) : [1, 0]) : [0]
     }
 
     @Test(arguments: [(1, 1, 1), (8, 5, 16), (13, 7, 17), (9, 33, 48), (24, 64, 49), (17, 3, 100), (40, 70, 129)])
@@ -130,6 +131,8 @@ import Testing
     @Test(arguments: [
         (64, 48, 1, 1, 20, 24), (32, 64, 3, 1, 17, 23), (48, 64, 3, 2, 21, 26), (256, 64, 1, 1, 10, 12),
         (16, 24, 3, 2, 33, 31), (18, 24, 3, 1, 9, 53), (64, 16, 3, 1, 5, 7), (16, 16, 3, 2, 12, 14),
+        // More than 16 channel quads (two AMX blocks, the second partial) and outputs not a multiple of 16.
+        (72, 40, 3, 1, 9, 37), (72, 40, 3, 2, 13, 22), (72, 40, 1, 1, 9, 37), (72, 24, 3, 1, 20, 20),
         // Direct 3×3 in flat order (widths 20, 40, 1) and row by row (80, 14).
         (64, 24, 3, 1, 20, 20), (32, 16, 3, 1, 11, 40), (20, 9, 3, 1, 6, 1), (16, 8, 3, 1, 5, 80),
         (16, 8, 3, 1, 3, 14),
@@ -154,6 +157,10 @@ import Testing
         #expect(weights.direct == (kernel == 3))
         // Every path computes the same integers: the same floats (without SiLU), on 8-bit weights and on 7-bit.
         #expect(int8.convolve(x, prepared, pool: pool, level: 0).data == got, "portable C")
+        for level in Self.levels where level != 1 {
+            #expect(int8.convolve(x, prepared, pool: pool, level: level).data == got, "level \(level), 8-bit")
+        }
+        #expect(weights.tiles.isEmpty == (Int8Convolution.bestLevel < 3), "AMX's layout exactly where AMX runs")
         let seven = Int8Convolution(fallback: LoweredConvolution(), weightLimit: 63)
         let prepared7 = seven.prepare(w)
         let levels = Self.levels

@@ -21,8 +21,6 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -85,9 +83,7 @@ int lookout_gemm_bf16_tiles_available(void) {
 #if defined(__x86_64__) && defined(__linux__)
     static int cached = -1;
     if (cached < 0) {
-        /* ARCH_REQ_XCOMP_PERM (0x1023) for XTILEDATA (18): once per process, before any thread uses a tile. */
-        cached = lookout_gemm_bf16_available() && lookout_amx_usable() && getenv("LOOKOUT_NO_AMX") == NULL &&
-                 syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+        cached = lookout_gemm_bf16_available() && lookout_amx_ready();
     }
     return cached;
 #else
@@ -185,13 +181,6 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) static void gemm_bf16_avx
     free(scratch);
 }
 
-/* The tile configuration: palette 1, tiles 0–7 each 16 rows of 64 bytes (0–3 accumulators, 4–5 A, 6–7 B). */
-typedef struct {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t bytes_per_row[16];
-    uint8_t rows[16];
-} tile_config;
-
 #define GAMX __attribute__((target("avx512f,avx512bw,avx512bf16,amx-tile,amx-bf16")))
 
 /* Accumulator tile `t` (rows `first` of its 16 in C from `c`, columns `columns` of 16) + bias, SiLU, stored. */
@@ -209,14 +198,7 @@ GAMX static void gemm_bf16_amx(const uint32_t *packed, int row0, int rows, int k
                                const float *const *rows_of_b, size_t offset, int n, float *c, size_t ldc,
                                const float *bias, int activation) {
     int stride = padded_pairs(k), blocks = stride / 16, end = row0 + rows;
-    tile_config config;
-    memset(&config, 0, sizeof config);
-    config.palette = 1;
-    for (int t = 0; t < 8; t++) {
-        config.bytes_per_row[t] = 64;
-        config.rows[t] = 16;
-    }
-    _tile_loadconfig(&config);
+    load_tile_config();
     uint32_t *scratch = aligned_alloc(64, (size_t)stride * 32 * 4);
     float tile[256] __attribute__((aligned(64)));
     for (int j0 = 0; j0 < n; j0 += 32) {

@@ -60,5 +60,25 @@ __attribute__((target("avx512f"), always_inline)) static inline void store_outpu
         _mm512_storeu_ps(target, value);
 }
 
+/* AMX's tile configuration as Lookout's kernels use it: palette 1, tiles 0–7 each 16 rows of 64 bytes (0–3
+   accumulators of a 32 × 32 block, 4–5 the left operand's two 16-row tiles, 6–7 the right operand's two 16-column
+   tiles). Loaded at the start of each kernel call (the thread's tile state is its own), released at its end. */
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t bytes_per_row[16];
+    uint8_t rows[16];
+} lookout_tile_config;
+
+__attribute__((target("amx-tile"), always_inline)) static inline void load_tile_config(void) {
+    lookout_tile_config config;
+    __builtin_memset(&config, 0, sizeof config);
+    config.palette = 1;
+    for (int t = 0; t < 8; t++) {
+        config.bytes_per_row[t] = 64;
+        config.rows[t] = 16;
+    }
+    _tile_loadconfig(&config);
+}
+
 #endif
 #endif

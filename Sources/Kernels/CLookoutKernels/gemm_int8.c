@@ -67,7 +67,7 @@ int lookout_int8_level(void) {
         int bw = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                  __builtin_cpu_supports("avx512vl") && getenv("LOOKOUT_NO_AVX512") == NULL;
         int vnni = bw && __builtin_cpu_supports("avx512vnni") && getenv("LOOKOUT_NO_VNNI") == NULL;
-        cached = vnni ? 2 : bw ? 1 : 0;
+        cached = vnni && lookout_amx_ready() ? 3 : vnni ? 2 : bw ? 1 : 0;
     }
     return cached;
 #else
@@ -75,7 +75,7 @@ int lookout_int8_level(void) {
 #endif
 }
 
-int lookout_gemm_int8_limit(void) { return lookout_int8_level() == 2 ? 127 : 63; }
+int lookout_gemm_int8_limit(void) { return lookout_int8_level() >= 2 ? 127 : 63; }
 
 int lookout_amx_usable(void) {
 #if defined(__x86_64__) && defined(__linux__)
@@ -96,6 +96,44 @@ int lookout_amx_usable(void) {
 #else
     return 0;
 #endif
+}
+
+int lookout_amx_ready(void) {
+#if defined(__x86_64__) && defined(__linux__)
+    static int cached = -1;
+    if (cached < 0) {
+        /* ARCH_REQ_XCOMP_PERM (0x1023) for XTILEDATA (18): once per process, before any thread uses a tile. */
+        cached = lookout_amx_usable() && getenv("LOOKOUT_NO_AMX") == NULL && syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+    }
+    return cached;
+#else
+    return 0;
+#endif
+}
+
+/* ---- AMX's layout of the packed weights ----
+
+   The k dimension of A is cut into `segments` equal runs of quads (1 for the GEMM; 9, one per tap, for the direct
+   3×3 kernel), each padded with zero quads to a multiple of 16, so that no tile straddles two taps. Rows in groups
+   of 16 (zero rows beyond m); in each, blocks of 16 quads; in each block, 16 rows of 16 words (a row's four bytes
+   of k per word): the 16 × 64-byte tile TDPBSUD reads. */
+static inline int padded_quads(int k, int segments) { return ((k + 3) / 4 / segments + 15) / 16 * 16; }
+
+size_t lookout_gemm_int8_tiles_count(int m, int k, int segments) {
+    return (size_t)((m + 15) / 16) * 16 * (size_t)segments * (size_t)padded_quads(k, segments);
+}
+
+void lookout_gemm_int8_tiles(const uint32_t *packed, int m, int k, int segments, uint32_t *tiles) {
+    int quads = (k + 3) / 4, run = quads / segments, padded = padded_quads(k, segments);
+    size_t across = (size_t)segments * padded;
+    memset(tiles, 0, lookout_gemm_int8_tiles_count(m, k, segments) * 4);
+    for (int row = 0; row < m; row++)
+        for (int segment = 0; segment < segments; segment++)
+            for (int q = 0; q < run; q++) {
+                size_t kq = (size_t)segment * padded + q;
+                tiles[(size_t)(row / 16) * 16 * across + kq / 16 * 256 + (size_t)(row % 16) * 16 + kq % 16] =
+                    packed[(size_t)(row / 8) * 8 * quads + (size_t)(segment * run + q) * 8 + row % 8];
+            }
 }
 
 void lookout_quantize_u8_portable(const float *x, size_t count, float inverse_scale, int zero, uint8_t *out) {
@@ -142,13 +180,13 @@ void lookout_quantize_u8(const float *x, size_t count, float inverse_scale, int 
 }
 
 #if defined(__x86_64__)
-/* Rows 4q … 4q + 3 of B's columns [0, width) → `quads` × 48 words, each word the four bytes of one column (row
-   4q in the low byte); rows beyond k and columns beyond `width` are 0. */
-__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static inline void quad_block(
-    const uint8_t *b, size_t ldb, int k, int width, uint32_t *scratch) {
+/* Rows 4q … 4q + 3 of B's columns [0, width) → `quads` × `columns` words (48, or 32 for the tiles), each word the
+   four bytes of one column (row 4q in the low byte); rows beyond k and columns beyond `width` are 0. */
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static inline void quad_columns(
+    const uint8_t *b, size_t ldb, int k, int width, int columns, uint32_t *scratch) {
     int quads = (k + 3) / 4;
     for (int q = 0; q < quads; q++) {
-        for (int j = 0; j < 48; j += 16) {
+        for (int j = 0; j < columns; j += 16) {
             int left = width - j;
             __mmask16 mask = left >= 16 ? 0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
             __m128i r[4];
@@ -157,13 +195,19 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static inlin
                                      : _mm_setzero_si128();
             __m128i t0 = _mm_unpacklo_epi8(r[0], r[1]), t1 = _mm_unpackhi_epi8(r[0], r[1]);
             __m128i t2 = _mm_unpacklo_epi8(r[2], r[3]), t3 = _mm_unpackhi_epi8(r[2], r[3]);
-            uint32_t *target = scratch + (size_t)q * 48 + j;
+            uint32_t *target = scratch + (size_t)q * columns + j;
             _mm_storeu_si128((__m128i *)target, _mm_unpacklo_epi16(t0, t2));
             _mm_storeu_si128((__m128i *)(target + 4), _mm_unpackhi_epi16(t0, t2));
             _mm_storeu_si128((__m128i *)(target + 8), _mm_unpacklo_epi16(t1, t3));
             _mm_storeu_si128((__m128i *)(target + 12), _mm_unpackhi_epi16(t1, t3));
         }
     }
+}
+
+
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static inline void quad_block(
+    const uint8_t *b, size_t ldb, int k, int width, uint32_t *scratch) {
+    quad_columns(b, ldb, k, width, 48, scratch);
 }
 
 /* One register of sums dequantised: (Σ − correction)·scale + bias. */
@@ -274,7 +318,8 @@ INT8_DRIVER(gemm_int8_bw, bw_block, "avx512f,avx512bw,avx512vl")
    byte): word (t·Q + q) of a panel row holds channels 4q … 4q + 3 at tap t. */
 
 size_t lookout_int8_blocked_count(int channels, int height, int width) {
-    return (size_t)((channels + 3) / 4) * (size_t)(height + 3) * (size_t)(width + 3) * 4 + 256;
+    /* Quads rounded up to 16: AMX reads 16 quads a tile (those beyond the channels meet zero weights). */
+    return (size_t)(((channels + 3) / 4 + 15) / 16 * 16) * (size_t)(height + 3) * (size_t)(width + 3) * 4 + 512;
 }
 
 static inline uint8_t quantize_one(float value, float inverse, int zero) {
@@ -560,6 +605,162 @@ static inline int row_lanes(int width) {
 
 DIRECT_DRIVER(direct_driver_vnni, direct_vnni, "avx512f,avx512bw,avx512vl,avx512vnni")
 DIRECT_DRIVER(direct_driver_bw, direct_bw, "avx512f,avx512bw,avx512vl")
+
+/* ---- AMX: TDPBSUD (s8 weights × u8 activations, exact 32-bit sums, the same integers as VNNI) ----
+
+   Both kernels compute blocks of 32 output rows × 32 columns (or output pixels) in the four accumulator tiles,
+   the weights' tiles from the AMX layout (`lookout_gemm_int8_tiles`), and store each accumulator tile through a
+   16 × 16 buffer: dequantised, bias, SiLU. Rows are computed from their group of 16; those outside the call's
+   rows are not stored. */
+#define GAMX8 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,amx-tile,amx-int8")))
+
+/* Row r of a stored accumulator tile (16 sums of row `row`) dequantised. */
+GAMX8 static inline __m512 tile_row(const int32_t *tile, int r, const float *scales, const int32_t *corrections,
+                                    const float *bias, int row, int activation) {
+    __m512i sums = _mm512_load_si512((const void *)(tile + 16 * r));
+    __m512 value = dequantised(sums, _mm512_set1_epi32(corrections[row]), _mm512_set1_ps(scales[row]),
+                               _mm512_set1_ps(bias ? bias[row] : 0.0f));
+    return activate16(value, activation);
+}
+
+/* Rows [row0, row0 + rows) of the GEMM; `scales`, `corrections`, `bias` and `c` at row row0. */
+GAMX8 static void gemm_int8_amx(const uint32_t *tiles, int row0, int rows, int k, const float *scales,
+                                const int32_t *corrections, const uint8_t *b, size_t ldb, int n, float *c,
+                                size_t ldc, const float *bias, int activation) {
+    int quads = (k + 3) / 4, padded = padded_quads(k, 1), blocks = padded / 16, end = row0 + rows;
+    load_tile_config();
+    uint32_t *scratch = aligned_alloc(64, (size_t)padded * 32 * 4);
+    int32_t tile[256] __attribute__((aligned(64)));
+    for (int j0 = 0; j0 < n; j0 += 32) {
+        int width = n - j0 < 32 ? n - j0 : 32, wide = width > 16;
+        quad_columns(b + j0, ldb, k, width, 32, scratch);
+        if (padded > quads) memset(scratch + (size_t)quads * 32, 0, (size_t)(padded - quads) * 32 * 4);
+        for (int R = row0 / 16 * 16; R < end; R += 32) {
+            int tall = end - R > 16;
+            const uint32_t *a0 = tiles + (size_t)(R / 16) * 16 * padded, *a1 = a0 + (size_t)16 * padded;
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_zero(2);
+            _tile_zero(3);
+            for (int block = 0; block < blocks; block++) {
+                const uint32_t *x = scratch + (size_t)block * 16 * 32;
+                _tile_loadd(4, a0 + (size_t)block * 256, 64);
+                _tile_loadd(6, x, 128);
+                _tile_dpbsud(0, 4, 6);
+                if (wide) {
+                    _tile_loadd(7, x + 16, 128);
+                    _tile_dpbsud(1, 4, 7);
+                }
+                if (tall) {
+                    _tile_loadd(5, a1 + (size_t)block * 256, 64);
+                    _tile_dpbsud(2, 5, 6);
+                    if (wide) _tile_dpbsud(3, 5, 7);
+                }
+            }
+            for (int half = 0; half < (tall ? 2 : 1); half++) {
+                int first = R + 16 * half;
+                for (int side = 0; side < (wide ? 2 : 1); side++) {
+                    if (half == 0 && side == 0) _tile_stored(0, tile, 64);
+                    if (half == 0 && side == 1) _tile_stored(1, tile, 64);
+                    if (half == 1 && side == 0) _tile_stored(2, tile, 64);
+                    if (half == 1 && side == 1) _tile_stored(3, tile, 64);
+                    int columns = side == 0 ? (width < 16 ? width : 16) : width - 16;
+                    __mmask16 mask = columns >= 16 ? 0xFFFF : (__mmask16)((1u << columns) - 1);
+                    for (int r = 0; r < 16; r++) {
+                        int row = first + r;
+                        if (row < row0 || row >= end) continue;
+                        __m512 value = tile_row(tile, r, scales, corrections, bias, row - row0, activation);
+                        _mm512_mask_storeu_ps(c + (size_t)(row - row0) * ldc + j0 + 16 * side, mask, value);
+                    }
+                }
+            }
+        }
+    }
+    free(scratch);
+    _tile_release();
+}
+
+/* The direct 3×3 kernel's panels [panel_begin, panel_end) (of eight rows) × output rows [row_begin, row_end), in
+   the row or flat order of the VNNI driver, 32 pixels at a time. A tile of the map is 16 quads (rows, a quad's
+   plane apart) × 16 consecutive words (pixels): read where the blocked map holds it, the quads beyond the
+   channels from the planes `lookout_int8_blocked_count` leaves for them (their weights are 0). */
+GAMX8 static void direct_amx(const uint32_t *tiles, const float *scales, const int32_t *corrections, int m,
+                             int channels, const uint8_t *blocked, int height, int width, int stride, int row_begin,
+                             int row_end, int panel_begin, int panel_end, float *out, const float *bias,
+                             int activation) {
+    int quads = (channels + 3) / 4, padded = (quads + 15) / 16 * 16, blocks = padded / 16;
+    int out_width = direct_output(width, stride), out_height = direct_output(height, stride);
+    int pitch = blocked_pitch(width, stride);
+    size_t quad_stride = (size_t)blocked_at(height, width, stride, 1, 0, 0);
+    size_t plane = (size_t)out_height * out_width;
+    size_t taps[9];
+    for (int t = 0; t < 9; t++) taps[t] = blocked_at(height, width, stride, 0, t / 3, t % 3);
+    int flat = row_lanes(out_width) > pitch;
+    int first_row = panel_begin * 8, end = panel_end * 8 < m ? panel_end * 8 : m;
+    load_tile_config();
+    int32_t tile[256] __attribute__((aligned(64)));
+    for (int R = first_row / 16 * 16; R < end; R += 32) {
+        int tall = end - R > 16;
+        const uint32_t *a0 = tiles + (size_t)(R / 16) * 16 * 9 * padded, *a1 = a0 + (size_t)16 * 9 * padded;
+        /* Blocks of pixels: flat positions [f, f + lanes), or pixels [x0, x0 + lanes) of output row oy. */
+        int f = flat ? row_begin * pitch : 0, f_end = (row_end - 1) * pitch + out_width;
+        int oy = row_begin, x0 = 0;
+        while (flat ? f < f_end : oy < row_end) {
+            int lanes = flat ? (f_end - f < 32 ? f_end - f : 32) : (out_width - x0 < 32 ? out_width - x0 : 32);
+            int wide = lanes > 16;
+            const uint8_t *in = blocked + (flat ? (size_t)f : (size_t)oy * pitch + x0) * 4;
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_zero(2);
+            _tile_zero(3);
+            for (int t = 0; t < 9; t++) {
+                for (int block = 0; block < blocks; block++) {
+                    const uint8_t *x = in + taps[t] + (size_t)block * 16 * quad_stride;
+                    size_t at = ((size_t)t * blocks + block) * 256;
+                    _tile_loadd(4, a0 + at, 64);
+                    _tile_loadd(6, x, quad_stride);
+                    _tile_dpbsud(0, 4, 6);
+                    if (wide) {
+                        _tile_loadd(7, x + 64, quad_stride);
+                        _tile_dpbsud(1, 4, 7);
+                    }
+                    if (tall) {
+                        _tile_loadd(5, a1 + at, 64);
+                        _tile_dpbsud(2, 5, 6);
+                        if (wide) _tile_dpbsud(3, 5, 7);
+                    }
+                }
+            }
+            for (int half = 0; half < (tall ? 2 : 1); half++) {
+                for (int side = 0; side < (wide ? 2 : 1); side++) {
+                    if (half == 0 && side == 0) _tile_stored(0, tile, 64);
+                    if (half == 0 && side == 1) _tile_stored(1, tile, 64);
+                    if (half == 1 && side == 0) _tile_stored(2, tile, 64);
+                    if (half == 1 && side == 1) _tile_stored(3, tile, 64);
+                    int count = side == 0 ? (lanes < 16 ? lanes : 16) : lanes - 16;
+                    for (int r = 0; r < 16; r++) {
+                        int row = R + 16 * half + r;
+                        if (row < first_row || row >= end) continue;
+                        __m512 value = tile_row(tile, r, scales, corrections, bias, row, activation);
+                        float *target = out + (size_t)row * plane;
+                        if (flat)
+                            flat_store(value, target, out_width, pitch, f + 16 * side, count);
+                        else
+                            _mm512_mask_storeu_ps(target + (size_t)oy * out_width + x0 + 16 * side,
+                                                  (__mmask16)((1u << count) - 1), value);
+                    }
+                }
+            }
+            if (flat) {
+                f += lanes;
+            } else if ((x0 += lanes) >= out_width) {
+                x0 = 0;
+                oy++;
+            }
+        }
+    }
+    _tile_release();
+}
 #endif
 
 static void direct_portable(const uint32_t *packed, const float *scales, const int32_t *corrections, int m,
@@ -588,11 +789,18 @@ static void direct_portable(const uint32_t *packed, const float *scales, const i
     }
 }
 
-void lookout_conv3x3_int8(int level, const uint32_t *packed, const float *scales, const int32_t *corrections, int m,
-                          int channels, const uint8_t *blocked, int height, int width, int stride, int row_begin,
-                          int row_end, int panel_begin, int panel_end, float *out, const float *bias, int activation) {
+void lookout_conv3x3_int8(int level, const uint32_t *packed, const uint32_t *tiles, const float *scales,
+                          const int32_t *corrections, int m, int channels, const uint8_t *blocked, int height,
+                          int width, int stride, int row_begin, int row_end, int panel_begin, int panel_end,
+                          float *out, const float *bias, int activation) {
     if (level > lookout_int8_level()) level = lookout_int8_level();
+    if (level == 3 && tiles == NULL) level = 2;
 #if defined(__x86_64__)
+    if (level == 3) {
+        direct_amx(tiles, scales, corrections, m, channels, blocked, height, width, stride, row_begin, row_end,
+                   panel_begin, panel_end, out, bias, activation);
+        return;
+    }
     if (level == 2) {
         direct_driver_vnni(packed, scales, corrections, m, channels, blocked, height, width, stride, row_begin,
                            row_end, panel_begin, panel_end, out, bias, activation);
@@ -635,7 +843,7 @@ void lookout_gemm_int8_at(int level, const uint32_t *packed, const float *scales
                           int activation) {
     if (level > lookout_int8_level()) level = lookout_int8_level();
 #if defined(__x86_64__)
-    if (level == 2) {
+    if (level >= 2) {
         gemm_int8_vnni(packed, scales, corrections, m, k, b, ldb, n, c, ldc, bias, activation);
         return;
     }
@@ -645,4 +853,28 @@ void lookout_gemm_int8_at(int level, const uint32_t *packed, const float *scales
     }
 #endif
     lookout_gemm_int8_portable(packed, scales, corrections, m, k, b, ldb, n, c, ldc, bias, activation);
+}
+
+void lookout_gemm_int8_tiled(const uint32_t *tiles, int row0, int rows, int k, const float *scales,
+                             const int32_t *corrections, const uint8_t *b, size_t ldb, int n, float *c, size_t ldc,
+                             const float *bias, int activation) {
+    if (rows <= 0 || n <= 0) return;
+#if defined(__x86_64__)
+    if (lookout_int8_level() >= 3) {
+        gemm_int8_amx(tiles, row0, rows, k, scales, corrections, b, ldb, n, c, ldc, bias, activation);
+        return;
+    }
+#endif
+    (void)tiles;
+    (void)row0;
+    (void)rows;
+    (void)k;
+    (void)scales;
+    (void)corrections;
+    (void)b;
+    (void)ldb;
+    (void)c;
+    (void)ldc;
+    (void)bias;
+    (void)activation;
 }

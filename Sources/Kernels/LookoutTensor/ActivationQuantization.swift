@@ -42,6 +42,9 @@ public struct Int8Weights: Sendable {
     /// Packed for the direct 3×3 kernel (k ordered tap, channel quad, channel: ``Int8Convolution``), not as
     /// `outputs × inputs·k·k`.
     public var direct: Bool
+    /// The same weights in AMX's tile layout (``ConvolutionGEMM/packInt8(_:m:k:input:limit:segments:)`` makes them
+    /// where the CPU has AMX), or empty.
+    public var tiles: [UInt32] = []
 
     /// The quantised weights as floats, `m × k`.
     public func dequantised(m: Int, k: Int) -> [Float] {

@@ -111,10 +111,11 @@ public enum ConvolutionGEMM {
     public static func roundedToBF16(_ value: Float) -> Float { lookout_bf16_round(value) }
 
     /// A matrix `m × k` (row-major) quantised and packed for the int8 GEMM, its input quantised to `input`:
-    /// weights to ±`limit` per row (127 where the CPU has VNNI, 63 where VPMADDUBSW must not saturate).
+    /// weights to ±`limit` per row (127 where the CPU has VNNI, 63 where VPMADDUBSW must not saturate). Where the
+    /// CPU has AMX also in its tile layout, k cut into `segments` runs (9 taps for the direct 3×3 kernel).
     public static func packInt8(
         _ a: UnsafePointer<Float>, m: Int, k: Int, input: ActivationQuantization,
-        limit: Int = Int(lookout_gemm_int8_limit())
+        limit: Int = Int(lookout_gemm_int8_limit()), segments: Int = 1
     ) -> Int8Weights {
         var sums = [Int32](repeating: 0, count: m)
         var scales = [Float](repeating: 0, count: m)
@@ -123,13 +124,22 @@ public enum ConvolutionGEMM {
             lookout_gemm_int8_pack(a, Int32(m), Int32(k), k, Int32(limit), buffer.baseAddress!, &scales, &sums)
             count = buffer.count
         }
-        return Int8Weights(
+        var weights = Int8Weights(
             packed: packed, weightScales: scales, scales: scales.map { $0 * input.scale },
             corrections: sums.map { $0 * input.zero }, input: input, direct: false)
+        if lookout_int8_level() >= 3 && limit == 127 {
+            let count = Int(lookout_gemm_int8_tiles_count(Int32(m), Int32(k), Int32(segments)))
+            weights.tiles = [UInt32](unsafeUninitializedCapacity: count) { buffer, done in
+                lookout_gemm_int8_tiles(packed, Int32(m), Int32(k), Int32(segments), buffer.baseAddress!)
+                done = count
+            }
+        }
+        return weights
     }
 
     /// Rows `rows` (whole panels of eight) of the int8 GEMM: `b` is `k × n` bytes, row stride `ldb`, quantised
-    /// to `weights.input`. `level`: 2 VNNI, 1 AVX-512BW, 0 portable C; nil the best this CPU has (for tests).
+    /// to `weights.input`. `level`: 3 AMX (where the weights have their tiles), 2 VNNI, 1 AVX-512BW, 0 portable C;
+    /// nil the best this CPU has (for tests). All give the same floats.
     public static func multiply(
         int8 weights: Int8Weights, m: Int, k: Int, rows: Range<Int>? = nil, b: UnsafePointer<UInt8>, ldb: Int, n: Int,
         c: UnsafeMutablePointer<Float>, ldc: Int, bias: UnsafePointer<Float>? = nil, activation: Bool = false,
@@ -137,6 +147,20 @@ public enum ConvolutionGEMM {
     ) {
         guard let rows = panelRows(rows, m: m, n: n) else { return }
         let quads = (k + 3) / 4
+        if (level ?? Int(lookout_int8_level())) >= 3 && lookout_int8_level() >= 3 && !weights.tiles.isEmpty {
+            weights.tiles.withUnsafeBufferPointer { tiles in
+                weights.scales.withUnsafeBufferPointer { scales in
+                    weights.corrections.withUnsafeBufferPointer { corrections in
+                        lookout_gemm_int8_tiled(
+                            tiles.baseAddress!, Int32(rows.lowerBound), Int32(rows.count), Int32(k),
+                            scales.baseAddress! + rows.lowerBound, corrections.baseAddress! + rows.lowerBound, b, ldb,
+                            Int32(n), c + rows.lowerBound * ldc, ldc, bias.map { $0 + rows.lowerBound },
+                            activation ? 1 : 0)
+                    }
+                }
+            }
+            return
+        }
         weights.packed.withUnsafeBufferPointer { packed in
             weights.scales.withUnsafeBufferPointer { scales in
                 weights.corrections.withUnsafeBufferPointer { corrections in

@@ -28,6 +28,10 @@ public struct Int8Convolution: ConvolutionKernel {
     /// The weights' width this CPU's int8 path uses: 8 bits with VNNI, 7 without.
     public static var weightBits: Int { lookout_gemm_int8_limit() == 127 ? 8 : 7 }
 
+    /// The fastest int8 path this CPU has: 3 AMX tiles, 2 AVX-512 VNNI, 1 AVX-512BW, 0 portable C (the same
+    /// integers on each).
+    public static var bestLevel: Int { Int(lookout_int8_level()) }
+
     /// The stem's first convolution (3 inputs: 27 products per output) stays fp32: with VPMADDUBSW's 7-bit weights
     /// it moved boxes by more than the 0.9 IoU allowed (0.893), and it is 1% of the time.
     func applies(_ w: ConvolutionWeights) -> Bool { w.inputRange != nil && w.inputs >= 16 }
@@ -42,7 +46,7 @@ public struct Int8Convolution: ConvolutionKernel {
             prepared.int8 = ordered.withUnsafeBufferPointer {
                 ConvolutionGEMM.packInt8(
                     $0.baseAddress!, m: weights.outputs, k: 36 * ((weights.inputs + 3) / 4), input: input,
-                    limit: weightLimit)
+                    limit: weightLimit, segments: 9)
             }
             prepared.int8?.direct = true
         } else {
@@ -84,7 +88,7 @@ public struct Int8Convolution: ConvolutionKernel {
         return weight
     }
 
-    /// `level`: the int8 path (2 VNNI, 1 AVX-512BW, 0 portable; nil the best this CPU has), for tests.
+    /// `level`: the int8 path (3 AMX, 2 VNNI, 1 AVX-512BW, 0 portable; nil the best this CPU has), for tests.
     public func convolve(_ x: FeatureMap, _ w: ConvolutionWeights, pool: ComputePool) -> FeatureMap {
         convolve(StackedMaps(x), w, pool: pool, level: nil)
     }
@@ -205,29 +209,37 @@ extension Int8Convolution {
         let wanted = 4 * pool.threadCount
         let bands = min(outHeight, wanted)
         let groups = max(1, min(panels, (wanted + bands - 1) / bands))
-        let panelsPerGroup = (panels + groups - 1) / groups
+        // AMX computes rows in groups of 16: groups of whole pairs of panels, so that none is computed twice.
+        let perGroup = (panels + groups - 1) / groups
+        let panelsPerGroup = lookout_int8_level() >= 3 && !int8.tiles.isEmpty ? (perGroup + 1) / 2 * 2 : perGroup
         let chosen = Int32(level ?? Int(lookout_int8_level()))
         int8.packed.withUnsafeBufferPointer { packed in
-            int8.scales.withUnsafeBufferPointer { scales in
-                int8.corrections.withUnsafeBufferPointer { corrections in
-                    w.bias.withUnsafeBufferPointer { bias in
-                        out.data.withUnsafeMutableBufferPointer { y in
-                            let packed = UnsafeSendable(UnsafeMutablePointer(mutating: packed.baseAddress!))
-                            let scales = UnsafeSendable(UnsafeMutablePointer(mutating: scales.baseAddress!))
-                            let corrections = UnsafeSendable(UnsafeMutablePointer(mutating: corrections.baseAddress!))
-                            let bias = UnsafeSendable(UnsafeMutablePointer(mutating: bias.baseAddress!))
-                            let y = UnsafeSendable(y.baseAddress!)
-                            pool.parallelFor(bands * groups, chunk: 1) { range in
-                                for task in range {
-                                    let (band, group) = (task / groups, task % groups)
-                                    let rows = (band * outHeight / bands)..<((band + 1) * outHeight / bands)
-                                    let first = group * panelsPerGroup, last = min(panels, first + panelsPerGroup)
-                                    guard !rows.isEmpty && first < last else { continue }
-                                    lookout_conv3x3_int8(
-                                        chosen, packed.pointer, scales.pointer, corrections.pointer, Int32(outputs),
-                                        Int32(inputs), map.pointer, Int32(height), Int32(width), Int32(stride),
-                                        Int32(rows.lowerBound), Int32(rows.upperBound), Int32(first), Int32(last),
-                                        y.pointer, bias.pointer, w.activation ? 1 : 0)
+            int8.tiles.withUnsafeBufferPointer { tiles in
+                int8.scales.withUnsafeBufferPointer { scales in
+                    int8.corrections.withUnsafeBufferPointer { corrections in
+                        w.bias.withUnsafeBufferPointer { bias in
+                            out.data.withUnsafeMutableBufferPointer { y in
+                                let packed = UnsafeSendable(UnsafeMutablePointer(mutating: packed.baseAddress!))
+                                let tiles = UnsafeSendable(
+                                    tiles.isEmpty ? nil : UnsafeMutablePointer(mutating: tiles.baseAddress!))
+                                let scales = UnsafeSendable(UnsafeMutablePointer(mutating: scales.baseAddress!))
+                                let corrections = UnsafeSendable(
+                                    UnsafeMutablePointer(mutating: corrections.baseAddress!))
+                                let bias = UnsafeSendable(UnsafeMutablePointer(mutating: bias.baseAddress!))
+                                let y = UnsafeSendable(y.baseAddress!)
+                                pool.parallelFor(bands * groups, chunk: 1) { range in
+                                    for task in range {
+                                        let (band, group) = (task / groups, task % groups)
+                                        let rows = (band * outHeight / bands)..<((band + 1) * outHeight / bands)
+                                        let first = group * panelsPerGroup, last = min(panels, first + panelsPerGroup)
+                                        guard !rows.isEmpty && first < last else { continue }
+                                        lookout_conv3x3_int8(
+                                            chosen, packed.pointer, tiles.pointer, scales.pointer, corrections.pointer,
+                                            Int32(outputs),
+                                            Int32(inputs), map.pointer, Int32(height), Int32(width), Int32(stride),
+                                            Int32(rows.lowerBound), Int32(rows.upperBound), Int32(first), Int32(last),
+                                            y.pointer, bias.pointer, w.activation ? 1 : 0)
+                                    }
                                 }
                             }
                         }

@@ -115,8 +115,22 @@ void lookout_gemm_int8_pack(const float *a, int m, int k, size_t lda, int limit,
                             int32_t *sums);
 /* The quantised A back as floats (q · scale), m × k dense. */
 void lookout_gemm_int8_unpack(const uint32_t *packed, const float *scales, int m, int k, float *a);
-/* 2: AVX-512 VNNI, 1: AVX-512BW without it (or LOOKOUT_NO_VNNI set), 0: portable C (or LOOKOUT_NO_AVX512). */
+/* 3: AMX (TDPBSUD tiles, `lookout_amx_ready`) with VNNI, 2: AVX-512 VNNI, 1: AVX-512BW without it (or
+   LOOKOUT_NO_VNNI set), 0: portable C (or LOOKOUT_NO_AVX512). All compute the same integers. */
 int lookout_int8_level(void);
+/* `lookout_amx_usable`, LOOKOUT_NO_AMX unset, and the tile data permission granted to the process (asked once,
+   here: arch_prctl ARCH_REQ_XCOMP_PERM). */
+int lookout_amx_ready(void);
+/* The int8 weights (packed as above, k cut into `segments` equal runs of quads: 1, or 9 taps for the direct 3×3
+   kernel) in AMX's layout: groups of 16 rows, blocks of 16 quads, a block 16 rows × 16 words; each run padded to
+   whole blocks. `lookout_gemm_int8_tiles_count` words. */
+size_t lookout_gemm_int8_tiles_count(int m, int k, int segments);
+void lookout_gemm_int8_tiles(const uint32_t *packed, int m, int k, int segments, uint32_t *tiles);
+/* Rows [row0, row0 + rows) of the int8 GEMM through AMX (level 3; nothing where the CPU lacks it), from the
+   weights in AMX's layout (whole, one segment); `scales`, `corrections`, `bias` and `c` at row row0. */
+void lookout_gemm_int8_tiled(const uint32_t *tiles, int row0, int rows, int k, const float *scales,
+                             const int32_t *corrections, const uint8_t *b, size_t ldb, int n, float *c, size_t ldc,
+                             const float *bias, int activation);
 /* 1 when the CPU has AMX (tiles with bf16 and int8 products) and the kernel supports its tile data state
    (arch_prctl ARCH_GET_XCOMP_SUPP), 0 otherwise. The bf16 GEMM's tile path needs it. */
 int lookout_amx_usable(void);
@@ -143,9 +157,10 @@ void lookout_quantize_u8_blocked(const float *x, int channels, int height, int w
                                  int zero, int q_begin, int q_end, uint8_t *out);
 void lookout_quantize_u8_blocked_portable(const float *x, int channels, int height, int width, int stride,
                                           float inverse_scale, int zero, int q_begin, int q_end, uint8_t *out);
-void lookout_conv3x3_int8(int level, const uint32_t *packed, const float *scales, const int32_t *corrections, int m,
-                          int channels, const uint8_t *blocked, int height, int width, int stride, int row_begin,
-                          int row_end, int panel_begin, int panel_end, float *out, const float *bias, int activation);
+void lookout_conv3x3_int8(int level, const uint32_t *packed, const uint32_t *tiles, const float *scales,
+                          const int32_t *corrections, int m, int channels, const uint8_t *blocked, int height,
+                          int width, int stride, int row_begin, int row_end, int panel_begin, int panel_end,
+                          float *out, const float *bias, int activation);
 /* Max pooling of one height × width channel, window 2·radius + 1, stride 1, padding that never wins: the maximum
    over columns into `rows` (height × width scratch), then over rows into `out`. */
 void lookout_max_pool(const float *x, int height, int width, int radius, float *rows, float *out);
