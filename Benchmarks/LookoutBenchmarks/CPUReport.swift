@@ -31,7 +31,8 @@ struct CPUReport: ParsableCommand {
     /// Operations per cycle and core of each precision on this CPU's widest units, nominal: AVX-512 with two FMA
     /// ports on Intel (16 lanes × 2 for the FMA × 2 ports fp32; bf16's dot products twice that, VNNI's four
     /// times), Zen 4's AVX-512 on two 256-bit halves (half Intel's), AVX2 with two FMA ports (32 fp32).
-    /// AMX: one TDPBF16PS (16 × 16 × 32 products) every 16 cycles, 1,024 operations a cycle.
+    /// AMX: one TDPBF16PS (16 × 16 × 32 products) every 16 cycles, 1,024 operations a cycle (TDPBSUD's int8
+    /// twice that).
     static func perCycle(
         flags: Set<String>, vendor: String
     ) -> (
@@ -68,17 +69,19 @@ struct CPUReport: ParsableCommand {
             "features: " + watched.map { "\($0) \(flags.contains($0) ? "yes" : "no")" }.joined(separator: ", "))
         let int8Path =
             Precision.int8.isNative
-            ? (Int8Convolution.weightBits == 8 ? "VNNI, 8-bit weights" : "AVX-512BW VPMADDUBSW, 7-bit weights")
+            ? (Int8Convolution.bestLevel >= 3
+                ? "AMX tiles (TDPBSUD), 8-bit weights"
+                : Int8Convolution.weightBits == 8 ? "VNNI, 8-bit weights" : "AVX-512BW VPMADDUBSW, 7-bit weights")
             : "none (fp32)"
         print(
-            "Lookout's paths: fp32 \(ConvolutionGEMM.available ? "packed AVX-512 GEMM" : "OpenBLAS")\(WinogradConvolution.available ? ", Winograd F(4×4, 3×3) for 3×3 stride 1" : ""); bf16 \(Precision.bf16.isNative ? (BF16Path.tiles.isAvailable ? "AMX tiles or AVX-512 BF16 dot products" : "AVX-512 BF16 dot products") + ", chosen per layer against fp32" : "none (fp32)"); int8 \(int8Path); AMX \(BF16Path.tiles.isAvailable ? "used for bf16" : Precision.amxUsable ? "usable, turned off (LOOKOUT_NO_AMX)" : flags.contains("amx_tile") ? "listed, but the kernel does not grant its state" : "not exposed"); AVX512-FP16 \(flags.contains("avx512_fp16") ? "exposed, not used" : "not exposed")"
+            "Lookout's paths: fp32 \(ConvolutionGEMM.available ? "packed AVX-512 GEMM" : "OpenBLAS")\(WinogradConvolution.available ? ", Winograd F(4×4, 3×3) for 3×3 stride 1" : ""); bf16 \(Precision.bf16.isNative ? (BF16Path.tiles.isAvailable ? "AMX tiles or AVX-512 BF16 dot products" : "AVX-512 BF16 dot products") + ", chosen per layer against fp32" : "none (fp32)"); int8 \(int8Path); AMX \(BF16Path.tiles.isAvailable ? "used for bf16 and int8" : Precision.amxUsable ? "usable, turned off (LOOKOUT_NO_AMX)" : flags.contains("amx_tile") ? "listed, but the kernel does not grant its state" : "not exposed"); AVX512-FP16 \(flags.contains("avx512_fp16") ? "exposed, not used" : "not exposed")"
         )
         let rates = Self.perCycle(flags: flags, vendor: vendor)
         let cycles = megahertz * 1e6 * Double(pool.threadCount)
         // No clock reported (some VMs, other architectures): no peak, no percentages.
         func peak(_ perCycle: Double?) -> Double? { cycles > 0 ? perCycle.map { $0 * cycles / 1e9 } : nil }
         print(
-            "nominal peak at that clock (GFLOP/s, GOP/s for int8): fp32 \(peak(rates.fp32).map { String(Int($0)) } ?? "-"), bf16 \(peak(rates.bf16).map { String(Int($0)) } ?? "-"), bf16 AMX \(peak(rates.amx).map { String(Int($0)) } ?? "-"), int8 \(peak(rates.int8).map { String(Int($0)) } ?? "-")"
+            "nominal peak at that clock (GFLOP/s, GOP/s for int8): fp32 \(peak(rates.fp32).map { String(Int($0)) } ?? "-"), bf16 \(peak(rates.bf16).map { String(Int($0)) } ?? "-"), bf16 AMX \(peak(rates.amx).map { String(Int($0)) } ?? "-"), int8 AMX \(peak(rates.amx.map { 2 * $0 }).map { String(Int($0)) } ?? "-"), int8 \(peak(rates.int8).map { String(Int($0)) } ?? "-")"
         )
         var generator = SystemRandomNumberGenerator()
         var totals: [String: Double] = [:]
@@ -137,8 +140,10 @@ struct CPUReport: ParsableCommand {
                 totals["int8", default: 0] += int8 * Double(count)
                 cells.append(
                     cell(
-                        inputs >= 16 ? "int8" : "fp32 (3 inputs)", int8,
-                        inputs >= 16 ? peak(rates.int8) : peak(rates.fp32)))
+                        inputs >= 16 ? (Int8Convolution.bestLevel >= 3 ? "int8 AMX" : "int8") : "fp32 (3 inputs)", int8,
+                        inputs >= 16
+                            ? peak(Int8Convolution.bestLevel >= 3 ? rates.amx.map { 2 * $0 } : rates.int8)
+                            : peak(rates.fp32)))
             } else {
                 cells.append("-")
             }
