@@ -30,6 +30,13 @@ struct EmbedCommand: ParsableCommand {
               lookout embed --text-model ViT-B-32.pt "red car" "dog"
               printf '"red car"\\n"dog"\\n' | lookout embed --text-model ViT-B-32.pt --jsonl
               lookout embed --image --image-model ViT-B-32.pt beach.jpg cake.png
+              lookout embed --image --image-model ~/models/ViT-B-32-256-datacomp beach.jpg
+              lookout embed --text-model ~/models/ViT-B-32-256-datacomp "red car"
+
+            An open_clip model is read from its folder as Hugging Face holds it (open_clip_config.json \
+            with open_clip_model.safetensors or open_clip_pytorch_model.bin): ViT towers with a class \
+            token, GELU or quick_gelu, and the preprocessing its preprocess_cfg names (bicubic; \
+            shortest side and crop, or squash).
             """
     )
 
@@ -41,13 +48,14 @@ struct EmbedCommand: ParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "CLIP image tower for --image: OpenAI ViT-B-32.pt (or any OpenAI CLIP file with visual.* tensors).",
+            "CLIP image tower for --image: OpenAI ViT-B-32.pt (or any OpenAI CLIP file with visual.* tensors), or an open_clip model's folder (open_clip_config.json with open_clip_model.safetensors).",
             valueName: "path"))
     var imageModel: String?
 
     @Option(
         help: ArgumentHelp(
-            "CLIP text encoder: OpenAI ViT-B-32.pt, Hugging Face or Lookout safetensors.", valueName: "path"))
+            "CLIP text encoder: OpenAI ViT-B-32.pt, Hugging Face or Lookout safetensors, or an open_clip model's folder.",
+            valueName: "path"))
     var textModel: String?
 
     @Option(
@@ -106,7 +114,9 @@ struct EmbedCommand: ParsableCommand {
             printError("lookout: no model given, using the demo model's text encoder in \(directory)")
             path = try ModelManifest(directory: directory).textEncoder.path
         }
-        let encoder = try CLIPTextEncoder(contentsOf: path)
+        let encoder =
+            OpenCLIPModel.isModel(path)
+            ? try OpenCLIPModel(contentsOf: path).text : try CLIPTextEncoder(contentsOf: path)
         let loadedEncoder = clock.lap()
         let embedder = try TextEmbedder(
             tokenizer: tokenizer, encoder: encoder, cache: textEmbeddingCache(enabled: !noCache)
@@ -143,9 +153,20 @@ struct EmbedCommand: ParsableCommand {
                 "--image needs a CLIP image tower: --image-model ViT-B-32.pt, or --model DIR whose manifest names one."
             )
         }
-        let encoder = try CLIPImageEncoder(contentsOf: path)
+        // An open_clip folder brings its own preprocessing; OpenAI's files take clip._transform's.
+        let encoder: CLIPImageEncoder
+        let transform: CLIPPreprocessing.Transform
+        if OpenCLIPModel.isModel(path) {
+            let model = try OpenCLIPModel(contentsOf: path)
+            let c = model.configuration
+            encoder = model.image
+            transform = CLIPPreprocessing.Transform(
+                size: c.imageSize, mean: c.mean, std: c.std, resize: c.resizeMode == "squash" ? .squash : .shortest)
+        } else {
+            encoder = try CLIPImageEncoder(contentsOf: path)
+            transform = .openAI(size: encoder.configuration.inputResolution)
+        }
         let loaded = clock.lap()
-        let side = encoder.configuration.inputResolution
         var failures = 0
         var computeSeconds = 0.0
         for start in stride(from: 0, to: texts.count, by: 8) {
@@ -155,7 +176,7 @@ struct EmbedCommand: ParsableCommand {
                 do {
                     inputs.append(
                         try CLIPPreprocessing.input(
-                            try FileContents.read(photo, maximumSize: 1 << 30), name: photo, size: side))
+                            try FileContents.read(photo, maximumSize: 1 << 30), name: photo, transform: transform))
                 } catch {
                     printError("lookout: \(error)")
                     inputs.append(nil)

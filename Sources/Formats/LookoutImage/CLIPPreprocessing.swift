@@ -37,6 +37,45 @@ public enum CLIPPreprocessing {
     public static let mean: [Float] = [0.48145466, 0.4578275, 0.40821073]
     public static let std: [Float] = [0.26862954, 0.26130258, 0.27577711]
 
+    /// An image tower's preprocessing as open_clip's `image_transform` (eval) builds it from a model's
+    /// `preprocess_cfg`: the resize (`shortest`: the short side to `size` then a centre crop, as OpenAI's;
+    /// `squash`: both sides to `size`, no crop), bicubic, `convert("RGB")`, `ToTensor`, `Normalize(mean, std)`.
+    public struct Transform: Sendable, Equatable {
+        public enum Resize: String, Sendable, CaseIterable {
+            case shortest
+            case squash
+        }
+
+        public var size: Int
+        public var mean: [Float]
+        public var std: [Float]
+        public var resize: Resize
+
+        public init(size: Int, mean: [Float], std: [Float], resize: Resize) {
+            precondition(size > 0 && mean.count == 3 && std.count == 3)
+            (self.size, self.mean, self.std, self.resize) = (size, mean, std, resize)
+        }
+
+        /// OpenAI's `clip._transform(size)`.
+        public static func openAI(size: Int) -> Transform {
+            Transform(size: size, mean: CLIPPreprocessing.mean, std: CLIPPreprocessing.std, resize: .shortest)
+        }
+    }
+
+    /// A photo file's bytes as a tower with `transform` takes them.
+    public static func input(_ bytes: [UInt8], name: String, transform: Transform) throws(ImageError) -> [Float] {
+        tensor(resized(try decode(bytes, name: name), transform: transform), mean: transform.mean, std: transform.std)
+    }
+
+    /// The 8-bit RGB image (`size × size × 3`) that `ToTensor` receives under `transform`.
+    public static func resized(_ photo: PILImage, transform: Transform) -> Image {
+        switch transform.resize {
+        case .shortest: return resizedAndCropped(photo, size: transform.size)
+        case .squash:
+            return cropped(resampled(photo, width: transform.size, height: transform.size), size: transform.size)
+        }
+    }
+
     /// Decodes a JPEG or PNG as PIL opens it.
     public static func decode(
         _ bytes: [UInt8], name: String, pixelLimit: Int = ImageFile.defaultPixelLimit
@@ -64,19 +103,24 @@ public enum CLIPPreprocessing {
         let short = min(width, height), long = max(width, height)
         let newLong = Int(Double(n * long) / Double(short))
         let (newWidth, newHeight) = width <= height ? (n, newLong) : (newLong, n)
-        var resized: Image
-        if newWidth == width && newHeight == height {
-            resized = photo.image
-        } else {
-            switch photo.mode {
-            case .palette, .bilevel:
-                resized = nearest(photo.image, width: newWidth, height: newHeight)
-            case .rgba, .grayscaleAlpha:
-                resized = unpremultiplied(bicubic(premultiplied(photo.image), width: newWidth, height: newHeight))
-            default:
-                resized = bicubic(photo.image, width: newWidth, height: newHeight)
-            }
+        return cropped(resampled(photo, width: newWidth, height: newHeight), size: n)
+    }
+
+    /// PIL's `Image.resize((width, height), BICUBIC)` of the photo in its mode (RGBA pixels out).
+    static func resampled(_ photo: PILImage, width newWidth: Int, height newHeight: Int) -> Image {
+        if newWidth == photo.image.width && newHeight == photo.image.height { return photo.image }
+        switch photo.mode {
+        case .palette, .bilevel:
+            return nearest(photo.image, width: newWidth, height: newHeight)
+        case .rgba, .grayscaleAlpha:
+            return unpremultiplied(bicubic(premultiplied(photo.image), width: newWidth, height: newHeight))
+        default:
+            return bicubic(photo.image, width: newWidth, height: newHeight)
         }
+    }
+
+    /// `CenterCrop(n)` then `convert("RGB")` of RGBA pixels at least `n` on each side.
+    static func cropped(_ resized: Image, size n: Int) -> Image {
         let top = Int((Double(resized.height - n) / 2).rounded(.toNearestOrEven))
         let left = Int((Double(resized.width - n) / 2).rounded(.toNearestOrEven))
         var rgb = [UInt8](repeating: 0, count: n * n * 3)
@@ -93,7 +137,10 @@ public enum CLIPPreprocessing {
     }
 
     /// `ToTensor` then `Normalize`: channels first, `(v / 255 − mean) / std` in Float32.
-    public static func tensor(_ rgb: Image) -> [Float] {
+    public static func tensor(_ rgb: Image) -> [Float] { tensor(rgb, mean: mean, std: std) }
+
+    /// ``tensor(_:)`` with another mean and standard deviation.
+    public static func tensor(_ rgb: Image, mean: [Float], std: [Float]) -> [Float] {
         let count = rgb.width * rgb.height
         var out = [Float](repeating: 0, count: 3 * count)
         for c in 0..<3 {

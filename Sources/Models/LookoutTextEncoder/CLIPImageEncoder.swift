@@ -5,13 +5,15 @@ import LookoutWeights
 public struct CLIPImageConfiguration: Sendable, Equatable {
     public let width: Int
     public let layers: Int
-    /// `width / 64`, as OpenAI's `build_model` derives it.
+    /// `width / 64`, as OpenAI's `build_model` derives it (open_clip: `width / head_width`).
     public let heads: Int
     public let patchSize: Int
     /// Patches per side: the input is `patchSize · grid` pixels square.
     public let grid: Int
     public let embeddingSize: Int
     public let layerNormEpsilon: Float = 1e-5
+    /// The MLP's activation: OpenAI's QuickGELU, or exact GELU (open_clip's default without `quick_gelu`).
+    public var activation: SequenceActivation = .quickGELU
 
     /// `visual.input_resolution`: the side of the square the preprocessing crops to.
     public var inputResolution: Int { patchSize * grid }
@@ -32,7 +34,11 @@ struct CLIPImageWeights: Sendable {
     /// width × embedding, multiplied on the right.
     let projection: [Float]
 
-    init(_ weights: WeightFile, precision: Precision = .fp32) throws(WeightsError) {
+    /// `activation` and `headWidth`: what an open_clip config says (the weights do not show them).
+    init(
+        _ weights: WeightFile, precision: Precision = .fp32, activation: SequenceActivation = .quickGELU,
+        headWidth: Int = 64
+    ) throws(WeightsError) {
         let file = WeightBinding(weights, precision: precision)
         guard file.has("visual.conv1.weight") else {
             throw WeightsError(
@@ -55,7 +61,8 @@ struct CLIPImageWeights: Sendable {
         let patch = conv.shape[2]
         let tokens = positions.shape[0]
         let grid = Int(Double(tokens - 1).squareRoot().rounded())
-        guard width >= 64, width % 64 == 0, grid > 0, grid * grid + 1 == tokens, positions.shape[1] == width,
+        guard width >= headWidth, headWidth > 0, width % headWidth == 0, grid > 0, grid * grid + 1 == tokens,
+            positions.shape[1] == width,
             projectionView.shape[0] == width
         else {
             throw WeightsError(
@@ -71,8 +78,8 @@ struct CLIPImageWeights: Sendable {
             throw WeightsError(path: file.path, problem: "no visual.transformer.resblocks.0.*")
         }
         configuration = CLIPImageConfiguration(
-            width: width, layers: layerCount, heads: width / 64, patchSize: patch, grid: grid,
-            embeddingSize: embedding)
+            width: width, layers: layerCount, heads: width / headWidth, patchSize: patch, grid: grid,
+            embeddingSize: embedding, activation: activation)
         let inputs = 3 * patch * patch
         patchEmbedding = try Linear(
             file, weight: "visual.conv1.weight", shape: [width, 3, patch, patch],
@@ -134,8 +141,12 @@ public final class CLIPImageEncoder: Sendable {
     /// The linear layers' arithmetic: fp32, or bf16 (where the CPU has AVX-512 BF16).
     public let precision: Precision
 
-    public init(weights file: WeightFile, precision: Precision = .fp32) throws(WeightsError) {
-        let weights = try CLIPImageWeights(file, precision: precision)
+    /// `activation` and `headWidth` as the model's configuration gives them (OpenAI's: QuickGELU, 64).
+    public init(
+        weights file: WeightFile, precision: Precision = .fp32, activation: SequenceActivation = .quickGELU,
+        headWidth: Int = 64
+    ) throws(WeightsError) {
+        let weights = try CLIPImageWeights(file, precision: precision, activation: activation, headWidth: headWidth)
         self.precision = precision
         self.weights = weights
         self.configuration = weights.configuration
@@ -196,7 +207,8 @@ public final class CLIPImageEncoder: Sendable {
             raw, rows: total, gamma: weights.preNorm.gamma, beta: weights.preNorm.beta, epsilon: c.layerNormEpsilon)
         let lengths = [Int](repeating: tokens, count: photos.count)
         let starts = (0..<photos.count).map { $0 * tokens }
-        let transformer = CLIPTransformer(width: c.width, heads: c.heads, epsilon: c.layerNormEpsilon, causal: false)
+        let transformer = CLIPTransformer(
+            width: c.width, heads: c.heads, epsilon: c.layerNormEpsilon, causal: false, activation: c.activation)
         for layer in weights.layers {
             transformer.apply(layer, to: &x, lengths: lengths, starts: starts, backend: backend)
         }

@@ -24,8 +24,11 @@ public final class CLIPTextEncoder: Sendable {
     /// What caches key its embeddings by: the weights' fingerprint, and the precision unless fp32.
     public var cacheKey: String { precision == .fp32 ? fingerprint : fingerprint + "|" + precision.rawValue }
 
-    public init(weights file: WeightFile, precision: Precision = .fp32) throws(WeightsError) {
-        let weights = try CLIPTextWeights(file, precision: precision)
+    /// `exactGELU`, `heads`: a model configuration's word where the file has none (nil: from the file).
+    public init(
+        weights file: WeightFile, precision: Precision = .fp32, exactGELU: Bool? = nil, heads: Int? = nil
+    ) throws(WeightsError) {
+        let weights = try CLIPTextWeights(file, precision: precision, exactGELU: exactGELU, heads: heads)
         self.precision = precision
         self.path = file.path
         self.weights = weights

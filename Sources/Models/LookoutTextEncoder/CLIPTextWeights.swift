@@ -19,7 +19,7 @@ public struct CLIPTextConfiguration: Sendable, Equatable {
     public let layout: Layout
     public let width: Int
     public let layers: Int
-    /// `width / 64`, as OpenAI's `build_model` derives it (head size 64).
+    /// `width / 64`, as OpenAI's `build_model` derives it (head size 64), or an open_clip config's `heads`.
     public let heads: Int
     public let contextLength: Int
     public let vocabularySize: Int
@@ -118,7 +118,11 @@ struct CLIPTextWeights: Sendable {
     /// width × embedding, multiplied on the right.
     let projection: [Float]
 
-    init(_ weights: WeightFile, precision: Precision = .fp32) throws(WeightsError) {
+    /// `exactGELU` and `heads`: what a model's configuration says where the weights do not show it (open_clip's
+    /// `quick_gelu` and `text_cfg.heads`); nil: read from the file (the module tree) or `width / 64`.
+    init(
+        _ weights: WeightFile, precision: Precision = .fp32, exactGELU: Bool? = nil, heads: Int? = nil
+    ) throws(WeightsError) {
         let file = WeightBinding(weights, precision: precision)
         /// A tensor's fp16 bit patterns with its shape checked (nil when it is not fp16); marks it taken.
         func halves(_ name: String, shape: [Int]) throws(WeightsError) -> [UInt16]? {
@@ -179,10 +183,14 @@ struct CLIPTextWeights: Sendable {
         while weights.tensors.keys.contains(where: { $0.hasPrefix("\(layerPrefix)\(layerCount).") }) { layerCount += 1 }
         guard layerCount > 0 else { throw WeightsError(path: file.path, problem: "no \(layerPrefix)0.* tensors") }
 
+        if let heads, heads <= 0 || width % heads != 0 {
+            throw WeightsError(path: file.path, problem: "\(heads) heads do not divide the text width \(width)")
+        }
         configuration = CLIPTextConfiguration(
-            layout: layout, width: width, layers: layerCount, heads: width / 64, contextLength: context,
+            layout: layout, width: width, layers: layerCount, heads: heads ?? width / 64, contextLength: context,
             vocabularySize: vocabulary, embeddingSize: embedding,
-            exactGELU: layout == .mobileCLIP || WeightFile.callsGELU(weights, at: names.layers + "0.mlp.gelu"))
+            exactGELU: exactGELU
+                ?? (layout == .mobileCLIP || WeightFile.callsGELU(weights, at: names.layers + "0.mlp.gelu")))
         // open_clip keeps its causal mask as a buffer (`attn_mask`, −inf above the diagonal): Lookout applies that
         // mask, so a file whose mask is another one is not this model.
         if let mask = names.causalMask, file.has(mask) {
