@@ -195,7 +195,7 @@ let package = Package(
             name: "LookoutServer",
             dependencies: [
                 "LookoutDetector", "LookoutEngine", "LookoutFrames", "LookoutImage", "LookoutIndex",
-                "LookoutIndexPostgres", "LookoutJSON", "LookoutTracking", "LookoutVideo",
+                "LookoutIndexPostgres", "LookoutJSON", "LookoutTextEncoder", "LookoutTracking", "LookoutVideo",
                 "LookoutSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),

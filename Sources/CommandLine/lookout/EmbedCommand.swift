@@ -154,18 +154,8 @@ struct EmbedCommand: ParsableCommand {
             )
         }
         // An open_clip folder brings its own preprocessing; OpenAI's files take clip._transform's.
-        let encoder: CLIPImageEncoder
-        let transform: CLIPPreprocessing.Transform
-        if OpenCLIPModel.isModel(path) {
-            let model = try OpenCLIPModel(contentsOf: path)
-            let c = model.configuration
-            encoder = model.image
-            transform = CLIPPreprocessing.Transform(
-                size: c.imageSize, mean: c.mean, std: c.std, resize: c.resizeMode == "squash" ? .squash : .shortest)
-        } else {
-            encoder = try CLIPImageEncoder(contentsOf: path)
-            transform = .openAI(size: encoder.configuration.inputResolution)
-        }
+        let tower = try ImageTower(contentsOf: path)
+        let encoder = tower.encoder
         let loaded = clock.lap()
         var failures = 0
         var computeSeconds = 0.0
@@ -176,7 +166,8 @@ struct EmbedCommand: ParsableCommand {
                 do {
                     inputs.append(
                         try CLIPPreprocessing.input(
-                            try FileContents.read(photo, maximumSize: 1 << 30), name: photo, transform: transform))
+                            try FileContents.read(photo, maximumSize: 1 << 30), name: photo, transform: tower.transform)
+                    )
                 } catch {
                     printError("lookout: \(error)")
                     inputs.append(nil)

@@ -338,40 +338,37 @@ struct IndexCommand: ParsableCommand {
         model.precision = engine.arithmetic
         model.modelArguments = modelOptions.arguments
         model.slicing = extractor.slicing?.tiling
-        var imageTower: CLIPImageEncoder?
+        var imageTower: ImageTower?
         if !noImageModel, let imageModel = try imageModel ?? modelOptions.configuration.imageTowerPath() {
-            let tower = try CLIPImageEncoder(
-                contentsOf: imageModel, precision: modelOptions.configuration.towerPrecision)
+            let tower = try ImageTower(contentsOf: imageModel, precision: modelOptions.configuration.towerPrecision)
             imageTower = tower
             let textFamily = engine.embedder!.encoder.configuration.family
-            guard textFamily == .clip else {
+            // A tower with its own text tower (open_clip) scores queries in its own space, whatever the detector's.
+            guard textFamily == .clip || tower.text != nil else {
                 throw LookoutError(
                     "\(imageModel): whole-photo (scene) embeddings are scored against CLIP text embeddings, but \(engine.network.familyName) reads queries through \(textFamily.rawValue): index with --no-image-model (objects only)"
                 )
             }
-            let textSize = engine.embedder!.encoder.configuration.embeddingSize
-            guard tower.configuration.embeddingSize == textSize else {
+            let textSize =
+                tower.text?.configuration.embeddingSize ?? engine.embedder!.encoder.configuration.embeddingSize
+            guard tower.encoder.configuration.embeddingSize == textSize else {
                 throw LookoutError(
-                    "\(imageModel): the image tower embeds in \(tower.configuration.embeddingSize) dimensions, the text encoder in \(textSize): they are not one CLIP model"
+                    "\(imageModel): the image tower embeds in \(tower.encoder.configuration.embeddingSize) dimensions, the text encoder in \(textSize): they are not one CLIP model"
                 )
             }
             model.imageTower = tower.fingerprint
             model.imageTowerPath = absolutePath(imageModel)
-            if let center = tower.sceneCenter, let slope = tower.sceneSlope {
+            if let center = tower.encoder.sceneCenter, let slope = tower.encoder.sceneSlope {
                 model.sceneScore = SceneScore(center: center, slope: slope)
             }
-            model.duplicateThreshold = tower.duplicateThreshold
+            model.duplicateThreshold = tower.encoder.duplicateThreshold
         }
         /// The photo embedding, computed on `pool`. On the CPU also with `--device cuda`: the CUDA backend's
         /// sequence operations copy each one's matrices over and back, which made the demo's tower slower there
         /// (20.4 against 16.6 ms for ten photos, BENCHMARKS.md) until the towers' activations stay on the GPU.
         func embedder(_ pool: ComputePool) -> ImageEmbedder? {
             imageTower.map { tower in
-                { bytes, path in
-                    let input = try CLIPPreprocessing.input(
-                        bytes, name: path, size: tower.configuration.inputResolution)
-                    return tower.encode([input], backend: CPUBackend(pool: pool))[0]
-                }
+                { bytes, path in try tower.embedding(bytes, name: path, backend: CPUBackend(pool: pool)) }
             }
         }
         let labeler = try promptFreeLabeler(&model)

@@ -5,6 +5,7 @@ import LookoutImage
 import LookoutIndex
 import LookoutJSON
 import LookoutSupport
+import LookoutTextEncoder
 
 #if canImport(Glibc)
     import Glibc
@@ -187,8 +188,21 @@ struct SearchCommand: ParsableCommand {
             throw LookoutError.noImageTower(path)
         }
         let evidence: PhotoIndex.Evidence = objects || exact || byExample ? .objects : scenes ? .scenes : .both
+        // An index whose image tower has its own text tower (open_clip) scores scenes in that tower's space: the
+        // query embedded by it, not by the detector's text encoder.
+        var sceneTexts: [[Float]]?
+        if evidence != .objects, let towerPath = stored.imageTowerPath, ImageTower.hasOwnText(towerPath) {
+            let tower = try ImageTower(contentsOf: towerPath)
+            guard tower.fingerprint == stored.imageTower else {
+                throw LookoutError(
+                    "\(towerPath) has changed since \(path) was indexed with it: index the folder again for scene search"
+                )
+            }
+            let own = try TextEmbedder(tokenizer: embedder.tokenizer, encoder: tower.text!, cache: nil)
+            sceneTexts = own.embed(parsed.alternatives).embeddings
+        }
         var hits = try index.search(
-            alternatives: texts, confidence: exact ? min(conf, 0.01) : conf,
+            alternatives: texts, scenes: sceneTexts, confidence: exact ? min(conf, 0.01) : conf,
             top: exact ? max(top > Int.max / 3 ? Int.max : top * 3, 30) : top, evidence: evidence,
             filter: try filters.filter())
         let searchSeconds = clock.lap()

@@ -61,14 +61,12 @@ struct SimilarCommand: ParsableCommand {
         }
         // The photo embedded as the index's were: by the tower in bf16 where the index was made so.
         let bf16 = stored.precision == "bf16" || stored.precision.contains("towers bf16")
-        let tower = try CLIPImageEncoder(contentsOf: towerPath, precision: bf16 ? .bf16 : .fp32)
+        let tower = try ImageTower(contentsOf: towerPath, precision: bf16 ? .bf16 : .fp32)
         guard tower.fingerprint == fingerprint else {
             throw LookoutError(
                 "\(towerPath) is not the image tower \(path) was made with: give that one with --image-model")
         }
-        let input = try CLIPPreprocessing.input(
-            try FileContents.read(photo, maximumSize: 1 << 30), name: photo, size: tower.configuration.inputResolution)
-        let embedding = tower.encode([input])[0]
+        let embedding = try tower.embedding(try FileContents.read(photo, maximumSize: 1 << 30), name: photo)
         let found = try index.similar(to: embedding, top: top, filter: try filters.filter()).filter {
             $0.cosine >= minScore
         }

@@ -76,16 +76,20 @@ extension PhotoIndex {
 
     /// ``search(text:confidence:top:evidence:filter:)`` for a query with alternatives (`sofa|couch`): each
     /// region and each photo's scene takes the best score of the alternatives' embeddings.
+    /// `scenes`: the alternatives embedded by the image tower's own text tower (an open_clip model's), for the
+    /// whole-photo evidence; nil: `alternatives` (the detector's CLIP text space, OpenAI's towers).
     public func search(
-        alternatives: [[Float]], confidence: Float, top: Int, evidence: Evidence = .both,
+        alternatives: [[Float]], scenes: [[Float]]? = nil, confidence: Float, top: Int, evidence: Evidence = .both,
         filter: PhotoFilter = PhotoFilter()
     ) throws(IndexError) -> [Hit] {
         guard let model = try store.storedModel() else { return [] }
         let scorers = alternatives.map { RegionScorer(text: $0, parameters: model.scoreParameters) }
-        let queries = alternatives.map { text in
+        func normalised(_ text: [Float]) -> [Float] {
             let norm = max(text.reduce(0) { $0 + $1 * $1 }.squareRoot(), 1e-12)
             return text.map { $0 / norm }
         }
+        let queries = alternatives.map(normalised)
+        let sceneQueries = (scenes ?? alternatives).map(normalised)
         var hits: [Hit] = []
         var scratch: [Float] = []
         func visit(_ photo: StoredPhoto) {
@@ -114,7 +118,7 @@ extension PhotoIndex {
                 hit.logit = found.first?.logit ?? -.infinity
             }
             if evidence != .objects, let image {
-                for query in queries where image.count == 2 * query.count {
+                for query in sceneQueries where image.count == 2 * query.count {
                     let (dot, squares) = Self.halfDot(image, query)
                     // The stored vector is F16: its norm is 1 within about 1e-4; divide as `similar` does.
                     let cosine = dot / max(squares.squareRoot(), 1e-12)
@@ -134,7 +138,8 @@ extension PhotoIndex {
         // A label condition keeps photos the nearest lists would not rank first: those scan every photo.
         if useNearestNeighbours, filter.labels.isEmpty, let nearest = store as? any NearestNeighbourStore,
             let contents = try nearest.nearestContents(
-                regionQueries: evidence != .scenes ? queries : [], imageQueries: evidence != .objects ? queries : [],
+                regionQueries: evidence != .scenes ? queries : [],
+                imageQueries: evidence != .objects ? sceneQueries : [],
                 model: model.key,
                 limit: max(nearestNeighbourCandidates ?? nearest.defaultCandidates, 2 * min(top, 1 << 30)))
         {

@@ -7,6 +7,7 @@ import LookoutIndex
 import LookoutIndexPostgres
 import LookoutJSON
 import LookoutSupport
+import LookoutTextEncoder
 import LookoutTracking
 
 /// What `lookout serve` answers, without HTTP: detection on uploaded photos (their features kept for
@@ -477,7 +478,8 @@ public final class LookoutService: @unchecked Sendable {
     {
         let query = query.trimmingCharacters(in: .whitespaces)
         let hits = try searchHits(
-            embeddings: embeddings, top: top, thresholds: thresholds, labels: labels, evidence: evidence, scan: scan)
+            text: query, embeddings: embeddings, top: top, thresholds: thresholds, labels: labels,
+            evidence: evidence, scan: scan)
         var results: [JSONValue] = []
         lock.lock()
         for hit in hits {
@@ -513,7 +515,8 @@ public final class LookoutService: @unchecked Sendable {
         evidence: PhotoIndex.Evidence = .both, scan: Bool = false, format: TrainingSet.Format, validation: Double
     ) throws(ServiceError) -> [UInt8] {
         let hits = try searchHits(
-            embeddings: embeddings, top: top, thresholds: thresholds, labels: labels, evidence: evidence, scan: scan)
+            text: label, embeddings: embeddings, top: top, thresholds: thresholds, labels: labels,
+            evidence: evidence, scan: scan)
         var set = TrainingSet(format: format, names: [label])
         var archive = ZipArchive()
         var used = Set<String>()
@@ -558,16 +561,18 @@ public final class LookoutService: @unchecked Sendable {
     /// The photos an index search finds, for ``search(query:embeddings:top:thresholds:labels:evidence:scan:)`` and
     /// ``dataset(label:embeddings:top:thresholds:labels:evidence:scan:format:validation:)``.
     private func searchHits(
-        embeddings: [[Float]], top: Int, thresholds: Thresholds, labels: [String], evidence: PhotoIndex.Evidence,
-        scan: Bool
+        text: String, embeddings: [[Float]], top: Int, thresholds: Thresholds, labels: [String],
+        evidence: PhotoIndex.Evidence, scan: Bool
     ) throws(ServiceError) -> [PhotoIndex.Hit] {
         let index = try openIndex()
         index.useNearestNeighbours = !scan
         let hits: [PhotoIndex.Hit]
         let storesLabels: Bool
         var mismatch = false
+        var storedModel: IndexModel?
         do throws(IndexError) {
             let stored = try index.storedModel()
+            storedModel = stored
             // Regions of another model are scored by queries they were not made for: refused, as `lookout search` does.
             mismatch = stored.map(indexedWithAnotherModel) ?? false
             storesLabels = stored?.promptFree != nil
@@ -584,14 +589,57 @@ public final class LookoutService: @unchecked Sendable {
             throw ServiceError(
                 400, "this index stores no prompt-free labels: index it with `lookout index --prompt-free FILE`")
         }
+        // An index whose image tower has its own text tower (open_clip) scores scenes with the query embedded by it.
+        var scenes: [[Float]]?
+        if evidence != .objects, let stored = storedModel, let towerPath = stored.imageTowerPath,
+            ImageTower.hasOwnText(towerPath)
+        {
+            scenes = try sceneEmbeddings(text, towerPath: towerPath, fingerprint: stored.imageTower)
+        }
         do {
             hits = try index.search(
-                alternatives: embeddings, confidence: thresholds.confidence, top: top, evidence: evidence,
-                filter: PhotoFilter(labels: labels))
+                alternatives: embeddings, scenes: scenes, confidence: thresholds.confidence, top: top,
+                evidence: evidence, filter: PhotoFilter(labels: labels))
         } catch {
             throw Self.logged(ServiceError(500, "the index could not be searched"), "\(error.problem)")
         }
         return hits
+    }
+
+    /// Open_clip towers' text embedders, by path, loaded at their first search.
+    private var sceneEmbedders: [String: TextEmbedder] = [:]
+
+    /// The query's alternatives embedded by the index's image tower's own text tower.
+    private func sceneEmbeddings(
+        _ text: String, towerPath: String, fingerprint: String?
+    ) throws(ServiceError)
+        -> [[Float]]
+    {
+        let alternatives = (try? QuerySyntax.single(text))?.alternatives ?? [text]
+        lock.lock()
+        let known = sceneEmbedders[towerPath]
+        lock.unlock()
+        if let known { return known.embed(alternatives).embeddings }
+        guard let tokenizer = engine.embedder?.tokenizer else {
+            throw ServiceError(409, "this server has no CLIP tokenizer for the index's image tower")
+        }
+        let embedder: TextEmbedder
+        do {
+            let tower = try ImageTower(contentsOf: towerPath)
+            guard tower.fingerprint == fingerprint, let own = tower.text else {
+                throw ServiceError(
+                    409, "the index's image tower has changed since it was indexed: index the folder again")
+            }
+            embedder = try TextEmbedder(tokenizer: tokenizer, encoder: own, cache: nil)
+        } catch let error as ServiceError {
+            throw error
+        } catch {
+            throw Self.logged(ServiceError(500, "the index's image tower could not be loaded"), "\(error)")
+        }
+        lock.lock()
+        sceneEmbedders[towerPath] = embedder
+        lock.unlock()
+        return embedder.embed(alternatives).embeddings
     }
 
     /// An indexed photo's id: derived from its path, which is never shown.
