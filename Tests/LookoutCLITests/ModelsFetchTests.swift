@@ -1,5 +1,7 @@
 import Foundation
+import LookoutJSON
 import LookoutSupport
+import LookoutWeights
 import Testing
 
 #if canImport(Glibc)
@@ -162,6 +164,44 @@ import Testing
         #expect(expected.count > 0 && found.count == expected.count, "\(found.count) vs \(expected.count)")
         let list = try CLI.run(["models", "fetch", "--list"])
         for name in ["yoloe-11s-seg", "yoloe-v8l-seg-pf", "yoloe-26x-seg", "mobileclip2-b", "mobileclip-blt"] {
+            #expect(list.stdout.contains(name), "\(name) in \(list.stdout)")
+        }
+    }
+
+    /// An open_clip tower fetched as the built-in catalogue lists one (issue 52: its folder's config and weights, no
+    /// manifest), then used by its folder: `embed --image` gives open_clip's embedding; the built-in list names them.
+    @Test func anOpenCLIPTowerIsFetchedAsAFolder() throws {
+        let source = CLI.root + "/Tests/Fixtures/open-clip/gelu-224"
+        let server = try FileServer(
+            truncate: [], extra: [source + "/open_clip_config.json", source + "/open_clip_pytorch_model.bin"])
+        let json = """
+            {"models": [
+              {"name": "openclip-tiny", "description": "an open_clip tower",
+               "files": [{"file": "open_clip_config.json", "url": "\(server.url)open_clip_config.json"},
+                         {"file": "open_clip_pytorch_model.bin", "url": "\(server.url)open_clip_pytorch_model.bin"}]}
+            ]}
+            """
+        let catalogue = server.folder + "/catalogue.json"
+        try json.write(toFile: catalogue, atomically: true, encoding: .utf8)
+        let models = try CLI.scratch("fetched-open-clip")
+        defer { CLI.remove(models) }
+        let fetch = try CLI.run([
+            "models", "fetch", "openclip-tiny", "--dir", models, "--catalogue", catalogue, "--ca-file",
+            server.certificate,
+        ])
+        #expect(fetch.status == 0, "\(fetch.stderr)")
+        let photo = "Tests/Fixtures/clip-image/gray.jpg"
+        let embed = try CLI.run([
+            "embed", "--image", "--image-model", models + "/openclip-tiny", CLI.root + "/" + photo,
+        ])
+        #expect(embed.status == 0, "\(embed.stderr)")
+        let expected = try WeightFile.open(source + "/expected.safetensors")
+        let reference = try expected.view("image:" + photo).floats()
+        let actual = Reference.numbers(try JSONDocument(text: embed.stdout).root).map { Float($0) }
+        let bound = min(1e-4, max(10 * Float(try #require(expected.metadata["reference_error"]))!, 1e-6))
+        #expect(actual.count == reference.count && zip(actual, reference).map { abs($0 - $1) }.max()! <= bound)
+        let list = try CLI.run(["models", "fetch", "--list"])
+        for name in ["openclip-vit-b-32-256-datacomp", "openclip-vit-l-14-laion2b"] {
             #expect(list.stdout.contains(name), "\(name) in \(list.stdout)")
         }
     }

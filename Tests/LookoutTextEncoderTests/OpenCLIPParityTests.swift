@@ -10,7 +10,8 @@ import Testing
 /// open_clip models read from their own folders (issue 52) against open_clip 3.3.0
 /// (`scripts/reference/make_open_clip_fixtures.py`): two small models of its ViT architecture with random
 /// weights — exact GELU at 224 with OpenAI's resize and crop, and `quick_gelu` with a head width of 32 and the photo
-/// squashed to 96 px with mean and std 0.5 — loaded back by open_clip from the same folders. The 8-bit image
+/// squashed to 96 px with mean and std 0.5 — loaded back by open_clip from the same folders; the first holds its
+/// weights as `open_clip_pytorch_model.bin` (a pickled state dict), the second as `open_clip_model.safetensors`. The 8-bit image
 /// before `ToTensor` equals open_clip's for every photo; image and text embeddings are within ten times the
 /// reference's own float32 error; the token ids equal open_clip's tokenizer's. A configuration that does not fit
 /// the tensors, or asks for what Lookout does not compute, is refused by name.
@@ -104,8 +105,8 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: copy) }
         try configuration.write(toFile: copy + "/open_clip_config.json", atomically: true, encoding: .utf8)
         try FileManager.default.createSymbolicLink(
-            atPath: copy + "/open_clip_model.safetensors",
-            withDestinationPath: Self.folder("gelu-224") + "/open_clip_model.safetensors")
+            atPath: copy + "/open_clip_pytorch_model.bin",
+            withDestinationPath: Self.folder("gelu-224") + "/open_clip_pytorch_model.bin")
         #expect(OpenCLIPModel.isModel(copy))
         if said.isEmpty {
             // The unchanged settings load: the refusals above are the edits'.

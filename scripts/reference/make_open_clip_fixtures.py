@@ -4,8 +4,9 @@
 Everything here comes from open_clip 3.3.0, never from Lookout. Two small models of open_clip's ViT
 architecture (its `CLIP` class: `VisionTransformer` and the text transformer, as `create_model` builds them
 from a model config) with random weights of a realistic spread, saved as open_clip's Hugging Face layout does
-it: a folder with `open_clip_config.json` (`model_cfg` and `preprocess_cfg`) and `open_clip_model.safetensors`
-(the weights rounded to fp16, as the released checkpoints often are; the reference computes with them widened):
+it: a folder with `open_clip_config.json` (`model_cfg` and `preprocess_cfg`) and the weights rounded to fp16 (as
+released checkpoints often are; the reference computes with them widened) in `open_clip_pytorch_model.bin`
+(`torch.save` of the state dict: gelu-224) or `open_clip_model.safetensors` (quickgelu-squash):
 
 - `gelu-224/`: ViT-B-32's recipe (exact GELU, open_clip's default), 224 px, patch 32, resize of the short side,
   OpenAI's mean and std, bicubic.
@@ -60,6 +61,10 @@ VARIANTS = {
 }
 
 
+# The two files open_clip's Hugging Face folders hold their weights in (one variant each).
+WEIGHTS = {"gelu-224": "open_clip_pytorch_model.bin", "quickgelu-squash": "open_clip_model.safetensors"}
+
+
 def photos() -> list[str]:
     folders = [os.path.join(ROOT, "Tests", "Fixtures", "clip-image"), os.path.join(ROOT, "examples", "photos")]
     found = []
@@ -97,7 +102,13 @@ def main() -> None:
         model = open_clip.CLIP(**model_cfg)
         realistic(model, 5200 + index)
         state = {k: v.detach().half().contiguous() for k, v in model.state_dict().items()}
-        save_file(state, os.path.join(folder, "open_clip_model.safetensors"))
+        for old in ("open_clip_model.safetensors", "open_clip_pytorch_model.bin"):
+            if os.path.exists(os.path.join(folder, old)):
+                os.remove(os.path.join(folder, old))
+        if WEIGHTS[variant].endswith(".bin"):
+            torch.save(state, os.path.join(folder, WEIGHTS[variant]))  # open_clip's older format, a pickled state dict
+        else:
+            save_file(state, os.path.join(folder, WEIGHTS[variant]))
         with open(os.path.join(folder, "open_clip_config.json"), "w") as f:
             json.dump({"model_cfg": model_cfg, "preprocess_cfg": preprocess_cfg}, f, indent=2)
 

@@ -132,7 +132,7 @@ public struct ModelCatalogue: Sendable {
     }
 
     /// The official models: ultralytics' YOLO-World v2 and YOLOE detectors and YOLOE's text towers (their release
-    /// assets) and OpenAI's CLIP ViT-B/32 (its URL carries its SHA-256). ultralytics publishes no digests for its assets: a detector's
+    /// assets), OpenAI's CLIP ViT-B/32 (its URL carries its SHA-256) and open_clip towers (LAION's folders). ultralytics publishes no digests for its assets: a detector's
     /// digest is recorded at its first download.
     public static let builtIn: ModelCatalogue = {
         let clipDigest = "40d365715913c9da98579312b702a82c18be219cc2a73407c4526f58eba950af"
@@ -209,6 +209,39 @@ public struct ModelCatalogue: Sendable {
                         requires: [],
                         manifest: [("detector", stem + "-pf.pt")]))
             }
+        }
+        // open_clip image–text towers (issue 52), from the Hugging Face folders open_clip's `hf-hub:` reads: a folder
+        // each, for `--image-model` (index, search, similar, embed) and `--text-model` (embed). No published digests.
+        for (name, repository, size, description) in [
+            (
+                "openclip-vit-b-32-256-datacomp", "laion/CLIP-ViT-B-32-256x256-DataComp-s34B-b86K", 700,
+                "open_clip ViT-B-32 at 256 px trained on DataComp-1B (rclip's tower): a photo tower for index and search"
+            ),
+            (
+                "openclip-vit-b-32-laion2b", "laion/CLIP-ViT-B-32-laion2B-s34B-b79K", 700,
+                "open_clip ViT-B-32 trained on LAION-2B: a photo tower for index and search"
+            ),
+            (
+                "openclip-vit-b-16-laion2b", "laion/CLIP-ViT-B-16-laion2B-s34B-b88K", 700,
+                "open_clip ViT-B-16 trained on LAION-2B: a photo tower for index and search"
+            ),
+            (
+                "openclip-vit-l-14-laion2b", "laion/CLIP-ViT-L-14-laion2B-s32B-b82K", 2000,
+                "open_clip ViT-L-14 trained on LAION-2B: a photo tower for index and search (large)"
+            ),
+        ] {
+            let base = "https://huggingface.co/\(repository)/resolve/main/"
+            models.append(
+                Model(
+                    name: name, description: description,
+                    files: [
+                        File(
+                            name: "open_clip_config.json", url: base + "open_clip_config.json", sha256: nil,
+                            maximumBytes: 1 << 20),
+                        File(
+                            name: "open_clip_pytorch_model.bin", url: base + "open_clip_pytorch_model.bin", sha256: nil,
+                            maximumBytes: Int64(size) << 20),
+                    ], requires: [], manifest: []))
         }
         return ModelCatalogue(models: models)
     }()
