@@ -197,7 +197,7 @@ import Testing
     /// corners of a tile. In practice the errors are far smaller (measured: at most 0.06, on average 0.002 of
     /// Σ|w|·|x|); the bound asserted is 1/4 of Σ|w|·|x| at any point and 2⁻⁶ on average, which a wrong transform,
     /// pairing or packing breaks by orders of magnitude.
-    @Test(arguments: [(64, 48, 20, 24), (128, 64, 9, 13), (16, 32, 16, 16), (64, 48, 80, 80)])
+    @Test(arguments: [(64, 48, 20, 24), (128, 64, 9, 13), (16, 32, 16, 16), (64, 48, 80, 80), (16, 16, 152, 160)])
     func winogradConvolutionCloseToTheDefinition(inputs: Int, outputs: Int, height: Int, width: Int) throws {
         try #require(Precision.bf16.isNative && WinogradConvolution.available, "no AVX-512 BF16 or no AVX2")
         let (x, w) = Self.convolution(

@@ -71,7 +71,7 @@ public final class LayerChoices: Sendable {
 
 /// A convolution that runs, per layer and input size, the faster of its candidates (a precision's own kernel
 /// first, then fp32's): on its first use it times each on the real input (three runs each after one) and keeps
-/// the precision's own kernel unless another is at least 5 % faster; the choice is kept in ``LayerChoices``. Each
+/// the precision's own kernel unless another is at least `switchMargin` faster (5 %; 20 % for AMX against fp32); the choice is kept in ``LayerChoices``. Each
 /// candidate's weights are prepared once at load. Where a precision's instructions do not pay for a layer (bf16
 /// on Xeons without AMX for most of s's layers), the layer runs fp32 — closer to fp32's results, never slower.
 public final class TunedConvolution: ConvolutionKernel, @unchecked Sendable {
@@ -81,8 +81,15 @@ public final class TunedConvolution: ConvolutionKernel, @unchecked Sendable {
     // Written once by prepare (at load, before any use), read after.
     private var variants: [ConvolutionWeights] = []
 
-    public init(_ candidates: [(name: String, kernel: any ConvolutionKernel)], store: LayerChoices = .shared) {
-        precondition(!candidates.isEmpty)
+    /// How much faster (a fraction) another candidate must measure to be taken over the first.
+    public let switchMargin: Double
+
+    public init(
+        _ candidates: [(name: String, kernel: any ConvolutionKernel)], store: LayerChoices = .shared,
+        switchMargin: Double = 0.05
+    ) {
+        precondition(!candidates.isEmpty && switchMargin >= 0 && switchMargin < 1)
+        self.switchMargin = switchMargin
         self.candidates = candidates
         names = candidates.map(\.name).joined(separator: ",")
         self.store = store
@@ -121,7 +128,7 @@ public final class TunedConvolution: ConvolutionKernel, @unchecked Sendable {
             }
         }
         var chosen = 0
-        for index in 1..<candidates.count where best[index] < 0.95 * best[chosen] { chosen = index }
+        for index in 1..<candidates.count where best[index] < (1 - switchMargin) * best[chosen] { chosen = index }
         store.record(layer, kernel: candidates[chosen].name)
         return chosen == 0 ? result! : candidates[chosen].kernel.convolve(x, variants[chosen], pool: pool)
     }
