@@ -114,9 +114,7 @@ struct EmbedCommand: ParsableCommand {
             printError("lookout: no model given, using the demo model's text encoder in \(directory)")
             path = try ModelManifest(directory: directory).textEncoder.path
         }
-        let encoder =
-            OpenCLIPModel.isModel(path)
-            ? try OpenCLIPModel(contentsOf: path).text : try CLIPTextEncoder(contentsOf: path)
+        let encoder = try ImageTower.ownText(path) ?? CLIPTextEncoder(contentsOf: path)
         let loadedEncoder = clock.lap()
         let embedder = try TextEmbedder(
             tokenizer: tokenizer, encoder: encoder, cache: textEmbeddingCache(enabled: !noCache)

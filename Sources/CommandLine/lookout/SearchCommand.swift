@@ -191,14 +191,14 @@ struct SearchCommand: ParsableCommand {
         // An index whose image tower has its own text tower (open_clip) scores scenes in that tower's space: the
         // query embedded by it, not by the detector's text encoder.
         var sceneTexts: [[Float]]?
-        if evidence != .objects, let towerPath = stored.imageTowerPath, ImageTower.hasOwnText(towerPath) {
-            let tower = try ImageTower(contentsOf: towerPath)
-            guard tower.fingerprint == stored.imageTower else {
+        if evidence != .objects, let towerPath = stored.imageTowerPath, let text = try ImageTower.ownText(towerPath) {
+            // The towers share one file: the text tower's fingerprint is the image tower's the index recorded.
+            guard text.fingerprint == stored.imageTower else {
                 throw LookoutError(
                     "\(towerPath) has changed since \(path) was indexed with it: index the folder again for scene search"
                 )
             }
-            let own = try TextEmbedder(tokenizer: embedder.tokenizer, encoder: tower.text!, cache: nil)
+            let own = try TextEmbedder(tokenizer: embedder.tokenizer, encoder: text, cache: nil)
             sceneTexts = own.embed(parsed.alternatives).embeddings
         }
         var hits = try index.search(

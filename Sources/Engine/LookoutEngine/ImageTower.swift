@@ -21,6 +21,12 @@ public struct ImageTower: Sendable {
     /// Whether `path` names a model with its own text tower (an open_clip folder), without loading it.
     public static func hasOwnText(_ path: String) -> Bool { OpenCLIPModel.isModel(path) }
 
+    /// The own text tower of the tower at `path` (an open_clip folder's), loaded without the image tower; nil where
+    /// its queries come from the detector's text encoder.
+    public static func ownText(_ path: String, precision: Precision = .fp32) throws(WeightsError) -> CLIPTextEncoder? {
+        hasOwnText(path) ? try OpenCLIPModel.textEncoder(contentsOf: path, precision: precision) : nil
+    }
+
     public init(contentsOf path: String, precision: Precision = .fp32) throws(WeightsError) {
         if OpenCLIPModel.isModel(path) {
             let model = try OpenCLIPModel(contentsOf: path, precision: precision)

@@ -94,7 +94,7 @@ public enum CLIPPreprocessing {
     /// A photo file's bytes as the image tower takes them: decoded as PIL opens it, resized and cropped to
     /// `size`, normalised (`clip._transform(size)(Image.open(file))`).
     public static func input(_ bytes: [UInt8], name: String, size: Int) throws(ImageError) -> [Float] {
-        tensor(resizedAndCropped(try decode(bytes, name: name), size: size))
+        try input(bytes, name: name, transform: .openAI(size: size))
     }
 
     /// The 8-bit RGB image (`n × n × 3`) that `ToTensor` receives.

@@ -211,24 +211,11 @@ GAMX static void gemm_bf16_amx(const uint32_t *packed, int row0, int rows, int k
         for (int R = row0 / 16 * 16; R < end; R += 32) {
             int tall = end - R > 16;
             const uint32_t *a0 = packed + (size_t)(R / 16) * 16 * stride, *a1 = a0 + (size_t)16 * stride;
-            _tile_zero(0);
-            _tile_zero(1);
-            _tile_zero(2);
-            _tile_zero(3);
+            ZERO_ACCUMULATORS();
             for (int block = 0; block < blocks; block++) {
                 const uint32_t *x = scratch + (size_t)block * 16 * 32;
-                _tile_loadd(4, a0 + (size_t)block * 256, 64);
-                _tile_loadd(6, x, 128);
-                _tile_dpbf16ps(0, 4, 6);
-                if (wide) {
-                    _tile_loadd(7, x + 16, 128);
-                    _tile_dpbf16ps(1, 4, 7);
-                }
-                if (tall) {
-                    _tile_loadd(5, a1 + (size_t)block * 256, 64);
-                    _tile_dpbf16ps(2, 5, 6);
-                    if (wide) _tile_dpbf16ps(3, 5, 7);
-                }
+                TILE_STEP_2X2(_tile_dpbf16ps, a0 + (size_t)block * 256, a1 + (size_t)block * 256, x, x + 16, 128,
+                              wide, tall);
             }
             /* Rows of C from R (those before row0 belong to another call), at most 16 per tile. */
             for (int half = 0; half < (tall ? 2 : 1); half++) {
@@ -236,10 +223,10 @@ GAMX static void gemm_bf16_amx(const uint32_t *packed, int row0, int rows, int k
                 int count = end - first < 16 ? end - first : 16;
                 float *target = c + (ptrdiff_t)(first - row0) * (ptrdiff_t)ldc + j0;
                 const float *bb = bias ? bias + (first - row0) : NULL;
-                if (half == 0) _tile_stored(0, tile, 64); else _tile_stored(2, tile, 64);
+                store_accumulator(half, 0, tile);
                 store_tile(tile, target, ldc, skip, count, width < 16 ? width : 16, bb, activation);
                 if (wide) {
-                    if (half == 0) _tile_stored(1, tile, 64); else _tile_stored(3, tile, 64);
+                    store_accumulator(half, 1, tile);
                     store_tile(tile, target + 16, ldc, skip, count, width - 16, bb, activation);
                 }
             }

@@ -80,5 +80,44 @@ __attribute__((target("amx-tile"), always_inline)) static inline void load_tile_
     _tile_loadconfig(&config);
 }
 
+/* The four accumulators set to zero. */
+#define ZERO_ACCUMULATORS() \
+    do {                    \
+        _tile_zero(0);      \
+        _tile_zero(1);      \
+        _tile_zero(2);      \
+        _tile_zero(3);      \
+    } while (0)
+
+/* One step of k into the 2 × 2 accumulators by DP (_tile_dpbf16ps or _tile_dpbsud): the left operand's tiles from
+   `a0` and `a1` (16 rows of 64 bytes, packed), the right operand's from `b0` and `b1` (16 rows `stride` bytes
+   apart); the second row of tiles only where `tall`, the second column only where `wide`. */
+#define TILE_STEP_2X2(DP, a0, a1, b0, b1, stride, wide, tall) \
+    do {                                                       \
+        _tile_loadd(4, (a0), 64);                              \
+        _tile_loadd(6, (b0), (stride));                        \
+        DP(0, 4, 6);                                           \
+        if (wide) {                                            \
+            _tile_loadd(7, (b1), (stride));                    \
+            DP(1, 4, 7);                                       \
+        }                                                      \
+        if (tall) {                                            \
+            _tile_loadd(5, (a1), 64);                          \
+            DP(2, 5, 6);                                       \
+            if (wide) DP(3, 5, 7);                             \
+        }                                                      \
+    } while (0)
+
+/* Accumulator `half · 2 + side` (row and column of the 2 × 2 block) stored to `tile` (16 rows of 64 bytes). */
+__attribute__((target("amx-tile"), always_inline)) static inline void store_accumulator(int half, int side,
+                                                                                      void *tile) {
+    switch (half * 2 + side) {
+    case 0: _tile_stored(0, tile, 64); break;
+    case 1: _tile_stored(1, tile, 64); break;
+    case 2: _tile_stored(2, tile, 64); break;
+    default: _tile_stored(3, tile, 64); break;
+    }
+}
+
 #endif
 #endif

@@ -638,32 +638,16 @@ GAMX8 static void gemm_int8_amx(const uint32_t *tiles, int row0, int rows, int k
         for (int R = row0 / 16 * 16; R < end; R += 32) {
             int tall = end - R > 16;
             const uint32_t *a0 = tiles + (size_t)(R / 16) * 16 * padded, *a1 = a0 + (size_t)16 * padded;
-            _tile_zero(0);
-            _tile_zero(1);
-            _tile_zero(2);
-            _tile_zero(3);
+            ZERO_ACCUMULATORS();
             for (int block = 0; block < blocks; block++) {
                 const uint32_t *x = scratch + (size_t)block * 16 * 32;
-                _tile_loadd(4, a0 + (size_t)block * 256, 64);
-                _tile_loadd(6, x, 128);
-                _tile_dpbsud(0, 4, 6);
-                if (wide) {
-                    _tile_loadd(7, x + 16, 128);
-                    _tile_dpbsud(1, 4, 7);
-                }
-                if (tall) {
-                    _tile_loadd(5, a1 + (size_t)block * 256, 64);
-                    _tile_dpbsud(2, 5, 6);
-                    if (wide) _tile_dpbsud(3, 5, 7);
-                }
+                TILE_STEP_2X2(_tile_dpbsud, a0 + (size_t)block * 256, a1 + (size_t)block * 256, x, x + 16, 128, wide,
+                              tall);
             }
             for (int half = 0; half < (tall ? 2 : 1); half++) {
                 int first = R + 16 * half;
                 for (int side = 0; side < (wide ? 2 : 1); side++) {
-                    if (half == 0 && side == 0) _tile_stored(0, tile, 64);
-                    if (half == 0 && side == 1) _tile_stored(1, tile, 64);
-                    if (half == 1 && side == 0) _tile_stored(2, tile, 64);
-                    if (half == 1 && side == 1) _tile_stored(3, tile, 64);
+                    store_accumulator(half, side, tile);
                     int columns = side == 0 ? (width < 16 ? width : 16) : width - 16;
                     __mmask16 mask = columns >= 16 ? 0xFFFF : (__mmask16)((1u << columns) - 1);
                     for (int r = 0; r < 16; r++) {
@@ -709,34 +693,17 @@ GAMX8 static void direct_amx(const uint32_t *tiles, const float *scales, const i
             int lanes = flat ? (f_end - f < 32 ? f_end - f : 32) : (out_width - x0 < 32 ? out_width - x0 : 32);
             int wide = lanes > 16;
             const uint8_t *in = blocked + (flat ? (size_t)f : (size_t)oy * pitch + x0) * 4;
-            _tile_zero(0);
-            _tile_zero(1);
-            _tile_zero(2);
-            _tile_zero(3);
+            ZERO_ACCUMULATORS();
             for (int t = 0; t < 9; t++) {
                 for (int block = 0; block < blocks; block++) {
                     const uint8_t *x = in + taps[t] + (size_t)block * 16 * quad_stride;
                     size_t at = ((size_t)t * blocks + block) * 256;
-                    _tile_loadd(4, a0 + at, 64);
-                    _tile_loadd(6, x, quad_stride);
-                    _tile_dpbsud(0, 4, 6);
-                    if (wide) {
-                        _tile_loadd(7, x + 64, quad_stride);
-                        _tile_dpbsud(1, 4, 7);
-                    }
-                    if (tall) {
-                        _tile_loadd(5, a1 + at, 64);
-                        _tile_dpbsud(2, 5, 6);
-                        if (wide) _tile_dpbsud(3, 5, 7);
-                    }
+                    TILE_STEP_2X2(_tile_dpbsud, a0 + at, a1 + at, x, x + 64, quad_stride, wide, tall);
                 }
             }
             for (int half = 0; half < (tall ? 2 : 1); half++) {
                 for (int side = 0; side < (wide ? 2 : 1); side++) {
-                    if (half == 0 && side == 0) _tile_stored(0, tile, 64);
-                    if (half == 0 && side == 1) _tile_stored(1, tile, 64);
-                    if (half == 1 && side == 0) _tile_stored(2, tile, 64);
-                    if (half == 1 && side == 1) _tile_stored(3, tile, 64);
+                    store_accumulator(half, side, tile);
                     int count = side == 0 ? (lanes < 16 ? lanes : 16) : lanes - 16;
                     for (int r = 0; r < 16; r++) {
                         int row = R + 16 * half + r;

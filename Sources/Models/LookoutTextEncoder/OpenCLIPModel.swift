@@ -158,10 +158,44 @@ public final class OpenCLIPModel: Sendable {
     public static func isModel(_ path: String) -> Bool { files(path) != nil }
 
     public init(contentsOf path: String, precision: Precision = .fp32) throws(WeightsError) {
-        guard let (configurationPath, weightsPath) = Self.files(path) else {
+        let (configuration, configurationPath, weightsPath, weights) = try Self.open(path)
+        image = try CLIPImageEncoder(
+            weights: weights, precision: precision, activation: configuration.quickGELU ? .quickGELU : .gelu,
+            headWidth: configuration.visionHeadWidth)
+        let i = image.configuration
+        try Self.check(
+            [
+                ("vision_cfg.width", configuration.visionWidth, i.width),
+                ("vision_cfg.layers", configuration.visionLayers, i.layers),
+                ("vision_cfg.patch_size", configuration.patchSize, i.patchSize),
+                ("vision_cfg.image_size", configuration.imageSize, i.inputResolution),
+                ("embed_dim (image)", configuration.embeddingSize, i.embeddingSize),
+            ], weightsPath: weightsPath, configurationPath: configurationPath)
+        text = try Self.text(weights, configuration, precision: precision, paths: (configurationPath, weightsPath))
+        (self.configuration, self.configurationPath, self.weightsPath) = (configuration, configurationPath, weightsPath)
+    }
+
+    /// The text tower alone, checked against the configuration as ``init(contentsOf:precision:)`` checks it: what
+    /// a query needs, without loading the image tower.
+    public static func textEncoder(
+        contentsOf path: String, precision: Precision = .fp32
+    ) throws(WeightsError)
+        -> CLIPTextEncoder
+    {
+        let (configuration, configurationPath, weightsPath, weights) = try open(path)
+        return try text(weights, configuration, precision: precision, paths: (configurationPath, weightsPath))
+    }
+
+    /// The configuration read and the weight file opened.
+    private static func open(
+        _ path: String
+    ) throws(WeightsError) -> (
+        OpenCLIPConfiguration, configurationPath: String, weightsPath: String, WeightFile
+    ) {
+        guard let (configurationPath, weightsPath) = files(path) else {
             throw WeightsError(
                 path: path, kind: .wrongModel,
-                problem: "not an open_clip model: no \(Self.configurationName) in it or beside it")
+                problem: "not an open_clip model: no \(configurationName) in it or beside it")
         }
         let bytes: [UInt8]
         do { bytes = try FileContents.read(configurationPath, maximumSize: 1 << 20) } catch {
@@ -171,36 +205,42 @@ public final class OpenCLIPModel: Sendable {
         guard access(weightsPath, R_OK) == 0 else {
             throw WeightsError(
                 path: weightsPath,
-                problem: "missing: an open_clip model's folder holds \(Self.weightNames.joined(separator: " or "))")
+                problem: "missing: an open_clip model's folder holds \(weightNames.joined(separator: " or "))")
         }
-        let weights = try WeightFile.open(weightsPath)
-        let activation: SequenceActivation = configuration.quickGELU ? .quickGELU : .gelu
-        image = try CLIPImageEncoder(
-            weights: weights, precision: precision, activation: activation, headWidth: configuration.visionHeadWidth)
-        text = try CLIPTextEncoder(
+        return (configuration, configurationPath, weightsPath, try WeightFile.open(weightsPath))
+    }
+
+    /// The text tower with the configuration's activation and heads, its tensors checked against it.
+    private static func text(
+        _ weights: WeightFile, _ configuration: OpenCLIPConfiguration, precision: Precision,
+        paths: (configuration: String, weights: String)
+    ) throws(WeightsError) -> CLIPTextEncoder {
+        let text = try CLIPTextEncoder(
             weights: weights, precision: precision, exactGELU: !configuration.quickGELU, heads: configuration.textHeads)
-        let i = image.configuration, t = text.configuration
-        let found: [(String, Int, Int)] = [
-            ("vision_cfg.width", configuration.visionWidth, i.width),
-            ("vision_cfg.layers", configuration.visionLayers, i.layers),
-            ("vision_cfg.patch_size", configuration.patchSize, i.patchSize),
-            ("vision_cfg.image_size", configuration.imageSize, i.inputResolution),
-            ("embed_dim (image)", configuration.embeddingSize, i.embeddingSize),
-            ("text_cfg.width", configuration.textWidth, t.width),
-            ("text_cfg.layers", configuration.textLayers, t.layers),
-            ("text_cfg.context_length", configuration.contextLength, t.contextLength),
-            ("text_cfg.vocab_size", configuration.vocabularySize, t.vocabularySize),
-            ("embed_dim (text)", configuration.embeddingSize, t.embeddingSize),
-        ]
+        let t = text.configuration
+        try check(
+            [
+                ("text_cfg.width", configuration.textWidth, t.width),
+                ("text_cfg.layers", configuration.textLayers, t.layers),
+                ("text_cfg.context_length", configuration.contextLength, t.contextLength),
+                ("text_cfg.vocab_size", configuration.vocabularySize, t.vocabularySize),
+                ("embed_dim (text)", configuration.embeddingSize, t.embeddingSize),
+            ], weightsPath: paths.weights, configurationPath: paths.configuration)
+        guard t.layout == .openAI else {
+            throw WeightsError(
+                path: paths.weights, problem: "the text tower's tensors are not open_clip's CLIP names (ln_final, …)")
+        }
+        return text
+    }
+
+    /// Each (setting, configured value, value the tensors hold): the first that differs refused.
+    private static func check(
+        _ found: [(String, Int, Int)], weightsPath: String, configurationPath: String
+    ) throws(WeightsError) {
         if let (name, said, held) = found.first(where: { $0.1 != $0.2 }) {
             throw WeightsError(
                 path: weightsPath,
                 problem: "does not fit \(configurationPath): \(name) is \(said) there, the tensors say \(held)")
         }
-        guard t.layout == .openAI else {
-            throw WeightsError(
-                path: weightsPath, problem: "the text tower's tensors are not open_clip's CLIP names (ln_final, …)")
-        }
-        (self.configuration, self.configurationPath, self.weightsPath) = (configuration, configurationPath, weightsPath)
     }
 }

@@ -625,8 +625,7 @@ public final class LookoutService: @unchecked Sendable {
         }
         let embedder: TextEmbedder
         do {
-            let tower = try ImageTower(contentsOf: towerPath)
-            guard tower.fingerprint == fingerprint, let own = tower.text else {
+            guard let own = try ImageTower.ownText(towerPath), own.fingerprint == fingerprint else {
                 throw ServiceError(
                     409, "the index's image tower has changed since it was indexed: index the folder again")
             }
