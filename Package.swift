@@ -227,8 +227,9 @@ let package = Package(
         .executableTarget(
             name: "lookout-gpu-check",
             dependencies: [
-                "LookoutCUDA", "LookoutDetector", "LookoutEngine", "LookoutImage", "LookoutSupport", "LookoutTensor",
-                "LookoutTextEncoder", "LookoutWeights",
+                "LookoutCUDA", "LookoutDetector", "LookoutEngine", "LookoutEvaluation", "LookoutImage",
+                "LookoutSupport",
+                "LookoutTensor", "LookoutTextEncoder", "LookoutWeights",
             ],
             path: "Sources/CommandLine/lookout-gpu-check"),
         .executableTarget(

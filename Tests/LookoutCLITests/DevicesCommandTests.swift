@@ -87,12 +87,23 @@ import Testing
         #expect(named.stdout == cpu.stdout)
         let bad = try CLI.run(query + ["--device", "gpu"], environment: environment)
         #expect(bad.status == 64 && bad.stderr.contains("choose cpu, cuda, cuda:N"), "\(bad.stderr)")
-        // bf16 reaches the device only where the CPU has it (elsewhere it falls back to fp32 first).
-        let hasBF16 = try CLI.run(["devices"], environment: environment).stdout.contains("bf16 yes")
-        let bf16 = try CLI.run(query + ["--device", "cuda:1", "--precision", "bf16"], environment: environment)
-        let said =
-            hasBF16
-            ? "--device cuda:1: --precision bf16 does not run on the GPU yet" : "--device cuda:1: no NVIDIA driver"
-        #expect(bf16.status == 1 && bf16.stderr.contains(said), "\(bf16.stderr)")
+        // fp16 and bf16 on a GPU are its tensor cores' (the network stays fp32): they reach the driver; int8 has
+        // no GPU form; fp16 is the GPU's alone.
+        for precision in ["bf16", "fp16"] {
+            let half = try CLI.run(query + ["--device", "cuda:1", "--precision", precision], environment: environment)
+            #expect(half.status == 1 && half.stderr.contains("--device cuda:1: no NVIDIA driver"), "\(half.stderr)")
+        }
+        let int8 = try CLI.run(query + ["--device", "cuda", "--precision", "int8"], environment: environment)
+        #expect(
+            int8.status == 1 && int8.stderr.contains("--device cuda:0: --precision int8 does not run on the GPU"),
+            "\(int8.stderr)")
+        let fp16 = try CLI.run(query + ["--precision", "fp16"], environment: environment)
+        #expect(
+            fp16.status == 64 && fp16.stderr.contains("--precision fp16 runs on an NVIDIA GPU's tensor cores"),
+            "\(fp16.stderr)")
+        let autoFP16 = try CLI.run(query + ["--device", "auto", "--precision", "fp16"], environment: environment)
+        #expect(
+            autoFP16.status == 0 && autoFP16.stderr.contains("computing on the CPU, in fp32 (fp16 runs on a GPU only)")
+                && autoFP16.stdout == cpu.stdout, "\(autoFP16.stderr)")
     }
 }

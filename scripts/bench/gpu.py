@@ -148,18 +148,21 @@ def main():
     # Lookout first (its own process), then PyTorch.
     bundle = os.path.join(ROOT, ".build-device", "bundle")
     environment = dict(os.environ, LD_LIBRARY_PATH=os.path.join(bundle, "lib"))
-    result = subprocess.run([os.path.join(bundle, "lookout-gpu-check"), "--bench", weights,
-                             "examples/photos/astronaut.jpg"], cwd=ROOT, env=environment, capture_output=True,
-                            text=True)
+    # Each of the GPU's arithmetics: fp32, then fp16 and bf16 products on the tensor cores.
     lookout = {}
-    for line in (result.stdout + result.stderr).splitlines():
-        say("  " + line)
-        parts = line.split()
-        if len(parts) >= 3 and parts[0] == "bench":
-            try:
-                lookout[parts[1]] = float(parts[2])
-            except ValueError:
-                pass
+    for arithmetic in ("fp32", "fp16", "bf16"):
+        result = subprocess.run([os.path.join(bundle, "lookout-gpu-check"), "--bench", weights,
+                                 "examples/photos/astronaut.jpg", arithmetic], cwd=ROOT, env=environment,
+                                capture_output=True, text=True)
+        figures = lookout.setdefault(arithmetic, {})
+        for line in (result.stdout + result.stderr).splitlines():
+            say("  " + line)
+            parts = line.split()
+            if len(parts) >= 3 and parts[0] == "bench":
+                try:
+                    figures[parts[1]] = float(parts[2])
+                except ValueError:
+                    pass
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -187,11 +190,14 @@ def main():
     say("|---|---|---|")
     for name, times in peers.items():
         say(f"| PyTorch {name}, network only | {times[1]:.2f} | {32000 / times[32]:.0f} |")
-    if lookout:
-        say(f"| Lookout fp32, decoded pixels to boxes | {lookout.get('gpu_ms', float('nan')):.2f} | "
-            f"{lookout.get('gpu_32_photos_per_s', float('nan')):.0f} (one photo after another) |")
-        say(f"| Lookout re-query (kept features) | {lookout.get('requery_ms', float('nan')):.2f} | |")
-        say(f"| Lookout fp32 on this machine's CPU | {lookout.get('cpu_ms', float('nan')):.2f} | |")
+    for arithmetic, figures in lookout.items():
+        if not figures:
+            continue
+        say(f"| Lookout {arithmetic}, decoded pixels to boxes | {figures.get('gpu_ms', float('nan')):.2f} | "
+            f"{figures.get('gpu_32_photos_per_s', float('nan')):.0f} (one photo after another) |")
+        say(f"| Lookout {arithmetic} re-query (kept features) | {figures.get('requery_ms', float('nan')):.2f} | |")
+    if lookout.get("fp32"):
+        say(f"| Lookout fp32 on this machine's CPU | {lookout['fp32'].get('cpu_ms', float('nan')):.2f} | |")
     if rate:
         flops = 2 * macs
         say(f"| floor: {flops / 1e9:.1f} GFLOP at {rate['fp32']:.0f} TFLOP/s fp32 / {rate['fp16']:.0f} fp16 "

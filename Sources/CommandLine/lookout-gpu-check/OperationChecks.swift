@@ -1,3 +1,4 @@
+import LookoutCUDA
 import LookoutDetector
 import LookoutTensor
 
@@ -265,6 +266,97 @@ struct OperationChecks {
         check("tasks in order", exact: true) { backend in
             backend.tasks(3) { task in backend.slice(x, channels: task..<(task + 2)) }.flatMap(\.data)
         }
+        return results
+    }
+}
+
+extension OperationChecks {
+    /// A convolution in Double of operands rounded as `arithmetic` rounds them (the weights and the input; the
+    /// bias stays fp32), with each output's bound: a sum of `K` exact products in fp32, in any order, is within
+    /// `K·2⁻²⁴·Σ|products|` of the exact sum; twice that, plus the bias's and SiLU's rounding.
+    static func convolution16(
+        _ x: FeatureMap, _ w: ConvolutionWeights, _ arithmetic: GPUArithmetic
+    ) -> (values: [Float], bounds: [Float]) {
+        let (outHeight, outWidth) = w.outputSize(height: x.height, width: x.width)
+        let (k, half) = (w.kernel, w.kernel / 2)
+        let values = x.data.map(arithmetic.rounded), weight = w.weight.map(arithmetic.rounded)
+        let depth = Double(w.inputs * k * k)
+        var out = [Float](repeating: 0, count: w.outputs * outHeight * outWidth), bounds = out
+        for o in 0..<w.outputs {
+            for y in 0..<outHeight {
+                for column in 0..<outWidth {
+                    var (sum, magnitude) = (Double(0), Double(0))
+                    for i in 0..<w.inputs {
+                        for ky in 0..<k {
+                            for kx in 0..<k {
+                                let (iy, ix) = (y * w.stride + ky - half, column * w.stride + kx - half)
+                                guard iy >= 0 && iy < x.height && ix >= 0 && ix < x.width else { continue }
+                                let product =
+                                    Double(weight[((o * w.inputs + i) * k + ky) * k + kx])
+                                    * Double(values[(i * x.height + iy) * x.width + ix])
+                                sum += product
+                                magnitude += abs(product)
+                            }
+                        }
+                    }
+                    sum += Double(w.bias[o])
+                    let at = (o * outHeight + y) * outWidth + column
+                    out[at] = Float(w.activation ? sum / (1 + exp(-sum)) : sum)
+                    let epsilon = 1.0 / Double(1 << 24)
+                    bounds[at] = Float(1.1 * (2 * depth * epsilon * magnitude + 4 * epsilon * abs(sum)) + 1e-7)
+                }
+            }
+        }
+        return (out, bounds)
+    }
+
+    /// The convolutions of a backend computing in fp16 or bf16 (``GPUArithmetic``) against
+    /// ``convolution16(_:_:_:)``: stacked parts and whole maps, 1×1, 3×3 and 3×3 stride 2, the stem's 3 channels.
+    static func sixteenBit(_ gpu: CUDABackend) -> [Result] {
+        let arithmetic = gpu.arithmetic
+        var results: [Result] = []
+        func compare(_ name: String, _ got: [Float], _ want: (values: [Float], bounds: [Float])) {
+            var (largest, passed) = (Float(0), got.count == want.values.count)
+            for (index, (a, b)) in zip(got, want.values).enumerated() {
+                let difference = abs(a - b)
+                if !(difference <= largest) { largest = difference.isNaN ? .infinity : difference }
+                if !(difference <= want.bounds[index]) { passed = false }
+            }
+            results.append(
+                Result(
+                    name: "\(arithmetic.rawValue) \(name), against Double of the rounded operands (fp32 sums' bound)",
+                    count: got.count, largestDifference: largest, passed: passed, exact: false))
+        }
+        let (height, width) = (23, 19)
+        let a = map(20, height, width, seed: 1), b = map(24, height, width, seed: 2)
+        for (kernel, stride) in [(1, 1), (3, 1), (3, 2)] {
+            let weights = ConvolutionWeights(
+                weight: random(29 * 37 * kernel * kernel, seed: 3, scale: 0.3), bias: random(29, seed: 4),
+                inputs: 37, outputs: 29, kernel: kernel, stride: stride, activation: true)
+            let prepared = ConvolutionKernels.default.prepare(weights)
+            let stacked = StackedMaps(parts: [.init(map: a), .init(map: b, channels: 7..<24)])
+            let whole = FeatureMap.concatenate([a, b.channels(7..<24)])
+            let want = convolution16(whole, weights, arithmetic)
+            let name = "convolution \(kernel)×\(kernel)/\(stride)"
+            compare(name + " stacked", gpu.convolve(stacked, prepared, kernel: ConvolutionKernels.default).data, want)
+            compare(name + " whole", gpu.convolve(whole, prepared, kernel: ConvolutionKernels.default).data, want)
+        }
+        let photo = map(3, 160, 120, seed: 5)
+        let stem = ConvolutionWeights(
+            weight: random(16 * 27, seed: 6, scale: 0.5), bias: random(16, seed: 7), inputs: 3, outputs: 16,
+            kernel: 3, stride: 2, activation: true)
+        compare(
+            "convolution 3×3/2 of a 3×160×120 photo",
+            gpu.convolve(photo, ConvolutionKernels.default.prepare(stem), kernel: ConvolutionKernels.default).data,
+            convolution16(photo, stem, arithmetic))
+        let wide = map(64, 20, 20, seed: 40)
+        let deep = ConvolutionWeights(
+            weight: random(32 * 64 * 9, seed: 41, scale: 0.1), bias: random(32, seed: 42), inputs: 64, outputs: 32,
+            kernel: 3, stride: 1, activation: true)
+        compare(
+            "convolution 3×3/1 of 64 channels at 20×20",
+            gpu.convolve(wide, ConvolutionKernels.default.prepare(deep), kernel: ConvolutionKernels.default).data,
+            convolution16(wide, deep, arithmetic))
         return results
     }
 }

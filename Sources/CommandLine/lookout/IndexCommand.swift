@@ -266,6 +266,7 @@ struct IndexCommand: ParsableCommand {
         var configuration = EngineConfiguration(model: .files(detector: promptFree, textEncoder: nil), caches: false)
         configuration.precision = modelOptions.chosenPrecision
         configuration.device = modelOptions.chosenDevice
+        configuration.gpuArithmetic = modelOptions.gpuArithmetic
         let (engine, loaded) = try Engine.load(configuration, notice: { printError("lookout: \($0)") })
         guard let names = engine.network.promptFreeNames else {
             throw LookoutError(

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import LookoutCUDA
 import LookoutDetector
 import LookoutEngine
 import LookoutImage
@@ -51,19 +52,20 @@ struct ModelOptions: ParsableArguments {
     @Option(
         help: ArgumentHelp(
             "The detector's arithmetic: fp32 (exact to ultralytics), bf16 (bfloat16 products summed in fp32 "
-                + "through AVX-512 BF16: faster, scores within about 1%) or int8 (8-bit weights and inputs through "
-                + "AVX-512 VNNI, for a detector `lookout models calibrate` made). fp32 where the CPU lacks them. "
-                + "auto: the fastest of those this CPU and file allow, measured once per CPU model and detector and "
-                + "kept in the cache (a lower precision only when at least 5% faster); it says what it picked.",
-            valueName: "fp32|bf16|int8|auto"),
-        completion: .list(Precision.allCases.map(\.rawValue) + ["auto"]))
+                + "through AVX-512 BF16 or AMX: faster, scores within about 1%) or int8 (8-bit weights and inputs "
+                + "through AVX-512 VNNI or AMX, for a detector `lookout models calibrate` made). fp32 where the CPU "
+                + "lacks them. auto: the fastest of those this CPU and file allow, measured once per CPU model and "
+                + "detector and kept in the cache; it says what it picked. On a GPU (--device cuda): fp32, or fp16 "
+                + "or bf16 products on its tensor cores (summed in fp32).",
+            valueName: "fp32|bf16|int8|fp16|auto"),
+        completion: .list(Precision.allCases.map(\.rawValue) + ["fp16", "auto"]))
     var precision: String?
 
     @Option(
         help: ArgumentHelp(
             "Where the detector computes: cpu (the default), cuda or cuda:N (an NVIDIA GPU: needs the NVIDIA "
                 + "driver, and NVRTC and cuBLAS from the CUDA toolkit or pip's nvidia-* packages, found where the "
-                + "loader looks or in LOOKOUT_CUDA_PATH; fp32 only for now), or auto (the GPU where one works, else "
+                + "loader looks or in LOOKOUT_CUDA_PATH; fp32, or fp16 and bf16 on its tensor cores), or auto (the GPU where one works, else "
                 + "the CPU). `lookout devices` shows what this machine has.",
             valueName: "cpu|cuda[:N]|auto"),
         completion: .list(["cpu", "cuda", "auto"]))
@@ -72,10 +74,20 @@ struct ModelOptions: ParsableArguments {
     /// The device asked for (the CPU by default).
     var chosenDevice: ComputeDevice { device.flatMap(ComputeDevice.init) ?? .cpu }
 
+    /// The GPU's products for `--precision fp16|bf16` (fp32 otherwise).
+    var gpuArithmetic: GPUArithmetic {
+        guard chosenDevice != .cpu, let precision else { return .fp32 }
+        return GPUArithmetic(rawValue: precision) ?? .fp32
+    }
+
     /// The precision asked for, or fp32 with a notice where the CPU cannot run it; for `auto`, the one
     /// ``AutomaticPrecision`` picks (said once), and fp32 on a GPU.
     var chosenPrecision: Precision {
         if precision == "auto" && chosenDevice != .cpu { return .fp32 }
+        // fp16 is a GPU's alone (``gpuArithmetic``; fp32 where auto falls back to the CPU); bf16 on a GPU is its
+        // tensor cores', whatever this CPU has.
+        if precision == "fp16" { return .fp32 }
+        if case .cuda = chosenDevice, precision == "bf16" { return .bf16 }
         if precision == "auto" { return automaticPrecision() }
         let asked = Precision(rawValue: precision ?? "fp32") ?? .fp32
         guard asked.isNative else {
@@ -90,8 +102,13 @@ struct ModelOptions: ParsableArguments {
         if let device, ComputeDevice(device) == nil {
             throw ValidationError("--device \(device): choose cpu, cuda, cuda:N (a GPU's number, from 0) or auto.")
         }
-        if let precision, Precision(rawValue: precision) == nil && precision != "auto" {
-            throw ValidationError("--precision \(precision): choose fp32, bf16, int8 or auto.")
+        if let precision, Precision(rawValue: precision) == nil && precision != "auto" && precision != "fp16" {
+            throw ValidationError("--precision \(precision): choose fp32, bf16, int8, fp16 (on a GPU) or auto.")
+        }
+        if precision == "fp16" && chosenDevice == .cpu {
+            throw ValidationError(
+                "--precision fp16 runs on an NVIDIA GPU's tensor cores (--device cuda); on the CPU choose fp32, bf16, int8 or auto."
+            )
         }
         if model != nil && (detector != nil || textModel != nil) {
             throw ValidationError("Give --model DIR, or --detector and --text-model, not both.")
@@ -159,6 +176,7 @@ struct ModelOptions: ParsableArguments {
         configuration.precision = precision
         configuration.oneToOne = endToEnd
         configuration.device = chosenDevice
+        configuration.gpuArithmetic = gpuArithmetic
         return configuration
     }
 

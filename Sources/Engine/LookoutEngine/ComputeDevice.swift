@@ -40,34 +40,39 @@ public struct DeviceError: Error, CustomStringConvertible, Sendable {
 }
 
 extension EngineConfiguration {
-    /// The backend ``device`` names for a network of `precision` (nil: the CPU's, which the engine makes on its
-    /// pool). `cuda` where no GPU, driver or library is found throws the one line saying what is missing; `auto`
-    /// then falls back to the CPU and says why through `notice`.
+    /// The backend ``device`` names (nil: the CPU's, which the engine makes on its pool) and the precision the
+    /// detector is then opened in. On a GPU the detector's weights stay fp32 and its products run in
+    /// ``gpuArithmetic`` (bf16 also for a ``precision`` of bf16); int8 has no GPU form. `cuda` where no GPU, driver
+    /// or library is found throws the one line saying what is missing; `auto` then falls back to the CPU and says
+    /// why through `notice`.
     public func makeBackend(
-        precision: Precision, notice: (String) -> Void = { _ in },
-        onFailure: (@Sendable (CUDAError) -> Void)? = nil
-    ) throws(DeviceError) -> (any ComputeBackend)? {
+        notice: (String) -> Void = { _ in }, onFailure: (@Sendable (CUDAError) -> Void)? = nil
+    ) throws(DeviceError) -> (backend: (any ComputeBackend)?, networkPrecision: Precision) {
         let index: Int
         switch device {
-        case .cpu: return nil
+        case .cpu: return (nil, precision)
         case .cuda(let gpu): index = gpu
         case .auto: index = 0
         }
-        guard precision == .fp32 else {
-            let problem =
-                "--precision \(precision.rawValue) does not run on the GPU yet (its kernels are fp32); use --precision fp32 there"
+        guard precision != .int8 else {
+            let problem = "--precision int8 does not run on the GPU (use fp16 or bf16 there, on its tensor cores)"
             if device == .auto {
                 notice("--device auto: \(problem); computing on the CPU")
-                return nil
+                return (nil, precision)
             }
             throw DeviceError("--device \(device): \(problem)")
         }
+        let arithmetic = precision == .bf16 ? .bf16 : gpuArithmetic
         do {
-            return try CUDABackend(gpu: index, cacheDirectory: resolvedCacheDirectory, onFailure: onFailure)
+            let backend = try CUDABackend(
+                gpu: index, cacheDirectory: resolvedCacheDirectory, arithmetic: arithmetic, onFailure: onFailure)
+            return (backend, .fp32)
         } catch {
             if device == .auto {
-                notice("--device auto: no GPU to compute on (\(error.description)); computing on the CPU")
-                return nil
+                let precisionNote = arithmetic == .fp16 ? ", in fp32 (fp16 runs on a GPU only)" : ""
+                notice(
+                    "--device auto: no GPU to compute on (\(error.description)); computing on the CPU\(precisionNote)")
+                return (nil, precision)
             }
             throw DeviceError("--device \(device): \(error.description)")
         }

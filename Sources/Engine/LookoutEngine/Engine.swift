@@ -1,4 +1,5 @@
 import Dispatch
+import LookoutCUDA
 import LookoutDetector
 import LookoutImage
 import LookoutSupport
@@ -112,8 +113,10 @@ public final class Engine: Sendable {
 
     /// The arithmetic its results depend on (what caches and indexes key them by): the network's
     /// (``YOLOWorldNetwork/arithmetic``), and for int8 also the CLIP towers', which are bf16 only where the CPU has
-    /// it (with fp32 and bf16 the towers follow the network).
+    /// it (with fp32 and bf16 the towers follow the network); on a GPU computing in fp16 or bf16, that.
     public var arithmetic: String {
+        // A GPU's fp16 or bf16 products on the fp32 network.
+        if let gpu = backend as? CUDABackend, gpu.arithmetic != .fp32 { return gpu.arithmetic.rawValue }
         guard network.precision == .int8, network.arithmetic.hasSuffix(")") else { return network.arithmetic }
         return network.arithmetic.dropLast() + ", towers \(embedder?.encoder.precision.rawValue ?? "fp32"))"
     }

@@ -48,6 +48,9 @@ public struct EngineConfiguration: Sendable, Equatable {
     public var kernels = KernelSettings.environment
     /// Where the network computes (``ComputeDevice``): the CPU by default.
     public var device = ComputeDevice.cpu
+    /// On a GPU, the operands of the convolutions' products (``GPUArithmetic``): fp16 or bf16 run on the tensor
+    /// cores. A ``precision`` of bf16 on a GPU means bf16 here. Ignored on the CPU.
+    public var gpuArithmetic = GPUArithmetic.fp32
 
     public init(model: Model = .demo, vocabulary: String? = nil, caches: Bool = true, cacheDirectory: String? = nil) {
         self.model = model
@@ -176,8 +179,9 @@ extension Engine {
             file: configuration.resolvedCacheDirectory.map { $0 + "/layer-choices.txt" },
             cpu: AutomaticPrecision.cpuModel())
         let weights = try WeightFile.open(detectorPath)
+        let (backend, networkPrecision) = try configuration.makeBackend(notice: notice, onFailure: onDeviceFailure)
         let network = try openDetector(
-            weights, precision: configuration.precision, recorder: configuration.recorder,
+            weights, precision: networkPrecision, recorder: configuration.recorder,
             oneToOne: configuration.oneToOne, kernels: configuration.kernels)
         var embedder: TextEmbedder? = nil
         if let textPath, let names = network.promptFreeNames {
@@ -200,8 +204,6 @@ extension Engine {
             embedder = try TextEmbedder(
                 tokenizer: configuration.loadTokenizer(), encoder: encoder, cache: configuration.textEmbeddingCache())
         }
-        let backend = try configuration.makeBackend(
-            precision: network.precision, notice: notice, onFailure: onDeviceFailure)
         let engine = try Engine(network: network, embedder: embedder, kernels: configuration.kernels, backend: backend)
         let model = LoadedModel(
             detectorPath: detectorPath, textEncoderPath: textPath, directory: directory,

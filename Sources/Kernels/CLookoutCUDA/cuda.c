@@ -486,6 +486,11 @@ static struct {
     int (*sgemm)(
         cublasHandle_t, int, int, int, int, int, const float *, const float *, int, const float *, int, const float *,
         float *, int);
+    // cublasGemmEx: (handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc,
+    // computeType, algo).
+    int (*gemm_ex)(
+        cublasHandle_t, int, int, int, int, int, const void *, const void *, int, int, const void *, int, int,
+        const void *, void *, int, int, int, int);
     cublasHandle_t handle;
 } cublas;
 static opening cublas_opening;
@@ -503,6 +508,7 @@ static int open_cublas(char *message, size_t size) {
     }
     LOAD(cublas, create, "cublasCreate_v2");
     LOAD(cublas, sgemm, "cublasSgemm_v2");
+    LOAD(cublas, gemm_ex, "cublasGemmEx");
     if (current(message, size)) return 1;
     int status = cublas.create(&cublas.handle);
     if (status != 0) {
@@ -528,6 +534,28 @@ int lookout_cublas_sgemm(
     pthread_mutex_unlock(&cublas_lock);
     if (status != 0) {
         say(message, size, "cuBLAS's sgemm (%d×%d×%d) failed (cuBLAS status %d)", m, n, k, status);
+        return 1;
+    }
+    return 0;
+}
+
+int lookout_cublas_gemm_16(
+    int type, int transpose_a, int transpose_b, int m, int n, int k, unsigned long long a, int lda,
+    unsigned long long b, int ldb, float beta, unsigned long long c, int ldc, char *message, size_t size) {
+    if (lookout_cublas_open(NULL, 0, message, size) || current(message, size)) return 1;
+    // library_types.h: CUDA_R_32F 0, CUDA_R_16F 2, CUDA_R_16BF 14; cublas_api.h: CUBLAS_COMPUTE_32F 68,
+    // CUBLAS_GEMM_DEFAULT -1.
+    enum { R_32F = 0, R_16F = 2, R_16BF = 14, COMPUTE_32F = 68, GEMM_DEFAULT = -1 };
+    int operand = type == LOOKOUT_CUDA_BF16 ? R_16BF : R_16F;
+    const float alpha = 1;
+    pthread_mutex_lock(&cublas_lock);
+    int status = cublas.gemm_ex(
+        cublas.handle, transpose_a ? 1 : 0, transpose_b ? 1 : 0, m, n, k, &alpha, (const void *)a, operand, lda,
+        (const void *)b, operand, ldb, &beta, (void *)c, R_32F, ldc, COMPUTE_32F, GEMM_DEFAULT);
+    pthread_mutex_unlock(&cublas_lock);
+    if (status != 0) {
+        say(message, size, "cuBLAS's %s GEMM (%d×%d×%d) failed (cuBLAS status %d)",
+            type == LOOKOUT_CUDA_BF16 ? "bf16" : "fp16", m, n, k, status);
         return 1;
     }
     return 0;

@@ -11,6 +11,38 @@ public struct CUDAError: Error, CustomStringConvertible, Sendable {
     public init(_ description: String) { self.description = description }
 }
 
+/// The operands of the convolutions' products on the GPU: fp32 (no TF32: equal to the CPU within the summation
+/// order), or fp16 or bf16 on the tensor cores, each product exact and the sums in fp32 (`--precision fp16|bf16`
+/// with `--device cuda`). Everything else (the head's logits, attention, the towers) stays fp32.
+public enum GPUArithmetic: String, Sendable, CaseIterable {
+    case fp32
+    case fp16
+    case bf16
+
+    /// The shim's code for a 16-bit type (``lookout_cublas_gemm_16``, the kernels' `type`).
+    var code: Int32 {
+        switch self {
+        case .fp32: 0
+        case .fp16: Int32(LOOKOUT_CUDA_FP16)
+        case .bf16: Int32(LOOKOUT_CUDA_BF16)
+        }
+    }
+
+    /// `value` rounded as the GPU rounds it to this type (to nearest, ties to even), back in fp32: what the
+    /// op-by-op suite computes its references from.
+    public func rounded(_ value: Float) -> Float {
+        switch self {
+        case .fp32: return value
+        case .fp16: return Float(Float16(value))
+        case .bf16:
+            var bits = value.bitPattern
+            if value.isNaN { return value }
+            bits = bits &+ 0x7fff &+ ((bits >> 16) & 1)
+            return Float(bitPattern: bits & 0xffff_0000)
+        }
+    }
+}
+
 /// A GPU the NVIDIA driver reports.
 public struct GPU: Sendable, Equatable {
     public let index: Int

@@ -43,7 +43,8 @@ final class DeviceBuffer: DeviceStorage, @unchecked Sendable {
 /// through cuBLAS in fp32 (no TF32), or through a kernel of its own where cuBLAS is absent. Every launch and copy
 /// is on one stream, in the order issued.
 ///
-/// fp32 only (the detector's precision must be fp32). The CLIP towers' sequence operations run on the GPU with
+/// The detector's weights are fp32; the convolutions' products run in ``arithmetic`` (fp32, or fp16 or bf16 on the
+/// tensor cores: weights rounded once, inputs rounded as they are lowered). The CLIP towers' sequence operations run on the GPU with
 /// their host matrices copied over and back per operation; YOLOE's visual-prompt pooling and bf16 tower layers
 /// are computed by the CPU backend. An operation that
 /// fails (the GPU out of memory) records ``failure`` and gives NaN, which ``checkFailure()`` turns into an error.
@@ -55,6 +56,8 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
     public let kernelsFromCache: Bool
     /// The CPU backend for the operations not yet on the GPU.
     public let host: CPUBackend
+    /// The convolutions' operands.
+    public let arithmetic: GPUArithmetic
 
     private let functions: [String: UnsafeMutableRawPointer]
     private let state = Mutex(State())
@@ -88,10 +91,11 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
     /// Opens GPU `index`, compiles (or reads from `cacheDirectory`) the kernels and opens cuBLAS when
     /// `useCUBLAS` (off: the GEMMs run on Lookout's own kernel, as where cuBLAS is absent).
     public init(
-        gpu index: Int = 0, cacheDirectory: String?, useCUBLAS: Bool = true, host: CPUBackend = .shared,
-        onFailure: (@Sendable (CUDAError) -> Void)? = nil
+        gpu index: Int = 0, cacheDirectory: String?, useCUBLAS: Bool = true, arithmetic: GPUArithmetic = .fp32,
+        host: CPUBackend = .shared, onFailure: (@Sendable (CUDAError) -> Void)? = nil
     ) throws(CUDAError) {
         self.onFailure = onFailure
+        self.arithmetic = arithmetic
         let driver = try CUDA.driver()
         guard index >= 0 && index < driver.gpus.count else {
             throw CUDAError(
@@ -129,7 +133,9 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         }
     }
 
-    public var name: String { "cuda:\(gpu.index) (\(gpu.name))" }
+    public var name: String {
+        "cuda:\(gpu.index) (\(gpu.name))" + (arithmetic == .fp32 ? "" : ", \(arithmetic.rawValue) products")
+    }
 
     /// `LOOKOUT_CUDA_JOIN=1`: stacked parts joined into one buffer before a convolution (for comparisons).
     let joinsParts = getenv("LOOKOUT_CUDA_JOIN").map { String(cString: $0) == "1" } ?? false
@@ -337,6 +343,36 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         return buffers
     }
 
+    /// Room for `count` 16-bit values.
+    func buffer16(_ count: Int) -> DeviceBuffer? { buffer((count + 1) / 2) }
+
+    /// `count` floats from `source` (at float `offset`) rounded to ``arithmetic``'s 16 bits into `target` (at
+    /// 16-bit offset `targetOffset`).
+    func round16(
+        _ source: DeviceBuffer, offset: Int = 0, into target: DeviceBuffer, at targetOffset: Int = 0, count: Int
+    ) {
+        launch("lk_to_16", count: count) {
+            $0.pointer(source, offset: offset)
+            $0.pointer16(target, offset: targetOffset)
+            $0.long(count)
+            $0.int(Int(arithmetic.code))
+        }
+    }
+
+    /// A layer's weights rounded to ``arithmetic``'s 16 bits, once: keyed as ``cached(key:sources:make:)``.
+    func cached16(key addresses: [UInt], sources: [Any], make: () -> [Float]) -> DeviceBuffer? {
+        let key = WeightKey(addresses: addresses + [UInt(arithmetic.code)])
+        if let hit = state.withLock({ $0.weights[key] }) { return hit.buffers[0] }
+        let values = make()
+        guard let full = upload(values), let rounded = buffer16(values.count) else { return nil }
+        round16(full, into: rounded, count: values.count)
+        state.withLock { state in
+            if state.weights.count >= 4096 { state.weights.removeAll() }
+            state.weights[key] = CachedWeights(sources: sources, buffers: [rounded])
+        }
+        return rounded
+    }
+
     func map(_ buffer: DeviceBuffer?, channels: Int, height: Int, width: Int) -> FeatureMap {
         guard let buffer, buffer.count == channels * height * width else {
             return FeatureMap(
@@ -363,6 +399,10 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
 
         mutating func pointer(_ buffer: DeviceBuffer?, offset: Int = 0) {
             append((buffer?.address ?? 0) + UInt64(offset * 4), alignment: 8)
+        }
+        /// A 16-bit buffer's address, `offset` counting 16-bit values.
+        mutating func pointer16(_ buffer: DeviceBuffer?, offset: Int = 0) {
+            append((buffer?.address ?? 0) + UInt64(offset * 2), alignment: 8)
         }
         mutating func int(_ value: Int) { append(Int32(value), alignment: 4) }
         mutating func long(_ value: Int) { append(Int64(value), alignment: 8) }
@@ -434,6 +474,46 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         }
     }
 
+    /// ``gemm(m:n:k:a:aOffset:aRow:aColumn:b:bOffset:bRow:bColumn:c:cOffset:ldc:beta:)`` of 16-bit operands
+    /// (``arithmetic``'s; offsets count 16-bit values), summed in fp32 into fp32 C: cuBLAS's tensor cores, else
+    /// `lk_gemm_16`.
+    func gemm16(
+        m: Int, n: Int, k: Int, a: DeviceBuffer?, aRow: Int, aColumn: Int, b: DeviceBuffer?, bRow: Int, bColumn: Int,
+        c: DeviceBuffer?, ldc: Int
+    ) {
+        guard m > 0 && n > 0 && k > 0, let a, let b, let c else { return }
+        if cublasPath != nil {
+            let bTransposed = bColumn != 1
+            let aTransposed = aColumn != 1
+            timed("cuBLAS \(arithmetic.rawValue) GEMM") {
+                if let error = Self.check({
+                    lookout_cublas_gemm_16(
+                        arithmetic.code, bTransposed ? 1 : 0, aTransposed ? 1 : 0, Int32(n), Int32(m), Int32(k),
+                        b.address, Int32(bTransposed ? bColumn : max(bRow, n)), a.address,
+                        Int32(aTransposed ? aColumn : max(aRow, k)), 0, c.address, Int32(ldc), $0, $1)
+                }) {
+                    fail(error)
+                }
+            }
+            return
+        }
+        launch("lk_gemm_16", grid: (UInt32((n + 15) / 16), UInt32((m + 15) / 16)), block: (16, 16)) {
+            $0.int(m)
+            $0.int(n)
+            $0.int(k)
+            $0.pointer16(a)
+            $0.long(aRow)
+            $0.long(aColumn)
+            $0.pointer16(b)
+            $0.long(bRow)
+            $0.long(bColumn)
+            $0.pointer(c)
+            $0.long(ldc)
+            $0.float(0)
+            $0.int(Int(arithmetic.code))
+        }
+    }
+
     // MARK: ComputeBackend
 
     public func beginImage() {}
@@ -468,7 +548,38 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             guard let buffer = onDevice(part.map) else { return failed }
             parts.append((buffer, part.channels.lowerBound * plane, part.channels.count, x.starts[index]))
         }
-        if k == 1 && weights.stride == 1 {
+        if arithmetic != .fp32 {
+            // The lowered input in 16 bits (a 1×1 convolution's parts rounded into their rows), one product.
+            guard
+                let weight16 = cached16(
+                    key: source.map { $0.withUnsafeBufferPointer { UInt(bitPattern: $0.baseAddress) } },
+                    sources: source, make: { weights.denseWeight }),
+                let columns = buffer16(depth * outPlane)
+            else { return failed }
+            for part in parts where part.channels > 0 {
+                if k == 1 && weights.stride == 1 {
+                    round16(
+                        part.buffer, offset: part.offset, into: columns, at: part.start * plane,
+                        count: part.channels * plane)
+                    continue
+                }
+                launch("lk_im2col_16", count: part.channels * k * k * outPlane) {
+                    $0.pointer(part.buffer, offset: part.offset)
+                    $0.pointer16(columns, offset: part.start * k * k * outPlane)
+                    $0.int(part.channels)
+                    $0.int(x.height)
+                    $0.int(x.width)
+                    $0.int(k)
+                    $0.int(weights.stride)
+                    $0.int(outHeight)
+                    $0.int(outWidth)
+                    $0.int(Int(arithmetic.code))
+                }
+            }
+            gemm16(
+                m: weights.outputs, n: outPlane, k: depth, a: weight16, aRow: depth, aColumn: 1, b: columns,
+                bRow: outPlane, bColumn: 1, c: out, ldc: outPlane)
+        } else if k == 1 && weights.stride == 1 {
             // Empty parts left out: the first product writes, the others add.
             for (index, part) in parts.filter({ $0.channels > 0 }).enumerated() {
                 gemm(

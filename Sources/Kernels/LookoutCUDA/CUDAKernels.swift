@@ -9,7 +9,7 @@ public enum CUDAKernels {
         "lk_bias_act", "lk_im2col", "lk_gemm", "lk_depthwise", "lk_transposed2x2", "lk_max_pool", "lk_upsample2",
         "lk_add", "lk_affine", "lk_gather", "lk_weighted_sum", "lk_max_sigmoid", "lk_scale_heads", "lk_head_decode",
         "lk_scale", "lk_softmax_rows", "lk_add_rows", "lk_nms_mask", "lk_layer_norm", "lk_sequence_attention",
-        "lk_quick_gelu", "lk_gelu", "lk_fill",
+        "lk_quick_gelu", "lk_gelu", "lk_fill", "lk_to_16", "lk_im2col_16", "lk_gemm_16",
     ]
 
     public static let source = """
@@ -23,6 +23,26 @@ public enum CUDAKernels {
         __device__ __forceinline__ float lk_max(float x, float y) { return y >= x ? y : x; }
         __device__ __forceinline__ float lk_silu_of(float x) { return x / (1.0f + expf(-x)); }
         __device__ __forceinline__ float lk_sigmoid_of(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+        // 16-bit operands (``GPUArithmetic``): type 1 fp16 (IEEE half), 2 bf16; both rounded to nearest, ties to
+        // even. Written without cuda_fp16.h (PTX's conversions, bf16 by its bits) so that NVRTC needs no headers.
+        __device__ __forceinline__ unsigned short lk_to_16_of(float v, int type) {
+            if (type == 2) {
+                unsigned int bits = __float_as_uint(v);
+                if ((bits & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((bits >> 16) | 0x40u);
+                bits += 0x7fffu + ((bits >> 16) & 1u);
+                return (unsigned short)(bits >> 16);
+            }
+            unsigned short h;
+            asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+            return h;
+        }
+        __device__ __forceinline__ float lk_from_16(unsigned short h, int type) {
+            if (type == 2) return __uint_as_float(((unsigned int)h) << 16);
+            float f;
+            asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+            return f;
+        }
 
         extern "C" {
 
@@ -326,6 +346,48 @@ public enum CUDAKernels {
 
         __global__ void lk_gelu(float *x, long long n) {
             LK_LOOP(i, n) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
+        }
+
+        // y = x rounded to 16 bits.
+        __global__ void lk_to_16(const float *x, unsigned short *y, long long n, int type) {
+            LK_LOOP(i, n) y[i] = lk_to_16_of(x[i], type);
+        }
+
+        // lk_im2col with its rows rounded to 16 bits.
+        __global__ void lk_im2col_16(const float *x, unsigned short *col, int C, int H, int W, int k, int s, int OH,
+                                     int OW, int type) {
+            long long P = (long long)OH * OW;
+            int half = k / 2;
+            LK_LOOP(i, (long long)C * k * k * P) {
+                long long p = i % P, row = i / P;
+                int kx = (int)(row % k), ky = (int)((row / k) % k), c = (int)(row / (k * k));
+                int oy = (int)(p / OW), ox = (int)(p % OW);
+                int iy = oy * s + ky - half, ix = ox * s + kx - half;
+                float v = (iy >= 0 && iy < H && ix >= 0 && ix < W) ? x[((long long)c * H + iy) * W + ix] : 0.0f;
+                col[i] = lk_to_16_of(v, type);
+            }
+        }
+
+        // lk_gemm of 16-bit operands, summed in fp32 (where cuBLAS is absent).
+        __global__ void lk_gemm_16(int M, int N, int K, const unsigned short *a, long long sam, long long sak,
+                                   const unsigned short *b, long long sbk, long long sbn, float *c, long long ldc,
+                                   float beta, int type) {
+            __shared__ float As[16][17];
+            __shared__ float Bs[16][17];
+            int tx = threadIdx.x, ty = threadIdx.y;
+            int row = blockIdx.y * 16 + ty, column = blockIdx.x * 16 + tx;
+            float sum = 0.0f;
+            for (int k0 = 0; k0 < K; k0 += 16) {
+                As[ty][tx] = (row < M && k0 + tx < K) ? lk_from_16(a[row * sam + (k0 + tx) * sak], type) : 0.0f;
+                Bs[ty][tx] = (k0 + ty < K && column < N) ? lk_from_16(b[(k0 + ty) * sbk + column * sbn], type) : 0.0f;
+                __syncthreads();
+                for (int kk = 0; kk < 16; kk++) sum += As[ty][kk] * Bs[kk][tx];
+                __syncthreads();
+            }
+            if (row < M && column < N) {
+                float *target = c + row * ldc + column;
+                *target = beta == 0.0f ? sum : sum + beta * *target;
+            }
         }
 
         // y[r, o] += b[o].

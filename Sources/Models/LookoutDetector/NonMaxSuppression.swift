@@ -53,67 +53,80 @@ public enum NonMaxSuppression {
         overlaps: ((_ boxes: [Float], _ areas: [Float], _ count: Int, _ threshold: Double) -> [UInt64]?)? = nil
     ) -> [Detection] {
         let anchors = output.count / (4 + classes)
-        var candidates: [Detection] = []
+        // Candidates in flat arrays (corners, score, query, anchor): a photo of random or untrained weights gives
+        // thousands, and a Detection (with its own box array) is made only for the kept.
+        var corners: [Float] = [], scores: [Float] = [], queries: [Int32] = [], fromAnchor: [Int32] = []
         /// The anchor's box (centre and size → corners) with a query's score, if above its threshold.
         func keep(anchor: Int, query k: Int, score: Float) {
             guard score > (options.perClassConfidence[k] ?? options.confidence) else { return }
             let cx = output[anchor], cy = output[anchors + anchor]
             let halfWidth = output[2 * anchors + anchor] / 2, halfHeight = output[3 * anchors + anchor] / 2
-            candidates.append(
-                Detection(
-                    box: [cx - halfWidth, cy - halfHeight, cx + halfWidth, cy + halfHeight], score: score,
-                    classIndex: k,
-                    anchor: anchor))
+            corners.append(contentsOf: [cx - halfWidth, cy - halfHeight, cx + halfWidth, cy + halfHeight])
+            scores.append(score)
+            queries.append(Int32(k))
+            fromAnchor.append(Int32(anchor))
         }
-        for anchor in 0..<anchors {
-            if options.multiLabel {
-                for k in 0..<classes { keep(anchor: anchor, query: k, score: output[(4 + k) * anchors + anchor]) }
-                continue
-            }
-            var best: Float = -.infinity
-            var bestClass = 0
-            for k in 0..<classes {
-                let score = output[(4 + k) * anchors + anchor]
-                if score > best {
-                    best = score
-                    bestClass = k
+        output.withUnsafeBufferPointer { output in
+            for anchor in 0..<anchors {
+                if options.multiLabel {
+                    for k in 0..<classes { keep(anchor: anchor, query: k, score: output[(4 + k) * anchors + anchor]) }
+                    continue
                 }
+                var best: Float = -.infinity
+                var bestClass = 0
+                for k in 0..<classes {
+                    let score = output[(4 + k) * anchors + anchor]
+                    if score > best {
+                        best = score
+                        bestClass = k
+                    }
+                }
+                keep(anchor: anchor, query: bestClass, score: best)
             }
-            keep(anchor: anchor, query: bestClass, score: best)
         }
         // Stable descending order by score (index order among equal scores).
-        var order = Array(candidates.indices)
-        order.sort {
-            candidates[$0].score > candidates[$1].score || (candidates[$0].score == candidates[$1].score && $0 < $1)
+        var order = Array(scores.indices)
+        scores.withUnsafeBufferPointer { scores in
+            order.sort { scores[$0] > scores[$1] || (scores[$0] == scores[$1] && $0 < $1) }
         }
         if order.count > SuppressionOptions.maximumCandidates {
             order.removeLast(order.count - SuppressionOptions.maximumCandidates)
         }
-
-        let shifted = order.map { index -> [Float] in
-            let offset = options.agnostic ? 0 : Float(candidates[index].classIndex) * SuppressionOptions.classOffset
-            return candidates[index].box.map { $0 + offset }
+        func detection(_ index: Int) -> Detection {
+            Detection(
+                box: Array(corners[(4 * index)..<(4 * index + 4)]), score: scores[index],
+                classIndex: Int(queries[index]), anchor: Int(fromAnchor[index]))
         }
-        let areas = shifted.map { ($0[2] - $0[0]) * ($0[3] - $0[1]) }
+
+        // In score order: the corners offset by the query's (unless agnostic) and the areas.
+        var shifted = [Float](repeating: 0, count: 4 * order.count)
+        var areas = [Float](repeating: 0, count: order.count)
+        for (i, index) in order.enumerated() {
+            let offset = options.agnostic ? 0 : Float(queries[index]) * SuppressionOptions.classOffset
+            for side in 0..<4 { shifted[4 * i + side] = corners[4 * index + side] + offset }
+            areas[i] = (shifted[4 * i + 2] - shifted[4 * i]) * (shifted[4 * i + 3] - shifted[4 * i + 1])
+        }
         if order.count >= overlapsOnBackend, let overlaps,
-            let mask = overlaps(shifted.flatMap { $0 }, areas, order.count, options.iou)
+            let mask = overlaps(shifted, areas, order.count, options.iou)
         {
-            return greedy(order.map { candidates[$0] }, mask: mask, maximum: options.maximumDetections)
+            return greedy(count: order.count, mask: mask, maximum: options.maximumDetections).map {
+                detection(order[$0])
+            }
         }
         var suppressed = [Bool](repeating: false, count: order.count)
         var kept: [Detection] = []
-        for i in order.indices where !suppressed[i] {
-            kept.append(candidates[order[i]])
-            if kept.count == options.maximumDetections { break }
-            let a = shifted[i]
-            for j in (i + 1)..<order.count where !suppressed[j] {
-                let b = shifted[j]
-                let width = max(min(a[2], b[2]) - max(a[0], b[0]), 0)
-                let height = max(min(a[3], b[3]) - max(a[1], b[1]), 0)
-                let intersection = width * height
-                guard intersection > 0 else { continue }
-                let iou = intersection / (areas[i] + areas[j] - intersection)
-                if Double(iou) > options.iou { suppressed[j] = true }
+        shifted.withUnsafeBufferPointer { box in
+            for i in order.indices where !suppressed[i] {
+                kept.append(detection(order[i]))
+                if kept.count == options.maximumDetections { break }
+                for j in (i + 1)..<order.count where !suppressed[j] {
+                    let width = max(min(box[4 * i + 2], box[4 * j + 2]) - max(box[4 * i], box[4 * j]), 0)
+                    let height = max(min(box[4 * i + 3], box[4 * j + 3]) - max(box[4 * i + 1], box[4 * j + 1]), 0)
+                    let intersection = width * height
+                    guard intersection > 0 else { continue }
+                    let iou = intersection / (areas[i] + areas[j] - intersection)
+                    if Double(iou) > options.iou { suppressed[j] = true }
+                }
             }
         }
         return kept
@@ -125,12 +138,17 @@ public enum NonMaxSuppression {
     /// The greedy pass over precomputed overlaps (``ComputeBackend/overlaps(_:areas:count:threshold:)``), `sorted`
     /// in descending score order: a box is kept unless a kept box before it overlaps it, as the loop above keeps.
     public static func greedy(_ sorted: [Detection], mask: [UInt64], maximum: Int) -> [Detection] {
-        let words = (sorted.count + 63) / 64
-        precondition(mask.count == sorted.count * words, "an overlap mask of \(sorted.count) boxes")
+        greedy(count: sorted.count, mask: mask, maximum: maximum).map { sorted[$0] }
+    }
+
+    /// The same over `count` boxes: the positions kept.
+    static func greedy(count: Int, mask: [UInt64], maximum: Int) -> [Int] {
+        let words = (count + 63) / 64
+        precondition(mask.count == count * words, "an overlap mask of \(count) boxes")
         var suppressed = [UInt64](repeating: 0, count: words)
-        var kept: [Detection] = []
-        for i in sorted.indices where suppressed[i / 64] & (1 << UInt64(i % 64)) == 0 {
-            kept.append(sorted[i])
+        var kept: [Int] = []
+        for i in 0..<count where suppressed[i / 64] & (1 << UInt64(i % 64)) == 0 {
+            kept.append(i)
             if kept.count == maximum { break }
             for word in (i / 64)..<words { suppressed[word] |= mask[i * words + word] }
         }
