@@ -16,14 +16,12 @@ final class DeviceBuffer: DeviceStorage, @unchecked Sendable {
     private let backend: CUDABackend
 
     init(count: Int, backend: CUDABackend) throws(CUDAError) {
-        var address: UInt64 = 0
-        try CUDABackend.call { lookout_cuda_alloc(&address, max(1, count) * 4, $0, $1) }
-        self.address = address
+        address = try backend.allocate(bytes: max(1, count) * 4)
         self.count = count
         self.backend = backend
     }
 
-    deinit { lookout_cuda_free(address) }
+    deinit { backend.recycle(address, bytes: max(1, count) * 4) }
 
     func download(into buffer: UnsafeMutableBufferPointer<Float>) {
         precondition(buffer.count >= count)
@@ -251,6 +249,57 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
 
     // MARK: Buffers
 
+    /// Freed buffers by their size in bytes, taken again by the next map of that size (a photo's maps repeat the
+    /// last photo's sizes). Safe on one stream: a buffer taken again is written only by work issued after the work
+    /// that read it. At most ``poolLimit`` bytes are kept; the rest are freed.
+    private let pool = Mutex(BufferPool())
+    private struct BufferPool {
+        var free: [Int: [UInt64]] = [:]
+        var bytes = 0
+    }
+    /// An eighth of the GPU's memory, at most 4 GiB.
+    private var poolLimit: Int { min(4 << 30, gpu.memoryBytes / 8) }
+
+    /// `bytes` of the GPU's memory: a kept buffer of that size, else a new one (after giving the kept ones back
+    /// where the GPU has no room).
+    func allocate(bytes: Int) throws(CUDAError) -> UInt64 {
+        let kept = pool.withLock { pool -> UInt64? in
+            guard let address = pool.free[bytes]?.popLast() else { return nil }
+            pool.bytes -= bytes
+            return address
+        }
+        if let kept { return kept }
+        var address: UInt64 = 0
+        if Self.check({ lookout_cuda_alloc(&address, bytes, $0, $1) }) != nil {
+            releaseKeptBuffers()
+            try Self.call { lookout_cuda_alloc(&address, bytes, $0, $1) }
+        }
+        return address
+    }
+
+    /// A buffer no map holds any more: kept for reuse, or freed (in stream order) past the pool's limit.
+    func recycle(_ address: UInt64, bytes: Int) {
+        let limit = poolLimit
+        let kept = pool.withLock { pool -> Bool in
+            guard pool.bytes + bytes <= limit else { return false }
+            pool.free[bytes, default: []].append(address)
+            pool.bytes += bytes
+            return true
+        }
+        if !kept { lookout_cuda_free(address) }
+    }
+
+    /// Frees every kept buffer.
+    public func releaseKeptBuffers() {
+        let addresses = pool.withLock { pool in
+            defer { pool = BufferPool() }
+            return pool.free.values.flatMap { $0 }
+        }
+        for address in addresses { lookout_cuda_free(address) }
+    }
+
+    deinit { releaseKeptBuffers() }
+
     /// A buffer of `count` floats; a zero-length stand-in after a failure (recorded).
     func buffer(_ count: Int) -> DeviceBuffer? {
         var made: DeviceBuffer?
@@ -415,6 +464,12 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         launch(name, grid: (blocks, 1), block: (256, 1), fill)
     }
 
+    /// Launches `name` over `rows` rows of `plane` values (``CUDAKernels``' `LK_ROWS`: rows on the grid's y).
+    func launch(_ name: String, rows: Int, plane: Int, _ fill: (inout Arguments) -> Void) {
+        let columns = UInt32(max(1, min((plane + 255) / 256, 65_535)))
+        launch(name, grid: (columns, UInt32(max(1, min(rows, 65_535)))), block: (256, 1), fill)
+    }
+
     func launch(_ name: String, grid: (UInt32, UInt32), block: (UInt32, UInt32), _ fill: (inout Arguments) -> Void) {
         var arguments = Arguments()
         fill(&arguments)  // exactly the parameters' size: the driver refuses a buffer padded past the last one
@@ -563,7 +618,7 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
                         count: part.channels * plane)
                     continue
                 }
-                launch("lk_im2col_16", count: part.channels * k * k * outPlane) {
+                launch("lk_im2col_16", rows: part.channels * k * k, plane: outPlane) {
                     $0.pointer(part.buffer, offset: part.offset)
                     $0.pointer16(columns, offset: part.start * k * k * outPlane)
                     $0.int(part.channels)
@@ -590,7 +645,7 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         } else {
             guard let columns = buffer(depth * outPlane) else { return failed }
             for part in parts {
-                launch("lk_im2col", count: part.channels * k * k * outPlane) {
+                launch("lk_im2col", rows: part.channels * k * k, plane: outPlane) {
                     $0.pointer(part.buffer, offset: part.offset)
                     $0.pointer(columns, offset: part.start * k * k * outPlane)
                     $0.int(part.channels)
@@ -606,11 +661,11 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
                 m: weights.outputs, n: outPlane, k: depth, a: parameters[0], aRow: depth, aColumn: 1, b: columns,
                 bRow: outPlane, bColumn: 1, c: out, ldc: outPlane)
         }
-        launch("lk_bias_act", count: weights.outputs * outPlane) {
+        launch("lk_bias_act", rows: weights.outputs, plane: outPlane) {
             $0.pointer(out)
             $0.pointer(parameters[1])
             $0.int(outPlane)
-            $0.long(weights.outputs * outPlane)
+            $0.int(weights.outputs)
             $0.int(weights.activation ? 1 : 0)
         }
         return map(out, channels: weights.outputs, height: outHeight, width: outWidth)
@@ -818,7 +873,9 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
     ) -> [Float] {
         let (channels, plane) = (x.channels, x.plane)
         precondition(g.count == classes * channels && bias.count == heads)
-        guard let input = onDevice(x), let guide = upload(g), let b = upload(bias), let out = buffer(heads * plane)
+        // The bias is the layer's (copied once); the guide is the queries'.
+        guard let input = onDevice(x), let guide = upload(g), let b = cached([bias], make: { [bias] })?.first,
+            let out = buffer(heads * plane)
         else { return [Float](repeating: .nan, count: heads * plane) }
         let divisor = Float(Double(channels / heads).squareRoot())
         launch("lk_max_sigmoid", count: heads * plane) {

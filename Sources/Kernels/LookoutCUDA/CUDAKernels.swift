@@ -46,24 +46,31 @@ public enum CUDAKernels {
 
         extern "C" {
 
-        // y[o, p] = y[o, p] + bias[o], then SiLU where `act`.
-        __global__ void lk_bias_act(float *y, const float *bias, int plane, long long total, int act) {
-            LK_LOOP(i, total) {
-                float v = y[i] + bias[i / plane];
-                y[i] = act ? lk_silu_of(v) : v;
+        // Rows of a map (channels on the grid's y, the plane's pixels on its x): 32-bit indices, no division by a
+        // 64-bit size per value.
+        #define LK_ROWS(row, rows, p, plane) \\
+            for (int row = blockIdx.y; row < (rows); row += gridDim.y) \\
+                for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < (plane); p += blockDim.x * gridDim.x)
+
+        // y[o, p] = y[o, p] + bias[o], then SiLU where `act`. Grid (pixels, outputs).
+        __global__ void lk_bias_act(float *y, const float *bias, int plane, int outputs, int act) {
+            LK_ROWS(o, outputs, p, plane) {
+                float *at = y + (long long)o * plane + p;
+                float v = *at + bias[o];
+                *at = act ? lk_silu_of(v) : v;
             }
         }
 
-        // The convolution's lowered input: row (c·k + ky)·k + kx, column oy·OW + ox; zero outside the map.
+        // The convolution's lowered input: row (c·k + ky)·k + kx, column oy·OW + ox; zero outside the map. Grid
+        // (output pixels, rows).
         __global__ void lk_im2col(const float *x, float *col, int C, int H, int W, int k, int s, int OH, int OW) {
-            long long P = (long long)OH * OW;
-            int half = k / 2;
-            LK_LOOP(i, (long long)C * k * k * P) {
-                long long p = i % P, row = i / P;
-                int kx = (int)(row % k), ky = (int)((row / k) % k), c = (int)(row / (k * k));
-                int oy = (int)(p / OW), ox = (int)(p % OW);
+            int P = OH * OW, half = k / 2;
+            LK_ROWS(row, C * k * k, p, P) {
+                int kx = row % k, ky = (row / k) % k, c = row / (k * k);
+                int oy = p / OW, ox = p - oy * OW;
                 int iy = oy * s + ky - half, ix = ox * s + kx - half;
-                col[i] = (iy >= 0 && iy < H && ix >= 0 && ix < W) ? x[((long long)c * H + iy) * W + ix] : 0.0f;
+                col[(long long)row * P + p] =
+                    (iy >= 0 && iy < H && ix >= 0 && ix < W) ? x[((long long)c * H + iy) * W + ix] : 0.0f;
             }
         }
 
@@ -356,15 +363,13 @@ public enum CUDAKernels {
         // lk_im2col with its rows rounded to 16 bits.
         __global__ void lk_im2col_16(const float *x, unsigned short *col, int C, int H, int W, int k, int s, int OH,
                                      int OW, int type) {
-            long long P = (long long)OH * OW;
-            int half = k / 2;
-            LK_LOOP(i, (long long)C * k * k * P) {
-                long long p = i % P, row = i / P;
-                int kx = (int)(row % k), ky = (int)((row / k) % k), c = (int)(row / (k * k));
-                int oy = (int)(p / OW), ox = (int)(p % OW);
+            int P = OH * OW, half = k / 2;
+            LK_ROWS(row, C * k * k, p, P) {
+                int kx = row % k, ky = (row / k) % k, c = row / (k * k);
+                int oy = p / OW, ox = p - oy * OW;
                 int iy = oy * s + ky - half, ix = ox * s + kx - half;
                 float v = (iy >= 0 && iy < H && ix >= 0 && ix < W) ? x[((long long)c * H + iy) * W + ix] : 0.0f;
-                col[i] = lk_to_16_of(v, type);
+                col[(long long)row * P + p] = lk_to_16_of(v, type);
             }
         }
 
