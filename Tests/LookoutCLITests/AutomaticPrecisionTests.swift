@@ -69,6 +69,6 @@ import Testing
     @Test func otherWordsAreRefused() throws {
         let result = try CLI.run(["detect", Self.photo] + Self.queries + ["--precision", "fastest"])
         #expect(result.status == 64)
-        #expect(result.stderr.contains("choose fp32, bf16, int8 or auto"), "\(result.stderr)")
+        #expect(result.stderr.contains("choose fp32, bf16, int8, fp16 (on a GPU) or auto"), "\(result.stderr)")
     }
 }

@@ -10,8 +10,9 @@ against ultralytics by check_world_torch.py), at 640 with 3 queries, in one run 
   (inductor, mode="reduce-overhead": CUDA graphs) fp16: the network only (letterboxed pixels on the GPU in,
   (B, 4 + K, anchors) out), BatchNorm folded, batch 1 (latency, median of 50) and batch 32 (throughput).
 - Lookout: `lookout-gpu-check --bench` on examples/photos/astronaut.jpg: the full detection from decoded pixels
-  (letterbox, network, NMS, boxes in the photo's pixels), a re-query of kept features, and 32 photos one after
-  another (Lookout has no batches yet); its GPU detections against its CPU's.
+  (letterbox, network, NMS, boxes in the photo's pixels) in fp32, fp16 and bf16, a re-query of kept features,
+  32 photos one after another and 64 on 4 and 8 threads sharing the GPU (Lookout has no batches yet); its GPU
+  detections against its CPU's.
 - The physical floor: the network's multiply-adds counted by hooks, against the card's nominal dense rates.
 
 Writes OUT/gpu-bench.txt (and prints it): the lines and a Markdown table for BENCHMARKS.md.
@@ -194,7 +195,9 @@ def main():
         if not figures:
             continue
         say(f"| Lookout {arithmetic}, decoded pixels to boxes | {figures.get('gpu_ms', float('nan')):.2f} | "
-            f"{figures.get('gpu_32_photos_per_s', float('nan')):.0f} (one photo after another) |")
+            f"{figures.get('gpu_32_photos_per_s', float('nan')):.0f} one photo after another; "
+            f"{figures.get('gpu_64_photos_4_threads_per_s', float('nan')):.0f} on 4 threads, "
+            f"{figures.get('gpu_64_photos_8_threads_per_s', float('nan')):.0f} on 8 |")
         say(f"| Lookout {arithmetic} re-query (kept features) | {figures.get('requery_ms', float('nan')):.2f} | |")
     if lookout.get("fp32"):
         say(f"| Lookout fp32 on this machine's CPU | {lookout['fp32'].get('cpu_ms', float('nan')):.2f} | |")

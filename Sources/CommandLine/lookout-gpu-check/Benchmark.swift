@@ -5,6 +5,7 @@ import LookoutEngine
 import LookoutImage
 import LookoutTensor
 import LookoutWeights
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -67,15 +68,23 @@ struct Benchmark {
                 DetectionChecks.milliseconds { _ = gpu.detect(prepared, labels: labels, text: text, options: options) })
         }
         let stream = DetectionChecks.milliseconds { for _ in 0..<32 { _ = detect(gpu) } }
-        // Four threads sharing the GPU (each photo's host work beside another's GPU work).
-        let lanes = (0..<4).map { _ in gpu.sharingWeights(pool: ComputePool(threads: 1)) }
+        // Threads sharing the GPU, each on its own stream (each photo's host work beside another's GPU work).
         let (name, sharedText) = (photo, text)
-        let sideBySide = DetectionChecks.milliseconds {
-            DispatchQueue.concurrentPerform(iterations: 4) { lane in
-                let engine = lanes[lane]
-                for _ in 0..<8 {
-                    _ = engine.detect(
-                        engine.prepare(image: image, name: name), labels: labels, text: sharedText, options: options)
+        var sideBySide: [Int: Double] = [:]
+        // Every detection made side by side must be the one made alone (each thread's work on its own stream).
+        let alone = got.detections
+        let differing = Mutex(0)
+        for threads in [4, 8] {
+            let lanes = (0..<threads).map { _ in gpu.sharingWeights(pool: ComputePool(threads: 1)) }
+            sideBySide[threads] = DetectionChecks.milliseconds {
+                DispatchQueue.concurrentPerform(iterations: threads) { lane in
+                    let engine = lanes[lane]
+                    for _ in 0..<(64 / threads) {
+                        let result = engine.detect(
+                            engine.prepare(image: image, name: name), labels: labels, text: sharedText,
+                            options: options)
+                        if result.detections != alone { differing.withLock { $0 += 1 } }
+                    }
                 }
             }
         }
@@ -95,7 +104,13 @@ struct Benchmark {
         print("bench requery_ms \(format(DetectionChecks.median(requery))) (median of 50)")
         print("bench gpu_32_photos_per_s \(format(32_000 / stream)) (32 photos one after another)")
         print(
-            "bench gpu_32_photos_4_threads_per_s \(format(32_000 / sideBySide)) (32 photos, 4 threads sharing the GPU)")
+            "bench side by side \(differing.withLock { $0 } == 0 ? "identical" : "DIFFERING"): \(differing.withLock { $0 }) of 128 detections made on 4 and 8 threads differ from the one made alone"
+        )
+        for (threads, milliseconds) in sideBySide.sorted(by: { $0.key < $1.key }) {
+            print(
+                "bench gpu_64_photos_\(threads)_threads_per_s \(format(64_000 / milliseconds)) (64 photos, \(threads) threads sharing the GPU)"
+            )
+        }
         // The network's raw output (boxes and scores of every anchor), GPU against CPU, relative to its range.
         let raw = (
             cpu.score(cpu.prepare(image: image, name: photo), labels: labels, text: text).output,
@@ -123,9 +138,11 @@ struct Benchmark {
             print(
                 "bench \(arithmetic.rawValue) against the CPU's fp32 (reported, not bounded): detections: CPU \(want.detections.count), GPU \(got.detections.count), matched by query and nearest box \(matched), largest score difference \(largestScore), largest box difference \(largestBox) px"
             )
-            return true
+            return differing.withLock { $0 } == 0
         }
-        let passed = rawDifference <= 1e-5 * range && scoreDifference <= DetectionChecks.scoreBound
+        let passed =
+            rawDifference <= 1e-5 * range && scoreDifference <= DetectionChecks.scoreBound
+            && differing.withLock { $0 } == 0
         print(
             "bench parity \(passed ? "passed" : "FAILED") (raw output within 1e-5 of its range, scores within \(DetectionChecks.scoreBound)); detections: CPU \(want.detections.count), GPU \(got.detections.count), matched by query and nearest box \(matched), largest score difference \(largestScore), largest box difference \(largestBox) px"
         )

@@ -155,6 +155,7 @@ public final class Engine: Sendable {
             data: letterbox.tensor(of: image) { count, body in pool.parallelFor(count, chunk: 1, body) })
         timings.preprocess = clock.lap()
         let features = network.imageFeatures(input, backend: backend)
+        backend.settle()  // the features may be used on another thread (re-query, the feature store)
         timings.backbone = clock.lap()
         return PreparedImage(
             name: name, width: image.width, height: image.height, letterbox: letterbox, features: features,

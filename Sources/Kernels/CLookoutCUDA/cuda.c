@@ -18,6 +18,10 @@ typedef void *CUmodule;
 typedef void *CUfunction;
 typedef void *CUstream;
 typedef unsigned long long CUdeviceptr;
+/// CU_STREAM_PER_THREAD: each calling thread's own default stream. The backend issues everything there, so that
+/// threads detecting side by side share the GPU without waiting for each other's work (a thread's own work stays
+/// in the order it issued it).
+#define STREAM ((CUstream)0x2)
 typedef int nvrtcResult;
 typedef void *nvrtcProgram;
 
@@ -48,6 +52,10 @@ static struct {
     // Optional (stream-ordered memory, CUDA 11.2 on): cuMemAlloc/cuMemFree where absent.
     CUresult (*alloc_async)(CUdeviceptr *, size_t, CUstream);
     CUresult (*free_async)(CUdeviceptr, CUstream);
+    CUresult (*to_device_async)(CUdeviceptr, const void *, size_t, CUstream);
+    CUresult (*to_host_async)(void *, CUdeviceptr, size_t, CUstream);
+    CUresult (*copy_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+    CUresult (*stream_synchronize)(CUstream);
     CUresult (*copy)(CUdeviceptr, CUdeviceptr, size_t);
     CUresult (*memory_info)(size_t *, size_t *);
 } driver;
@@ -202,6 +210,10 @@ static int open_driver(char *message, size_t size) {
     LOAD(driver, error_string, "cuGetErrorString");
     LOAD(driver, copy, "cuMemcpyDtoD_v2");
     LOAD(driver, memory_info, "cuMemGetInfo_v2");
+    LOAD(driver, to_device_async, "cuMemcpyHtoDAsync_v2");
+    LOAD(driver, to_host_async, "cuMemcpyDtoHAsync_v2");
+    LOAD(driver, copy_async, "cuMemcpyDtoDAsync_v2");
+    LOAD(driver, stream_synchronize, "cuStreamSynchronize");
     *(void **)&driver.alloc_async = dlsym(driver.library, "cuMemAllocAsync");
     *(void **)&driver.free_async = dlsym(driver.library, "cuMemFreeAsync");
     CUresult status = driver.init(0);
@@ -409,7 +421,7 @@ int lookout_cuda_alloc(unsigned long long *pointer, size_t bytes, char *message,
     if (current(message, size)) return 1;
     CUdeviceptr address = 0;
     if (bytes == 0) bytes = 4;
-    CUresult status = driver.alloc_async ? driver.alloc_async(&address, bytes, NULL) : driver.alloc(&address, bytes);
+    CUresult status = driver.alloc_async ? driver.alloc_async(&address, bytes, STREAM) : driver.alloc(&address, bytes);
     if (status != 0) {
         size_t free_bytes = 0, total = 0;
         driver.memory_info(&free_bytes, &total);
@@ -426,7 +438,7 @@ int lookout_cuda_alloc(unsigned long long *pointer, size_t bytes, char *message,
 void lookout_cuda_free(unsigned long long pointer) {
     if (!pointer || current(NULL, 0)) return;
     if (driver.free_async)
-        driver.free_async(pointer, NULL);
+        driver.free_async(pointer, STREAM);
     else
         driver.release(pointer);
 }
@@ -434,19 +446,21 @@ void lookout_cuda_free(unsigned long long pointer) {
 int lookout_cuda_upload(unsigned long long target, const void *source, size_t bytes, char *message, size_t size) {
     if (current(message, size)) return 1;
     if (bytes == 0) return 0;
-    return check(driver.to_device(target, source, bytes), "copying to the GPU", message, size);
+    // From pageable memory: returns once the values are staged, so `source` may go at once.
+    return check(driver.to_device_async(target, source, bytes, STREAM), "copying to the GPU", message, size);
 }
 
 int lookout_cuda_download(void *target, unsigned long long source, size_t bytes, char *message, size_t size) {
     if (current(message, size)) return 1;
     if (bytes == 0) return 0;
-    return check(driver.to_host(target, source, bytes), "copying from the GPU", message, size);
+    return check(driver.to_host_async(target, source, bytes, STREAM), "copying from the GPU", message, size) ||
+           check(driver.stream_synchronize(STREAM), "copying from the GPU", message, size);
 }
 
 int lookout_cuda_copy(unsigned long long target, unsigned long long source, size_t bytes, char *message, size_t size) {
     if (current(message, size)) return 1;
     if (bytes == 0) return 0;
-    return check(driver.copy(target, source, bytes), "copying on the GPU", message, size);
+    return check(driver.copy_async(target, source, bytes, STREAM), "copying on the GPU", message, size);
 }
 
 int lookout_cuda_load(const void *image, void **module, char *message, size_t size) {
@@ -468,8 +482,13 @@ int lookout_cuda_launch(
     // CU_LAUNCH_PARAM_BUFFER_POINTER (1), CU_LAUNCH_PARAM_BUFFER_SIZE (2), CU_LAUNCH_PARAM_END (0).
     void *extra[] = {(void *)1, arguments, (void *)2, &arguments_size, (void *)0};
     return check(
-        driver.launch(function, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared, NULL, NULL, extra),
+        driver.launch(function, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared, STREAM, NULL, extra),
         "launching a kernel", message, size);
+}
+
+int lookout_cuda_wait(char *message, size_t size) {
+    if (current(message, size)) return 1;
+    return check(driver.stream_synchronize(STREAM), "waiting for the GPU", message, size);
 }
 
 int lookout_cuda_synchronize(char *message, size_t size) {
@@ -488,13 +507,13 @@ static struct {
         float *, int);
     // cublasGemmEx: (handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc,
     // computeType, algo).
+    int (*set_stream)(cublasHandle_t, CUstream);
     int (*gemm_ex)(
         cublasHandle_t, int, int, int, int, int, const void *, const void *, int, int, const void *, int, int,
         const void *, void *, int, int, int, int);
     cublasHandle_t handle;
 } cublas;
 static opening cublas_opening;
-static pthread_mutex_t cublas_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int open_cublas(char *message, size_t size) {
     static const char *const names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so", NULL};
@@ -509,6 +528,7 @@ static int open_cublas(char *message, size_t size) {
     LOAD(cublas, create, "cublasCreate_v2");
     LOAD(cublas, sgemm, "cublasSgemm_v2");
     LOAD(cublas, gemm_ex, "cublasGemmEx");
+    LOAD(cublas, set_stream, "cublasSetStream_v2");
     if (current(message, size)) return 1;
     int status = cublas.create(&cublas.handle);
     if (status != 0) {
@@ -522,16 +542,33 @@ int lookout_cublas_open(char *path, size_t path_size, char *message, size_t size
     return open_once(&cublas_opening, open_cublas, path, path_size, message, size);
 }
 
+/// The calling thread's cuBLAS handle, on its own stream (made at its first product; a handle is not shared by
+/// threads, so products on several threads need no lock).
+static __thread cublasHandle_t thread_handle;
+static cublasHandle_t handle_here(char *message, size_t size) {
+    if (thread_handle) return thread_handle;
+    cublasHandle_t handle = NULL;
+    int status = cublas.create(&handle);
+    if (status == 0) status = cublas.set_stream(handle, STREAM);
+    if (status != 0) {
+        say(message, size, "cuBLAS (%s) did not start on this thread (cuBLAS status %d)", cublas_opening.path,
+            status);
+        return NULL;
+    }
+    thread_handle = handle;
+    return handle;
+}
+
 int lookout_cublas_sgemm(
     int transpose_a, int transpose_b, int m, int n, int k, unsigned long long a, int lda, unsigned long long b,
     int ldb, float beta, unsigned long long c, int ldc, char *message, size_t size) {
     if (lookout_cublas_open(NULL, 0, message, size) || current(message, size)) return 1;
     const float alpha = 1;
-    pthread_mutex_lock(&cublas_lock);
+    cublasHandle_t handle = handle_here(message, size);
+    if (!handle) return 1;
     int status = cublas.sgemm(
-        cublas.handle, transpose_a ? 1 : 0, transpose_b ? 1 : 0, m, n, k, &alpha, (const float *)a, lda,
+        handle, transpose_a ? 1 : 0, transpose_b ? 1 : 0, m, n, k, &alpha, (const float *)a, lda,
         (const float *)b, ldb, &beta, (float *)c, ldc);
-    pthread_mutex_unlock(&cublas_lock);
     if (status != 0) {
         say(message, size, "cuBLAS's sgemm (%d×%d×%d) failed (cuBLAS status %d)", m, n, k, status);
         return 1;
@@ -548,11 +585,11 @@ int lookout_cublas_gemm_16(
     enum { R_32F = 0, R_16F = 2, R_16BF = 14, COMPUTE_32F = 68, GEMM_DEFAULT = -1 };
     int operand = type == LOOKOUT_CUDA_BF16 ? R_16BF : R_16F;
     const float alpha = 1;
-    pthread_mutex_lock(&cublas_lock);
+    cublasHandle_t handle = handle_here(message, size);
+    if (!handle) return 1;
     int status = cublas.gemm_ex(
-        cublas.handle, transpose_a ? 1 : 0, transpose_b ? 1 : 0, m, n, k, &alpha, (const void *)a, operand, lda,
+        handle, transpose_a ? 1 : 0, transpose_b ? 1 : 0, m, n, k, &alpha, (const void *)a, operand, lda,
         (const void *)b, operand, ldb, &beta, (void *)c, R_32F, ldc, COMPUTE_32F, GEMM_DEFAULT);
-    pthread_mutex_unlock(&cublas_lock);
     if (status != 0) {
         say(message, size, "cuBLAS's %s GEMM (%d×%d×%d) failed (cuBLAS status %d)",
             type == LOOKOUT_CUDA_BF16 ? "bf16" : "fp16", m, n, k, status);

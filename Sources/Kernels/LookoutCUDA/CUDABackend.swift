@@ -38,8 +38,9 @@ final class DeviceBuffer: DeviceStorage, @unchecked Sendable {
 ///
 /// Its own kernels (``CUDAKernels``) are compiled by NVRTC for the GPU's architecture at first use and kept as a
 /// cubin in the cache folder; the GEMMs (the convolutions lowered, the dense layers, the head's logits) go
-/// through cuBLAS in fp32 (no TF32), or through a kernel of its own where cuBLAS is absent. Every launch and copy
-/// is on one stream, in the order issued.
+/// through cuBLAS in fp32 (no TF32), or through a kernel of its own where cuBLAS is absent. Each thread's launches,
+/// copies and products are on its own stream, in the order it issued them: threads detecting side by side (the
+/// lanes of ``Engine/sharingWeights(pool:)``) share the GPU without waiting for each other.
 ///
 /// The detector's weights are fp32; the convolutions' products run in ``arithmetic`` (fp32, or fp16 or bf16 on the
 /// tensor cores: weights rounded once, inputs rounded as they are lowered). The CLIP towers' sequence operations run on the GPU with
@@ -249,13 +250,23 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
 
     // MARK: Buffers
 
-    /// Freed buffers by their size in bytes, taken again by the next map of that size (a photo's maps repeat the
-    /// last photo's sizes). Safe on one stream: a buffer taken again is written only by work issued after the work
-    /// that read it. At most ``poolLimit`` bytes are kept; the rest are freed.
+    /// Freed buffers by the thread that let them go and their size in bytes, taken again by that thread's next
+    /// map of that size (a photo's maps repeat the last photo's sizes). Each thread issues its work on its own
+    /// stream, in order, so a buffer it takes again is written only after its own work that read it; a map another
+    /// thread made comes back only after that thread waited for its work (its results copied back). At most
+    /// ``poolLimit`` bytes are kept in all; the rest are freed.
     private let pool = Mutex(BufferPool())
     private struct BufferPool {
-        var free: [Int: [UInt64]] = [:]
+        var free: [PoolKey: [UInt64]] = [:]
         var bytes = 0
+    }
+    private struct PoolKey: Hashable {
+        let thread: UInt
+        let bytes: Int
+        init(_ bytes: Int) {
+            thread = UInt(bitPattern: Int(bitPattern: UInt(pthread_self())))
+            self.bytes = bytes
+        }
     }
     /// An eighth of the GPU's memory, at most 4 GiB.
     private var poolLimit: Int { min(4 << 30, gpu.memoryBytes / 8) }
@@ -263,8 +274,9 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
     /// `bytes` of the GPU's memory: a kept buffer of that size, else a new one (after giving the kept ones back
     /// where the GPU has no room).
     func allocate(bytes: Int) throws(CUDAError) -> UInt64 {
+        let key = PoolKey(bytes)
         let kept = pool.withLock { pool -> UInt64? in
-            guard let address = pool.free[bytes]?.popLast() else { return nil }
+            guard let address = pool.free[key]?.popLast() else { return nil }
             pool.bytes -= bytes
             return address
         }
@@ -279,10 +291,10 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
 
     /// A buffer no map holds any more: kept for reuse, or freed (in stream order) past the pool's limit.
     func recycle(_ address: UInt64, bytes: Int) {
-        let limit = poolLimit
+        let (limit, key) = (poolLimit, PoolKey(bytes))
         let kept = pool.withLock { pool -> Bool in
             guard pool.bytes + bytes <= limit else { return false }
-            pool.free[bytes, default: []].append(address)
+            pool.free[key, default: []].append(address)
             pool.bytes += bytes
             return true
         }
@@ -383,6 +395,7 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             guard let buffer = upload(values) else { return nil }
             buffers.append(buffer)
         }
+        settle()  // other threads' streams read them next
         state.withLock { state in
             // Layers hold their weights for their lifetime; a bound keeps weights made afresh per call (none today)
             // from piling up.
@@ -415,6 +428,7 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         let values = make()
         guard let full = upload(values), let rounded = buffer16(values.count) else { return nil }
         round16(full, into: rounded, count: values.count)
+        settle()
         state.withLock { state in
             if state.weights.count >= 4096 { state.weights.removeAll() }
             state.weights[key] = CachedWeights(sources: sources, buffers: [rounded])
@@ -572,6 +586,11 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
     // MARK: ComputeBackend
 
     public func beginImage() {}
+
+    /// Waits for this thread's stream.
+    public func settle() {
+        if let error = Self.check({ lookout_cuda_wait($0, $1) }) { fail(error) }
+    }
 
     /// One after another: the GPU runs each task's operations across all of itself.
     public func tasks(_ count: Int, _ body: @escaping @Sendable (Int) -> FeatureMap) -> [FeatureMap] {

@@ -14,6 +14,10 @@ public protocol ComputeBackend: Sendable {
     /// from the first image on, after loading, when its settings say so).
     func beginImage()
 
+    /// Waits until the work this thread issued is done (a GPU's, which runs behind the thread): called when a
+    /// photo's features are ready, so that another thread may use them. Nothing to wait for on the CPU.
+    func settle()
+
     /// Runs `count` independent tasks (a head's branches), side by side where the backend can; the operations a
     /// task calls run within it. Their results, in task order.
     func tasks(_ count: Int, _ body: @escaping @Sendable (Int) -> FeatureMap) -> [FeatureMap]
@@ -114,6 +118,7 @@ public protocol ComputeBackend: Sendable {
 }
 
 extension ComputeBackend {
+    public func settle() {}
     public func overlaps(_ boxes: [Float], areas: [Float], count: Int, threshold: Double) -> [UInt64]? { nil }
 }
 

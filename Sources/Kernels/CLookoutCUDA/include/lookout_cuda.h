@@ -37,8 +37,9 @@ int lookout_cuda_map_floats(
     char *message, size_t size);
 
 // The backend's calls (``CUDABackend``): one GPU per process, its primary context made current on each calling
-// thread, memory from the stream-ordered allocator, every launch on the legacy default stream (so copies and
-// launches run in the order they were issued).
+// thread, memory from the stream-ordered allocator, every launch, copy and product on the calling thread's own
+// stream (CUDA's per-thread default stream, and a cuBLAS handle per thread): a thread's work runs in the order it
+// issued it, and threads side by side do not wait for each other. A copy back waits for the thread's own work.
 
 /// Makes GPU `index`'s primary context the one the calls below use.
 int lookout_cuda_use(int index, char *message, size_t size);
@@ -57,7 +58,9 @@ int lookout_cuda_function(void *module, const char *name, void **function, char 
 int lookout_cuda_launch(
     void *function, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x, unsigned block_y,
     unsigned block_z, unsigned shared, void *arguments, size_t arguments_size, char *message, size_t size);
-/// Waits for everything issued.
+/// Waits for the work the calling thread issued (its stream).
+int lookout_cuda_wait(char *message, size_t size);
+/// Waits for everything issued, on every thread.
 int lookout_cuda_synchronize(char *message, size_t size);
 
 /// Opens cuBLAS (libcublas.so.13 or .12) and makes a handle on the GPU in use; `path` is where it was found.
