@@ -191,7 +191,9 @@ extension SQLiteIndexStore: NearestNeighbourStore {
         try database.execute("BEGIN")
         defer { try? database.execute("COMMIT") }
         let sequence = try changeSequence()
-        let rowidStatement = try database.prepare("SELECT rowid FROM images WHERE model = ? ORDER BY rowid")
+        // In the order of the photos' content hashes, not of their rowids: photos indexed side by side (lanes)
+        // arrive in any order, and the lists must not depend on it.
+        let rowidStatement = try database.prepare("SELECT rowid FROM images WHERE model = ? ORDER BY hash")
         rowidStatement.bind([.text(key)])
         var rowids: [Int64] = []
         while try rowidStatement.step() { rowids.append(rowidStatement.integer(0)) }
@@ -201,14 +203,15 @@ extension SQLiteIndexStore: NearestNeighbourStore {
         // k-means on the vectors of a sample of photos (about 40 per centroid).
         progress("region lists: training \(k) centroids")
         var random = SplitMix(state: 20_261_125)
-        var sampleRows = rowids
+        var positions = Array(rowids.indices)
         let wantedRows = min(rowids.count, max(1, 40 * k / max(model.maximumRegions, 1)))
         for i in 0..<wantedRows {
-            sampleRows.swapAt(i, i + Int(random.next() % UInt64(rowids.count - i)))
+            positions.swapAt(i, i + Int(random.next() % UInt64(rowids.count - i)))
         }
         var sampleCodes: [Int8] = []
         var sampleScales: [Float] = []
-        try forEachContent(model: key, rowids: Array(sampleRows.prefix(wantedRows)).sorted()) { _, regions, image in
+        let sample = positions.prefix(wantedRows).sorted().map { rowids[$0] }
+        try forEachContent(model: key, rowids: sample) { _, regions, image in
             for entry in RegionLists.entries(
                 regions: regions, image: image, dimension: dimension, objectLevels: levels)
             {
