@@ -22,13 +22,7 @@ public struct CLIPVocabulary: Sendable {
 
     /// Reads and validates a vocabulary file.
     public init(contentsOf path: String) throws(VocabularyError) {
-        let bytes: [UInt8]
-        do {
-            bytes = try FileContents.read(path, maximumSize: 256 << 20)
-        } catch {
-            throw VocabularyError(path: path, kind: .unreadable, problem: error.reason)
-        }
-        try self.init(json: bytes, path: path)
+        try self.init(json: VocabularyError.read(path, maximumSize: 256 << 20), path: path)
     }
 
     /// Parses and validates vocabulary JSON; `path` names the source in errors.
@@ -231,6 +225,15 @@ public struct VocabularyError: Error, CustomStringConvertible, Sendable {
         self.path = path
         self.kind = kind
         self.problem = problem
+    }
+
+    /// A tokenizer file's bytes, or the error saying why it cannot be read.
+    static func read(_ path: String, maximumSize: Int) throws(VocabularyError) -> [UInt8] {
+        do {
+            return try FileContents.read(path, maximumSize: maximumSize)
+        } catch {
+            throw VocabularyError(path: path, kind: .unreadable, problem: error.reason)
+        }
     }
 }
 

@@ -38,13 +38,7 @@ public struct SentencePieceModel: Sendable {
 
     /// Reads a model file.
     public init(contentsOf path: String) throws(VocabularyError) {
-        let bytes: [UInt8]
-        do {
-            bytes = try FileContents.read(path, maximumSize: 64 << 20)
-        } catch {
-            throw VocabularyError(path: path, kind: .unreadable, problem: error.reason)
-        }
-        try self.init(bytes: bytes, path: path)
+        try self.init(bytes: VocabularyError.read(path, maximumSize: 64 << 20), path: path)
     }
 
     public init(bytes: [UInt8], path: String) throws(VocabularyError) {

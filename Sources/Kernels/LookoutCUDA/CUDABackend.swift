@@ -637,18 +637,7 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
                         count: part.channels * plane)
                     continue
                 }
-                launch("lk_im2col_16", rows: part.channels * k * k, plane: outPlane) {
-                    $0.pointer(part.buffer, offset: part.offset)
-                    $0.pointer16(columns, offset: part.start * k * k * outPlane)
-                    $0.int(part.channels)
-                    $0.int(x.height)
-                    $0.int(x.width)
-                    $0.int(k)
-                    $0.int(weights.stride)
-                    $0.int(outHeight)
-                    $0.int(outWidth)
-                    $0.int(Int(arithmetic.code))
-                }
+                lower(part, of: x, weights, into: columns, sixteen: true)
             }
             gemm16(
                 m: weights.outputs, n: outPlane, k: depth, a: weight16, aRow: depth, aColumn: 1, b: columns,
@@ -663,19 +652,7 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             }
         } else {
             guard let columns = buffer(depth * outPlane) else { return failed }
-            for part in parts {
-                launch("lk_im2col", rows: part.channels * k * k, plane: outPlane) {
-                    $0.pointer(part.buffer, offset: part.offset)
-                    $0.pointer(columns, offset: part.start * k * k * outPlane)
-                    $0.int(part.channels)
-                    $0.int(x.height)
-                    $0.int(x.width)
-                    $0.int(k)
-                    $0.int(weights.stride)
-                    $0.int(outHeight)
-                    $0.int(outWidth)
-                }
-            }
+            for part in parts { lower(part, of: x, weights, into: columns, sixteen: false) }
             gemm(
                 m: weights.outputs, n: outPlane, k: depth, a: parameters[0], aRow: depth, aColumn: 1, b: columns,
                 bRow: outPlane, bColumn: 1, c: out, ldc: outPlane)
@@ -688,6 +665,28 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             $0.int(weights.activation ? 1 : 0)
         }
         return map(out, channels: weights.outputs, height: outHeight, width: outWidth)
+    }
+
+    /// A part's rows of a convolution's lowered input (`lk_im2col`, or `lk_im2col_16` rounding to ``arithmetic``).
+    private func lower(
+        _ part: (buffer: DeviceBuffer, offset: Int, channels: Int, start: Int), of x: StackedMaps,
+        _ weights: ConvolutionWeights, into columns: DeviceBuffer, sixteen: Bool
+    ) {
+        let (outHeight, outWidth) = weights.outputSize(height: x.height, width: x.width)
+        let k = weights.kernel
+        let at = part.start * k * k * outHeight * outWidth
+        launch(sixteen ? "lk_im2col_16" : "lk_im2col", rows: part.channels * k * k, plane: outHeight * outWidth) {
+            $0.pointer(part.buffer, offset: part.offset)
+            if sixteen { $0.pointer16(columns, offset: at) } else { $0.pointer(columns, offset: at) }
+            $0.int(part.channels)
+            $0.int(x.height)
+            $0.int(x.width)
+            $0.int(k)
+            $0.int(weights.stride)
+            $0.int(outHeight)
+            $0.int(outWidth)
+            if sixteen { $0.int(Int(arithmetic.code)) }
+        }
     }
 
     public func convolve(_ x: FeatureMap, _ weights: ConvolutionWeights, kernel: any ConvolutionKernel) -> FeatureMap {

@@ -44,13 +44,59 @@ public enum CUDAKernels {
             return f;
         }
 
-        extern "C" {
-
         // Rows of a map (channels on the grid's y, the plane's pixels on its x): 32-bit indices, no division by a
         // 64-bit size per value.
         #define LK_ROWS(row, rows, p, plane) \\
             for (int row = blockIdx.y; row < (rows); row += gridDim.y) \\
                 for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < (plane); p += blockDim.x * gridDim.x)
+
+        // A value of an fp32 or 16-bit operand (``GPUArithmetic``'s type), and a value stored as one.
+        __device__ __forceinline__ float lk_load(const float *p, long long i, int) { return p[i]; }
+        __device__ __forceinline__ float lk_load(const unsigned short *p, long long i, int type) {
+            return lk_from_16(p[i], type);
+        }
+        __device__ __forceinline__ void lk_store(float *p, long long i, float v, int) { p[i] = v; }
+        __device__ __forceinline__ void lk_store(unsigned short *p, long long i, float v, int type) {
+            p[i] = lk_to_16_of(v, type);
+        }
+
+        // The convolution's lowered input: row (c·k + ky)·k + kx, column oy·OW + ox; zero outside the map. Grid
+        // (output pixels, rows).
+        template <typename T>
+        __device__ void lk_lower(const float *x, T *col, int C, int H, int W, int k, int s, int OH, int OW, int type) {
+            int P = OH * OW, half = k / 2;
+            LK_ROWS(row, C * k * k, p, P) {
+                int kx = row % k, ky = (row / k) % k, c = row / (k * k);
+                int oy = p / OW, ox = p - oy * OW;
+                int iy = oy * s + ky - half, ix = ox * s + kx - half;
+                float v = (iy >= 0 && iy < H && ix >= 0 && ix < W) ? x[((long long)c * H + iy) * W + ix] : 0.0f;
+                lk_store(col, (long long)row * P + p, v, type);
+            }
+        }
+
+        // C[i, j] = Σ_k A(i, k)·B(k, j) (+ beta·C) in fp32 over 16×16 tiles through shared memory.
+        template <typename T>
+        __device__ void lk_gemm_tiles(int M, int N, int K, const T *a, long long sam, long long sak, const T *b,
+                                      long long sbk, long long sbn, float *c, long long ldc, float beta, int type) {
+            __shared__ float As[16][17];
+            __shared__ float Bs[16][17];
+            int tx = threadIdx.x, ty = threadIdx.y;
+            int row = blockIdx.y * 16 + ty, column = blockIdx.x * 16 + tx;
+            float sum = 0.0f;
+            for (int k0 = 0; k0 < K; k0 += 16) {
+                As[ty][tx] = (row < M && k0 + tx < K) ? lk_load(a, row * sam + (k0 + tx) * sak, type) : 0.0f;
+                Bs[ty][tx] = (k0 + ty < K && column < N) ? lk_load(b, (k0 + ty) * sbk + column * sbn, type) : 0.0f;
+                __syncthreads();
+                for (int kk = 0; kk < 16; kk++) sum += As[ty][kk] * Bs[kk][tx];
+                __syncthreads();
+            }
+            if (row < M && column < N) {
+                float *target = c + row * ldc + column;
+                *target = beta == 0.0f ? sum : sum + beta * *target;
+            }
+        }
+
+        extern "C" {
 
         // y[o, p] = y[o, p] + bias[o], then SiLU where `act`. Grid (pixels, outputs).
         __global__ void lk_bias_act(float *y, const float *bias, int plane, int outputs, int act) {
@@ -61,39 +107,16 @@ public enum CUDAKernels {
             }
         }
 
-        // The convolution's lowered input: row (c·k + ky)·k + kx, column oy·OW + ox; zero outside the map. Grid
-        // (output pixels, rows).
+        // The convolution's lowered input (lk_lower).
         __global__ void lk_im2col(const float *x, float *col, int C, int H, int W, int k, int s, int OH, int OW) {
-            int P = OH * OW, half = k / 2;
-            LK_ROWS(row, C * k * k, p, P) {
-                int kx = row % k, ky = (row / k) % k, c = row / (k * k);
-                int oy = p / OW, ox = p - oy * OW;
-                int iy = oy * s + ky - half, ix = ox * s + kx - half;
-                col[(long long)row * P + p] =
-                    (iy >= 0 && iy < H && ix >= 0 && ix < W) ? x[((long long)c * H + iy) * W + ix] : 0.0f;
-            }
+            lk_lower(x, col, C, H, W, k, s, OH, OW, 0);
         }
 
         // C[i, j] = Σ_k A(i, k)·B(k, j) (+ beta·C), A(i, k) = a[i·sam + k·sak], B(k, j) = b[k·sbk + j·sbn]: the
-        // GEMM where cuBLAS is absent. 16×16 tiles through shared memory; grid (⌈N/16⌉, ⌈M/16⌉), block 16×16.
+        // GEMM where cuBLAS is absent (lk_gemm_tiles). Grid (⌈N/16⌉, ⌈M/16⌉), block 16×16.
         __global__ void lk_gemm(int M, int N, int K, const float *a, long long sam, long long sak, const float *b,
                                 long long sbk, long long sbn, float *c, long long ldc, float beta) {
-            __shared__ float As[16][17];
-            __shared__ float Bs[16][17];
-            int tx = threadIdx.x, ty = threadIdx.y;
-            int row = blockIdx.y * 16 + ty, column = blockIdx.x * 16 + tx;
-            float sum = 0.0f;
-            for (int k0 = 0; k0 < K; k0 += 16) {
-                As[ty][tx] = (row < M && k0 + tx < K) ? a[row * sam + (k0 + tx) * sak] : 0.0f;
-                Bs[ty][tx] = (k0 + ty < K && column < N) ? b[(k0 + ty) * sbk + column * sbn] : 0.0f;
-                __syncthreads();
-                for (int kk = 0; kk < 16; kk++) sum += As[ty][kk] * Bs[kk][tx];
-                __syncthreads();
-            }
-            if (row < M && column < N) {
-                float *target = c + row * ldc + column;
-                *target = beta == 0.0f ? sum : sum + beta * *target;
-            }
+            lk_gemm_tiles(M, N, K, a, sam, sak, b, sbk, sbn, c, ldc, beta, 0);
         }
 
         // One k×k filter per channel, stride 1, padding k/2, bias, SiLU where `act`.
@@ -363,36 +386,14 @@ public enum CUDAKernels {
         // lk_im2col with its rows rounded to 16 bits.
         __global__ void lk_im2col_16(const float *x, unsigned short *col, int C, int H, int W, int k, int s, int OH,
                                      int OW, int type) {
-            int P = OH * OW, half = k / 2;
-            LK_ROWS(row, C * k * k, p, P) {
-                int kx = row % k, ky = (row / k) % k, c = row / (k * k);
-                int oy = p / OW, ox = p - oy * OW;
-                int iy = oy * s + ky - half, ix = ox * s + kx - half;
-                float v = (iy >= 0 && iy < H && ix >= 0 && ix < W) ? x[((long long)c * H + iy) * W + ix] : 0.0f;
-                col[(long long)row * P + p] = lk_to_16_of(v, type);
-            }
+            lk_lower(x, col, C, H, W, k, s, OH, OW, type);
         }
 
         // lk_gemm of 16-bit operands, summed in fp32 (where cuBLAS is absent).
         __global__ void lk_gemm_16(int M, int N, int K, const unsigned short *a, long long sam, long long sak,
                                    const unsigned short *b, long long sbk, long long sbn, float *c, long long ldc,
                                    float beta, int type) {
-            __shared__ float As[16][17];
-            __shared__ float Bs[16][17];
-            int tx = threadIdx.x, ty = threadIdx.y;
-            int row = blockIdx.y * 16 + ty, column = blockIdx.x * 16 + tx;
-            float sum = 0.0f;
-            for (int k0 = 0; k0 < K; k0 += 16) {
-                As[ty][tx] = (row < M && k0 + tx < K) ? lk_from_16(a[row * sam + (k0 + tx) * sak], type) : 0.0f;
-                Bs[ty][tx] = (k0 + ty < K && column < N) ? lk_from_16(b[(k0 + ty) * sbk + column * sbn], type) : 0.0f;
-                __syncthreads();
-                for (int kk = 0; kk < 16; kk++) sum += As[ty][kk] * Bs[kk][tx];
-                __syncthreads();
-            }
-            if (row < M && column < N) {
-                float *target = c + row * ldc + column;
-                *target = beta == 0.0f ? sum : sum + beta * *target;
-            }
+            lk_gemm_tiles(M, N, K, a, sam, sak, b, sbk, sbn, c, ldc, beta, type);
         }
 
         // y[r, o] += b[o].
