@@ -13,6 +13,8 @@ public struct SigLIPTokenizer: Sendable {
     let unknownText = "<unk>"
     /// How many ids `<unk>` written as text encodes to.
     let unknownLength: Int
+    /// The special tokens the text is cut at, with their ids.
+    let specials: [(text: [Unicode.Scalar], id: Int)]
 
     public init(model: SentencePieceModel, length: Int = 64) throws(VocabularyError) {
         guard let end = model.pieces.firstIndex(of: "</s>") else {
@@ -22,6 +24,7 @@ public struct SigLIPTokenizer: Sendable {
         self.length = length
         endID = end
         unknownLength = model.encode(unknownText).count
+        specials = [(Array("</s>".unicodeScalars), end), (Array(unknownText.unicodeScalars), model.unknownID)]
     }
 
     public init(contentsOf path: String, length: Int = 64) throws(VocabularyError) {
@@ -40,9 +43,6 @@ public struct SigLIPTokenizer: Sendable {
 
     /// The ids before `</s>` and padding.
     func tokens(_ text: String) -> [Int] {
-        let specials: [(text: [Unicode.Scalar], id: Int)] = [
-            (Array("</s>".unicodeScalars), endID), (Array(unknownText.unicodeScalars), model.unknownID),
-        ]
         let scalars = Array(text.unicodeScalars)
         // Parts: text between special tokens (the whitespace beside a special token dropped), and the tokens.
         var parts: [(text: [Unicode.Scalar], special: Int?)] = []

@@ -381,9 +381,11 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
     /// Weights the layers keep for their lifetime, copied to the GPU once: keyed by the host arrays' addresses
     /// (kept alive with the copies, so an address cannot come back naming other values).
     func cached(_ arrays: [[Float]], make: () -> [[Float]]) -> [DeviceBuffer]? {
-        cached(
-            key: arrays.map { $0.withUnsafeBufferPointer { UInt(bitPattern: $0.baseAddress) } }, sources: arrays,
-            make: make)
+        cached(key: Self.addresses(arrays), sources: arrays, make: make)
+    }
+
+    static func addresses(_ arrays: [[Float]]) -> [UInt] {
+        arrays.map { $0.withUnsafeBufferPointer { UInt(bitPattern: $0.baseAddress) } }
     }
 
     /// The same, named by `key` and kept alive by `sources`.
@@ -395,14 +397,19 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             guard let buffer = upload(values) else { return nil }
             buffers.append(buffer)
         }
-        settle()  // other threads' streams read them next
+        keep(buffers, as: key, sources: arrays)
+        return buffers
+    }
+
+    /// Weights made on this thread's stream, waited for (other threads' streams read them next) and kept.
+    private func keep(_ buffers: [DeviceBuffer], as key: WeightKey, sources: [Any]) {
+        settle()
         state.withLock { state in
             // Layers hold their weights for their lifetime; a bound keeps weights made afresh per call (none today)
             // from piling up.
             if state.weights.count >= 4096 { state.weights.removeAll() }
-            state.weights[key] = CachedWeights(sources: arrays, buffers: buffers)
+            state.weights[key] = CachedWeights(sources: sources, buffers: buffers)
         }
-        return buffers
     }
 
     /// Room for `count` 16-bit values.
@@ -421,18 +428,14 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         }
     }
 
-    /// A layer's weights rounded to ``arithmetic``'s 16 bits, once: keyed as ``cached(key:sources:make:)``.
-    func cached16(key addresses: [UInt], sources: [Any], make: () -> [Float]) -> DeviceBuffer? {
-        let key = WeightKey(addresses: addresses + [UInt(arithmetic.code)])
+    /// A layer's weights (`arrays`, already on the GPU as `full`, `count` floats) rounded to ``arithmetic``'s 16
+    /// bits, once: keyed as ``cached(_:make:)`` and the type.
+    func cached16(_ arrays: [[Float]], from full: DeviceBuffer, count: Int) -> DeviceBuffer? {
+        let key = WeightKey(addresses: Self.addresses(arrays) + [UInt(arithmetic.code)])
         if let hit = state.withLock({ $0.weights[key] }) { return hit.buffers[0] }
-        let values = make()
-        guard let full = upload(values), let rounded = buffer16(values.count) else { return nil }
-        round16(full, into: rounded, count: values.count)
-        settle()
-        state.withLock { state in
-            if state.weights.count >= 4096 { state.weights.removeAll() }
-            state.weights[key] = CachedWeights(sources: sources, buffers: [rounded])
-        }
+        guard let rounded = buffer16(count) else { return nil }
+        round16(full, into: rounded, count: count)
+        keep([rounded], as: key, sources: arrays)
         return rounded
     }
 
@@ -501,85 +504,56 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
 
     /// `C[i, j] = Σ_k A(i, k)·B(k, j)` (+ `beta`·C), row-major `m × n` with row stride `ldc`, where
     /// `A(i, k) = a[i·aRow + k·aColumn]` and `B(k, j) = b[k·bRow + j·bColumn]`; one of each pair of strides is 1.
-    /// cuBLAS where it opened, else ``CUDAKernels``' `lk_gemm`. Offsets count floats.
+    /// A and B are fp32, or with `operands` fp16 or bf16 (summed in fp32 on the tensor cores); C is fp32.
+    /// cuBLAS where it opened, else ``CUDAKernels``' `lk_gemm` or `lk_gemm_16`. Offsets count values.
     func gemm(
         m: Int, n: Int, k: Int, a: DeviceBuffer?, aOffset: Int = 0, aRow: Int, aColumn: Int, b: DeviceBuffer?,
-        bOffset: Int = 0, bRow: Int, bColumn: Int, c: DeviceBuffer?, cOffset: Int = 0, ldc: Int, beta: Float = 0
+        bOffset: Int = 0, bRow: Int, bColumn: Int, c: DeviceBuffer?, cOffset: Int = 0, ldc: Int, beta: Float = 0,
+        operands: GPUArithmetic = .fp32
     ) {
         guard m > 0 && n > 0, let a, let b, let c else { return }
         guard k > 0 else { return }
+        let width = UInt64(operands == .fp32 ? 4 : 2)
+        let (left, right) = (a.address + UInt64(aOffset) * width, b.address + UInt64(bOffset) * width)
+        let out = c.address + UInt64(cOffset * 4)
         if cublasPath != nil {
             // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: cuBLAS's first operand is B, its second A.
             // An operand is stored transposed when its column stride is not 1; its leading dimension is then
             // that stride, else its row stride (at least the row's length, as cuBLAS requires).
-            let bTransposed = bColumn != 1
-            let aTransposed = aColumn != 1
-            timed("cuBLAS sgemm") {
+            let bTransposed: Int32 = bColumn != 1 ? 1 : 0
+            let aTransposed: Int32 = aColumn != 1 ? 1 : 0
+            let ldb = Int32(bTransposed == 1 ? bColumn : max(bRow, n))
+            let lda = Int32(aTransposed == 1 ? aColumn : max(aRow, k))
+            timed(operands == .fp32 ? "cuBLAS sgemm" : "cuBLAS \(operands.rawValue) GEMM") {
                 if let error = Self.check({
-                    lookout_cublas_sgemm(
-                        bTransposed ? 1 : 0, aTransposed ? 1 : 0, Int32(n), Int32(m), Int32(k),
-                        b.address + UInt64(bOffset * 4), Int32(bTransposed ? bColumn : max(bRow, n)),
-                        a.address + UInt64(aOffset * 4), Int32(aTransposed ? aColumn : max(aRow, k)), beta,
-                        c.address + UInt64(cOffset * 4), Int32(ldc), $0, $1)
+                    operands == .fp32
+                        ? lookout_cublas_sgemm(
+                            bTransposed, aTransposed, Int32(n), Int32(m), Int32(k), right, ldb, left, lda, beta, out,
+                            Int32(ldc), $0, $1)
+                        : lookout_cublas_gemm_16(
+                            operands.code, bTransposed, aTransposed, Int32(n), Int32(m), Int32(k), right, ldb, left,
+                            lda, beta, out, Int32(ldc), $0, $1)
                 }) {
                     fail(error)
                 }
             }
             return
         }
-        launch("lk_gemm", grid: (UInt32((n + 15) / 16), UInt32((m + 15) / 16)), block: (16, 16)) {
+        let grid = (UInt32((n + 15) / 16), UInt32((m + 15) / 16))
+        launch(operands == .fp32 ? "lk_gemm" : "lk_gemm_16", grid: grid, block: (16, 16)) {
             $0.int(m)
             $0.int(n)
             $0.int(k)
-            $0.pointer(a, offset: aOffset)
+            $0.append(left, alignment: 8)
             $0.long(aRow)
             $0.long(aColumn)
-            $0.pointer(b, offset: bOffset)
+            $0.append(right, alignment: 8)
             $0.long(bRow)
             $0.long(bColumn)
-            $0.pointer(c, offset: cOffset)
+            $0.append(out, alignment: 8)
             $0.long(ldc)
             $0.float(beta)
-        }
-    }
-
-    /// ``gemm(m:n:k:a:aOffset:aRow:aColumn:b:bOffset:bRow:bColumn:c:cOffset:ldc:beta:)`` of 16-bit operands
-    /// (``arithmetic``'s; offsets count 16-bit values), summed in fp32 into fp32 C: cuBLAS's tensor cores, else
-    /// `lk_gemm_16`.
-    func gemm16(
-        m: Int, n: Int, k: Int, a: DeviceBuffer?, aRow: Int, aColumn: Int, b: DeviceBuffer?, bRow: Int, bColumn: Int,
-        c: DeviceBuffer?, ldc: Int
-    ) {
-        guard m > 0 && n > 0 && k > 0, let a, let b, let c else { return }
-        if cublasPath != nil {
-            let bTransposed = bColumn != 1
-            let aTransposed = aColumn != 1
-            timed("cuBLAS \(arithmetic.rawValue) GEMM") {
-                if let error = Self.check({
-                    lookout_cublas_gemm_16(
-                        arithmetic.code, bTransposed ? 1 : 0, aTransposed ? 1 : 0, Int32(n), Int32(m), Int32(k),
-                        b.address, Int32(bTransposed ? bColumn : max(bRow, n)), a.address,
-                        Int32(aTransposed ? aColumn : max(aRow, k)), 0, c.address, Int32(ldc), $0, $1)
-                }) {
-                    fail(error)
-                }
-            }
-            return
-        }
-        launch("lk_gemm_16", grid: (UInt32((n + 15) / 16), UInt32((m + 15) / 16)), block: (16, 16)) {
-            $0.int(m)
-            $0.int(n)
-            $0.int(k)
-            $0.pointer16(a)
-            $0.long(aRow)
-            $0.long(aColumn)
-            $0.pointer16(b)
-            $0.long(bRow)
-            $0.long(bColumn)
-            $0.pointer(c)
-            $0.long(ldc)
-            $0.float(0)
-            $0.int(Int(arithmetic.code))
+            if operands != .fp32 { $0.int(Int(operands.code)) }
         }
     }
 
@@ -624,10 +598,7 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         }
         if arithmetic != .fp32 {
             // The lowered input in 16 bits (a 1×1 convolution's parts rounded into their rows), one product.
-            guard
-                let weight16 = cached16(
-                    key: source.map { $0.withUnsafeBufferPointer { UInt(bitPattern: $0.baseAddress) } },
-                    sources: source, make: { weights.denseWeight }),
+            guard let weight16 = cached16(source, from: parameters[0], count: weights.outputs * depth),
                 let columns = buffer16(depth * outPlane)
             else { return failed }
             for part in parts where part.channels > 0 {
@@ -639,9 +610,9 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
                 }
                 lower(part, of: x, weights, into: columns, sixteen: true)
             }
-            gemm16(
+            gemm(
                 m: weights.outputs, n: outPlane, k: depth, a: weight16, aRow: depth, aColumn: 1, b: columns,
-                bRow: outPlane, bColumn: 1, c: out, ldc: outPlane)
+                bRow: outPlane, bColumn: 1, c: out, ldc: outPlane, operands: arithmetic)
         } else if k == 1 && weights.stride == 1 {
             // Empty parts left out: the first product writes, the others add.
             for (index, part) in parts.filter({ $0.channels > 0 }).enumerated() {

@@ -61,7 +61,10 @@ public enum NonMaxSuppression {
             guard score > (options.perClassConfidence[k] ?? options.confidence) else { return }
             let cx = output[anchor], cy = output[anchors + anchor]
             let halfWidth = output[2 * anchors + anchor] / 2, halfHeight = output[3 * anchors + anchor] / 2
-            corners.append(contentsOf: [cx - halfWidth, cy - halfHeight, cx + halfWidth, cy + halfHeight])
+            corners.append(cx - halfWidth)
+            corners.append(cy - halfHeight)
+            corners.append(cx + halfWidth)
+            corners.append(cy + halfHeight)
             scores.append(score)
             queries.append(Int32(k))
             fromAnchor.append(Int32(anchor))
