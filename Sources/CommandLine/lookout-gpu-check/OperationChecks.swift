@@ -236,7 +236,7 @@ struct OperationChecks {
                     rowsQKV, lengths: rowsOf, starts: starts, width: rowWidth, heads: 4, causal: causal)
             }
         }
-        for activation in [SequenceActivation.quickGELU, .gelu] {
+        for activation in SequenceActivation.allCases {
             check("activation \(activation)") { backend in
                 var values = sequence
                 backend.activate(&values, activation)

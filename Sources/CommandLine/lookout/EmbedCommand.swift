@@ -114,13 +114,25 @@ struct EmbedCommand: ParsableCommand {
             printError("lookout: no model given, using the demo model's text encoder in \(directory)")
             path = try ModelManifest(directory: directory).textEncoder.path
         }
-        let encoder = try ImageTower.ownText(path) ?? CLIPTextEncoder(contentsOf: path)
-        let loadedEncoder = clock.lap()
-        let embedder = try TextEmbedder(
-            tokenizer: tokenizer, encoder: encoder, cache: textEmbeddingCache(enabled: !noCache)
-        )
         let inputs = jsonl ? try readJSONLines() : texts
-        let (embeddings, report) = embedder.embed(inputs)
+        _ = clock.lap()
+        let embeddings: [[Float]]
+        var report = TextEmbedder.Report()
+        let loadedEncoder: Double
+        if SigLIPModel.isModel(path), let own = try ImageTower.sceneText(path, tokenizer: tokenizer) {
+            // A SigLIP folder: its own tokenizer and text tower (not cached).
+            loadedEncoder = clock.lap()
+            embeddings = own.embed(inputs)
+            report.computed = inputs.count
+        } else {
+            let encoder =
+                try OpenCLIPModel.isModel(path)
+                ? OpenCLIPModel.textEncoder(contentsOf: path) : CLIPTextEncoder(contentsOf: path)
+            loadedEncoder = clock.lap()
+            let embedder = try TextEmbedder(
+                tokenizer: tokenizer, encoder: encoder, cache: textEmbeddingCache(enabled: !noCache))
+            (embeddings, report) = embedder.embed(inputs)
+        }
         let embedded = clock.lap()
         var out = ""
         for embedding in embeddings {
@@ -153,7 +165,6 @@ struct EmbedCommand: ParsableCommand {
         }
         // An open_clip folder brings its own preprocessing; OpenAI's files take clip._transform's.
         let tower = try ImageTower(contentsOf: path)
-        let encoder = tower.encoder
         let loaded = clock.lap()
         var failures = 0
         var computeSeconds = 0.0
@@ -172,7 +183,7 @@ struct EmbedCommand: ParsableCommand {
                 }
             }
             var compute = Stopwatch()
-            var embeddings = encoder.encode(inputs.compactMap { $0 }).makeIterator()
+            var embeddings = tower.encode(inputs.compactMap { $0 }).makeIterator()
             computeSeconds += compute.lap()
             var out = ""
             for input in inputs {

@@ -344,25 +344,29 @@ struct IndexCommand: ParsableCommand {
             let tower = try ImageTower(contentsOf: imageModel, precision: modelOptions.configuration.towerPrecision)
             imageTower = tower
             let textFamily = engine.embedder!.encoder.configuration.family
-            // A tower with its own text tower (open_clip) scores queries in its own space, whatever the detector's.
-            guard textFamily == .clip || tower.text != nil else {
+            // A tower with its own text tower (open_clip, SigLIP) scores queries in its own space, whatever the
+            // detector's.
+            guard textFamily == .clip || tower.ownTextSize != nil else {
                 throw LookoutError(
                     "\(imageModel): whole-photo (scene) embeddings are scored against CLIP text embeddings, but \(engine.network.familyName) reads queries through \(textFamily.rawValue): index with --no-image-model (objects only)"
                 )
             }
-            let textSize =
-                tower.text?.configuration.embeddingSize ?? engine.embedder!.encoder.configuration.embeddingSize
-            guard tower.encoder.configuration.embeddingSize == textSize else {
+            let textSize = tower.ownTextSize ?? engine.embedder!.encoder.configuration.embeddingSize
+            guard tower.embeddingSize == textSize else {
                 throw LookoutError(
-                    "\(imageModel): the image tower embeds in \(tower.encoder.configuration.embeddingSize) dimensions, the text encoder in \(textSize): they are not one CLIP model"
+                    "\(imageModel): the image tower embeds in \(tower.embeddingSize) dimensions, the text encoder in \(textSize): they are not one CLIP model"
                 )
+            }
+            if tower.ownTextSize != nil {
+                // Its queries need its own tokenizer: refused now rather than after the folder is indexed.
+                _ = try ImageTower.sceneText(imageModel, tokenizer: engine.embedder!.tokenizer)
             }
             model.imageTower = tower.fingerprint
             model.imageTowerPath = absolutePath(imageModel)
-            if let center = tower.encoder.sceneCenter, let slope = tower.encoder.sceneSlope {
+            if let (center, slope) = tower.sceneScore {
                 model.sceneScore = SceneScore(center: center, slope: slope)
             }
-            model.duplicateThreshold = tower.encoder.duplicateThreshold
+            model.duplicateThreshold = tower.duplicateThreshold
         }
         /// The photo embedding, computed on `pool`. On the CPU also with `--device cuda`: the CUDA backend's
         /// sequence operations copy each one's matrices over and back, which made the demo's tower slower there

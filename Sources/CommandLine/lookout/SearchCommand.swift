@@ -188,18 +188,19 @@ struct SearchCommand: ParsableCommand {
             throw LookoutError.noImageTower(path)
         }
         let evidence: PhotoIndex.Evidence = objects || exact || byExample ? .objects : scenes ? .scenes : .both
-        // An index whose image tower has its own text tower (open_clip) scores scenes in that tower's space: the
-        // query embedded by it, not by the detector's text encoder.
+        // An index whose image tower has its own text tower (open_clip, SigLIP) scores scenes in that tower's space:
+        // the query embedded by it, not by the detector's text encoder.
         var sceneTexts: [[Float]]?
-        if evidence != .objects, let towerPath = stored.imageTowerPath, let text = try ImageTower.ownText(towerPath) {
+        if evidence != .objects, let towerPath = stored.imageTowerPath,
+            let text = try ImageTower.sceneText(towerPath, tokenizer: embedder.tokenizer)
+        {
             // The towers share one file: the text tower's fingerprint is the image tower's the index recorded.
             guard text.fingerprint == stored.imageTower else {
                 throw LookoutError(
                     "\(towerPath) has changed since \(path) was indexed with it: index the folder again for scene search"
                 )
             }
-            let own = try TextEmbedder(tokenizer: embedder.tokenizer, encoder: text, cache: nil)
-            sceneTexts = own.embed(parsed.alternatives).embeddings
+            sceneTexts = text.embed(parsed.alternatives)
         }
         var hits = try index.search(
             alternatives: texts, scenes: sceneTexts, confidence: exact ? min(conf, 0.01) : conf,

@@ -46,14 +46,29 @@ public enum CLIPPreprocessing {
             case squash
         }
 
+        /// PIL's resampling filter: bicubic (CLIP's, open_clip's, SigLIP's) or bilinear (SigLIP 2's).
+        public enum Filter: String, Sendable, CaseIterable {
+            case bicubic
+            case bilinear
+        }
+
         public var size: Int
         public var mean: [Float]
         public var std: [Float]
         public var resize: Resize
+        public var filter: Filter
+        /// transformers' `convert_to_rgb` before the resize (`do_convert_rgb`), not `convert("RGB")` after it
+        /// (torchvision's pipelines): transparency composited onto white (PIL's `alpha_composite`), palette and
+        /// bilevel pixels expanded, so every photo is resized with `filter` as an RGB image.
+        public var convertFirst: Bool
 
-        public init(size: Int, mean: [Float], std: [Float], resize: Resize) {
+        public init(
+            size: Int, mean: [Float], std: [Float], resize: Resize, filter: Filter = .bicubic,
+            convertFirst: Bool = false
+        ) {
             precondition(size > 0 && mean.count == 3 && std.count == 3)
             (self.size, self.mean, self.std, self.resize) = (size, mean, std, resize)
+            (self.filter, self.convertFirst) = (filter, convertFirst)
         }
 
         /// OpenAI's `clip._transform(size)`.
@@ -69,10 +84,14 @@ public enum CLIPPreprocessing {
 
     /// The 8-bit RGB image (`size × size × 3`) that `ToTensor` receives under `transform`.
     public static func resized(_ photo: PILImage, transform: Transform) -> Image {
+        var photo = photo
+        if transform.convertFirst { photo = onWhite(photo) }
         switch transform.resize {
-        case .shortest: return resizedAndCropped(photo, size: transform.size)
+        case .shortest: return resizedAndCropped(photo, size: transform.size, filter: transform.filter)
         case .squash:
-            return cropped(resampled(photo, width: transform.size, height: transform.size), size: transform.size)
+            return cropped(
+                resampled(photo, width: transform.size, height: transform.size, filter: transform.filter),
+                size: transform.size)
         }
     }
 
@@ -98,24 +117,29 @@ public enum CLIPPreprocessing {
     }
 
     /// The 8-bit RGB image (`n × n × 3`) that `ToTensor` receives.
-    public static func resizedAndCropped(_ photo: PILImage, size n: Int) -> Image {
+    public static func resizedAndCropped(
+        _ photo: PILImage, size n: Int, filter: Transform.Filter = .bicubic
+    ) -> Image {
         let width = photo.image.width, height = photo.image.height
         let short = min(width, height), long = max(width, height)
         let newLong = Int(Double(n * long) / Double(short))
         let (newWidth, newHeight) = width <= height ? (n, newLong) : (newLong, n)
-        return cropped(resampled(photo, width: newWidth, height: newHeight), size: n)
+        return cropped(resampled(photo, width: newWidth, height: newHeight, filter: filter), size: n)
     }
 
-    /// PIL's `Image.resize((width, height), BICUBIC)` of the photo in its mode (RGBA pixels out).
-    static func resampled(_ photo: PILImage, width newWidth: Int, height newHeight: Int) -> Image {
+    /// PIL's `Image.resize((width, height), filter)` of the photo in its mode (RGBA pixels out).
+    static func resampled(
+        _ photo: PILImage, width newWidth: Int, height newHeight: Int, filter: Transform.Filter = .bicubic
+    ) -> Image {
         if newWidth == photo.image.width && newHeight == photo.image.height { return photo.image }
         switch photo.mode {
         case .palette, .bilevel:
             return nearest(photo.image, width: newWidth, height: newHeight)
         case .rgba, .grayscaleAlpha:
-            return unpremultiplied(bicubic(premultiplied(photo.image), width: newWidth, height: newHeight))
+            return unpremultiplied(
+                convolved(premultiplied(photo.image), width: newWidth, height: newHeight, filter: filter))
         default:
-            return bicubic(photo.image, width: newWidth, height: newHeight)
+            return convolved(photo.image, width: newWidth, height: newHeight, filter: filter)
         }
     }
 
@@ -162,12 +186,21 @@ public enum CLIPPreprocessing {
         return 0
     }
 
+    /// PIL's `bilinear_filter` (support 1).
+    static func bilinearKernel(_ x: Double) -> Double {
+        let x = abs(x)
+        return x < 1 ? 1 - x : 0
+    }
+
     /// PIL's `precompute_coeffs` then `normalize_coeffs_8bpc`: for each output position, the first input
     /// position and the fixed-point weights.
-    static func coefficients(inSize: Int, outSize: Int) -> (bounds: [(start: Int, count: Int)], weights: [[Int32]]) {
+    static func coefficients(
+        inSize: Int, outSize: Int, filter: Transform.Filter = .bicubic
+    ) -> (bounds: [(start: Int, count: Int)], weights: [[Int32]]) {
+        let kernel = filter == .bicubic ? bicubicKernel : bilinearKernel
         let scale = Double(Float(inSize)) / Double(outSize)
         let filterScale = max(scale, 1)
-        let support = 2 * filterScale
+        let support = (filter == .bicubic ? 2 : 1) * filterScale
         var bounds: [(Int, Int)] = []
         var weights: [[Int32]] = []
         bounds.reserveCapacity(outSize)
@@ -177,7 +210,7 @@ public enum CLIPPreprocessing {
             let inverse = 1 / filterScale
             let xmin = max(Int(center - support + 0.5), 0)
             let xmax = min(Int(center + support + 0.5), inSize) - xmin
-            var k = (0..<max(0, xmax)).map { bicubicKernel((Double($0 + xmin) - center + 0.5) * inverse) }
+            var k = (0..<max(0, xmax)).map { kernel((Double($0 + xmin) - center + 0.5) * inverse) }
             let total = k.reduce(0, +)
             if total != 0 { k = k.map { $0 / total } }
             let unit = Double(1 << precisionBits)
@@ -193,10 +226,10 @@ public enum CLIPPreprocessing {
         return value < 0 ? 0 : value > 255 ? 255 : UInt8(value)
     }
 
-    /// PIL's `ImagingResampleInner` with the bicubic filter, on 4-channel 8-bit pixels. The horizontal pass
+    /// PIL's `ImagingResampleInner` with `filter`, on 4-channel 8-bit pixels. The horizontal pass
     /// runs first (over only the rows the vertical pass reads) unless the height shrinks by more than twice
     /// as many pixels as the width does (Pillow 13's rule); an 8-bit image lies between the passes.
-    static func bicubic(_ image: Image, width: Int, height: Int) -> Image {
+    static func convolved(_ image: Image, width: Int, height: Int, filter: Transform.Filter = .bicubic) -> Image {
         precondition(image.channels == 4)
         let needHorizontal = width != image.width
         let needVertical = height != image.height
@@ -207,28 +240,33 @@ public enum CLIPPreprocessing {
             if needHorizontal {
                 var rows = 0..<image.height
                 if needVertical {
-                    let vertical = coefficients(inSize: image.height, outSize: height)
+                    let vertical = coefficients(inSize: image.height, outSize: height, filter: filter)
                     rows =
                         vertical.bounds[0]
                         .start..<(vertical.bounds[height - 1].start + vertical.bounds[height - 1].count)
                 }
-                current = horizontalPass(current, rows: rows, width: width)
+                current = horizontalPass(current, rows: rows, width: width, filter: filter)
                 if needVertical {
-                    current = verticalPass(current, rowOffset: rows.lowerBound, from: image.height, height: height)
+                    current = verticalPass(
+                        current, rowOffset: rows.lowerBound, from: image.height, height: height, filter: filter)
                 }
             } else if needVertical {
-                current = verticalPass(current, rowOffset: 0, from: image.height, height: height)
+                current = verticalPass(current, rowOffset: 0, from: image.height, height: height, filter: filter)
             }
         } else {
-            if needVertical { current = verticalPass(current, rowOffset: 0, from: image.height, height: height) }
-            if needHorizontal { current = horizontalPass(current, rows: 0..<height, width: width) }
+            if needVertical {
+                current = verticalPass(current, rowOffset: 0, from: image.height, height: height, filter: filter)
+            }
+            if needHorizontal { current = horizontalPass(current, rows: 0..<height, width: width, filter: filter) }
         }
         return current
     }
 
     /// `ImagingResampleHorizontal_8bpc` over `rows` of the input.
-    static func horizontalPass(_ image: Image, rows: Range<Int>, width: Int) -> Image {
-        let horizontal = coefficients(inSize: image.width, outSize: width)
+    static func horizontalPass(
+        _ image: Image, rows: Range<Int>, width: Int, filter: Transform.Filter = .bicubic
+    ) -> Image {
+        let horizontal = coefficients(inSize: image.width, outSize: width, filter: filter)
         var output = [UInt8](repeating: 0, count: width * rows.count * 4)
         image.pixels.withUnsafeBufferPointer { input in
             output.withUnsafeMutableBufferPointer { output in
@@ -248,8 +286,10 @@ public enum CLIPPreprocessing {
 
     /// `ImagingResampleVertical_8bpc`: coefficients for `from` input rows, the first of which is the
     /// image's row `rowOffset` (the rows a horizontal pass kept).
-    static func verticalPass(_ image: Image, rowOffset: Int, from inputHeight: Int, height: Int) -> Image {
-        let vertical = coefficients(inSize: inputHeight, outSize: height)
+    static func verticalPass(
+        _ image: Image, rowOffset: Int, from inputHeight: Int, height: Int, filter: Transform.Filter = .bicubic
+    ) -> Image {
+        let vertical = coefficients(inSize: inputHeight, outSize: height, filter: filter)
         let width = image.width
         var output = [UInt8](repeating: 0, count: width * height * 4)
         image.pixels.withUnsafeBufferPointer { input in
@@ -312,6 +352,30 @@ public enum CLIPPreprocessing {
             }
         }
         return Image(width: width, height: height, channels: 4, pixels: output)
+    }
+
+    /// transformers' `convert_to_rgb`: a photo with transparency composited onto opaque white as PIL's
+    /// `alpha_composite` rounds it (7 fractional bits, divisions by 255 as shifts), then an RGB image.
+    static func onWhite(_ photo: PILImage) -> PILImage {
+        var out = PILImage(image: photo.image, mode: .rgb)
+        for p in stride(from: 0, to: out.image.pixels.count, by: 4) {
+            let alpha = UInt32(out.image.pixels[p + 3])
+            guard alpha != 255 else { continue }
+            out.image.pixels[p + 3] = 255
+            guard alpha != 0 else {
+                for c in 0..<3 { out.image.pixels[p + c] = 255 }
+                continue
+            }
+            // The background is opaque white: blend = 255·(255 − α), and the result's alpha 255.
+            let total = alpha * 255 + 255 * (255 - alpha)
+            let source = alpha * 255 * 255 * 128 / total
+            let background = 255 * 128 - source
+            for c in 0..<3 {
+                let x = UInt32(out.image.pixels[p + c]) * source + 255 * background + (0x80 << 7)
+                out.image.pixels[p + c] = UInt8(((((x >> 8) + x) >> 8) >> 7))
+            }
+        }
+        return out
     }
 
     /// PIL's `RGBA → RGBa`: each colour times alpha / 255, rounded as `MULDIV255`.

@@ -1032,7 +1032,13 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
 
     public func activate(_ x: inout [Float], _ activation: SequenceActivation) {
         guard !x.isEmpty, let values = upload(x) else { return }
-        launch(activation == .quickGELU ? "lk_quick_gelu" : "lk_gelu", count: x.count) {
+        let kernel: String
+        switch activation {
+        case .quickGELU: kernel = "lk_quick_gelu"
+        case .gelu: kernel = "lk_gelu"
+        case .geluTanh: kernel = "lk_gelu_tanh"
+        }
+        launch(kernel, count: x.count) {
             $0.pointer(values)
             $0.long(x.count)
         }

@@ -9,7 +9,7 @@ public enum CUDAKernels {
         "lk_bias_act", "lk_im2col", "lk_gemm", "lk_depthwise", "lk_transposed2x2", "lk_max_pool", "lk_upsample2",
         "lk_add", "lk_affine", "lk_gather", "lk_weighted_sum", "lk_max_sigmoid", "lk_scale_heads", "lk_head_decode",
         "lk_scale", "lk_softmax_rows", "lk_add_rows", "lk_nms_mask", "lk_layer_norm", "lk_sequence_attention",
-        "lk_quick_gelu", "lk_gelu", "lk_fill", "lk_to_16", "lk_im2col_16", "lk_gemm_16",
+        "lk_quick_gelu", "lk_gelu", "lk_gelu_tanh", "lk_fill", "lk_to_16", "lk_im2col_16", "lk_gemm_16",
     ]
 
     public static let source = """
@@ -376,6 +376,13 @@ public enum CUDAKernels {
 
         __global__ void lk_gelu(float *x, long long n) {
             LK_LOOP(i, n) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
+        }
+
+        __global__ void lk_gelu_tanh(float *x, long long n) {
+            LK_LOOP(i, n) {
+                float v = x[i];
+                x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * (v * v * v))));
+            }
         }
 
         // y = x rounded to 16 bits.

@@ -460,6 +460,7 @@ public struct CPUBackend: ComputeBackend {
             switch activation {
             case .quickGELU: Kernels.quickGELU(x.baseAddress!, count: x.count)
             case .gelu: Kernels.gelu(x.baseAddress!, count: x.count)
+            case .geluTanh: Kernels.geluTanh(x.baseAddress!, count: x.count)
             }
         }
     }

@@ -146,7 +146,9 @@ public struct AnchorGeometry: Sendable {
 }
 
 /// The MLP activations of the CLIP towers: OpenAI's QuickGELU `x·σ(1.702x)`, or exact GELU (MobileCLIP).
-public enum SequenceActivation: Sendable {
+public enum SequenceActivation: Sendable, CaseIterable {
     case quickGELU
     case gelu
+    /// GELU with the tanh approximation (`gelu_pytorch_tanh`, SigLIP's): `x/2 · (1 + tanh(√(2/π)·(x + 0.044715·x³)))`.
+    case geluTanh
 }

@@ -167,6 +167,18 @@ public enum Kernels {
         lookout_gelu(x, count)
     }
 
+    /// GELU with the tanh approximation in place (PyTorch's `gelu(x, approximate="tanh")`, SigLIP's
+    /// `gelu_pytorch_tanh`): `x/2 · (1 + tanh(√(2/π) · (x + 0.044715·x³)))`, in Float32 as PyTorch computes it.
+    public static func geluTanh(_ x: UnsafeMutablePointer<Float>, count: Int) {
+        let root: Float = 0.7978845608028654  // √(2/π)
+        for index in 0..<count {
+            let v = x[index]
+            let cube = v * v * v
+            let inner = root * (v + 0.044715 * cube)
+            x[index] = 0.5 * v * (1 + tanhf(inner))
+        }
+    }
+
     /// `x += y` element-wise.
     public static func add(_ y: UnsafePointer<Float>, into x: UnsafeMutablePointer<Float>, count: Int) {
         for index in 0..<count { x[index] += y[index] }

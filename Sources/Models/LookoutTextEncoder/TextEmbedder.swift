@@ -34,6 +34,8 @@ public final class TextEmbedder: Sendable {
     public struct Report: Sendable {
         public var cached = 0
         public var computed = 0
+
+        public init(cached: Int = 0, computed: Int = 0) { (self.cached, self.computed) = (cached, computed) }
     }
 
     /// One embedding per text, in order. Cached texts are looked up; the rest are encoded in one batch.

@@ -589,7 +589,7 @@ public final class LookoutService: @unchecked Sendable {
             throw ServiceError(
                 400, "this index stores no prompt-free labels: index it with `lookout index --prompt-free FILE`")
         }
-        // An index whose image tower has its own text tower (open_clip) scores scenes with the query embedded by it.
+        // An index whose image tower has its own text tower (open_clip, SigLIP) scores scenes with the query embedded by it.
         var scenes: [[Float]]?
         if evidence != .objects, let stored = storedModel, let towerPath = stored.imageTowerPath,
             ImageTower.hasOwnText(towerPath)
@@ -606,8 +606,8 @@ public final class LookoutService: @unchecked Sendable {
         return hits
     }
 
-    /// Open_clip towers' text embedders, by path, loaded at their first search.
-    private var sceneEmbedders: [String: TextEmbedder] = [:]
+    /// Open_clip and SigLIP towers' own text towers, by path, loaded at their first search.
+    private var sceneEmbedders: [String: SceneText] = [:]
 
     /// The query's alternatives embedded by the index's image tower's own text tower.
     private func sceneEmbeddings(
@@ -619,17 +619,18 @@ public final class LookoutService: @unchecked Sendable {
         lock.lock()
         let known = sceneEmbedders[towerPath]
         lock.unlock()
-        if let known { return known.embed(alternatives).embeddings }
+        if let known { return known.embed(alternatives) }
         guard let tokenizer = engine.embedder?.tokenizer else {
             throw ServiceError(409, "this server has no CLIP tokenizer for the index's image tower")
         }
-        let embedder: TextEmbedder
+        let embedder: SceneText
         do {
-            guard let own = try ImageTower.ownText(towerPath), own.fingerprint == fingerprint else {
+            guard let own = try ImageTower.sceneText(towerPath, tokenizer: tokenizer), own.fingerprint == fingerprint
+            else {
                 throw ServiceError(
                     409, "the index's image tower has changed since it was indexed: index the folder again")
             }
-            embedder = try TextEmbedder(tokenizer: tokenizer, encoder: own, cache: nil)
+            embedder = own
         } catch let error as ServiceError {
             throw error
         } catch {
@@ -638,7 +639,7 @@ public final class LookoutService: @unchecked Sendable {
         lock.lock()
         sceneEmbedders[towerPath] = embedder
         lock.unlock()
-        return embedder.embed(alternatives).embeddings
+        return embedder.embed(alternatives)
     }
 
     /// An indexed photo's id: derived from its path, which is never shown.
