@@ -32,11 +32,14 @@ struct EmbedCommand: ParsableCommand {
               lookout embed --image --image-model ViT-B-32.pt beach.jpg cake.png
               lookout embed --image --image-model ~/models/ViT-B-32-256-datacomp beach.jpg
               lookout embed --text-model ~/models/ViT-B-32-256-datacomp "red car"
+              lookout embed --text-model ~/models/siglip-base-patch16-224 "blauer Kreis"
 
             An open_clip model is read from its folder as Hugging Face holds it (open_clip_config.json \
             with open_clip_model.safetensors or open_clip_pytorch_model.bin): ViT towers with a class \
             token, GELU or quick_gelu, and the preprocessing its preprocess_cfg names (bicubic; \
-            shortest side and crop, or squash).
+            shortest side and crop, or squash). A SigLIP model is read from its transformers folder \
+            (config.json, model.safetensors, preprocessor_config.json, spiece.model): its own image \
+            processor, tokenizer and text tower.
             """
     )
 
@@ -48,13 +51,13 @@ struct EmbedCommand: ParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "CLIP image tower for --image: OpenAI ViT-B-32.pt (or any OpenAI CLIP file with visual.* tensors), or an open_clip model's folder (open_clip_config.json with open_clip_model.safetensors).",
+            "CLIP image tower for --image: OpenAI ViT-B-32.pt (or any OpenAI CLIP file with visual.* tensors), an open_clip model's folder (open_clip_config.json with open_clip_model.safetensors), or a SigLIP model's folder (config.json, model.safetensors).",
             valueName: "path"))
     var imageModel: String?
 
     @Option(
         help: ArgumentHelp(
-            "CLIP text encoder: OpenAI ViT-B-32.pt, Hugging Face or Lookout safetensors, or an open_clip model's folder.",
+            "CLIP text encoder: OpenAI ViT-B-32.pt, Hugging Face or Lookout safetensors, or an open_clip or SigLIP model's folder.",
             valueName: "path"))
     var textModel: String?
 
@@ -163,7 +166,7 @@ struct EmbedCommand: ParsableCommand {
                 "--image needs a CLIP image tower: --image-model ViT-B-32.pt, or --model DIR whose manifest names one."
             )
         }
-        // An open_clip folder brings its own preprocessing; OpenAI's files take clip._transform's.
+        // An open_clip or SigLIP folder brings its own preprocessing; OpenAI's files take clip._transform's.
         let tower = try ImageTower(contentsOf: path)
         let loaded = clock.lap()
         var failures = 0

@@ -133,7 +133,7 @@ struct IndexCommand: ParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "The CLIP image tower whose whole-photo embeddings are stored, for scene search, `lookout similar` and `lookout duplicates` (default: the model's own: the demo model's, the manifest's image_encoder, or --text-model when it is OpenAI's ViT-B-32.pt, which holds both towers).",
+            "The CLIP image tower whose whole-photo embeddings are stored, for scene search, `lookout similar` and `lookout duplicates` (default: the model's own: the demo model's, the manifest's image_encoder, or --text-model when it is OpenAI's ViT-B-32.pt, which holds both towers); or an open_clip or SigLIP model's folder, whose own text tower then embeds scene queries.",
             valueName: "path"))
     var imageModel: String?
 
