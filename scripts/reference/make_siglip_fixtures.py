@@ -12,7 +12,9 @@ and the tokenizer (`spiece.model`: the unigram model built by make_sentencepiece
   attention-pooling head; text 2 layers, 64 positions; resized bicubic (PIL's, `resample` 3), as SigLIP's own
   checkpoints; MLPs 2.5 wide (as so400m's are not 4 wide).
 - `bilinear-64/`: 64 px, patch 8, bilinear (`resample` 2, as SigLIP 2's fixed-resolution checkpoints), a text tower
-  narrower than the vision tower with its head projecting to the vision width (`projection_size`), 3 heads.
+  narrower than the vision tower with its head projecting to the vision width (`projection_size`), 3 heads, and
+  SigLIP 2's kind of tokenizer: the Gemma-style byte-fallback BPE of make_bpe_fixtures.py (`tokenizer.json`, padded
+  on the left as GemmaTokenizer pads).
 
 For every photo of Tests/Fixtures/clip-image and examples/photos: the 8-bit image the processor resizes to (PIL,
 after `convert_to_rgb`: transparency composited onto white), the processor's `pixel_values`, the normalised image embedding
@@ -36,12 +38,13 @@ import torch
 from PIL import Image
 from safetensors.torch import save_file
 from transformers.image_transforms import convert_to_rgb
-from transformers import SiglipConfig, SiglipModel, SiglipTokenizer
+from transformers import GemmaTokenizer, SiglipConfig, SiglipModel, SiglipTokenizer
 from transformers.models.siglip.image_processing_pil_siglip import SiglipImageProcessorPil
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "Tests", "Fixtures", "siglip")
 SPIECE = os.path.join(ROOT, "Tests", "Fixtures", "sentencepiece", "unigram.model")
+GEMMA = os.path.join(ROOT, "Tests", "Fixtures", "bpe", "gemma-style")
 
 TEXTS = ["a photo of a dog", "red car", "blauer Kreis", "", "a very long caption " * 20, "蓝色圆形 🙂 ünïcödé",
          "два красных круга"]
@@ -58,7 +61,7 @@ VARIANTS = {
                     image_size=64, patch_size=8),
         text=dict(hidden_size=48, intermediate_size=192, num_hidden_layers=3, num_attention_heads=3,
                   max_position_embeddings=64, projection_size=96),
-        resample=2, seed=5301),
+        resample=2, seed=5301, tokenizer="gemma"),
 }
 
 
@@ -101,9 +104,15 @@ def main() -> None:
         folder = os.path.join(OUT, variant)
         shutil.rmtree(folder, ignore_errors=True)
         os.makedirs(folder)
-        words = SiglipTokenizer(vocab_file=SPIECE)
+        gemma = spec.get("tokenizer") == "gemma"
+        if gemma:  # SigLIP 2's: the Gemma-style byte-fallback BPE (make_bpe_fixtures.py)
+            for name in ("tokenizer.json", "tokenizer_config.json"):
+                shutil.copy(os.path.join(GEMMA, name), os.path.join(folder, name))
+            words = GemmaTokenizer.from_pretrained(folder)
+        else:
+            words = SiglipTokenizer(vocab_file=SPIECE)
         config = SiglipConfig(
-            text_config=dict(spec["text"], vocab_size=words.vocab_size, pad_token_id=words.pad_token_id,
+            text_config=dict(spec["text"], vocab_size=len(words), pad_token_id=words.pad_token_id,
                              bos_token_id=words.eos_token_id, eos_token_id=words.eos_token_id),
             vision_config=spec["vision"])
         torch.manual_seed(spec["seed"])
@@ -114,12 +123,13 @@ def main() -> None:
         SiglipImageProcessorPil(
             do_resize=True, size={"height": size, "width": size}, resample=spec["resample"], do_convert_rgb=True,
             image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5]).save_pretrained(folder)
-        SiglipTokenizer(vocab_file=SPIECE, model_max_length=64).save_pretrained(folder)
+        if not gemma:
+            SiglipTokenizer(vocab_file=SPIECE, model_max_length=64).save_pretrained(folder)
 
         # Everything read back from the folder, as a user loads a checkpoint.
         reference = SiglipModel.from_pretrained(folder).eval()
         processor = SiglipImageProcessorPil.from_pretrained(folder)
-        tokenizer = SiglipTokenizer.from_pretrained(folder)
+        tokenizer = GemmaTokenizer.from_pretrained(folder) if gemma else SiglipTokenizer.from_pretrained(folder)
 
         tensors = {}
         names = []

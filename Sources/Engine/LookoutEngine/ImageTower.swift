@@ -143,7 +143,7 @@ public struct ImageTower: Sendable {
 public final class SceneText: Sendable {
     enum Kind: Sendable {
         case clip(TextEmbedder)
-        case sigLIP(SigLIPTokenizer, SigLIPTextEncoder)
+        case sigLIP(any TextTokenizer, SigLIPTextEncoder)
     }
 
     let kind: Kind

@@ -439,8 +439,9 @@ public final class SigLIPModel: Sendable {
     public let configuration: SigLIPConfiguration
     public let image: SigLIPImageEncoder
     public let text: SigLIPTextEncoder
-    /// The folder's SentencePiece tokenizer; nil where it has none (SigLIP 2's Gemma `tokenizer.json` is not read).
-    public let tokenizer: SigLIPTokenizer?
+    /// The folder's tokenizer: SigLIP's SentencePiece `spiece.model`, or SigLIP 2's Gemma `tokenizer.json`; nil
+    /// where it has neither.
+    public let tokenizer: (any TextTokenizer)?
     public let logitScale: Float
     public let logitBias: Float
     public let folder: String
@@ -489,7 +490,7 @@ public final class SigLIPModel: Sendable {
     /// checks them, without the vision tower.
     public static func textTower(
         contentsOf path: String, precision: Precision = .fp32
-    ) throws(WeightsError) -> (SigLIPTokenizer, SigLIPTextEncoder) {
+    ) throws(WeightsError) -> (any TextTokenizer, SigLIPTextEncoder) {
         let (configuration, folder, _, weights, file) = try open(path, precision: precision)
         let text = try SigLIPTextEncoder(file, configuration, fingerprint: weights.fingerprint())
         weights.dropResidentPages()
@@ -499,19 +500,22 @@ public final class SigLIPModel: Sendable {
         guard let tokenizer = try tokenizer(folder, length: configuration.contextLength) else {
             throw WeightsError(
                 path: folder,
-                problem: access(folder + "/tokenizer.json", F_OK) == 0
-                    ? "has no spiece.model: its tokenizer.json (SigLIP 2's Gemma tokenizer) is not read yet, so its text tower cannot embed queries"
-                    : "has no spiece.model: the text tower's tokenizer is missing")
+                problem: "has neither spiece.model nor tokenizer.json: the text tower's tokenizer is missing")
         }
         return (tokenizer, text)
     }
 
-    /// The folder's `spiece.model`, nil where it has none.
-    static func tokenizer(_ folder: String, length: Int) throws(WeightsError) -> SigLIPTokenizer? {
+    /// The folder's `spiece.model` (SigLIP) or `tokenizer.json` (SigLIP 2), nil where it has neither.
+    static func tokenizer(_ folder: String, length: Int) throws(WeightsError) -> (any TextTokenizer)? {
         let spiece = folder + "/spiece.model"
-        guard access(spiece, F_OK) == 0 else { return nil }
-        do { return try SigLIPTokenizer(contentsOf: spiece, length: length) } catch {
-            throw WeightsError(path: spiece, problem: "not a SentencePiece model: \(error)")
+        if access(spiece, F_OK) == 0 {
+            do { return try SigLIPTokenizer(contentsOf: spiece, length: length) } catch {
+                throw WeightsError(path: spiece, problem: "not a SentencePiece model: \(error)")
+            }
+        }
+        guard access(folder + "/tokenizer.json", F_OK) == 0 else { return nil }
+        do { return try PaddedBPETokenizer(folder: folder, length: length) } catch {
+            throw WeightsError(path: folder + "/tokenizer.json", problem: "not a tokenizer Lookout reads: \(error)")
         }
     }
 
