@@ -88,6 +88,8 @@ struct ModelOptions: ParsableArguments {
         // tensor cores', whatever this CPU has.
         if precision == "fp16" { return .fp32 }
         if case .cuda = chosenDevice, precision == "bf16" { return .bf16 }
+        // int8 on a named GPU is refused there (``EngineConfiguration/makeBackend``), whatever this CPU lacks.
+        if case .cuda = chosenDevice, precision == "int8" { return .int8 }
         if precision == "auto" { return automaticPrecision() }
         let asked = Precision(rawValue: precision ?? "fp32") ?? .fp32
         guard asked.isNative else {
