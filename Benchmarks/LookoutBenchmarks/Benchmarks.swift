@@ -24,7 +24,8 @@ struct Benchmarks: ParsableCommand {
         abstract: "Timing runs recorded in BENCHMARKS.md.",
         subcommands: [
             Tokenizer.self, Weights.self, Detect.self, Text.self, MeanAveragePrecision.self, Search.self,
-            SearchScale.self, ImageTower.self, PostgresSearch.self, Layers.self, Video.self, PrecisionDeltas.self,
+            SearchScale.self, ImageTowerBenchmark.self, PostgresSearch.self, Layers.self, Video.self,
+            PrecisionDeltas.self,
             CPUReport.self,
         ]
     )
@@ -228,12 +229,7 @@ struct Text: ParsableCommand {
         let encoder = try CLIPTextEncoder(contentsOf: model)
         print("load text encoder \(model): \(format3((now() - start) * 1000)) ms")
         let tokenizer = try CLIPTokenizer(vocabularyFile: root + "/Vocab/clip_vocab.json")
-        let corpus = try FileContents.read(root + "/Tests/LookoutTokenizerTests/Fixtures/clip_tokenizer_golden.jsonl")
-        var coco: [String] = []
-        for line in corpus.split(separator: UInt8(ascii: "\n")) {
-            let record = try JSONDocument(bytes: Array(line)).root
-            if record["category"]?.string == "coco" { coco.append(record["text"]!.string!) }
-        }
+        let coco = try cocoNames(root: root)
         let one = [tokenizer.tokenize("red car")]
         measure("encode \"red car\" (not cached)", repetitions: 30) { _ = encoder.encode(one) }
         let rows = coco.map { tokenizer.tokenize($0) }
@@ -248,33 +244,54 @@ struct Text: ParsableCommand {
     }
 }
 
-/// The CLIP image tower: preprocessing and `encode_image` of one photo, and of eight photos as one batch.
-struct ImageTower: ParsableCommand {
+/// The 80 COCO class names of the tokenizer's golden corpus.
+func cocoNames(root: String) throws -> [String] {
+    let corpus = try FileContents.read(root + "/Tests/LookoutTokenizerTests/Fixtures/clip_tokenizer_golden.jsonl")
+    var coco: [String] = []
+    for line in corpus.split(separator: UInt8(ascii: "\n")) {
+        let record = try JSONDocument(bytes: Array(line)).root
+        if record["category"]?.string == "coco" { coco.append(record["text"]!.string!) }
+    }
+    return coco
+}
+
+/// A whole-photo tower (OpenAI CLIP's, an open_clip or SigLIP model's folder): preprocessing and the tower on one
+/// photo and on eight as one batch; its own text tower (open_clip, SigLIP) on one query and on the COCO names.
+struct ImageTowerBenchmark: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "image", abstract: "The CLIP image tower: one photo, and eight as one batch.")
-    @Option(help: "OpenAI CLIP weights (ViT-B-32.pt).") var model: String
+        commandName: "image", abstract: "A whole-photo tower: one photo, eight as one batch, and its own text tower.")
+    @Option(help: "OpenAI CLIP weights (ViT-B-32.pt), or an open_clip or SigLIP model's folder.") var model: String
     @Option(help: "A photo.") var photo = "examples/photos/astronaut.jpg"
     @Option(help: "The linear layers' arithmetic: fp32 or bf16.") var precision = "fp32"
+    @Option(help: "The repository root (vocabulary and corpus).") var root = "."
 
     func run() throws {
         guard let arithmetic = Precision(rawValue: precision), arithmetic != .int8 else {
             throw ValidationError("--precision \(precision): choose fp32 or bf16.")
         }
         let start = now()
-        let encoder = try CLIPImageEncoder(contentsOf: model, precision: arithmetic)
+        let tower = try LookoutEngine.ImageTower(contentsOf: model, precision: arithmetic)
         if arithmetic == .bf16 && !arithmetic.isNative { print("this CPU has no AVX-512 BF16: fp32") }
-        print("load image tower \(model): \(format3((now() - start) * 1000)) ms")
-        let side = encoder.configuration.inputResolution
+        print("load image tower \(model) (\(tower.family.rawValue)): \(format3((now() - start) * 1000)) ms")
+        let side = tower.transform.size
         let bytes = try FileContents.read(photo)
         var input: [Float] = []
         measure("decode + preprocess \(photo) to \(side)×\(side)", repetitions: 20) {
-            input = try! CLIPPreprocessing.input(bytes, name: photo, size: side)
+            input = try! tower.input(bytes, name: photo)
         }
-        _ = encoder.encode([input])
-        measure("encode_image, one photo", repetitions: 20) { _ = encoder.encode([input]) }
+        _ = tower.encode([input])
+        measure("encode_image, one photo", repetitions: 20) { _ = tower.encode([input]) }
         let batch = [[Float]](repeating: input, count: 8)
         measure("encode_image, 8 photos as one batch (divide by 8 per photo)", repetitions: 5) {
-            _ = encoder.encode(batch)
+            _ = tower.encode(batch)
+        }
+        if tower.ownTextSize != nil {
+            let tokenizer = try CLIPTokenizer(vocabularyFile: root + "/Vocab/clip_vocab.json")
+            guard let text = try LookoutEngine.ImageTower.sceneText(model, tokenizer: tokenizer, precision: arithmetic)
+            else { throw ValidationError("\(model) has no text tower of its own") }
+            let coco = try cocoNames(root: root)
+            measure("its text tower, \"red car\"", repetitions: 30) { _ = text.embed(["red car"]) }
+            measure("its text tower, the \(coco.count) COCO class names", repetitions: 5) { _ = text.embed(coco) }
         }
         print("peak resident memory: \(peakMegabytes()) MB")
     }

@@ -101,7 +101,8 @@ import Testing
     /// within 0.12: measured IoU ≥ 0.970, scores within 0.086), and so through VPMADDUBSW with 7-bit weights where
     /// VNNI is missing (LOOKOUT_NO_VNNI: mAP 0.9322, IoU ≥ 0.922, scores within 0.105); a detector without calibration is
     /// refused at --precision int8 with what to do.
-    @Test func int8FindsWhatFP32Finds() throws {
+    @Test(.enabled(if: Precision.int8.isNative, "this CPU has no AVX-512BW: --precision int8 computes fp32 here"))
+    func int8FindsWhatFP32Finds() throws {
         let (fp32, _) = try Self.evaluate("fp32")
         for environment in [[:], ["LOOKOUT_NO_VNNI": "1"]] {
             let (int8, _) = try Self.evaluate("int8", environment: environment)
@@ -120,7 +121,8 @@ import Testing
 
     /// An index records the precision its regions were computed in: a search in another precision says so, and
     /// indexing in another precision recomputes the regions (as another model would) rather than mixing them.
-    @Test func anIndexRecordsItsPrecision() throws {
+    @Test(.enabled(if: Precision.int8.isNative, "this CPU has no AVX-512BW: --precision int8 computes fp32 here"))
+    func anIndexRecordsItsPrecision() throws {
         let folder = try IndexCommandTests.scratch(Array(IndexCommandTests.photos.prefix(3)))
         defer { CLI.remove(folder) }
         let db = folder + "/index.sqlite"
@@ -162,6 +164,36 @@ import Testing
     }
 
     /// `lookout eval` of the example scenes in a precision: mAP50-95 and the printed JSON.
+    /// On a CPU without the instructions a precision needs (AVX-512BW for int8, AVX-512 BF16 for bf16), asking for
+    /// it computes fp32, says so, and gives fp32's detections; an index made so records fp32.
+    @Test(.enabled(if: !Precision.int8.isNative || !Precision.bf16.isNative, "this CPU runs int8 and bf16"))
+    func withoutItsInstructionsAPrecisionComputesFP32() throws {
+        let detect = ["detect", CLI.root + "/examples/scenes/scene-0000.jpg", "-q", Self.shapes, "--json"]
+        let fp32 = try CLI.run(detect)
+        #expect(fp32.status == 0 && !fp32.stdout.isEmpty, "\(fp32.stderr)")
+        func detections(_ stdout: String) throws -> String {
+            try Reference.lines(stdout)[0]["detections"]!.value.serialized
+        }
+        for (precision, lacks) in [("int8", "AVX-512BW"), ("bf16", "AVX-512 BF16")]
+        where !Precision(rawValue: precision)!.isNative {
+            let run = try CLI.run(detect + ["--precision", precision])
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(
+                run.stderr.contains("--precision \(precision): this CPU has no \(lacks); running in fp32."),
+                "\(run.stderr)")
+            #expect(try detections(run.stdout) == detections(fp32.stdout), "\(precision) here is fp32")
+        }
+        let folder = try IndexCommandTests.scratch(Array(IndexCommandTests.photos.prefix(1)))
+        defer { CLI.remove(folder) }
+        let db = folder + "/index.sqlite"
+        let precision = Precision.int8.isNative ? "bf16" : "int8"
+        let index = try CLI.run([
+            "index", folder + "/photos", "--db", db, "--plain", "--no-image-model", "--precision", precision,
+        ])
+        #expect(index.status == 0, "\(index.stderr)")
+        #expect(try PhotoIndex(path: db, readOnly: true).store.storedModel()?.precision.hasPrefix("fp32") == true)
+    }
+
     static func evaluate(_ precision: String, environment: [String: String] = [:]) throws -> (Double, String) {
         let run = try CLI.run(
             [

@@ -66,9 +66,10 @@ import Testing
     /// A linear layer in bf16 (the CLIP towers'): y = x·Wᵀ + b through the bf16 GEMM on the transposed rows,
     /// within the rounding bound of the fp64 product, for row counts around the GEMM's blocks and outputs that
     /// are not a multiple of its panels.
-    @Test(arguments: [(1, 64, 40), (5, 48, 17), (50, 96, 130), (77, 33, 8)])
+    @Test(
+        .enabled(if: Precision.bf16.isNative, "this CPU has no AVX-512 BF16"),
+        arguments: [(1, 64, 40), (5, 48, 17), (50, 96, 130), (77, 33, 8)])
     func linearLayerWithinTheBound(rows: Int, inputs: Int, outputs: Int) throws {
-        try #require(Precision.bf16.isNative, "this CPU has no AVX-512 BF16")
         let w = Self.random(outputs * inputs, seed: 31), x = Self.random(rows * inputs, seed: 32)
         let bias = Self.random(outputs, seed: 33)
         let layer = PackedLinear(bf16Weight: w, bias: bias, inputs: inputs, outputs: outputs)
@@ -124,15 +125,16 @@ import Testing
         return DirectConvolution().convolve(absolute, weights, pool: ComputePool(threads: 1)).data
     }
 
-    @Test(arguments: [
-        (64, 48, 1, 1, 20, 24), (32, 64, 3, 1, 17, 23), (48, 64, 3, 2, 21, 26), (256, 64, 1, 1, 10, 12),
-    ])
+    @Test(
+        .enabled(if: Precision.bf16.isNative, "this CPU has no AVX-512 BF16"),
+        arguments: [
+            (64, 48, 1, 1, 20, 24), (32, 64, 3, 1, 17, 23), (48, 64, 3, 2, 21, 26), (256, 64, 1, 1, 10, 12),
+        ])
     func loweredConvolutionWithinTheBound(
         inputs: Int, outputs: Int, kernel: Int, stride: Int, height: Int, width: Int
     )
         throws
     {
-        try #require(Precision.bf16.isNative, "this CPU has no AVX-512 BF16")
         let (x, w) = Self.convolution(
             inputs: inputs, outputs: outputs, kernel: kernel, stride: stride, height: height, width: width, seed: 5)
         let pool = ComputePool(threads: 2)
@@ -197,9 +199,10 @@ import Testing
     /// corners of a tile. In practice the errors are far smaller (measured: at most 0.06, on average 0.002 of
     /// Σ|w|·|x|); the bound asserted is 1/4 of Σ|w|·|x| at any point and 2⁻⁶ on average, which a wrong transform,
     /// pairing or packing breaks by orders of magnitude.
-    @Test(arguments: [(64, 48, 20, 24), (128, 64, 9, 13), (16, 32, 16, 16), (64, 48, 80, 80), (16, 16, 152, 160)])
+    @Test(
+        .enabled(if: Precision.bf16.isNative && WinogradConvolution.available, "no AVX-512 BF16 or no AVX2"),
+        arguments: [(64, 48, 20, 24), (128, 64, 9, 13), (16, 32, 16, 16), (64, 48, 80, 80), (16, 16, 152, 160)])
     func winogradConvolutionCloseToTheDefinition(inputs: Int, outputs: Int, height: Int, width: Int) throws {
-        try #require(Precision.bf16.isNative && WinogradConvolution.available, "no AVX-512 BF16 or no AVX2")
         let (x, w) = Self.convolution(
             inputs: inputs, outputs: outputs, kernel: 3, stride: 1, height: height, width: width, seed: 11)
         let pool = ComputePool(threads: 2)

@@ -693,6 +693,11 @@ def main() -> None:
         # Search as you type: the grid, in the order of lookout search, thumbnails and boxes, a click opens the
         # photo.
         driver.find_element(By.ID, "tab-search").click()
+        # The tower that finds scenes is named: the demo model's own CLIP tower, its scores calibrated.
+        tower = driver.find_element(By.ID, "tower")
+        wait.until(lambda d: d.find_element(By.ID, "tower").text != "")
+        check("search names its tower", "CLIP tower image-encoder.safetensors" in tower.text
+              and "calibrated" in tower.text, tower.text)
         box = driver.find_element(By.ID, "search-query")
         box.send_keys("red shape")  # typed, no Enter: the page searches as the typing pauses
         want = searched(lookout, index, "red shape")

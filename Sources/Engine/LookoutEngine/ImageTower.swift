@@ -71,6 +71,11 @@ public struct ImageTower: Sendable {
         return nil
     }
 
+    /// The family of the tower at `path`, from its files' names and configuration (nothing loaded).
+    public static func family(of path: String) -> Family {
+        SigLIPModel.isModel(path) ? .sigLIP : OpenCLIPModel.isModel(path) ? .openCLIP : .clip
+    }
+
     /// Whether `path` names a model with its own text tower (an open_clip or SigLIP folder), without loading it.
     public static func hasOwnText(_ path: String) -> Bool { OpenCLIPModel.isModel(path) || SigLIPModel.isModel(path) }
 

@@ -152,7 +152,9 @@ public final class ComputePool: @unchecked Sendable {
         guard count > 0 else { return }
         let chunk = max(1, chunk)
         if threadCount == 1 || count <= chunk || Self.currentState() === state {
-            body(0..<count)
+            // The same ranges as the threads would take: a body whose arithmetic depends on its range's size
+            // (a GEMM over it) then gives the same bits on one thread as on several.
+            for start in stride(from: 0, to: count, by: chunk) { body(start..<min(count, start + chunk)) }
             return
         }
         let started = Self.monotonicNanoseconds()

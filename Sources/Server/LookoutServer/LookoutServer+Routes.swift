@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import LookoutEngine
 import LookoutIndex
+import LookoutJSON
 import LookoutSupport
 import LookoutTracking
 import NIOCore
@@ -18,10 +19,21 @@ extension LookoutServer {
                 body: .init(byteBuffer: ByteBuffer(string: WebPage.html)))
         }
         router.get("/api/v1/health") { _, _ in
-            Self.json(
-                Array(
-                    "{\"status\":\"ok\",\"index\":\(service.indexPath != nil),\"images_kept\":\(service.store.count)}"
-                        .utf8))
+            var fields: [(String, JSONValue)] = [
+                ("status", .string("ok")), ("index", .bool(service.indexPath != nil)),
+                ("images_kept", .int(Int64(service.store.count))),
+            ]
+            if let tower = service.imageTower() {
+                fields.append(
+                    (
+                        "image_tower",
+                        .object([
+                            ("family", .string(tower.family)), ("name", .string(tower.name)),
+                            ("scores", .string(tower.scores)),
+                        ])
+                    ))
+            }
+            return Self.json(Array(JSONValue.object(fields).serialized.utf8))
         }
         router.get("/api/v1/openapi.json") { _, _ in Self.json(Array(OpenAPIDocument.json.utf8)) }
         let metricsToken = configuration.token.flatMap { $0.isEmpty ? nil : $0 }

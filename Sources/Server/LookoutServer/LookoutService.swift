@@ -728,6 +728,20 @@ public final class LookoutService: @unchecked Sendable {
             "\(shown) was indexed in \(stored.precision), and this server computes in \(engine.arithmetic): the stored regions keep their \(stored.precision) values, and \(engine.arithmetic) applies only to what is computed now (queries, detections). Index the folder again with --precision \(IndexModel.precisionOption(engine.arithmetic)) for \(engine.arithmetic) regions."
     }
 
+    /// The served index's whole-photo tower, for the web page: its family (CLIP, open_clip, SigLIP), the name of
+    /// its file or folder (not the path), and how its scene scores read (`sigmoid`: SigLIP's own probability;
+    /// `calibrated`: the tower's recorded calibration; `standard`: the fixed mapping of the cosine). Nil without an
+    /// index or a tower.
+    public func imageTower() -> (family: String, name: String, scores: String)? {
+        guard indexPath != nil, let index = try? openIndex(), let stored = try? index.storedModel(),
+            stored.imageTower != nil, let path = stored.imageTowerPath
+        else { return nil }
+        let family = ImageTower.family(of: path)
+        let name = path.split(separator: "/").last.map(String.init) ?? path
+        let scores = family == .sigLIP ? "sigmoid" : stored.sceneScore != .standard ? "calibrated" : "standard"
+        return (family.rawValue, name, scores)
+    }
+
     /// Whether `stored` holds the regions of another detector or text encoder than this server's (its queries do
     /// not fit them).
     func indexedWithAnotherModel(_ stored: IndexModel) -> Bool {

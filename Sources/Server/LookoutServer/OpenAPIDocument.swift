@@ -187,7 +187,8 @@ public enum OpenAPIDocument {
             },
             "schemas": {
               "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
-              "Health": {"type": "object", "required": ["status"], "properties": {"status": {"type": "string"}, "model": {"type": "string"}, "index": {"type": "boolean"}}},
+              "Health": {"type": "object", "required": ["status"], "properties": {"status": {"type": "string"}, "model": {"type": "string"}, "index": {"type": "boolean"}, "images_kept": {"type": "integer"},
+                "image_tower": {"type": "object", "description": "The served index's whole-photo tower: its family, the name of its file or folder, and how its scene scores read (sigmoid: SigLIP's own probability; calibrated: the tower's recorded calibration; standard: the fixed mapping of the cosine).", "required": ["family", "name", "scores"], "properties": {"family": {"type": "string", "enum": ["CLIP", "open_clip", "SigLIP"]}, "name": {"type": "string"}, "scores": {"type": "string", "enum": ["sigmoid", "calibrated", "standard"]}}}}},
               "Requery": {"type": "object", "properties": {
                 "q": {"type": "string", "description": "The queries as one line, as the q parameter of /api/v1/detect takes them (instead of queries)."},
                 "queries": {"type": "array", "maxItems": 4096, "items": {"type": "string"},

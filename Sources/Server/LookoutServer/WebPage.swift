@@ -125,6 +125,7 @@ enum WebPage {
             </form>
             <div id="search-filters" class="controls" hidden></div>
             <div id="search-status" role="status"></div>
+            <p id="tower" hidden></p>
             <div id="export" class="controls" hidden><span>These photos' boxes as a training set:</span> <select id="export-format" aria-label="data set format"><option value="yolo">YOLO (images, labels, data.yaml)</option><option value="coco">COCO (instances JSON)</option></select> <button id="export-button" type="button">Export as dataset</button> <output id="export-status"></output></div>
             <div id="results" class="grid"></div>
           </section>
@@ -717,7 +718,18 @@ enum WebPage {
         $("tab-search").addEventListener("click", () => show("search"));
         // What the server serves: whether it has an index to search (then a marked example can be searched for).
         const serving = { index: false };
-        api("/api/v1/health").then((r) => { if (r.status === 200) serving.index = !!r.body.index; });
+        api("/api/v1/health").then((r) => {
+          if (r.status !== 200) return;
+          serving.index = !!r.body.index;
+          // The tower that finds scenes, and what its scores mean.
+          const tower = r.body.image_tower;
+          if (tower) {
+            const scores = { sigmoid: "scores are its own probabilities", calibrated: "scores calibrated for it",
+                             standard: "scores mapped from its cosine" }[tower.scores] || "";
+            $("tower").textContent = "Scenes found by the " + tower.family + " tower " + tower.name + " (" + scores + ").";
+            $("tower").hidden = false;
+          }
+        });
         </script>
         </body>
         </html>
