@@ -1,8 +1,7 @@
 /* A GEMM for convolutions: C (m × n) = A (m × k) · B (k × n), with A packed once at load into panels of eight
    rows and B read where it lies (an im2col tile, a feature map, Winograd's transformed tiles), vectorised along
-   n with AVX-512 (sixteen columns per register, 8 rows × 48 columns of accumulators) or, on CPUs without it,
-   AVX2 with FMA (eight columns per register, 4 rows × 16 columns of accumulators, the panel's two halves in
-   turn), bias and SiLU applied to the accumulators before they are stored.
+   n with AVX-512 (sixteen columns per register, 8 rows × 48 columns of accumulators), bias and SiLU applied to
+   the accumulators before they are stored.
 
    Every element is one chain of fused multiply-adds in the order of k, whatever the blocking: the result does
    not depend on how the caller splits the columns among threads, nor on the matrix's shape. */
@@ -37,23 +36,18 @@ void lookout_gemm_unpack(const float *packed, int m, int k, float *a) {
     }
 }
 
-/* 2: AVX-512 (not turned off by LOOKOUT_NO_AVX512), 1: AVX2 with FMA, 0: neither. */
-static int gemm_level(void) {
+int lookout_gemm_available(void) {
 #if defined(__x86_64__)
     static int cached = -1;
     if (cached < 0) {
         __builtin_cpu_init();
-        cached = __builtin_cpu_supports("avx512f") && getenv("LOOKOUT_NO_AVX512") == NULL ? 2
-                 : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")   ? 1
-                                                                                     : 0;
+        cached = __builtin_cpu_supports("avx512f") && getenv("LOOKOUT_NO_AVX512") == NULL;
     }
     return cached;
 #else
     return 0;
 #endif
 }
-
-int lookout_gemm_available(void) { return gemm_level() > 0; }
 
 #if defined(__x86_64__)
 #define G512 __attribute__((target("avx512f"), always_inline)) static inline
@@ -121,81 +115,6 @@ __attribute__((target("avx512f"))) static void gemm_avx512(const float *packed, 
         j0 += width;
     }
 }
-
-#define G256 __attribute__((target("avx2,fma"), always_inline)) static inline
-
-/* Lanes below `count` (at most 8) set. */
-G256 __m256i lanes_below(int count) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
-/* One AVX2 block: the eight rows of the packed panel `a`, four at a time, × `P` registers of eight columns (the
-   last under `mask`), k in order. B's rows as in gemm_block. */
-G256 void gemm_block8(const int P, const int table, const float *a, int k, const float *b, size_t ldb,
-                      const float *const *rows_of_b, size_t offset, __m256i mask, float *c, size_t ldc, int rows,
-                      const float *bias, int activation) {
-    for (int half = 0; half < 2 && half * 4 < rows; half++) {
-        __m256 acc[4][2];
-        for (int r = 0; r < 4; r++)
-            for (int j = 0; j < P; j++) acc[r][j] = _mm256_setzero_ps();
-        for (int p = 0; p < k; p++) {
-            const float *row = table ? rows_of_b[p] + offset : b + (size_t)p * ldb;
-            __m256 x0 = P == 1 ? _mm256_maskload_ps(row, mask) : _mm256_loadu_ps(row);
-            __m256 x1 = P == 2 ? _mm256_maskload_ps(row + 8, mask) : x0;
-            const float *w = a + (size_t)p * 8 + half * 4;
-            for (int r = 0; r < 4; r++) {
-                __m256 s = _mm256_broadcast_ss(w + r);
-                acc[r][0] = _mm256_fmadd_ps(s, x0, acc[r][0]);
-                if (P == 2) acc[r][1] = _mm256_fmadd_ps(s, x1, acc[r][1]);
-            }
-        }
-        for (int r = 0; r < 4 && half * 4 + r < rows; r++) {
-            int row = half * 4 + r;
-            for (int j = 0; j < P; j++) {
-                __m256 value = bias ? _mm256_add_ps(acc[r][j], _mm256_set1_ps(bias[row])) : acc[r][j];
-                if (activation) {
-                    __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), value));
-                    value = _mm256_div_ps(value, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-                }
-                float *target = c + (size_t)row * ldc + 8 * j;
-                if (j == P - 1)
-                    _mm256_maskstore_ps(target, mask, value);
-                else
-                    _mm256_storeu_ps(target, value);
-            }
-        }
-    }
-}
-
-/* gemm_avx512's work on AVX2: blocks of sixteen columns (the last eight or fewer as one register). */
-__attribute__((target("avx2,fma"))) static void gemm_avx2(const float *packed, int m, int k, const float *b,
-                                                         size_t ldb, const float *const *rows_of_b, size_t offset,
-                                                         int n, float *c, size_t ldc, const float *bias,
-                                                         int activation) {
-    int panels = (m + 7) / 8;
-    for (int j0 = 0; j0 < n;) {
-        int left = n - j0;
-        int P = left > 8 ? 2 : 1, width = left < 16 ? left : 16;
-        __m256i mask = lanes_below(width - 8 * (P - 1));
-        for (int panel = 0; panel < panels; panel++) {
-            int rows = m - panel * 8 < 8 ? m - panel * 8 : 8;
-            const float *a = packed + (size_t)panel * 8 * k;
-            float *target = c + (size_t)panel * 8 * ldc + j0;
-            const float *bb = bias ? bias + panel * 8 : NULL;
-            if (rows_of_b) {
-                size_t at = offset + (size_t)j0;
-                if (P == 2)
-                    gemm_block8(2, 1, a, k, NULL, 0, rows_of_b, at, mask, target, ldc, rows, bb, activation);
-                else
-                    gemm_block8(1, 1, a, k, NULL, 0, rows_of_b, at, mask, target, ldc, rows, bb, activation);
-            } else if (P == 2)
-                gemm_block8(2, 0, a, k, b + j0, ldb, NULL, 0, mask, target, ldc, rows, bb, activation);
-            else
-                gemm_block8(1, 0, a, k, b + j0, ldb, NULL, 0, mask, target, ldc, rows, bb, activation);
-        }
-        j0 += width;
-    }
-}
 #endif
 
 /* Portable: the same order of operations per element (fmaf in the order of k). */
@@ -221,12 +140,8 @@ static void gemm_portable(const float *packed, int m, int k, const float *b, siz
 static void gemm(const float *packed, int m, int k, const float *b, size_t ldb, const float *const *rows,
                  size_t offset, int n, float *c, size_t ldc, const float *bias, int activation) {
 #if defined(__x86_64__)
-    if (gemm_level() == 2) {
+    if (lookout_gemm_available()) {
         gemm_avx512(packed, m, k, b, ldb, rows, offset, n, c, ldc, bias, activation);
-        return;
-    }
-    if (gemm_level() == 1) {
-        gemm_avx2(packed, m, k, b, ldb, rows, offset, n, c, ldc, bias, activation);
         return;
     }
 #endif

@@ -8,10 +8,10 @@ import CLookoutKernels
 
 /// Lookout's own GEMM for convolutions (`gemm.c`): the weights packed once at load into panels of eight
 /// rows, the other operand read where it lies (an im2col tile, the feature map itself, Winograd's transformed
-/// tiles), AVX-512 register blocks of 8 × 48 (AVX2 with FMA: 4 × 16), bias and SiLU applied before the store.
-/// Each output is one chain of fused multiply-adds in the order of the inner dimension, so the result does not
-/// depend on how the work is split among threads. Used where the CPU has AVX-512 or AVX2 with FMA (OpenBLAS
-/// otherwise, and with `LOOKOUT_GEMM=openblas` for comparisons; `LOOKOUT_NO_AVX512` picks the AVX2 blocks).
+/// tiles), AVX-512 register blocks of 8 × 48, bias and SiLU applied before the store. Each output is one chain
+/// of fused multiply-adds in the order of the inner dimension, so the result does not depend on how the work
+/// is split among threads. Used where the CPU has AVX-512 (OpenBLAS otherwise, and with `LOOKOUT_GEMM=openblas`
+/// for comparisons).
 public enum ConvolutionGEMM {
     public static let available =
         lookout_gemm_available() != 0 && getenv("LOOKOUT_GEMM").map { String(cString: $0) } != "openblas"

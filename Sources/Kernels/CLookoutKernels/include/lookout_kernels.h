@@ -75,7 +75,7 @@ void lookout_winograd_output_rows(const float *m, const float *bias, int outputs
    `lookout_gemm_pack` into ceil(m / 8) panels of k × 8 floats (`lookout_gemm_packed_count` floats); rows
    [8p, 8p + 8) start at panel p, so a caller can compute a range of panels. Each element is one chain of
    fused multiply-adds in the order of k: the result does not depend on how the work is split.
-   AVX-512, or AVX2 with FMA, where `lookout_gemm_available`; portable C otherwise. */
+   AVX-512 where `lookout_gemm_available`, portable C otherwise. */
 size_t lookout_gemm_packed_count(int m, int k);
 void lookout_gemm_pack(const float *a, int m, int k, size_t lda, float *packed);
 /* The inverse: the packed panels → A (m × k, dense). */
