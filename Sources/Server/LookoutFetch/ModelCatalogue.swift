@@ -243,6 +243,41 @@ public struct ModelCatalogue: Sendable {
                             maximumBytes: Int64(size) << 20),
                     ], requires: [], manifest: []))
         }
+        // SigLIP and SigLIP 2 (fixed resolution) image–text towers (issue 52), from Google's transformers folders: the
+        // files Lookout reads (configuration, weights, image processor, tokenizer). No published digests.
+        for (name, repository, size, tokenizer, description) in [
+            (
+                "siglip-base-patch16-224", "google/siglip-base-patch16-224", 900, "spiece.model",
+                "SigLIP B/16 at 224 px (WebLI): a photo tower with sigmoid scores for index and search"
+            ),
+            (
+                "siglip-base-patch16-256-multilingual", "google/siglip-base-patch16-256-multilingual", 1600,
+                "spiece.model",
+                "SigLIP B/16 at 256 px, multilingual (WebLI): queries in many languages, sigmoid scores"
+            ),
+            (
+                "siglip2-base-patch16-224", "google/siglip2-base-patch16-224", 1600, "tokenizer.json",
+                "SigLIP 2 B/16 at 224 px, multilingual (Gemma's tokenizer): a photo tower with sigmoid scores"
+            ),
+        ] {
+            let base = "https://huggingface.co/\(repository)/resolve/main/"
+            models.append(
+                Model(
+                    name: name, description: description,
+                    files: [
+                        File(name: "config.json", url: base + "config.json", sha256: nil, maximumBytes: 1 << 20),
+                        File(
+                            name: "preprocessor_config.json", url: base + "preprocessor_config.json", sha256: nil,
+                            maximumBytes: 1 << 20),
+                        File(
+                            name: "tokenizer_config.json", url: base + "tokenizer_config.json", sha256: nil,
+                            maximumBytes: 4 << 20),
+                        File(name: tokenizer, url: base + tokenizer, sha256: nil, maximumBytes: 64 << 20),
+                        File(
+                            name: "model.safetensors", url: base + "model.safetensors", sha256: nil,
+                            maximumBytes: Int64(size) << 20),
+                    ], requires: [], manifest: []))
+        }
         return ModelCatalogue(models: models)
     }()
 
