@@ -228,9 +228,7 @@ public final class CLIPImageEncoder: Sendable {
             features += backend.matmul(pooled, weights.projection, m: 1, n: c.embeddingSize, k: c.width)
         }
         return (0..<starts.count).map { n in
-            let vector = Array(features[(n * c.embeddingSize)..<((n + 1) * c.embeddingSize)])
-            let norm = vector.reduce(0) { $0 + $1 * $1 }.squareRoot()
-            return vector.map { $0 / norm }
+            normalized(Array(features[(n * c.embeddingSize)..<((n + 1) * c.embeddingSize)]))
         }
     }
 }

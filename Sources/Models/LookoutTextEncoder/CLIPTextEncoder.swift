@@ -104,11 +104,7 @@ public final class CLIPTextEncoder: Sendable {
             features += backend.matmul(pooled, weights.projection, m: 1, n: embedding, k: width)
         }
         return (0..<queries).map { query in
-            let vector = Array(features[(query * embedding)..<((query + 1) * embedding)])
-            var squares: Float = 0
-            for value in vector { squares += value * value }
-            let norm = squares.squareRoot()
-            return vector.map { $0 / norm }
+            normalized(Array(features[(query * embedding)..<((query + 1) * embedding)]))
         }
     }
 }

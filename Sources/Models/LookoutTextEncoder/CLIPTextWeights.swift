@@ -84,6 +84,40 @@ struct Linear: Sendable {
     }
 }
 
+extension Linear {
+    /// Square `width × width` projections (transformers' `q_proj`, `k_proj`, `v_proj`) stacked in order as one layer
+    /// of `parts.count · width` outputs, packed from their halves where the file stores them as fp16.
+    init(stacking parts: [String], _ file: WeightBinding, width: Int) throws(WeightsError) {
+        var half: [UInt16]? = []
+        var bias: [Float] = []
+        for part in parts {
+            let view = try file.view(part + ".weight")
+            guard view.shape == [width, width] else {
+                throw WeightsError(
+                    path: file.path,
+                    problem: "tensor \(part).weight has shape \(view.shape), expected \([width, width])")
+            }
+            let bits = view.halfBits()
+            half = bits.flatMap { bits in half.map { $0 + bits } }
+            bias += try file.floats(part + ".bias", shape: [width])
+        }
+        try self.init(
+            weight: { () throws(WeightsError) in
+                var weight: [Float] = []
+                for part in parts { weight += try file.floats(part + ".weight", shape: [width, width]) }
+                return weight
+            }, halfWeight: half, bias: bias, inputs: width, outputs: parts.count * width, precision: file.precision)
+    }
+}
+
+/// An embedding divided by its L2 norm (the towers' last step), summed in order.
+func normalized(_ vector: [Float]) -> [Float] {
+    var squares: Float = 0
+    for value in vector { squares += value * value }
+    let norm = squares.squareRoot()
+    return vector.map { $0 / norm }
+}
+
 /// LayerNorm weights (γ, β) over the last dimension (``ComputeBackend/layerNorm(_:rows:gamma:beta:epsilon:)``).
 struct LayerNormWeights: Sendable {
     let gamma: [Float]
@@ -242,20 +276,8 @@ struct CLIPTextWeights: Sendable {
             let p = layerPrefix + "\(index)."
             let inProjection: Linear
             if hf {
-                let parts = ["q_proj", "k_proj", "v_proj"].map { p + "self_attn.\($0)" }
-                var half: [UInt16]? = []
-                var bias: [Float] = []
-                for part in parts {
-                    let bits = try halves(part + ".weight", shape: [width, width])
-                    half = bits.flatMap { bits in half.map { $0 + bits } }
-                    bias += try file.floats(part + ".bias", shape: [width])
-                }
                 inProjection = try Linear(
-                    weight: { () throws(WeightsError) in
-                        var weight: [Float] = []
-                        for part in parts { weight += try file.floats(part + ".weight", shape: [width, width]) }
-                        return weight
-                    }, halfWeight: half, bias: bias, inputs: width, outputs: 3 * width, precision: file.precision)
+                    stacking: ["q_proj", "k_proj", "v_proj"].map { p + "self_attn.\($0)" }, file, width: width)
             } else {
                 // OpenAI's in_proj and MobileCLIP's qkv_proj both stack q, k, v (each heads × head size).
                 inProjection = try Linear(

@@ -172,15 +172,8 @@ private func huggingFaceLayer(
             file, weight: name + ".weight", shape: [outputs, inputs],
             bias: try file.floats(name + ".bias", shape: [outputs]), inputs: inputs, outputs: outputs)
     }
-    let parts = ["q_proj", "k_proj", "v_proj"].map { p + "self_attn.\($0)" }
-    var bias: [Float] = []
-    for part in parts { bias += try file.floats(part + ".bias", shape: [width]) }
     let inProjection = try Linear(
-        weight: { () throws(WeightsError) in
-            var weight: [Float] = []
-            for part in parts { weight += try file.floats(part + ".weight", shape: [width, width]) }
-            return weight
-        }, halfWeight: nil, bias: bias, inputs: width, outputs: 3 * width, precision: file.precision)
+        stacking: ["q_proj", "k_proj", "v_proj"].map { p + "self_attn.\($0)" }, file, width: width)
     return CLIPLayer(
         ln1: try norm(p + "layer_norm1"), inProjection: inProjection,
         outProjection: try linear(p + "self_attn.out_proj", inputs: width, outputs: width),
@@ -307,11 +300,7 @@ public final class SigLIPImageEncoder: Sendable {
             x, rows: photos.count * tokens, gamma: postNorm.gamma, beta: postNorm.beta, epsilon: t.epsilon)
         let kv = backend.linear(x, rows: photos.count * tokens, layer: keysValues.packed)
         return (0..<photos.count).map { n in
-            let pooled = pool(kv, photo: n, tokens: tokens, backend: backend)
-            var squares: Float = 0
-            for value in pooled { squares += value * value }
-            let norm = squares.squareRoot()
-            return pooled.map { $0 / norm }
+            normalized(pool(kv, photo: n, tokens: tokens, backend: backend))
         }
     }
 
@@ -422,11 +411,7 @@ public final class SigLIPTextEncoder: Sendable {
             let pooled = backend.layerNorm(
                 Array(x[row..<(row + width)]), rows: 1, gamma: finalNorm.gamma, beta: finalNorm.beta,
                 epsilon: t.epsilon)
-            let embedding = backend.linear(pooled, rows: 1, layer: head.packed)
-            var squares: Float = 0
-            for value in embedding { squares += value * value }
-            let norm = squares.squareRoot()
-            return embedding.map { $0 / norm }
+            return normalized(backend.linear(pooled, rows: 1, layer: head.packed))
         }
     }
 }
