@@ -51,13 +51,13 @@ struct EmbedCommand: ParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "CLIP image tower for --image: OpenAI ViT-B-32.pt (or any OpenAI CLIP file with visual.* tensors), an open_clip model's folder (open_clip_config.json with open_clip_model.safetensors), or a SigLIP model's folder (config.json, model.safetensors).",
+            "CLIP image tower for --image: OpenAI ViT-B-32.pt (or any OpenAI CLIP file with visual.* tensors), an open_clip model's folder (open_clip_config.json with open_clip_model.safetensors), or a SigLIP model's folder (config.json, model.safetensors), or `multilingual` (the demo's SigLIP tower).",
             valueName: "path"))
     var imageModel: String?
 
     @Option(
         help: ArgumentHelp(
-            "CLIP text encoder: OpenAI ViT-B-32.pt, Hugging Face or Lookout safetensors, or an open_clip or SigLIP model's folder.",
+            "CLIP text encoder: OpenAI ViT-B-32.pt, Hugging Face or Lookout safetensors, or an open_clip or SigLIP model's folder, or `multilingual` (the demo's SigLIP tower, for English, German, French, Spanish and Chinese).",
             valueName: "path"))
     var textModel: String?
 
@@ -109,7 +109,7 @@ struct EmbedCommand: ParsableCommand {
         let loadedTokenizer = clock.lap()
         let path: String
         if let textModel {
-            path = textModel
+            path = try EngineConfiguration.towerPath(textModel)
         } else if let model {
             path = try ModelManifest(directory: EngineConfiguration.modelDirectory(model)).textEncoder.path
         } else {
@@ -155,7 +155,7 @@ struct EmbedCommand: ParsableCommand {
         var clock = Stopwatch()
         let path: String
         if let imageModel {
-            path = imageModel
+            path = try EngineConfiguration.towerPath(imageModel)
         } else if let model {
             let manifest = try ModelManifest(directory: EngineConfiguration.modelDirectory(model))
             path = manifest.imageEncoder?.path ?? manifest.textEncoder.path

@@ -133,8 +133,8 @@ struct IndexCommand: ParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "The CLIP image tower whose whole-photo embeddings are stored, for scene search, `lookout similar` and `lookout duplicates` (default: the model's own: the demo model's, the manifest's image_encoder, or --text-model when it is OpenAI's ViT-B-32.pt, which holds both towers); or an open_clip or SigLIP model's folder, whose own text tower then embeds scene queries.",
-            valueName: "path"))
+            "The CLIP image tower whose whole-photo embeddings are stored, for scene search, `lookout similar` and `lookout duplicates` (default: the model's own: the demo model's, the manifest's image_encoder, or --text-model when it is OpenAI's ViT-B-32.pt, which holds both towers); or an open_clip or SigLIP model's folder, whose own text tower then embeds scene queries; or `multilingual`, the demo's SigLIP tower that reads queries in English, German, French, Spanish and Chinese (\"blauer Kreis\", \"蓝色圆形\").",
+            valueName: "path|multilingual"))
     var imageModel: String?
 
     @Flag(help: "Store no whole-photo embeddings (objects only: no scene search, `similar` or `duplicates`).")
@@ -340,7 +340,10 @@ struct IndexCommand: ParsableCommand {
         model.modelArguments = modelOptions.arguments
         model.slicing = extractor.slicing?.tiling
         var imageTower: ImageTower?
-        if !noImageModel, let imageModel = try imageModel ?? modelOptions.configuration.imageTowerPath() {
+        if !noImageModel,
+            let imageModel = try imageModel.map(EngineConfiguration.towerPath)
+                ?? modelOptions.configuration.imageTowerPath()
+        {
             let tower = try ImageTower(contentsOf: imageModel, precision: modelOptions.configuration.towerPrecision)
             imageTower = tower
             let textFamily = engine.embedder!.encoder.configuration.family

@@ -129,7 +129,8 @@ struct ImagePromptOptions: ParsableArguments {
     /// The embeddings of `paths` (labels: their file names); no tower is loaded when there are none.
     func embed(_ paths: [String], model: ModelOptions, engine: Engine) throws -> [(label: String, embedding: [Float])] {
         guard !paths.isEmpty else { return [] }
-        let prompts = try ImagePrompts(path: imageModel, configuration: model.configuration, engine: engine)
+        let prompts = try ImagePrompts(
+            path: try imageModel.map(EngineConfiguration.towerPath), configuration: model.configuration, engine: engine)
         return try paths.map { (ImagePrompts.label($0), try prompts.embedding(path: $0)) }
     }
 }

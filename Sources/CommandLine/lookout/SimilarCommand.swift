@@ -56,7 +56,9 @@ struct SimilarCommand: ParsableCommand {
             throw LookoutError("\(path) holds no indexed photos yet: run `lookout index FOLDER --image-model …` first")
         }
         try filters.check(stored, path: path)
-        guard let fingerprint = stored.imageTower, let towerPath = imageModel ?? stored.imageTowerPath else {
+        guard let fingerprint = stored.imageTower,
+            let towerPath = try imageModel.map(EngineConfiguration.towerPath) ?? stored.imageTowerPath
+        else {
             throw LookoutError.noImageTower(path)
         }
         // The photo embedded as the index's were: by the tower in bf16 where the index was made so.

@@ -98,6 +98,18 @@ public struct EngineConfiguration: Sendable, Equatable {
         }
     }
 
+    /// The whole-photo towers that ship with the demo model, by the name `--image-model` and `--text-model`
+    /// take, and their folders inside the demo model's: `multilingual` is a small SigLIP trained on the demo's
+    /// scenes with captions in English, German, French, Spanish and Chinese (Models/demo/scene-tower).
+    public static let embeddedTowers = ["multilingual": "scene-tower"]
+
+    /// The tower `given` names: an embedded tower's folder (``embeddedTowers``) when `given` is such a name and
+    /// no file or folder of that name is here; otherwise `given` itself.
+    public static func towerPath(_ given: String) throws -> String {
+        guard let folder = embeddedTowers[given], access(given, F_OK) != 0 else { return given }
+        return try demoDirectory() + "/" + folder
+    }
+
     /// The models that ship with Lookout beside the default one, by the name `--model` takes: `Models/NAME`
     /// beside the demo model's folder, wherever that was found.
     public static let embeddedModels = ["demo-yoloe"]

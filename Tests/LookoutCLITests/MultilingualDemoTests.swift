@@ -1,0 +1,119 @@
+import Foundation
+import LookoutJSON
+import Testing
+
+/// The demo's multilingual scene tower (`--image-model multilingual`, Models/demo/scene-tower; issue 52): a small
+/// SigLIP trained on generated scenes with captions in English, German, French, Spanish and Chinese
+/// (scripts/demo/train_siglip.py). It is a trained model, not a port, so there is no reference to match: these
+/// tests hold it to what it was trained for, on the example scenes it never saw (examples/scenes, seed 700000,
+/// with their truth), in every language.
+@Suite struct MultilingualDemoTests {
+    static let languages = ["en", "de", "fr", "es", "zh"]
+    static let counts = [
+        "one shape", "two shapes", "three shapes", "four shapes", "five shapes", "six shapes", "seven shapes",
+        "eight shapes",
+    ]
+
+    /// The example scenes' files and, for each, the English scene captions true of it (as train_image.py's
+    /// true_captions: its count, its background, and each object's colour, shape and pair).
+    static func examples() throws -> [(file: String, captions: Set<String>)] {
+        let truth = try Self.document(CLI.root + "/examples/scenes/truth.json").root
+        let images = try #require(truth["images"])
+        return try (0..<images.count).map { i in
+            let image = images[i]
+            let objects = try #require(image["objects"])
+            var captions: Set<String> = [
+                counts[min(objects.count, 8) - 1], try #require(image["background"]?.string) + " background",
+            ]
+            for k in 0..<objects.count {
+                let label = try #require(objects[k]["label"]?.string)
+                let words = label.split(separator: " ").map(String.init)
+                captions.formUnion([words[0] + " shape", words[1], label])
+            }
+            return (CLI.root + "/examples/scenes/" + (try #require(image["file"]?.string)), captions)
+        }
+    }
+
+    /// English caption → its five versions, from the training captions' table (multilingual.py's translations).
+    static func translations() throws -> [(english: String, versions: [String: String])] {
+        let table = try Self.document(CLI.root + "/scripts/demo/multilingual_captions.json").root
+        let texts = try #require(table["texts"])
+        var out: [(english: String, versions: [String: String])] = []
+        texts.forEachMember { name, versions in
+            let english = String(decoding: name, as: UTF8.self)
+            out.append((english, Dictionary(uniqueKeysWithValues: languages.map { ($0, versions[$0]!.string!) })))
+        }
+        return out
+    }
+
+    static func document(_ path: String) throws -> JSONDocument {
+        try JSONDocument(bytes: Array(try #require(FileManager.default.contents(atPath: path))))
+    }
+
+    static func embeddings(_ arguments: [String]) throws -> [[Double]] {
+        let done = try CLI.run(["embed"] + arguments)
+        #expect(done.status == 0, "\(done.stderr)")
+        return try done.stdout.split(separator: "\n").map { line in
+            let row = try JSONDocument(text: String(line)).root
+            return (0..<row.count).map { row[$0].number! }
+        }
+    }
+
+    /// Captions → scenes in each language: for every caption true of at least one of the 24 example scenes, is one
+    /// of them among the 5 most similar? Measured 0.889 to 0.900 in the five languages (recall@1 0.62 to 0.63); a
+    /// tower that had not learned would find one by chance in 0.516 of them. A language the tower did not learn
+    /// falls to chance.
+    @Test func captionsFindTheirScenesInEveryLanguage() throws {
+        let scenes = try Self.examples()
+        let photos = try Self.embeddings(["--image", "--image-model", "multilingual"] + scenes.map(\.file))
+        #expect(photos.count == scenes.count)
+        let captions = try Self.translations().filter { caption in
+            scenes.contains { $0.captions.contains(caption.english) }
+        }
+        #expect(captions.count == 90, "captions true of an example scene: \(captions.count)")
+        for language in Self.languages {
+            let texts = try Self.embeddings(["--text-model", "multilingual"] + captions.map { $0.versions[language]! })
+            #expect(texts.count == captions.count)
+            var found = 0
+            var first = 0
+            for (text, caption) in zip(texts, captions) {
+                let scores = photos.map { photo in zip(photo, text).reduce(0) { $0 + $1.0 * $1.1 } }
+                let order = scores.indices.sorted { scores[$0] > scores[$1] }
+                if order.prefix(5).contains(where: { scenes[$0].captions.contains(caption.english) }) { found += 1 }
+                if scenes[order[0]].captions.contains(caption.english) { first += 1 }
+            }
+            let recall5 = Double(found) / Double(captions.count)
+            let recall1 = Double(first) / Double(captions.count)
+            #expect(recall5 >= 0.8, "\(language): recall@5 \(recall5)")
+            #expect(recall1 >= 0.5, "\(language): recall@1 \(recall1)")
+        }
+    }
+
+    /// `lookout search` over an index made with the tower: "blue circle" in each language, with scene evidence only,
+    /// finds a scene that has a blue circle among its first three, and scores it as the model's probability.
+    @Test func searchFindsBlueCirclesInEveryLanguage() throws {
+        let scenes = try Self.examples()
+        let withBlueCircles = Set(scenes.filter { $0.captions.contains("blue circle") }.map(\.file))
+        #expect(withBlueCircles.count == 3)
+        let folder = try CLI.scratch("multilingual-index")
+        defer { CLI.remove(folder) }
+        let db = folder + "/index.sqlite"
+        let indexed = try CLI.run(
+            ["index", CLI.root + "/examples/scenes", "--db", db, "--image-model", "multilingual", "--plain"])
+        #expect(indexed.status == 0, "\(indexed.stderr)")
+        let blueCircle = try #require(Self.translations().first { $0.english == "blue circle" })
+        for language in Self.languages {
+            let query = blueCircle.versions[language]!
+            let done = try CLI.run(["search", query, "--db", db, "--scenes", "--json", "--top", "3"])
+            #expect(done.status == 0, "\(done.stderr)")
+            let found = try done.stdout.split(separator: "\n").map { try JSONDocument(text: String($0)).root }
+            #expect(found.count == 3, "\(query): \(done.stdout)")
+            let files = found.compactMap { $0["image"]?.string }
+            #expect(files.contains { withBlueCircles.contains($0) }, "\(query): \(files)")
+            for result in found {
+                let score = try #require(result["scene_score"]?.number)
+                #expect(score > 0 && score < 1, "\(query): a probability, got \(score)")
+            }
+        }
+    }
+}

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Measures the demo's multilingual scene tower in each language, through Lookout itself, beside the CLIP tower.
+
+    python scripts/demo/evaluate_multilingual.py [--tower Models/demo/scene-tower] [--scenes 400]
+
+The held-out scenes of evaluate_image.py (seed 515000, evaluation split: every colour–shape pair, the 10 never
+drawn in training included), written as JPEG and embedded by `lookout embed --image --image-model TOWER`; the 110
+scene captions in English, German, French, Spanish and Chinese (multilingual.py) by `lookout embed --text-model
+TOWER`. For each language: captions → scenes recall@1 and recall@5 (a scene the caption is true of among the k
+best) and mean AP, per caption group. The demo's CLIP tower (Models/demo/image-encoder.safetensors with the demo
+text encoder) is measured on the same scenes with the English captions, and an edited copy of each scene is used
+as a query among the originals for both towers. Lookout must be built in release (`swift build -c release`).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import cv2
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, HERE)
+import multilingual  # noqa: E402
+import scenes  # noqa: E402
+from evaluate_image import EDITS, LOOKOUT, average_precision, edit, embed_photos, embed_texts  # noqa: E402
+from train_image import caption_list, true_captions  # noqa: E402
+
+
+def embed_tower_texts(tower: str, texts: list[str]) -> np.ndarray:
+    out = subprocess.run([LOOKOUT, "embed", "--text-model", tower, *texts], capture_output=True, text=True,
+                         check=True).stdout
+    return np.array([json.loads(line) for line in out.splitlines()], np.float64)
+
+
+def retrieval(similarity: np.ndarray, truth: np.ndarray, captions: list[str]) -> dict[str, tuple]:
+    groups = {"counts": captions[:8], "backgrounds": captions[8:12], "colours": captions[12:22],
+              "shapes": captions[22:30], "colour–shape pairs": captions[30:]}
+    held = {scenes.caption(c, s) for c, s in scenes.HELD_OUT}
+    groups["pairs never trained"] = [c for c in captions[30:] if c in held]
+    groups["all"] = captions
+    out = {}
+    for name, members in groups.items():
+        rows = [captions.index(c) for c in members if truth[:, captions.index(c)].any()]
+        r1 = np.mean([truth[np.argsort(-similarity[r], kind="stable")[:1], r].any() for r in rows])
+        r5 = np.mean([truth[np.argsort(-similarity[r], kind="stable")[:5], r].any() for r in rows])
+        ap = np.mean([average_precision(similarity[r], truth[:, r]) for r in rows])
+        out[name] = (r1, r5, ap, len(rows))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tower", default=os.path.join(ROOT, "Models", "demo", "scene-tower"))
+    parser.add_argument("--clip-tower", default=os.path.join(ROOT, "Models", "demo", "image-encoder.safetensors"))
+    parser.add_argument("--scenes", type=int, default=400)
+    parser.add_argument("--seed", type=int, default=515000)
+    args = parser.parse_args()
+    captions = caption_list()
+    table = multilingual.translations()
+    work = tempfile.mkdtemp(prefix="lookout-multilingual-eval-")
+    files, edited, truth = [], [], np.zeros((args.scenes, len(captions)), bool)
+    for i in range(args.scenes):
+        image, objects, background = scenes.scene(args.seed, i, "eval")
+        files.append(os.path.join(work, f"scene-{i:04d}.jpg"))
+        cv2.imwrite(files[-1], image, [cv2.IMWRITE_JPEG_QUALITY, 95])
+        edited.append(os.path.join(work, f"edit-{i:04d}.jpg"))
+        cv2.imwrite(edited[-1], edit(image, i % len(EDITS)), [cv2.IMWRITE_JPEG_QUALITY, 95])
+        for caption in true_captions(objects, background):
+            truth[i, captions.index(caption)] = True
+
+    results = {}
+    images = embed_photos(args.tower, files)
+    for language in multilingual.LANGUAGES:
+        texts = embed_tower_texts(args.tower, [table[c][language] for c in captions])
+        results[f"{os.path.basename(args.tower)} {language}"] = retrieval(texts @ images.T, truth, captions)
+    clip_images = embed_photos(args.clip_tower, files)
+    results["CLIP tower en"] = retrieval(embed_texts(captions) @ clip_images.T, truth, captions)
+
+    print(f"{args.scenes} held-out scenes (seed {args.seed}); captions → scenes recall@5 (recall@1, mean AP)\n")
+    names = list(next(iter(results.values())))
+    print(f"{'tower, language':24s} " + " ".join(f"{n[:18]:>20s}" for n in names))
+    for key, row in results.items():
+        print(f"{key:24s} " + " ".join(f"{row[n][1]:6.3f} ({row[n][0]:.2f}, {row[n][2]:.2f})" for n in names))
+    print("captions per group: " + ", ".join(f"{n} {next(iter(results.values()))[n][3]}" for n in names))
+
+    print("\nscenes → scenes (an edited copy finds its original among all)")
+    for name, originals, copies in (("scene tower", images, embed_photos(args.tower, edited)),
+                                    ("CLIP tower", clip_images, embed_photos(args.clip_tower, edited))):
+        cross = copies @ originals.T
+        ranks = np.array([(cross[i] > cross[i, i]).sum() for i in range(args.scenes)])
+        same = np.array([cross[i, i] for i in range(args.scenes)])
+        distinct = (originals @ originals.T)[np.triu_indices(args.scenes, 1)]
+        print(f"  {name}: recall@1 {np.mean(ranks < 1):.3f}, recall@5 {np.mean(ranks < 5):.3f}; cosine of a scene "
+              f"and its edit: 5th percentile {np.percentile(same, 5):.4f}; of distinct scenes: max {distinct.max():.4f}")
+
+
+if __name__ == "__main__":
+    main()
