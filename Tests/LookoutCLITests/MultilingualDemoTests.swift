@@ -116,4 +116,48 @@ import Testing
             }
         }
     }
+
+    /// Re-indexing with another whole-photo tower (the detector, classes and settings the same) keeps every photo's
+    /// regions and computes only its embedding: the run says so (none computed, 24 re-embedded), object search
+    /// answers exactly as before, and scene search answers as an index made with that tower from the start.
+    @Test func anotherTowerRecomputesOnlyThePhotoEmbeddings() throws {
+        let folder = try CLI.scratch("retower")
+        defer { CLI.remove(folder) }
+        let photos = CLI.root + "/examples/scenes"
+        let db = folder + "/index.sqlite"
+        let fresh = folder + "/fresh.sqlite"
+        let first = try CLI.run(["index", photos, "--db", db, "--plain"])
+        #expect(first.status == 0, "\(first.stderr)")
+        func search(_ arguments: [String], _ db: String) throws -> String {
+            let done = try CLI.run(["search"] + arguments + ["--db", db, "--json", "--top", "30"])
+            #expect(done.status == 0, "\(done.stderr)")
+            return done.stdout
+        }
+        let objects = try search(["red star", "--objects"], db)
+        #expect(!objects.isEmpty)
+        let again = try CLI.run(["index", photos, "--db", db, "--image-model", "multilingual", "--plain"])
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(
+            (again.stdout + again.stderr).contains(
+                "(0 computed, 24 re-embedded with the new image tower (regions kept)"),
+            "\(again.stdout)\(again.stderr)")
+        #expect(try search(["red star", "--objects"], db) == objects, "the regions changed")
+        let made = try CLI.run(["index", photos, "--db", fresh, "--image-model", "multilingual", "--plain"])
+        #expect(made.status == 0, "\(made.stderr)")
+        // The same embeddings, up to the thread count's summation order and the stored F16 rounding.
+        func scenes(_ db: String) throws -> [String: Double] {
+            var scores: [String: Double] = [:]
+            for line in try search(["blauer Kreis", "--scenes", "--min-score", "0"], db).split(separator: "\n") {
+                let row = try JSONDocument(text: String(line)).root
+                scores[row["image"]!.string!] = row["scene_score"]!.number!
+            }
+            return scores
+        }
+        let reembedded = try scenes(db)
+        let expected = try scenes(fresh)
+        #expect(reembedded.count == 24 && Set(reembedded.keys) == Set(expected.keys))
+        for (image, score) in expected {
+            #expect(abs(reembedded[image]! - score) <= 0.01, "\(image): \(reembedded[image]!) against \(score)")
+        }
+    }
 }

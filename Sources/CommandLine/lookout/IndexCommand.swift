@@ -415,7 +415,7 @@ struct IndexCommand: ParsableCommand {
         let seconds = clock.lap()
         let statistics = try index.statistics()
         var lines = [
-            "\(path): \(Self.indexedWhat(statistics.files, entries: try index.store.files(withPrefix: "/").keys)) indexed (\(summary.computed) computed, \(summary.reused) reused, \(summary.unchanged) unchanged, \(summary.removed) removed) in \(String(format1(seconds))) s"
+            "\(path): \(Self.indexedWhat(statistics.files, entries: try index.store.files(withPrefix: "/").keys)) indexed (\(summary.computed) computed, \(summary.reembedded > 0 ? "\(summary.reembedded) re-embedded with the new image tower (regions kept), " : "")\(summary.reused) reused, \(summary.unchanged) unchanged, \(summary.removed) removed) in \(String(format1(seconds))) s"
         ]
         if summary.computed > 0 {
             lines.append("  \(format1(Double(summary.computed) / max(seconds, 1e-9))) photos/s computed")

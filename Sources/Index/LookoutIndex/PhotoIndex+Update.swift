@@ -29,6 +29,8 @@ extension PhotoIndex {
 
     public struct Summary: Sendable, Equatable {
         public var computed = 0
+        /// Photos whose whole-photo embedding alone was computed again (the tower changed; regions kept).
+        public var reembedded = 0
         public var reused = 0
         public var unchanged = 0
         public var failed = 0
@@ -172,6 +174,13 @@ extension PhotoIndex {
         }
 
         let worker = IndexWorker.current()
+        if let stored = storedModel, stored.key != key, stored.regionsKey == model.regionsKey,
+            let imageEmbedding, !(store is any SharedJobStore)
+        {
+            work = try reembed(
+                work, known: known, from: stored.key, to: key, worker: worker, indexed: &indexed, summary: &summary,
+                imageEmbedding: imageEmbedding, progress: progress)
+        }
         if let shared = store as? any SharedJobStore {
             try runSharedJob(
                 shared, work: work, prefix: prefix, model: model, worker: worker, indexed: &indexed,
@@ -198,6 +207,54 @@ extension PhotoIndex {
         summary.removed = gone.filter { VideoFrames.split($0) == nil }.count  // a video counts once
         summary.lists = try updateLists(model: model, progress: progress)
         return summary
+    }
+
+    /// Another whole-photo tower, the same regions: each unchanged photo keeps its stored regions, size, date and
+    /// labels under the new model `key`, and only its embedding is computed (the detector does not run). Returns
+    /// the photos that need the whole work: changed since, videos, failures, content the store cannot give back.
+    private func reembed(
+        _ work: [FoundPhoto], known: [String: StoredFile], from old: String, to key: String, worker: IndexWorker,
+        indexed: inout Set<String>, summary: inout Summary, imageEmbedding: ImageEmbedder,
+        progress: (Progress) -> Void
+    ) throws(IndexError) -> [FoundPhoto] {
+        var rest: [FoundPhoto] = []
+        for (done, photo) in work.enumerated() {
+            guard let file = known[photo.path], file.size == photo.size, file.mtime == photo.mtime, file.model == old,
+                !file.failed, let hash = file.hash, !VideoFrames.isVideo(photo.path)
+            else {
+                rest.append(photo)
+                continue
+            }
+            progress(Progress(done: done, total: work.count, current: photo.path))
+            guard try store.claim(photo.path, worker: worker, until: SQLiteIndexStore.now() + claimLease) else {
+                summary.claimedElsewhere += 1
+                continue
+            }
+            defer { try? store.release(photo.path, worker: worker) }
+            if indexed.contains(hash) {  // a copy of content re-embedded a moment ago
+                try store.record(photo, outcome: .reused(hash: hash), model: key)
+                summary.reused += 1
+                continue
+            }
+            guard
+                case .indexed(_, let width, let height, let regions, _, let taken, let labels)? =
+                    try store.storedContent(hash: hash, model: old),
+                case .read(let bytes, let now) = Self.read(photo), now == hash,
+                let embedding = try? imageEmbedding(bytes, photo.path)
+            else {
+                rest.append(photo)
+                continue
+            }
+            try store.record(
+                photo,
+                outcome: .indexed(
+                    hash: hash, width: width, height: height, regions: regions,
+                    imageEmbedding: embedding.map { Float16($0).bitPattern }, taken: taken, labels: labels),
+                model: key)
+            indexed.insert(hash)
+            summary.reembedded += 1
+        }
+        return rest
     }
 
     /// The work of one process on a store without a shared job: each photo of its own plan, claimed before it

@@ -58,7 +58,13 @@ public struct IndexModel: Sendable, Equatable {
         self.scoreParameters = scoreParameters
     }
 
-    public var key: String {
+    public var key: String { key(withTower: true) }
+
+    /// The key without the whole-photo tower: two models with the same one compute the same regions (and
+    /// labels), so a change of tower alone recomputes only the photos' embeddings.
+    public var regionsKey: String { key(withTower: false) }
+
+    private func key(withTower: Bool) -> String {
         var hash = SHA256()
         let settings =
             "\(detectorFingerprint)|\(textEncoderFingerprint)|\(vocabulary)|\(imageSize)|\(maximumRegions)|\(regionRule)"
@@ -69,7 +75,9 @@ public struct IndexModel: Sendable, Equatable {
         // Nor does one of whole-photo regions.
         let tiles = slicing.map { "|slicing:\($0)" } ?? ""
         hash.update(
-            Array((settings + (imageTower.map { "|image:\($0)" } ?? "") + arithmetic + labels + tiles).utf8))
+            Array(
+                (settings + (withTower ? imageTower.map { "|image:\($0)" } ?? "" : "") + arithmetic + labels + tiles)
+                    .utf8))
         return String(hash.finalize().prefix(32))
     }
 

@@ -155,6 +155,10 @@ public protocol IndexStore: AnyObject {
     func indexedContents(model key: String) throws(IndexError) -> Set<String>
     /// The image embedding stored with the content `hash` under the model `key` (nil when none was made).
     func imageEmbedding(hash: String, model key: String) throws(IndexError) -> [UInt16]?
+    /// What the store holds for the content `hash` under the model `key` — size, regions, when it was taken and its
+    /// labels, without the image embedding — as the outcome that recorded it, or nil when it holds none (or the
+    /// store cannot say: then a change of image tower computes the regions again).
+    func storedContent(hash: String, model key: String) throws(IndexError) -> PhotoOutcome?
     /// Records one photo's outcome (its regions with it, for new content), atomically.
     func record(_ photo: FoundPhoto, outcome: PhotoOutcome, model key: String) throws(IndexError)
     /// Claims `path` for `worker` until `expires` (seconds since 1970): true when nobody holds it, or its
@@ -173,6 +177,10 @@ public protocol IndexStore: AnyObject {
     func failures() throws(IndexError) -> [(path: String, error: String)]
     /// A storage-level consistency check: "ok" when sound.
     func integrityCheck() throws(IndexError) -> String
+}
+
+extension IndexStore {
+    public func storedContent(hash: String, model key: String) throws(IndexError) -> PhotoOutcome? { nil }
 }
 
 /// The whole indexing job of a shared store, across its workers (`lookout index --status`).

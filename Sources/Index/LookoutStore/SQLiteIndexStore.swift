@@ -192,6 +192,19 @@ public final class SQLiteIndexStore: IndexStore {
         }
     }
 
+    public func storedContent(hash: String, model key: String) throws(IndexError) -> PhotoOutcome? {
+        let taken = version >= 3 ? "taken" : "NULL"
+        let labels = version >= 5 ? "labels" : "NULL"
+        let select = try database.prepare(
+            "SELECT width, height, regions, \(taken), \(labels) FROM images WHERE hash = ? AND model = ?")
+        select.bind([.text(hash), .text(key)])
+        guard try select.step() else { return nil }
+        return .indexed(
+            hash: hash, width: Int(select.integer(0)), height: Int(select.integer(1)),
+            regions: select.withBlob(2) { Array($0.bindMemory(to: UInt8.self)) },
+            taken: select.isNull(3) ? nil : select.integer(3), labels: select.isNull(4) ? nil : select.text(4))
+    }
+
     public func indexedContents(model key: String) throws(IndexError) -> Set<String> {
         let hashes = try database.prepare("SELECT hash FROM images WHERE model = ?")
         hashes.bind([.text(key)])
