@@ -57,7 +57,8 @@ public final class RegionLists {
     public let baseEntries: Int
 
     let file: MappedFile
-    let centroids: [Float]
+    /// The trained centroids, `dimension` values each, one after another.
+    public let centroids: [Float]
     let offsets: [Int]
     let codesOffset: Int
     let scalesOffset: Int
