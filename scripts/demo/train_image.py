@@ -153,13 +153,19 @@ def _crop_of_one_object(image, objects, background, rng):
 
 def _cached_item(arguments):
     """One training scene and one object crop from it, as the cache keeps them: 8-bit RGB after
-    Resize(224, BICUBIC) + CenterCrop(224), with per-caption truth (True, False or None for unknown)."""
-    seed, index, captions = arguments
+    Resize(224, BICUBIC) + CenterCrop(224) (CLIP's), or squashed to 224×224 by PIL's bicubic when `squash`
+    (SiglipImageProcessor's resize), with per-caption truth (True, False or None for unknown)."""
+    seed, index, captions, squash = arguments
     from PIL import Image
-    from torchvision.transforms import CenterCrop, Compose, InterpolationMode, Resize
 
     image, objects, background = scenes.scene(seed, index, "train")
-    steps = Compose([Resize(224, interpolation=InterpolationMode.BICUBIC), CenterCrop(224)])
+    if squash:
+        def steps(rgb):
+            return rgb.convert("RGB").resize((224, 224), 3)
+    else:
+        from torchvision.transforms import CenterCrop, Compose, InterpolationMode, Resize
+
+        steps = Compose([Resize(224, interpolation=InterpolationMode.BICUBIC), CenterCrop(224)])
 
     def pixels(bgr):
         return np.asarray(steps(Image.fromarray(bgr[:, :, ::-1].copy())).convert("RGB"))
@@ -174,9 +180,9 @@ def _cached_item(arguments):
             for p, t in items]
 
 
-def build_cache(seed: int, count: int, captions: list[str], workers: int, seconds: float):
-    """Up to `count` scenes (and a crop from each), preprocessed once, or as many as `seconds` allow (scene
-    generation, not the GPU, bounds training otherwise)."""
+def build_cache(seed: int, count: int, captions: list[str], workers: int, seconds: float, squash: bool = False):
+    """Up to `count` scenes (and a crop from each), preprocessed once (`_cached_item`), or as many as `seconds`
+    allow (scene generation, not the GPU, bounds training otherwise)."""
     import multiprocessing
 
     capacity = 2 * count
@@ -185,7 +191,8 @@ def build_cache(seed: int, count: int, captions: list[str], workers: int, second
     weights = np.ones((capacity, len(captions)), np.float32)
     start, filled = time.time(), 0
     with multiprocessing.Pool(workers, initializer=_worker_start) as pool:
-        for items in pool.imap(_cached_item, [(seed, i, captions) for i in range(count)], chunksize=16):
+        for items in pool.imap(_cached_item, [(seed, i, captions, squash) for i in range(count)],
+                               chunksize=16):
             for image, positives, unknown in items:
                 pixels[filled] = image
                 targets[filled, positives] = 1

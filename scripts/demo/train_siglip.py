@@ -28,15 +28,13 @@ import random
 import sys
 import time
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import scenes  # noqa: E402
-from train_image import _crop_of_one_object, _worker_start, caption_list, true_captions  # noqa: E402
+from train_image import build_cache, caption_list  # noqa: E402
 
 SIZE = 224
 LANGUAGES = ["en", "de", "fr", "es", "zh"]
@@ -177,49 +175,6 @@ class SigLIP(nn.Module):
                 nn.init.normal_(p, std=0.02)
 
 
-def _cached_item(arguments):
-    """One training scene and one object crop, as the cache keeps them: 8-bit RGB squashed to 224×224 by PIL's
-    bicubic (SiglipImageProcessor's resize), with per-caption truth (True, False or None for unknown)."""
-    seed, index, captions = arguments
-    from PIL import Image
-
-    image, objects, background = scenes.scene(seed, index, "train")
-
-    def pixels(bgr):
-        return np.asarray(Image.fromarray(bgr[:, :, ::-1].copy()).convert("RGB").resize((SIZE, SIZE), 3))
-
-    truth = true_captions(objects, background)
-    items = [(pixels(image), {c: (c in truth) for c in captions})]
-    crop = _crop_of_one_object(image, objects, background, np.random.default_rng([seed, index, 7]))
-    if crop is not None:
-        crop_image, known = crop
-        items.append((pixels(crop_image), {c: known.get(c, False) for c in captions}))
-    return [(p, [captions.index(c) for c, v in t.items() if v], [captions.index(c) for c, v in t.items() if v is None])
-            for p, t in items]
-
-
-def build_cache(seed: int, count: int, captions: list[str], workers: int, seconds: float):
-    import multiprocessing
-
-    capacity = 2 * count
-    pixels = np.zeros((capacity, SIZE, SIZE, 3), np.uint8)
-    targets = np.zeros((capacity, len(captions)), np.float32)
-    weights = np.ones((capacity, len(captions)), np.float32)
-    start, filled = time.time(), 0
-    with multiprocessing.Pool(workers, initializer=_worker_start) as pool:
-        for items in pool.imap(_cached_item, [(seed, i, captions) for i in range(count)], chunksize=16):
-            for image, positives, unknown in items:
-                pixels[filled] = image
-                targets[filled, positives] = 1
-                weights[filled, unknown] = 0
-                filled += 1
-            if time.time() - start > seconds:
-                pool.terminate()
-                break
-    return (torch.from_numpy(pixels[:filled]), torch.from_numpy(targets[:filled]),
-            torch.from_numpy(weights[:filled]))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out")
@@ -255,8 +210,9 @@ def main() -> None:
         log.write(line + "\n")
 
     start = time.time()
+    # SiglipImageProcessor's resize: squashed to 224×224 by PIL's bicubic
     pixels, cached_targets, cached_weights = build_cache(args.seed, args.cache, captions, args.workers,
-                                                         args.cache_seconds)
+                                                         args.cache_seconds, squash=True)
     pixels, cached_targets, cached_weights = pixels.to(device), cached_targets.to(device), cached_weights.to(device)
     count = pixels.shape[0]
     say(f"cached {count} images (scenes and object crops) in {time.time() - start:.0f} s; "
