@@ -67,6 +67,39 @@ import Testing
         }
     }
 
+    /// The bits of `Kernels.linear` do not depend on the pool's thread count (`LOOKOUT_THREADS`): OpenBLAS's sums
+    /// can depend on the shape of each call, so the way rows and columns are split must follow the product's shape
+    /// alone. Row counts on both sides of every strategy's switch for 1 to 4 threads.
+    @Test(arguments: [9, 33, 64, 65, 127, 200, 700])
+    func sameBitsOnAnyThreadCount(rows: Int) {
+        var rng = SplitMix64(seed: UInt64(rows) &+ 17)
+        let inputs = 512, outputs = 512
+        let x = (0..<(rows * inputs)).map { _ in Float.random(in: -1...1, using: &rng) }
+        let w = (0..<(outputs * inputs)).map { _ in Float.random(in: -1...1, using: &rng) }
+        let b = (0..<outputs).map { _ in Float.random(in: -1...1, using: &rng) }
+        var results: [[Float]] = []
+        for threads in 1...4 {
+            var y = [Float](repeating: .nan, count: rows * outputs)
+            x.withUnsafeBufferPointer { x in
+                w.withUnsafeBufferPointer { w in
+                    b.withUnsafeBufferPointer { b in
+                        y.withUnsafeMutableBufferPointer { y in
+                            Kernels.linear(
+                                x.baseAddress!, rows: rows, inputs: inputs, weight: w.baseAddress!,
+                                bias: b.baseAddress!, outputs: outputs, into: y.baseAddress!,
+                                pool: ComputePool(threads: threads))
+                        }
+                    }
+                }
+            }
+            results.append(y)
+        }
+        for threads in 2...4 {
+            let differing = zip(results[0], results[threads - 1]).filter { $0.bitPattern != $1.bitPattern }.count
+            #expect(differing == 0, "\(threads) threads: \(differing) of \(rows * outputs) values differ from 1 thread")
+        }
+    }
+
     @Test func poolRunsEveryIterationOnce() {
         let pool = ComputePool(threads: 3)
         for count in [1, 7, 1000] {

@@ -205,10 +205,10 @@ public struct CPUBackend: ComputeBackend {
 
     // MARK: Dense
 
-    /// On the shared pool whatever this backend's pool: ``Kernels/linear(_:rows:inputs:weight:bias:outputs:into:pool:)``
-    /// splits its rows by the pool's thread count, and OpenBLAS's sums depend on how many rows a call takes, so a
-    /// lane's one-thread backend would give other bits than the shared pool's (an index computed side by side
-    /// must store what one computed photo by photo stores). These are the text side's small products.
+    /// ``Kernels/linear(_:rows:inputs:weight:bias:outputs:into:pool:)`` on this backend's pool: its tiles do not
+    /// depend on the thread count, so a lane's one-thread backend stores the bits the shared pool computes (an
+    /// index computed side by side must store what one computed photo by photo stores). These are the text side's
+    /// small products.
     public func linear(_ x: [Float], rows: Int, inputs: Int, weight: [Float], bias: [Float]?, outputs: Int) -> [Float] {
         precondition(
             x.count == rows * inputs && weight.count == outputs * inputs && (bias?.count ?? outputs) == outputs)
@@ -221,12 +221,12 @@ public struct CPUBackend: ComputeBackend {
                         bias.withUnsafeBufferPointer { b in
                             Kernels.linear(
                                 x.baseAddress!, rows: rows, inputs: inputs, weight: w.baseAddress!,
-                                bias: b.baseAddress!, outputs: outputs, into: y.baseAddress!, pool: .shared)
+                                bias: b.baseAddress!, outputs: outputs, into: y.baseAddress!, pool: pool)
                         }
                     } else {
                         Kernels.linear(
                             x.baseAddress!, rows: rows, inputs: inputs, weight: w.baseAddress!, bias: nil,
-                            outputs: outputs, into: y.baseAddress!, pool: .shared)
+                            outputs: outputs, into: y.baseAddress!, pool: pool)
                     }
                 }
             }

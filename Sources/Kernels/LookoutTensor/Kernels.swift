@@ -11,8 +11,8 @@ import CLookoutKernels
 public enum Kernels {
     /// `y = x·Wᵀ + b` for `rows` rows: `x` is rows×inputs, `weight` outputs×inputs (a Linear layer's
     /// layout), `y` rows×outputs. OpenBLAS runs single-threaded inside; the work is split across `pool`
-    /// by rows when there are many, and by output columns when there are few (then each thread streams
-    /// its own part of the weight matrix, which is what limits a handful of rows).
+    /// by output columns for a handful of rows (each thread streams its own part of the weight matrix, which is
+    /// what limits them), and in 128×128 tiles of the output otherwise. The bits are the same on any thread count.
     public static func linear(
         _ x: UnsafePointer<Float>, rows: Int, inputs: Int, weight: UnsafePointer<Float>, bias: UnsafePointer<Float>?,
         outputs: Int, into y: UnsafeMutablePointer<Float>, pool: ComputePool = .shared
@@ -34,20 +34,21 @@ public enum Kernels {
                     x.pointer, rows: rows, inputs: inputs, weight: weight.pointer, outputs: outputs, columns: range,
                     into: y.pointer)
             }
-        } else if rows >= 32 * pool.threadCount || pool.threadCount == 1 {
-            // One call per thread: OpenBLAS packs the weight matrix once per call.
-            let chunk = (rows + pool.threadCount - 1) / pool.threadCount
-            pool.parallelFor(rows, chunk: chunk) { range in
-                BLAS.gemm(
-                    m: range.count, n: outputs, k: inputs, a: x.pointer + range.lowerBound * inputs, b: weight.pointer,
-                    transposeB: true, c: y.pointer + range.lowerBound * outputs, beta: beta)
-            }
         } else {
-            let chunk = max(64, (outputs + 4 * pool.threadCount - 1) / (4 * pool.threadCount))
-            pool.parallelFor(outputs, chunk: chunk) { range in
-                BLAS.gemm(
-                    m: rows, n: range.count, k: inputs, a: x.pointer, b: weight.pointer + range.lowerBound * inputs,
-                    transposeB: true, c: y.pointer + range.lowerBound, ldc: outputs, beta: beta)
+            // Tiles of a fixed size, whatever the thread count: OpenBLAS's sums depend on the shape of each call
+            // (its small-matrix and edge kernels), so splitting by the pool's threads would make LOOKOUT_THREADS
+            // change the bits. Each call packs its columns of the weight matrix once.
+            let rowTile = 128, columnTile = 128
+            let rowTiles = (rows + rowTile - 1) / rowTile, columnTiles = (outputs + columnTile - 1) / columnTile
+            pool.parallelFor(rowTiles * columnTiles, chunk: 1) { range in
+                for tile in range {
+                    let firstRow = (tile / columnTiles) * rowTile, firstColumn = (tile % columnTiles) * columnTile
+                    let tileRows = min(rowTile, rows - firstRow), tileColumns = min(columnTile, outputs - firstColumn)
+                    BLAS.gemm(
+                        m: tileRows, n: tileColumns, k: inputs, a: x.pointer + firstRow * inputs,
+                        b: weight.pointer + firstColumn * inputs, transposeB: true,
+                        c: y.pointer + firstRow * outputs + firstColumn, ldc: outputs, beta: beta)
+                }
             }
         }
     }
