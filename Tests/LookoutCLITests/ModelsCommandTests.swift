@@ -133,6 +133,15 @@ import Testing
         let right = try CLI.run(["models", "verify", directory])
         #expect(right.status == 0, "\(right.stdout) \(right.stderr)")
         #expect(right.stdout.contains("matches the manifest"))
+        // A scene tower (a folder) that is not one: named, and the check fails.
+        let text = """
+            {"name": "tiny", "detector": {"file": "\(Self.weights)/yolov8n-worldv2-random.pt"},
+             "text_encoder": {"file": "\(Self.weights)/clip-tiny-openai.pt"}, "scene_tower": {"file": "no-tower"}}
+            """
+        try text.write(toFile: directory + "/lookout-model.json", atomically: true, encoding: .utf8)
+        let noTower = try CLI.run(["models", "verify", directory])
+        #expect(noTower.status != 0 && noTower.stdout.contains("scene tower: "), "\(noTower.stdout)")
+        #expect(noTower.stdout.contains("NOT READABLE"), "\(noTower.stdout)")
         let missing = try CLI.run(["models", "verify", directory + "/nowhere"])
         #expect(missing.status != 0)
         #expect(missing.stderr.contains("lookout-model.json"))

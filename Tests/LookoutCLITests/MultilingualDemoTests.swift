@@ -89,8 +89,9 @@ import Testing
         }
     }
 
-    /// `lookout search` over an index made with the tower: "blue circle" in each language, with scene evidence only,
-    /// finds a scene that has a blue circle among its first three, and scores it as the model's probability.
+    /// Out of the box: `lookout index` with the demo model stores the multilingual tower's embeddings (its manifest's
+    /// scene_tower), and `lookout search` with no option finds a scene with a blue circle among its first three for
+    /// "blue circle" in each language; with `--scenes`, the score is the model's probability.
     @Test func searchFindsBlueCirclesInEveryLanguage() throws {
         let scenes = try Self.examples()
         let withBlueCircles = Set(scenes.filter { $0.captions.contains("blue circle") }.map(\.file))
@@ -98,35 +99,44 @@ import Testing
         let folder = try CLI.scratch("multilingual-index")
         defer { CLI.remove(folder) }
         let db = folder + "/index.sqlite"
-        let indexed = try CLI.run(
-            ["index", CLI.root + "/examples/scenes", "--db", db, "--image-model", "multilingual", "--plain"])
+        let indexed = try CLI.run(["index", CLI.root + "/examples/scenes", "--db", db, "--plain"])
         #expect(indexed.status == 0, "\(indexed.stderr)")
         let blueCircle = try #require(Self.translations().first { $0.english == "blue circle" })
         for language in Self.languages {
             let query = blueCircle.versions[language]!
-            let done = try CLI.run(["search", query, "--db", db, "--scenes", "--json", "--top", "3"])
-            #expect(done.status == 0, "\(done.stderr)")
-            let found = try done.stdout.split(separator: "\n").map { try JSONDocument(text: String($0)).root }
-            #expect(found.count == 3, "\(query): \(done.stdout)")
-            let files = found.compactMap { $0["image"]?.string }
-            #expect(files.contains { withBlueCircles.contains($0) }, "\(query): \(files)")
-            for result in found {
-                let score = try #require(result["scene_score"]?.number)
-                #expect(score > 0 && score < 1, "\(query): a probability, got \(score)")
+            for evidence in [[], ["--scenes"]] {
+                let done = try CLI.run(["search", query, "--db", db, "--json", "--top", "3"] + evidence)
+                #expect(done.status == 0, "\(done.stderr)")
+                let found = try done.stdout.split(separator: "\n").map { try JSONDocument(text: String($0)).root }
+                #expect(found.count == 3, "\(query) \(evidence): \(done.stdout)")
+                let files = found.compactMap { $0["image"]?.string }
+                #expect(files.contains { withBlueCircles.contains($0) }, "\(query) \(evidence): \(files)")
+                for result in found where evidence == ["--scenes"] {
+                    let score = try #require(result["scene_score"]?.number)
+                    #expect(score > 0 && score < 1, "\(query): a probability, got \(score)")
+                }
             }
         }
+        // `models verify` names the demo's scene tower and loads it.
+        let verified = try CLI.run(["models", "verify", CLI.root + "/Models/demo"])
+        #expect(verified.status == 0, "\(verified.stdout)\(verified.stderr)")
+        #expect(
+            verified.stdout.contains("scene tower: ")
+                && verified.stdout.contains("SigLIP image tower, 256-d embeddings"),
+            "\(verified.stdout)")
     }
 
     /// Re-indexing with another whole-photo tower (the detector, classes and settings the same) keeps every photo's
     /// regions and computes only its embedding: the run says so (none computed, 24 re-embedded), object search
-    /// answers exactly as before, and scene search answers as an index made with that tower from the start.
+    /// answers exactly as before, and scene search answers as an index made with that tower from the start. From
+    /// the demo's CLIP tower (`clip`) to its default, the multilingual one.
     @Test func anotherTowerRecomputesOnlyThePhotoEmbeddings() throws {
         let folder = try CLI.scratch("retower")
         defer { CLI.remove(folder) }
         let photos = CLI.root + "/examples/scenes"
         let db = folder + "/index.sqlite"
         let fresh = folder + "/fresh.sqlite"
-        let first = try CLI.run(["index", photos, "--db", db, "--plain"])
+        let first = try CLI.run(["index", photos, "--db", db, "--image-model", "clip", "--plain"])
         #expect(first.status == 0, "\(first.stderr)")
         func search(_ arguments: [String], _ db: String) throws -> String {
             let done = try CLI.run(["search"] + arguments + ["--db", db, "--json", "--top", "30"])
@@ -135,7 +145,7 @@ import Testing
         }
         let objects = try search(["red star", "--objects"], db)
         #expect(!objects.isEmpty)
-        let again = try CLI.run(["index", photos, "--db", db, "--image-model", "multilingual", "--plain"])
+        let again = try CLI.run(["index", photos, "--db", db, "--plain"])
         #expect(again.status == 0, "\(again.stderr)")
         #expect(
             (again.stdout + again.stderr).contains(

@@ -130,7 +130,7 @@ final class BackgroundLookout {
     static let photoCount = 12
     /// Small inputs keep the debug build quick; both indexes use the same.
     static let options = ["--imgsz", "320", "--plain"]
-    static let queries = ["red circle", "green star", "blue square", "yellow triangle", "ring"]
+    static let queries = ["green circle", "green star", "blue square", "yellow triangle", "ring"]
 
     /// A folder of photos and its SQLite index, the reference every PostgreSQL index here must equal.
     final class Photos {
@@ -354,7 +354,7 @@ final class BackgroundLookout {
         let regions = try server.count("SELECT count(*) FROM lookout.region_vectors")
         #expect(regions == 64 * Self.photoCount, "every region has its vector (\(regions))")
         #expect(try server.count("SELECT count(*) FROM lookout.image_vectors") == Self.photoCount)
-        let search = try CLI.run(["search", "red circle", "--db", server.url])
+        let search = try CLI.run(["search", "green circle", "--db", server.url])
         #expect(search.stderr.contains("(pgvector:"), "the search went through pgvector's indexes: \(search.stderr)")
         try expectSearchesEqual(photos, server, "pgvector")
         try expectSearchesEqual(photos, server, extra: ["--scan"], "pgvector --scan")
@@ -373,7 +373,7 @@ final class BackgroundLookout {
             let indexed = try CLI.run(["index", photos.folder, "--db", db] + Self.options + promptFree)
             #expect(indexed.status == 2, "\(db): \(indexed.stderr)")
         }
-        let query = ["search", "red circle", "--json", "--conf", "0.01", "--top", "100"]
+        let query = ["search", "green circle", "--json", "--conf", "0.01", "--top", "100"]
         let all = try CLI.run(query + ["--db", sqlite])
         try #require(all.status == 0, "\(all.stderr)")
         let shared = try CLI.run(query + ["--db", server.url, "--scan"])
@@ -404,8 +404,8 @@ final class BackgroundLookout {
         _ = try server.sql(
             "ALTER TABLE lookout.images DROP COLUMN labels; UPDATE lookout.meta SET value = '1' WHERE key = 'schema_version'"
         )
-        let read = try CLI.run(["search", "red circle", "--db", server.url, "--json", "--conf", "0.05"])
-        let reference = try CLI.run(["search", "red circle", "--db", photos.sqlite, "--json", "--conf", "0.05"])
+        let read = try CLI.run(["search", "green circle", "--db", server.url, "--json", "--conf", "0.05"])
+        let reference = try CLI.run(["search", "green circle", "--db", photos.sqlite, "--json", "--conf", "0.05"])
         #expect(read.status == 0 && read.stdout == reference.stdout, "\(read.stderr)")
         #expect(try server.sql("SELECT value FROM lookout.meta WHERE key = 'schema_version'") == "1")
         let again = try CLI.run(["index", photos.folder, "--db", server.url] + Self.options)

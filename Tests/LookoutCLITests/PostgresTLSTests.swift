@@ -89,7 +89,7 @@ import Testing
         let required = address(server, "sslmode=require")
         let indexed = try CLI.run(["index", photos, "--db", required, "--imgsz", "320", "--plain"])
         #expect(indexed.status == 0, "\(indexed.stderr)")
-        let search = try CLI.run(["search", "red circle", "--db", required, "--json", "--conf", "0.01"])
+        let search = try CLI.run(["search", "green circle", "--db", required, "--json", "--conf", "0.01"])
         #expect(search.status == 0 && search.stdout.contains("scene-0001.jpg"), "\(search.stderr)")
         let status = try CLI.run(["index", "--status", "--db", required])
         #expect(status.status == 0 && status.stdout.contains("sslmode=require: encrypted (TLSv1."), "\(status.stdout)")

@@ -74,6 +74,7 @@ import Testing
         defer { CLI.remove(folder) }
         for name in [
             "lookout-model.json", "detector.safetensors", "text-encoder.safetensors", "image-encoder.safetensors",
+            "scene-tower",
         ] {
             try FileManager.default.copyItem(atPath: CLI.root + "/Models/demo/" + name, toPath: folder + "/" + name)
         }

@@ -172,6 +172,34 @@ def calibrate(tower: str, out: str, duplicate_threshold: float, captions: list[s
     print(f"wrote {out}")
 
 
+def search_aps(work: str, files: list[str], truth: np.ndarray, captions: list[str], tower: str,
+               queries: list[str] | None = None, modes=("--objects", "--scenes", None)) -> dict:
+    """Indexes `files` (all in `work`) with the demo model and `tower`, searches every caption true of some scene
+    (as `queries`, its translation, when given) with each of `modes` (None: both, the default) and returns
+    {mode: {caption: average precision}}, a scene scored by its search score (absent: below every other)."""
+    database = os.path.join(work, f"index-{abs(hash(tower))}.sqlite")
+    subprocess.run([LOOKOUT, "index", work, "--db", database, "--image-model", tower, "--plain"],
+                   capture_output=True, check=True)
+    position = {os.path.realpath(f): i for i, f in enumerate(files)}
+    results = {}
+    for mode in modes:
+        aps = {}
+        for c, caption in enumerate(captions):
+            if not truth[:, c].any():
+                continue
+            command = [LOOKOUT, "search", (queries or captions)[c], "--db", database, "--json", "--top",
+                       str(3 * len(files)), "--conf", "0.001"] + ([mode] if mode else [])
+            out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+            scores = np.full(len(files), -1.0)
+            for line in out.splitlines():
+                hit = json.loads(line)
+                if hit["image"] in position:
+                    scores[position[hit["image"]]] = hit["score"]
+            aps[caption] = average_precision(scores, truth[:, c])
+        results[mode] = aps
+    return results
+
+
 FIXED = (0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95)
 
 
@@ -314,28 +342,9 @@ def main() -> None:
             print("    mean F1 at one threshold for all: " + ", ".join(
                 f"{t} {np.mean([r[6][k] for r in chosen]):.3f}" for k, t in enumerate(FIXED)))
     # Search: objects, scenes and both (Lookout's fusion), every caption, on the indexed scenes.
-    database = os.path.join(work, "index.sqlite")
-    subprocess.run([LOOKOUT, "index", work, "--db", database, "--image-model", args.tower, "--plain"],
-                   capture_output=True, check=True)
+    results = search_aps(work, files, truth, captions, args.tower)
     print(f"\nsearch ({args.scenes} scenes indexed with the demo model and this tower): mean AP per caption group")
     print(f"  {'':26s} {'objects':>8s} {'scenes':>8s} {'both':>8s}")
-    position = {os.path.realpath(f): i for i, f in enumerate(files)}
-    results = {}
-    for mode in ("--objects", "--scenes", None):
-        aps = {}
-        for c, caption in enumerate(captions):
-            if not truth[:, c].any():
-                continue
-            command = [LOOKOUT, "search", caption, "--db", database, "--json", "--top", str(3 * args.scenes),
-                       "--conf", "0.001"] + ([mode] if mode else [])
-            out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-            scores = np.full(args.scenes, -1.0)
-            for line in out.splitlines():
-                hit = json.loads(line)
-                if hit["image"] in position:
-                    scores[position[hit["image"]]] = hit["score"]
-            aps[caption] = average_precision(scores, truth[:, c])
-        results[mode] = aps
     for name, members in list(groups.items()) + [("all", captions)]:
         row = [np.mean([results[m][c] for c in members if c in results[m]]) for m in ("--objects", "--scenes", None)]
         print(f"  {name:26s} {row[0]:8.3f} {row[1]:8.3f} {row[2]:8.3f}")

@@ -9,7 +9,10 @@ scene captions in English, German, French, Spanish and Chinese (multilingual.py)
 TOWER`. For each language: captions → scenes recall@1 and recall@5 (a scene the caption is true of among the k
 best) and mean AP, per caption group. The demo's CLIP tower (Models/demo/image-encoder.safetensors with the demo
 text encoder) is measured on the same scenes with the English captions, and an edited copy of each scene is used
-as a query among the originals for both towers. Lookout must be built in release (`swift build -c release`).
+as a query among the originals for both towers. Then `lookout search` itself (unless --no-search): the scenes
+indexed with the demo model and each tower, every caption searched with --scenes and with both kinds of evidence
+(the default), in each language for the multilingual tower and in English for the CLIP tower (and --objects in
+English), mean AP per caption group. Lookout must be built in release (`swift build -c release`).
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 import multilingual  # noqa: E402
 import scenes  # noqa: E402
-from evaluate_image import EDITS, LOOKOUT, average_precision, edit, embed_photos, embed_texts  # noqa: E402
+from evaluate_image import EDITS, LOOKOUT, average_precision, edit, embed_photos, embed_texts, search_aps  # noqa: E402
 from train_image import caption_list, true_captions  # noqa: E402
 
 
@@ -60,6 +63,7 @@ def main() -> None:
     parser.add_argument("--clip-tower", default=os.path.join(ROOT, "Models", "demo", "image-encoder.safetensors"))
     parser.add_argument("--scenes", type=int, default=400)
     parser.add_argument("--seed", type=int, default=515000)
+    parser.add_argument("--no-search", action="store_true", help="skip the lookout search table")
     args = parser.parse_args()
     captions = caption_list()
     table = multilingual.translations()
@@ -98,6 +102,25 @@ def main() -> None:
         distinct = (originals @ originals.T)[np.triu_indices(args.scenes, 1)]
         print(f"  {name}: recall@1 {np.mean(ranks < 1):.3f}, recall@5 {np.mean(ranks < 5):.3f}; cosine of a scene "
               f"and its edit: 5th percentile {np.percentile(same, 5):.4f}; of distinct scenes: max {distinct.max():.4f}")
+    if args.no_search:
+        return
+
+    groups = {"counts": captions[:8], "backgrounds": captions[8:12], "colours": captions[12:22],
+              "shapes": captions[22:30], "colour–shape pairs": captions[30:], "all": captions}
+    rows = {}
+    clip = search_aps(work, files, truth, captions, args.clip_tower)
+    rows["CLIP tower, en, --objects"] = clip["--objects"]
+    rows["CLIP tower, en, --scenes"] = clip["--scenes"]
+    rows["CLIP tower, en, both"] = clip[None]
+    for language in multilingual.LANGUAGES:
+        found = search_aps(work, files, truth, captions, args.tower, [table[c][language] for c in captions],
+                           modes=("--scenes", None))
+        rows[f"multilingual, {language}, --scenes"] = found["--scenes"]
+        rows[f"multilingual, {language}, both"] = found[None]
+    print(f"\nlookout search ({args.scenes} scenes indexed with the demo model and each tower): mean AP per caption group")
+    print(f"{'tower, language, evidence':32s} " + " ".join(f"{n[:18]:>18s}" for n in groups))
+    for key, aps in rows.items():
+        print(f"{key:32s} " + " ".join(f"{np.mean([aps[c] for c in m if c in aps]):18.3f}" for m in groups.values()))
 
 
 if __name__ == "__main__":

@@ -693,11 +693,12 @@ def main() -> None:
         # Search as you type: the grid, in the order of lookout search, thumbnails and boxes, a click opens the
         # photo.
         driver.find_element(By.ID, "tab-search").click()
-        # The tower that finds scenes is named: the demo model's own CLIP tower, its scores calibrated.
+        # The tower that finds scenes is named: the demo model's multilingual SigLIP tower, its scores its own
+        # probabilities.
         tower = driver.find_element(By.ID, "tower")
         wait.until(lambda d: d.find_element(By.ID, "tower").text != "")
-        check("search names its tower", "CLIP tower image-encoder.safetensors" in tower.text
-              and "calibrated" in tower.text, tower.text)
+        check("search names its tower", "SigLIP tower scene-tower" in tower.text
+              and "its own probabilities" in tower.text, tower.text)
         box = driver.find_element(By.ID, "search-query")
         box.send_keys("red shape")  # typed, no Enter: the page searches as the typing pauses
         want = searched(lookout, index, "red shape")
@@ -734,6 +735,18 @@ def main() -> None:
         shown = len(driver.find_elements(By.CSS_SELECTOR, "#viewer .box"))
         check("a click opens the photo with its boxes", shown == want[0][1], f"{shown} boxes, search {want[0][1]}")
         driver.find_element(By.CSS_SELECTOR, "#viewer button").click()
+        # A query in Chinese ("blue circle"): the demo's multilingual tower reads it; the grid holds what `lookout
+        # search` lists (the scan switch is still on).
+        box.clear()
+        box.send_keys("蓝色圆形")
+        want = searched(lookout, index, "蓝色圆形", ["--scan"])
+        wait.until(lambda d: d.find_element(By.ID, "search-status").get_attribute("data-query") == "蓝色圆形"
+                   and d.find_element(By.ID, "search-status").get_attribute("data-state") == "done"
+                   and len(d.find_elements(By.CSS_SELECTOR, "#results .card")) == len(want))
+        got = [(c.get_attribute("data-name"), len(c.find_elements(By.CSS_SELECTOR, ".box")))
+               for c in driver.find_elements(By.CSS_SELECTOR, "#results .card")]
+        check("search '蓝色圆形' (Chinese): the photos of lookout search, in order", got == want and bool(want),
+              f"page {got}, search {want}")
 
         # A phone's width: no sideways scrolling, the photo fits.
         driver.set_window_size(390, 844)

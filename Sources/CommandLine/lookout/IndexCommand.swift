@@ -133,8 +133,8 @@ struct IndexCommand: ParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "The CLIP image tower whose whole-photo embeddings are stored, for scene search, `lookout similar` and `lookout duplicates` (default: the model's own: the demo model's, the manifest's image_encoder, or --text-model when it is OpenAI's ViT-B-32.pt, which holds both towers); or an open_clip or SigLIP model's folder, whose own text tower then embeds scene queries; or `multilingual`, the demo's SigLIP tower that reads queries in English, German, French, Spanish and Chinese (\"blauer Kreis\", \"蓝色圆形\").",
-            valueName: "path|multilingual"))
+            "The image tower whose whole-photo embeddings are stored, for scene search, `lookout similar` and `lookout duplicates`: a CLIP image tower, or an open_clip or SigLIP model's folder, whose own text tower then embeds scene queries. Default: the model's own: its manifest's scene_tower or image_encoder, or --text-model when it is OpenAI's ViT-B-32.pt, which holds both towers. The demo model's is `multilingual`, a small SigLIP that reads queries in English, German, French, Spanish and Chinese (\"blauer Kreis\", \"蓝色圆形\"); `clip` names the demo's CLIP tower, which reads English in the detector's text space.",
+            valueName: "path|multilingual|clip"))
     var imageModel: String?
 
     @Flag(help: "Store no whole-photo embeddings (objects only: no scene search, `similar` or `duplicates`).")
@@ -342,7 +342,7 @@ struct IndexCommand: ParsableCommand {
         var imageTower: ImageTower?
         if !noImageModel,
             let imageModel = try imageModel.map(EngineConfiguration.towerPath)
-                ?? modelOptions.configuration.imageTowerPath()
+                ?? modelOptions.configuration.sceneTowerPath()
         {
             let tower = try ImageTower(contentsOf: imageModel, precision: modelOptions.configuration.towerPrecision)
             imageTower = tower
@@ -366,6 +366,7 @@ struct IndexCommand: ParsableCommand {
             }
             model.imageTower = tower.fingerprint
             model.imageTowerPath = absolutePath(imageModel)
+            if tower.embeddingSize != model.embeddingSize { model.imageEmbeddingSize = tower.embeddingSize }
             if let (center, slope) = tower.sceneScore {
                 model.sceneScore = SceneScore(center: center, slope: slope)
             }

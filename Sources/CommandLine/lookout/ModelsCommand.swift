@@ -122,6 +122,19 @@ struct ModelsCommand: ParsableCommand {
                 }
                 print(line)
             }
+            if let scene = manifest.sceneTower {
+                // A folder (open_clip, SigLIP) has no one digest: it is checked by loading it.
+                var line = "scene tower: \(Report.visible(scene.path))"
+                do {
+                    let tower = try ImageTower(contentsOf: scene.path)
+                    line += "\n  \(tower.family.rawValue) image tower, \(tower.embeddingSize)-d embeddings"
+                    if tower.ownTextSize != nil { line += ", with its own text tower" }
+                } catch {
+                    line += "\n  NOT READABLE: \(error.problem)"
+                    failed = true
+                }
+                print(line)
+            }
             if failed { throw ExitCode.failure }
         }
     }

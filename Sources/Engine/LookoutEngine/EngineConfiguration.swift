@@ -98,10 +98,24 @@ public struct EngineConfiguration: Sendable, Equatable {
         }
     }
 
+    /// The whole-photo tower an index stores by default: the manifest's `scene_tower` when it names one (the demo
+    /// model's multilingual SigLIP, which reads queries in five languages), else the image tower
+    /// (``imageTowerPath()``).
+    public func sceneTowerPath() throws -> String? {
+        let manifest: ModelManifest
+        switch model {
+        case .files: return try imageTowerPath()
+        case .directory(let directory): manifest = try ModelManifest(directory: Self.modelDirectory(directory))
+        case .demo: manifest = try ModelManifest(directory: Self.demoDirectory())
+        }
+        return manifest.sceneTower?.path ?? manifest.imageEncoder?.path
+    }
+
     /// The whole-photo towers that ship with the demo model, by the name `--image-model` and `--text-model`
-    /// take, and their folders inside the demo model's: `multilingual` is a small SigLIP trained on the demo's
-    /// scenes with captions in English, German, French, Spanish and Chinese (Models/demo/scene-tower).
-    public static let embeddedTowers = ["multilingual": "scene-tower"]
+    /// take, and their files or folders inside the demo model's: `multilingual` is a small SigLIP trained on the
+    /// demo's scenes with captions in English, German, French, Spanish and Chinese (Models/demo/scene-tower, the
+    /// demo index's default); `clip` the demo's CLIP image tower, in the detector's text space.
+    public static let embeddedTowers = ["multilingual": "scene-tower", "clip": "image-encoder.safetensors"]
 
     /// The tower `given` names: an embedded tower's folder (``embeddedTowers``) when `given` is such a name and
     /// no file or folder of that name is here; otherwise `given` itself.

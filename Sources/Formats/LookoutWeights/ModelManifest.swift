@@ -10,6 +10,8 @@ import LookoutSupport
 ///       "description": "…"
 ///     }
 ///
+/// Optional roles: `image_encoder` (a CLIP image tower in the text encoder's space) and `scene_tower` (the
+/// whole-photo tower an index stores when it is another one; a file or a folder, without a digest for a folder).
 /// `file` is relative to the directory. `sha256` and `url` are optional; `lookout models verify` checks the
 /// digests (loading does not hash hundreds of megabytes on every start).
 public struct ModelManifest: Sendable {
@@ -26,8 +28,12 @@ public struct ModelManifest: Sendable {
     public let description: String?
     public let detector: Entry
     public let textEncoder: Entry
-    /// The CLIP image tower's file (`"image_encoder"`), when the manifest names one.
+    /// The CLIP image tower's file (`"image_encoder"`), when the manifest names one: it embeds photos and crops in
+    /// the text encoder's space (photos as queries, examples).
     public let imageEncoder: Entry?
+    /// The whole-photo tower an index stores by default (`"scene_tower"`), when it is not the image encoder: a
+    /// file, or an open_clip or SigLIP folder with its own text tower (the demo's multilingual tower).
+    public let sceneTower: Entry?
 
     public init(directory: String) throws(WeightsError) {
         let path = directory + "/" + Self.fileName
@@ -62,5 +68,6 @@ public struct ModelManifest: Sendable {
         self.detector = try entry("detector")
         self.textEncoder = try entry("text_encoder")
         self.imageEncoder = root["image_encoder"] == nil ? nil : try entry("image_encoder")
+        self.sceneTower = root["scene_tower"] == nil ? nil : try entry("scene_tower")
     }
 }

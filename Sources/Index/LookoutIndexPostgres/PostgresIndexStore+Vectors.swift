@@ -36,11 +36,15 @@ extension PostgresIndexStore: NearestNeighbourStore {
     /// Creates the vector tables for `model`'s embedding size (again, when a new model has another size).
     func prepareVectors(_ model: IndexModel) throws(IndexError) {
         let size = model.embeddingSize
-        let current = try meta("vector_layout") == Self.vectorLayout ? vectorSize : nil
+        // An open_clip or SigLIP tower's photo embeddings have their own size.
+        let imageSize = model.wholePhotoSize
+        let layout = try meta("vector_layout") == Self.vectorLayout
+        let current = layout ? vectorSize : nil
+        let currentImage = layout ? imageVectorSize : nil
         let photos =
             try link.query("SELECT count(*) FROM lookout.images").first?.value(0, as: Int64.self) ?? 0
         foldingParameters = model.scoreParameters
-        if current != size {
+        if current != size || currentImage != imageSize {
             try link.query("DROP TABLE IF EXISTS lookout.region_vectors")
             try link.query("DROP TABLE IF EXISTS lookout.image_vectors")
             try link.query(
@@ -52,19 +56,24 @@ extension PostgresIndexStore: NearestNeighbourStore {
             try link.query(
                 """
                 CREATE TABLE lookout.image_vectors (
-                    hash text NOT NULL, model text NOT NULL, embedding vector(\(size)) NOT NULL, PRIMARY KEY (hash, model))
+                    hash text NOT NULL, model text NOT NULL, embedding vector(\(imageSize)) NOT NULL, PRIMARY KEY (hash, model))
                 """)
             try link.query(
                 "CREATE INDEX image_vectors_hnsw ON lookout.image_vectors USING hnsw (embedding vector_cosine_ops)")
             try setMeta("vector_size", String(size))
+            try setMeta("image_vector_size", String(imageSize))
             try setMeta("vector_layout", Self.vectorLayout)
             vectorSize = size
+            imageVectorSize = imageSize
         }
         // Photos stored without vectors (before the extension, or under another model) keep this model on
         // the scan until it is indexed anew.
         let previousModel = try meta("vectors_model")
         let previousState = try meta("vectors")
-        let complete = photos == 0 || (current == size && previousModel == model.key && previousState == "complete")
+        let complete =
+            photos == 0
+            || (current == size && currentImage == imageSize && previousModel == model.key
+                && previousState == "complete")
         try setMeta("vectors_model", model.key)
         try setMeta("vectors", complete ? "complete" : "partial")
     }
@@ -101,7 +110,7 @@ extension PostgresIndexStore: NearestNeighbourStore {
                     ON CONFLICT (hash, model, region) DO UPDATE SET embedding = excluded.embedding)
                 """
         }
-        if let imageEmbedding {
+        if let imageEmbedding, imageEmbedding.count == (imageVectorSize ?? embeddingSize) {
             binds.append(Self.literal(imageEmbedding.map { Float(Float16(bitPattern: $0)) }))
             sql += """
                 ,
@@ -242,7 +251,8 @@ extension PostgresIndexStore: NearestNeighbourStore {
     ) throws(IndexError) -> Set<String> {
         var contents = Set<String>()
         for (table, operation, queries) in [
-            ("region_vectors", "<#>", regionQueries), ("image_vectors", "<=>", imageQueries),
+            ("region_vectors", "<#>", regionQueries),
+            ("image_vectors", "<=>", imageQueries.filter { $0.count == (imageVectorSize ?? $0.count) }),
         ] {
             if !queries.isEmpty {
                 // The lists IVFFlat reads per query; ef_search bounds how many candidates HNSW's walk keeps: at

@@ -63,6 +63,9 @@ public final class PostgresIndexStore: IndexStore, @unchecked Sendable {
     /// The dimension of the vector tables (`meta.vector_size`), nil while they do not exist (an index made
     /// before the extension was added, until its model is set again).
     var vectorSize: Int?
+    /// The size of `lookout.image_vectors` (the whole-photo tower's; the regions' in indexes made before it was
+    /// recorded).
+    var imageVectorSize: Int?
     /// The schema version of the database as opened (older than ``schemaVersion`` only when read-only).
     var openedVersion = PostgresIndexStore.schemaVersion
     /// The stored model's score parameters, which fold region vectors (``folded(_:level:_:)``).
@@ -106,6 +109,7 @@ public final class PostgresIndexStore: IndexStore, @unchecked Sendable {
             == 1
         if hasVectors, try meta("vector_layout") == Self.vectorLayout {
             vectorSize = try meta("vector_size").flatMap { Int($0) }
+            imageVectorSize = try meta("image_vector_size").flatMap { Int($0) } ?? vectorSize
             foldingParameters = try storedModel()?.scoreParameters ?? []
         }
     }

@@ -11,6 +11,7 @@ extension IndexModel {
             ("duplicate_threshold", duplicateThreshold.map { String($0) } ?? ""), ("precision", precision),
             ("prompt_free", promptFree ?? ""), ("prompt_free_conf", String(promptFreeConfidence)),
             ("model_arguments", modelArguments ?? ""), ("slicing", slicing ?? ""),
+            ("image_embedding_size", imageEmbeddingSize.map { String($0) } ?? ""),
         ]
     }
 
@@ -48,6 +49,9 @@ extension IndexModel {
         promptFree = values["prompt_free"].flatMap { $0.isEmpty ? nil : $0 }
         modelArguments = values["model_arguments"].flatMap { $0.isEmpty ? nil : $0 }
         slicing = values["slicing"].flatMap { $0.isEmpty ? nil : $0 }
+        imageEmbeddingSize = values["image_embedding_size"].flatMap { Int($0) }.flatMap {
+            (1...65536).contains($0) && $0 != embedding ? $0 : nil
+        }
         if let conf = values["prompt_free_conf"].flatMap(Float.init), conf.isFinite { promptFreeConfidence = conf }
     }
 }

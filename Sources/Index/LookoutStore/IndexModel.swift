@@ -17,6 +17,12 @@ public struct IndexModel: Sendable, Equatable {
     public var imageTower: String?
     /// Where that tower's weights were when the index was made (`lookout similar` loads it from there).
     public var imageTowerPath: String?
+    /// The size of that tower's embeddings, when it differs from the regions' (``embeddingSize``): an open_clip
+    /// or SigLIP tower embeds in its own space (the demo's multilingual tower in 256 dimensions).
+    public var imageEmbeddingSize: Int?
+
+    /// The dimension of the whole-photo embeddings (the regions' unless the tower's differs).
+    public var wholePhotoSize: Int { imageEmbeddingSize ?? embeddingSize }
     /// How that tower's cosines become scene scores (from the tower's file, else ``SceneScore/standard``).
     public var sceneScore = SceneScore.standard
     /// The `lookout duplicates` threshold measured for that tower, when its file records one.

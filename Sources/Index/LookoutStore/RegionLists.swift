@@ -359,17 +359,30 @@ public final class RegionLists {
         var codes: [Int8]
     }
 
-    /// The entries of one stored content: its regions (either blob format) and whole-photo embedding.
+    /// The lists' dimension for `model`: the larger of the regions' and the whole-photo embeddings' sizes; the
+    /// smaller are padded with zeros, which keeps every dot product (an open_clip or SigLIP tower embeds in its
+    /// own size, the demo's multilingual one in 256 dimensions beside the detector's 512).
+    public static func dimension(of model: IndexModel) -> Int { max(model.embeddingSize, model.wholePhotoSize) }
+
+    /// `vector` padded with zeros to `dimension`.
+    public static func padded(_ vector: [Float], to dimension: Int) -> [Float] {
+        vector.count >= dimension ? vector : vector + [Float](repeating: 0, count: dimension - vector.count)
+    }
+
+    /// The entries of one stored content: its regions (either blob format, `regionSize` values each) and
+    /// whole-photo embedding (`imageSize` values), each padded to `dimension` values.
     static func entries(
-        regions blob: UnsafeRawBufferPointer, image: UnsafeRawBufferPointer?, dimension: Int, objectLevels: Int
+        regions blob: UnsafeRawBufferPointer, image: UnsafeRawBufferPointer?, regionSize: Int, imageSize: Int,
+        dimension: Int, objectLevels: Int
     ) -> [Entry] {
+        let padding = [Int8](repeating: 0, count: max(dimension - regionSize, 0))
         var out: [Entry] = []
         let levels = max(objectLevels, 1)
         if blob.count >= 4 {
             let header = UInt32(littleEndian: blob.loadUnaligned(as: UInt32.self))
             let quantized = header & Region.quantizedFlag != 0
             let count = Int(header & ~Region.quantizedFlag)
-            let record = Region.recordSize(embeddingSize: dimension, quantized: quantized)
+            let record = Region.recordSize(embeddingSize: regionSize, quantized: quantized)
             if blob.count >= 4 + count * record {
                 if quantized {
                     for r in 0..<count {
@@ -377,27 +390,27 @@ public final class RegionLists {
                         let scale = Float(
                             bitPattern: UInt32(
                                 littleEndian: blob.loadUnaligned(fromByteOffset: base + 24, as: UInt32.self)))
-                        let codes = (0..<dimension).map { Int8(bitPattern: blob[base + 28 + $0]) }
+                        let codes = (0..<regionSize).map { Int8(bitPattern: blob[base + 28 + $0]) } + padding
                         out.append(Entry(group: min(Int(blob[base + 20]), levels), scale: scale, codes: codes))
                     }
-                } else if let vectors = try? RegionScorer.embeddings(blob: blob, embeddingSize: dimension) {
+                } else if let vectors = try? RegionScorer.embeddings(blob: blob, embeddingSize: regionSize) {
                     for (r, vector) in vectors.enumerated() {
-                        let (codes, scale) = Region.quantize(vector)
+                        let (codes, scale) = Region.quantize(padded(vector, to: dimension))
                         out.append(
                             Entry(group: min(Int(blob[4 + r * record + 20]), levels), scale: scale, codes: codes))
                     }
                 }
             }
         }
-        if let image, image.count == 2 * dimension {
-            var vector = (0..<dimension).map { d in
+        if let image, image.count == 2 * imageSize {
+            var vector = (0..<imageSize).map { d in
                 Float(
                     Float16(
                         bitPattern: UInt16(littleEndian: image.loadUnaligned(fromByteOffset: 2 * d, as: UInt16.self))))
             }
             let norm = max(vector.reduce(0) { $0 + $1 * $1 }.squareRoot(), 1e-12)
             for d in vector.indices { vector[d] /= norm }
-            let (codes, scale) = Region.quantize(vector)
+            let (codes, scale) = Region.quantize(padded(vector, to: dimension))
             out.append(Entry(group: levels + 1, scale: scale, codes: codes))
         }
         return out

@@ -111,7 +111,7 @@ extension SQLiteIndexStore: NearestNeighbourStore {
                 "built the region lists for \(photos) photos\(why): \(built.baseEntries) vectors in \(built.listCount) lists, "
                 + "\(Self.megabytes(built.fileBytes)), \(Self.seconds(Stopwatch.now() - start))"
         }
-        guard lists.modelKey == model.key, lists.dimension == model.embeddingSize,
+        guard lists.modelKey == model.key, lists.dimension == RegionLists.dimension(of: model),
             lists.groups == RegionLists.groups(objectLevels: model.scoreParameters.count)
         else {
             let start = Stopwatch.now()
@@ -149,7 +149,8 @@ extension SQLiteIndexStore: NearestNeighbourStore {
                 entries = select.withBlob(0) { regions in
                     select.withBlob(1) { whole in
                         RegionLists.entries(
-                            regions: regions, image: whole.isEmpty ? nil : whole, dimension: lists.dimension,
+                            regions: regions, image: whole.isEmpty ? nil : whole, regionSize: model.embeddingSize,
+                            imageSize: model.wholePhotoSize, dimension: lists.dimension,
                             objectLevels: model.scoreParameters.count)
                     }
                 }
@@ -185,7 +186,7 @@ extension SQLiteIndexStore: NearestNeighbourStore {
     @discardableResult
     func buildLists(model: IndexModel, progress: (String) -> Void) throws(IndexError) -> RegionLists {
         let key = model.key
-        let dimension = model.embeddingSize
+        let dimension = RegionLists.dimension(of: model)
         let levels = model.scoreParameters.count
         let groups = RegionLists.groups(objectLevels: levels)
         try database.execute("BEGIN")
@@ -213,7 +214,8 @@ extension SQLiteIndexStore: NearestNeighbourStore {
         let sample = positions.prefix(wantedRows).sorted().map { rowids[$0] }
         try forEachContent(model: key, rowids: sample) { _, regions, image in
             for entry in RegionLists.entries(
-                regions: regions, image: image, dimension: dimension, objectLevels: levels)
+                regions: regions, image: image, regionSize: model.embeddingSize, imageSize: model.wholePhotoSize,
+                dimension: dimension, objectLevels: levels)
             {
                 sampleCodes += entry.codes
                 sampleScales.append(entry.scale)
@@ -251,7 +253,8 @@ extension SQLiteIndexStore: NearestNeighbourStore {
         try forEachContent(model: key) { hash, regions, image in
             hashes.append(hash)
             for entry in RegionLists.entries(
-                regions: regions, image: image, dimension: dimension, objectLevels: levels)
+                regions: regions, image: image, regionSize: model.embeddingSize, imageSize: model.wholePhotoSize,
+                dimension: dimension, objectLevels: levels)
             {
                 pendingCodes += entry.codes
                 pendingScales.append(entry.scale)
@@ -292,7 +295,8 @@ extension SQLiteIndexStore: NearestNeighbourStore {
         var photo: UInt32 = 0
         try forEachContent(model: key) { hash, regions, image in
             for entry in RegionLists.entries(
-                regions: regions, image: image, dimension: dimension, objectLevels: levels)
+                regions: regions, image: image, regionSize: model.embeddingSize, imageSize: model.wholePhotoSize,
+                dimension: dimension, objectLevels: levels)
             {
                 guard entryIndex < lists.count else { break }
                 let list = Int(lists[entryIndex])
@@ -366,12 +370,13 @@ extension SQLiteIndexStore: NearestNeighbourStore {
         }
         // Objects and scenes each with their own probes and candidates: their scores are on other scales, and in
         // one shared budget the region lists' entries crowded the whole-photo ones out.
-        for query in queries where query.vector.count == lists.dimension {
+        for query in queries where query.vector.count <= lists.dimension {
+            let vector = RegionLists.padded(query.vector, to: lists.dimension)
             for (objects, scenes) in [(true, false), (false, true)]
             where (objects && query.objects) || (scenes && query.scenes) {
                 let groups = RegionLists.searchGroups(model: model, objects: objects, scenes: scenes)
                 for candidate in lists.candidates(
-                    query: query.vector, groups: groups, probes: listProbes, limit: limit)
+                    query: vector, groups: groups, probes: listProbes, limit: limit)
                 {
                     contents.insert(candidate.hash)
                 }
@@ -397,7 +402,7 @@ extension SQLiteIndexStore: NearestNeighbourStore {
         if let open = openLists, open.identity == identity { return open.lists }
         do {
             let lists = try RegionLists(path: listsPath)
-            guard lists.modelKey == model.key, lists.dimension == model.embeddingSize,
+            guard lists.modelKey == model.key, lists.dimension == RegionLists.dimension(of: model),
                 lists.groups == RegionLists.groups(objectLevels: model.scoreParameters.count)
             else {
                 lastListsNote =
