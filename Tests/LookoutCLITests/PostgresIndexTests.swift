@@ -199,6 +199,24 @@ final class BackgroundLookout {
         }
     }
 
+    /// Another whole-photo tower alone re-embeds in PostgreSQL too (issue 52): indexed with the demo's CLIP tower,
+    /// then with its default (multilingual) one, every photo keeps its regions and only its embedding is computed,
+    /// the old tower's content leaves, and searches equal an SQLite index made with the default tower from the start.
+    @Test func anotherTowerReembeds() throws {
+        let photos = try Photos()
+        let server = try TestPostgres()
+        let first = try CLI.run(["index", photos.folder, "--db", server.url, "--image-model", "clip"] + Self.options)
+        #expect(first.status == 2, "\(first.stderr)")
+        let again = try CLI.run(["index", photos.folder, "--db", server.url] + Self.options)
+        #expect(again.status == 2, "\(again.stderr)")
+        #expect(
+            again.stderr.contains(
+                "(0 computed, \(Self.photoCount) re-embedded with the new image tower (regions kept), 0 reused"),
+            "\(again.stderr)")
+        #expect(try server.count("SELECT count(*) FROM lookout.images") == Self.photoCount)
+        try expectSearchesEqual(photos, server, "re-embedded")
+    }
+
     @Test func oneWorkerEqualsSQLiteAndStaysIncremental() throws {
         let photos = try Photos()
         let server = try TestPostgres()

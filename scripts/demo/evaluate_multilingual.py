@@ -102,6 +102,11 @@ def main() -> None:
         distinct = (originals @ originals.T)[np.triu_indices(args.scenes, 1)]
         print(f"  {name}: recall@1 {np.mean(ranks < 1):.3f}, recall@5 {np.mean(ranks < 5):.3f}; cosine of a scene "
               f"and its edit: 5th percentile {np.percentile(same, 5):.4f}; of distinct scenes: max {distinct.max():.4f}")
+        for threshold in (0.7, 0.75, 0.8, 0.85, 0.9, 0.95):
+            per_edit = ", ".join(f"{edit_name} {(same[k :: len(EDITS)] >= threshold).mean():.2f}"
+                                 for k, edit_name in enumerate(EDITS))
+            print(f"    duplicates at {threshold:.2f}: copies found {(same >= threshold).mean():.3f} ({per_edit}), "
+                  f"distinct pairs linked {int((distinct >= threshold).sum())} of {len(distinct)}")
     if args.no_search:
         return
 

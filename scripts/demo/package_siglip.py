@@ -8,7 +8,10 @@ SiglipImageProcessor's settings (PIL bicubic, squashed to 224, mean and std 0.5)
 make_multilingual_tokenizer.py put there.
 
     V=$(scripts/reference-venv scripts/reference/requirements-siglip.txt)   # plus opencv-python-headless, scikit-image
-    $V scripts/demo/package_siglip.py TRAINED/model.safetensors Models/demo/scene-tower
+    $V scripts/demo/package_siglip.py TRAINED/model.safetensors Models/demo/scene-tower [DUPLICATE_THRESHOLD]
+
+DUPLICATE_THRESHOLD (the cosine `lookout duplicates` uses, chosen from evaluate_multilingual.py's table of edited
+copies against distinct scenes) goes into config.json as `lookout_duplicate_threshold`.
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ import train_siglip  # noqa: E402
 
 def main() -> None:
     weights, folder = sys.argv[1], sys.argv[2]
+    extra = {"lookout_duplicate_threshold": float(sys.argv[3])} if len(sys.argv) > 3 else {}
     state = load_file(weights)
     tokenizer = SiglipTokenizer.from_pretrained(folder)
     config = SiglipConfig(
@@ -38,7 +42,8 @@ def main() -> None:
                          bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
                          projection_size=train_siglip.VISION["hidden_size"], hidden_act="gelu_pytorch_tanh",
                          layer_norm_eps=train_siglip.EPS),
-        vision_config=dict(train_siglip.VISION, hidden_act="gelu_pytorch_tanh", layer_norm_eps=train_siglip.EPS))
+        vision_config=dict(train_siglip.VISION, hidden_act="gelu_pytorch_tanh", layer_norm_eps=train_siglip.EPS),
+        **extra)
     reference = SiglipModel(config).eval()
     missing, unexpected = reference.load_state_dict(state, strict=False)
     missing = [m for m in missing if not m.endswith("position_ids")]

@@ -67,8 +67,10 @@ public struct ImageTower: Sendable {
 
     /// The cosine above which two photos are duplicates, where the tower's file records one.
     public var duplicateThreshold: Float? {
-        if case .clip(let encoder) = encoder { return encoder.duplicateThreshold }
-        return nil
+        switch encoder {
+        case .clip(let encoder): encoder.duplicateThreshold
+        case .sigLIP(let model): model.configuration.duplicateThreshold
+        }
     }
 
     /// The family of the tower at `path`, from its files' names and configuration (nothing loaded).

@@ -174,17 +174,22 @@ extension PhotoIndex {
         }
 
         let worker = IndexWorker.current()
-        if let stored = storedModel, stored.key != key, stored.regionsKey == model.regionsKey,
-            let imageEmbedding, !(store is any SharedJobStore)
-        {
+        // Another whole-photo tower alone: the stored regions are kept and only the embeddings computed.
+        let reembedFrom =
+            storedModel.flatMap { stored in
+                stored.key != key && stored.regionsKey == model.regionsKey && imageEmbedding != nil ? stored.key : nil
+            }
+        if let old = reembedFrom, let imageEmbedding, !(store is any SharedJobStore) {
             work = try reembed(
-                work, known: known, from: stored.key, to: key, worker: worker, indexed: &indexed, summary: &summary,
+                work, known: known, from: old, to: key, worker: worker, indexed: &indexed, summary: &summary,
                 imageEmbedding: imageEmbedding, progress: progress)
         }
         if let shared = store as? any SharedJobStore {
+            // Each worker re-embeds the photos it claims (those whose stored content it can still read).
             try runSharedJob(
                 shared, work: work, prefix: prefix, model: model, worker: worker, indexed: &indexed,
-                summary: &summary, regions: regions, imageEmbedding: imageEmbedding, labels: labels, progress: progress)
+                summary: &summary, regions: regions, imageEmbedding: imageEmbedding, labels: labels,
+                reembedFrom: reembedFrom, progress: progress)
         } else {
             if lanes.count > 1 {
                 try runClaimsSideBySide(
@@ -255,6 +260,29 @@ extension PhotoIndex {
             summary.reembedded += 1
         }
         return rest
+    }
+
+    /// One photo of a shared job re-embedded under `key` from its content stored under the model `old` (regions,
+    /// size, date, labels kept), when the store still holds that content and the file still has it: whether it
+    /// was.
+    private func reembedded(
+        _ photo: FoundPhoto, from old: String, to key: String, indexed: inout Set<String>,
+        imageEmbedding: ImageEmbedder
+    ) throws(IndexError) -> Bool {
+        guard !VideoFrames.isVideo(photo.path), case .read(let bytes, let hash) = Self.read(photo),
+            !indexed.contains(hash),
+            case .indexed(_, let width, let height, let regions, _, let taken, let labels)? =
+                try store.storedContent(hash: hash, model: old),
+            let embedding = try? imageEmbedding(bytes, photo.path)
+        else { return false }
+        try store.record(
+            photo,
+            outcome: .indexed(
+                hash: hash, width: width, height: height, regions: regions,
+                imageEmbedding: embedding.map { Float16($0).bitPattern }, taken: taken, labels: labels),
+            model: key)
+        indexed.insert(hash)
+        return true
     }
 
     /// The work of one process on a store without a shared job: each photo of its own plan, claimed before it
@@ -463,7 +491,7 @@ extension PhotoIndex {
     private func runSharedJob(
         _ shared: any SharedJobStore, work: [FoundPhoto], prefix: String, model: IndexModel, worker: IndexWorker,
         indexed: inout Set<String>, summary: inout Summary, regions: (Image, String) throws -> [Region],
-        imageEmbedding: ImageEmbedder?, labels: PhotoLabeler?, progress: (Progress) -> Void
+        imageEmbedding: ImageEmbedder?, labels: PhotoLabeler?, reembedFrom: String?, progress: (Progress) -> Void
     ) throws(IndexError) {
         let key = model.key
         try shared.enqueue(work, model: key)
@@ -488,9 +516,15 @@ extension PhotoIndex {
                 lastStatus = Stopwatch.now()
             }
             progress(Progress(done: done, total: done + max(remaining, 1), current: photo.path))
-            try indexPhoto(
-                photo, model: model, indexed: &indexed, summary: &summary, regions: regions,
-                imageEmbedding: imageEmbedding, labels: labels)
+            if let old = reembedFrom, let imageEmbedding,
+                try reembedded(photo, from: old, to: key, indexed: &indexed, imageEmbedding: imageEmbedding)
+            {
+                summary.reembedded += 1
+            } else {
+                try indexPhoto(
+                    photo, model: model, indexed: &indexed, summary: &summary, regions: regions,
+                    imageEmbedding: imageEmbedding, labels: labels)
+            }
             done += 1
             remaining = max(remaining - 1, 0)
         }

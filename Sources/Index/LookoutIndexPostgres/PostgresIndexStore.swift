@@ -229,6 +229,29 @@ public final class PostgresIndexStore: IndexStore, @unchecked Sendable {
         }
     }
 
+    public func storedContent(hash: String, model key: String) throws(IndexError) -> PhotoOutcome? {
+        var binds = PostgresBindings()
+        binds.append(hash)
+        binds.append(key)
+        let labelsColumn = openedVersion >= 2 ? "labels" : "NULL::text"
+        guard
+            let row = try link.query(
+                "SELECT width, height, regions, taken, \(labelsColumn) FROM lookout.images WHERE hash = $1 AND model = $2",
+                binds
+            ).first
+        else { return nil }
+        let cells = row.makeRandomAccess()
+        do {
+            let regions = try cells[2].decode(ByteBuffer.self)
+            return .indexed(
+                hash: hash, width: Int(try cells[0].decode(Int32.self)), height: Int(try cells[1].decode(Int32.self)),
+                regions: regions.withUnsafeReadableBytes { Array($0.bindMemory(to: UInt8.self)) },
+                taken: try cells[3].decode(Int64?.self), labels: try cells[4].decode(String?.self))
+        } catch {
+            throw IndexError(path: location, problem: "a stored photo cannot be read: \(error)")
+        }
+    }
+
     /// One statement: the photo's content (with its vectors), its file row, and its place in the job leave
     /// together, so a photo is either recorded and out of the job or neither.
     public func record(_ photo: FoundPhoto, outcome: PhotoOutcome, model key: String) throws(IndexError) {

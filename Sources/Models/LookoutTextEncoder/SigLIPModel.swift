@@ -41,6 +41,9 @@ public struct SigLIPConfiguration: Sendable, Equatable {
     public let convertFirst: Bool
     public let mean: [Float]
     public let std: [Float]
+    /// The cosine above which two photos are duplicates, where a Lookout-trained tower's `config.json` records one
+    /// (`lookout_duplicate_threshold`, measured on held-out scenes and their edited copies).
+    public let duplicateThreshold: Float?
 
     static let activations: [String: SequenceActivation] = [
         "gelu_pytorch_tanh": .geluTanh, "gelu_new": .geluTanh, "gelu": .gelu, "quick_gelu": .quickGELU,
@@ -65,6 +68,14 @@ public struct SigLIPConfiguration: Sendable, Equatable {
         }
         guard let vision = root["vision_config"], let text = root["text_config"] else {
             throw fail("config.json needs vision_config and text_config")
+        }
+        if let threshold = root["lookout_duplicate_threshold"] {
+            guard let value = threshold.number, (-1...1).contains(value) else {
+                throw fail("lookout_duplicate_threshold must be a cosine, between -1 and 1")
+            }
+            duplicateThreshold = Float(value)
+        } else {
+            duplicateThreshold = nil
         }
         func integer(_ node: JSONNode, _ key: String, _ scope: String, _ value: Int) throws(WeightsError) -> Int {
             guard let found = node[key], found.kind != .null else { return value }
