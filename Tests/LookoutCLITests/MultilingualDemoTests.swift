@@ -126,6 +126,42 @@ import Testing
             "\(verified.stdout)")
     }
 
+    /// The demo tower's scene score is the calibration its config.json records (fitted on other held-out scenes:
+    /// `σ((cos − centre) · slope)`), not SigLIP's own logit scale and bias: a search's scene score equals it computed
+    /// from `lookout embed`'s embeddings (within the stored F16 rounding). Half a calibration is refused by name.
+    @Test func sceneScoresAreTheRecordedCalibration() throws {
+        let folder = try CLI.scratch("multilingual-calibration")
+        defer { CLI.remove(folder) }
+        let config = try Self.document(CLI.root + "/Models/demo/scene-tower/config.json").root
+        let center = try #require(config["lookout_scene_center"]?.number)
+        let slope = try #require(config["lookout_scene_slope"]?.number)
+        let photo = CLI.root + "/examples/scenes/scene-0011.jpg"
+        try FileManager.default.createDirectory(atPath: folder + "/photos", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: photo, toPath: folder + "/photos/scene-0011.jpg")
+        let db = folder + "/index.sqlite"
+        let indexed = try CLI.run(["index", folder + "/photos", "--db", db, "--plain"])
+        #expect(indexed.status == 0, "\(indexed.stderr)")
+        let image = try #require(Self.embeddings(["--image", "--image-model", "multilingual", photo]).first)
+        for query in ["blue circle", "blauer Kreis", "red star"] {
+            let text = try #require(Self.embeddings(["--text-model", "multilingual", query]).first)
+            let cosine = zip(image, text).reduce(0) { $0 + $1.0 * $1.1 }
+            let expected = 1 / (1 + exp(-(cosine - center) * slope))
+            let done = try CLI.run(["search", query, "--db", db, "--scenes", "--json", "--min-score", "0"])
+            #expect(done.status == 0, "\(done.stderr)")
+            let line = try #require(done.stdout.split(separator: "\n").first, "\(query): nothing found")
+            let score = try #require(try JSONDocument(text: String(line)).root["scene_score"]?.number)
+            #expect(abs(score - expected) < 2e-3, "\(query): \(score) against \(expected)")
+        }
+        // A copy of the folder with the centre but not the slope.
+        let copy = folder + "/tower"
+        try FileManager.default.copyItem(atPath: CLI.root + "/Models/demo/scene-tower", toPath: copy)
+        let text = try String(contentsOfFile: copy + "/config.json", encoding: .utf8)
+        try text.replacing(/"lookout_scene_slope": [0-9.]+,?\n/, with: "").write(
+            toFile: copy + "/config.json", atomically: true, encoding: .utf8)
+        let refused = try CLI.run(["embed", "--image", "--image-model", copy, photo])
+        #expect(refused.status != 0 && refused.stderr.contains("go together"), "\(refused.stderr)")
+    }
+
     /// Re-indexing with another whole-photo tower (the detector, classes and settings the same) keeps every photo's
     /// regions and computes only its embedding: the run says so (none computed, 24 re-embedded), object search
     /// answers exactly as before, and scene search answers as an index made with that tower from the start. From

@@ -152,7 +152,19 @@ def calibrate(tower: str, out: str, duplicate_threshold: float, captions: list[s
 
     files, truth = scene_set(525000, 400, tempfile.mkdtemp(prefix="lookout-calibration-"), captions)
     cosines = (embed_photos(tower, files) @ embed_texts(captions).T).ravel()
-    labels = truth.ravel().astype(np.float64)
+    centre, slope = fit_scene_score(cosines, truth.ravel())
+    tensors = load_file(tower)
+    metadata = {"source": "scripts/demo/train_image.py; calibrated by scripts/demo/evaluate_image.py --calibrate",
+                "lookout.scene_center": f"{centre:.6f}", "lookout.scene_slope": f"{slope:.4f}",
+                "lookout.duplicate_threshold": f"{duplicate_threshold}"}
+    save_file(tensors, out, metadata=metadata)
+    print(f"wrote {out}")
+
+
+def fit_scene_score(cosines: np.ndarray, truth: np.ndarray) -> tuple[float, float]:
+    """sigmoid((cosine − centre) · slope) fitted to (cosine, true or not) pairs by logistic regression (Newton's
+    method): the centre and slope."""
+    labels = truth.astype(np.float64)
     a, b = 10.0, 0.0
     for _ in range(100):
         p = 1 / (1 + np.exp(-(a * cosines + b)))
@@ -164,12 +176,7 @@ def calibrate(tower: str, out: str, duplicate_threshold: float, captions: list[s
     p = 1 / (1 + np.exp(-(a * cosines + b)))
     print(f"scene score: centre {centre:.5f}, slope {slope:.3f} (log loss {-np.mean(labels * np.log(p + 1e-12) + (1 - labels) * np.log(1 - p + 1e-12)):.4f}"
           f" on {len(labels)} pairs; {labels.mean():.3f} of them true)")
-    tensors = load_file(tower)
-    metadata = {"source": "scripts/demo/train_image.py; calibrated by scripts/demo/evaluate_image.py --calibrate",
-                "lookout.scene_center": f"{centre:.6f}", "lookout.scene_slope": f"{slope:.4f}",
-                "lookout.duplicate_threshold": f"{duplicate_threshold}"}
-    save_file(tensors, out, metadata=metadata)
-    print(f"wrote {out}")
+    return float(centre), float(slope)
 
 
 def search_aps(work: str, files: list[str], truth: np.ndarray, captions: list[str], tower: str,

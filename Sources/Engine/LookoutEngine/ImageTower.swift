@@ -53,13 +53,17 @@ public struct ImageTower: Sendable {
 
     /// How a cosine becomes a scene score, `σ((cos − center) · slope)`: SigLIP's own probability
     /// (`σ(exp(logit_scale)·cos + logit_bias)`: center `−logit_bias / exp(logit_scale)`, slope
-    /// `exp(logit_scale)`), or the calibration recorded in a Lookout-trained tower's metadata; nil for the others.
+    /// `exp(logit_scale)`), or the calibration recorded in a Lookout-trained tower's metadata (a CLIP tower's
+    /// safetensors, a SigLIP folder's `config.json`); nil for the others.
     public var sceneScore: (center: Float, slope: Float)? {
         switch encoder {
         case .clip(let encoder):
             guard let center = encoder.sceneCenter, let slope = encoder.sceneSlope else { return nil }
             return (center, slope)
         case .sigLIP(let model):
+            if let center = model.configuration.sceneCenter, let slope = model.configuration.sceneSlope {
+                return (center, slope)
+            }
             let slope = expf(model.logitScale)
             return (-model.logitBias / slope, slope)
         }

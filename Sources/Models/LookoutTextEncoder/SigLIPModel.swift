@@ -44,6 +44,11 @@ public struct SigLIPConfiguration: Sendable, Equatable {
     /// The cosine above which two photos are duplicates, where a Lookout-trained tower's `config.json` records one
     /// (`lookout_duplicate_threshold`, measured on held-out scenes and their edited copies).
     public let duplicateThreshold: Float?
+    /// A scene-score calibration a Lookout-trained tower's `config.json` records (`lookout_scene_center`,
+    /// `lookout_scene_slope`: `σ((cos − center) · slope)` fitted on held-out scenes), used in place of the
+    /// model's own logit scale and bias, which a small tower trained briefly leaves overconfident.
+    public let sceneCenter: Float?
+    public let sceneSlope: Float?
 
     static let activations: [String: SequenceActivation] = [
         "gelu_pytorch_tanh": .geluTanh, "gelu_new": .geluTanh, "gelu": .gelu, "quick_gelu": .quickGELU,
@@ -76,6 +81,13 @@ public struct SigLIPConfiguration: Sendable, Equatable {
             duplicateThreshold = Float(value)
         } else {
             duplicateThreshold = nil
+        }
+        switch (root["lookout_scene_center"]?.number, root["lookout_scene_slope"]?.number) {
+        case (nil, nil): (sceneCenter, sceneSlope) = (nil, nil)
+        case (let center?, let slope?) where (-1...1).contains(center) && slope > 0 && slope < 1e4:
+            (sceneCenter, sceneSlope) = (Float(center), Float(slope))
+        default:
+            throw fail("lookout_scene_center and lookout_scene_slope go together: a cosine and a positive slope")
         }
         func integer(_ node: JSONNode, _ key: String, _ scope: String, _ value: Int) throws(WeightsError) -> Int {
             guard let found = node[key], found.kind != .null else { return value }
