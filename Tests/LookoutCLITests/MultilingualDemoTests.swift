@@ -160,6 +160,13 @@ import Testing
             toFile: copy + "/config.json", atomically: true, encoding: .utf8)
         let refused = try CLI.run(["embed", "--image", "--image-model", copy, photo])
         #expect(refused.status != 0 && refused.stderr.contains("go together"), "\(refused.stderr)")
+        // The server says the scores are calibrated (not the model's own sigmoid).
+        let server = try ServeCommandTests.Server(["--db", db])
+        let health = try ServeCommandTests.request("GET", server.url + "api/v1/health")
+        let tower = try #require(health.json["image_tower"], "\(String(decoding: health.body, as: UTF8.self))")
+        #expect(tower["family"]?.string == "SigLIP" && tower["name"]?.string == "scene-tower")
+        #expect(tower["scores"]?.string == "calibrated", "\(String(decoding: health.body, as: UTF8.self))")
+        #expect(server.stop().status == 0)
     }
 
     /// Re-indexing with another whole-photo tower (the detector, classes and settings the same) keeps every photo's

@@ -71,6 +71,11 @@ import Testing
             scenes += 1
         }
         #expect(scenes > 0, "the server found no scene evidence")
+        // The health names the tower; its scores are SigLIP's own probabilities (the folder records no calibration).
+        let health = try ServeCommandTests.request("GET", server.url + "api/v1/health")
+        let tower = try #require(health.json["image_tower"], "\(String(decoding: health.body, as: UTF8.self))")
+        #expect(tower["family"]?.string == "SigLIP" && tower["name"]?.string == "bicubic-96")
+        #expect(tower["scores"]?.string == "sigmoid", "\(String(decoding: health.body, as: UTF8.self))")
         #expect(server.stop().status == 0)
         // lookout similar: each photo by the tower's cosine.
         let similar = try CLI.run(["similar", folder + "/photos/wide.jpg", "--db", db, "--json"])

@@ -17,7 +17,9 @@ import Testing
 /// the tensors, or asks for what Lookout does not compute, is refused by name.
 @Suite struct OpenCLIPParityTests {
     static let root = TextEncoderParityTests.root
-    static let variants = ["gelu-224", "quickgelu-squash"]
+    static let variants = ["gelu-224", "quickgelu-squash", "l14-quickgelu", "b32-256"]
+    /// Each variant's activation: exact GELU (open_clip's default) or OpenAI's `quick_gelu`.
+    static let exactGELU = ["gelu-224": true, "quickgelu-squash": false, "l14-quickgelu": false, "b32-256": true]
 
     static func folder(_ variant: String) -> String { root + "/Tests/Fixtures/open-clip/" + variant }
 
@@ -41,7 +43,7 @@ import Testing
         let referenceError = Float(try #require(expected.metadata["reference_error"]))!
         let tolerance = min(1e-4, max(10 * referenceError, 1e-6))
         let transform = Self.transform(model)
-        #expect(model.image.configuration.activation == (variant == "gelu-224" ? .gelu : .quickGELU))
+        #expect(model.image.configuration.activation == (Self.exactGELU[variant]! ? .gelu : .quickGELU))
         var inputs: [[Float]] = []
         for name in photos {
             let photo = try CLIPPreprocessing.decode(try FileContents.read(Self.root + "/" + name), name: name)
@@ -69,7 +71,7 @@ import Testing
         let tokens = try expected.view("tokens").floats().map { Int32($0) }
         let rows = texts.map { TextEncoderParityTests.tokenizer.tokenize($0) }
         #expect(rows.joined().map { $0 } == tokens, "the token ids are open_clip's tokenizer's")
-        #expect(model.text.configuration.exactGELU == (variant == "gelu-224"))
+        #expect(model.text.configuration.exactGELU == Self.exactGELU[variant]!)
         for (number, embedding) in model.text.encode(rows).enumerated() {
             let reference = try expected.view("text:\(number)").floats()
             let error = zip(embedding, reference).map { abs($0 - $1) }.max()!

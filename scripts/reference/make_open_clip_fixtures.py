@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reference outputs for open_clip image–text models read from their own files (issue 52).
 
-Everything here comes from open_clip 3.3.0, never from Lookout. Two small models of open_clip's ViT
+Everything here comes from open_clip 3.3.0, never from Lookout. Four small models of open_clip's ViT
 architecture (its `CLIP` class: `VisionTransformer` and the text transformer, as `create_model` builds them
 from a model config) with random weights of a realistic spread, saved as open_clip's Hugging Face layout does
 it: a folder with `open_clip_config.json` (`model_cfg` and `preprocess_cfg`) and the weights rounded to fp16 (as
@@ -12,6 +12,9 @@ released checkpoints often are; the reference computes with them widened) in `op
   OpenAI's mean and std, bicubic.
 - `quickgelu-squash/`: `quick_gelu`, 96 px, patch 16, head width 32, the photo squashed to a square (no crop),
   mean and std 0.5.
+- `l14-quickgelu/`: ViT-L-14's shape (patch 14, 224 px: 16×16 patches, head width 32) with OpenAI's `quick_gelu`,
+  narrow (width 64, 2 layers).
+- `b32-256/`: ViT-B-32-256's shape (256 px, patch 32), exact GELU, narrow.
 
 The reference is loaded back with `open_clip.create_model_and_transforms("local-dir:" + folder)`, so the
 folder's format is the one open_clip reads. For every photo of Tests/Fixtures/clip-image and examples/photos:
@@ -22,7 +25,7 @@ expected.safetensors}.
 
 Run in the text reference environment with open-clip-torch==3.3.0:
 
-    python scripts/reference/make_open_clip_fixtures.py
+    python scripts/reference/make_open_clip_fixtures.py [VARIANT...]
 """
 from __future__ import annotations
 
@@ -58,11 +61,28 @@ VARIANTS = {
          "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 64, "heads": 2, "layers": 3}},
         {"mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5], "interpolation": "bicubic", "resize_mode": "squash"},
     ),
+    # ViT-L-14's shape (patch 14: 16×16 patches at 224, head width 32) with OpenAI's quick_gelu, narrow.
+    "l14-quickgelu": (
+        {"embed_dim": 32, "quick_gelu": True,
+         "vision_cfg": {"image_size": 224, "layers": 2, "width": 64, "patch_size": 14, "head_width": 32},
+         "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 64, "heads": 2, "layers": 2}},
+        {"mean": [0.48145466, 0.4578275, 0.40821073], "std": [0.26862954, 0.26130258, 0.27577711],
+         "interpolation": "bicubic", "resize_mode": "shortest"},
+    ),
+    # ViT-B-32-256's shape (256 px, patch 32: 8×8 patches; exact GELU, as the DataComp model rclip ships), narrow.
+    "b32-256": (
+        {"embed_dim": 32,
+         "vision_cfg": {"image_size": 256, "layers": 2, "width": 64, "patch_size": 32},
+         "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 64, "heads": 1, "layers": 2}},
+        {"mean": [0.48145466, 0.4578275, 0.40821073], "std": [0.26862954, 0.26130258, 0.27577711],
+         "interpolation": "bicubic", "resize_mode": "shortest"},
+    ),
 }
 
 
 # The two files open_clip's Hugging Face folders hold their weights in (one variant each).
-WEIGHTS = {"gelu-224": "open_clip_pytorch_model.bin", "quickgelu-squash": "open_clip_model.safetensors"}
+WEIGHTS = {"gelu-224": "open_clip_pytorch_model.bin", "quickgelu-squash": "open_clip_model.safetensors",
+           "l14-quickgelu": "open_clip_model.safetensors", "b32-256": "open_clip_model.safetensors"}
 
 
 def photos() -> list[str]:
@@ -96,7 +116,11 @@ def realistic(model: torch.nn.Module, seed: int) -> None:
 
 
 def main() -> None:
+    only = sys.argv[1:]  # variant names to make (default: all)
     for index, (variant, (model_cfg, preprocess_cfg)) in enumerate(VARIANTS.items()):
+        if only and variant not in only:
+            continue
+        torch.manual_seed(5100 + index)
         folder = os.path.join(OUT, variant)
         os.makedirs(folder, exist_ok=True)
         model = open_clip.CLIP(**model_cfg)

@@ -693,12 +693,12 @@ def main() -> None:
         # Search as you type: the grid, in the order of lookout search, thumbnails and boxes, a click opens the
         # photo.
         driver.find_element(By.ID, "tab-search").click()
-        # The tower that finds scenes is named: the demo model's multilingual SigLIP tower, its scores its own
-        # probabilities.
+        # The tower that finds scenes is named: the demo model's multilingual SigLIP tower, its scores calibrated
+        # (the calibration its config.json records).
         tower = driver.find_element(By.ID, "tower")
         wait.until(lambda d: d.find_element(By.ID, "tower").text != "")
         check("search names its tower", "SigLIP tower scene-tower" in tower.text
-              and "its own probabilities" in tower.text, tower.text)
+              and "calibrated" in tower.text, tower.text)
         box = driver.find_element(By.ID, "search-query")
         box.send_keys("red shape")  # typed, no Enter: the page searches as the typing pauses
         want = searched(lookout, index, "red shape")

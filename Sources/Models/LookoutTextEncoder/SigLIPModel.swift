@@ -480,6 +480,16 @@ public final class SigLIPModel: Sendable {
     /// Whether `path` names a SigLIP model's folder (its `config.json` says `model_type` siglip…).
     public static func isModel(_ path: String) -> Bool { folder(path) != nil }
 
+    /// Whether the SigLIP folder at `path` records a scene-score calibration of its own (`lookout_scene_center`
+    /// in its `config.json`), which its scene scores then follow instead of the model's logit scale and bias.
+    public static func recordsSceneCalibration(_ path: String) -> Bool {
+        guard let folder = folder(path),
+            let bytes = try? FileContents.read(folder + "/" + configurationName, maximumSize: 1 << 20),
+            let document = try? JSONDocument(bytes: bytes)
+        else { return false }
+        return document.root["lookout_scene_center"] != nil
+    }
+
     public init(contentsOf path: String, precision: Precision = .fp32) throws(WeightsError) {
         let (configuration, folder, weightsPath, weights, file) = try Self.open(path, precision: precision)
         image = try SigLIPImageEncoder(file, configuration, fingerprint: weights.fingerprint())

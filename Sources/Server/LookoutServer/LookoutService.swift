@@ -730,7 +730,7 @@ public final class LookoutService: @unchecked Sendable {
 
     /// The served index's whole-photo tower, for the web page: its family (CLIP, open_clip, SigLIP), the name of
     /// its file or folder (not the path), and how its scene scores read (`sigmoid`: SigLIP's own probability;
-    /// `calibrated`: the tower's recorded calibration; `standard`: the fixed mapping of the cosine). Nil without an
+    /// `calibrated`: the tower's recorded calibration, a CLIP tower's or a SigLIP folder's like the demo's; `standard`: the fixed mapping of the cosine). Nil without an
     /// index or a tower.
     public func imageTower() -> (family: String, name: String, scores: String)? {
         guard indexPath != nil, let index = try? openIndex(), let stored = try? index.storedModel(),
@@ -738,7 +738,9 @@ public final class LookoutService: @unchecked Sendable {
         else { return nil }
         let family = ImageTower.family(of: path)
         let name = path.split(separator: "/").last.map(String.init) ?? path
-        let scores = family == .sigLIP ? "sigmoid" : stored.sceneScore != .standard ? "calibrated" : "standard"
+        let scores =
+            family == .sigLIP && !SigLIPModel.recordsSceneCalibration(path)
+            ? "sigmoid" : stored.sceneScore != .standard ? "calibrated" : "standard"
         return (family.rawValue, name, scores)
     }
 
