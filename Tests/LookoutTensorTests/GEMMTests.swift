@@ -34,8 +34,28 @@ import Testing
     }
 }
 
-/// `Kernels.linear` (all three strategies: few rows, column split, row split) against a naive loop.
+/// `Kernels.linear` (its strategies: few rows split by columns, more in fixed tiles) against a naive loop.
 @Suite struct LinearKernelTests {
+    /// `Kernels.linear` of `rows` rows of `x` (`weight.count / outputs` inputs each; `weight` is outputs × inputs,
+    /// `bias` as many as its outputs, or nil for none) on a pool of `threads`.
+    static func linear(_ x: [Float], rows: Int, weight: [Float], bias: [Float]?, threads: Int) -> [Float] {
+        let inputs = x.count / rows, outputs = weight.count / inputs
+        var y = [Float](repeating: .nan, count: rows * outputs)
+        x.withUnsafeBufferPointer { x in
+            weight.withUnsafeBufferPointer { w in
+                (bias ?? []).withUnsafeBufferPointer { b in
+                    y.withUnsafeMutableBufferPointer { y in
+                        Kernels.linear(
+                            x.baseAddress!, rows: rows, inputs: inputs, weight: w.baseAddress!,
+                            bias: bias == nil ? nil : b.baseAddress!, outputs: outputs, into: y.baseAddress!,
+                            pool: ComputePool(threads: threads))
+                    }
+                }
+            }
+        }
+        return y
+    }
+
     @Test(arguments: [1, 3, 8, 9, 40, 200])
     func matchesNaiveLinear(rows: Int) {
         var rng = SplitMix64(seed: UInt64(rows))
@@ -44,19 +64,7 @@ import Testing
         let w = (0..<(outputs * inputs)).map { _ in Float.random(in: -1...1, using: &rng) }
         let b = (0..<outputs).map { _ in Float.random(in: -1...1, using: &rng) }
         for withBias in [true, false] {
-            var y = [Float](repeating: .nan, count: rows * outputs)
-            x.withUnsafeBufferPointer { x in
-                w.withUnsafeBufferPointer { w in
-                    b.withUnsafeBufferPointer { b in
-                        y.withUnsafeMutableBufferPointer { y in
-                            Kernels.linear(
-                                x.baseAddress!, rows: rows, inputs: inputs, weight: w.baseAddress!,
-                                bias: withBias ? b.baseAddress! : nil, outputs: outputs, into: y.baseAddress!,
-                                pool: ComputePool(threads: 2))
-                        }
-                    }
-                }
-            }
+            let y = Self.linear(x, rows: rows, weight: w, bias: withBias ? b : nil, threads: 2)
             for r in 0..<rows {
                 for c in 0..<outputs {
                     var sum = withBias ? Double(b[c]) : 0
@@ -79,20 +87,7 @@ import Testing
         let b = (0..<outputs).map { _ in Float.random(in: -1...1, using: &rng) }
         var results: [[Float]] = []
         for threads in 1...4 {
-            var y = [Float](repeating: .nan, count: rows * outputs)
-            x.withUnsafeBufferPointer { x in
-                w.withUnsafeBufferPointer { w in
-                    b.withUnsafeBufferPointer { b in
-                        y.withUnsafeMutableBufferPointer { y in
-                            Kernels.linear(
-                                x.baseAddress!, rows: rows, inputs: inputs, weight: w.baseAddress!,
-                                bias: b.baseAddress!, outputs: outputs, into: y.baseAddress!,
-                                pool: ComputePool(threads: threads))
-                        }
-                    }
-                }
-            }
-            results.append(y)
+            results.append(Self.linear(x, rows: rows, weight: w, bias: b, threads: threads))
         }
         for threads in 2...4 {
             let differing = zip(results[0], results[threads - 1]).filter { $0.bitPattern != $1.bitPattern }.count

@@ -144,6 +144,12 @@ def scene_set(seed: int, count: int, folder: str, captions: list[str]):
     return files, truth
 
 
+def caption_groups(captions: list[str]) -> dict[str, list[str]]:
+    """The 110 scene captions (train_image.caption_list's order) by kind."""
+    return {"counts": captions[:8], "backgrounds": captions[8:12], "colours": captions[12:22],
+            "shapes": captions[22:30], "colour–shape pairs": captions[30:]}
+
+
 def calibrate(tower: str, out: str, duplicate_threshold: float, captions: list[str]) -> None:
     """Scene score = sigmoid((cosine − centre) · slope), fitted by logistic regression (Newton's method) on every
     (scene, caption) pair of 400 scenes that are not the evaluation's, so that it reads as a probability like the
@@ -258,8 +264,7 @@ def main() -> None:
 
     print(f"tower {args.tower}, {args.scenes} held-out scenes (seed {args.seed})\n")
     print("captions → scenes            recall@1  recall@5  mean AP  captions")
-    groups = {"counts": captions[:8], "backgrounds": captions[8:12], "colours": captions[12:22],
-              "shapes": captions[22:30], "colour–shape pairs": captions[30:]}
+    groups = caption_groups(captions)
     everything = []
     for name, members in groups.items():
         rows = [captions.index(c) for c in members if truth[:, captions.index(c)].any()]

@@ -32,7 +32,8 @@ sys.path.insert(0, HERE)
 import multilingual  # noqa: E402
 import scenes  # noqa: E402
 from evaluate_image import (  # noqa: E402
-    EDITS, LOOKOUT, average_precision, edit, embed_photos, embed_texts, fit_scene_score, scene_set, search_aps)
+    EDITS, LOOKOUT, average_precision, caption_groups, edit, embed_photos, embed_texts, fit_scene_score, scene_set,
+    search_aps)
 from train_image import caption_list, true_captions  # noqa: E402
 
 
@@ -43,8 +44,7 @@ def embed_tower_texts(tower: str, texts: list[str]) -> np.ndarray:
 
 
 def retrieval(similarity: np.ndarray, truth: np.ndarray, captions: list[str]) -> dict[str, tuple]:
-    groups = {"counts": captions[:8], "backgrounds": captions[8:12], "colours": captions[12:22],
-              "shapes": captions[22:30], "colour–shape pairs": captions[30:]}
+    groups = caption_groups(captions)
     held = {scenes.caption(c, s) for c, s in scenes.HELD_OUT}
     groups["pairs never trained"] = [c for c in captions[30:] if c in held]
     groups["all"] = captions
@@ -144,8 +144,7 @@ def main() -> None:
     if args.no_search:
         return
 
-    groups = {"counts": captions[:8], "backgrounds": captions[8:12], "colours": captions[12:22],
-              "shapes": captions[22:30], "colour–shape pairs": captions[30:], "all": captions}
+    groups = caption_groups(captions) | {"all": captions}
     rows = {}
     clip = search_aps(work, files, truth, captions, args.clip_tower)
     rows["CLIP tower, en, --objects"] = clip["--objects"]

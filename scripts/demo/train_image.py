@@ -205,6 +205,21 @@ def build_cache(seed: int, count: int, captions: list[str], workers: int, second
             torch.from_numpy(weights[:filled]))
 
 
+def cached_batches(pixels, targets, weights, batch: int, mean, std):
+    """Endless batches from a cache on the training device (build_cache's, moved there): each pass in a new random
+    order, the last incomplete batch left out, each photo mirrored with probability one half, then normalised by
+    `mean` and `std`. Yields (photos, targets, weights)."""
+    count, device = pixels.shape[0], pixels.device
+    while True:
+        order = torch.randperm(count, device=device)
+        for k in range(0, count - batch + 1, batch):
+            chosen = order[k : k + batch]
+            x = pixels[chosen].permute(0, 3, 1, 2).float() / 255
+            flip = torch.rand(x.shape[0], device=device) < 0.5
+            x = torch.where(flip.view(-1, 1, 1, 1), x.flip(3), x)
+            yield (x - mean) / std, targets[chosen], weights[chosen]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out")
@@ -254,18 +269,7 @@ def main() -> None:
         log.write(line + "\n")
         mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1)
         std = torch.tensor(STD, device=device).view(1, 3, 1, 1)
-
-        def batches():
-            while True:
-                order = torch.randperm(count, device=device)
-                for k in range(0, count - args.batch + 1, args.batch):
-                    chosen = order[k : k + args.batch]
-                    x = pixels[chosen].permute(0, 3, 1, 2).float() / 255
-                    flip = torch.rand(x.shape[0], device=device) < 0.5
-                    x = torch.where(flip.view(-1, 1, 1, 1), x.flip(3), x)
-                    yield (x - mean) / std, cached_targets[chosen], cached_weights[chosen]
-
-        source = batches()
+        source = cached_batches(pixels, cached_targets, cached_weights, args.batch, mean, std)
     else:
         source = ((x, t, torch.ones_like(t)) for x, t in torch.utils.data.DataLoader(
             SceneSet(args.seed, captions), batch_size=args.batch, num_workers=args.workers, shuffle=False,

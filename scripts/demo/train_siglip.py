@@ -34,7 +34,7 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from train_image import build_cache, caption_list  # noqa: E402
+from train_image import build_cache, cached_batches, caption_list  # noqa: E402
 
 SIZE = 224
 LANGUAGES = ["en", "de", "fr", "es", "zh"]
@@ -217,19 +217,12 @@ def main() -> None:
     count = pixels.shape[0]
     say(f"cached {count} images (scenes and object crops) in {time.time() - start:.0f} s; "
         f"{len(ids)} captions ({len(captions)} in {len(LANGUAGES)} languages)")
-    mean, std = 0.5, 0.5  # SigLIP's normalisation
 
     def batches():
-        while True:
-            order = torch.randperm(count, device=device)
-            for k in range(0, count - args.batch + 1, args.batch):
-                chosen = order[k : k + args.batch]
-                x = pixels[chosen].permute(0, 3, 1, 2).float() / 255
-                flip = torch.rand(x.shape[0], device=device) < 0.5
-                x = torch.where(flip.view(-1, 1, 1, 1), x.flip(3), x)
-                # a caption is true in every language: the 110 columns repeat for each of the five
-                yield ((x - mean) / std, cached_targets[chosen].repeat_interleave(len(LANGUAGES), dim=1),
-                       cached_weights[chosen].repeat_interleave(len(LANGUAGES), dim=1))
+        # SigLIP's normalisation (mean and std 0.5); a caption is true in every language: the 110 columns repeat
+        # for each of the five
+        for x, t, w in cached_batches(pixels, cached_targets, cached_weights, args.batch, 0.5, 0.5):
+            yield x, t.repeat_interleave(len(LANGUAGES), dim=1), w.repeat_interleave(len(LANGUAGES), dim=1)
 
     budget = args.minutes * 60
     train_start = time.time()

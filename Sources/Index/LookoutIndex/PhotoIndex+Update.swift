@@ -241,36 +241,27 @@ extension PhotoIndex {
                 summary.reused += 1
                 continue
             }
-            guard
-                case .indexed(_, let width, let height, let regions, _, let taken, let labels)? =
-                    try store.storedContent(hash: hash, model: old),
-                case .read(let bytes, let now) = Self.read(photo), now == hash,
-                let embedding = try? imageEmbedding(bytes, photo.path)
+            guard case .read(let bytes, let now) = Self.read(photo), now == hash,
+                try recordReembedded(
+                    photo, bytes: bytes, hash: hash, from: old, to: key, indexed: &indexed,
+                    imageEmbedding: imageEmbedding)
             else {
                 rest.append(photo)
                 continue
             }
-            try store.record(
-                photo,
-                outcome: .indexed(
-                    hash: hash, width: width, height: height, regions: regions,
-                    imageEmbedding: embedding.map { Float16($0).bitPattern }, taken: taken, labels: labels),
-                model: key)
-            indexed.insert(hash)
             summary.reembedded += 1
         }
         return rest
     }
 
-    /// One photo of a shared job re-embedded under `key` from its content stored under the model `old` (regions,
-    /// size, date, labels kept), when the store still holds that content and the file still has it: whether it
-    /// was.
-    private func reembedded(
-        _ photo: FoundPhoto, from old: String, to key: String, indexed: inout Set<String>,
-        imageEmbedding: ImageEmbedder
+    /// `photo` (its `bytes`, of content `hash`) recorded under `key` with the regions, size, date and labels its
+    /// content has under the model `old` and a new embedding: whether it was (false when the store no longer holds
+    /// that content, or the photo cannot be embedded).
+    private func recordReembedded(
+        _ photo: FoundPhoto, bytes: [UInt8], hash: String, from old: String, to key: String,
+        indexed: inout Set<String>, imageEmbedding: ImageEmbedder
     ) throws(IndexError) -> Bool {
-        guard !VideoFrames.isVideo(photo.path), case .read(let bytes, let hash) = Self.read(photo),
-            !indexed.contains(hash),
+        guard
             case .indexed(_, let width, let height, let regions, _, let taken, let labels)? =
                 try store.storedContent(hash: hash, model: old),
             let embedding = try? imageEmbedding(bytes, photo.path)
@@ -396,16 +387,34 @@ extension PhotoIndex {
     /// `indexed`, so later copies of it are reused).
     private func indexPhoto(
         _ photo: FoundPhoto, model: IndexModel, indexed: inout Set<String>, summary: inout Summary,
-        regions: (Image, String) throws -> [Region], imageEmbedding: ImageEmbedder?, labels: PhotoLabeler?
+        regions: (Image, String) throws -> [Region], imageEmbedding: ImageEmbedder?, labels: PhotoLabeler?,
+        reembeddingFrom old: String? = nil
     ) throws(IndexError) {
         if VideoFrames.isVideo(photo.path) {
             return try indexVideo(
                 photo, model: model, summary: &summary, regions: regions, imageEmbedding: imageEmbedding, labels: labels
             )
         }
-        let outcome = Self.compute(
-            photo, indexed: indexed, embeddingSize: model.embeddingSize, regions: regions,
-            imageEmbedding: imageEmbedding, labels: labels)
+        let outcome: PhotoOutcome
+        switch Self.read(photo) {
+        case .unreadable(let failure): outcome = failure
+        case .read(let bytes, let hash):
+            if indexed.contains(hash) {
+                outcome = .reused(hash: hash)
+            } else if let old, let imageEmbedding,
+                try recordReembedded(
+                    photo, bytes: bytes, hash: hash, from: old, to: model.key, indexed: &indexed,
+                    imageEmbedding: imageEmbedding)
+            {
+                // Its content stored under the model `old` (another tower alone): only the embedding was computed.
+                summary.reembedded += 1
+                return
+            } else {
+                outcome = Self.compute(
+                    photo, bytes: bytes, hash: hash, embeddingSize: model.embeddingSize, regions: regions,
+                    imageEmbedding: imageEmbedding, labels: labels)
+            }
+        }
         try store.record(photo, outcome: outcome, model: model.key)
         Self.count(outcome, indexed: &indexed, summary: &summary)
     }
@@ -516,15 +525,9 @@ extension PhotoIndex {
                 lastStatus = Stopwatch.now()
             }
             progress(Progress(done: done, total: done + max(remaining, 1), current: photo.path))
-            if let old = reembedFrom, let imageEmbedding,
-                try reembedded(photo, from: old, to: key, indexed: &indexed, imageEmbedding: imageEmbedding)
-            {
-                summary.reembedded += 1
-            } else {
-                try indexPhoto(
-                    photo, model: model, indexed: &indexed, summary: &summary, regions: regions,
-                    imageEmbedding: imageEmbedding, labels: labels)
-            }
+            try indexPhoto(
+                photo, model: model, indexed: &indexed, summary: &summary, regions: regions,
+                imageEmbedding: imageEmbedding, labels: labels, reembeddingFrom: reembedFrom)
             done += 1
             remaining = max(remaining - 1, 0)
         }
