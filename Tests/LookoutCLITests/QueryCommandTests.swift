@@ -77,7 +77,7 @@ import Testing
             files = now
         }
         // Features computed in int8 are not fp32's: a session in int8 keeps its own files beside them. (Where the CPU
-        // has no AVX-512BW, int8 computes fp32, whose files it reuses.)
+        // has no AVX2, int8 computes fp32, whose files it reuses.)
         let int8 = try CLI.run(
             ["query"] + photos + ["--json", "--feature-cache", cache, "--precision", "int8"], input: input)
         #expect(int8.status == 0, "\(int8.stderr)")

@@ -16,12 +16,11 @@ import Testing
         return (0..<count).map { _ in Float.random(in: range, using: &generator) }
     }
 
-    /// The levels this CPU runs (3 AMX, 2 VNNI, 1 AVX-512BW, 0 portable C).
-    static var levels: [Int] {
-        Precision.int8.isNative
-            ? (ProcessInfo.processInfo.environment["LOOKOUT_NO_VNNI"] == nil
-                ? Array((0...Int8Convolution.bestLevel).reversed()) : [1, 0]) : [0]
-    }
+    /// The levels this CPU runs (4 AMX, 3 VNNI, 2 AVX-512BW, 1 AVX2, 0 portable C), each forced in turn.
+    static var levels: [Int] { Array((0...Int8Convolution.bestLevel).reversed()) }
+
+    /// Levels 1 and 2 multiply through VPMADDUBSW: 7-bit weights only.
+    static func sevenBitOnly(_ level: Int) -> Bool { level == 1 || level == 2 }
 
     @Test(arguments: [(1, 1, 1), (8, 5, 16), (13, 7, 17), (9, 33, 48), (24, 64, 49), (17, 3, 100), (40, 70, 129)])
     func gemmMatchesItsDefinition(m: Int, k: Int, n: Int) {
@@ -51,7 +50,7 @@ import Testing
                     expected[i * n + j] = Float(sum - weights.corrections[i]) * weights.scales[i] + bias[i]
                 }
             }
-            for level in Self.levels where !(limit == 127 && level == 1) {
+            for level in Self.levels where !(limit == 127 && Self.sevenBitOnly(level)) {
                 var c = [Float](repeating: .nan, count: m * n)
                 b.withUnsafeBufferPointer { b in
                     bias.withUnsafeBufferPointer { bias in
@@ -106,11 +105,18 @@ import Testing
         #expect(zero == Int32((0.25 / input.scale).rounded(.toNearestOrEven)))
         var x = Self.random(1000, seed: 8, in: -0.25...3.5)
         x += [0, -5, 40, .infinity, -.infinity, .nan, Float(3) * input.scale, Float(2.5) * input.scale]
-        var fast = [UInt8](repeating: 7, count: x.count)
         var portable = [UInt8](repeating: 9, count: x.count)
-        x.withUnsafeBufferPointer {
-            input.quantize($0.baseAddress!, count: x.count, into: &fast)
-            input.quantize($0.baseAddress!, count: x.count, into: &portable, portable: true)
+        x.withUnsafeBufferPointer { input.quantize($0.baseAddress!, count: x.count, into: &portable, level: 0) }
+        var fast = portable
+        for level in Self.levels {
+            // Every length up to two of the vector paths' blocks, so that each tail is taken.
+            for count in [x.count, 1, 7, 31, 33, 63, 65] {
+                var bytes = [UInt8](repeating: 7, count: x.count)
+                x.withUnsafeBufferPointer { input.quantize($0.baseAddress!, count: count, into: &bytes, level: level) }
+                #expect(bytes.prefix(count) == portable.prefix(count), "level \(level), \(count) values")
+                #expect(bytes.dropFirst(count).allSatisfy { $0 == 7 }, "level \(level) wrote past \(count)")
+                if count == x.count { fast = bytes }
+            }
         }
         #expect(fast == portable)
         for (value, q) in zip(x.prefix(1000), fast) {
@@ -157,10 +163,10 @@ import Testing
         #expect(weights.direct == (kernel == 3))
         // Every path computes the same integers: the same floats (without SiLU), on 8-bit weights and on 7-bit.
         #expect(int8.convolve(x, prepared, pool: pool, level: 0).data == got, "portable C")
-        for level in Self.levels where level != 1 {
+        for level in Self.levels where !Self.sevenBitOnly(level) {
             #expect(int8.convolve(x, prepared, pool: pool, level: level).data == got, "level \(level), 8-bit")
         }
-        #expect(weights.tiles.isEmpty == (Int8Convolution.bestLevel < 3), "AMX's layout exactly where AMX runs")
+        #expect(weights.tiles.isEmpty == (Int8Convolution.bestLevel < 4), "AMX's layout exactly where AMX runs")
         let seven = Int8Convolution(fallback: LoweredConvolution(), weightLimit: 63)
         let prepared7 = seven.prepare(w)
         let levels = Self.levels

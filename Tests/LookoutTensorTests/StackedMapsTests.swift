@@ -142,19 +142,17 @@ import Testing
         }
     }
 
-    /// int8 on each path this CPU has (VNNI, AVX-512BW, portable C): the parts quantised in place give the same
-    /// floats as the concatenation.
+    /// int8 on each path this CPU has (AMX, VNNI, AVX-512BW, AVX2, portable C): the parts quantised in place give
+    /// the same floats as the concatenation.
     @Test func int8PathsReadThePartsInPlace() throws {
         let pool = ComputePool.shared
         let (stacked, joined) = Self.parts(height: 9, width: 40)
         let source = Self.map(48, 9, 40, seed: 12)
         let slice = (StackedMaps(source, channels: 4..<40), source.channels(4..<40))
-        let levels =
-            Precision.int8.isNative
-            ? (ProcessInfo.processInfo.environment["LOOKOUT_NO_VNNI"] == nil ? [2, 1, 0] : [1, 0]) : [0]
-        for level in levels {
-            // AVX-512BW's VPMADDUBSW with 7-bit weights, as the CPUs without VNNI run it.
-            let int8 = Int8Convolution(fallback: LoweredConvolution(), weightLimit: level == 1 ? 63 : 127)
+        for level in Int8Tests.levels {
+            // VPMADDUBSW (AVX-512BW, AVX2) with 7-bit weights, as the CPUs without VNNI run it.
+            let int8 = Int8Convolution(
+                fallback: LoweredConvolution(), weightLimit: Int8Tests.sevenBitOnly(level) ? 63 : 127)
             for (size, stride) in [(1, 1), (3, 1), (3, 2)] {
                 let w = int8.prepare(
                     Self.weights(inputs: 36, outputs: 16, kernel: size, stride: stride, activation: false))

@@ -24,7 +24,7 @@ extension ModelsCommand {
 
                 Calibration is a step of its own, not done at load, so that it runs once (a few seconds per photo), \
                 an int8 run is repeatable (the same file gives the same detections wherever the int8 path is the same: \
-                8-bit weights with AVX-512 VNNI, 7-bit without), and loading \
+                8-bit weights with AVX-512 VNNI, 7-bit without: AVX-512BW or AVX2), and loading \
                 stays instant. Use photos like those you will search — 50 to 200 are plenty — and the kind of \
                 queries you will type (by default the detector's built-in class names).
                 """)

@@ -13,7 +13,8 @@ struct DevicesCommand: ParsableCommand {
         abstract: "Show the CPU and the NVIDIA GPUs Lookout can use, and check a GPU.",
         discussion: """
             The CPU: its model, the threads Lookout computes on, and whether it runs bf16 (AVX-512 BF16) and int8 \
-            (AVX-512 VNNI) natively. NVIDIA GPUs: Lookout opens the driver (libcuda.so.1) and NVRTC (which compiles \
+            (AMX, AVX-512 VNNI, or AVX-512BW or AVX2 with 7-bit weights) natively. NVIDIA GPUs: Lookout opens the \
+            driver (libcuda.so.1) and NVRTC (which compiles \
             its GPU kernels) at run time, from where the system's loader looks, the CUDA toolkit's folders, pip's \
             nvidia-* packages or the folder in LOOKOUT_CUDA_PATH; nothing of CUDA is needed to build or run it \
             on the CPU. Without a GPU this says what is missing and how to get it.
@@ -44,9 +45,7 @@ struct DevicesCommand: ParsableCommand {
 
     func run() throws {
         let bf16 = Precision.bf16.isNative ? "yes (AVX-512 BF16)" : "no"
-        let int8 =
-            Precision.int8.isNative
-            ? (Int8Convolution.weightBits == 8 ? "yes (AVX-512 VNNI)" : "yes (AVX-512BW, 7-bit weights)") : "no"
+        let int8 = Precision.int8.isNative ? "yes (\(Int8Convolution.pathName(Int8Convolution.bestLevel)))" : "no"
         print(
             "CPU: \(AutomaticPrecision.cpuModel()), \(ComputePool.shared.threadCount) threads; bf16 \(bf16), int8 \(int8)"
                 + (BF16Path.tiles.isAvailable ? "; AMX tiles for bf16" : Precision.amxUsable ? "; AMX turned off" : "")

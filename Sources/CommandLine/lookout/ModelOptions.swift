@@ -53,7 +53,7 @@ struct ModelOptions: ParsableArguments {
         help: ArgumentHelp(
             "The detector's arithmetic: fp32 (exact to ultralytics), bf16 (bfloat16 products summed in fp32 "
                 + "through AVX-512 BF16 or AMX: faster, scores within about 1%) or int8 (8-bit weights and inputs "
-                + "through AVX-512 VNNI or AMX, for a detector `lookout models calibrate` made). fp32 where the CPU "
+                + "through AMX, AVX-512 VNNI, or AVX-512BW or AVX2 with 7-bit weights, for a detector `lookout models calibrate` made). fp32 where the CPU "
                 + "lacks them. auto: the fastest of those this CPU and file allow, measured once per CPU model and "
                 + "detector and kept in the cache; it says what it picked. On a GPU (--device cuda): fp32, or fp16 "
                 + "or bf16 products on its tensor cores (summed in fp32).",
@@ -93,7 +93,7 @@ struct ModelOptions: ParsableArguments {
         if precision == "auto" { return automaticPrecision() }
         let asked = Precision(rawValue: precision ?? "fp32") ?? .fp32
         guard asked.isNative else {
-            let lacks = asked == .bf16 ? "AVX-512 BF16" : "AVX-512BW"
+            let lacks = asked == .bf16 ? "AVX-512 BF16" : "AVX2"
             printError("lookout: --precision \(asked.rawValue): this CPU has no \(lacks); running in fp32.")
             return .fp32
         }

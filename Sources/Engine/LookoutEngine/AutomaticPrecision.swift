@@ -8,7 +8,7 @@ import LookoutWeights
 
 /// `--precision auto`: the fastest precision of a detector on this CPU among those that keep their accuracy
 /// bounds (fp32 always; bf16 where the CPU has AVX-512 BF16 — within 0.5 point of fp32's mAP50-95 on the demo;
-/// int8 where it has AVX-512BW and the file holds its calibration — within 1.5), measured once per CPU model,
+/// int8 where it has AVX2 and the file holds its calibration — within 1.5), measured once per CPU model,
 /// detector, input size and thread count, and kept in the cache folder (`precision-auto.json`). A lower
 /// precision is picked only when it is at least 5 % faster than every higher one: its accuracy is not given up
 /// for noise. A damaged cache is ignored with a notice and measured again.

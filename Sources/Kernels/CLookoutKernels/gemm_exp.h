@@ -1,11 +1,31 @@
-/* Shared by the GEMMs (gemm.c, gemm_bf16.c, gemm_int8.c; private to CLookoutKernels), AVX-512: how a row of
-   columns is cut into register blocks, and the epilogue's SiLU (its exp) and store. */
+/* Shared by the GEMMs (gemm.c, gemm_bf16.c, gemm_int8.c) and kernels.c, private to CLookoutKernels: exp in AVX2
+   and AVX-512 (the same operations), how a row of columns is cut into register blocks, and the epilogue's SiLU
+   and store. */
 #ifndef LOOKOUT_GEMM_EXP_H
 #define LOOKOUT_GEMM_EXP_H
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-/* exp(x) as the AVX2 path's exp8 computes it, sixteen lanes (the same operations, so the same results). */
+/* exp(x) for 8 floats: x = n·ln2 + r with |r| ≤ ln2/2 (ln2 split in two parts for accuracy),
+   e^r by a degree-6 polynomial, 2^n through the exponent bits. Inputs are clamped to ±88. */
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256 exp8(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    __m256 r2 = _mm256_mul_ps(r, r);
+    p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+/* exp(x) as exp8 computes it, sixteen lanes (the same operations, so the same results). */
 __attribute__((target("avx512f"), always_inline)) static inline __m512 exp16(__m512 x) {
     x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.3f));
     __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),

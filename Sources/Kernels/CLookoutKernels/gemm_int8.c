@@ -2,8 +2,8 @@
    SiLU as in gemm.c.
 
    A (the weights) is quantised per row at load, symmetric: s_i = max_k |a_ik| / L, q_ik = round(a_ik / s_i)
-   clamped to ±L, where L is 127 on CPUs with AVX-512 VNNI and 63 without (there VPMADDUBSW sums two u8 × s8
-   products in 16 bits with saturation: 2 · 255 · 63 < 2¹⁵, while 2 · 255 · 127 is not). Packed in panels of
+   clamped to ±L, where L is 127 on CPUs with AVX-512 VNNI and 63 without (there VPMADDUBSW, of AVX-512BW or
+   AVX2, sums two u8 × s8 products in 16 bits with saturation: 2 · 255 · 63 < 2¹⁵, while 2 · 255 · 127 is not). Packed in panels of
    eight rows as in gemm.c, k taken four at a time: for each quad (4q … 4q + 3) eight 32-bit words, row r's
    four bytes in word r (the lowest index in the low byte). Beyond k the bytes are 0.
 
@@ -12,8 +12,8 @@
    multiplied by every panel. Sums are exact in 32 bits (k · 255 · 127 < 2³¹ for k below 66,000).
 
    Output: c_ij = float(Σ_k q_ik · x_kj − corrections_i) · scales_i + bias_i, where the caller gives
-   scales_i = s_x · s_i and corrections_i = z_x · Σ_k q_ik (the zero point's share). VNNI, AVX-512BW without
-   VNNI and the portable C compute the same integers, so all three give the same floats. */
+   scales_i = s_x · s_i and corrections_i = z_x · Σ_k q_ik (the zero point's share). AMX, VNNI, AVX-512BW without
+   VNNI, AVX2 and the portable C compute the same integers, so all give the same floats. */
 #if defined(__linux__)
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -23,6 +23,16 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(__x86_64__)
+/* The AVX2 path's quantisation (level 1), defined with its kernels below. */
+__attribute__((target("avx2,fma"))) static void quantize_avx2(const float *x, size_t count, float inverse_scale,
+                                                             int zero, uint8_t *out);
+__attribute__((target("avx2,fma"))) static void quantize_blocked_avx2(const float *x, int channels, int height,
+                                                                     int width, int stride, float inverse_scale,
+                                                                     int zero, int q_begin, int q_end,
+                                                                     uint8_t *out);
+#endif
 
 size_t lookout_gemm_int8_packed_count(int m, int k) { return (size_t)((m + 7) / 8) * 8 * (size_t)((k + 3) / 4); }
 
@@ -64,10 +74,11 @@ int lookout_int8_level(void) {
     static int cached = -1;
     if (cached < 0) {
         __builtin_cpu_init();
-        int bw = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && getenv("LOOKOUT_NO_AVX2") == NULL;
+        int bw = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                  __builtin_cpu_supports("avx512vl") && getenv("LOOKOUT_NO_AVX512") == NULL;
         int vnni = bw && __builtin_cpu_supports("avx512vnni") && getenv("LOOKOUT_NO_VNNI") == NULL;
-        cached = vnni && lookout_amx_ready() ? 3 : vnni ? 2 : bw ? 1 : 0;
+        cached = vnni && lookout_amx_ready() ? 4 : vnni ? 3 : bw ? 2 : avx2 ? 1 : 0;
     }
     return cached;
 #else
@@ -75,7 +86,7 @@ int lookout_int8_level(void) {
 #endif
 }
 
-int lookout_gemm_int8_limit(void) { return lookout_int8_level() >= 2 ? 127 : 63; }
+int lookout_gemm_int8_limit(void) { return lookout_int8_level() >= 3 ? 127 : 63; }
 
 int lookout_amx_usable(void) {
 #if defined(__x86_64__) && defined(__linux__)
@@ -170,9 +181,18 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static void quantize_avx512
 #endif
 
 void lookout_quantize_u8(const float *x, size_t count, float inverse_scale, int zero, uint8_t *out) {
+    lookout_quantize_u8_at(lookout_int8_level(), x, count, inverse_scale, zero, out);
+}
+
+void lookout_quantize_u8_at(int level, const float *x, size_t count, float inverse_scale, int zero, uint8_t *out) {
+    if (level > lookout_int8_level()) level = lookout_int8_level();
 #if defined(__x86_64__)
-    if (lookout_int8_level() >= 1) {
+    if (level >= 2) {
         quantize_avx512(x, count, inverse_scale, zero, out);
+        return;
+    }
+    if (level == 1) {
+        quantize_avx2(x, count, inverse_scale, zero, out);
         return;
     }
 #endif
@@ -447,9 +467,20 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static void quantize_blocke
 
 void lookout_quantize_u8_blocked(const float *x, int channels, int height, int width, int stride, float inverse_scale,
                                  int zero, int q_begin, int q_end, uint8_t *out) {
+    lookout_quantize_u8_blocked_at(lookout_int8_level(), x, channels, height, width, stride, inverse_scale, zero,
+                                   q_begin, q_end, out);
+}
+
+void lookout_quantize_u8_blocked_at(int level, const float *x, int channels, int height, int width, int stride,
+                                    float inverse_scale, int zero, int q_begin, int q_end, uint8_t *out) {
+    if (level > lookout_int8_level()) level = lookout_int8_level();
 #if defined(__x86_64__)
-    if (lookout_int8_level() >= 1) {
+    if (level >= 2) {
         quantize_blocked_avx512(x, channels, height, width, stride, inverse_scale, zero, q_begin, q_end, out);
+        return;
+    }
+    if (level == 1) {
+        quantize_blocked_avx2(x, channels, height, width, stride, inverse_scale, zero, q_begin, q_end, out);
         return;
     }
 #endif
@@ -730,6 +761,344 @@ GAMX8 static void direct_amx(const uint32_t *tiles, const float *scales, const i
 }
 #endif
 
+/* ---- AVX2 (level 1): VPMADDUBSW then VPMADDWD by ones, 7-bit weights, eight lanes a register ----
+
+   The same integers as the AVX-512 paths, so the same floats: the epilogue is the same conversion, multiply, add
+   and SiLU (exp8 is exp16's operations on eight lanes). Register blocks are 4 rows × up to 2 registers of 8 columns
+   (8 accumulators, 2 column registers, the broadcast weight quad and a product: 16 registers hold it without
+   spilling); an 8-row panel is computed as two halves that read the same columns. */
+#if defined(__x86_64__)
+#define GA2 __attribute__((target("avx2,fma"), always_inline)) static inline
+
+/* Lanes [0, count) set, as VMASKMOV reads a mask. */
+GA2 __m256i lanes8(int count) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* Eight floats quantised as the portable code does (NaN → 0, clamped to ±1e6, nearest even, + zero, to 0…255),
+   as 32-bit lanes. */
+GA2 __m256i quantized8(__m256 v, __m256 inverse, __m256i z) {
+    __m256 scaled = _mm256_mul_ps(v, inverse);
+    __m256 number = _mm256_cmp_ps(scaled, scaled, _CMP_ORD_Q);
+    /* max/min return the second operand for NaN: the clamp keeps it; the mask zeroes it below */
+    scaled = _mm256_min_ps(_mm256_max_ps(scaled, _mm256_set1_ps(-1e6f)), _mm256_set1_ps(1e6f));
+    __m256i q = _mm256_add_epi32(_mm256_cvtps_epi32(scaled), z);
+    q = _mm256_min_epi32(_mm256_max_epi32(q, _mm256_setzero_si256()), _mm256_set1_epi32(255));
+    return _mm256_and_si256(q, _mm256_castps_si256(number));
+}
+
+__attribute__((target("avx2,fma"))) static void quantize_avx2(const float *x, size_t count, float inverse_scale,
+                                                             int zero, uint8_t *out) {
+    __m256 inverse = _mm256_set1_ps(inverse_scale);
+    __m256i z = _mm256_set1_epi32(zero);
+    /* PACKUS works within 128-bit halves: the bytes come out as 0–3 8–11 16–19 24–27 4–7 12–15 20–23 28–31 of
+       each 32, put back in order by one permutation of words. */
+    __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    size_t i = 0;
+    for (; i + 32 <= count; i += 32) {
+        __m256i a = quantized8(_mm256_loadu_ps(x + i), inverse, z);
+        __m256i b = quantized8(_mm256_loadu_ps(x + i + 8), inverse, z);
+        __m256i c = quantized8(_mm256_loadu_ps(x + i + 16), inverse, z);
+        __m256i d = quantized8(_mm256_loadu_ps(x + i + 24), inverse, z);
+        __m256i bytes = _mm256_packus_epi16(_mm256_packus_epi32(a, b), _mm256_packus_epi32(c, d));
+        _mm256_storeu_si256((__m256i *)(out + i), _mm256_permutevar8x32_epi32(bytes, order));
+    }
+    if (i < count) lookout_quantize_u8_portable(x + i, count - i, inverse_scale, zero, out + i);
+}
+
+/* Sixteen bytes of a row from `row`, the first `left` of them (0 beyond). */
+GA2 __m128i bytes16(const uint8_t *row, int left) {
+    if (left >= 16) return _mm_loadu_si128((const __m128i *)row);
+    uint8_t buffer[16] = {0};
+    if (left > 0) memcpy(buffer, row, (size_t)left);
+    return _mm_loadu_si128((const __m128i *)buffer);
+}
+
+/* As quad_columns, without AVX-512: rows 4q … 4q + 3 of B's columns [0, width) → `quads` × 16 words. */
+GA2 void quad_columns_avx2(const uint8_t *b, size_t ldb, int k, int width, uint32_t *scratch) {
+    int quads = (k + 3) / 4;
+    for (int q = 0; q < quads; q++) {
+        __m128i r[4];
+        for (int i = 0; i < 4; i++)
+            r[i] = 4 * q + i < k ? bytes16(b + (size_t)(4 * q + i) * ldb, width) : _mm_setzero_si128();
+        __m128i t0 = _mm_unpacklo_epi8(r[0], r[1]), t1 = _mm_unpackhi_epi8(r[0], r[1]);
+        __m128i t2 = _mm_unpacklo_epi8(r[2], r[3]), t3 = _mm_unpackhi_epi8(r[2], r[3]);
+        uint32_t *target = scratch + (size_t)q * 16;
+        _mm_storeu_si128((__m128i *)target, _mm_unpacklo_epi16(t0, t2));
+        _mm_storeu_si128((__m128i *)(target + 4), _mm_unpackhi_epi16(t0, t2));
+        _mm_storeu_si128((__m128i *)(target + 8), _mm_unpacklo_epi16(t1, t3));
+        _mm_storeu_si128((__m128i *)(target + 12), _mm_unpackhi_epi16(t1, t3));
+    }
+}
+
+GA2 __m256 dequantised8(__m256i sums, __m256i correction, __m256 scale, __m256 add) {
+    return _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(sums, correction)), scale), add);
+}
+
+GA2 __m256 activate8(__m256 value, int activation) {
+    if (!activation) return value;
+    __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), value));
+    return _mm256_div_ps(value, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+/* The four rows' accumulators dequantised, activated, in `values` (constant indices: they stay in registers). */
+#define AVX2_EPILOGUE(P, acc, values, rows, scales, corrections, bias, activation)                                 \
+    _Pragma("clang loop unroll(full)") for (int r = 0; r < 4; r++) {                                              \
+        if (r >= rows) break;                                                                                      \
+        __m256i correction = _mm256_set1_epi32((corrections)[r]);                                                  \
+        __m256 scale = _mm256_set1_ps((scales)[r]);                                                                \
+        __m256 add = _mm256_set1_ps((bias) ? (bias)[r] : 0.0f);                                                    \
+        _Pragma("clang loop unroll(full)") for (int j = 0; j < P; j++)                                            \
+            values[r][j] = activate8(dequantised8(acc[r][j], correction, scale, add), activation);                \
+    }
+
+/* One quad of k for four rows (weight quads at `w`) × P column registers, VPMADDUBSW (exact for |q| ≤ 63) then
+   VPMADDWD by ones. */
+#define AVX2_STEP(P, acc, w, x0, x1)                                                                               \
+    _Pragma("clang loop unroll(full)") for (int r = 0; r < 4; r++) {                                              \
+        __m256i s = _mm256_set1_epi32((int)(w)[r]);                                                                \
+        acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(x0, s), ones));            \
+        if (P >= 2)                                                                                                \
+            acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(x1, s), ones));        \
+    }
+
+/* Four rows (`rows` of them stored) from weight word `a` (the panel's column of this half: quad q's words at
+   a + 8q) × P registers of the quad-interleaved block `b` (16 words a quad); the last register's first `last`
+   columns stored. */
+GA2 void avx2_block(const int P, const uint32_t *a, int quads, const uint32_t *b, int last, float *c, size_t ldc,
+                    int rows, const float *scales, const int32_t *corrections, const float *bias, int activation) {
+    __m256i acc[4][2];
+    __m256i ones = _mm256_set1_epi16(1);
+    for (int r = 0; r < 4; r++)
+        for (int j = 0; j < 2; j++) acc[r][j] = _mm256_setzero_si256();
+    for (int q = 0; q < quads; q++) {
+        __m256i x0 = _mm256_loadu_si256((const __m256i *)(b + (size_t)q * 16));
+        __m256i x1 = P >= 2 ? _mm256_loadu_si256((const __m256i *)(b + (size_t)q * 16 + 8)) : x0;
+        AVX2_STEP(P, acc, a + (size_t)q * 8, x0, x1);
+    }
+    __m256 values[4][2];
+    AVX2_EPILOGUE(P, acc, values, rows, scales, corrections, bias, activation);
+    __m256i mask = lanes8(last);
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < P; j++) {
+            float *target = c + (size_t)r * ldc + 8 * j;
+            if (j == P - 1 && last < 8)
+                _mm256_maskstore_ps(target, mask, values[r][j]);
+            else
+                _mm256_storeu_ps(target, values[r][j]);
+        }
+}
+
+__attribute__((target("avx2,fma"))) static void gemm_int8_avx2(const uint32_t *packed, const float *scales,
+                                                              const int32_t *corrections, int m, int k,
+                                                              const uint8_t *b, size_t ldb, int n, float *c,
+                                                              size_t ldc, const float *bias, int activation) {
+    int panels = (m + 7) / 8, quads = (k + 3) / 4;
+    uint32_t *scratch = aligned_alloc(64, (size_t)quads * 16 * 4 + 64);
+    for (int j0 = 0; j0 < n; j0 += 16) {
+        int width = n - j0 < 16 ? n - j0 : 16, P = (width + 7) / 8, last = width - 8 * (P - 1);
+        quad_columns_avx2(b + j0, ldb, k, width, scratch);
+        for (int panel = 0; panel < panels; panel++) {
+            for (int half = 0; half < 2; half++) {
+                int first = panel * 8 + 4 * half, rows = m - first < 4 ? m - first : 4;
+                if (rows <= 0) break;
+                const uint32_t *a = packed + (size_t)panel * 8 * quads + 4 * half;
+                float *target = c + (size_t)first * ldc + j0;
+                const float *bb = bias ? bias + first : NULL;
+                if (P == 2)
+                    avx2_block(2, a, quads, scratch, last, target, ldc, rows, scales + first, corrections + first,
+                               bb, activation);
+                else
+                    avx2_block(1, a, quads, scratch, last, target, ldc, rows, scales + first, corrections + first,
+                               bb, activation);
+            }
+        }
+    }
+    free(scratch);
+}
+
+/* Eight pixels (those under `count`) from offset `at` of each channel plane, quad q, as words of four channel
+   bytes (channels beyond the map: the zero point). */
+GA2 __m256i quad_words8(const float *x, int channels, size_t plane, int q, size_t at, int count, __m256 inverse,
+                        int zero) {
+    __m256i z = _mm256_set1_epi32(zero), mask = lanes8(count), words = _mm256_setzero_si256();
+    for (int j = 0; j < 4; j++) {
+        int c = 4 * q + j;
+        __m256i byte = c < channels
+                           ? quantized8(count >= 8 ? _mm256_loadu_ps(x + c * plane + at)
+                                                   : _mm256_maskload_ps(x + c * plane + at, mask),
+                                        inverse, z)
+                           : z;
+        words = _mm256_or_si256(words, _mm256_slli_epi32(byte, 8 * j));
+    }
+    return words;
+}
+
+__attribute__((target("avx2,fma"))) static void quantize_blocked_avx2(const float *x, int channels, int height,
+                                                                     int width, int stride, float inverse_scale,
+                                                                     int zero, int q_begin, int q_end,
+                                                                     uint8_t *out) {
+    size_t plane = (size_t)height * width;
+    __m256 inverse = _mm256_set1_ps(inverse_scale);
+    /* Stride 2: a register's words reordered as its even pixels then its odd ones. */
+    __m256i split = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    for (int q = q_begin; q < q_end; q++) {
+        blocked_border(height, width, stride, zero, q, out);
+        for (int y = 0; y < height; y++) {
+            size_t at = (size_t)y * width;
+            if (stride == 1) {
+                uint8_t *row = out + blocked_at(height, width, 1, q, y + 1, 0);
+                for (int xx = 0; xx < width; xx += 8) {
+                    int left = width - xx;
+                    __m256i words = quad_words8(x, channels, plane, q, at + xx, left, inverse, zero);
+                    _mm256_maskstore_epi32((int *)(row + (size_t)(xx + 1) * 4), lanes8(left), words);
+                }
+                continue;
+            }
+            /* As in the AVX-512 path: pixel xx + 2k goes to the odd plane's word xx/2 + k, pixel xx + 2k + 1 to
+               the even plane's word xx/2 + 1 + k. */
+            uint8_t *even = out + blocked_at(height, width, 2, q, y + 1, 0);
+            uint8_t *odd = out + blocked_at(height, width, 2, q, y + 1, 1);
+            for (int xx = 0; xx < width; xx += 16) {
+                int left = width - xx;
+                __m256i a = _mm256_permutevar8x32_epi32(quad_words8(x, channels, plane, q, at + xx, left, inverse,
+                                                                    zero), split);
+                __m256i b = left > 8 ? _mm256_permutevar8x32_epi32(
+                                           quad_words8(x, channels, plane, q, at + xx + 8, left - 8, inverse, zero),
+                                           split)
+                                     : _mm256_setzero_si256();
+                _mm256_maskstore_epi32((int *)(odd + (size_t)(xx / 2) * 4), lanes8((left + 1) / 2),
+                                       _mm256_permute2x128_si256(a, b, 0x20));
+                _mm256_maskstore_epi32((int *)(even + (size_t)(xx / 2 + 1) * 4), lanes8(left / 2),
+                                       _mm256_permute2x128_si256(a, b, 0x31));
+            }
+        }
+    }
+}
+
+/* The flat order's store of one eight-lane register (see flat_store). */
+GA2 void flat_store8(__m256 value, float *out, int width, int pitch, int f, int lanes) {
+    int lane = 0;
+    while (lane < lanes) {
+        int g = f + lane, y = g / pitch, x = g % pitch;
+        if (x >= width) {
+            lane += pitch - x;
+            continue;
+        }
+        int count = lanes - lane < width - x ? lanes - lane : width - x;
+        __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        __m256i mask = _mm256_and_si256(_mm256_cmpgt_epi32(index, _mm256_set1_epi32(lane - 1)),
+                                        _mm256_cmpgt_epi32(_mm256_set1_epi32(lane + count), index));
+        float *base = (float *)((uintptr_t)(out + (size_t)y * width + x) - (uintptr_t)lane * sizeof(float));
+        _mm256_maskstore_ps(base, mask, value);
+        lane += count;
+    }
+}
+
+/* Four rows of a panel (weights at `a`: word (t·Q + q) of the panel at a + 8(t·Q + q)) × P registers of 8 output
+   pixels, over the 9 taps and Q quads, in the row (`flat_width` 0: stored at `c`, the last register's first
+   `last` lanes) or flat order (stored into the plane at `c` of width `flat_width`), as DIRECT_BLOCK. */
+GA2 void direct_avx2(const int P, const uint32_t *a, int quads, const uint8_t *in, size_t quad_stride,
+                     const size_t *taps, int last, float *c, size_t ldc, int rows, const float *scales,
+                     const int32_t *corrections, const float *bias, int activation, int flat_width, int pitch, int f,
+                     int lanes) {
+    __m256i acc[4][2];
+    __m256i ones = _mm256_set1_epi16(1);
+    for (int r = 0; r < 4; r++)
+        for (int j = 0; j < 2; j++) acc[r][j] = _mm256_setzero_si256();
+    const uint8_t *tap = in + taps[0];
+    const uint32_t *w = a;
+    for (int t = 0, q = 0, left = 9 * quads; left > 0; left--, w += 8) {
+        __m256i x0 = _mm256_loadu_si256((const __m256i *)tap);
+        __m256i x1 = P >= 2 ? _mm256_loadu_si256((const __m256i *)(tap + 32)) : x0;
+        AVX2_STEP(P, acc, w, x0, x1);
+        tap += quad_stride;
+        if (++q == quads && left > 1) {
+            q = 0;
+            tap = in + taps[++t];
+        }
+    }
+    __m256 values[4][2];
+    AVX2_EPILOGUE(P, acc, values, rows, scales, corrections, bias, activation);
+    if (!flat_width) {
+        __m256i mask = lanes8(last);
+        for (int r = 0; r < rows; r++)
+            for (int j = 0; j < P; j++) {
+                float *target = c + (size_t)r * ldc + 8 * j;
+                if (j == P - 1 && last < 8)
+                    _mm256_maskstore_ps(target, mask, values[r][j]);
+                else
+                    _mm256_storeu_ps(target, values[r][j]);
+            }
+        return;
+    }
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < P; j++) {
+            int left = lanes - 8 * j;
+            flat_store8(values[r][j], c + (size_t)r * ldc, flat_width, pitch, f + 8 * j, left < 8 ? left : 8);
+        }
+}
+
+/* The next block of a row with `left` pixels to go: 16 (two registers), or what is left. */
+static inline int block8(int left) { return left < 16 ? left : 16; }
+
+static inline int row_lanes8(int width) { return (width + 7) / 8 * 8; }
+
+__attribute__((target("avx2,fma"))) static void direct_driver_avx2(
+    const uint32_t *packed, const float *scales, const int32_t *corrections, int m, int channels,
+    const uint8_t *blocked, int height, int width, int stride, int row_begin, int row_end, int panel_begin,
+    int panel_end, float *out, const float *bias, int activation) {
+    int quads = (channels + 3) / 4;
+    int out_width = direct_output(width, stride), out_height = direct_output(height, stride);
+    int pitch = blocked_pitch(width, stride);
+    size_t quad_stride = (size_t)blocked_at(height, width, stride, 1, 0, 0);
+    size_t plane = (size_t)out_height * out_width;
+    size_t taps[9];
+    for (int t = 0; t < 9; t++) taps[t] = blocked_at(height, width, stride, 0, t / 3, t % 3);
+    int flat = row_lanes8(out_width) > pitch;
+    for (int panel = panel_begin; panel < panel_end; panel++) {
+        for (int half = 0; half < 2; half++) {
+            int first = panel * 8 + 4 * half, rows = m - first < 4 ? m - first : 4;
+            if (rows <= 0) break;
+            const uint32_t *a = packed + (size_t)panel * 8 * 9 * quads + 4 * half;
+            const float *sc = scales + first;
+            const int32_t *co = corrections + first;
+            const float *bb = bias ? bias + first : NULL;
+            float *target = out + (size_t)first * plane;
+            if (flat) {
+                int f_end = (row_end - 1) * pitch + out_width;
+                for (int f = row_begin * pitch; f < f_end;) {
+                    int span = block8(f_end - f);
+                    const uint8_t *in = blocked + (size_t)f * 4;
+                    if (span > 8)
+                        direct_avx2(2, a, quads, in, quad_stride, taps, 8, target, plane, rows, sc, co, bb,
+                                    activation, out_width, pitch, f, span);
+                    else
+                        direct_avx2(1, a, quads, in, quad_stride, taps, 8, target, plane, rows, sc, co, bb,
+                                    activation, out_width, pitch, f, span);
+                    f += span;
+                }
+                continue;
+            }
+            for (int oy = row_begin; oy < row_end; oy++) {
+                for (int x0 = 0; x0 < out_width;) {
+                    int span = block8(out_width - x0);
+                    const uint8_t *in = blocked + ((size_t)oy * pitch + x0) * 4;
+                    float *c = target + (size_t)oy * out_width + x0;
+                    if (span > 8)
+                        direct_avx2(2, a, quads, in, quad_stride, taps, span - 8, c, plane, rows, sc, co, bb,
+                                    activation, 0, 0, 0, 0);
+                    else
+                        direct_avx2(1, a, quads, in, quad_stride, taps, span, c, plane, rows, sc, co, bb,
+                                    activation, 0, 0, 0, 0);
+                    x0 += span;
+                }
+            }
+        }
+    }
+}
+#endif
+
 static void direct_portable(const uint32_t *packed, const float *scales, const int32_t *corrections, int m,
                             int channels, const uint8_t *blocked, int height, int width, int stride, int row_begin,
                             int row_end, int panel_begin, int panel_end, float *out, const float *bias,
@@ -761,21 +1130,26 @@ void lookout_conv3x3_int8(int level, const uint32_t *packed, const uint32_t *til
                           int width, int stride, int row_begin, int row_end, int panel_begin, int panel_end,
                           float *out, const float *bias, int activation) {
     if (level > lookout_int8_level()) level = lookout_int8_level();
-    if (level == 3 && tiles == NULL) level = 2;
+    if (level == 4 && tiles == NULL) level = 3;
 #if defined(__x86_64__)
-    if (level == 3) {
+    if (level == 4) {
         direct_amx(tiles, scales, corrections, m, channels, blocked, height, width, stride, row_begin, row_end,
                    panel_begin, panel_end, out, bias, activation);
         return;
     }
-    if (level == 2) {
+    if (level == 3) {
         direct_driver_vnni(packed, scales, corrections, m, channels, blocked, height, width, stride, row_begin,
                            row_end, panel_begin, panel_end, out, bias, activation);
         return;
     }
-    if (level == 1) {
+    if (level == 2) {
         direct_driver_bw(packed, scales, corrections, m, channels, blocked, height, width, stride, row_begin, row_end,
                          panel_begin, panel_end, out, bias, activation);
+        return;
+    }
+    if (level == 1) {
+        direct_driver_avx2(packed, scales, corrections, m, channels, blocked, height, width, stride, row_begin,
+                           row_end, panel_begin, panel_end, out, bias, activation);
         return;
     }
 #endif
@@ -810,12 +1184,16 @@ void lookout_gemm_int8_at(int level, const uint32_t *packed, const float *scales
                           int activation) {
     if (level > lookout_int8_level()) level = lookout_int8_level();
 #if defined(__x86_64__)
-    if (level >= 2) {
+    if (level >= 3) {
         gemm_int8_vnni(packed, scales, corrections, m, k, b, ldb, n, c, ldc, bias, activation);
         return;
     }
-    if (level == 1) {
+    if (level == 2) {
         gemm_int8_bw(packed, scales, corrections, m, k, b, ldb, n, c, ldc, bias, activation);
+        return;
+    }
+    if (level == 1) {
+        gemm_int8_avx2(packed, scales, corrections, m, k, b, ldb, n, c, ldc, bias, activation);
         return;
     }
 #endif
@@ -827,7 +1205,7 @@ void lookout_gemm_int8_tiled(const uint32_t *tiles, int row0, int rows, int k, c
                              const float *bias, int activation) {
     if (rows <= 0 || n <= 0) return;
 #if defined(__x86_64__)
-    if (lookout_int8_level() >= 3) {
+    if (lookout_int8_level() >= 4) {
         gemm_int8_amx(tiles, row0, rows, k, scales, corrections, b, ldb, n, c, ldc, bias, activation);
         return;
     }

@@ -1,4 +1,5 @@
 #include "lookout_kernels.h"
+#include "gemm_exp.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -93,25 +94,6 @@ __attribute__((target("avx2,fma,f16c"))) static void convert_avx2(const uint16_t
 #endif
 
 #if defined(__x86_64__)
-/* exp(x) for 8 floats: x = n·ln2 + r with |r| ≤ ln2/2 (ln2 split in two parts for accuracy),
-   e^r by a degree-6 polynomial, 2^n through the exponent bits. Inputs are clamped to ±88. */
-__attribute__((target("avx2,fma"))) static __m256 exp8(__m256 x) {
-    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    __m256 r2 = _mm256_mul_ps(r, r);
-    p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
-
 __attribute__((target("avx2,fma"))) static void silu_avx2(float *values, size_t count) {
     size_t i = 0;
     __m256 one = _mm256_set1_ps(1.0f);

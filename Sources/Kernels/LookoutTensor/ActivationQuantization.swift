@@ -23,11 +23,12 @@ public struct ActivationQuantization: Sendable, Equatable {
         zero = Int32(min(max((-low / scale).rounded(.toNearestOrEven), 0), 255))
     }
 
-    /// `count` values of `x` → bytes.
+    /// `count` values of `x` → bytes, through the int8 path `level` (``Int8Convolution/bestLevel``'s numbers; nil
+    /// the best this CPU has): the same bytes on each.
     public func quantize(
-        _ x: UnsafePointer<Float>, count: Int, into out: UnsafeMutablePointer<UInt8>, portable: Bool = false
+        _ x: UnsafePointer<Float>, count: Int, into out: UnsafeMutablePointer<UInt8>, level: Int? = nil
     ) {
-        (portable ? lookout_quantize_u8_portable : lookout_quantize_u8)(x, count, 1 / scale, zero, out)
+        lookout_quantize_u8_at(Int32(level ?? Int(lookout_int8_level())), x, count, 1 / scale, zero, out)
     }
 }
 

@@ -127,7 +127,7 @@ public enum ConvolutionGEMM {
         var weights = Int8Weights(
             packed: packed, weightScales: scales, scales: scales.map { $0 * input.scale },
             corrections: sums.map { $0 * input.zero }, input: input, direct: false)
-        if lookout_int8_level() >= 3 && limit == 127 {
+        if lookout_int8_level() >= 4 && limit == 127 {
             let count = Int(lookout_gemm_int8_tiles_count(Int32(m), Int32(k), Int32(segments)))
             weights.tiles = [UInt32](unsafeUninitializedCapacity: count) { buffer, done in
                 lookout_gemm_int8_tiles(packed, Int32(m), Int32(k), Int32(segments), buffer.baseAddress!)
@@ -138,7 +138,8 @@ public enum ConvolutionGEMM {
     }
 
     /// Rows `rows` (whole panels of eight) of the int8 GEMM: `b` is `k × n` bytes, row stride `ldb`, quantised
-    /// to `weights.input`. `level`: 3 AMX (where the weights have their tiles), 2 VNNI, 1 AVX-512BW, 0 portable C;
+    /// to `weights.input`. `level`: 4 AMX (where the weights have their tiles), 3 VNNI, 2 AVX-512BW, 1 AVX2, 0
+    /// portable C;
     /// nil the best this CPU has (for tests). All give the same floats.
     public static func multiply(
         int8 weights: Int8Weights, m: Int, k: Int, rows: Range<Int>? = nil, b: UnsafePointer<UInt8>, ldb: Int, n: Int,
@@ -147,7 +148,7 @@ public enum ConvolutionGEMM {
     ) {
         guard let rows = panelRows(rows, m: m, n: n) else { return }
         let quads = (k + 3) / 4
-        if (level ?? Int(lookout_int8_level())) >= 3 && lookout_int8_level() >= 3 && !weights.tiles.isEmpty {
+        if (level ?? Int(lookout_int8_level())) >= 4 && lookout_int8_level() >= 4 && !weights.tiles.isEmpty {
             weights.tiles.withUnsafeBufferPointer { tiles in
                 weights.scales.withUnsafeBufferPointer { scales in
                     weights.corrections.withUnsafeBufferPointer { corrections in

@@ -98,7 +98,9 @@ public enum ConvolutionKernels {
     /// bf16's measured per layer against fp32's (``TunedConvolution``) unless ``KernelSettings/measureLayers`` is off.
     /// int8: every convolution with a calibrated input range in int8 (``Int8Convolution``), the others in fp32.
     public static func kernel(precision: Precision, settings: KernelSettings = .environment) -> any ConvolutionKernel {
-        let precision = ConvolutionGEMM.available ? precision : .fp32
+        // int8 has its own kernels down to AVX2; bf16 needs the packed GEMM (AVX-512).
+        let precision = precision == .int8 ? (Precision.int8.isNative ? .int8 : .fp32)
+            : ConvolutionGEMM.available ? precision : .fp32
         if precision == .int8 { return Int8Convolution(fallback: kernel(precision: .fp32, settings: settings)) }
         func plain(_ precision: Precision, _ path: BF16Path = .best) -> any ConvolutionKernel {
             settings.convolution == .lowered

@@ -18,18 +18,30 @@ public struct Int8Convolution: ConvolutionKernel {
     let fallback: any ConvolutionKernel
     let weightLimit: Int
 
-    /// `weightLimit`: the weights' range, ±127 where the CPU has VNNI, ±63 where VPMADDUBSW must not saturate
-    /// (tests give 63 to run both paths on the same weights).
+    /// `weightLimit`: the weights' range, ±127 where the CPU has VNNI, ±63 where VPMADDUBSW (AVX-512BW or AVX2)
+    /// must not saturate (tests give 63 to run every path on the same weights).
     public init(fallback: any ConvolutionKernel, weightLimit: Int = Int(lookout_gemm_int8_limit())) {
         self.fallback = fallback
         self.weightLimit = weightLimit
     }
 
+    /// The name of int8 path `level` (``bestLevel``'s numbers), as `lookout devices` and the CPU report print it.
+    public static func pathName(_ level: Int) -> String {
+        switch level {
+        case 4...: return "AMX"
+        case 3: return "AVX-512 VNNI"
+        case 2: return "AVX-512BW, 7-bit weights"
+        case 1: return "AVX2, 7-bit weights"
+        default: return "portable C"
+        }
+    }
+
     /// The weights' width this CPU's int8 path uses: 8 bits with VNNI, 7 without.
     public static var weightBits: Int { lookout_gemm_int8_limit() == 127 ? 8 : 7 }
 
-    /// The fastest int8 path this CPU has: 3 AMX tiles, 2 AVX-512 VNNI, 1 AVX-512BW, 0 portable C (the same
-    /// integers on each).
+    /// The fastest int8 path this CPU has: 4 AMX tiles, 3 AVX-512 VNNI, 2 AVX-512BW, 1 AVX2, 0 portable C (the
+    /// same integers on each; `LOOKOUT_NO_AMX`, `LOOKOUT_NO_VNNI`, `LOOKOUT_NO_AVX512` and `LOOKOUT_NO_AVX2` take
+    /// one away).
     public static var bestLevel: Int { Int(lookout_int8_level()) }
 
     /// The stem's first convolution (3 inputs: 27 products per output) stays fp32: with VPMADDUBSW's 7-bit weights
@@ -88,7 +100,8 @@ public struct Int8Convolution: ConvolutionKernel {
         return weight
     }
 
-    /// `level`: the int8 path (3 AMX, 2 VNNI, 1 AVX-512BW, 0 portable; nil the best this CPU has), for tests.
+    /// `level`: the int8 path (4 AMX, 3 VNNI, 2 AVX-512BW, 1 AVX2, 0 portable; nil the best this CPU has), for
+    /// tests.
     public func convolve(_ x: FeatureMap, _ w: ConvolutionWeights, pool: ComputePool) -> FeatureMap {
         convolve(StackedMaps(x), w, pool: pool, level: nil)
     }
@@ -132,7 +145,7 @@ public struct Int8Convolution: ConvolutionKernel {
                 x.forEachRun(in: range) { part, local, channel, count in
                     int8.input.quantize(
                         bases[part].pointer + local * pixels, count: count * pixels,
-                        into: quantized.pointer + channel * pixels)
+                        into: quantized.pointer + channel * pixels, level: level)
                 }
             }
         }
@@ -194,12 +207,13 @@ extension Int8Convolution {
             capacity: lookout_int8_blocked_count(Int32(inputs), Int32(height), Int32(width)))
         defer { blocked.deallocate() }
         let map = UnsafeSendable(blocked)
-        let portable = level == 0
+        let chosen = Int32(level ?? Int(lookout_int8_level()))
         x.withParts { bases in
             let source = UnsafeSendable(UnsafeMutablePointer(mutating: bases[0]))
             pool.parallelFor(quads, chunk: max(1, quads / (4 * pool.threadCount))) { range in
-                (portable ? lookout_quantize_u8_blocked_portable : lookout_quantize_u8_blocked)(
-                    source.pointer, Int32(inputs), Int32(height), Int32(width), Int32(stride), 1 / int8.input.scale,
+                lookout_quantize_u8_blocked_at(
+                    chosen, source.pointer, Int32(inputs), Int32(height), Int32(width), Int32(stride),
+                    1 / int8.input.scale,
                     int8.input.zero,
                     Int32(range.lowerBound), Int32(range.upperBound), map.pointer)
             }
@@ -211,8 +225,7 @@ extension Int8Convolution {
         let groups = max(1, min(panels, (wanted + bands - 1) / bands))
         // AMX computes rows in groups of 16: groups of whole pairs of panels, so that none is computed twice.
         let perGroup = (panels + groups - 1) / groups
-        let panelsPerGroup = lookout_int8_level() >= 3 && !int8.tiles.isEmpty ? (perGroup + 1) / 2 * 2 : perGroup
-        let chosen = Int32(level ?? Int(lookout_int8_level()))
+        let panelsPerGroup = lookout_int8_level() >= 4 && !int8.tiles.isEmpty ? (perGroup + 1) / 2 * 2 : perGroup
         int8.packed.withUnsafeBufferPointer { packed in
             int8.tiles.withUnsafeBufferPointer { tiles in
                 int8.scales.withUnsafeBufferPointer { scales in

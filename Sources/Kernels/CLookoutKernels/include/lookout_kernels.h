@@ -109,14 +109,16 @@ void lookout_gemm_bf16_at(int path, const uint32_t *packed, int row0, int rows, 
    `lookout_gemm_int8_limit`) and packed with `lookout_gemm_int8_pack` into ceil(m / 8) panels of ceil(k / 4) × 8
    words (four s8 of a row per word), writing each row's scale and the sum of its quantised values; B is u8
    (`lookout_quantize_u8`), row stride ldb. c_ij = float(Σ_k q_ik·b_kj − corrections_i)·scales_i + bias_i, then
-   SiLU when `activation`. Exact 32-bit integer sums: VNNI, AVX-512BW and the portable C agree. */
+   SiLU when `activation`. Exact 32-bit integer sums: AMX, VNNI, AVX-512BW, AVX2 and the portable C agree. */
 size_t lookout_gemm_int8_packed_count(int m, int k);
 void lookout_gemm_int8_pack(const float *a, int m, int k, size_t lda, int limit, uint32_t *packed, float *scales,
                             int32_t *sums);
 /* The quantised A back as floats (q · scale), m × k dense. */
 void lookout_gemm_int8_unpack(const uint32_t *packed, const float *scales, int m, int k, float *a);
-/* 3: AMX (TDPBSUD tiles, `lookout_amx_ready`) with VNNI, 2: AVX-512 VNNI, 1: AVX-512BW without it (or
-   LOOKOUT_NO_VNNI set), 0: portable C (or LOOKOUT_NO_AVX512). All compute the same integers. */
+/* The fastest int8 path this CPU has: 4: AMX (TDPBSUD tiles, `lookout_amx_ready`) with VNNI, 3: AVX-512 VNNI,
+   2: AVX-512BW without it (or LOOKOUT_NO_VNNI set), 1: AVX2 (or LOOKOUT_NO_AVX512 set), 0: portable C (or
+   LOOKOUT_NO_AVX2 set). Levels 2 and 1 multiply through VPMADDUBSW, whose 16-bit pair sums need 7-bit weights.
+   All compute the same integers. */
 int lookout_int8_level(void);
 /* `lookout_amx_usable`, LOOKOUT_NO_AMX unset, and the tile data permission granted to the process (asked once,
    here: arch_prctl ARCH_REQ_XCOMP_PERM). */
@@ -126,7 +128,7 @@ int lookout_amx_ready(void);
    whole blocks. `lookout_gemm_int8_tiles_count` words. */
 size_t lookout_gemm_int8_tiles_count(int m, int k, int segments);
 void lookout_gemm_int8_tiles(const uint32_t *packed, int m, int k, int segments, uint32_t *tiles);
-/* Rows [row0, row0 + rows) of the int8 GEMM through AMX (level 3; nothing where the CPU lacks it), from the
+/* Rows [row0, row0 + rows) of the int8 GEMM through AMX (level 4; nothing where the CPU lacks it), from the
    weights in AMX's layout (whole, one segment); `scales`, `corrections`, `bias` and `c` at row row0. */
 void lookout_gemm_int8_tiled(const uint32_t *tiles, int row0, int rows, int k, const float *scales,
                              const int32_t *corrections, const uint8_t *b, size_t ldb, int n, float *c, size_t ldc,
@@ -134,17 +136,19 @@ void lookout_gemm_int8_tiled(const uint32_t *tiles, int row0, int rows, int k, c
 /* 1 when the CPU has AMX (tiles with bf16 and int8 products) and the kernel supports its tile data state
    (arch_prctl ARCH_GET_XCOMP_SUPP), 0 otherwise. The bf16 GEMM's tile path needs it. */
 int lookout_amx_usable(void);
-/* The weights' range this CPU's path needs: 127 at level 2, 63 below. */
+/* The weights' range this CPU's path needs: 127 from level 3, 63 below. */
 int lookout_gemm_int8_limit(void);
 void lookout_gemm_int8(const uint32_t *packed, const float *scales, const int32_t *corrections, int m, int k,
                        const uint8_t *b, size_t ldb, int n, float *c, size_t ldc, const float *bias, int activation);
-/* At a given level (lowered to what the CPU has), for tests. Level 1 needs weights packed with limit 63. */
+/* At a given level (lowered to what the CPU has), for tests. Levels 1 and 2 need weights packed with limit 63. */
 void lookout_gemm_int8_at(int level, const uint32_t *packed, const float *scales, const int32_t *corrections, int m,
                           int k, const uint8_t *b, size_t ldb, int n, float *c, size_t ldc, const float *bias,
                           int activation);
 /* out_i = clamp(round_half_even(x_i · inverse_scale) + zero, 0, 255); NaN → 0. */
 void lookout_quantize_u8(const float *x, size_t count, float inverse_scale, int zero, uint8_t *out);
 void lookout_quantize_u8_portable(const float *x, size_t count, float inverse_scale, int zero, uint8_t *out);
+/* The same through a given level's instructions (lowered to what the CPU has): the same bytes. */
+void lookout_quantize_u8_at(int level, const float *x, size_t count, float inverse_scale, int zero, uint8_t *out);
 /* Direct 3×3 int8 convolutions, stride 1 or 2, padding 1 (gemm_int8.c): the input (C × H × W) quantised into a
    blocked map — ceil(C/4) channel quads one after another, each H + 2 padded rows of W + 2 pixels of four
    channel bytes (for stride 2 split into four phase planes, even or odd row × even or odd column), a border of `zero`
@@ -157,6 +161,8 @@ void lookout_quantize_u8_blocked(const float *x, int channels, int height, int w
                                  int zero, int q_begin, int q_end, uint8_t *out);
 void lookout_quantize_u8_blocked_portable(const float *x, int channels, int height, int width, int stride,
                                           float inverse_scale, int zero, int q_begin, int q_end, uint8_t *out);
+void lookout_quantize_u8_blocked_at(int level, const float *x, int channels, int height, int width, int stride,
+                                    float inverse_scale, int zero, int q_begin, int q_end, uint8_t *out);
 void lookout_conv3x3_int8(int level, const uint32_t *packed, const uint32_t *tiles, const float *scales,
                           const int32_t *corrections, int m, int channels, const uint8_t *blocked, int height,
                           int width, int stride, int row_begin, int row_end, int panel_begin, int panel_end,
