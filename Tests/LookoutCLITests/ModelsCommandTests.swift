@@ -79,29 +79,36 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: folder + "/x.safetensors"))
     }
 
-    /// `models tune` measures bf16's per-layer choices of the demo model for three photo shapes and keeps them in
-    /// the cache; a second run reads them (measures none); other precisions and a GPU are refused.
+    /// `models tune` measures bf16's or int8's per-layer choices of the demo model (calibrated) for three photo
+    /// shapes and keeps them in the cache; a second run reads them (measures none); a precision the CPU lacks, fp32
+    /// and a GPU are refused.
     @Test func tuneMeasuresOnceAndKeeps() throws {
-        let hasBF16 = try CLI.run(["devices"]).stdout.contains("bf16 yes")
-        let cache = try CLI.scratch("tune-cache")
-        defer { CLI.remove(cache) }
-        let environment = ["LOOKOUT_CACHE_DIR": cache]
-        let first = try CLI.run(["models", "tune"], environment: environment)
-        guard hasBF16 else {
-            #expect(first.status == 1 && first.stderr.contains("no AVX-512 BF16"), "\(first.stderr)")
-            return
+        let devices = try CLI.run(["devices"]).stdout
+        for (precision, lacks) in [("bf16", "AVX-512 BF16"), ("int8", "AVX2")] {
+            let cache = try CLI.scratch("tune-cache")
+            defer { CLI.remove(cache) }
+            let environment = ["LOOKOUT_CACHE_DIR": cache]
+            let tune = ["models", "tune", "--precision", precision]
+            let first = try CLI.run(tune, environment: environment)
+            guard devices.contains("\(precision) yes") else {
+                #expect(first.status == 1 && first.stderr.contains("no \(lacks)"), "\(first.stderr)")
+                continue
+            }
+            #expect(first.status == 0, "\(first.stderr)")
+            let words = first.stdout.split(separator: " ")
+            let shapes = Int(words.first ?? "") ?? 0
+            #expect(shapes > 20 && first.stdout.contains("(\(shapes) measured now, 0 read from"), "\(first.stdout)")
+            #expect(first.stdout.contains(" run \(precision), "), "\(first.stdout)")
+            let file = try String(contentsOfFile: cache + "/layer-choices.txt", encoding: .utf8)
+            let lines = file.split(separator: "\n")
+            #expect(lines.count == shapes, "\(file)")
+            #expect(lines.allSatisfy { $0.contains(" of \(precision)") }, "\(file)")
+            let second = try CLI.run(tune, environment: environment)
+            #expect(second.stdout.contains("(0 measured now, \(shapes) read from"), "\(second.stdout)")
         }
-        #expect(first.status == 0, "\(first.stderr)")
-        let words = first.stdout.split(separator: " ")
-        let shapes = Int(words.first ?? "") ?? 0
-        #expect(shapes > 20 && first.stdout.contains("(\(shapes) measured now, 0 read from"), "\(first.stdout)")
-        let file = try String(contentsOfFile: cache + "/layer-choices.txt", encoding: .utf8)
-        #expect(file.split(separator: "\n").count == shapes, "\(file)")
-        let second = try CLI.run(["models", "tune"], environment: environment)
-        #expect(second.stdout.contains("(0 measured now, \(shapes) read from"), "\(second.stdout)")
-        let fp32 = try CLI.run(["models", "tune", "--precision", "fp32"], environment: environment)
-        #expect(fp32.status == 64 && fp32.stderr.contains("only bf16 chooses"), "\(fp32.stderr)")
-        let gpu = try CLI.run(["models", "tune", "--device", "cuda"], environment: environment)
+        let fp32 = try CLI.run(["models", "tune", "--precision", "fp32"])
+        #expect(fp32.status == 64 && fp32.stderr.contains("fp32 has one"), "\(fp32.stderr)")
+        let gpu = try CLI.run(["models", "tune", "--device", "cuda"])
         #expect(gpu.status == 64 && gpu.stderr.contains("the layer choices are the CPU's"), "\(gpu.stderr)")
     }
 

@@ -12,10 +12,14 @@ import Testing
     ]
     static let photos = ["scene-0001.jpg", "scene-0003.jpg"].map { CLI.root + "/examples/scenes/" + $0 }
 
-    /// What a command prints, run on 1, 2 and 3 threads, without the timings detect adds to its JSON.
+    /// What a command prints, run on 1, 2 and 3 threads, without the timings detect adds to its JSON. Every layer
+    /// in the precision asked for (`LOOKOUT_LAYER_CHOICE=precision`): bf16 and int8 otherwise measure per layer
+    /// whether fp32 is faster, per thread count, and may choose otherwise on another (``TunedConvolution``); what
+    /// is held here is that each kernel's arithmetic does not depend on the threads.
     static func outputs(_ arguments: [String]) throws -> [String] {
         try (1...3).map { threads in
-            let done = try CLI.run(arguments, environment: ["LOOKOUT_THREADS": String(threads)])
+            let done = try CLI.run(
+                arguments, environment: ["LOOKOUT_THREADS": String(threads), "LOOKOUT_LAYER_CHOICE": "precision"])
             #expect(done.status == 0, "\(threads) threads: \(done.stderr)")
             return done.stdout.replacing(/,"timings":\{[^}]*\}/, with: "")
         }

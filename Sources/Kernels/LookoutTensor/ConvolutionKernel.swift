@@ -94,18 +94,25 @@ public enum ConvolutionKernels {
     /// runs every layer lowered, for comparisons).
     public static let `default`: any ConvolutionKernel = kernel(precision: .fp32)
 
-    /// The kernels of a precision (bf16 and int8 where the packed GEMM runs; fp32 otherwise) under `settings`;
-    /// bf16's measured per layer against fp32's (``TunedConvolution``) unless ``KernelSettings/measureLayers`` is off.
-    /// int8: every convolution with a calibrated input range in int8 (``Int8Convolution``), the others in fp32.
+    /// The kernels of a precision (bf16 where the packed GEMM runs, int8 from AVX2 up; fp32 otherwise) under
+    /// `settings`; bf16's and int8's measured per layer against fp32's (``TunedConvolution``) unless
+    /// ``KernelSettings/measureLayers`` is off. int8: every convolution with a calibrated input range in int8
+    /// (``Int8Convolution``), the others in fp32.
     public static func kernel(precision: Precision, settings: KernelSettings = .environment) -> any ConvolutionKernel {
         // int8 has its own kernels down to AVX2; bf16 needs the packed GEMM (AVX-512).
         let precision = precision == .int8 ? (Precision.int8.isNative ? .int8 : .fp32)
             : ConvolutionGEMM.available ? precision : .fp32
-        if precision == .int8 { return Int8Convolution(fallback: kernel(precision: .fp32, settings: settings)) }
         func plain(_ precision: Precision, _ path: BF16Path = .best) -> any ConvolutionKernel {
             settings.convolution == .lowered
                 ? LoweredConvolution(precision: precision, bf16Path: path)
                 : WinogradConvolution(precision: precision, bf16Path: path)
+        }
+        if precision == .int8 {
+            let int8 = Int8Convolution(fallback: plain(.fp32))
+            // int8 against fp32 per layer: on an AMD EPYC with AVX2 only, VPMADDUBSW's int8 beat fp32 on the 1×1
+            // and stride-2 layers of s and lost to fp32's Winograd on several stride-1 3×3 ones (BENCHMARKS.md,
+            // "int8 on AVX2").
+            return settings.measureLayers ? TunedConvolution([("int8", int8), ("fp32", plain(.fp32))]) : int8
         }
         // bf16: per layer the faster of bf16 and fp32 on this CPU (a new instance per layer: it holds the layer's
         // prepared weights). With AMX, its tiles against fp32, fp32 taken only where at least 20 % faster: on the

@@ -22,9 +22,9 @@ public struct KernelSettings: Sendable, Equatable {
     public var keepFreedMemory: Bool
     /// Threads of the engine's pool; nil: one per online CPU (`LOOKOUT_THREADS`).
     public var threads: Int?
-    /// For bf16, run each convolution in bf16 or fp32, whichever measured faster on this CPU (``TunedConvolution``,
-    /// the choices kept in ``LayerChoices``); off: every convolution in bf16 (`LOOKOUT_LAYER_CHOICE=precision`,
-    /// what the bf16 accuracy tests hold to its bound).
+    /// For bf16 and int8, run each convolution in that precision or fp32, whichever measured faster on this CPU
+    /// (``TunedConvolution``, the choices kept in ``LayerChoices``); off: every convolution in the precision
+    /// (`LOOKOUT_LAYER_CHOICE=precision`, what the accuracy tests hold to its bound).
     public var measureLayers: Bool
 
     public init(
