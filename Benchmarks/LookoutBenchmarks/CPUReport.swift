@@ -30,7 +30,8 @@ struct CPUReport: ParsableCommand {
 
     /// Operations per cycle and core of each precision on this CPU's widest units, nominal: AVX-512 with two FMA
     /// ports on Intel (16 lanes × 2 for the FMA × 2 ports fp32; bf16's dot products twice that, VNNI's four
-    /// times), Zen 4's AVX-512 on two 256-bit halves (half Intel's), AVX2 with two FMA ports (32 fp32).
+    /// times), Zen 4's AVX-512 on two 256-bit halves (half Intel's), AVX2 with two FMA ports (32 fp32). int8
+    /// without VNNI (VPMADDUBSW then VPMADDWD, two multiplier operations per four products a lane): twice fp32.
     /// AMX: one TDPBF16PS (16 × 16 × 32 products) every 16 cycles, 1,024 operations a cycle (TDPBSUD's int8
     /// twice that).
     static func perCycle(
@@ -42,7 +43,8 @@ struct CPUReport: ParsableCommand {
         let fp32: Double = wide ? (vendor == "AuthenticAMD" ? 32 : 64) : (flags.contains("fma") ? 32 : 8)
         return (
             fp32, flags.contains("avx512_bf16") ? 2 * fp32 : nil,
-            flags.contains("avx512_vnni") || flags.contains("avx512bw") ? 4 * fp32 : nil,
+            flags.contains("avx512_vnni")
+                ? 4 * fp32 : flags.contains("avx512bw") || flags.contains("avx2") ? 2 * fp32 : nil,
             flags.contains("amx_bf16") ? 1024 : nil
         )
     }
@@ -69,9 +71,8 @@ struct CPUReport: ParsableCommand {
             "features: " + watched.map { "\($0) \(flags.contains($0) ? "yes" : "no")" }.joined(separator: ", "))
         let int8Path =
             Precision.int8.isNative
-            ? (Int8Convolution.bestLevel >= 3
-                ? "AMX tiles (TDPBSUD), 8-bit weights"
-                : Int8Convolution.weightBits == 8 ? "VNNI, 8-bit weights" : "AVX-512BW VPMADDUBSW, 7-bit weights")
+            ? "\(Int8Convolution.pathName(Int8Convolution.bestLevel)) (\(Int8Convolution.weightBits)-bit weights), "
+                + "chosen per layer against fp32"
             : "none (fp32)"
         print(
             "Lookout's paths: fp32 \(ConvolutionGEMM.available ? "packed AVX-512 GEMM" : "OpenBLAS")\(WinogradConvolution.available ? ", Winograd F(4×4, 3×3) for 3×3 stride 1" : ""); bf16 \(Precision.bf16.isNative ? (BF16Path.tiles.isAvailable ? "AMX tiles or AVX-512 BF16 dot products" : "AVX-512 BF16 dot products") + ", chosen per layer against fp32" : "none (fp32)"); int8 \(int8Path); AMX \(BF16Path.tiles.isAvailable ? "used for bf16 and int8" : Precision.amxUsable ? "usable, turned off (LOOKOUT_NO_AMX)" : flags.contains("amx_tile") ? "listed, but the kernel does not grant its state" : "not exposed"); AVX512-FP16 \(flags.contains("avx512_fp16") ? "exposed, not used" : "not exposed")"
@@ -86,7 +87,7 @@ struct CPUReport: ParsableCommand {
         var generator = SystemRandomNumberGenerator()
         var totals: [String: Double] = [:]
         print("")
-        print("| layer (s at 640) | per detection | fp32 | bf16 (the tuner's choice) | int8 |")
+        print("| layer (s at 640) | per detection | fp32 | bf16 (the tuner's choice) | int8 (the tuner's choice) |")
         print("|---|---|---|---|---|")
         for (inputs, outputs, kernel, stride, height, width, count) in Layers.shapes {
             let (weights, x, operations) = Layers.randomLayer(
@@ -135,14 +136,18 @@ struct CPUReport: ParsableCommand {
                 cells.append("-")
             }
             if Precision.int8.isNative {
+                // The tuner's rule as for bf16: int8 unless fp32 is faster by the margin (20 % against AMX, 5 %
+                // otherwise). The first convolution (3 inputs) is fp32 in both.
+                let amx = Int8Convolution.bestLevel >= 4
                 let int8 = time(Int8Convolution(fallback: winograd ? WinogradConvolution() : LoweredConvolution()))
-                totals["int8", default: 0] += int8 * Double(count)
+                let own = inputs >= 16 ? (amx ? "int8 AMX" : "int8") : "fp32 (3 inputs)"
+                let ownPeak = inputs >= 16 ? peak(amx ? rates.amx.map { 2 * $0 } : rates.int8) : peak(rates.fp32)
+                let fp32Wins = inputs >= 16 && fp32 < (amx ? 0.8 : 0.95) * int8
+                totals["int8", default: 0] += (fp32Wins ? fp32 : int8) * Double(count)
                 cells.append(
-                    cell(
-                        inputs >= 16 ? (Int8Convolution.bestLevel >= 3 ? "int8 AMX" : "int8") : "fp32 (3 inputs)", int8,
-                        inputs >= 16
-                            ? peak(Int8Convolution.bestLevel >= 3 ? rates.amx.map { 2 * $0 } : rates.int8)
-                            : peak(rates.fp32)))
+                    fp32Wins
+                        ? cell("fp32 \(fp32Name)", fp32, peak(rates.fp32)) + " (\(own) \(format3(int8 * 1000)) ms)"
+                        : cell(own, int8, ownPeak) + (inputs >= 16 ? " (fp32 \(format3(fp32 * 1000)) ms)" : ""))
             } else {
                 cells.append("-")
             }

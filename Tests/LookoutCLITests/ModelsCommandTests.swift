@@ -105,6 +105,13 @@ import Testing
             #expect(lines.allSatisfy { $0.contains(" of \(precision)") }, "\(file)")
             let second = try CLI.run(tune, environment: environment)
             #expect(second.stdout.contains("(0 measured now, \(shapes) read from"), "\(second.stdout)")
+            // A damaged line is reported and ignored; its layer is measured again.
+            try (lines.dropFirst().joined(separator: "\n") + "\n\(lines[0].prefix(20))\n").write(
+                toFile: cache + "/layer-choices.txt", atomically: true, encoding: .utf8)
+            let damaged = try CLI.run(tune, environment: environment)
+            #expect(
+                damaged.stderr.contains("1 damaged line ignored; those layers are measured again"), "\(damaged.stderr)")
+            #expect(damaged.stdout.contains("(1 measured now, \(shapes - 1) read from"), "\(damaged.stdout)")
         }
         let fp32 = try CLI.run(["models", "tune", "--precision", "fp32"])
         #expect(fp32.status == 64 && fp32.stderr.contains("fp32 has one"), "\(fp32.stderr)")

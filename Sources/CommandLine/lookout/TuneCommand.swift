@@ -55,7 +55,7 @@ extension ModelsCommand {
             var configuration = modelOptions.configuration
             configuration.precision = precision
             let cpu = AutomaticPrecision.cpuModel()
-            let (engine, _) = try Engine.load(configuration)
+            let (engine, _) = try Engine.load(configuration, notice: { printError("lookout: \($0)") })
             let before = Set(LayerChoices.shared.recorded.keys)
             let size = engine.network.embeddingSize
             let text = (0..<size).map { _ in Float(1 / Double(size).squareRoot()) }

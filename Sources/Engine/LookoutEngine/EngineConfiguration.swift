@@ -200,10 +200,10 @@ extension Engine {
         onDeviceFailure: (@Sendable (CUDAError) -> Void)? = nil
     ) throws -> (engine: Engine, model: LoadedModel) {
         let (detectorPath, textPath, directory) = try configuration.resolveModel()
-        // bf16's per-layer choices, kept beside the other caches, per CPU model.
+        // bf16's and int8's per-layer choices, kept beside the other caches, per CPU model.
         LayerChoices.shared.configure(
             file: configuration.resolvedCacheDirectory.map { $0 + "/layer-choices.txt" },
-            cpu: AutomaticPrecision.cpuModel())
+            cpu: AutomaticPrecision.cpuModel(), notice: notice)
         let weights = try WeightFile.open(detectorPath)
         let (backend, networkPrecision) = try configuration.makeBackend(notice: notice, onFailure: onDeviceFailure)
         let network = try openDetector(

@@ -100,7 +100,9 @@ public enum ConvolutionKernels {
     /// (``Int8Convolution``), the others in fp32.
     public static func kernel(precision: Precision, settings: KernelSettings = .environment) -> any ConvolutionKernel {
         // int8 has its own kernels down to AVX2; bf16 needs the packed GEMM (AVX-512).
-        let precision = precision == .int8 ? (Precision.int8.isNative ? .int8 : .fp32)
+        let precision =
+            precision == .int8
+            ? (Precision.int8.isNative ? .int8 : .fp32)
             : ConvolutionGEMM.available ? precision : .fp32
         func plain(_ precision: Precision, _ path: BF16Path = .best) -> any ConvolutionKernel {
             settings.convolution == .lowered
@@ -111,8 +113,10 @@ public enum ConvolutionKernels {
             let int8 = Int8Convolution(fallback: plain(.fp32))
             // int8 against fp32 per layer: on an AMD EPYC with AVX2 only, VPMADDUBSW's int8 beat fp32 on the 1×1
             // and stride-2 layers of s and lost to fp32's Winograd on several stride-1 3×3 ones (BENCHMARKS.md,
-            // "int8 on AVX2").
-            return settings.measureLayers ? TunedConvolution([("int8", int8), ("fp32", plain(.fp32))]) : int8
+            // "int8 on AVX2"). AMX's tiles, like bf16's, against fp32 at a 20 % margin.
+            guard settings.measureLayers else { return int8 }
+            return TunedConvolution(
+                [("int8", int8), ("fp32", plain(.fp32))], switchMargin: Int8Convolution.bestLevel >= 4 ? 0.2 : 0.05)
         }
         // bf16: per layer the faster of bf16 and fp32 on this CPU (a new instance per layer: it holds the layer's
         // prepared weights). With AMX, its tiles against fp32, fp32 taken only where at least 20 % faster: on the

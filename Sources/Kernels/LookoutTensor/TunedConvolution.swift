@@ -20,11 +20,21 @@ public final class LayerChoices: Sendable {
     /// A store of its own (``shared`` is the one the engine's detectors use).
     public init() {}
 
-    /// Where the choices are kept (nil: in memory only) and the CPU they are measured on (part of each key).
-    public func configure(file: String?, cpu: String) {
-        state.withLock { state in
-            guard state.file != file || state.cpu != cpu else { return }
+    /// Where the choices are kept (nil: in memory only) and the CPU they are measured on (part of each key). The
+    /// file is read now; `notice` is told of damaged lines, which are ignored (their layers are measured again).
+    public func configure(file: String?, cpu: String, notice: (String) -> Void = { _ in }) {
+        let damaged: Int = state.withLock { state in
+            guard state.file != file || state.cpu != cpu else { return 0 }
             state = State(file: file, cpu: cpu)
+            guard let file else { return 0 }
+            let (choices, damaged) = Self.read(file)
+            state.choices = choices
+            state.loaded = true
+            return damaged
+        }
+        if damaged > 0, let file {
+            notice(
+                "\(file): \(damaged) damaged line\(damaged == 1 ? "" : "s") ignored; those layers are measured again")
         }
     }
 
@@ -33,7 +43,7 @@ public final class LayerChoices: Sendable {
         state.withLock { state in
             if !state.loaded {
                 state.loaded = true
-                if let file = state.file { state.choices = Self.read(file) }
+                if let file = state.file { state.choices = Self.read(file).choices }
             }
             return state.choices[state.cpu + " | " + layer]
         }
@@ -56,16 +66,20 @@ public final class LayerChoices: Sendable {
         return state.withLock { $0.choices }
     }
 
-    private static func read(_ file: String) -> [String: String] {
-        guard let bytes = try? FileContents.read(file) else { return [:] }
+    /// The file's choices, and how many lines were damaged (ignored: measured again). A missing file has none.
+    private static func read(_ file: String) -> (choices: [String: String], damaged: Int) {
+        guard let bytes = try? FileContents.read(file) else { return ([:], 0) }
         var choices: [String: String] = [:]
+        var damaged = 0
         for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
             let parts = line.split(separator: "\t", omittingEmptySubsequences: false)
-            // A damaged line is ignored (measured again).
-            guard parts.count == 2, !parts[1].isEmpty else { continue }
+            guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty, line.utf8.allSatisfy({ $0 >= 0x09 }) else {
+                damaged += 1
+                continue
+            }
             choices[String(parts[0])] = String(parts[1])
         }
-        return choices
+        return (choices, damaged)
     }
 }
 
