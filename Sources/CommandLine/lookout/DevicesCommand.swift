@@ -45,7 +45,10 @@ struct DevicesCommand: ParsableCommand {
 
     func run() throws {
         let bf16 = Precision.bf16.isNative ? "yes (AVX-512 BF16)" : "no"
-        let int8 = Precision.int8.isNative ? "yes (\(Int8Convolution.pathName(Int8Convolution.bestLevel)))" : "no"
+        let int8 =
+            Precision.int8.isNative
+            ? "yes (\(Int8Convolution.pathName(Int8Convolution.bestLevel)), \(Int8Convolution.weightBits)-bit weights)"
+            : "no"
         print(
             "CPU: \(AutomaticPrecision.cpuModel()), \(ComputePool.shared.threadCount) threads; bf16 \(bf16), int8 \(int8)"
                 + (BF16Path.tiles.isAvailable ? "; AMX tiles for bf16" : Precision.amxUsable ? "; AMX turned off" : "")

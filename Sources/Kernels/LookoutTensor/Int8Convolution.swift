@@ -30,8 +30,8 @@ public struct Int8Convolution: ConvolutionKernel {
         switch level {
         case 4...: return "AMX"
         case 3: return "AVX-512 VNNI"
-        case 2: return "AVX-512BW, 7-bit weights"
-        case 1: return "AVX2, 7-bit weights"
+        case 2: return "AVX-512BW VPMADDUBSW"
+        case 1: return "AVX2 VPMADDUBSW"
         default: return "portable C"
         }
     }
