@@ -20,6 +20,11 @@ made with ultralytics under /tmp/lookout-bench-yoloe) with 3 random text embeddi
 `--bf16` also times Lookout with `--precision bf16` and OpenVINO with the bf16 inference precision hint (where
 its CPU plugin offers BF16), and prints a second table: Lookout bf16 beside OpenVINO fp32 and bf16.
 
+`--int8` also times Lookout with `--precision int8` on a copy `lookout models calibrate` made (with the same 3
+embeddings, `--text-embeddings`), and the peers' int8 models of the same ONNX file made as
+scripts/bench/detector.py makes them (OpenVINO after NNCF, ONNX Runtime's static QDQ), all three calibrated on
+the same 29 photos; a third table: Lookout int8 against the faster int8 peer.
+
 Each engine is warmed up once; medians of `--runs`. Prints one line per engine and a Markdown row per model.
 """
 import argparse
@@ -108,14 +113,45 @@ def time_openvino(onnx_path: str, runs: int, precision: str = "f32") -> float:
     return statistics.median(times)
 
 
+def calibrated(pt: str, npy: str) -> str:
+    """A copy of the model with Lookout's int8 calibration, on detector.py's photos with the 3 embeddings."""
+    import detector
+
+    path = pt.replace(".pt", "-int8.safetensors")
+    if not os.path.exists(path):
+        subprocess.run(
+            [detector.LOOKOUT, "models", "calibrate", "--detector", pt, "--text-embeddings", npy, "-q", "a,b,c",
+             "-o", path] + detector.calibration_photos(), check=True, capture_output=True)
+    return path
+
+
+def time_openvino_file(path: str, runs: int) -> float:
+    """OpenVINO's network time of a saved (NNCF int8) model."""
+    import openvino as ov
+
+    core = ov.Core()
+    compiled = core.compile_model(
+        core.read_model(path), "CPU", {"INFERENCE_NUM_THREADS": 2, "PERFORMANCE_HINT": "LATENCY"})
+    request = compiled.create_infer_request()
+    data = np.random.rand(1, 3, 640, 640).astype(np.float32)
+    request.infer([data])
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        request.infer([data])
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--models", default="11s,v8s")
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--bf16", action="store_true", help="also Lookout bf16 and OpenVINO bf16")
+    parser.add_argument("--int8", action="store_true", help="also Lookout int8, OpenVINO NNCF and ONNX Runtime QDQ int8")
     args = parser.parse_args()
     reference_env.forget_torchvision()
-    rows, bf16_rows = [], []
+    rows, bf16_rows, int8_rows = [], [], []
     for name in args.models.split(","):
         pt, onnx_path, npy = make_model(name)
         lookout = time_lookout(pt, npy, args.runs)
@@ -132,6 +168,19 @@ def main() -> None:
                   flush=True)
             bf16_rows.append(f"| yoloe-{name}-seg | 640×640, 3 | {lookout_bf16:.1f} | {lookout:.1f} | "
                              f"{openvino:.1f} | {openvino_bf16:.1f} | {lookout_bf16 / openvino:.2f} |")
+        if args.int8:
+            import detector
+            import openvino as ov
+
+            photos = detector.letterboxed(640, 640)
+            lookout_int8 = time_lookout(calibrated(pt, npy), npy, args.runs, "int8")
+            openvino_int8 = time_openvino_file(detector.openvino_int8(ov.Core(), onnx_path, photos), args.runs)
+            onnxruntime_int8 = time_onnxruntime(detector.onnxruntime_int8(onnx_path, photos), args.runs)
+            print(f"yoloe-{name}-seg int8: Lookout {lookout_int8:.1f} ms, OpenVINO NNCF {openvino_int8:.1f} ms, "
+                  f"ONNX Runtime QDQ {onnxruntime_int8:.1f} ms", flush=True)
+            int8_rows.append(f"| yoloe-{name}-seg | 640×640, 3 | {lookout_int8:.1f} | {lookout:.1f} | "
+                             f"{openvino_int8:.1f} | {onnxruntime_int8:.1f} | "
+                             f"{lookout_int8 / min(openvino_int8, onnxruntime_int8):.2f} |")
     print("| model | input, queries | Lookout ms | ONNX Runtime ms | OpenVINO ms | Lookout / faster |")
     print("|---|---|---|---|---|---|")
     print("\n".join(rows))
@@ -141,6 +190,12 @@ def main() -> None:
               "Lookout bf16 / OpenVINO fp32 |")
         print("|---|---|---|---|---|---|---|")
         print("\n".join(bf16_rows))
+    if int8_rows:
+        print()
+        print("| model | input, queries | Lookout int8 ms | Lookout fp32 ms | OpenVINO int8 (NNCF) ms | "
+              "ONNX Runtime int8 (QDQ) ms | Lookout int8 / the faster int8 peer |")
+        print("|---|---|---|---|---|---|---|")
+        print("\n".join(int8_rows))
 
 
 if __name__ == "__main__":

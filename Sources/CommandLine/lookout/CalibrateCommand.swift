@@ -24,9 +24,13 @@ extension ModelsCommand {
 
                 Calibration is a step of its own, not done at load, so that it runs once (a few seconds per photo), \
                 an int8 run is repeatable (the same file gives the same detections wherever the int8 path is the same: \
-                8-bit weights with AVX-512 VNNI, 7-bit without: AVX-512BW or AVX2), and loading \
+                8-bit weights with AVX-512 VNNI, 7-bit without: AVX-512BW or AVX2; each layer runs int8 or fp32, \
+                whichever this CPU computes faster, kept in the cache), and loading \
                 stays instant. Use photos like those you will search — 50 to 200 are plenty — and the kind of \
-                queries you will type (by default the detector's built-in class names).
+                queries you will type (by default the detector's built-in class names). Without the detector's text \
+                tower (YOLOE's MobileCLIP), give the queries' embeddings:
+
+                  lookout models calibrate --detector yoloe-11s-seg.pt --text-embeddings q.npy -q a,b,c photos/ -o y.safetensors
                 """)
 
         @OptionGroup var modelOptions: ModelOptions
@@ -46,6 +50,8 @@ extension ModelsCommand {
             help: ArgumentHelp(
                 "Queries to run, comma-separated (default: the detector's built-in class names).", valueName: "text"))
         var queries: String?
+
+        @OptionGroup var textEmbeddings: TextEmbeddingOptions
 
         @Option(help: ArgumentHelp("Input size, as for detect.", valueName: "pixels"))
         var imgsz = 640
@@ -81,10 +87,27 @@ extension ModelsCommand {
             configuration.recorder = recorder
             let (engine, loaded) = try Engine.load(configuration)
             let weights = try WeightFile.open(loaded.detectorPath)
-            let labels =
+            var labels =
                 queries.map {
                     $0.split(separator: ",").map { $0.trimmingCharacters(in: " \t") }.filter { !$0.isEmpty }
-                } ?? weights.classNames
+                } ?? (textEmbeddings.path == nil ? weights.classNames : [])
+            // The queries' embeddings from a file (every label it holds, or those -q names), or the text tower's.
+            var text: [Float]? = nil
+            if let path = textEmbeddings.path {
+                let entries: [(label: String, embedding: [Float])]
+                do {
+                    entries = try TextEmbeddingsFile.load(
+                        path, labels: labels.isEmpty ? nil : labels, size: engine.network.embeddingSize)
+                } catch let problem as TextEmbeddingsFile.Problem {
+                    throw LookoutError(problem.description)
+                }
+                labels = entries.map(\.label)
+                text = entries.flatMap(\.embedding)
+            } else if engine.embedder == nil {
+                throw LookoutError(
+                    "no text tower: give the detector's (--text-model FILE) or the queries' embeddings (--text-embeddings FILE)"
+                )
+            }
             guard !labels.isEmpty else {
                 throw LookoutError("no queries: give -q \"dog, red car\" (the detector has no built-in class names)")
             }
@@ -95,7 +118,11 @@ extension ModelsCommand {
                 progress.report(done: index, total: files.count)
                 do {
                     let prepared = try engine.prepare(path: path, size: imgsz)
-                    _ = engine.detect(prepared, queries: labels)
+                    if let text {
+                        _ = engine.detect(prepared, labels: labels, text: text)
+                    } else {
+                        _ = engine.detect(prepared, queries: labels)
+                    }
                     recorder.finishedImage()
                 } catch {
                     skipped.append("\(FileName.shown(path)): \(error.problem)")
