@@ -7,7 +7,8 @@ import LookoutTensor
 #endif
 
 // `lookout-gpu-check [--ops] [--detect] [ARCH]`, `lookout-gpu-check --bench DETECTOR [PHOTO [ARITHMETIC]]`,
-// `lookout-gpu-check --accuracy DIR...`: what
+// `lookout-gpu-check --accuracy DIR...`, `lookout-gpu-check --cpu-int8` (every int8 path of the machine's CPU against
+// the portable C): what
 // scripts/device/gpu-check and scripts/bench/gpu.py run on the GPU machine.
 // - The NVIDIA driver, its GPUs and NVRTC as Lookout finds them, and the check kernel (SiLU) compiled by NVRTC and
 //   run on each GPU against the CPU.
@@ -40,6 +41,12 @@ if arguments.first == "--bench" {
         benchmark.arithmetic = arithmetic
     }
     exit(benchmark.run() ? 0 : 1)
+}
+if arguments.first == "--cpu-int8" {
+    // `--cpu-int8`: every int8 path of this CPU against the portable C (no GPU needed).
+    let (lines, passed) = CPUInt8Checks().run()
+    for line in lines { print(line) }
+    exit(passed ? 0 : 1)
 }
 if arguments.first == "--accuracy" {
     // `--accuracy DIR...`: the demo model's mAP on each folder of COCO-labelled scenes, CPU fp32 and GPU fp32,
