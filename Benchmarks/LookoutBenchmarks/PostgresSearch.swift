@@ -241,19 +241,11 @@ final class CopyFile {
     }
 }
 
-/// A small deterministic generator (SplitMix64) with Gaussian samples, so runs load the same rows.
-struct SeededRandom: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
+/// The deterministic generator the benchmarks load their rows with, so runs load the same rows.
+typealias SeededRandom = SplitMix64
 
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
+extension SplitMix64 {
+    /// A standard normal sample (Box–Muller).
     mutating func gaussian() -> Float {
         let u = max(Double(next() >> 11) / Double(1 << 53), 1e-300)
         let v = Double(next() >> 11) / Double(1 << 53)

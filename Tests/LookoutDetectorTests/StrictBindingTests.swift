@@ -1,5 +1,6 @@
 import Foundation
 import LookoutDetector
+import LookoutSupport
 import LookoutTestSupport
 import LookoutWeights
 import Testing

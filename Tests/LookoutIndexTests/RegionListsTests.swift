@@ -44,7 +44,7 @@ struct SyntheticLibrary {
 
     var random: SplitMix64
 
-    init(seed: UInt64) { random = SplitMix64(state: seed) }
+    init(seed: UInt64) { random = SplitMix64(seed: seed) }
 
     /// `vector` plus uniform noise of `noise` standard deviation per dimension, at its own length.
     mutating func noisy(_ vector: [Float], noise: Float = 0.03) -> [Float] {
@@ -91,17 +91,6 @@ struct SyntheticLibrary {
             let norm = vector.reduce(0) { $0 + $1 * $1 }.squareRoot()
             return vector.map { $0 / norm }
         }
-    }
-}
-
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 

@@ -1,3 +1,4 @@
+import LookoutSupport
 import LookoutTensor
 import LookoutTestSupport
 import Testing

@@ -1,4 +1,5 @@
 import Foundation
+import LookoutSupport
 import LookoutTensor
 import LookoutTestSupport
 import Testing

@@ -1,20 +1,5 @@
 /// Pieces the test suites share (a library target, so that several test targets can use it).
 
-/// SplitMix64, for reproducible test inputs.
-public struct SplitMix64: RandomNumberGenerator {
-    public var state: UInt64
-
-    public init(seed: UInt64) { state = seed }
-
-    public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// A detection as the comparisons see it: its query (by index, -1 when unknown), its label (when known), score
 /// and box.
 public struct ComparedDetection: CustomStringConvertible, Sendable {

@@ -33,11 +33,13 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts", "reference"))
 import reference_env  # noqa: E402,F401
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import median_ms  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -84,33 +86,24 @@ def time_onnxruntime(onnx_path: str, runs: int) -> float:
     session = ort.InferenceSession(onnx_path, options, providers=["CPUExecutionProvider"])
     feed = {session.get_inputs()[0].name: np.random.rand(1, 3, 640, 640).astype(np.float32)}
     session.run(None, feed)
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        session.run(None, feed)
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+    return median_ms(lambda: session.run(None, feed), runs)
 
 
-def time_openvino(onnx_path: str, runs: int, precision: str = "f32") -> float:
-    """OpenVINO's network time; nan for bf16 where its CPU plugin does not offer BF16."""
+def time_openvino(path: str, runs: int, precision: str | None = "f32") -> float:
+    """OpenVINO's network time of an ONNX file at `precision` (f32, bf16), or of a saved model (NNCF int8) with
+    `precision` None; nan for bf16 where its CPU plugin does not offer BF16."""
     import openvino as ov
 
     core = ov.Core()
     if precision == "bf16" and "BF16" not in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"):
         return float("nan")
-    compiled = core.compile_model(
-        core.read_model(onnx_path), "CPU",
-        {"INFERENCE_NUM_THREADS": 2, "INFERENCE_PRECISION_HINT": precision, "PERFORMANCE_HINT": "LATENCY"})
-    request = compiled.create_infer_request()
+    config = {"INFERENCE_NUM_THREADS": 2, "PERFORMANCE_HINT": "LATENCY"}
+    if precision is not None:
+        config["INFERENCE_PRECISION_HINT"] = precision
+    request = core.compile_model(core.read_model(path), "CPU", config).create_infer_request()
     data = np.random.rand(1, 3, 640, 640).astype(np.float32)
     request.infer([data])
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        request.infer([data])
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+    return median_ms(lambda: request.infer([data]), runs)
 
 
 def calibrated(pt: str, npy: str) -> str:
@@ -123,24 +116,6 @@ def calibrated(pt: str, npy: str) -> str:
             [detector.LOOKOUT, "models", "calibrate", "--detector", pt, "--text-embeddings", npy, "-q", "a,b,c",
              "-o", path] + detector.calibration_photos(), check=True, capture_output=True)
     return path
-
-
-def time_openvino_file(path: str, runs: int) -> float:
-    """OpenVINO's network time of a saved (NNCF int8) model."""
-    import openvino as ov
-
-    core = ov.Core()
-    compiled = core.compile_model(
-        core.read_model(path), "CPU", {"INFERENCE_NUM_THREADS": 2, "PERFORMANCE_HINT": "LATENCY"})
-    request = compiled.create_infer_request()
-    data = np.random.rand(1, 3, 640, 640).astype(np.float32)
-    request.infer([data])
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        request.infer([data])
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -174,7 +149,7 @@ def main() -> None:
 
             photos = detector.letterboxed(640, 640)
             lookout_int8 = time_lookout(calibrated(pt, npy), npy, args.runs, "int8")
-            openvino_int8 = time_openvino_file(detector.openvino_int8(ov.Core(), onnx_path, photos), args.runs)
+            openvino_int8 = time_openvino(detector.openvino_int8(ov.Core(), onnx_path, photos), args.runs, None)
             onnxruntime_int8 = time_onnxruntime(detector.onnxruntime_int8(onnx_path, photos), args.runs)
             print(f"yoloe-{name}-seg int8: Lookout {lookout_int8:.1f} ms, OpenVINO NNCF {openvino_int8:.1f} ms, "
                   f"ONNX Runtime QDQ {onnxruntime_int8:.1f} ms", flush=True)

@@ -15,8 +15,24 @@ struct CPUInt8Checks {
         (128, 128, 3, 1, 20, 23),
     ]
 
-    static func random(_ count: Int, _ generator: inout SeededGenerator, scale: Float = 1) -> [Float] {
+    static func random(_ count: Int, _ generator: inout SplitMix64, scale: Float = 1) -> [Float] {
         (0..<count).map { _ in Float.random(in: -scale...scale, using: &generator) }
+    }
+
+    /// A random input (uniform in ±1.5, the range int8 quantises to) and a random layer of `shape`.
+    static func layer(
+        _ shape: (Int, Int, Int, Int, Int, Int), weightScale: Float, activation: Bool,
+        _ generator: inout SplitMix64
+    ) -> (FeatureMap, ConvolutionWeights) {
+        let (inputs, outputs, kernel, stride, height, width) = shape
+        var x = FeatureMap(channels: inputs, height: height, width: width)
+        x.data = random(inputs * height * width, &generator, scale: 1.5)
+        var w = ConvolutionWeights(
+            weight: random(outputs * inputs * kernel * kernel, &generator, scale: weightScale),
+            bias: random(outputs, &generator), inputs: inputs, outputs: outputs, kernel: kernel, stride: stride,
+            activation: activation)
+        w.inputRange = -1.5...1.5
+        return (x, w)
     }
 
     func run() -> (lines: [String], passed: Bool) {
@@ -26,7 +42,7 @@ struct CPUInt8Checks {
         let levels = Array((0...best).reversed())
         lines.append(
             "int8 paths on this CPU: \(levels.map { "\($0) \(Int8Convolution.pathName($0))" }.joined(separator: ", "))")
-        var generator = SeededGenerator(seed: 54)
+        var generator = SplitMix64(seed: 54)
         let pool = ComputePool(threads: 4)
         // The quantisers: every length to two blocks past the vector width, and values out of range, NaN, ±∞.
         let input = ActivationQuantization(range: -0.5...3)
@@ -51,13 +67,9 @@ struct CPUInt8Checks {
         for activation in [false, true] {
             let reference = activation ? 1 : 0
             for (inputs, outputs, kernel, stride, height, width) in Self.shapes where best >= reference {
-                var x = FeatureMap(channels: inputs, height: height, width: width)
-                x.data = Self.random(inputs * height * width, &generator, scale: 1.5)
-                var w = ConvolutionWeights(
-                    weight: Self.random(outputs * inputs * kernel * kernel, &generator, scale: 0.2),
-                    bias: Self.random(outputs, &generator), inputs: inputs, outputs: outputs, kernel: kernel,
-                    stride: stride, activation: activation)
-                w.inputRange = -1.5...1.5
+                let (x, w) = Self.layer(
+                    (inputs, outputs, kernel, stride, height, width), weightScale: 0.2, activation: activation,
+                    &generator)
                 for limit in [63, 127] {
                     let int8 = Int8Convolution(fallback: LoweredConvolution(), weightLimit: limit)
                     let prepared = int8.prepare(w)
@@ -80,13 +92,8 @@ struct CPUInt8Checks {
         }
         // Each path's time on two layers of s (one thread and four), the best of five.
         for (inputs, outputs, kernel, stride, height, width) in [(128, 128, 3, 1, 80, 80), (512, 256, 1, 1, 40, 40)] {
-            var x = FeatureMap(channels: inputs, height: height, width: width)
-            x.data = Self.random(inputs * height * width, &generator, scale: 1.5)
-            var w = ConvolutionWeights(
-                weight: Self.random(outputs * inputs * kernel * kernel, &generator, scale: 0.05),
-                bias: Self.random(outputs, &generator), inputs: inputs, outputs: outputs, kernel: kernel,
-                stride: stride, activation: true)
-            w.inputRange = -1.5...1.5
+            let (x, w) = Self.layer(
+                (inputs, outputs, kernel, stride, height, width), weightScale: 0.05, activation: true, &generator)
             let operations = 2.0 * Double(inputs * outputs * kernel * kernel * height * width / (stride * stride))
             for threads in [1, 4] {
                 let pool = ComputePool(threads: threads)
@@ -110,18 +117,5 @@ struct CPUInt8Checks {
             }
         }
         return (lines, passed)
-    }
-}
-
-/// SplitMix64: the same random numbers on every run.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -470,7 +470,7 @@ public final class RegionLists {
     /// k-means (L2) on `count` sample vectors: `k` centroids after `iterations` rounds, deterministic.
     static func train(codes: [Int8], scales: [Float], dimension: Int, k: Int, iterations: Int = 8) -> [Float] {
         let count = scales.count
-        var random = SplitMix(state: 0x4C6F_6F6B_6F75_74)
+        var random = SplitMix64(seed: 0x4C6F_6F6B_6F75_74)
         var order = Array(0..<count)
         for i in stride(from: count - 1, to: 0, by: -1) { order.swapAt(i, Int(random.next() % UInt64(i + 1))) }
         var centroids = [Float](repeating: 0, count: k * dimension)
@@ -557,18 +557,6 @@ struct TopSelection {
 
     /// The values kept, best first.
     func best() -> [(value: Float, item: Int)] { heap.sorted { Self.below($1, $0) } }
-}
-
-/// SplitMix64: a small deterministic generator (training samples, centroid seeds).
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
 }
 
 struct UncheckedSendable<T>: @unchecked Sendable {

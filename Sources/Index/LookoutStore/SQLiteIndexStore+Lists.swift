@@ -203,7 +203,7 @@ extension SQLiteIndexStore: NearestNeighbourStore {
 
         // k-means on the vectors of a sample of photos (about 40 per centroid).
         progress("region lists: training \(k) centroids")
-        var random = SplitMix(state: 20_261_125)
+        var random = SplitMix64(seed: 20_261_125)
         var positions = Array(rowids.indices)
         let wantedRows = min(rowids.count, max(1, 40 * k / max(model.maximumRegions, 1)))
         for i in 0..<wantedRows {

@@ -852,6 +852,19 @@ GA2 __m256 activate8(__m256 value, int activation) {
             values[r][j] = activate8(dequantised8(acc[r][j], correction, scale, add), activation);                \
     }
 
+/* The rows' registers stored in the row order: row r at c + r·ldc, the last register's first `last` lanes. */
+GA2 void store_rows8(const int P, __m256 values[4][2], int rows, int last, float *c, size_t ldc) {
+    __m256i mask = lanes8(last);
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < P; j++) {
+            float *target = c + (size_t)r * ldc + 8 * j;
+            if (j == P - 1 && last < 8)
+                _mm256_maskstore_ps(target, mask, values[r][j]);
+            else
+                _mm256_storeu_ps(target, values[r][j]);
+        }
+}
+
 /* One quad of k for four rows (weight quads at `w`) × P column registers, VPMADDUBSW (exact for |q| ≤ 63) then
    VPMADDWD by ones. */
 #define AVX2_STEP(P, acc, w, x0, x1)                                                                               \
@@ -878,15 +891,7 @@ GA2 void avx2_block(const int P, const uint32_t *a, int quads, const uint32_t *b
     }
     __m256 values[4][2];
     AVX2_EPILOGUE(P, acc, values, rows, scales, corrections, bias, activation);
-    __m256i mask = lanes8(last);
-    for (int r = 0; r < rows; r++)
-        for (int j = 0; j < P; j++) {
-            float *target = c + (size_t)r * ldc + 8 * j;
-            if (j == P - 1 && last < 8)
-                _mm256_maskstore_ps(target, mask, values[r][j]);
-            else
-                _mm256_storeu_ps(target, values[r][j]);
-        }
+    store_rows8(P, values, rows, last, c, ldc);
 }
 
 __attribute__((target("avx2,fma"))) static void gemm_int8_avx2(const uint32_t *packed, const float *scales,
@@ -1021,15 +1026,7 @@ GA2 void direct_avx2(const int P, const uint32_t *a, int quads, const uint8_t *i
     __m256 values[4][2];
     AVX2_EPILOGUE(P, acc, values, rows, scales, corrections, bias, activation);
     if (!flat_width) {
-        __m256i mask = lanes8(last);
-        for (int r = 0; r < rows; r++)
-            for (int j = 0; j < P; j++) {
-                float *target = c + (size_t)r * ldc + 8 * j;
-                if (j == P - 1 && last < 8)
-                    _mm256_maskstore_ps(target, mask, values[r][j]);
-                else
-                    _mm256_storeu_ps(target, values[r][j]);
-            }
+        store_rows8(P, values, rows, last, c, ldc);
         return;
     }
     for (int r = 0; r < rows; r++)
