@@ -87,11 +87,9 @@ import Testing
         #expect(cases[3].expected.count == cases[3].options.maximumDetections)
     }
 
-    /// Multi-label NMS (`lookout eval`, `detect --multi-label`) equals ultralytics' `non_max_suppression` with
-    /// `multi_label=True` on the same raw output (scripts/reference/make_multilabel_fixtures.py), boxes in the
-    /// network input's pixels; it keeps boxes single-label NMS does not.
     /// The overlaps a GPU computes (``NonMaxSuppression/overlaps(_:areas:count:threshold:)`` is the same arithmetic
-    /// on the host) with the greedy pass over them keep exactly what the loop keeps, on thousands of candidates.
+    /// on the host) with the greedy pass over them (``NonMaxSuppression/greedy(count:mask:maximum:)``, what
+    /// `lk_nms_keep` does on a GPU) keep exactly what the loop keeps, on thousands of candidates.
     @Test(arguments: NetworkParityTests.fullComparisons)
     func overlapsComputedApartKeepTheSame(fixture: String) throws {
         let file = try Self.reference(fixture)
@@ -105,7 +103,8 @@ import Testing
                 var candidates = 0
                 let apart = NonMaxSuppression.run(output, classes: classes, options: options) {
                     candidates = $2
-                    return NonMaxSuppression.overlaps($0, areas: $1, count: $2, threshold: $3)
+                    let mask = NonMaxSuppression.overlaps($0, areas: $1, count: $2, threshold: $3)
+                    return NonMaxSuppression.greedy(count: $2, mask: mask, maximum: $4)
                 }
                 let loop = NonMaxSuppression.run(output, classes: classes, options: options)
                 #expect(
@@ -115,6 +114,9 @@ import Testing
         }
     }
 
+    /// Multi-label NMS (`lookout eval`, `detect --multi-label`) equals ultralytics' `non_max_suppression` with
+    /// `multi_label=True` on the same raw output (scripts/reference/make_multilabel_fixtures.py), boxes in the
+    /// network input's pixels; it keeps boxes single-label NMS does not.
     @Test(arguments: NetworkParityTests.fullComparisons)
     func multiLabelEqualsUltralytics(fixture: String) throws {
         let file = try Self.reference(fixture)

@@ -180,7 +180,8 @@ import Testing
             #expect(backend.gather(x, columns: columns) == expectedGather, "\(backend.name) gather")
             // Heads scaled by their weights.
             let weights = LayerKernelTests.random(2 * 30, seed: 18)
-            let scaled = backend.scaleHeads(StackedMaps(x), by: weights, heads: 2)
+            let scaled = backend.scaleHeads(
+                StackedMaps(x), by: FeatureMap(channels: 2, height: x.height, width: x.width, data: weights), heads: 2)
             let expectedScaled: [Float] = (0..<120).map { index in
                 let head = index / 30 / 2
                 return x.data[index] * weights[head * 30 + index % 30]
@@ -259,7 +260,8 @@ import Testing
         }
         for backend in Self.backends {
             Self.close(
-                backend.maxSigmoidAttention(StackedMaps(x), guide: guide, classes: classes, heads: heads, bias: bias),
+                backend.maxSigmoidAttention(StackedMaps(x), guide: guide, classes: classes, heads: heads, bias: bias)
+                    .data,
                 expected, "\(backend.name) max-sigmoid attention")
         }
     }
@@ -367,12 +369,12 @@ import Testing
             classes: classes)
         let chosen = [0, 5, plane - 1, 17]
         for backend in Self.backends {
-            var output = [Float](repeating: 0, count: (4 + classes) * anchors)
+            var output = FeatureMap(channels: 4 + classes, height: 1, width: anchors)
             backend.contrastiveDecode(
                 box: box, weights: weights, depth: depth, source: source, constants: constants, scale: scale,
                 bias: bias,
                 geometry: geometry, into: &output)
-            Self.close(output, expected, "\(backend.name) decode, \(bins) bins")
+            Self.close(backend.floats(output), expected, "\(backend.name) decode, \(bins) bins")
             let boxes = backend.decodeBoxes(box, anchors: chosen, geometry: geometry)
             let expectedBoxes = (0..<4).flatMap { side in chosen.map { expected[side * anchors + offset + $0] } }
             Self.close(boxes, expectedBoxes, "\(backend.name) boxes, \(bins) bins")

@@ -101,6 +101,7 @@ struct Benchmark {
             "bench stages on the GPU (medians; the GPU's work is waited for where results come back, in the neck and head): "
                 + got.timings.milliseconds.map { "\($0.0) \(format(DetectionChecks.median(stages[$0.0] ?? [])))" }
                 .joined(separator: ", "))
+        if let backend = gpu.backend as? CUDABackend { print("bench " + DetectionChecks.graphs(backend)) }
         print("bench requery_ms \(format(DetectionChecks.median(requery))) (median of 50)")
         print("bench gpu_32_photos_per_s \(format(32_000 / stream)) (32 photos one after another)")
         print(

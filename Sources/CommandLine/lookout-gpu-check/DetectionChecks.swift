@@ -1,3 +1,4 @@
+import LookoutCUDA
 import LookoutEngine
 import LookoutImage
 import LookoutSupport
@@ -123,10 +124,20 @@ struct DetectionChecks {
             )
         }
         func format(_ value: Double) -> String { String((value * 100).rounded() / 100) }
+        if let backend = gpu.backend as? CUDABackend { outcome.lines.append("  " + Self.graphs(backend)) }
         outcome.lines.append(
             "  median detection from decoded pixels, 640: CPU \(format(Self.median(cpuTimes))) ms, GPU \(format(Self.median(gpuTimes))) ms; re-query on the GPU \(format(Self.median(requeryTimes))) ms"
         )
         return outcome
+    }
+
+    /// What the backend recorded and replayed as CUDA graphs (the detections compared came from replays).
+    static func graphs(_ backend: CUDABackend) -> String {
+        let (recorded, replayed, refused) = backend.replays()
+        let refusals = Set(refused).sorted()
+        return "CUDA graphs: \(recorded) recorded, \(replayed) replays"
+            + (refusals.isEmpty ? "" : "; not recorded: " + refusals.joined(separator: "; "))
+            + (CUDABackend.graphsWanted ? "" : " (LOOKOUT_CUDA_GRAPHS=0)")
     }
 
     /// The largest difference of the two boxes' coordinates, in pixels.

@@ -180,13 +180,21 @@ struct OperationChecks {
         check("linear without bias") { $0.linear(rows, rows: 7, inputs: 33, weight: weight, bias: nil, outputs: 21) }
         let left = Self.random(13 * 11, seed: 26), right = Self.random(11 * 17, seed: 27)
         check("matmul") { $0.matmul(left, right, m: 13, n: 17, k: 11) }
+        // Past the backend's host bound (small products of host arrays are the host's): on the GPU.
+        let manyRows = Self.random(96 * 160, seed: 40), wideWeight = Self.random(80 * 160, seed: 41)
+        let wideBias = Self.random(80, seed: 42)
+        check("linear with bias, 96×160 by 80") {
+            $0.linear(manyRows, rows: 96, inputs: 160, weight: wideWeight, bias: wideBias, outputs: 80)
+        }
+        let tall = Self.random(160 * 97, seed: 43)
+        check("matmul 96×160 by 97") { $0.matmul(manyRows, tall, m: 96, n: 97, k: 160) }
         // The neck's attention: 64 channels in 2 heads, 5 classes, at 20×20.
         let projected = Self.map(64, 20, 20, seed: 28)
         let guide = Self.random(5 * 64, seed: 29), headBias = Self.random(2, seed: 30)
         check("max-sigmoid attention") {
-            $0.maxSigmoidAttention(StackedMaps(projected), guide: guide, classes: 5, heads: 2, bias: headBias)
+            $0.maxSigmoidAttention(StackedMaps(projected), guide: guide, classes: 5, heads: 2, bias: headBias).data
         }
-        let headWeights = Self.random(2 * 400, seed: 31)
+        let headWeights = FeatureMap(channels: 2, height: 20, width: 20, data: Self.random(2 * 400, seed: 31))
         check("scale heads", exact: true) {
             $0.scaleHeads(StackedMaps(projected), by: headWeights, heads: 2).data
         }
@@ -206,11 +214,13 @@ struct OperationChecks {
         let geometry = AnchorGeometry(
             plane: 120, width: 10, anchors: 300, offset: 100, stride: 16, bins: 16, classes: 6)
         check("contrastive decode") { backend in
-            var output = [Float](repeating: 0, count: 10 * 300)
+            // Values outside the level stay as they were.
+            var output = FeatureMap(
+                channels: 10, height: 1, width: 300, data: (0..<3000).map { Float($0 % 17) - 8 })
             backend.contrastiveDecode(
                 box: box, weights: classWeights, depth: 32, source: source, constants: constants, scale: 1.3,
                 bias: -0.4, geometry: geometry, into: &output)
-            return output
+            return backend.floats(output)
         }
         let anchors = [0, 7, 119, 64, 3]
         check("decode boxes") { $0.decodeBoxes(box, anchors: anchors, geometry: geometry) }
@@ -266,6 +276,19 @@ struct OperationChecks {
             Result(
                 name: "NMS overlaps of 3000 boxes", count: host.count,
                 largestDifference: overlaps == host ? 0 : .infinity, passed: overlaps == host, exact: true))
+        // The greedy pass on the GPU keeps what the host's keeps over the host's mask: uncapped, capped at 300 (the
+        // default) and at 7 (stops inside the first chunk), and over 100 boxes (one chunk, partly filled).
+        for (count, maximum) in [(3000, 3000), (3000, 300), (3000, 7), (100, 100)] {
+            let mask =
+                count == 3000 ? host : NonMaxSuppression.overlaps(corners, areas: areas, count: count, threshold: 0.7)
+            let expected = NonMaxSuppression.greedy(count: count, mask: mask, maximum: maximum)
+            let kept = gpu.suppress(corners, areas: areas, count: count, threshold: 0.7, maximum: maximum) ?? [-1]
+            results.append(
+                Result(
+                    name: "NMS kept of \(count) boxes, at most \(maximum) (\(expected.count) kept)",
+                    count: expected.count, largestDifference: kept == expected ? 0 : .infinity,
+                    passed: kept == expected, exact: true))
+        }
         check("tasks in order", exact: true) { backend in
             backend.tasks(3) { task in backend.slice(x, channels: task..<(task + 2)) }.flatMap(\.data)
         }

@@ -154,7 +154,10 @@ public final class Engine: Sendable {
             channels: 3, height: letterbox.height, width: letterbox.width,
             data: letterbox.tensor(of: image) { count, body in pool.parallelFor(count, chunk: 1, body) })
         timings.preprocess = clock.lap()
-        let features = network.imageFeatures(input, backend: backend)
+        // Recorded once per network and input size where the backend can (a GPU's graph), then replayed.
+        let network = self.network, backend = self.backend
+        let key = ReplayKey(network: network, stage: "image features", sizes: [input.height, input.width])
+        let features = backend.replay(key, [input]) { network.imageFeatures($0[0], backend: backend) }
         backend.settle()  // the features may be used on another thread (re-query, the feature store)
         timings.backbone = clock.lap()
         return PreparedImage(
@@ -255,7 +258,7 @@ public final class Engine: Sendable {
             ? { NonMaxSuppression.topK($0, classes: $1, options: $2) }
             : {
                 NonMaxSuppression.run($0, classes: $1, options: $2) {
-                    backend.overlaps($0, areas: $1, count: $2, threshold: $3)
+                    backend.suppress($0, areas: $1, count: $2, threshold: $3, maximum: $4)
                 }
             }
         if scored.negatives.isEmpty {
@@ -452,5 +455,23 @@ extension Engine {
         await withCheckedContinuation { continuation in
             DispatchQueue.global().async { continuation.resume(returning: body()) }
         }
+    }
+}
+
+/// What a backend's recorded work (``ComputeBackend/replay(_:_:_:)``) is known by: the network (held, so that its
+/// identity cannot name another network's weights while the recording lives), the stage and the input sizes.
+struct ReplayKey: Hashable, @unchecked Sendable {
+    let network: any DetectorNetwork
+    let stage: String
+    let sizes: [Int]
+
+    static func == (a: ReplayKey, b: ReplayKey) -> Bool {
+        a.network === b.network && a.stage == b.stage && a.sizes == b.sizes
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(ObjectIdentifier(network))
+        hasher.combine(stage)
+        hasher.combine(sizes)
     }
 }

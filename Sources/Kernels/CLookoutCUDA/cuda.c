@@ -58,6 +58,15 @@ static struct {
     CUresult (*stream_synchronize)(CUstream);
     CUresult (*copy)(CUdeviceptr, CUdeviceptr, size_t);
     CUresult (*memory_info)(size_t *, size_t *);
+    // Optional (CUDA graphs, 11.4 on): a thread's launches recorded once and replayed (lookout_cuda_record_*).
+    CUresult (*begin_capture)(CUstream, int);
+    CUresult (*end_capture)(CUstream, void **);
+    CUresult (*instantiate)(void **, void *, unsigned long long);
+    CUresult (*graph_destroy)(void *);
+    CUresult (*graph_launch)(void *, CUstream);
+    CUresult (*graph_exec_destroy)(void *);
+    CUresult (*host_alloc)(void **, size_t);
+    CUresult (*host_free)(void *);
 } driver;
 
 static struct {
@@ -216,6 +225,14 @@ static int open_driver(char *message, size_t size) {
     LOAD(driver, stream_synchronize, "cuStreamSynchronize");
     *(void **)&driver.alloc_async = dlsym(driver.library, "cuMemAllocAsync");
     *(void **)&driver.free_async = dlsym(driver.library, "cuMemFreeAsync");
+    *(void **)&driver.begin_capture = dlsym(driver.library, "cuStreamBeginCapture_v2");
+    *(void **)&driver.end_capture = dlsym(driver.library, "cuStreamEndCapture");
+    *(void **)&driver.instantiate = dlsym(driver.library, "cuGraphInstantiateWithFlags");
+    *(void **)&driver.graph_destroy = dlsym(driver.library, "cuGraphDestroy");
+    *(void **)&driver.graph_launch = dlsym(driver.library, "cuGraphLaunch");
+    *(void **)&driver.graph_exec_destroy = dlsym(driver.library, "cuGraphExecDestroy");
+    *(void **)&driver.host_alloc = dlsym(driver.library, "cuMemAllocHost_v2");
+    *(void **)&driver.host_free = dlsym(driver.library, "cuMemFreeHost");
     CUresult status = driver.init(0);
     if (status != 0) {
         const char *text = NULL;
@@ -486,6 +503,59 @@ int lookout_cuda_launch(
         "launching a kernel", message, size);
 }
 
+int lookout_cuda_alloc_now(unsigned long long *pointer, size_t bytes, char *message, size_t size) {
+    if (current(message, size)) return 1;
+    CUdeviceptr address = 0;
+    if (check(driver.alloc(&address, bytes ? bytes : 4), "allocating GPU memory", message, size)) return 1;
+    *pointer = address;
+    return 0;
+}
+
+void lookout_cuda_free_now(unsigned long long pointer) {
+    if (!pointer || current(NULL, 0)) return;
+    driver.release(pointer);
+}
+
+int lookout_cuda_host_alloc(void **pointer, size_t bytes, char *message, size_t size) {
+    if (current(message, size)) return 1;
+    if (!driver.host_alloc) return say(message, size, "the NVIDIA driver has no cuMemAllocHost"), 1;
+    return check(driver.host_alloc(pointer, bytes ? bytes : 4), "allocating pinned host memory", message, size);
+}
+
+void lookout_cuda_host_free(void *pointer) {
+    if (pointer && driver.host_free && !current(NULL, 0)) driver.host_free(pointer);
+}
+
+int lookout_cuda_record_begin(char *message, size_t size) {
+    if (current(message, size)) return 1;
+    if (!driver.begin_capture || !driver.end_capture || !driver.instantiate || !driver.graph_launch ||
+        !driver.graph_destroy || !driver.graph_exec_destroy || !driver.host_alloc) {
+        say(message, size, "the NVIDIA driver has no CUDA graphs (11.4 or newer is needed)");
+        return 1;
+    }
+    // CU_STREAM_CAPTURE_MODE_RELAXED (2): the thread may still allocate (cuMemAlloc) while it records.
+    return check(driver.begin_capture(STREAM, 2), "starting to record the GPU's work", message, size);
+}
+
+int lookout_cuda_record_end(void **graph, char *message, size_t size) {
+    if (current(message, size)) return 1;
+    void *recorded = NULL;
+    *graph = NULL;
+    if (check(driver.end_capture(STREAM, &recorded), "recording the GPU's work", message, size)) return 1;
+    CUresult status = driver.instantiate(graph, recorded, 0);
+    driver.graph_destroy(recorded);
+    return check(status, "preparing the recorded work", message, size);
+}
+
+int lookout_cuda_replay(void *graph, char *message, size_t size) {
+    if (current(message, size)) return 1;
+    return check(driver.graph_launch(graph, STREAM), "replaying recorded work", message, size);
+}
+
+void lookout_cuda_forget(void *graph) {
+    if (graph && driver.graph_exec_destroy && !current(NULL, 0)) driver.graph_exec_destroy(graph);
+}
+
 int lookout_cuda_wait(char *message, size_t size) {
     if (current(message, size)) return 1;
     return check(driver.stream_synchronize(STREAM), "waiting for the GPU", message, size);
@@ -508,6 +578,7 @@ static struct {
     // cublasGemmEx: (handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc,
     // computeType, algo).
     int (*set_stream)(cublasHandle_t, CUstream);
+    int (*set_workspace)(cublasHandle_t, void *, size_t);
     int (*gemm_ex)(
         cublasHandle_t, int, int, int, int, int, const void *, const void *, int, int, const void *, int, int,
         const void *, void *, int, int, int, int);
@@ -529,6 +600,7 @@ static int open_cublas(char *message, size_t size) {
     LOAD(cublas, sgemm, "cublasSgemm_v2");
     LOAD(cublas, gemm_ex, "cublasGemmEx");
     LOAD(cublas, set_stream, "cublasSetStream_v2");
+    *(void **)&cublas.set_workspace = dlsym(cublas.library, "cublasSetWorkspace_v2");
     if (current(message, size)) return 1;
     int status = cublas.create(&cublas.handle);
     if (status != 0) {
@@ -550,6 +622,11 @@ static cublasHandle_t handle_here(char *message, size_t size) {
     cublasHandle_t handle = NULL;
     int status = cublas.create(&handle);
     if (status == 0) status = cublas.set_stream(handle, STREAM);
+    // A workspace of its own (32 MiB, NVIDIA's advice for Hopper), so that a product recorded into a CUDA graph
+    // allocates nothing while recording.
+    CUdeviceptr workspace = 0;
+    if (status == 0 && cublas.set_workspace && driver.alloc(&workspace, 32 << 20) == 0)
+        status = cublas.set_workspace(handle, (void *)workspace, 32 << 20);
     if (status != 0) {
         say(message, size, "cuBLAS (%s) did not start on this thread (cuBLAS status %d)", cublas_opening.path,
             status);

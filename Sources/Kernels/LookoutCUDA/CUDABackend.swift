@@ -14,14 +14,27 @@ final class DeviceBuffer: DeviceStorage, @unchecked Sendable {
     let count: Int
     /// Where a failed copy back is recorded.
     private let backend: CUDABackend
+    /// The recording (a CUDA graph) it was made in, which owns its memory.
+    private let recording: Recording?
 
     init(count: Int, backend: CUDABackend) throws(CUDAError) {
-        address = try backend.allocate(bytes: max(1, count) * 4)
+        recording = backend.recordingHere()
+        if let recording {
+            address = try recording.allocate(bytes: max(1, count) * 4)
+        } else {
+            address = try backend.allocate(bytes: max(1, count) * 4)
+        }
         self.count = count
         self.backend = backend
     }
 
-    deinit { backend.recycle(address, bytes: max(1, count) * 4) }
+    deinit {
+        if let recording {
+            recording.release(address, bytes: max(1, count) * 4)
+        } else {
+            backend.recycle(address, bytes: max(1, count) * 4)
+        }
+    }
 
     func download(into buffer: UnsafeMutableBufferPointer<Float>) {
         precondition(buffer.count >= count)
@@ -60,6 +73,9 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
 
     private let functions: [String: UnsafeMutableRawPointer]
     private let state = Mutex(State())
+    /// CUDA graphs (``replay(_:_:_:)``): per thread and key, and the threads recording now.
+    let recordings = Mutex(Recordings())
+    let recordingThreads = Atomic<Int>(0)
 
     private struct State {
         var failure: CUDAError?
@@ -174,20 +190,31 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
 
     /// A C call of the shim: nil, or its message as an error.
     static func check(_ body: (UnsafeMutablePointer<CChar>, Int) -> Int32) -> CUDAError? {
-        var message = [CChar](repeating: 0, count: 1024)
-        let status = message.withUnsafeMutableBufferPointer { body($0.baseAddress!, $0.count) }
-        guard status == 0 else {
-            return CUDAError(message.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
+        // On the stack: every launch and copy passes through here (no allocation per call).
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: 1024) { message in
+            message[0] = 0
+            message[message.count - 1] = 0
+            guard body(message.baseAddress!, message.count - 1) != 0 else { return nil }
+            return CUDAError(String(cString: message.baseAddress!))
         }
-        return nil
     }
 
-    /// `values` copied to the GPU at `target`; a failure recorded.
+    /// `values` copied to the GPU at `target`; a failure recorded. While this thread records, from pinned memory
+    /// that the recording keeps (the copy is replayed from there: values a recording's key names).
     func upload<T>(_ values: [T], to target: UInt64) -> Bool {
         var error: CUDAError?
         timed("copy to the GPU") {
             error = values.withUnsafeBytes { bytes in
-                Self.check { lookout_cuda_upload(target, bytes.baseAddress, bytes.count, $0, $1) }
+                if let recording = recordingHere() {
+                    do throws(CUDAError) {
+                        let pinned = try recording.pinned(bytes.count)
+                        if let source = bytes.baseAddress { pinned.copyMemory(from: source, byteCount: bytes.count) }
+                        return Self.check { lookout_cuda_upload(target, pinned, bytes.count, $0, $1) }
+                    } catch {
+                        return error
+                    }
+                }
+                return Self.check { lookout_cuda_upload(target, bytes.baseAddress, bytes.count, $0, $1) }
             }
         }
         if let error {
@@ -220,6 +247,11 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
     // MARK: Failures
 
     func fail(_ error: CUDAError) {
+        // While this thread records, the recording fails (and the work is then run as it comes).
+        if let recording = recordingHere() {
+            recording.fail(error)
+            return
+        }
         let first = state.withLock { state in
             defer { if state.failure == nil { state.failure = error } }
             return state.failure == nil
@@ -289,11 +321,12 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         return address
     }
 
-    /// A buffer no map holds any more: kept for reuse, or freed (in stream order) past the pool's limit.
+    /// A buffer no map holds any more: kept for reuse, or freed (in stream order) past the pool's limit (never
+    /// while this thread records: a free would be recorded).
     func recycle(_ address: UInt64, bytes: Int) {
-        let (limit, key) = (poolLimit, PoolKey(bytes))
+        let (limit, key, recording) = (poolLimit, PoolKey(bytes), recordingHere() != nil)
         let kept = pool.withLock { pool -> Bool in
-            guard pool.bytes + bytes <= limit else { return false }
+            guard pool.bytes + bytes <= limit || recording else { return false }
             pool.free[key, default: []].append(address)
             pool.bytes += bytes
             return true
@@ -391,7 +424,16 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
     /// The same, named by `key` and kept alive by `sources`.
     func cached(key addresses: [UInt], sources arrays: [Any], make: () -> [[Float]]) -> [DeviceBuffer]? {
         let key = WeightKey(addresses: addresses)
-        if let hit = state.withLock({ $0.weights[key] }) { return hit.buffers }
+        if let hit = state.withLock({ $0.weights[key] }) {
+            recordingHere()?.keep(hit)  // the graph reads them at every replay
+            return hit.buffers
+        }
+        // Weights are copied for real, never recorded: a recording that meets new weights fails (and the work
+        // runs as it comes, copying them).
+        if let recording = recordingHere() {
+            recording.fail(CUDAError("weights met for the first time while recording"))
+            return nil
+        }
         var buffers: [DeviceBuffer] = []
         for values in make() {
             guard let buffer = upload(values) else { return nil }
@@ -820,10 +862,18 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
 
     // MARK: Dense
 
+    /// Products of host arrays of at most this many multiply-adds (the text side's: the neck's guide projections,
+    /// the head's folded text) are the host backend's: their result is wanted on the host, and a round trip
+    /// would wait for the GPU's queue.
+    static let hostProducts = 1 << 20
+
     public func linear(_ x: [Float], rows: Int, inputs: Int, weight: [Float], bias: [Float]?, outputs: Int) -> [Float] {
         precondition(
             x.count == rows * inputs && weight.count == outputs * inputs && (bias?.count ?? outputs) == outputs)
         guard rows > 0 else { return [] }
+        if rows * inputs * outputs <= Self.hostProducts {
+            return host.linear(x, rows: rows, inputs: inputs, weight: weight, bias: bias, outputs: outputs)
+        }
         // The weight is a layer's (the neck's guide projections): copied once.
         guard let input = upload(x), let parameters = cached([weight, bias ?? []], make: { [weight, bias ?? [0]] }),
             let out = buffer(rows * outputs)
@@ -848,6 +898,7 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         precondition(a.count == m * k && b.count == k * n)
         guard m > 0 && n > 0 else { return [Float](repeating: 0, count: m * n) }
         guard k > 0 else { return [Float](repeating: 0, count: m * n) }
+        if m * n * k <= Self.hostProducts { return host.matmul(a, b, m: m, n: n, k: k) }
         guard let left = upload(a), let right = upload(b), let out = buffer(m * n) else {
             return [Float](repeating: .nan, count: m * n)
         }
@@ -859,13 +910,13 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
 
     public func maxSigmoidAttention(
         _ x: StackedMaps, guide g: [Float], classes: Int, heads: Int, bias: [Float]
-    ) -> [Float] {
+    ) -> FeatureMap {
         let (channels, plane) = (x.channels, x.plane)
         precondition(g.count == classes * channels && bias.count == heads)
         // The bias is the layer's (copied once); the guide is the queries'.
         guard let input = onDevice(x), let guide = upload(g), let b = cached([bias], make: { [bias] })?.first,
             let out = buffer(heads * plane)
-        else { return [Float](repeating: .nan, count: heads * plane) }
+        else { return map(nil, channels: heads, height: x.height, width: x.width) }
         let divisor = Float(Double(channels / heads).squareRoot())
         launch("lk_max_sigmoid", count: heads * plane) {
             $0.pointer(input)
@@ -878,13 +929,13 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             $0.int(plane)
             $0.float(divisor)
         }
-        return download(out)
+        return map(out, channels: heads, height: x.height, width: x.width)
     }
 
-    public func scaleHeads(_ x: StackedMaps, by weights: [Float], heads: Int) -> FeatureMap {
+    public func scaleHeads(_ x: StackedMaps, by weights: FeatureMap, heads: Int) -> FeatureMap {
         let (channels, plane) = (x.channels, x.plane)
-        precondition(weights.count == heads * plane)
-        guard let input = onDevice(x), let w = upload(weights), let out = buffer(channels * plane) else {
+        precondition(weights.channels == heads && weights.plane == plane)
+        guard let input = onDevice(x), let w = onDevice(weights), let out = buffer(channels * plane) else {
             return map(nil, channels: channels, height: x.height, width: x.width)
         }
         launch("lk_scale_heads", count: channels * plane) {
@@ -1058,15 +1109,15 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
 
     // MARK: The head
 
-    /// The level's `(4 + classes) × plane` block computed on the GPU, then written into `output`'s rows.
+    /// The level's `(4 + classes) × plane` block computed on the GPU into rows of `out` (`ld` values apart, the
+    /// level's anchors from `offset`).
     func decodeLevel(
         box: FeatureMap, logits: DeviceBuffer?, constants: [Float], scale: Float, bias: Float,
-        geometry g: AnchorGeometry
-    ) -> [Float]? {
-        let rows = 4 + g.classes
-        guard let boxes = onDevice(box), let out = buffer(rows * g.plane),
-            let constantsOnDevice = upload(constants.isEmpty ? [0] : constants)
-        else { return nil }
+        geometry g: AnchorGeometry, into out: DeviceBuffer, ld: Int, offset: Int
+    ) {
+        guard let boxes = onDevice(box), let constantsOnDevice = upload(constants.isEmpty ? [0] : constants) else {
+            return
+        }
         launch("lk_head_decode", count: g.plane) {
             $0.pointer(boxes)
             $0.pointer(logits ?? boxes)
@@ -1079,31 +1130,36 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             $0.int(g.classes)
             $0.float(g.stride)
             $0.pointer(out)
+            $0.long(ld)
+            $0.long(offset)
         }
-        return download(out)
     }
 
+    /// Writes the level into `output` where it lies on the GPU (a host map is copied over first, once per
+    /// output): a photo's levels come back in one copy, when the output is read.
     public func contrastiveDecode(
         box: FeatureMap, weights: [Float], depth: Int, source: FeatureMap, constants: [Float], scale: Float,
-        bias: Float, geometry g: AnchorGeometry, into output: inout [Float]
+        bias: Float, geometry g: AnchorGeometry, into output: inout FeatureMap
     ) {
         precondition(source.channels == depth && source.plane == g.plane && weights.count == g.classes * depth)
+        precondition(output.channels == 4 + g.classes && output.plane == g.anchors)
+        if !(output.device is DeviceBuffer) {
+            output = map(upload(output.data), channels: output.channels, height: output.height, width: output.width)
+        }
+        guard let out = output.device as? DeviceBuffer else { return }
         let logits = g.classes > 0 ? buffer(g.classes * g.plane) : nil
         if g.classes > 0, let w = upload(weights), let e = onDevice(source) {
             gemm(
                 m: g.classes, n: g.plane, k: depth, a: w, aRow: depth, aColumn: 1, b: e, bRow: g.plane, bColumn: 1,
                 c: logits, ldc: g.plane)
         }
-        let block =
-            decodeLevel(box: box, logits: logits, constants: constants, scale: scale, bias: bias, geometry: g)
-            ?? [Float](repeating: .nan, count: (4 + g.classes) * g.plane)
-        for row in 0..<(4 + g.classes) {
-            let target = row * g.anchors + g.offset
-            output.replaceSubrange(target..<(target + g.plane), with: block[(row * g.plane)..<((row + 1) * g.plane)])
-        }
+        decodeLevel(
+            box: box, logits: logits, constants: constants, scale: scale, bias: bias, geometry: g, into: out,
+            ld: g.anchors, offset: g.offset)
     }
 
-    public func overlaps(_ boxes: [Float], areas: [Float], count: Int, threshold: Double) -> [UInt64]? {
+    /// The overlaps' mask left on the GPU (`2·count·words` floats' room: `count·words` 64-bit words).
+    func overlapMask(_ boxes: [Float], areas: [Float], count: Int, threshold: Double) -> DeviceBuffer? {
         let words = (count + 63) / 64
         guard count > 0, let b = upload(boxes), let a = upload(areas), let out = buffer(2 * count * words) else {
             return nil
@@ -1116,6 +1172,12 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             $0.append(threshold, alignment: 8)
             $0.pointer(out)
         }
+        return out
+    }
+
+    public func overlaps(_ boxes: [Float], areas: [Float], count: Int, threshold: Double) -> [UInt64]? {
+        let words = (count + 63) / 64
+        guard let out = overlapMask(boxes, areas: areas, count: count, threshold: threshold) else { return nil }
         var mask = [UInt64](repeating: 0, count: count * words)
         let error = mask.withUnsafeMutableBytes { bytes in
             Self.check { lookout_cuda_download(bytes.baseAddress, out.address, bytes.count, $0, $1) }
@@ -1127,12 +1189,42 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         return mask
     }
 
+    /// The greedy pass on the GPU too (`lk_nms_keep`, one block): only the kept positions come back, not the
+    /// mask (8 MB for 8,000 candidates).
+    public func suppress(_ boxes: [Float], areas: [Float], count: Int, threshold: Double, maximum: Int) -> [Int]? {
+        let words = (count + 63) / 64
+        let room = min(max(maximum, 0), count)
+        guard words <= 512 else { return nil }  // the kernel's shared words: 32,768 boxes (NMS takes 30,000)
+        guard let mask = overlapMask(boxes, areas: areas, count: count, threshold: threshold),
+            let out = buffer(1 + room)
+        else { return nil }
+        launch("lk_nms_keep", grid: (1, 1), block: (256, 1)) {
+            $0.pointer(mask)
+            $0.int(count)
+            $0.int(words)
+            $0.int(room)
+            $0.pointer(out)
+        }
+        var kept = [Int32](repeating: 0, count: 1 + room)
+        let error = kept.withUnsafeMutableBytes { bytes in
+            Self.check { lookout_cuda_download(bytes.baseAddress, out.address, bytes.count, $0, $1) }
+        }
+        if let error {
+            fail(error)
+            return nil
+        }
+        let total = Int(kept[0])
+        guard total >= 0 && total <= room else { return nil }
+        return kept[1..<(1 + total)].map { Int($0) }
+    }
+
     public func decodeBoxes(_ box: FeatureMap, anchors: [Int], geometry g: AnchorGeometry) -> [Float] {
         let level = AnchorGeometry(
             plane: g.plane, width: g.width, anchors: g.plane, offset: 0, stride: g.stride, bins: g.bins, classes: 0)
-        let block =
-            decodeLevel(box: box, logits: nil, constants: [], scale: 1, bias: 0, geometry: level)
-            ?? [Float](repeating: .nan, count: 4 * g.plane)
+        guard let out = buffer(4 * g.plane) else { return [Float](repeating: .nan, count: 4 * anchors.count) }
+        decodeLevel(
+            box: box, logits: nil, constants: [], scale: 1, bias: 0, geometry: level, into: out, ld: g.plane, offset: 0)
+        let block = download(out)
         var boxes = [Float](repeating: 0, count: 4 * anchors.count)
         for (j, p) in anchors.enumerated() {
             for side in 0..<4 { boxes[side * anchors.count + j] = block[side * g.plane + p] }

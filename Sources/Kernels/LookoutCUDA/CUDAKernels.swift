@@ -8,7 +8,8 @@ public enum CUDAKernels {
     public static let names = [
         "lk_bias_act", "lk_im2col", "lk_gemm", "lk_depthwise", "lk_transposed2x2", "lk_max_pool", "lk_upsample2",
         "lk_add", "lk_affine", "lk_gather", "lk_weighted_sum", "lk_max_sigmoid", "lk_scale_heads", "lk_head_decode",
-        "lk_scale", "lk_softmax_rows", "lk_add_rows", "lk_nms_mask", "lk_layer_norm", "lk_sequence_attention",
+        "lk_scale", "lk_softmax_rows", "lk_add_rows", "lk_nms_mask", "lk_nms_keep", "lk_layer_norm",
+        "lk_sequence_attention",
         "lk_quick_gelu", "lk_gelu", "lk_gelu_tanh", "lk_fill", "lk_to_16", "lk_im2col_16", "lk_gemm_16",
     ]
 
@@ -233,10 +234,13 @@ public enum CUDAKernels {
         // The head's level: per anchor p the DFL expectation of each side's bins (softmax over the bins, Σ b·p_b;
         // the channel itself with one bin), the box (centre x, centre y, width, height) in input pixels, and the
         // sigmoid class scores from `logits` (classes × plane). Into out, (4 + classes) × plane.
+        // The head's level: DFL boxes (centre, size) and sigmoid class scores of each anchor p, into row r of
+        // `out` at out[r·ld + offset + p] (the whole output's rows, where the level's anchors start).
         __global__ void lk_head_decode(const float *box, const float *logits, const float *constants, float scale,
                                        float bias, int plane, int width, int bins, int classes, float stride,
-                                       float *out) {
+                                       float *whole, long long ld, long long offset) {
             LK_LOOP(p, plane) {
+                float *out = whole + offset;
                 float d[4];
                 for (int side = 0; side < 4; side++) {
                     const float *rows = box + (long long)side * bins * plane + p;
@@ -257,11 +261,11 @@ public enum CUDAKernels {
                 float ax = (float)(p % width) + 0.5f, ay = (float)(p / width) + 0.5f;
                 float x1 = ax - d[0], y1 = ay - d[1], x2 = ax + d[2], y2 = ay + d[3];
                 out[p] = (x1 + x2) / 2.0f * stride;
-                out[plane + p] = (y1 + y2) / 2.0f * stride;
-                out[2LL * plane + p] = (x2 - x1) * stride;
-                out[3LL * plane + p] = (y2 - y1) * stride;
+                out[ld + p] = (y1 + y2) / 2.0f * stride;
+                out[2LL * ld + p] = (x2 - x1) * stride;
+                out[3LL * ld + p] = (y2 - y1) * stride;
                 for (int k = 0; k < classes; k++)
-                    out[(4LL + k) * plane + p] = lk_sigmoid_of((logits[(long long)k * plane + p] + constants[k]) * scale + bias);
+                    out[(4LL + k) * ld + p] = lk_sigmoid_of((logits[(long long)k * plane + p] + constants[k]) * scale + bias);
             }
         }
 
@@ -306,6 +310,48 @@ public enum CUDAKernels {
                 }
                 mask[item] = bits;
             }
+        }
+
+        // NMS's greedy pass over lk_nms_mask's overlaps, in one block: box i is kept unless a kept box before it
+        // overlaps it, at most `maximum`. Chunk by chunk of 64 boxes: thread 0 walks the chunk's boxes in order
+        // against the chunk's word of what is suppressed (the diagonal block of the mask, loaded side by side),
+        // then every thread ORs the kept boxes' rows into the later words. out[0] = kept, out[1...] = positions.
+        __global__ void lk_nms_keep(const unsigned long long *mask, int n, int words, int maximum, int *out) {
+            __shared__ unsigned long long removed[512];
+            __shared__ unsigned long long diagonal[64];
+            __shared__ int keptHere[64];
+            __shared__ int keptCount, chunkKept;
+            for (int w = threadIdx.x; w < words; w += blockDim.x) removed[w] = 0ULL;
+            if (threadIdx.x == 0) keptCount = 0;
+            __syncthreads();
+            for (int chunk = 0; chunk < words; chunk++) {
+                int first = chunk * 64, end = min(64, n - chunk * 64);
+                if (threadIdx.x < end) diagonal[threadIdx.x] = mask[(long long)(first + threadIdx.x) * words + chunk];
+                __syncthreads();
+                if (threadIdx.x == 0) {
+                    unsigned long long gone = removed[chunk];
+                    int total = keptCount, count = 0;
+                    for (int b = 0; b < end && total < maximum; b++) {
+                        if ((gone >> b) & 1ULL) continue;
+                        out[1 + total] = first + b;
+                        total++;
+                        keptHere[count++] = first + b;
+                        gone |= diagonal[b];
+                    }
+                    keptCount = total;
+                    chunkKept = count;
+                }
+                __syncthreads();
+                if (keptCount >= maximum) break;
+                int count = chunkKept;
+                for (int w = chunk + 1 + threadIdx.x; w < words; w += blockDim.x) {
+                    unsigned long long bits = removed[w];
+                    for (int k = 0; k < count; k++) bits |= mask[(long long)keptHere[k] * words + w];
+                    removed[w] = bits;
+                }
+                __syncthreads();
+            }
+            if (threadIdx.x == 0) out[0] = keptCount;
         }
 
         // LayerNorm of each row, as the CPU computes it: mean and variance summed in double, then

@@ -252,7 +252,7 @@ public struct CPUBackend: ComputeBackend {
 
     public func maxSigmoidAttention(
         _ x: StackedMaps, guide g: [Float], classes: Int, heads: Int, bias: [Float]
-    ) -> [Float] {
+    ) -> FeatureMap {
         precondition(x.parts.count == 1, "the attention reads one map")
         let channels = x.channels
         let headSize = channels / heads
@@ -291,14 +291,15 @@ public struct CPUBackend: ComputeBackend {
                 }
             }
         }
-        return weights
+        return FeatureMap(channels: heads, height: x.height, width: x.width, data: weights)
     }
 
-    public func scaleHeads(_ projected: StackedMaps, by weights: [Float], heads: Int) -> FeatureMap {
+    public func scaleHeads(_ projected: StackedMaps, by map: FeatureMap, heads: Int) -> FeatureMap {
         precondition(projected.parts.count == 1, "scaling one map")
         let channels = projected.channels
         let (headSize, plane) = (channels / heads, projected.plane)
-        precondition(weights.count == heads * plane)
+        precondition(map.channels == heads && map.plane == plane)
+        let weights = map.data
         var out = FeatureMap(unfilledChannels: channels, height: projected.height, width: projected.width)
         let pool = self.pool
         projected.withParts { bases in
@@ -476,15 +477,16 @@ public struct CPUBackend: ComputeBackend {
 
     public func contrastiveDecode(
         box: FeatureMap, weights: [Float], depth: Int, source: FeatureMap, constants: [Float], scale: Float,
-        bias: Float, geometry g: AnchorGeometry, into output: inout [Float]
+        bias: Float, geometry g: AnchorGeometry, into output: inout FeatureMap
     ) {
         precondition(source.channels == depth && source.plane == g.plane && weights.count == g.classes * depth)
+        precondition(output.channels == 4 + g.classes && output.plane == g.anchors)
         var logits = [Float](repeating: 0, count: g.classes * g.plane)
         weights.withUnsafeBufferPointer { w in
             source.data.withUnsafeBufferPointer { e in
                 logits.withUnsafeMutableBufferPointer { l in
                     box.data.withUnsafeBufferPointer { boxData in
-                        output.withUnsafeMutableBufferPointer { out in
+                        output.data.withUnsafeMutableBufferPointer { out in
                             let w = UnsafeSendable(UnsafeMutablePointer(mutating: w.baseAddress!))
                             let e = UnsafeSendable(UnsafeMutablePointer(mutating: e.baseAddress!))
                             let l = UnsafeSendable(l.baseAddress!)

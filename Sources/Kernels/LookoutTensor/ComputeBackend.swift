@@ -4,8 +4,8 @@
 /// plain reference by `ComputeBackendTests`, so a second backend is proved by running the same suite.
 ///
 /// Maps are ``FeatureMap``s (channel-major, one image) and ``StackedMaps`` (channel ranges of maps read where
-/// they lie). Small results the layers decide on (attention weights, per-anchor logits, the head's output)
-/// come back as `[Float]`.
+/// they lie). Small results the layers decide on (per-anchor logits, the text side's products) come back as
+/// `[Float]`; the attention weights and the head's output are maps, left where the backend computes.
 public protocol ComputeBackend: Sendable {
     /// What the backend is, in words (`cpu (2 threads)`).
     var name: String { get }
@@ -17,6 +17,12 @@ public protocol ComputeBackend: Sendable {
     /// Waits until the work this thread issued is done (a GPU's, which runs behind the thread): called when a
     /// photo's features are ready, so that another thread may use them. Nothing to wait for on the CPU.
     func settle()
+
+    /// Runs `body` on `inputs`, where the backend can as recorded work replayed: a GPU records the operations
+    /// `body` issues for `key` once and replays them for later inputs of the same shapes (CUDA graphs), so `body`
+    /// must issue the same operations for the same key, reading only `inputs` and what the key names (the
+    /// weights, a query set). The CPU runs `body`.
+    func replay(_ key: AnyHashable, _ inputs: [FeatureMap], _ body: ([FeatureMap]) -> [FeatureMap]) -> [FeatureMap]
 
     /// Runs `count` independent tasks (a head's branches), side by side where the backend can; the operations a
     /// task calls run within it. Their results, in task order.
@@ -67,10 +73,11 @@ public protocol ComputeBackend: Sendable {
     // MARK: Attention
 
     /// YOLO-World's max-sigmoid attention weights: per head m and pixel,
-    /// `sigmoid(max_k Σ_j x[m·hc + j]·g[k, m·hc + j] / √hc + bias[m])` (`guide` classes × channels), `heads × plane`.
-    func maxSigmoidAttention(_ x: StackedMaps, guide: [Float], classes: Int, heads: Int, bias: [Float]) -> [Float]
-    /// Each channel scaled by its head's weight at each pixel (`weights` heads × plane).
-    func scaleHeads(_ x: StackedMaps, by weights: [Float], heads: Int) -> FeatureMap
+    /// `sigmoid(max_k Σ_j x[m·hc + j]·g[k, m·hc + j] / √hc + bias[m])` (`guide` classes × channels): a map of
+    /// `heads` channels (kept where the backend computes, for ``scaleHeads(_:by:heads:)``).
+    func maxSigmoidAttention(_ x: StackedMaps, guide: [Float], classes: Int, heads: Int, bias: [Float]) -> FeatureMap
+    /// Each channel scaled by its head's weight at each pixel (`weights` a map of `heads` channels).
+    func scaleHeads(_ x: StackedMaps, by weights: FeatureMap, heads: Int) -> FeatureMap
     /// YOLO11's position-sensitive attention on a `qkv` map (per head `keySize` query, `keySize` key and
     /// `headSize` value channels): per head `softmax((q/√keySize)ᵀ k)` over the pixels weighting the values.
     /// Returns the values and the attended values, `heads·headSize` channels each.
@@ -101,10 +108,11 @@ public protocol ComputeBackend: Sendable {
 
     /// The contrastive head's level: class logits `weights · source + constants` (weights `classes × depth`,
     /// `source` depth channels), scaled, biased and through a sigmoid, and the DFL boxes from `box`, written
-    /// into `output` (`(4 + classes) × anchors`) at the level's anchors.
+    /// into `output` (`(4 + classes) × 1 × anchors`) at the level's anchors, where the backend keeps it (a GPU's
+    /// levels come back in one copy, when the output is read).
     func contrastiveDecode(
         box: FeatureMap, weights: [Float], depth: Int, source: FeatureMap, constants: [Float], scale: Float,
-        bias: Float, geometry: AnchorGeometry, into output: inout [Float])
+        bias: Float, geometry: AnchorGeometry, into output: inout FeatureMap)
     /// The boxes (centre x, centre y, width, height in input pixels) of the listed anchors of a level, `4 × n`.
     func decodeBoxes(_ box: FeatureMap, anchors: [Int], geometry: AnchorGeometry) -> [Float]
 
@@ -115,11 +123,21 @@ public protocol ComputeBackend: Sendable {
     /// ``NonMaxSuppression`` computes it, is above `threshold`. nil where the backend leaves NMS to the host's
     /// loop (the CPU's: it stops early where boxes are already suppressed).
     func overlaps(_ boxes: [Float], areas: [Float], count: Int, threshold: Double) -> [UInt64]?
+    /// NMS's greedy pass over those overlaps on the backend: the positions of the boxes kept (a box is kept unless
+    /// a kept box before it overlaps it), in order, at most `maximum`; only they come back. nil where the backend
+    /// leaves NMS to the host.
+    func suppress(_ boxes: [Float], areas: [Float], count: Int, threshold: Double, maximum: Int) -> [Int]?
 }
 
 extension ComputeBackend {
     public func settle() {}
+    public func replay(
+        _ key: AnyHashable, _ inputs: [FeatureMap], _ body: ([FeatureMap]) -> [FeatureMap]
+    ) -> [FeatureMap] { body(inputs) }
     public func overlaps(_ boxes: [Float], areas: [Float], count: Int, threshold: Double) -> [UInt64]? { nil }
+    public func suppress(_ boxes: [Float], areas: [Float], count: Int, threshold: Double, maximum: Int) -> [Int]? {
+        nil
+    }
 }
 
 /// Where a level's anchors go in the head's output, and how its boxes are read.

@@ -211,8 +211,8 @@ struct MaxSigmoidAttention: Sendable {
         return scale(projection(x, backend: backend), by: weights, backend: backend)
     }
 
-    /// `aw` of every head and pixel (`heads × plane`); `x` one part (a map or channels of one).
-    func weights(_ x: StackedMaps, guide: [Float], classes: Int, backend: any ComputeBackend) -> [Float] {
+    /// `aw` of every head and pixel (a map of `heads` channels); `x` one part (a map or channels of one).
+    func weights(_ x: StackedMaps, guide: [Float], classes: Int, backend: any ComputeBackend) -> FeatureMap {
         precondition(
             x.parts.count == 1 && x.channels == channels, "the attention reads one map of \(channels) channels")
         // g = guide · glᵀ + b: K × c
@@ -222,12 +222,12 @@ struct MaxSigmoidAttention: Sendable {
     }
 
     /// `projected` (``projection`` of the attention's input) scaled by each head's weights.
-    func scale(_ projected: FeatureMap, by weights: [Float], backend: any ComputeBackend) -> FeatureMap {
+    func scale(_ projected: FeatureMap, by weights: FeatureMap, backend: any ComputeBackend) -> FeatureMap {
         scale(StackedMaps(projected), by: weights, backend: backend)
     }
 
     /// `projected` (one part: a map or channels of one) scaled by each head's weights, into a new map.
-    func scale(_ projected: StackedMaps, by weights: [Float], backend: any ComputeBackend) -> FeatureMap {
+    func scale(_ projected: StackedMaps, by weights: FeatureMap, backend: any ComputeBackend) -> FeatureMap {
         precondition(
             projected.parts.count == 1 && projected.channels == channels, "scaling one map of \(channels) channels")
         return backend.scaleHeads(projected, by: weights, heads: heads)

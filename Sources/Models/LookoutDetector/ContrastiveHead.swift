@@ -171,7 +171,7 @@ struct ContrastiveHead: Sendable {
     ) -> (output: [Float], coefficients: [Float]?) {
         let normalized = normalizedRows(text, rows: classes, size: embeddingSize)
         let anchors = inputs.reduce(0) { $0 + $1.plane }
-        var output = [Float](repeating: 0, count: (4 + classes) * anchors)
+        var output = FeatureMap(channels: 4 + classes, height: 1, width: anchors)
         // The branches (embedding, box and mask of three levels) are independent: each runs on one thread
         // (their convolutions inline), the largest first, so that both threads stay busy without a barrier
         // after every small convolution. The arithmetic is the same as one branch at a time.
@@ -231,7 +231,7 @@ struct ContrastiveHead: Sendable {
                 scale: expf(level.logitScale), bias: level.bias, geometry: geometry, into: &output)
             offset += x.plane
         }
-        return (output, coefficients)
+        return (backend.floats(output), coefficients)
     }
 
     /// Each level's region embeddings (channel-major, as ``run`` keeps them) as one anchors × size matrix.

@@ -45,12 +45,14 @@ public enum NonMaxSuppression {
     /// best query per anchor (the first on ties; with `multiLabel` every query, anchor by anchor), strict `>`
     /// thresholds, at most 30,000 candidates by score, boxes offset by `query × 7680` unless agnostic, greedy
     /// suppression in descending score order keeping a box when its IoU with every kept box is ≤ the
-    /// threshold, at most `maximumDetections`. `overlaps`: where a GPU computes the overlaps of many candidates
-    /// (``ComputeBackend/overlaps(_:areas:count:threshold:)``, nil where it does not); the greedy pass over
-    /// them keeps what the loop keeps.
+    /// threshold, at most `maximumDetections`. `suppress`: where a GPU computes the overlaps of many candidates
+    /// and the greedy pass over them (``ComputeBackend/suppress(_:areas:count:threshold:maximum:)``, nil where it
+    /// does not), keeping what the loop keeps.
     public static func run(
         _ output: [Float], classes: Int, options: SuppressionOptions = .init(),
-        overlaps: ((_ boxes: [Float], _ areas: [Float], _ count: Int, _ threshold: Double) -> [UInt64]?)? = nil
+        suppress: (
+            (_ boxes: [Float], _ areas: [Float], _ count: Int, _ threshold: Double, _ maximum: Int) -> [Int]?
+        )? = nil
     ) -> [Detection] {
         let anchors = output.count / (4 + classes)
         // Candidates in flat arrays (corners, score, query, anchor): a photo of random or untrained weights gives
@@ -109,12 +111,10 @@ public enum NonMaxSuppression {
             for side in 0..<4 { shifted[4 * i + side] = corners[4 * index + side] + offset }
             areas[i] = (shifted[4 * i + 2] - shifted[4 * i]) * (shifted[4 * i + 3] - shifted[4 * i + 1])
         }
-        if order.count >= overlapsOnBackend, let overlaps,
-            let mask = overlaps(shifted, areas, order.count, options.iou)
+        if order.count >= overlapsOnBackend, let suppress,
+            let kept = suppress(shifted, areas, order.count, options.iou, options.maximumDetections)
         {
-            return greedy(count: order.count, mask: mask, maximum: options.maximumDetections).map {
-                detection(order[$0])
-            }
+            return kept.map { detection(order[$0]) }
         }
         var suppressed = [Bool](repeating: false, count: order.count)
         var kept: [Detection] = []
@@ -144,8 +144,9 @@ public enum NonMaxSuppression {
         greedy(count: sorted.count, mask: mask, maximum: maximum).map { sorted[$0] }
     }
 
-    /// The same over `count` boxes: the positions kept.
-    static func greedy(count: Int, mask: [UInt64], maximum: Int) -> [Int] {
+    /// The same over `count` boxes: the positions kept (what a backend's
+    /// ``ComputeBackend/suppress(_:areas:count:threshold:maximum:)`` gives).
+    public static func greedy(count: Int, mask: [UInt64], maximum: Int) -> [Int] {
         let words = (count + 63) / 64
         precondition(mask.count == count * words, "an overlap mask of \(count) boxes")
         var suppressed = [UInt64](repeating: 0, count: words)

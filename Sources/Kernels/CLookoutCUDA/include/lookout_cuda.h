@@ -58,6 +58,18 @@ int lookout_cuda_function(void *module, const char *name, void **function, char 
 int lookout_cuda_launch(
     void *function, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x, unsigned block_y,
     unsigned block_z, unsigned shared, void *arguments, size_t arguments_size, char *message, size_t size);
+/// Memory allocated and freed at once (not in stream order: what a thread recording a graph may use).
+int lookout_cuda_alloc_now(unsigned long long *pointer, size_t bytes, char *message, size_t size);
+void lookout_cuda_free_now(unsigned long long pointer);
+/// Pinned host memory (a recorded copy to the GPU reads from it at every replay).
+int lookout_cuda_host_alloc(void **pointer, size_t bytes, char *message, size_t size);
+void lookout_cuda_host_free(void *pointer);
+/// CUDA graphs: the calling thread's launches, copies and products from `record_begin` to `record_end` are
+/// recorded (not run) as one graph, which `replay` runs on the thread's stream; `forget` frees it.
+int lookout_cuda_record_begin(char *message, size_t size);
+int lookout_cuda_record_end(void **graph, char *message, size_t size);
+int lookout_cuda_replay(void *graph, char *message, size_t size);
+void lookout_cuda_forget(void *graph);
 /// Waits for the work the calling thread issued (its stream).
 int lookout_cuda_wait(char *message, size_t size);
 /// Waits for everything issued, on every thread.
