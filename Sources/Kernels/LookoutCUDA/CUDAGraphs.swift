@@ -100,6 +100,7 @@ extension CUDABackend {
     /// Recordings kept per thread at most (each holds its maps' memory).
     static let recordingsPerThread = 8
     static let recordingsInAll = 64
+    static let keysKept = 1024
 
     /// `LOOKOUT_CUDA_GRAPHS=0`: every replay runs as it comes (for comparisons).
     public static let graphsWanted = getenv("LOOKOUT_CUDA_GRAPHS").map { String(cString: $0) != "0" } ?? true
@@ -118,7 +119,13 @@ extension CUDABackend {
         let known = recordings.withLock { $0.graphs[slot] }
         switch known {
         case nil:
-            recordings.withLock { $0.graphs[slot] = .seen }
+            recordings.withLock { state in
+                // Keys seen once (query sets that came and went) are forgotten past a bound.
+                if state.graphs.count >= Self.keysKept {
+                    state.graphs = state.graphs.filter { if case .seen = $0.value { false } else { true } }
+                }
+                state.graphs[slot] = .seen
+            }
             return body(inputs)
         case .refused:
             return body(inputs)
@@ -127,9 +134,13 @@ extension CUDABackend {
             return outputs
         case .seen:
             let (mine, all) = recordings.withLock { state in
-                (state.graphs.keys.filter { $0.thread == slot.thread }.count, state.recorded)
+                (
+                    state.graphs.filter { key, value in
+                        if case .recorded = value { key.thread == slot.thread } else { false }
+                    }.count, state.recorded
+                )
             }
-            guard mine <= Self.recordingsPerThread && all < Self.recordingsInAll else {
+            guard mine < Self.recordingsPerThread && all < Self.recordingsInAll else {
                 recordings.withLock {
                     $0.graphs[slot] = .refused(
                         "at most \(Self.recordingsPerThread) recordings a thread and \(Self.recordingsInAll) in all")

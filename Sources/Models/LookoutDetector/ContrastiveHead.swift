@@ -169,6 +169,17 @@ struct ContrastiveHead: Sendable {
         _ inputs: [FeatureMap], text: [Float], classes: Int, strides: [Int], embeddings kept: inout [[Float]]?,
         masks: Bool = true, backend: any ComputeBackend
     ) -> (output: [Float], coefficients: [Float]?) {
+        let result = runMap(
+            inputs, text: text, classes: classes, strides: strides, embeddings: &kept, masks: masks, backend: backend)
+        return (backend.floats(result.output), result.coefficients)
+    }
+
+    /// ``run(_:text:classes:strides:embeddings:masks:backend:)`` with the output left as a map
+    /// (`(4 + classes) × 1 × anchors`) where the backend computed it.
+    func runMap(
+        _ inputs: [FeatureMap], text: [Float], classes: Int, strides: [Int], embeddings kept: inout [[Float]]?,
+        masks: Bool = true, backend: any ComputeBackend
+    ) -> (output: FeatureMap, coefficients: [Float]?) {
         let normalized = normalizedRows(text, rows: classes, size: embeddingSize)
         let anchors = inputs.reduce(0) { $0 + $1.plane }
         var output = FeatureMap(channels: 4 + classes, height: 1, width: anchors)
@@ -231,7 +242,7 @@ struct ContrastiveHead: Sendable {
                 scale: expf(level.logitScale), bias: level.bias, geometry: geometry, into: &output)
             offset += x.plane
         }
-        return (backend.floats(output), coefficients)
+        return (output, coefficients)
     }
 
     /// Each level's region embeddings (channel-major, as ``run`` keeps them) as one anchors × size matrix.

@@ -80,9 +80,23 @@ extension YOLOWorldNetwork: DetectorNetwork {
     public var agnosticSuppressionByDefault: Bool { false }
     public var segments: Bool { false }
 
+    /// Neck and head, recorded once per query set and feature sizes where the backend can (a GPU's graph), then
+    /// replayed on other photos' features.
     public func score(_ features: [FeatureMap], text: [Float], classes: Int, backend: any ComputeBackend) -> HeadOutput
     {
-        HeadOutput(output: head(features, text: text, classes: classes, backend: backend), masks: nil)
+        let key = HeadReplayKey(
+            network: self, text: text, classes: classes,
+            sizes: features.flatMap { [$0.channels, $0.height, $0.width] })
+        let output = backend.replay(key, features) { maps in
+            var unused: [[Float]]? = nil
+            return [
+                detectHead.runMap(
+                    neck(maps, text: text, classes: classes, backend: backend), text: text, classes: classes,
+                    strides: strides, embeddings: &unused, backend: backend
+                ).output
+            ]
+        }
+        return HeadOutput(output: backend.floats(output[0]), masks: nil)
     }
 
     public func classEmbeddings(_ text: [Float], classes: Int) -> [Float] { text }
@@ -130,5 +144,27 @@ extension YOLOENetwork: DetectorNetwork {
         return (
             output, ContrastiveHead.anchorMajor(kept!, maps: maps, size: embeddingSize), ContrastiveHead.levels(maps)
         )
+    }
+}
+
+/// What a backend's recording of YOLO-World's neck and head (``ComputeBackend/replay(_:_:_:)``) is known by: the
+/// network (held, so that its identity cannot name other weights while the recording lives), the query set's
+/// embeddings (their values are recorded) and the features' sizes.
+struct HeadReplayKey: Hashable, @unchecked Sendable {
+    let network: YOLOWorldNetwork
+    let text: [Float]
+    let classes: Int
+    let sizes: [Int]
+
+    static func == (a: HeadReplayKey, b: HeadReplayKey) -> Bool {
+        a.network === b.network && a.classes == b.classes && a.sizes == b.sizes
+            && a.text.elementsEqual(b.text) { $0.bitPattern == $1.bitPattern }
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(ObjectIdentifier(network))
+        hasher.combine(classes)
+        hasher.combine(sizes)
+        for value in text { hasher.combine(value.bitPattern) }
     }
 }

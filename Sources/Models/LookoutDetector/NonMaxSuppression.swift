@@ -89,11 +89,16 @@ public enum NonMaxSuppression {
                 keep(anchor: anchor, query: bestClass, score: best)
             }
         }
-        // Stable descending order by score (index order among equal scores).
-        var order = Array(scores.indices)
-        scores.withUnsafeBufferPointer { scores in
-            order.sort { scores[$0] > scores[$1] || (scores[$0] == scores[$1] && $0 < $1) }
+        // Stable descending order by score (index order among equal scores): one integer per candidate, the score's
+        // order inverted in the high half and the index in the low, sorted ascending (no comparison closure: a
+        // photo of random weights gives thousands of candidates).
+        var keys = scores.enumerated().map { index, score -> UInt64 in
+            let bits = (score == 0 ? 0 : score).bitPattern  // −0 as +0, equal as the comparison had them
+            let ascending = bits & 0x8000_0000 != 0 ? ~bits : bits | 0x8000_0000  // the floats' order as integers
+            return UInt64(~ascending) << 32 | UInt64(index)
         }
+        keys.sort()
+        var order = keys.map { Int($0 & 0xffff_ffff) }
         if order.count > SuppressionOptions.maximumCandidates {
             order.removeLast(order.count - SuppressionOptions.maximumCandidates)
         }
