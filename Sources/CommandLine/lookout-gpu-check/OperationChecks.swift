@@ -1,5 +1,8 @@
 import LookoutCUDA
 import LookoutDetector
+import LookoutEngine
+import LookoutImage
+import LookoutSupport
 import LookoutTensor
 
 #if canImport(Glibc)
@@ -288,6 +291,26 @@ struct OperationChecks {
                     name: "NMS kept of \(count) boxes, at most \(maximum) (\(expected.count) kept)",
                     count: expected.count, largestDifference: kept == expected ? 0 : .infinity,
                     passed: kept == expected, exact: true))
+        }
+        // The letterbox from a photo's bytes, against the host's C (the same floats): shrunk, enlarged, kept
+        // (640×480 needs no resize), and of four channels.
+        for (width, height, channels) in [(1000, 750, 3), (100, 77, 3), (640, 480, 3), (333, 501, 4)] {
+            var generator = SplitMix64(seed: UInt64(width * height))
+            let image = Image(
+                width: width, height: height, channels: channels,
+                pixels: (0..<(width * height * channels)).map { _ in UInt8(truncatingIfNeeded: generator.next()) })
+            let letterbox = Letterbox(width: width, height: height, size: 640)
+            let host = letterbox.tensor(of: image)
+            let device =
+                gpu.letterbox(
+                    image.pixels, width: width, height: height, channels: channels,
+                    plan: Engine.plan(letterbox, for: image))?.data ?? []
+            let difference = zip(host, device).map { abs($0 - $1) }.max() ?? .infinity
+            results.append(
+                Result(
+                    name: "letterbox of \(width)×\(height)×\(channels) to \(letterbox.width)×\(letterbox.height)",
+                    count: host.count, largestDifference: host.count == device.count ? difference : .infinity,
+                    passed: host == device, exact: true))
         }
         check("tasks in order", exact: true) { backend in
             backend.tasks(3) { task in backend.slice(x, channels: task..<(task + 2)) }.flatMap(\.data)

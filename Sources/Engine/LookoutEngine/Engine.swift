@@ -148,11 +148,16 @@ public final class Engine: Sendable {
         var timings = StageTimings()
         var clock = Stopwatch()
         let letterbox = Letterbox(width: image.width, height: image.height, size: size, auto: !square)
-        // Resize, padding and planes in one pass per row, bands of rows across the pool.
+        // On a GPU from the photo's bytes; else resize, padding and planes in one pass per row, bands of rows
+        // across the pool. The same floats either way.
         let pool = self.pool
-        let input = FeatureMap(
-            channels: 3, height: letterbox.height, width: letterbox.width,
-            data: letterbox.tensor(of: image) { count, body in pool.parallelFor(count, chunk: 1, body) })
+        let input =
+            backend.letterbox(
+                image.pixels, width: image.width, height: image.height, channels: image.channels,
+                plan: Self.plan(letterbox, for: image))
+            ?? FeatureMap(
+                channels: 3, height: letterbox.height, width: letterbox.width,
+                data: letterbox.tensor(of: image) { count, body in pool.parallelFor(count, chunk: 1, body) })
         timings.preprocess = clock.lap()
         // Recorded once per network and input size where the backend can (a GPU's graph), then replayed.
         let network = self.network, backend = self.backend
@@ -163,6 +168,20 @@ public final class Engine: Sendable {
         return PreparedImage(
             name: name, width: image.width, height: image.height, letterbox: letterbox, features: features,
             timings: timings)
+    }
+
+    /// The letterbox as a backend computes it (``ComputeBackend/letterbox(_:width:height:channels:plan:)``).
+    public static func plan(_ letterbox: Letterbox, for image: Image, padding: UInt8 = 114) -> LetterboxPlan {
+        var plan = LetterboxPlan(
+            width: letterbox.width, height: letterbox.height, resizedWidth: letterbox.resizedWidth,
+            resizedHeight: letterbox.resizedHeight, top: letterbox.top, left: letterbox.left, padding: padding)
+        if let tables = letterbox.resizeTables(for: image) {
+            (plan.sourceX, plan.alpha0, plan.alpha1, plan.xmax) =
+                (tables.sourceX, tables.alpha0, tables.alpha1, tables.xmax)
+            (plan.rowTop, plan.rowBottom, plan.beta0, plan.beta1) =
+                (tables.top, tables.bottom, tables.beta0, tables.beta1)
+        }
+        return plan
     }
 
     /// Embeds the queries (through the cache) and detects them in a prepared image.

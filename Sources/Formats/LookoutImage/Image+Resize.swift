@@ -22,12 +22,12 @@ extension Image {
 /// `cv2.resize(…, INTER_LINEAR)`'s fixed-point tables for one source and target size: per target column its
 /// source column and 11-bit weights (columns from `xmax` on take the border rule), per target row its two source
 /// rows and weights.
-struct BilinearTables {
-    var sourceX: [Int32], alpha0: [Int32], alpha1: [Int32]
-    var xmax: Int
-    var top: [Int32], bottom: [Int32], beta0: [Int32], beta1: [Int32]
+public struct BilinearTables: Sendable {
+    public var sourceX: [Int32], alpha0: [Int32], alpha1: [Int32]
+    public var xmax: Int
+    public var top: [Int32], bottom: [Int32], beta0: [Int32], beta1: [Int32]
 
-    init(from source: (width: Int, height: Int), to target: (width: Int, height: Int)) {
+    public init(from source: (width: Int, height: Int), to target: (width: Int, height: Int)) {
         let (width, height) = source
         let (targetWidth, targetHeight) = target
         let scaleX = 1.0 / (Double(targetWidth) / Double(width))

@@ -153,6 +153,13 @@ public struct Letterbox: Sendable, Equatable {
         return filled
     }
 
+    /// The resize tables ``tensor(of:padding:bands:)`` uses for `image` (nil where the letterbox keeps its size),
+    /// for a backend that letterboxes elsewhere with the same arithmetic.
+    public func resizeTables(for image: Image) -> BilinearTables? {
+        guard resizedWidth != image.width || resizedHeight != image.height else { return nil }
+        return BilinearTables(from: (image.width, image.height), to: (resizedWidth, resizedHeight))
+    }
+
     /// `Float(v) / 255` for every byte value.
     static let scaled: [Float] = (0...255).map { Float($0) / 255 }
 }

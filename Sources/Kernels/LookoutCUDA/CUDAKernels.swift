@@ -9,7 +9,7 @@ public enum CUDAKernels {
         "lk_bias_act", "lk_im2col", "lk_gemm", "lk_depthwise", "lk_transposed2x2", "lk_max_pool", "lk_upsample2",
         "lk_add", "lk_affine", "lk_gather", "lk_weighted_sum", "lk_max_sigmoid", "lk_scale_heads", "lk_head_decode",
         "lk_scale", "lk_softmax_rows", "lk_add_rows", "lk_nms_mask", "lk_nms_keep", "lk_layer_norm",
-        "lk_sequence_attention",
+        "lk_sequence_attention", "lk_letterbox",
         "lk_quick_gelu", "lk_gelu", "lk_gelu_tanh", "lk_fill", "lk_to_16", "lk_im2col_16", "lk_gemm_16",
     ]
 
@@ -352,6 +352,48 @@ public enum CUDAKernels {
                 __syncthreads();
             }
             if (threadIdx.x == 0) out[0] = keptCount;
+        }
+
+        // The letterboxed network input from 8-bit pixels (`channels` per pixel, BGR first), as the host's C
+        // computes it: outside the photo pad/255; inside, the byte (resize 0) or OpenCV's fixed-point bilinear
+        // resize — horizontal sums in int32 with 11-bit weights (the border rule from column xmax on), then
+        // ((r0 >> 4)·β0 >> 16) + ((r1 >> 4)·β1 >> 16) + 2 >> 2, clamped — channel c from byte 2 − c, / 255.
+        // `tables`: source column, α0, α1 (rw each), then top row, bottom row, β0, β1 (rh each).
+        __device__ __forceinline__ int lk_resized_row(const unsigned char *line, int channels, int byte,
+                                                      const int *tables, int rw, int xmax, int dx) {
+            const unsigned char *s = line + (long long)tables[dx] * channels + byte;
+            if (dx >= xmax) return (int)s[0] * 2048;
+            return (int)s[0] * tables[rw + dx] + (int)s[channels] * tables[2 * rw + dx];
+        }
+
+        __global__ void lk_letterbox(const unsigned char *pixels, int width, int channels, int resize, int rw,
+                                     int rh, const int *tables, int xmax, int padTop, int padLeft, int outWidth,
+                                     int outHeight, float padded, float *out) {
+            long long plane = (long long)outWidth * outHeight;
+            LK_LOOP(i, plane) {
+                int y = (int)(i / outWidth), x = (int)(i % outWidth);
+                int dy = y - padTop, dx = x - padLeft;
+                if (dy < 0 || dy >= rh || dx < 0 || dx >= rw) {
+                    for (int c = 0; c < 3; c++) out[c * plane + i] = padded;
+                    continue;
+                }
+                for (int c = 0; c < 3; c++) {
+                    int byte = 2 - c, value;
+                    if (!resize) {
+                        value = pixels[((long long)dy * width + dx) * channels + byte];
+                    } else {
+                        const int *rows = tables + 3 * rw;
+                        const unsigned char *line0 = pixels + (long long)rows[dy] * width * channels;
+                        const unsigned char *line1 = pixels + (long long)rows[rh + dy] * width * channels;
+                        int r0 = lk_resized_row(line0, channels, byte, tables, rw, xmax, dx);
+                        int r1 = lk_resized_row(line1, channels, byte, tables, rw, xmax, dx);
+                        value = (((r0 >> 4) * rows[2 * rh + dy]) >> 16) + (((r1 >> 4) * rows[3 * rh + dy]) >> 16) + 2;
+                        value >>= 2;
+                        value = value < 0 ? 0 : value > 255 ? 255 : value;
+                    }
+                    out[c * plane + i] = (float)value / 255.0f;
+                }
+            }
         }
 
         // LayerNorm of each row, as the CPU computes it: mean and variance summed in double, then

@@ -24,6 +24,12 @@ public protocol ComputeBackend: Sendable {
     /// weights, a query set). The CPU runs `body`.
     func replay(_ key: AnyHashable, _ inputs: [FeatureMap], _ body: ([FeatureMap]) -> [FeatureMap]) -> [FeatureMap]
 
+    /// The letterboxed network input (3 planes of `plan.width × plan.height`, RGB, each byte / 255) from decoded
+    /// 8-bit pixels (`channels` per pixel, BGR first), computed where the backend computes, so that only the
+    /// photo's bytes cross to it; the same floats as the host's letterbox. nil where the backend leaves it to the
+    /// host (the CPU's C does it in bands).
+    func letterbox(_ pixels: [UInt8], width: Int, height: Int, channels: Int, plan: LetterboxPlan) -> FeatureMap?
+
     /// Runs `count` independent tasks (a head's branches), side by side where the backend can; the operations a
     /// task calls run within it. Their results, in task order.
     func tasks(_ count: Int, _ body: @escaping @Sendable (Int) -> FeatureMap) -> [FeatureMap]
@@ -131,6 +137,9 @@ public protocol ComputeBackend: Sendable {
 
 extension ComputeBackend {
     public func settle() {}
+    public func letterbox(
+        _ pixels: [UInt8], width: Int, height: Int, channels: Int, plan: LetterboxPlan
+    ) -> FeatureMap? { nil }
     public func replay(
         _ key: AnyHashable, _ inputs: [FeatureMap], _ body: ([FeatureMap]) -> [FeatureMap]
     ) -> [FeatureMap] { body(inputs) }
@@ -169,4 +178,30 @@ public enum SequenceActivation: Sendable, CaseIterable {
     case gelu
     /// GELU with the tanh approximation (`gelu_pytorch_tanh`, SigLIP's): `x/2 · (1 + tanh(√(2/π)·(x + 0.044715·x³)))`.
     case geluTanh
+}
+
+/// Where a photo goes in the letterboxed network input and how it is resized (ultralytics' `LetterBox` with
+/// OpenCV's fixed-point INTER_LINEAR tables: per target column its source column and 11-bit weights, columns from
+/// `xmax` on taking the border pixel, per target row its two source rows and weights; no tables where the photo
+/// keeps its size).
+public struct LetterboxPlan: Sendable {
+    public var width: Int, height: Int
+    public var resizedWidth: Int, resizedHeight: Int
+    public var top: Int, left: Int
+    public var padding: UInt8
+    public var sourceX: [Int32], alpha0: [Int32], alpha1: [Int32], xmax: Int
+    public var rowTop: [Int32], rowBottom: [Int32], beta0: [Int32], beta1: [Int32]
+
+    public var resizes: Bool { !sourceX.isEmpty }
+
+    public init(
+        width: Int, height: Int, resizedWidth: Int, resizedHeight: Int, top: Int, left: Int, padding: UInt8,
+        sourceX: [Int32] = [], alpha0: [Int32] = [], alpha1: [Int32] = [], xmax: Int = 0, rowTop: [Int32] = [],
+        rowBottom: [Int32] = [], beta0: [Int32] = [], beta1: [Int32] = []
+    ) {
+        (self.width, self.height, self.resizedWidth, self.resizedHeight) = (width, height, resizedWidth, resizedHeight)
+        (self.top, self.left, self.padding) = (top, left, padding)
+        (self.sourceX, self.alpha0, self.alpha1, self.xmax) = (sourceX, alpha0, alpha1, xmax)
+        (self.rowTop, self.rowBottom, self.beta0, self.beta1) = (rowTop, rowBottom, beta0, beta1)
+    }
 }
