@@ -1164,7 +1164,7 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         guard count > 0, let b = upload(boxes), let a = upload(areas), let out = buffer(2 * count * words) else {
             return nil
         }
-        launch("lk_nms_mask", count: count * words) {
+        launch("lk_nms_mask", grid: (UInt32(words), UInt32(words)), block: (64, 1)) {
             $0.pointer(b)
             $0.pointer(a)
             $0.int(count)

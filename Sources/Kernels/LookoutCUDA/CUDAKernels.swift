@@ -289,27 +289,40 @@ public enum CUDAKernels {
         }
 
         // NMS's overlaps: boxes (n × 4 corners, descending score order) and their areas; bit j % 64 of word
-        // i·words + j/64 set when j > i and IoU > threshold, the IoU computed as the host computes it.
+        // i·words + j/64 set when j > i and IoU > threshold, the IoU computed as the host computes it. A block of 64
+        // threads per (row, column) tile of 64 × 64 boxes: the column's boxes read once into shared memory, each
+        // thread one row's word; tiles left of the diagonal are zero.
         __global__ void lk_nms_mask(const float *boxes, const float *areas, int n, int words, double threshold,
                                     unsigned long long *mask) {
-            LK_LOOP(item, (long long)n * words) {
-                int i = (int)(item / words), word = (int)(item % words);
-                const float *a = boxes + 4LL * i;
-                unsigned long long bits = 0;
-                for (int bit = 0; bit < 64; bit++) {
-                    int j = word * 64 + bit;
-                    if (j <= i || j >= n) continue;
-                    const float *b = boxes + 4LL * j;
-                    // Swift's min and max (a NaN passes through as the host's does, where fminf would drop it).
-                    float width = lk_max(lk_min(a[2], b[2]) - lk_max(a[0], b[0]), 0.0f);
-                    float height = lk_max(lk_min(a[3], b[3]) - lk_max(a[1], b[1]), 0.0f);
-                    float intersection = width * height;
-                    if (!(intersection > 0.0f)) continue;
-                    float iou = intersection / (areas[i] + areas[j] - intersection);
-                    if ((double)iou > threshold) bits |= 1ULL << bit;
-                }
-                mask[item] = bits;
+            __shared__ float tile[64 * 5];
+            int row = blockIdx.y, column = blockIdx.x, i = row * 64 + threadIdx.x, first = column * 64;
+            if (column < row) {
+                if (i < n) mask[(long long)i * words + column] = 0ULL;
+                return;
             }
+            if (first + threadIdx.x < n) {
+                for (int side = 0; side < 4; side++)
+                    tile[threadIdx.x * 5 + side] = boxes[4LL * (first + threadIdx.x) + side];
+                tile[threadIdx.x * 5 + 4] = areas[first + threadIdx.x];
+            }
+            __syncthreads();
+            if (i >= n) return;
+            const float *a = boxes + 4LL * i;
+            float a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3], area = areas[i];
+            unsigned long long bits = 0;
+            int count = min(64, n - first);
+            for (int bit = 0; bit < count; bit++) {
+                if (first + bit <= i) continue;
+                const float *b = tile + bit * 5;
+                // Swift's min and max (a NaN passes through as the host's does, where fminf would drop it).
+                float width = lk_max(lk_min(a2, b[2]) - lk_max(a0, b[0]), 0.0f);
+                float height = lk_max(lk_min(a3, b[3]) - lk_max(a1, b[1]), 0.0f);
+                float intersection = width * height;
+                if (!(intersection > 0.0f)) continue;
+                float iou = intersection / (area + b[4] - intersection);
+                if ((double)iou > threshold) bits |= 1ULL << bit;
+            }
+            mask[(long long)i * words + column] = bits;
         }
 
         // NMS's greedy pass over lk_nms_mask's overlaps, in one block: box i is kept unless a kept box before it

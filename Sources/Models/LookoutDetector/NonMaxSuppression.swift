@@ -58,6 +58,10 @@ public enum NonMaxSuppression {
         // Candidates in flat arrays (corners, score, query, anchor): a photo of random or untrained weights gives
         // thousands, and a Detection (with its own box array) is made only for the kept.
         var corners: [Float] = [], scores: [Float] = [], queries: [Int32] = [], fromAnchor: [Int32] = []
+        corners.reserveCapacity(4 * anchors)
+        scores.reserveCapacity(anchors)
+        queries.reserveCapacity(anchors)
+        fromAnchor.reserveCapacity(anchors)
         /// The anchor's box (centre and size → corners) with a query's score, if above its threshold.
         func keep(anchor: Int, query k: Int, score: Float) {
             guard score > (options.perClassConfidence[k] ?? options.confidence) else { return }
