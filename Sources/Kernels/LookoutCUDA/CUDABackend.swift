@@ -533,6 +533,7 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         var arguments = Arguments()
         fill(&arguments)  // exactly the parameters' size: the driver refuses a buffer padded past the last one
         let function = functions[name]!
+        recordingHere()?.note(name)
         timed(name) {
             let error = arguments.bytes.withUnsafeMutableBytes { bytes in
                 Self.check {
@@ -555,6 +556,7 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
     ) {
         guard m > 0 && n > 0, let a, let b, let c else { return }
         guard k > 0 else { return }
+        recordingHere()?.note("a \(m)×\(n)×\(k) product")
         let width = UInt64(operands == .fp32 ? 4 : 2)
         let (left, right) = (a.address + UInt64(aOffset) * width, b.address + UInt64(bOffset) * width)
         let out = c.address + UInt64(cOffset * 4)

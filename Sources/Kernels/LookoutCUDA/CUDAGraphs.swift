@@ -17,6 +17,8 @@ final class Recording: @unchecked Sendable {
         var owned: [UInt64] = []
         var pinned: [UnsafeMutableRawPointer] = []
         var failure: CUDAError?
+        /// The last operation recorded (named in a failure).
+        var last = "the start"
         /// Memory the recorded work reads that others own (weights), kept while the recording is.
         var kept: [ObjectIdentifier: AnyObject] = [:]
     }
@@ -54,8 +56,12 @@ final class Recording: @unchecked Sendable {
 
     func fail(_ error: CUDAError) {
         state.withLock { state in
-            if state.failure == nil { state.failure = error }
+            if state.failure == nil { state.failure = CUDAError("\(error.description) (after \(state.last))") }
         }
+    }
+
+    func note(_ operation: String) {
+        state.withLock { $0.last = operation }
     }
 
     func keep(_ object: AnyObject) {
@@ -139,6 +145,12 @@ extension CUDABackend {
                         if case .recorded = value { key.thread == slot.thread } else { false }
                     }.count, state.recorded
                 )
+            }
+            // A recording keeps its maps' memory: none is made where the GPU has less than a quarter free.
+            let memory = memory()
+            guard memory.free >= memory.total / 4 else {
+                recordings.withLock { $0.graphs[slot] = .refused("the GPU has less than a quarter of its memory free") }
+                return body(inputs)
             }
             guard mine < Self.recordingsPerThread && all < Self.recordingsInAll else {
                 recordings.withLock {

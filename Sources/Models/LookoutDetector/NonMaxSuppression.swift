@@ -55,54 +55,68 @@ public enum NonMaxSuppression {
         )? = nil
     ) -> [Detection] {
         let anchors = output.count / (4 + classes)
+        guard classes > 0 else { return [] }
         // Candidates in flat arrays (corners, score, query, anchor): a photo of random or untrained weights gives
-        // thousands, and a Detection (with its own box array) is made only for the kept.
-        var corners: [Float] = [], scores: [Float] = [], queries: [Int32] = [], fromAnchor: [Int32] = []
-        corners.reserveCapacity(4 * anchors)
-        scores.reserveCapacity(anchors)
-        queries.reserveCapacity(anchors)
-        fromAnchor.reserveCapacity(anchors)
-        /// The anchor's box (centre and size → corners) with a query's score, if above its threshold.
-        func keep(anchor: Int, query k: Int, score: Float) {
-            guard score > (options.perClassConfidence[k] ?? options.confidence) else { return }
-            let cx = output[anchor], cy = output[anchors + anchor]
-            let halfWidth = output[2 * anchors + anchor] / 2, halfHeight = output[3 * anchors + anchor] / 2
-            corners.append(cx - halfWidth)
-            corners.append(cy - halfHeight)
-            corners.append(cx + halfWidth)
-            corners.append(cy + halfHeight)
-            scores.append(score)
-            queries.append(Int32(k))
-            fromAnchor.append(Int32(anchor))
-        }
+        // thousands, and a Detection (with its own box array) is made only for the kept. One pass over the
+        // anchors through pointers (no appends, no captured arrays: a photo of random weights gives thousands).
+        let thresholds = (0..<classes).map { options.perClassConfidence[$0] ?? options.confidence }
+        let capacity = options.multiLabel ? anchors * classes : anchors
+        var corners = [Float](repeating: 0, count: 4 * capacity), scores = [Float](repeating: 0, count: capacity)
+        var queries = [Int32](repeating: 0, count: capacity), fromAnchor = [Int32](repeating: 0, count: capacity)
+        var found = 0
         output.withUnsafeBufferPointer { output in
-            for anchor in 0..<anchors {
-                if options.multiLabel {
-                    for k in 0..<classes { keep(anchor: anchor, query: k, score: output[(4 + k) * anchors + anchor]) }
-                    continue
-                }
-                var best: Float = -.infinity
-                var bestClass = 0
-                for k in 0..<classes {
-                    let score = output[(4 + k) * anchors + anchor]
-                    if score > best {
-                        best = score
-                        bestClass = k
+            corners.withUnsafeMutableBufferPointer { corners in
+                scores.withUnsafeMutableBufferPointer { scores in
+                    queries.withUnsafeMutableBufferPointer { queries in
+                        fromAnchor.withUnsafeMutableBufferPointer { fromAnchor in
+                            var n = 0
+                            for anchor in 0..<anchors {
+                                // Every query (multi-label), or the best (the first on ties).
+                                var (first, last) = (0, classes)
+                                if !options.multiLabel {
+                                    var best: Float = -.infinity
+                                    for k in 0..<classes where output[(4 + k) * anchors + anchor] > best {
+                                        best = output[(4 + k) * anchors + anchor]
+                                        first = k
+                                    }
+                                    last = first + 1
+                                }
+                                for k in first..<last {
+                                    let score = output[(4 + k) * anchors + anchor]
+                                    guard score > thresholds[k] else { continue }
+                                    // The anchor's box, centre and size → corners.
+                                    let cx = output[anchor], cy = output[anchors + anchor]
+                                    let halfWidth = output[2 * anchors + anchor] / 2
+                                    let halfHeight = output[3 * anchors + anchor] / 2
+                                    corners[4 * n] = cx - halfWidth
+                                    corners[4 * n + 1] = cy - halfHeight
+                                    corners[4 * n + 2] = cx + halfWidth
+                                    corners[4 * n + 3] = cy + halfHeight
+                                    scores[n] = score
+                                    queries[n] = Int32(k)
+                                    fromAnchor[n] = Int32(anchor)
+                                    n += 1
+                                }
+                            }
+                            found = n
+                        }
                     }
                 }
-                keep(anchor: anchor, query: bestClass, score: best)
             }
         }
         // Stable descending order by score (index order among equal scores): one integer per candidate, the score's
-        // order inverted in the high half and the index in the low, sorted ascending (no comparison closure: a
-        // photo of random weights gives thousands of candidates).
-        var keys = scores.enumerated().map { index, score -> UInt64 in
-            let bits = (score == 0 ? 0 : score).bitPattern  // −0 as +0, equal as the comparison had them
+        // order inverted in the high bits and the index in the low, in ascending order (a radix sort: no
+        // comparisons).
+        let indexBits = max(1, Int.bitWidth - found.leadingZeroBitCount)
+        var keys = [UInt64](repeating: 0, count: found)
+        for index in 0..<found {
+            let bits = (scores[index] == 0 ? 0 : scores[index]).bitPattern  // −0 as +0: equal, as compared
             let ascending = bits & 0x8000_0000 != 0 ? ~bits : bits | 0x8000_0000  // the floats' order as integers
-            return UInt64(~ascending) << 32 | UInt64(index)
+            keys[index] = UInt64(~ascending) << UInt64(indexBits) | UInt64(index)
         }
-        keys.sort()
-        var order = keys.map { Int($0 & 0xffff_ffff) }
+        Self.radixSort(&keys, bits: 32 + indexBits)
+        let mask = UInt64(1) << UInt64(indexBits) - 1
+        var order = keys.map { Int($0 & mask) }
         if order.count > SuppressionOptions.maximumCandidates {
             order.removeLast(order.count - SuppressionOptions.maximumCandidates)
         }
@@ -142,6 +156,36 @@ public enum NonMaxSuppression {
             }
         }
         return kept
+    }
+
+    /// Sorts `keys` (their low `bits` bits used) in ascending order, 11 bits a pass, least significant first
+    /// (stable); a pass where every key has the same digit is skipped.
+    static func radixSort(_ keys: inout [UInt64], bits: Int) {
+        let n = keys.count
+        guard n > 1 else { return }
+        var other = [UInt64](repeating: 0, count: n)
+        var counts = [Int](repeating: 0, count: 2048)
+        var shift = 0
+        while shift < bits {
+            let s = UInt64(shift)
+            for i in 0..<2048 { counts[i] = 0 }
+            for key in keys { counts[Int((key >> s) & 2047)] += 1 }
+            if counts[Int((keys[0] >> s) & 2047)] != n {
+                var total = 0
+                for i in 0..<2048 {
+                    let count = counts[i]
+                    counts[i] = total
+                    total += count
+                }
+                for key in keys {
+                    let digit = Int((key >> s) & 2047)
+                    other[counts[digit]] = key
+                    counts[digit] += 1
+                }
+                swap(&keys, &other)
+            }
+            shift += 11
+        }
     }
 
     /// Candidates from which a backend's overlaps are used (below, the host's loop is quicker than a round trip).
