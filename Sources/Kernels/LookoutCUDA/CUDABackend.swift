@@ -38,6 +38,7 @@ final class DeviceBuffer: DeviceStorage, @unchecked Sendable {
 
     func download(into buffer: UnsafeMutableBufferPointer<Float>) {
         precondition(buffer.count >= count)
+        backend.recordingHere()?.note("reading a map of \(count) values back")
         if let error = CUDABackend.check({ lookout_cuda_download(buffer.baseAddress, address, count * 4, $0, $1) }) {
             backend.fail(error)
             buffer.update(repeating: .nan)
@@ -367,6 +368,7 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
 
     func download(_ buffer: DeviceBuffer, count: Int? = nil) -> [Float] {
         let count = count ?? buffer.count
+        recordingHere()?.note("reading \(count) values back")
         var values: [Float] = []
         timed("copy from the GPU") {
             values = [Float](unsafeUninitializedCapacity: count) { out, initialized in

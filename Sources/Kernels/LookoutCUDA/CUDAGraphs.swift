@@ -56,7 +56,9 @@ final class Recording: @unchecked Sendable {
 
     func fail(_ error: CUDAError) {
         state.withLock { state in
-            if state.failure == nil { state.failure = CUDAError("\(error.description) (after \(state.last))") }
+            if state.failure == nil {
+                state.failure = CUDAError("\(error.description) (the last operation: \(state.last))")
+            }
         }
     }
 

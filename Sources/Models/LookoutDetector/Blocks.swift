@@ -41,13 +41,20 @@ enum ChainBlock: Sendable {
     case c3k(C3k)
     case attention(Bottleneck, PositionAttentionBlock)
 
-    /// `x`: read where it lies by a Bottleneck, joined for the others.
+    /// `x`: read where it lies by a Bottleneck, joined for the others (by the backend: a GPU's map stays there).
     func callAsFunction(_ x: StackedMaps, backend: any ComputeBackend) -> FeatureMap {
         switch self {
         case .bottleneck(let block): block(x, backend: backend)
-        case .c3k(let block): block(x.joined(), backend: backend)
+        case .c3k(let block): block(Self.joined(x, backend: backend), backend: backend)
         case .attention(let block, let attention): attention(block(x, backend: backend), backend: backend)
         }
+    }
+
+    /// The parts as one map: the map itself when whole, else each part's channels sliced (and concatenated).
+    static func joined(_ x: StackedMaps, backend: any ComputeBackend) -> FeatureMap {
+        if x.isWholeMap { return x.parts[0].map }
+        let slices = x.parts.map { backend.slice($0.map, channels: $0.channels) }
+        return slices.count == 1 ? slices[0] : backend.concatenate(slices)
     }
 }
 
