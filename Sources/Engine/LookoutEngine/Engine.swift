@@ -476,21 +476,3 @@ extension Engine {
         }
     }
 }
-
-/// What a backend's recorded work (``ComputeBackend/replay(_:_:_:)``) is known by: the network (held, so that its
-/// identity cannot name another network's weights while the recording lives), the stage and the input sizes.
-struct ReplayKey: Hashable, @unchecked Sendable {
-    let network: any DetectorNetwork
-    let stage: String
-    let sizes: [Int]
-
-    static func == (a: ReplayKey, b: ReplayKey) -> Bool {
-        a.network === b.network && a.stage == b.stage && a.sizes == b.sizes
-    }
-
-    func hash(into hasher: inout Hasher) {
-        hasher.combine(ObjectIdentifier(network))
-        hasher.combine(stage)
-        hasher.combine(sizes)
-    }
-}

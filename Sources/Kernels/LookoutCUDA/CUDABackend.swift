@@ -297,7 +297,7 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         let thread: UInt
         let bytes: Int
         init(_ bytes: Int) {
-            thread = UInt(bitPattern: Int(bitPattern: UInt(pthread_self())))
+            thread = CUDABackend.thread
             self.bytes = bytes
         }
     }
@@ -1182,15 +1182,20 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
     public func overlaps(_ boxes: [Float], areas: [Float], count: Int, threshold: Double) -> [UInt64]? {
         let words = (count + 63) / 64
         guard let out = overlapMask(boxes, areas: areas, count: count, threshold: threshold) else { return nil }
-        var mask = [UInt64](repeating: 0, count: count * words)
-        let error = mask.withUnsafeMutableBytes { bytes in
-            Self.check { lookout_cuda_download(bytes.baseAddress, out.address, bytes.count, $0, $1) }
+        return values(out, count: count * words, of: UInt64.self)
+    }
+
+    /// `count` values of type `T` copied back from `buffer` (nil, the failure recorded, where the copy failed).
+    func values<T: FixedWidthInteger>(_ buffer: DeviceBuffer, count: Int, of type: T.Type) -> [T]? {
+        var values = [T](repeating: 0, count: count)
+        let error = values.withUnsafeMutableBytes { bytes in
+            Self.check { lookout_cuda_download(bytes.baseAddress, buffer.address, bytes.count, $0, $1) }
         }
         if let error {
             fail(error)
             return nil
         }
-        return mask
+        return values
     }
 
     /// The photo's bytes copied over once, then letterboxed by `lk_letterbox` (the host's arithmetic, so the
@@ -1243,14 +1248,7 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             $0.int(room)
             $0.pointer(out)
         }
-        var kept = [Int32](repeating: 0, count: 1 + room)
-        let error = kept.withUnsafeMutableBytes { bytes in
-            Self.check { lookout_cuda_download(bytes.baseAddress, out.address, bytes.count, $0, $1) }
-        }
-        if let error {
-            fail(error)
-            return nil
-        }
+        guard let kept = values(out, count: 1 + room, of: Int32.self) else { return nil }
         let total = Int(kept[0])
         guard total >= 0 && total <= room else { return nil }
         return kept[1..<(1 + total)].map { Int($0) }

@@ -84,9 +84,9 @@ extension YOLOWorldNetwork: DetectorNetwork {
     /// replayed on other photos' features.
     public func score(_ features: [FeatureMap], text: [Float], classes: Int, backend: any ComputeBackend) -> HeadOutput
     {
-        let key = HeadReplayKey(
-            network: self, text: text, classes: classes,
-            sizes: features.flatMap { [$0.channels, $0.height, $0.width] })
+        let key = ReplayKey(
+            network: self, stage: "neck and head",
+            sizes: [classes] + features.flatMap { [$0.channels, $0.height, $0.width] }, values: text)
         let output = backend.replay(key, features) { maps in
             var unused: [[Float]]? = nil
             return [
@@ -147,24 +147,28 @@ extension YOLOENetwork: DetectorNetwork {
     }
 }
 
-/// What a backend's recording of YOLO-World's neck and head (``ComputeBackend/replay(_:_:_:)``) is known by: the
-/// network (held, so that its identity cannot name other weights while the recording lives), the query set's
-/// embeddings (their values are recorded) and the features' sizes.
-struct HeadReplayKey: Hashable, @unchecked Sendable {
-    let network: YOLOWorldNetwork
-    let text: [Float]
-    let classes: Int
+/// What a backend's recorded work (``ComputeBackend/replay(_:_:_:)``) is known by: the network (held, so that its
+/// identity cannot name another network's weights while the recording lives), the stage, the sizes of its inputs
+/// and any values the recording copies in (a query set's embeddings, compared bit for bit).
+public struct ReplayKey: Hashable, @unchecked Sendable {
+    let network: any DetectorNetwork
+    let stage: String
     let sizes: [Int]
+    let values: [Float]
 
-    static func == (a: HeadReplayKey, b: HeadReplayKey) -> Bool {
-        a.network === b.network && a.classes == b.classes && a.sizes == b.sizes
-            && a.text.elementsEqual(b.text) { $0.bitPattern == $1.bitPattern }
+    public init(network: any DetectorNetwork, stage: String, sizes: [Int], values: [Float] = []) {
+        (self.network, self.stage, self.sizes, self.values) = (network, stage, sizes, values)
     }
 
-    func hash(into hasher: inout Hasher) {
+    public static func == (a: ReplayKey, b: ReplayKey) -> Bool {
+        a.network === b.network && a.stage == b.stage && a.sizes == b.sizes
+            && a.values.elementsEqual(b.values) { $0.bitPattern == $1.bitPattern }
+    }
+
+    public func hash(into hasher: inout Hasher) {
         hasher.combine(ObjectIdentifier(network))
-        hasher.combine(classes)
+        hasher.combine(stage)
         hasher.combine(sizes)
-        for value in text { hasher.combine(value.bitPattern) }
+        for value in values { hasher.combine(value.bitPattern) }
     }
 }
