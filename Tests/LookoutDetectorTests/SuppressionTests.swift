@@ -87,9 +87,30 @@ import Testing
         #expect(cases[3].expected.count == cases[3].options.maximumDetections)
     }
 
-    /// The overlaps a GPU computes (``NonMaxSuppression/overlaps(_:areas:count:threshold:)`` is the same arithmetic
-    /// on the host) with the greedy pass over them (``NonMaxSuppression/greedy(count:mask:maximum:)``, what
-    /// `lk_nms_keep` does on a GPU) keep exactly what the loop keeps, on thousands of candidates.
+    /// The order NMS takes its candidates in (``NonMaxSuppression/descending(_:count:)``, the radix sort a GPU's
+    /// ranking follows): descending score, index order among equal scores, −0 equal to +0, as a comparison sort by
+    /// that definition gives; on scores with many ties, negative ones, infinities and both zeros.
+    @Test func candidatesInDescendingScoreOrder() {
+        var generator = SplitMix64(seed: 5)
+        for count in [0, 1, 2, 100, 5000] {
+            let scores = (0..<count).map { _ -> Float in
+                switch generator.next() % 8 {
+                case 0: return 0
+                case 1: return -0.0
+                case 2: return generator.next() % 2 == 0 ? .infinity : -.infinity
+                default: return Float(Int(generator.next() % 64) - 16) / 32
+                }
+            }
+            let expected = scores.indices.sorted {
+                scores[$0] > scores[$1] || (scores[$0] == scores[$1] && $0 < $1)
+            }
+            #expect(NonMaxSuppression.descending(scores, count: count) == expected, "\(count) scores")
+        }
+    }
+
+    /// A backend's steps (``NonMaxSuppression/apart(corners:scores:offsets:count:threshold:maximum:)`` takes them
+    /// on the host as a GPU does: the sort, the arranged boxes, the overlaps mask and the greedy pass over it)
+    /// keep exactly what the loop keeps, on thousands of candidates.
     @Test(arguments: NetworkParityTests.fullComparisons)
     func overlapsComputedApartKeepTheSame(fixture: String) throws {
         let file = try Self.reference(fixture)
@@ -102,9 +123,9 @@ import Testing
                 options.agnostic = agnostic
                 var candidates = 0
                 let apart = NonMaxSuppression.run(output, classes: classes, options: options) {
-                    candidates = $2
-                    let mask = NonMaxSuppression.overlaps($0, areas: $1, count: $2, threshold: $3)
-                    return NonMaxSuppression.greedy(count: $2, mask: mask, maximum: $4)
+                    candidates = $3
+                    return NonMaxSuppression.apart(
+                        corners: $0, scores: $1, offsets: $2, count: $3, threshold: $4, maximum: $5)
                 }
                 let loop = NonMaxSuppression.run(output, classes: classes, options: options)
                 #expect(

@@ -279,16 +279,35 @@ struct OperationChecks {
             Result(
                 name: "NMS overlaps of 3000 boxes", count: host.count,
                 largestDifference: overlaps == host ? 0 : .infinity, passed: overlaps == host, exact: true))
-        // The greedy pass on the GPU keeps what the host's keeps over the host's mask: uncapped, capped at 300 (the
-        // default) and at 7 (stops inside the first chunk), and over 100 boxes (one chunk, partly filled).
-        for (count, maximum) in [(3000, 3000), (3000, 300), (3000, 7), (100, 100)] {
-            let mask =
-                count == 3000 ? host : NonMaxSuppression.overlaps(corners, areas: areas, count: count, threshold: 0.7)
-            let expected = NonMaxSuppression.greedy(count: count, mask: mask, maximum: maximum)
-            let kept = gpu.suppress(corners, areas: areas, count: count, threshold: 0.7, maximum: maximum) ?? [-1]
+        // NMS past its thresholds on the GPU (ranked, arranged, overlaps, greedy pass) keeps the candidates the
+        // host's steps keep (NonMaxSuppression.apart), in the same order: scores on a coarse grid so that many are
+        // equal (index order among them), −0 beside +0, three queries' offsets or none (agnostic); uncapped,
+        // capped at 300 (the default) and at 7 (inside the first chunk), 100 candidates (one chunk, partly
+        // filled), and 31,000 (past NMS's 30,000: the rest are never boxes).
+        for (count, maximum, agnostic) in [
+            (3000, 3000, false), (3000, 300, false), (3000, 7, false), (3000, 300, true), (100, 100, false),
+            (31_000, 300, false),
+        ] {
+            let boxes = (0..<count).flatMap { index -> [Float] in
+                let values = Self.random(4, seed: 100 + UInt64(index), scale: 1)
+                let (x, y) = ((values[0] + 1) * 300, (values[1] + 1) * 300)
+                let (w, h) = ((values[2] + 1.2) * 40, (values[3] + 1.2) * 40)
+                return [x, y, x + w, y + h]
+            }
+            let scores = Self.random(count, seed: 7 + UInt64(count), scale: 1).enumerated().map { index, value in
+                index % 97 == 0 ? (index % 2 == 0 ? Float(0) : -Float(0)) : ((value + 1) * 32).rounded() / 64
+            }
+            let offsets = (0..<count).map { agnostic ? 0 : Float($0 % 3) * SuppressionOptions.classOffset }
+            let expected = NonMaxSuppression.apart(
+                corners: boxes, scores: scores, offsets: offsets, count: count, threshold: 0.7, maximum: maximum)
+            let kept =
+                gpu.suppress(
+                    corners: boxes, scores: scores, offsets: offsets, count: count,
+                    candidates: SuppressionOptions.maximumCandidates, threshold: 0.7, maximum: maximum) ?? [-1]
             results.append(
                 Result(
-                    name: "NMS kept of \(count) boxes, at most \(maximum) (\(expected.count) kept)",
+                    name:
+                        "NMS kept of \(count) candidates\(agnostic ? " (agnostic)" : ""), at most \(maximum) (\(expected.count) kept)",
                     count: expected.count, largestDifference: kept == expected ? 0 : .infinity,
                     passed: kept == expected, exact: true))
         }

@@ -277,7 +277,9 @@ public final class Engine: Sendable {
             ? { NonMaxSuppression.topK($0, classes: $1, options: $2) }
             : {
                 NonMaxSuppression.run($0, classes: $1, options: $2) {
-                    backend.suppress($0, areas: $1, count: $2, threshold: $3, maximum: $4)
+                    backend.suppress(
+                        corners: $0, scores: $1, offsets: $2, count: $3,
+                        candidates: SuppressionOptions.maximumCandidates, threshold: $4, maximum: $5)
                 }
             }
         if scored.negatives.isEmpty {

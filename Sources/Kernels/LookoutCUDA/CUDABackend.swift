@@ -1163,25 +1163,26 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
     }
 
     /// The overlaps' mask left on the GPU (`2·count·words` floats' room: `count·words` 64-bit words).
-    func overlapMask(_ boxes: [Float], areas: [Float], count: Int, threshold: Double) -> DeviceBuffer? {
+    /// `lk_nms_mask` over `count` boxes and their areas on the GPU, into `mask` (`count · ⌈count/64⌉` words).
+    func overlapMask(_ boxes: DeviceBuffer, areas: DeviceBuffer, count: Int, threshold: Double, into mask: DeviceBuffer)
+    {
         let words = (count + 63) / 64
-        guard count > 0, let b = upload(boxes), let a = upload(areas), let out = buffer(2 * count * words) else {
-            return nil
-        }
         launch("lk_nms_mask", grid: (UInt32(words), UInt32(words)), block: (64, 1)) {
-            $0.pointer(b)
-            $0.pointer(a)
+            $0.pointer(boxes)
+            $0.pointer(areas)
             $0.int(count)
             $0.int(words)
             $0.append(threshold, alignment: 8)
-            $0.pointer(out)
+            $0.pointer(mask)
         }
-        return out
     }
 
     public func overlaps(_ boxes: [Float], areas: [Float], count: Int, threshold: Double) -> [UInt64]? {
         let words = (count + 63) / 64
-        guard let out = overlapMask(boxes, areas: areas, count: count, threshold: threshold) else { return nil }
+        guard count > 0, let b = upload(boxes), let a = upload(areas), let out = buffer(2 * count * words) else {
+            return nil
+        }
+        overlapMask(b, areas: a, count: count, threshold: threshold, into: out)
         return values(out, count: count * words, of: UInt64.self)
     }
 
@@ -1232,20 +1233,48 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         return map(out, channels: 3, height: plan.height, width: plan.width)
     }
 
-    /// The greedy pass on the GPU too (`lk_nms_keep`, one block): only the kept positions come back, not the
-    /// mask (8 MB for 8,000 candidates).
-    public func suppress(_ boxes: [Float], areas: [Float], count: Int, threshold: Double, maximum: Int) -> [Int]? {
-        let words = (count + 63) / 64
-        let room = min(max(maximum, 0), count)
-        guard words <= 512 else { return nil }  // the kernel's shared words: 32,768 boxes (NMS takes 30,000)
-        guard let mask = overlapMask(boxes, areas: areas, count: count, threshold: threshold),
+    /// NMS past its thresholds on the GPU: the candidates (their corners, scores and offsets) cross once, are
+    /// ranked by score (`lk_nms_rank`), arranged (`lk_nms_arrange`), their overlaps computed (`lk_nms_mask`) and
+    /// the greedy pass made (`lk_nms_keep`, one block); only the kept candidates come back, not the mask (8 MB for
+    /// 8,000 candidates). The host's sort where candidates are past 65,536 (the ranking counts every pair).
+    public func suppress(
+        corners: [Float], scores: [Float], offsets: [Float], count: Int, candidates: Int, threshold: Double,
+        maximum: Int
+    ) -> [Int]? {
+        let ranked = min(count, max(candidates, 0))
+        let words = (ranked + 63) / 64
+        let room = min(max(maximum, 0), ranked)
+        // The kernel's shared words: 32,768 boxes (NMS takes 30,000).
+        guard count > 0, count <= 65_536, words <= 512, corners.count >= 4 * count, scores.count >= count,
+            offsets.count >= count
+        else { return nil }
+        // One copy over: the corners, then the scores, then the offsets.
+        guard let given = upload(Array(corners.prefix(4 * count)) + scores.prefix(count) + offsets.prefix(count)),
+            let order = buffer(ranked),
+            let boxes = buffer(4 * ranked), let areas = buffer(ranked), let mask = buffer(2 * ranked * words),
             let out = buffer(1 + room)
         else { return nil }
+        launch("lk_nms_rank", grid: (UInt32((count + 255) / 256), 1), block: (256, 1)) {
+            $0.pointer(given, offset: 4 * count)
+            $0.int(count)
+            $0.int(ranked)
+            $0.pointer(order)
+        }
+        launch("lk_nms_arrange", count: ranked) {
+            $0.pointer(given)
+            $0.pointer(given, offset: 5 * count)
+            $0.pointer(order)
+            $0.int(ranked)
+            $0.pointer(boxes)
+            $0.pointer(areas)
+        }
+        overlapMask(boxes, areas: areas, count: ranked, threshold: threshold, into: mask)
         launch("lk_nms_keep", grid: (1, 1), block: (256, 1)) {
             $0.pointer(mask)
-            $0.int(count)
+            $0.int(ranked)
             $0.int(words)
             $0.int(room)
+            $0.pointer(order)
             $0.pointer(out)
         }
         guard let kept = values(out, count: 1 + room, of: Int32.self) else { return nil }

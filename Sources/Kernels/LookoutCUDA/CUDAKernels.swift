@@ -8,7 +8,8 @@ public enum CUDAKernels {
     public static let names = [
         "lk_bias_act", "lk_im2col", "lk_gemm", "lk_depthwise", "lk_transposed2x2", "lk_max_pool", "lk_upsample2",
         "lk_add", "lk_affine", "lk_gather", "lk_weighted_sum", "lk_max_sigmoid", "lk_scale_heads", "lk_head_decode",
-        "lk_scale", "lk_softmax_rows", "lk_add_rows", "lk_nms_mask", "lk_nms_keep", "lk_layer_norm",
+        "lk_scale", "lk_softmax_rows", "lk_add_rows", "lk_nms_rank", "lk_nms_arrange", "lk_nms_mask", "lk_nms_keep",
+        "lk_layer_norm",
         "lk_sequence_attention", "lk_letterbox",
         "lk_quick_gelu", "lk_gelu", "lk_gelu_tanh", "lk_fill", "lk_to_16", "lk_im2col_16", "lk_gemm_16",
     ]
@@ -288,6 +289,48 @@ public enum CUDAKernels {
             }
         }
 
+        // NMS's candidates in descending score order, index order among equal scores (−0 equal to +0): one
+        // integer a candidate, the score's order inverted in the high 32 bits and the index in the low, as the
+        // host's sort keys them. Each thread counts the keys below its own (the keys read by tiles of 256 into
+        // shared memory): its rank, where it writes its index if among the first `kept`.
+        __device__ __forceinline__ unsigned long long lk_score_key(float score, int index) {
+            unsigned int bits = __float_as_uint(score == 0.0f ? 0.0f : score);
+            unsigned int ascending = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+            return ((unsigned long long)(~ascending) << 32) | (unsigned int)index;
+        }
+        __global__ void lk_nms_rank(const float *scores, int n, int kept, int *order) {
+            __shared__ unsigned long long tile[256];
+            int i = blockIdx.x * blockDim.x + threadIdx.x;
+            unsigned long long mine = i < n ? lk_score_key(scores[i], i) : 0ULL;
+            int rank = 0;
+            for (int first = 0; first < n; first += 256) {
+                int j = first + threadIdx.x;
+                tile[threadIdx.x] = j < n ? lk_score_key(scores[j], j) : ~0ULL;
+                __syncthreads();
+                int end = min(256, n - first);
+                for (int b = 0; b < end; b++) rank += tile[b] < mine ? 1 : 0;
+                __syncthreads();
+            }
+            if (i < n && rank < kept) order[rank] = i;
+        }
+
+        // The first m candidates in that order, their corners moved by their offsets (their query's), and their
+        // areas, as the host arranges them.
+        __global__ void lk_nms_arrange(const float *corners, const float *offsets, const int *order, int m,
+                                       float *boxes, float *areas) {
+            LK_LOOP(r, m) {
+                int i = order[r];
+                float offset = offsets[i];
+                float x1 = corners[4LL * i] + offset, y1 = corners[4LL * i + 1] + offset;
+                float x2 = corners[4LL * i + 2] + offset, y2 = corners[4LL * i + 3] + offset;
+                boxes[4 * r] = x1;
+                boxes[4 * r + 1] = y1;
+                boxes[4 * r + 2] = x2;
+                boxes[4 * r + 3] = y2;
+                areas[r] = (x2 - x1) * (y2 - y1);
+            }
+        }
+
         // NMS's overlaps: boxes (n × 4 corners, descending score order) and their areas; bit j % 64 of word
         // i·words + j/64 set when j > i and IoU > threshold, the IoU computed as the host computes it. A block of 64
         // threads per (row, column) tile of 64 × 64 boxes: the column's boxes read once into shared memory, each
@@ -328,8 +371,10 @@ public enum CUDAKernels {
         // NMS's greedy pass over lk_nms_mask's overlaps, in one block: box i is kept unless a kept box before it
         // overlaps it, at most `maximum`. Chunk by chunk of 64 boxes: thread 0 walks the chunk's boxes in order
         // against the chunk's word of what is suppressed (the diagonal block of the mask, loaded side by side),
-        // then every thread ORs the kept boxes' rows into the later words. out[0] = kept, out[1...] = positions.
-        __global__ void lk_nms_keep(const unsigned long long *mask, int n, int words, int maximum, int *out) {
+        // then every thread ORs the kept boxes' rows into the later words. out[0] = kept, out[1...] = the kept
+        // boxes' candidates (order[position]).
+        __global__ void lk_nms_keep(const unsigned long long *mask, int n, int words, int maximum, const int *order,
+                                    int *out) {
             __shared__ unsigned long long removed[512];
             __shared__ unsigned long long diagonal[64];
             __shared__ int keptHere[64];
@@ -346,7 +391,7 @@ public enum CUDAKernels {
                     int total = keptCount, count = 0;
                     for (int b = 0; b < end && total < maximum; b++) {
                         if ((gone >> b) & 1ULL) continue;
-                        out[1 + total] = first + b;
+                        out[1 + total] = order[first + b];
                         total++;
                         keptHere[count++] = first + b;
                         gone |= diagonal[b];

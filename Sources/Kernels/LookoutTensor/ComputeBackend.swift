@@ -129,10 +129,16 @@ public protocol ComputeBackend: Sendable {
     /// ``NonMaxSuppression`` computes it, is above `threshold`. nil where the backend leaves NMS to the host's
     /// loop (the CPU's: it stops early where boxes are already suppressed).
     func overlaps(_ boxes: [Float], areas: [Float], count: Int, threshold: Double) -> [UInt64]?
-    /// NMS's greedy pass over those overlaps on the backend: the positions of the boxes kept (a box is kept unless
-    /// a kept box before it overlaps it), in order, at most `maximum`; only they come back. nil where the backend
-    /// leaves NMS to the host.
-    func suppress(_ boxes: [Float], areas: [Float], count: Int, threshold: Double, maximum: Int) -> [Int]?
+    /// NMS past its thresholds on the backend: `count` candidates (corners `count × 4`, their scores, and the
+    /// offset each one's corners move by: its query's, 0 where agnostic) sorted by descending score (index order
+    /// among equal scores, −0 equal to +0), the first `candidates` of them moved by their offsets, their overlaps
+    /// as ``overlaps(_:areas:count:threshold:)`` computes them, and the greedy pass over those (a box is kept
+    /// unless a kept box before it overlaps it): the indices of the candidates kept, in order, at most `maximum`;
+    /// only they come back. nil where the backend leaves NMS to the host.
+    func suppress(
+        corners: [Float], scores: [Float], offsets: [Float], count: Int, candidates: Int, threshold: Double,
+        maximum: Int
+    ) -> [Int]?
 }
 
 extension ComputeBackend {
@@ -144,9 +150,10 @@ extension ComputeBackend {
         _ key: AnyHashable, _ inputs: [FeatureMap], _ body: ([FeatureMap]) -> [FeatureMap]
     ) -> [FeatureMap] { body(inputs) }
     public func overlaps(_ boxes: [Float], areas: [Float], count: Int, threshold: Double) -> [UInt64]? { nil }
-    public func suppress(_ boxes: [Float], areas: [Float], count: Int, threshold: Double, maximum: Int) -> [Int]? {
-        nil
-    }
+    public func suppress(
+        corners: [Float], scores: [Float], offsets: [Float], count: Int, candidates: Int, threshold: Double,
+        maximum: Int
+    ) -> [Int]? { nil }
 }
 
 /// Where a level's anchors go in the head's output, and how its boxes are read.

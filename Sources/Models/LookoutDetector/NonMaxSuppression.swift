@@ -34,8 +34,8 @@ public struct SuppressionOptions: Sendable, Equatable {
     /// Every query above its threshold at an anchor is a candidate, not only the best one (ultralytics'
     /// validator, `multi_label=True`; predict uses the best query).
     public var multiLabel = false
-    static let maximumCandidates = 30_000
-    static let classOffset: Float = 7680
+    public static let maximumCandidates = 30_000
+    public static let classOffset: Float = 7680
 
     public init() {}
 }
@@ -45,13 +45,18 @@ public enum NonMaxSuppression {
     /// best query per anchor (the first on ties; with `multiLabel` every query, anchor by anchor), strict `>`
     /// thresholds, at most 30,000 candidates by score, boxes offset by `query × 7680` unless agnostic, greedy
     /// suppression in descending score order keeping a box when its IoU with every kept box is ≤ the
-    /// threshold, at most `maximumDetections`. `suppress`: where a GPU computes the overlaps of many candidates
-    /// and the greedy pass over them (``ComputeBackend/suppress(_:areas:count:threshold:maximum:)``, nil where it
-    /// does not), keeping what the loop keeps.
+    /// threshold, at most `maximumDetections`. `suppress`: where a GPU sorts many candidates, computes their
+    /// overlaps and makes the greedy pass over them
+    /// (``ComputeBackend/suppress(corners:scores:offsets:count:candidates:threshold:maximum:)``, nil where it does
+    /// not), keeping what the loop keeps (``apart(corners:scores:offsets:count:threshold:maximum:)`` is the same
+    /// steps on the host).
     public static func run(
         _ output: [Float], classes: Int, options: SuppressionOptions = .init(),
         suppress: (
-            (_ boxes: [Float], _ areas: [Float], _ count: Int, _ threshold: Double, _ maximum: Int) -> [Int]?
+            (
+                _ corners: [Float], _ scores: [Float], _ offsets: [Float], _ count: Int, _ threshold: Double,
+                _ maximum: Int
+            ) -> [Int]?
         )? = nil
     ) -> [Detection] {
         let anchors = output.count / (4 + classes)
@@ -104,45 +109,25 @@ public enum NonMaxSuppression {
                 }
             }
         }
-        // Stable descending order by score (index order among equal scores): one integer per candidate, the score's
-        // order inverted in the high bits and the index in the low, in ascending order (a radix sort: no
-        // comparisons).
-        let indexBits = max(1, Int.bitWidth - found.leadingZeroBitCount)
-        var keys = [UInt64](repeating: 0, count: found)
-        for index in 0..<found {
-            let bits = (scores[index] == 0 ? 0 : scores[index]).bitPattern  // −0 as +0: equal, as compared
-            let ascending = bits & 0x8000_0000 != 0 ? ~bits : bits | 0x8000_0000  // the floats' order as integers
-            keys[index] = UInt64(~ascending) << UInt64(indexBits) | UInt64(index)
-        }
-        Self.radixSort(&keys, bits: 32 + indexBits)
-        let mask = UInt64(1) << UInt64(indexBits) - 1
-        var order = keys.map { Int($0 & mask) }
-        if order.count > SuppressionOptions.maximumCandidates {
-            order.removeLast(order.count - SuppressionOptions.maximumCandidates)
-        }
         func detection(_ index: Int) -> Detection {
             Detection(
                 box: Array(corners[(4 * index)..<(4 * index + 4)]), score: scores[index],
                 classIndex: Int(queries[index]), anchor: Int(fromAnchor[index]))
         }
-
-        // In score order: the corners offset by the query's (unless agnostic) and the areas.
-        var shifted = [Float](repeating: 0, count: 4 * order.count)
-        var areas = [Float](repeating: 0, count: order.count)
-        for (i, index) in order.enumerated() {
-            let offset = options.agnostic ? 0 : Float(queries[index]) * SuppressionOptions.classOffset
-            for side in 0..<4 { shifted[4 * i + side] = corners[4 * index + side] + offset }
-            areas[i] = (shifted[4 * i + 2] - shifted[4 * i]) * (shifted[4 * i + 3] - shifted[4 * i + 1])
-        }
-        if order.count >= overlapsOnBackend, let suppress,
-            let kept = suppress(shifted, areas, order.count, options.iou, options.maximumDetections)
+        // Each candidate's offset: its query's, so that boxes of different queries never overlap (none when
+        // agnostic).
+        let offsets = (0..<found).map { options.agnostic ? 0 : Float(queries[$0]) * SuppressionOptions.classOffset }
+        if found >= overlapsOnBackend, let suppress,
+            let kept = suppress(corners, scores, offsets, found, options.iou, options.maximumDetections)
         {
-            return kept.map { detection(order[$0]) }
+            return kept.map(detection)
         }
+        let order = descending(scores, count: found).prefix(SuppressionOptions.maximumCandidates)
+        let (shifted, areas) = arranged(corners, offsets: offsets, order: order)
         var suppressed = [Bool](repeating: false, count: order.count)
         var kept: [Detection] = []
         shifted.withUnsafeBufferPointer { box in
-            for i in order.indices where !suppressed[i] {
+            for i in 0..<order.count where !suppressed[i] {
                 kept.append(detection(order[i]))
                 if kept.count == options.maximumDetections { break }
                 for j in (i + 1)..<order.count where !suppressed[j] {
@@ -156,6 +141,59 @@ public enum NonMaxSuppression {
             }
         }
         return kept
+    }
+
+    /// The first `count` of `scores` in descending order, index order among equal ones (−0 equal to +0): the
+    /// order NMS takes its candidates in. One integer per score, the score's order inverted in the high bits and
+    /// the index in the low, sorted in ascending order by radix (no comparisons).
+    public static func descending(_ scores: [Float], count: Int) -> [Int] {
+        let indexBits = max(1, Int.bitWidth - count.leadingZeroBitCount)
+        var keys = [UInt64](repeating: 0, count: count)
+        for index in 0..<count {
+            let bits = (scores[index] == 0 ? 0 : scores[index]).bitPattern  // −0 as +0: equal, as compared
+            let ascending = bits & 0x8000_0000 != 0 ? ~bits : bits | 0x8000_0000  // the floats' order as integers
+            keys[index] = UInt64(~ascending) << UInt64(indexBits) | UInt64(index)
+        }
+        Self.radixSort(&keys, bits: 32 + indexBits)
+        let mask = UInt64(1) << UInt64(indexBits) - 1
+        return keys.map { Int($0 & mask) }
+    }
+
+    /// The candidates in `order`, their corners moved by their offsets, and their areas: what the overlaps are
+    /// computed from.
+    static func arranged(
+        _ corners: [Float], offsets: [Float], order: ArraySlice<Int>
+    ) -> (boxes: [Float], areas: [Float]) {
+        let count = order.count
+        var boxes = [Float](repeating: 0, count: 4 * count), areas = [Float](repeating: 0, count: count)
+        corners.withUnsafeBufferPointer { corners in
+            offsets.withUnsafeBufferPointer { offsets in
+                boxes.withUnsafeMutableBufferPointer { boxes in
+                    areas.withUnsafeMutableBufferPointer { areas in
+                        for (i, index) in order.enumerated() {
+                            let offset = offsets[index]
+                            for side in 0..<4 { boxes[4 * i + side] = corners[4 * index + side] + offset }
+                            areas[i] = (boxes[4 * i + 2] - boxes[4 * i]) * (boxes[4 * i + 3] - boxes[4 * i + 1])
+                        }
+                    }
+                }
+            }
+        }
+        return (boxes, areas)
+    }
+
+    /// What a backend's suppression of candidates gives
+    /// (``ComputeBackend/suppress(corners:scores:offsets:count:candidates:threshold:maximum:)``), step by step on
+    /// the host as a backend takes them: the sort (``descending(_:count:)``), the first 30,000 arranged, their
+    /// overlaps (``overlaps(_:areas:count:threshold:)``) and the greedy pass over them
+    /// (``greedy(count:mask:maximum:)``); the candidates kept, in order. What the tests hold a backend to.
+    public static func apart(
+        corners: [Float], scores: [Float], offsets: [Float], count: Int, threshold: Double, maximum: Int
+    ) -> [Int] {
+        let order = descending(scores, count: count).prefix(SuppressionOptions.maximumCandidates)
+        let (boxes, areas) = arranged(corners, offsets: offsets, order: order)
+        let mask = overlaps(boxes, areas: areas, count: order.count, threshold: threshold)
+        return greedy(count: order.count, mask: mask, maximum: maximum).map { order[$0] }
     }
 
     /// Sorts `keys` (their low `bits` bits used) in ascending order, 11 bits a pass, least significant first
@@ -188,7 +226,7 @@ public enum NonMaxSuppression {
         }
     }
 
-    /// Candidates from which a backend's overlaps are used (below, the host's loop is quicker than a round trip).
+    /// Candidates from which a backend's suppression is used (below, the host's loop is quicker than a round trip).
     public static let overlapsOnBackend = 512
 
     /// The greedy pass over precomputed overlaps (``ComputeBackend/overlaps(_:areas:count:threshold:)``), `sorted`
@@ -197,8 +235,7 @@ public enum NonMaxSuppression {
         greedy(count: sorted.count, mask: mask, maximum: maximum).map { sorted[$0] }
     }
 
-    /// The same over `count` boxes: the positions kept (what a backend's
-    /// ``ComputeBackend/suppress(_:areas:count:threshold:maximum:)`` gives).
+    /// The same over `count` boxes: the positions kept.
     public static func greedy(count: Int, mask: [UInt64], maximum: Int) -> [Int] {
         let words = (count + 63) / 64
         precondition(mask.count == count * words, "an overlap mask of \(count) boxes")
