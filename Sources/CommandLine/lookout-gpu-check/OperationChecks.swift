@@ -386,7 +386,8 @@ extension OperationChecks {
         func compare(_ name: String, _ got: [Float], _ want: (values: [Float], bounds: [Float])) {
             results.append(
                 Self.compare(
-                    "\(arithmetic.rawValue) \(name), against Double of the rounded operands (fp32 sums' bound)", got,
+                    "\(arithmetic.rawValue) \(name)\(gpu.convolvesImplicitly ? " (lk_conv_16)" : ""), against Double of the rounded operands (fp32 sums' bound)",
+                    got,
                     want.values, bounds: want.bounds))
         }
         let (height, width) = (23, 19)
@@ -419,6 +420,34 @@ extension OperationChecks {
             "convolution 3×3/1 of 64 channels at 20×20",
             gpu.convolve(wide, ConvolutionKernels.default.prepare(deep), kernel: ConvolutionKernels.default).data,
             convolution16(wide, deep, arithmetic))
+        // More outputs than one tile of 64 and a K of many tiles, stacked in four parts (the most lk_conv_16 reads
+        // where they lie) and in five (lowered into memory instead), and a 5×5 kernel (no constant divisions).
+        let quarters = (0..<5).map { map(15, 17, 21, seed: 50 + UInt64($0)) }
+        let many = ConvolutionWeights(
+            weight: random(130 * 60 * 9, seed: 56, scale: 0.1), bias: random(130, seed: 57), inputs: 60,
+            outputs: 130, kernel: 3, stride: 1, activation: false)
+        compare(
+            "convolution 3×3/1 of 4 stacked parts, 130 outputs",
+            gpu.convolve(
+                StackedMaps(parts: quarters.prefix(4).map { .init(map: $0) }), ConvolutionKernels.default.prepare(many),
+                kernel: ConvolutionKernels.default
+            ).data, convolution16(FeatureMap.concatenate(Array(quarters.prefix(4))), many, arithmetic))
+        let five = ConvolutionWeights(
+            weight: random(70 * 75, seed: 58, scale: 0.1), bias: random(70, seed: 59), inputs: 75, outputs: 70,
+            kernel: 1, stride: 1, activation: true)
+        compare(
+            "convolution 1×1/1 of 5 stacked parts, 70 outputs",
+            gpu.convolve(
+                StackedMaps(parts: quarters.map { .init(map: $0) }), ConvolutionKernels.default.prepare(five),
+                kernel: ConvolutionKernels.default
+            ).data, convolution16(FeatureMap.concatenate(quarters), five, arithmetic))
+        let wider = ConvolutionWeights(
+            weight: random(40 * 15 * 25, seed: 60, scale: 0.1), bias: random(40, seed: 61), inputs: 15, outputs: 40,
+            kernel: 5, stride: 2, activation: true)
+        compare(
+            "convolution 5×5/2 of 15 channels",
+            gpu.convolve(quarters[0], ConvolutionKernels.default.prepare(wider), kernel: ConvolutionKernels.default)
+                .data, convolution16(quarters[0], wider, arithmetic))
         return results
     }
 }

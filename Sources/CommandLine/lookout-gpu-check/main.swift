@@ -107,13 +107,18 @@ if all || arguments.contains("--ops") {
                 "op-by-op suite on \(backend.name), GEMMs through \(backend.cublasPath.map { "cuBLAS (\($0))" } ?? "Lookout's kernel"):"
             )
             var results = OperationChecks(gpu: backend, cpu: CPUBackend.shared).run()
+            // 16-bit convolutions both ways: lowered as they are multiplied (`lk_conv_16`, where the GPU has it) and
+            // lowered into memory first.
             for arithmetic in [GPUArithmetic.fp16, .bf16] {
-                let sixteen = try CUDABackend(
-                    gpu: 0, cacheDirectory: nil, useCUBLAS: useCUBLAS, arithmetic: arithmetic)
-                results += OperationChecks.sixteenBit(sixteen)
-                do { try sixteen.checkFailure() } catch {
-                    print("  FAILED: the GPU reported \(error) in \(arithmetic.rawValue)")
-                    failed = true
+                for implicit in [true, false] {
+                    let sixteen = try CUDABackend(
+                        gpu: 0, cacheDirectory: nil, useCUBLAS: useCUBLAS, arithmetic: arithmetic,
+                        implicitConvolutions: implicit)
+                    results += OperationChecks.sixteenBit(sixteen)
+                    do { try sixteen.checkFailure() } catch {
+                        print("  FAILED: the GPU reported \(error) in \(arithmetic.rawValue)")
+                        failed = true
+                    }
                 }
             }
             for result in results { print(result.line) }

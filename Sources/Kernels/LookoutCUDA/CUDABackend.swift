@@ -105,10 +105,12 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
     public let onFailure: (@Sendable (CUDAError) -> Void)?
 
     /// Opens GPU `index`, compiles (or reads from `cacheDirectory`) the kernels and opens cuBLAS when
-    /// `useCUBLAS` (off: the GEMMs run on Lookout's own kernel, as where cuBLAS is absent).
+    /// `useCUBLAS` (off: the GEMMs run on Lookout's own kernel, as where cuBLAS is absent);
+    /// `implicitConvolutions` (off: 16-bit convolutions lowered into memory first, see ``convolvesImplicitly``).
     public init(
         gpu index: Int = 0, cacheDirectory: String?, useCUBLAS: Bool = true, arithmetic: GPUArithmetic = .fp32,
-        host: CPUBackend = .shared, onFailure: (@Sendable (CUDAError) -> Void)? = nil
+        implicitConvolutions: Bool = true, host: CPUBackend = .shared,
+        onFailure: (@Sendable (CUDAError) -> Void)? = nil
     ) throws(CUDAError) {
         self.onFailure = onFailure
         self.arithmetic = arithmetic
@@ -121,6 +123,9 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             )
         }
         gpu = driver.gpus[index]
+        convolvesImplicitly =
+            implicitConvolutions && gpu.major >= 8
+            && (getenv("LOOKOUT_CUDA_IMPLICIT").map { String(cString: $0) != "0" } ?? true)
         self.host = host
         try Self.call { lookout_cuda_use(Int32(index), $0, $1) }
         let (image, cached) = try Self.kernelImage(for: gpu, cacheDirectory: cacheDirectory)
@@ -155,6 +160,11 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
 
     /// `LOOKOUT_CUDA_JOIN=1`: stacked parts joined into one buffer before a convolution (for comparisons).
     let joinsParts = getenv("LOOKOUT_CUDA_JOIN").map { String(cString: $0) == "1" } ?? false
+
+    /// 16-bit convolutions without their lowered input in memory (`lk_conv_16`: lowered, multiplied on the tensor
+    /// cores, bias and SiLU added in one kernel) on GPUs of compute capability 8.0 and later, unless
+    /// `LOOKOUT_CUDA_IMPLICIT=0` (the lowered input, then the product, then bias and SiLU: for comparisons).
+    public let convolvesImplicitly: Bool
 
     /// `LOOKOUT_CUDA_PROFILE=1`: every kernel and product waited for and timed (``profile()``); slower.
     public let profiling = getenv("LOOKOUT_CUDA_PROFILE").map { String(cString: $0) == "1" } ?? false
@@ -641,6 +651,34 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         for (index, part) in x.parts.enumerated() where !joinsParts {
             guard let buffer = onDevice(part.map) else { return failed }
             parts.append((buffer, part.channels.lowerBound * plane, part.channels.count, x.starts[index]))
+        }
+        let present = parts.filter { $0.channels > 0 }
+        if arithmetic != .fp32 && convolvesImplicitly && (1...4).contains(present.count) {
+            guard let weight16 = cached16(source, from: parameters[0], count: weights.outputs * depth) else {
+                return failed
+            }
+            let grid = (UInt32((outPlane + 63) / 64), UInt32((weights.outputs + 63) / 64))
+            launch("lk_conv_16", grid: grid, block: (128, 1)) {
+                $0.pointer16(weight16)
+                $0.int(weights.outputs)
+                $0.int(depth)
+                for index in 0..<4 {
+                    let part = present[min(index, present.count - 1)]
+                    $0.pointer(part.buffer, offset: part.offset)
+                }
+                for index in 1..<4 { $0.int(index < present.count ? present[index].start : Int(Int32.max)) }
+                $0.int(x.height)
+                $0.int(x.width)
+                $0.int(k)
+                $0.int(weights.stride)
+                $0.int(outHeight)
+                $0.int(outWidth)
+                $0.pointer(parameters[1])
+                $0.int(weights.activation ? 1 : 0)
+                $0.pointer(out)
+                $0.int(Int(arithmetic.code))
+            }
+            return map(out, channels: weights.outputs, height: outHeight, width: outWidth)
         }
         if arithmetic != .fp32 {
             // The lowered input in 16 bits (a 1×1 convolution's parts rounded into their rows), one product.

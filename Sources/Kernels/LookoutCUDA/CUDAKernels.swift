@@ -11,7 +11,7 @@ public enum CUDAKernels {
         "lk_scale", "lk_softmax_rows", "lk_add_rows", "lk_nms_rank", "lk_nms_arrange", "lk_nms_mask", "lk_nms_keep",
         "lk_layer_norm",
         "lk_sequence_attention", "lk_letterbox",
-        "lk_quick_gelu", "lk_gelu", "lk_gelu_tanh", "lk_fill", "lk_to_16", "lk_im2col_16", "lk_gemm_16",
+        "lk_quick_gelu", "lk_gelu", "lk_gelu_tanh", "lk_fill", "lk_to_16", "lk_im2col_16", "lk_gemm_16", "lk_conv_16",
     ]
 
     public static let source = """
@@ -98,7 +98,162 @@ public enum CUDAKernels {
             }
         }
 
+        // One m16n8k16 product on the tensor cores, fp32 sums: d += a·b, a 16×16 (row-major) and b 16×8 (by
+        // columns) of fp16 (TYPE 1) or bf16 (TYPE 2) in PTX's fragment layout. Ampere (8.0) and later.
+        template <int TYPE>
+        __device__ __forceinline__ void lk_mma_16(float *d, const unsigned int *a, const unsigned int *b) {
+        #if __CUDA_ARCH__ >= 800
+            if (TYPE == 2)
+                asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                             "{%8,%9}, {%0,%1,%2,%3};"
+                             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+            else
+                asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                             "{%8,%9}, {%0,%1,%2,%3};"
+                             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+        #endif
+        }
+
+        // A convolution in 16-bit products without its lowered input in memory: out[o, p] = act(bias[o] +
+        // Σ_r w[o, r]·lowered(r, p)), lowered(r, p) read from the map as lk_lower reads it (row r = (c·k + ky)·k +
+        // kx, zero outside) and rounded to 16 bits as it is loaded; the weights already 16-bit (outputs × depth).
+        // The map's channels may lie in up to four buffers (stacked parts): channel c is in x3 from s3 on, x2 from
+        // s2, x1 from s1, else x0, each pointing at its first channel. Tiles of 64 outputs × 64 pixels × 32 rows
+        // in shared memory, four warps of 32 × 32 on the tensor cores, the next tile's values fetched into
+        // registers while this one is multiplied. KS: the kernel size when 1 or 3 (divisions by constants), 0 any.
+        template <int TYPE, int KS>
+        __device__ __forceinline__ void lk_conv_tiles(
+            unsigned short (*As)[40], unsigned short (*Bs)[40], const unsigned short *w, int M, int K,
+            const float *x0, const float *x1, const float *x2, const float *x3, int s1, int s2, int s3, int H, int W,
+            int kernel, int stride, int OH, int OW, const float *bias, int act, float *out) {
+            const int k = KS > 0 ? KS : kernel;
+            int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+            int P = OH * OW, half = k / 2, kk = k * k;
+            long long HW = (long long)H * W;
+            int m0 = blockIdx.y * 64, n0 = blockIdx.x * 64;
+            // The pixel (column) whose rows this thread fetches, and the weights' row and half-tile it fetches.
+            int nl = tid & 63, kb = tid >> 6, p = n0 + nl;
+            bool pixel = p < P;
+            int oy = pixel ? p / OW : 0, ox = pixel ? p - oy * OW : 0;
+            int iy0 = oy * stride - half, ix0 = ox * stride - half;
+            int arow = tid >> 1, aseg = (tid & 1) * 16;
+            bool rowIn = m0 + arow < M;
+            const unsigned short *wrow = w + (long long)(rowIn ? m0 + arow : 0) * K;
+            unsigned short an[16], bn[16];
+            float acc[2][4][4];
+            for (int i = 0; i < 2; i++)
+                for (int j = 0; j < 4; j++)
+                    for (int r = 0; r < 4; r++) acc[i][j][r] = 0.0f;
+            int wm = (warp >> 1) * 32, wn = (warp & 1) * 32;
+            // The 32 rows from k0 on of this thread's weights row and pixel, into registers.
+            auto fetch = [&](int k0) {
+                for (int j = 0; j < 16; j++) {
+                    int r = k0 + aseg + j;
+                    an[j] = (rowIn && r < K) ? wrow[r] : (unsigned short)0;
+                }
+                for (int j = 0; j < 16; j++) {
+                    int r = k0 + kb + 2 * j;
+                    float v = 0.0f;
+                    if (pixel && r < K) {
+                        int c = r, ky = 0, kx = 0;
+                        if (KS != 1) {
+                            c = r / kk;
+                            int rest = r - c * kk;
+                            ky = rest / k;
+                            kx = rest - ky * k;
+                        }
+                        int iy = iy0 + ky, ix = ix0 + kx;
+                        if (iy >= 0 && iy < H && ix >= 0 && ix < W) {
+                            const float *plane = c < s1   ? x0 + c * HW
+                                                 : c < s2 ? x1 + (c - s1) * HW
+                                                 : c < s3 ? x2 + (c - s2) * HW
+                                                          : x3 + (c - s3) * HW;
+                            v = plane[iy * W + ix];
+                        }
+                    }
+                    bn[j] = lk_to_16_of(v, TYPE);
+                }
+            };
+            auto store = [&]() {
+                for (int j = 0; j < 16; j++) As[arow][aseg + j] = an[j];
+                for (int j = 0; j < 16; j++) Bs[nl][kb + 2 * j] = bn[j];
+            };
+            int tiles = (K + 31) / 32;
+            fetch(0);
+            store();
+            __syncthreads();
+            for (int tile = 0; tile < tiles; tile++) {
+                if (tile + 1 < tiles) fetch((tile + 1) * 32);
+                // The tile in shared memory, in two steps of 16 rows.
+                for (int ks = 0; ks < 32; ks += 16) {
+                    unsigned int a[2][4], b[4][2];
+                    for (int mi = 0; mi < 2; mi++) {
+                        int r0 = wm + mi * 16 + g;
+                        a[mi][0] = *(const unsigned int *)&As[r0][ks + 2 * t];
+                        a[mi][1] = *(const unsigned int *)&As[r0 + 8][ks + 2 * t];
+                        a[mi][2] = *(const unsigned int *)&As[r0][ks + 2 * t + 8];
+                        a[mi][3] = *(const unsigned int *)&As[r0 + 8][ks + 2 * t + 8];
+                    }
+                    for (int ni = 0; ni < 4; ni++) {
+                        int c0 = wn + ni * 8 + g;
+                        b[ni][0] = *(const unsigned int *)&Bs[c0][ks + 2 * t];
+                        b[ni][1] = *(const unsigned int *)&Bs[c0][ks + 2 * t + 8];
+                    }
+                    for (int mi = 0; mi < 2; mi++)
+                        for (int ni = 0; ni < 4; ni++) lk_mma_16<TYPE>(acc[mi][ni], a[mi], b[ni]);
+                }
+                __syncthreads();
+                if (tile + 1 < tiles) {
+                    store();
+                    __syncthreads();
+                }
+            }
+            // Bias and SiLU as lk_bias_act adds and applies them.
+            for (int mi = 0; mi < 2; mi++)
+                for (int ni = 0; ni < 4; ni++)
+                    for (int r = 0; r < 4; r++) {
+                        int m = m0 + wm + mi * 16 + g + (r >= 2 ? 8 : 0);
+                        int n = n0 + wn + ni * 8 + 2 * t + (r & 1);
+                        if (m < M && n < P) {
+                            float v = acc[mi][ni][r] + bias[m];
+                            out[(long long)m * P + n] = act ? lk_silu_of(v) : v;
+                        }
+                    }
+        }
+
         extern "C" {
+
+        // lk_conv_tiles for the kernel size and 16-bit type given. Grid (⌈pixels/64⌉, ⌈outputs/64⌉), 128 threads.
+        __global__ void __launch_bounds__(128) lk_conv_16(
+            const unsigned short *w, int M, int K, const float *x0, const float *x1, const float *x2, const float *x3,
+            int s1, int s2, int s3, int H, int W, int kernel, int stride, int OH, int OW, const float *bias, int act,
+            float *out, int type) {
+            __shared__ __align__(16) unsigned short As[64][40];
+            __shared__ __align__(16) unsigned short Bs[64][40];
+            if (type == 2) {
+                if (kernel == 1)
+                    lk_conv_tiles<2, 1>(As, Bs, w, M, K, x0, x1, x2, x3, s1, s2, s3, H, W, kernel, stride, OH, OW,
+                                        bias, act, out);
+                else if (kernel == 3)
+                    lk_conv_tiles<2, 3>(As, Bs, w, M, K, x0, x1, x2, x3, s1, s2, s3, H, W, kernel, stride, OH, OW,
+                                        bias, act, out);
+                else
+                    lk_conv_tiles<2, 0>(As, Bs, w, M, K, x0, x1, x2, x3, s1, s2, s3, H, W, kernel, stride, OH, OW,
+                                        bias, act, out);
+            } else {
+                if (kernel == 1)
+                    lk_conv_tiles<1, 1>(As, Bs, w, M, K, x0, x1, x2, x3, s1, s2, s3, H, W, kernel, stride, OH, OW,
+                                        bias, act, out);
+                else if (kernel == 3)
+                    lk_conv_tiles<1, 3>(As, Bs, w, M, K, x0, x1, x2, x3, s1, s2, s3, H, W, kernel, stride, OH, OW,
+                                        bias, act, out);
+                else
+                    lk_conv_tiles<1, 0>(As, Bs, w, M, K, x0, x1, x2, x3, s1, s2, s3, H, W, kernel, stride, OH, OW,
+                                        bias, act, out);
+            }
+        }
 
         // y[o, p] = y[o, p] + bias[o], then SiLU where `act`. Grid (pixels, outputs).
         __global__ void lk_bias_act(float *y, const float *bias, int plane, int outputs, int act) {
