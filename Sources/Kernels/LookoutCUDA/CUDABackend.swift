@@ -541,7 +541,10 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         launch(name, grid: (columns, UInt32(max(1, min(rows, 65_535)))), block: (256, 1), fill)
     }
 
-    func launch(_ name: String, grid: (UInt32, UInt32), block: (UInt32, UInt32), _ fill: (inout Arguments) -> Void) {
+    func launch(
+        _ name: String, grid: (UInt32, UInt32), depth: UInt32 = 1, block: (UInt32, UInt32),
+        _ fill: (inout Arguments) -> Void
+    ) {
         var arguments = Arguments()
         fill(&arguments)  // exactly the parameters' size: the driver refuses a buffer padded past the last one
         let function = functions[name]!
@@ -550,7 +553,8 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             let error = arguments.bytes.withUnsafeMutableBytes { bytes in
                 Self.check {
                     lookout_cuda_launch(
-                        function, grid.0, grid.1, 1, block.0, block.1, 1, 0, bytes.baseAddress, bytes.count, $0, $1)
+                        function, grid.0, grid.1, depth, block.0, block.1, 1, 0, bytes.baseAddress, bytes.count, $0,
+                        $1)
                 }
             }
             if let error { fail(error) }
@@ -657,8 +661,16 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             guard let weight16 = cached16(source, from: parameters[0], count: weights.outputs * depth) else {
                 return failed
             }
+            // Rows split among blocks (summed after by lk_split_sum, in a fixed order) where the tiles alone are
+            // too few to fill the GPU: at least four row tiles a block.
             let grid = (UInt32((outPlane + 63) / 64), UInt32((weights.outputs + 63) / 64))
-            launch("lk_conv_16", grid: grid, block: (128, 1)) {
+            let (tiles, blocks) = ((depth + 31) / 32, Int(grid.0 * grid.1))
+            let wanted = blocks >= 2 * gpu.multiprocessors ? 1 : (2 * gpu.multiprocessors + blocks - 1) / blocks
+            let perSplit = (tiles + max(1, min(wanted, tiles / 4)) - 1) / max(1, min(wanted, tiles / 4))
+            let splits = (tiles + perSplit - 1) / perSplit
+            let partial = splits > 1 ? buffer(splits * weights.outputs * outPlane) : nil
+            guard splits == 1 || partial != nil else { return failed }
+            launch("lk_conv_16", grid: grid, depth: UInt32(splits), block: (128, 1)) {
                 $0.pointer16(weight16)
                 $0.int(weights.outputs)
                 $0.int(depth)
@@ -677,6 +689,19 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
                 $0.int(weights.activation ? 1 : 0)
                 $0.pointer(out)
                 $0.int(Int(arithmetic.code))
+                $0.int(perSplit)
+                $0.pointer(partial)
+            }
+            if let partial {
+                launch("lk_split_sum", rows: weights.outputs, plane: outPlane) {
+                    $0.pointer(partial)
+                    $0.int(splits)
+                    $0.int(weights.outputs)
+                    $0.int(outPlane)
+                    $0.pointer(parameters[1])
+                    $0.int(weights.activation ? 1 : 0)
+                    $0.pointer(out)
+                }
             }
             return map(out, channels: weights.outputs, height: outHeight, width: outWidth)
         }

@@ -11,7 +11,7 @@ public enum CUDAKernels {
         "lk_scale", "lk_softmax_rows", "lk_add_rows", "lk_nms_rank", "lk_nms_arrange", "lk_nms_mask", "lk_nms_keep",
         "lk_layer_norm",
         "lk_sequence_attention", "lk_letterbox",
-        "lk_quick_gelu", "lk_gelu", "lk_gelu_tanh", "lk_fill", "lk_to_16", "lk_im2col_16", "lk_gemm_16", "lk_conv_16",
+        "lk_quick_gelu", "lk_gelu", "lk_gelu_tanh", "lk_fill", "lk_to_16", "lk_im2col_16", "lk_gemm_16", "lk_conv_16", "lk_split_sum",
     ]
 
     public static let source = """
@@ -127,7 +127,8 @@ public enum CUDAKernels {
         __device__ __forceinline__ void lk_conv_tiles(
             unsigned short (*As)[40], unsigned short (*Bs)[40], const unsigned short *w, int M, int K,
             const float *x0, const float *x1, const float *x2, const float *x3, int s1, int s2, int s3, int H, int W,
-            int kernel, int stride, int OH, int OW, const float *bias, int act, float *out) {
+            int kernel, int stride, int OH, int OW, const float *bias, int act, float *out, int tilesPerSplit,
+            float *partial) {
             const int k = KS > 0 ? KS : kernel;
             int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
             int P = OH * OW, half = k / 2, kk = k * k;
@@ -180,11 +181,12 @@ public enum CUDAKernels {
                 for (int j = 0; j < 16; j++) As[arow][aseg + j] = an[j];
                 for (int j = 0; j < 16; j++) Bs[nl][kb + 2 * j] = bn[j];
             };
-            int tiles = (K + 31) / 32;
-            fetch(0);
+            // This block's share of the rows (split K: blockIdx.z's tiles), its sums to `partial` when split.
+            int first = blockIdx.z * tilesPerSplit, tiles = min((K + 31) / 32, first + tilesPerSplit);
+            fetch(first * 32);
             store();
             __syncthreads();
-            for (int tile = 0; tile < tiles; tile++) {
+            for (int tile = first; tile < tiles; tile++) {
                 if (tile + 1 < tiles) fetch((tile + 1) * 32);
                 // The tile in shared memory, in two steps of 16 rows.
                 for (int ks = 0; ks < 32; ks += 16) {
@@ -217,6 +219,10 @@ public enum CUDAKernels {
                         int m = m0 + wm + mi * 16 + g + (r >= 2 ? 8 : 0);
                         int n = n0 + wn + ni * 8 + 2 * t + (r & 1);
                         if (m < M && n < P) {
+                            if (partial) {
+                                partial[((long long)blockIdx.z * M + m) * P + n] = acc[mi][ni][r];
+                                continue;
+                            }
                             float v = acc[mi][ni][r] + bias[m];
                             out[(long long)m * P + n] = act ? lk_silu_of(v) : v;
                         }
@@ -229,29 +235,40 @@ public enum CUDAKernels {
         __global__ void __launch_bounds__(128) lk_conv_16(
             const unsigned short *w, int M, int K, const float *x0, const float *x1, const float *x2, const float *x3,
             int s1, int s2, int s3, int H, int W, int kernel, int stride, int OH, int OW, const float *bias, int act,
-            float *out, int type) {
+            float *out, int type, int tilesPerSplit, float *partial) {
             __shared__ __align__(16) unsigned short As[64][40];
             __shared__ __align__(16) unsigned short Bs[64][40];
             if (type == 2) {
                 if (kernel == 1)
                     lk_conv_tiles<2, 1>(As, Bs, w, M, K, x0, x1, x2, x3, s1, s2, s3, H, W, kernel, stride, OH, OW,
-                                        bias, act, out);
+                                        bias, act, out, tilesPerSplit, partial);
                 else if (kernel == 3)
                     lk_conv_tiles<2, 3>(As, Bs, w, M, K, x0, x1, x2, x3, s1, s2, s3, H, W, kernel, stride, OH, OW,
-                                        bias, act, out);
+                                        bias, act, out, tilesPerSplit, partial);
                 else
                     lk_conv_tiles<2, 0>(As, Bs, w, M, K, x0, x1, x2, x3, s1, s2, s3, H, W, kernel, stride, OH, OW,
-                                        bias, act, out);
+                                        bias, act, out, tilesPerSplit, partial);
             } else {
                 if (kernel == 1)
                     lk_conv_tiles<1, 1>(As, Bs, w, M, K, x0, x1, x2, x3, s1, s2, s3, H, W, kernel, stride, OH, OW,
-                                        bias, act, out);
+                                        bias, act, out, tilesPerSplit, partial);
                 else if (kernel == 3)
                     lk_conv_tiles<1, 3>(As, Bs, w, M, K, x0, x1, x2, x3, s1, s2, s3, H, W, kernel, stride, OH, OW,
-                                        bias, act, out);
+                                        bias, act, out, tilesPerSplit, partial);
                 else
                     lk_conv_tiles<1, 0>(As, Bs, w, M, K, x0, x1, x2, x3, s1, s2, s3, H, W, kernel, stride, OH, OW,
-                                        bias, act, out);
+                                        bias, act, out, tilesPerSplit, partial);
+            }
+        }
+
+        // A split lk_conv_16's sums added in split order, then bias and SiLU as lk_bias_act applies them.
+        __global__ void lk_split_sum(const float *partial, int splits, int M, int P, const float *bias, int act,
+                                     float *out) {
+            LK_ROWS(m, M, p, P) {
+                float v = 0.0f;
+                for (int split = 0; split < splits; split++) v += partial[((long long)split * M + m) * P + p];
+                v += bias[m];
+                out[(long long)m * P + p] = act ? lk_silu_of(v) : v;
             }
         }
 
