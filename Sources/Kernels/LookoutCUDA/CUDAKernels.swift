@@ -144,16 +144,21 @@ public enum CUDAKernels {
             const unsigned short *wrow = w + (long long)(rowIn ? m0 + arow : 0) * K;
             unsigned short an[16], bn[16];
             float acc[2][4][4];
+            #pragma unroll
             for (int i = 0; i < 2; i++)
+                #pragma unroll
                 for (int j = 0; j < 4; j++)
+                    #pragma unroll
                     for (int r = 0; r < 4; r++) acc[i][j][r] = 0.0f;
             int wm = (warp >> 1) * 32, wn = (warp & 1) * 32;
             // The 32 rows from k0 on of this thread's weights row and pixel, into registers.
             auto fetch = [&](int k0) {
+                #pragma unroll
                 for (int j = 0; j < 16; j++) {
                     int r = k0 + aseg + j;
                     an[j] = (rowIn && r < K) ? wrow[r] : (unsigned short)0;
                 }
+                #pragma unroll
                 for (int j = 0; j < 16; j++) {
                     int r = k0 + kb + 2 * j;
                     float v = 0.0f;
@@ -178,7 +183,9 @@ public enum CUDAKernels {
                 }
             };
             auto store = [&]() {
+                #pragma unroll
                 for (int j = 0; j < 16; j++) As[arow][aseg + j] = an[j];
+                #pragma unroll
                 for (int j = 0; j < 16; j++) Bs[nl][kb + 2 * j] = bn[j];
             };
             // This block's share of the rows (split K: blockIdx.z's tiles), its sums to `partial` when split.
@@ -189,8 +196,10 @@ public enum CUDAKernels {
             for (int tile = first; tile < tiles; tile++) {
                 if (tile + 1 < tiles) fetch((tile + 1) * 32);
                 // The tile in shared memory, in two steps of 16 rows.
+                #pragma unroll
                 for (int ks = 0; ks < 32; ks += 16) {
                     unsigned int a[2][4], b[4][2];
+                    #pragma unroll
                     for (int mi = 0; mi < 2; mi++) {
                         int r0 = wm + mi * 16 + g;
                         a[mi][0] = *(const unsigned int *)&As[r0][ks + 2 * t];
@@ -198,12 +207,15 @@ public enum CUDAKernels {
                         a[mi][2] = *(const unsigned int *)&As[r0][ks + 2 * t + 8];
                         a[mi][3] = *(const unsigned int *)&As[r0 + 8][ks + 2 * t + 8];
                     }
+                    #pragma unroll
                     for (int ni = 0; ni < 4; ni++) {
                         int c0 = wn + ni * 8 + g;
                         b[ni][0] = *(const unsigned int *)&Bs[c0][ks + 2 * t];
                         b[ni][1] = *(const unsigned int *)&Bs[c0][ks + 2 * t + 8];
                     }
+                    #pragma unroll
                     for (int mi = 0; mi < 2; mi++)
+                        #pragma unroll
                         for (int ni = 0; ni < 4; ni++) lk_mma_16<TYPE>(acc[mi][ni], a[mi], b[ni]);
                 }
                 __syncthreads();
@@ -213,8 +225,11 @@ public enum CUDAKernels {
                 }
             }
             // Bias and SiLU as lk_bias_act adds and applies them.
+            #pragma unroll
             for (int mi = 0; mi < 2; mi++)
+                #pragma unroll
                 for (int ni = 0; ni < 4; ni++)
+                    #pragma unroll
                     for (int r = 0; r < 4; r++) {
                         int m = m0 + wm + mi * 16 + g + (r >= 2 ? 8 : 0);
                         int n = n0 + wn + ni * 8 + 2 * t + (r & 1);
@@ -232,7 +247,7 @@ public enum CUDAKernels {
         extern "C" {
 
         // lk_conv_tiles for the kernel size and 16-bit type given. Grid (⌈pixels/64⌉, ⌈outputs/64⌉), 128 threads.
-        __global__ void __launch_bounds__(128) lk_conv_16(
+        __global__ void __launch_bounds__(128, 4) lk_conv_16(
             const unsigned short *w, int M, int K, const float *x0, const float *x1, const float *x2, const float *x3,
             int s1, int s2, int s3, int H, int W, int kernel, int stride, int OH, int OW, const float *bias, int act,
             float *out, int type, int tilesPerSplit, float *partial) {
