@@ -123,9 +123,9 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             )
         }
         gpu = driver.gpus[index]
-        convolvesImplicitly =
-            implicitConvolutions && gpu.major >= 8
-            && (getenv("LOOKOUT_CUDA_IMPLICIT").map { String(cString: $0) != "0" } ?? true)
+        let implicit = getenv("LOOKOUT_CUDA_IMPLICIT").map { String(cString: $0) } ?? "1"
+        convolvesImplicitly = implicitConvolutions && gpu.major >= 8 && implicit != "0"
+        wideTiles = implicit == "2"
         self.host = host
         try Self.call { lookout_cuda_use(Int32(index), $0, $1) }
         let (image, cached) = try Self.kernelImage(for: gpu, cacheDirectory: cacheDirectory)
@@ -165,9 +165,13 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
     /// cores, bias and SiLU added in one kernel) on GPUs of compute capability 8.0 and later, unless
     /// `LOOKOUT_CUDA_IMPLICIT=0` (the lowered input, then the product, then bias and SiLU: for comparisons).
     public let convolvesImplicitly: Bool
+    /// `LOOKOUT_CUDA_IMPLICIT=2`: `lk_conv_16_wide` (tiles of 128 outputs) where a convolution has more than 64.
+    let wideTiles: Bool
 
     /// `LOOKOUT_CUDA_PROFILE=1`: every kernel and product waited for and timed (``profile()``); slower.
-    public let profiling = getenv("LOOKOUT_CUDA_PROFILE").map { String(cString: $0) == "1" } ?? false
+    /// `LOOKOUT_CUDA_PROFILE=2`: each convolution's shape timed as well (all its kernels together).
+    public let profiling = getenv("LOOKOUT_CUDA_PROFILE").map { ["1", "2"].contains(String(cString: $0)) } ?? false
+    let profilesShapes = getenv("LOOKOUT_CUDA_PROFILE").map { String(cString: $0) == "2" } ?? false
 
     /// Time per kernel since the last call, longest first (with ``profiling``), one line each.
     public func profile() -> [String] {
@@ -636,6 +640,18 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
     /// Stacked parts are read where they lie, never joined: a 1×1 convolution sums one product per part (its
     /// weights' columns against its channels), a larger one lowers each part into its rows of the lowered input.
     public func convolve(_ x: StackedMaps, _ weights: ConvolutionWeights, kernel: any ConvolutionKernel) -> FeatureMap {
+        guard profilesShapes else { return convolveHere(x, weights) }
+        let (outHeight, outWidth) = weights.outputSize(height: x.height, width: x.width)
+        var made: FeatureMap?
+        let k = weights.kernel
+        timed(
+            "convolution \(k)×\(k)/\(weights.stride) \(weights.inputs)→\(weights.outputs) at \(outHeight)×\(outWidth)"
+                + " (\(x.parts.count) part\(x.parts.count == 1 ? "" : "s"))"
+        ) { made = convolveHere(x, weights) }
+        return made!
+    }
+
+    private func convolveHere(_ x: StackedMaps, _ weights: ConvolutionWeights) -> FeatureMap {
         precondition(x.channels == weights.inputs, "a convolution of \(weights.inputs) inputs given \(x.channels)")
         let (outHeight, outWidth) = weights.outputSize(height: x.height, width: x.width)
         let (plane, outPlane, k) = (x.plane, outHeight * outWidth, weights.kernel)
@@ -663,14 +679,18 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             }
             // Rows split among blocks (summed after by lk_split_sum, in a fixed order) where the tiles alone are
             // too few to fill the GPU: at least four row tiles a block.
-            let grid = (UInt32((outPlane + 63) / 64), UInt32((weights.outputs + 63) / 64))
+            let wide = wideTiles && weights.outputs > 64
+            let rows = wide ? 128 : 64
+            let grid = (UInt32((outPlane + 63) / 64), UInt32((weights.outputs + rows - 1) / rows))
             let (tiles, blocks) = ((depth + 31) / 32, Int(grid.0 * grid.1))
             let wanted = blocks >= 2 * gpu.multiprocessors ? 1 : (2 * gpu.multiprocessors + blocks - 1) / blocks
             let perSplit = (tiles + max(1, min(wanted, tiles / 4)) - 1) / max(1, min(wanted, tiles / 4))
             let splits = (tiles + perSplit - 1) / perSplit
             let partial = splits > 1 ? buffer(splits * weights.outputs * outPlane) : nil
             guard splits == 1 || partial != nil else { return failed }
-            launch("lk_conv_16", grid: grid, depth: UInt32(splits), block: (128, 1)) {
+            launch(
+                wide ? "lk_conv_16_wide" : "lk_conv_16", grid: grid, depth: UInt32(splits), block: (UInt32(2 * rows), 1)
+            ) {
                 $0.pointer16(weight16)
                 $0.int(weights.outputs)
                 $0.int(depth)

@@ -11,7 +11,7 @@ public enum CUDAKernels {
         "lk_scale", "lk_softmax_rows", "lk_add_rows", "lk_nms_rank", "lk_nms_arrange", "lk_nms_mask", "lk_nms_keep",
         "lk_layer_norm",
         "lk_sequence_attention", "lk_letterbox",
-        "lk_quick_gelu", "lk_gelu", "lk_gelu_tanh", "lk_fill", "lk_to_16", "lk_im2col_16", "lk_gemm_16", "lk_conv_16", "lk_split_sum",
+        "lk_quick_gelu", "lk_gelu", "lk_gelu_tanh", "lk_fill", "lk_to_16", "lk_im2col_16", "lk_gemm_16", "lk_conv_16", "lk_conv_16_wide", "lk_split_sum",
     ]
 
     public static let source = """
@@ -123,7 +123,7 @@ public enum CUDAKernels {
         // s2, x1 from s1, else x0, each pointing at its first channel. Tiles of 64 outputs × 64 pixels × 32 rows
         // in shared memory, four warps of 32 × 32 on the tensor cores, the next tile's values fetched into
         // registers while this one is multiplied. KS: the kernel size when 1 or 3 (divisions by constants), 0 any.
-        template <int TYPE, int KS>
+        template <int TYPE, int KS, int BM>
         __device__ __forceinline__ void lk_conv_tiles(
             unsigned short (*As)[40], unsigned short (*Bs)[40], const unsigned short *w, int M, int K,
             const float *x0, const float *x1, const float *x2, const float *x3, int s1, int s2, int s3, int H, int W,
@@ -133,7 +133,7 @@ public enum CUDAKernels {
             int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
             int P = OH * OW, half = k / 2, kk = k * k;
             long long HW = (long long)H * W;
-            int m0 = blockIdx.y * 64, n0 = blockIdx.x * 64;
+            int m0 = blockIdx.y * BM, n0 = blockIdx.x * 64;
             // The pixel (column) whose rows this thread fetches, and the weights' row and half-tile it fetches.
             int nl = tid & 63, kb = tid >> 6, p = n0 + nl;
             bool pixel = p < P;
@@ -142,7 +142,9 @@ public enum CUDAKernels {
             int arow = tid >> 1, aseg = (tid & 1) * 16;
             bool rowIn = m0 + arow < M;
             const unsigned short *wrow = w + (long long)(rowIn ? m0 + arow : 0) * K;
-            unsigned short an[16], bn[16];
+            // Each thread fetches 16 weights and 1024 / BM lowered values a tile (every BM / 32-th row of its pixel).
+            const int NB = 1024 / BM, RS = BM / 32;
+            unsigned short an[16], bn[NB];
             float acc[2][4][4];
             #pragma unroll
             for (int i = 0; i < 2; i++)
@@ -159,8 +161,8 @@ public enum CUDAKernels {
                     an[j] = (rowIn && r < K) ? wrow[r] : (unsigned short)0;
                 }
                 #pragma unroll
-                for (int j = 0; j < 16; j++) {
-                    int r = k0 + kb + 2 * j;
+                for (int j = 0; j < NB; j++) {
+                    int r = k0 + kb + RS * j;
                     float v = 0.0f;
                     if (pixel && r < K) {
                         int c = r, ky = 0, kx = 0;
@@ -186,7 +188,7 @@ public enum CUDAKernels {
                 #pragma unroll
                 for (int j = 0; j < 16; j++) As[arow][aseg + j] = an[j];
                 #pragma unroll
-                for (int j = 0; j < 16; j++) Bs[nl][kb + 2 * j] = bn[j];
+                for (int j = 0; j < NB; j++) Bs[nl][kb + RS * j] = bn[j];
             };
             // This block's share of the rows (split K: blockIdx.z's tiles), its sums to `partial` when split.
             int first = blockIdx.z * tilesPerSplit, tiles = min((K + 31) / 32, first + tilesPerSplit);
@@ -244,36 +246,51 @@ public enum CUDAKernels {
                     }
         }
 
+        // lk_conv_tiles for the kernel size and 16-bit type given, tiles of BM outputs.
+        template <int BM>
+        __device__ __forceinline__ void lk_conv_any(
+            unsigned short (*As)[40], unsigned short (*Bs)[40], const unsigned short *w, int M, int K,
+            const float *x0, const float *x1, const float *x2, const float *x3, int s1, int s2, int s3, int H, int W,
+            int kernel, int stride, int OH, int OW, const float *bias, int act, float *out, int type,
+            int tilesPerSplit, float *partial) {
+        #define LK_CONV(TYPE, KS) \\
+            lk_conv_tiles<TYPE, KS, BM>(As, Bs, w, M, K, x0, x1, x2, x3, s1, s2, s3, H, W, kernel, stride, OH, OW, \\
+                                        bias, act, out, tilesPerSplit, partial)
+            if (type == 2) {
+                if (kernel == 1) LK_CONV(2, 1);
+                else if (kernel == 3) LK_CONV(2, 3);
+                else LK_CONV(2, 0);
+            } else {
+                if (kernel == 1) LK_CONV(1, 1);
+                else if (kernel == 3) LK_CONV(1, 3);
+                else LK_CONV(1, 0);
+            }
+        #undef LK_CONV
+        }
+
         extern "C" {
 
-        // lk_conv_tiles for the kernel size and 16-bit type given. Grid (⌈pixels/64⌉, ⌈outputs/64⌉), 128 threads.
+        // Grid (⌈pixels/64⌉, ⌈outputs/64⌉, splits), 128 threads: tiles of 64 outputs.
         __global__ void __launch_bounds__(128, 4) lk_conv_16(
             const unsigned short *w, int M, int K, const float *x0, const float *x1, const float *x2, const float *x3,
             int s1, int s2, int s3, int H, int W, int kernel, int stride, int OH, int OW, const float *bias, int act,
             float *out, int type, int tilesPerSplit, float *partial) {
             __shared__ __align__(16) unsigned short As[64][40];
             __shared__ __align__(16) unsigned short Bs[64][40];
-            if (type == 2) {
-                if (kernel == 1)
-                    lk_conv_tiles<2, 1>(As, Bs, w, M, K, x0, x1, x2, x3, s1, s2, s3, H, W, kernel, stride, OH, OW,
-                                        bias, act, out, tilesPerSplit, partial);
-                else if (kernel == 3)
-                    lk_conv_tiles<2, 3>(As, Bs, w, M, K, x0, x1, x2, x3, s1, s2, s3, H, W, kernel, stride, OH, OW,
-                                        bias, act, out, tilesPerSplit, partial);
-                else
-                    lk_conv_tiles<2, 0>(As, Bs, w, M, K, x0, x1, x2, x3, s1, s2, s3, H, W, kernel, stride, OH, OW,
-                                        bias, act, out, tilesPerSplit, partial);
-            } else {
-                if (kernel == 1)
-                    lk_conv_tiles<1, 1>(As, Bs, w, M, K, x0, x1, x2, x3, s1, s2, s3, H, W, kernel, stride, OH, OW,
-                                        bias, act, out, tilesPerSplit, partial);
-                else if (kernel == 3)
-                    lk_conv_tiles<1, 3>(As, Bs, w, M, K, x0, x1, x2, x3, s1, s2, s3, H, W, kernel, stride, OH, OW,
-                                        bias, act, out, tilesPerSplit, partial);
-                else
-                    lk_conv_tiles<1, 0>(As, Bs, w, M, K, x0, x1, x2, x3, s1, s2, s3, H, W, kernel, stride, OH, OW,
-                                        bias, act, out, tilesPerSplit, partial);
-            }
+            lk_conv_any<64>(As, Bs, w, M, K, x0, x1, x2, x3, s1, s2, s3, H, W, kernel, stride, OH, OW, bias, act, out,
+                            type, tilesPerSplit, partial);
+        }
+
+        // Grid (⌈pixels/64⌉, ⌈outputs/128⌉, splits), 256 threads: tiles of 128 outputs (each lowered value
+        // fetched once for twice the outputs).
+        __global__ void __launch_bounds__(256, 2) lk_conv_16_wide(
+            const unsigned short *w, int M, int K, const float *x0, const float *x1, const float *x2, const float *x3,
+            int s1, int s2, int s3, int H, int W, int kernel, int stride, int OH, int OW, const float *bias, int act,
+            float *out, int type, int tilesPerSplit, float *partial) {
+            __shared__ __align__(16) unsigned short As[128][40];
+            __shared__ __align__(16) unsigned short Bs[64][40];
+            lk_conv_any<128>(As, Bs, w, M, K, x0, x1, x2, x3, s1, s2, s3, H, W, kernel, stride, OH, OW, bias, act,
+                             out, type, tilesPerSplit, partial);
         }
 
         // A split lk_conv_16's sums added in split order, then bias and SiLU as lk_bias_act applies them.
