@@ -382,11 +382,16 @@ extension OperationChecks {
     /// ``convolution16(_:_:_:)``: stacked parts and whole maps, 1×1, 3×3 and 3×3 stride 2, the stem's 3 channels.
     static func sixteenBit(_ gpu: CUDABackend) -> [Result] {
         let arithmetic = gpu.arithmetic
+        let lowered =
+            switch gpu.lowering {
+            case .inMemory: ""
+            case .asMultiplied(let wide): wide ? " (lk_conv_16_wide)" : " (lk_conv_16)"
+            }
         var results: [Result] = []
         func compare(_ name: String, _ got: [Float], _ want: (values: [Float], bounds: [Float])) {
             results.append(
                 Self.compare(
-                    "\(arithmetic.rawValue) \(name)\(gpu.convolvesImplicitly ? " (lk_conv_16)" : ""), against Double of the rounded operands (fp32 sums' bound)",
+                    "\(arithmetic.rawValue) \(name)\(lowered), against Double of the rounded operands (fp32 sums' bound)",
                     got,
                     want.values, bounds: want.bounds))
         }

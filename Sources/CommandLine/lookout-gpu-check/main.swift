@@ -107,13 +107,12 @@ if all || arguments.contains("--ops") {
                 "op-by-op suite on \(backend.name), GEMMs through \(backend.cublasPath.map { "cuBLAS (\($0))" } ?? "Lookout's kernel"):"
             )
             var results = OperationChecks(gpu: backend, cpu: CPUBackend.shared).run()
-            // 16-bit convolutions both ways: lowered as they are multiplied (`lk_conv_16`, where the GPU has it) and
-            // lowered into memory first.
+            // 16-bit convolutions every way: lowered into memory first, and lowered as they are multiplied
+            // (`lk_conv_16` and `lk_conv_16_wide`, where the GPU has them).
             for arithmetic in [GPUArithmetic.fp16, .bf16] {
-                for implicit in [true, false] {
+                for lowering in [CUDABackend.Lowering.inMemory, .asMultiplied(wide: false), .asMultiplied(wide: true)] {
                     let sixteen = try CUDABackend(
-                        gpu: 0, cacheDirectory: nil, useCUBLAS: useCUBLAS, arithmetic: arithmetic,
-                        implicitConvolutions: implicit)
+                        gpu: 0, cacheDirectory: nil, useCUBLAS: useCUBLAS, arithmetic: arithmetic, lowering: lowering)
                     results += OperationChecks.sixteenBit(sixteen)
                     do { try sixteen.checkFailure() } catch {
                         print("  FAILED: the GPU reported \(error) in \(arithmetic.rawValue)")

@@ -105,11 +105,11 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
     public let onFailure: (@Sendable (CUDAError) -> Void)?
 
     /// Opens GPU `index`, compiles (or reads from `cacheDirectory`) the kernels and opens cuBLAS when
-    /// `useCUBLAS` (off: the GEMMs run on Lookout's own kernel, as where cuBLAS is absent);
-    /// `implicitConvolutions` (off: 16-bit convolutions lowered into memory first, see ``convolvesImplicitly``).
+    /// `useCUBLAS` (off: the GEMMs run on Lookout's own kernel, as where cuBLAS is absent); `lowering`: how 16-bit
+    /// convolutions are lowered (nil: `LOOKOUT_CUDA_IMPLICIT`, see ``Lowering``).
     public init(
         gpu index: Int = 0, cacheDirectory: String?, useCUBLAS: Bool = true, arithmetic: GPUArithmetic = .fp32,
-        implicitConvolutions: Bool = true, host: CPUBackend = .shared,
+        lowering: Lowering? = nil, host: CPUBackend = .shared,
         onFailure: (@Sendable (CUDAError) -> Void)? = nil
     ) throws(CUDAError) {
         self.onFailure = onFailure
@@ -123,9 +123,14 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             )
         }
         gpu = driver.gpus[index]
-        let implicit = getenv("LOOKOUT_CUDA_IMPLICIT").map { String(cString: $0) } ?? "1"
-        convolvesImplicitly = implicitConvolutions && gpu.major >= 8 && implicit != "0"
-        wideTiles = implicit == "2"
+        let chosen: Lowering =
+            switch getenv("LOOKOUT_CUDA_IMPLICIT").map({ String(cString: $0) }) {
+            case "1": .asMultiplied(wide: false)
+            case "2": .asMultiplied(wide: true)
+            default: .inMemory
+            }
+        // mma.sync's 16-bit shapes need compute capability 8.0.
+        self.lowering = gpu.major >= 8 ? lowering ?? chosen : .inMemory
         self.host = host
         try Self.call { lookout_cuda_use(Int32(index), $0, $1) }
         let (image, cached) = try Self.kernelImage(for: gpu, cacheDirectory: cacheDirectory)
@@ -161,14 +166,20 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
     /// `LOOKOUT_CUDA_JOIN=1`: stacked parts joined into one buffer before a convolution (for comparisons).
     let joinsParts = getenv("LOOKOUT_CUDA_JOIN").map { String(cString: $0) == "1" } ?? false
 
-    /// 16-bit convolutions without their lowered input in memory (`lk_conv_16`: lowered, multiplied on the tensor
-    /// cores, bias and SiLU added in one kernel) on GPUs of compute capability 8.0 and later, unless
-    /// `LOOKOUT_CUDA_IMPLICIT=0` (the lowered input, then the product, then bias and SiLU: for comparisons).
-    public let convolvesImplicitly: Bool
-    /// `LOOKOUT_CUDA_IMPLICIT=2`: `lk_conv_16_wide` (tiles of 128 outputs) where a convolution has more than 64.
-    let wideTiles: Bool
+    /// How a 16-bit convolution's input is lowered (the rows its product multiplies).
+    public enum Lowering: Sendable, Equatable {
+        /// Into memory (`lk_im2col_16`, or rounded where a 1×1 convolution needs no lowering), multiplied (cuBLAS
+        /// or `lk_gemm_16`), then bias and SiLU (`lk_bias_act`): the default, and the faster on an H200 today.
+        case inMemory
+        /// As it is multiplied on the tensor cores, bias and SiLU in the same kernel: `lk_conv_16` (tiles of 64
+        /// outputs) or, `wide`, `lk_conv_16_wide` (128, where a convolution has more than 64). Compute capability
+        /// 8.0 and later; up to four stacked parts read where they lie (more: into memory). `LOOKOUT_CUDA_IMPLICIT=1`
+        /// or `2`. Fewer kernels and no lowered input in memory, but slower on an H200 than cuBLAS's products
+        /// (BENCHMARKS.md).
+        case asMultiplied(wide: Bool)
+    }
+    public let lowering: Lowering
 
-    /// `LOOKOUT_CUDA_PROFILE=1`: every kernel and product waited for and timed (``profile()``); slower.
     /// `LOOKOUT_CUDA_PROFILE=2`: each convolution's shape timed as well (all its kernels together).
     public let profiling = getenv("LOOKOUT_CUDA_PROFILE").map { ["1", "2"].contains(String(cString: $0)) } ?? false
     let profilesShapes = getenv("LOOKOUT_CUDA_PROFILE").map { String(cString: $0) == "2" } ?? false
@@ -673,7 +684,7 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             parts.append((buffer, part.channels.lowerBound * plane, part.channels.count, x.starts[index]))
         }
         let present = parts.filter { $0.channels > 0 }
-        if arithmetic != .fp32 && convolvesImplicitly && (1...4).contains(present.count) {
+        if arithmetic != .fp32, case .asMultiplied(let wideTiles) = lowering, (1...4).contains(present.count) {
             guard let weight16 = cached16(source, from: parameters[0], count: weights.outputs * depth) else {
                 return failed
             }
