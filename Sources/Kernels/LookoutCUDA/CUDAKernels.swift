@@ -11,7 +11,8 @@ public enum CUDAKernels {
         "lk_scale", "lk_softmax_rows", "lk_add_rows", "lk_nms_rank", "lk_nms_arrange", "lk_nms_mask", "lk_nms_keep",
         "lk_layer_norm",
         "lk_sequence_attention", "lk_letterbox",
-        "lk_quick_gelu", "lk_gelu", "lk_gelu_tanh", "lk_fill", "lk_to_16", "lk_im2col_16", "lk_gemm_16", "lk_conv_16", "lk_conv_16_wide", "lk_split_sum",
+        "lk_quick_gelu", "lk_gelu", "lk_gelu_tanh", "lk_fill", "lk_to_16", "lk_im2col_16", "lk_gemm_16", "lk_conv_16",
+        "lk_conv_16_wide", "lk_split_sum",
     ]
 
     public static let source = """
