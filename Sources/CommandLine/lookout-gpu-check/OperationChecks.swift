@@ -385,7 +385,7 @@ extension OperationChecks {
         let lowered =
             switch gpu.lowering {
             case .inMemory: ""
-            case .asMultiplied(let wide): wide ? " (lk_conv_16_wide)" : " (lk_conv_16)"
+            case .asMultiplied(let wide, _): wide ? " (lk_conv_16_wide)" : " (lk_conv_16)"
             }
         var results: [Result] = []
         func compare(_ name: String, _ got: [Float], _ want: (values: [Float], bounds: [Float])) {

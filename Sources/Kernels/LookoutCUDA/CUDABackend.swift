@@ -123,10 +123,11 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             )
         }
         gpu = driver.gpus[index]
+        let plane = getenv("LOOKOUT_CUDA_IMPLICIT_PLANE").flatMap { Int(String(cString: $0)) } ?? .max
         let chosen: Lowering =
             switch getenv("LOOKOUT_CUDA_IMPLICIT").map({ String(cString: $0) }) {
-            case "1": .asMultiplied(wide: false)
-            case "2": .asMultiplied(wide: true)
+            case "1": .asMultiplied(wide: false, upToPlane: plane)
+            case "2": .asMultiplied(wide: true, upToPlane: plane)
             default: .inMemory
             }
         // mma.sync's 16-bit shapes need compute capability 8.0.
@@ -173,14 +174,16 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         case inMemory
         /// As it is multiplied on the tensor cores, bias and SiLU in the same kernel: `lk_conv_16` (tiles of 64
         /// outputs) or, `wide`, `lk_conv_16_wide` (128, where a convolution has more than 64). Compute capability
-        /// 8.0 and later; up to four stacked parts read where they lie (more: into memory). `LOOKOUT_CUDA_IMPLICIT=1`
-        /// or `2`. Fewer kernels and no lowered input in memory, but slower on an H200 than cuBLAS's products
-        /// (BENCHMARKS.md).
-        case asMultiplied(wide: Bool)
+        /// 8.0 and later; up to four stacked parts read where they lie (more: into memory); outputs of up to
+        /// `upToPlane` pixels (larger: into memory). `LOOKOUT_CUDA_IMPLICIT=1` or `2`, and
+        /// `LOOKOUT_CUDA_IMPLICIT_PLANE`. Fewer kernels and no lowered input in memory, but slower on an H200 than
+        /// cuBLAS's products (BENCHMARKS.md).
+        case asMultiplied(wide: Bool, upToPlane: Int = .max)
     }
     public let lowering: Lowering
 
-    /// `LOOKOUT_CUDA_PROFILE=2`: each convolution's shape timed as well (all its kernels together).
+    /// `LOOKOUT_CUDA_PROFILE=1`: every kernel and product waited for and timed (``profile()``); slower. `2`: each
+    /// convolution timed by its shape as well (all its kernels together).
     public let profiling = getenv("LOOKOUT_CUDA_PROFILE").map { ["1", "2"].contains(String(cString: $0)) } ?? false
     let profilesShapes = getenv("LOOKOUT_CUDA_PROFILE").map { String(cString: $0) == "2" } ?? false
 
@@ -684,7 +687,9 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             parts.append((buffer, part.channels.lowerBound * plane, part.channels.count, x.starts[index]))
         }
         let present = parts.filter { $0.channels > 0 }
-        if arithmetic != .fp32, case .asMultiplied(let wideTiles) = lowering, (1...4).contains(present.count) {
+        if arithmetic != .fp32, case .asMultiplied(let wideTiles, let upToPlane) = lowering,
+            (1...4).contains(present.count), outPlane <= upToPlane
+        {
             guard let weight16 = cached16(source, from: parameters[0], count: weights.outputs * depth) else {
                 return failed
             }
