@@ -686,9 +686,8 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             guard let buffer = onDevice(part.map) else { return failed }
             parts.append((buffer, part.channels.lowerBound * plane, part.channels.count, x.starts[index]))
         }
-        let present = parts.filter { $0.channels > 0 }
-        if arithmetic != .fp32, case .asMultiplied(let wideTiles, let upToPlane) = lowering,
-            (1...4).contains(present.count), outPlane <= upToPlane
+        if arithmetic != .fp32, case .asMultiplied(let wideTiles, let upToPlane) = lowering, outPlane <= upToPlane,
+            case let present = parts.filter({ $0.channels > 0 }), (1...4).contains(present.count)
         {
             guard let weight16 = cached16(source, from: parameters[0], count: weights.outputs * depth) else {
                 return failed

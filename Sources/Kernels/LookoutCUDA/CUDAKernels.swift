@@ -26,6 +26,11 @@ public enum CUDAKernels {
         __device__ __forceinline__ float lk_max(float x, float y) { return y >= x ? y : x; }
         __device__ __forceinline__ float lk_silu_of(float x) { return x / (1.0f + expf(-x)); }
         __device__ __forceinline__ float lk_sigmoid_of(float x) { return 1.0f / (1.0f + expf(-x)); }
+        // A convolution's sum with its bias added, then SiLU where `act`: every convolution kernel's epilogue.
+        __device__ __forceinline__ float lk_bias_silu(float sum, float bias, int act) {
+            float v = sum + bias;
+            return act ? lk_silu_of(v) : v;
+        }
 
         // 16-bit operands (``GPUArithmetic``): type 1 fp16 (IEEE half), 2 bf16; both rounded to nearest, ties to
         // even. Written without cuda_fp16.h (PTX's conversions, bf16 by its bits) so that NVRTC needs no headers.
@@ -227,7 +232,7 @@ public enum CUDAKernels {
                     __syncthreads();
                 }
             }
-            // Bias and SiLU as lk_bias_act adds and applies them.
+            // Bias and SiLU as every convolution adds and applies them.
             #pragma unroll
             for (int mi = 0; mi < 2; mi++)
                 #pragma unroll
@@ -241,8 +246,7 @@ public enum CUDAKernels {
                                 partial[((long long)blockIdx.z * M + m) * P + n] = acc[mi][ni][r];
                                 continue;
                             }
-                            float v = acc[mi][ni][r] + bias[m];
-                            out[(long long)m * P + n] = act ? lk_silu_of(v) : v;
+                            out[(long long)m * P + n] = lk_bias_silu(acc[mi][ni][r], bias[m], act);
                         }
                     }
         }
@@ -294,14 +298,13 @@ public enum CUDAKernels {
                              out, type, tilesPerSplit, partial);
         }
 
-        // A split lk_conv_16's sums added in split order, then bias and SiLU as lk_bias_act applies them.
+        // A split lk_conv_16's sums added in split order, then bias and SiLU.
         __global__ void lk_split_sum(const float *partial, int splits, int M, int P, const float *bias, int act,
                                      float *out) {
             LK_ROWS(m, M, p, P) {
                 float v = 0.0f;
                 for (int split = 0; split < splits; split++) v += partial[((long long)split * M + m) * P + p];
-                v += bias[m];
-                out[(long long)m * P + p] = act ? lk_silu_of(v) : v;
+                out[(long long)m * P + p] = lk_bias_silu(v, bias[m], act);
             }
         }
 
@@ -309,8 +312,7 @@ public enum CUDAKernels {
         __global__ void lk_bias_act(float *y, const float *bias, int plane, int outputs, int act) {
             LK_ROWS(o, outputs, p, plane) {
                 float *at = y + (long long)o * plane + p;
-                float v = *at + bias[o];
-                *at = act ? lk_silu_of(v) : v;
+                *at = lk_bias_silu(*at, bias[o], act);
             }
         }
 
@@ -344,8 +346,7 @@ public enum CUDAKernels {
                         sum += plane[iy * W + ix] * filter[ky * k + kx];
                     }
                 }
-                float v = sum + bias[c];
-                y[i] = act ? lk_silu_of(v) : v;
+                y[i] = lk_bias_silu(sum, bias[c], act);
             }
         }
 
