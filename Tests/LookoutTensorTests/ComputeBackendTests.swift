@@ -460,6 +460,47 @@ import Testing
         }
     }
 
+    /// The towers' row moves and products: a vision transformer's patch rows, a table added to every sequence,
+    /// rows picked, and each row's product alone (the same bits as that row's product by itself).
+    @Test func rowMatrixOperations() {
+        // Two 3-channel 6×6 images cut into 3×3 patches: 2 × (4 + 1) rows of 27.
+        let (side, patch, channels) = (6, 3, 3)
+        let images = (0..<2).map { LayerKernelTests.random(channels * side * side, seed: 50 + UInt64($0)) }
+        var rows: [Float] = []
+        for image in images {
+            rows += [Float](repeating: 0, count: channels * patch * patch)
+            for gy in 0..<2 {
+                for gx in 0..<2 {
+                    for c in 0..<channels {
+                        for y in 0..<patch {
+                            for x in 0..<patch { rows.append(image[(c * side + gy * patch + y) * side + gx * patch + x]) }
+                        }
+                    }
+                }
+            }
+        }
+        let table = LayerKernelTests.random(3 * 4, seed: 53)
+        let x = RowMatrix(rows: 7, columns: 4, data: LayerKernelTests.random(28, seed: 54))
+        let repeated = (0..<28).map { x.data[$0] + table[$0 % 12] }
+        let b = LayerKernelTests.random(4 * 5, seed: 55)
+        for backend in Self.backends {
+            let cut = backend.patchRows(images, channels: channels, side: side, patch: patch)
+            #expect(cut.rows == 10 && cut.columns == 27 && cut.data == rows, "\(backend.name) patch rows")
+            var sum = x
+            backend.addRepeating(&sum, table)
+            #expect(sum.data == repeated, "\(backend.name) table added to every sequence")
+            let picked = backend.rows(x, at: [6, 0, 6])
+            #expect(picked.rows == 3 && picked.data == Array(x.data[24..<28] + x.data[0..<4] + x.data[24..<28]))
+            let products = backend.rowProducts(x, b, columns: 5)
+            for row in 0..<7 {
+                let alone = backend.rowProducts(backend.rows(x, at: [row]), b, columns: 5)
+                #expect(Array(products[(row * 5)..<(row * 5 + 5)]) == alone, "\(backend.name) row \(row) alone")
+                let want = (0..<5).map { j in (0..<4).reduce(0.0) { $0 + Double(x.data[row * 4 + $1]) * Double(b[$1 * 5 + j]) } }
+                Self.close(alone, want, "\(backend.name) row \(row) product")
+            }
+        }
+    }
+
     /// The seam holds: the models' layers say what to compute and never compute it themselves (no pointers,
     /// no BLAS, no kernels, no pool loops, no map floats read), so that every operation goes through a backend.
     @Test func layersComputeOnlyThroughTheBackend() throws {

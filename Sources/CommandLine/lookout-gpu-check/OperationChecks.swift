@@ -261,6 +261,36 @@ struct OperationChecks {
             backend.add(&values, rowsQKV.prefix(sequence.count).map { $0 })
             return values
         }
+        // The image tower's sizes: 50 tokens in heads of 64 (keys and values in shared memory), and 200 (too many
+        // for it: a thread a row).
+        for tokens in [50, 200] {
+            let (width, heads) = (128, 2)
+            let many = Self.random(3 * tokens * 3 * width, seed: 66, scale: 2)
+            for causal in [true, false] {
+                check("sequence attention \(causal ? "causal" : "full"), 3 × \(tokens) tokens, heads of 64") {
+                    $0.sequenceAttention(
+                        many, lengths: [tokens, tokens - 3, tokens], starts: [0, tokens, 2 * tokens], width: width,
+                        heads: heads, causal: causal)
+                }
+            }
+        }
+        let images = (0..<3).map { Self.random(3 * 20 * 20, seed: 70 + UInt64($0)) }
+        check("patch rows", exact: true) { $0.patchRows(images, channels: 3, side: 20, patch: 5).data }
+        let table = Self.random(3 * rowWidth, seed: 67)
+        check("table added to every sequence", exact: true) { backend in
+            var values = RowMatrix(rows: total, columns: rowWidth, data: sequence)
+            backend.addRepeating(&values, table)
+            return backend.floats(values.map)
+        }
+        let matrix = RowMatrix(rows: total, columns: rowWidth, data: sequence)
+        check("rows picked", exact: true) { $0.floats($0.rows(matrix, at: [23, 0, 7, 7]).map) }
+        let projection = Self.random(rowWidth * 40, seed: 68, scale: 0.3)
+        check("each row's product alone") { $0.rowProducts(matrix, projection, columns: 40) }
+        check("a row's product as in its batch", exact: true) { backend in
+            let all = backend.rowProducts(matrix, projection, columns: 40)
+            let alone = backend.rowProducts(backend.rows(matrix, at: [5]), projection, columns: 40)
+            return zip(all[200..<240], alone).map { $0 - $1 }
+        }
         // NMS's overlaps of 3,000 boxes, against the host's arithmetic (bit for bit).
         let corners = (0..<3000).flatMap { index -> [Float] in
             let values = Self.random(4, seed: 100 + UInt64(index), scale: 1)
@@ -395,6 +425,30 @@ extension OperationChecks {
                     got,
                     want.values, bounds: want.bounds))
         }
+        // A tower's linear layer: 37 rows of 200 by 130 outputs, with bias.
+        let (rows, inputs, outputs) = (37, 200, 130)
+        let x = random(rows * inputs, seed: 80), weight = random(outputs * inputs, seed: 81, scale: 0.2)
+        let bias = random(outputs, seed: 82)
+        let layer = PackedLinear(weight: weight, bias: bias, inputs: inputs, outputs: outputs)
+        var linear: (values: [Float], bounds: [Float]) = ([], [])
+        let epsilon = 1.0 / Double(1 << 24)
+        for r in 0..<rows {
+            for o in 0..<outputs {
+                var (sum, magnitude) = (Double(bias[o]), Double(0))
+                for i in 0..<inputs {
+                    let product =
+                        Double(arithmetic.rounded(x[r * inputs + i])) * Double(arithmetic.rounded(weight[o * inputs + i]))
+                    sum += product
+                    magnitude += abs(product)
+                }
+                linear.values.append(Float(sum))
+                linear.bounds.append(Float(1.1 * (2 * Double(inputs) * epsilon * magnitude + 4 * epsilon * abs(sum)) + 1e-7))
+            }
+        }
+        results.append(
+            Self.compare(
+                "\(arithmetic.rawValue) packed linear 37×200 by 130, against Double of the rounded operands (fp32 sums' bound)",
+                gpu.linear(x, rows: rows, layer: layer), linear.values, bounds: linear.bounds))
         let (height, width) = (23, 19)
         let a = map(20, height, width, seed: 1), b = map(24, height, width, seed: 2)
         for (kernel, stride) in [(1, 1), (3, 1), (3, 2)] {

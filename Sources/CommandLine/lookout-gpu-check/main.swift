@@ -7,7 +7,7 @@ import LookoutTensor
 #endif
 
 // `lookout-gpu-check [--ops] [--detect] [ARCH]`, `lookout-gpu-check --bench DETECTOR [PHOTO [ARITHMETIC]]`,
-// `lookout-gpu-check --accuracy DIR...`, `lookout-gpu-check --cpu-int8` (every int8 path of the machine's CPU against
+// `lookout-gpu-check --accuracy DIR...`, `lookout-gpu-check --tower FILE [BATCH]`, `lookout-gpu-check --cpu-int8` (every int8 path of the machine's CPU against
 // the portable C): what
 // scripts/device/gpu-check and scripts/bench/gpu.py run on the GPU machine.
 // - The NVIDIA driver, its GPUs and NVRTC as Lookout finds them, and the check kernel (SiLU) compiled by NVRTC and
@@ -41,6 +41,18 @@ if arguments.first == "--bench" {
         benchmark.arithmetic = arithmetic
     }
     exit(benchmark.run() ? 0 : 1)
+}
+if arguments.first == "--tower" {
+    // `--tower FILE [BATCH]`: a CLIP image tower on the GPU against the CPU in fp32, fp16 and bf16, and BATCH
+    // photos in one call timed in each (scripts/bench/gpu_towers.py).
+    guard arguments.count >= 2 else { fail("--tower FILE [BATCH]") }
+    let scenes = (0..<10).map { "examples/scenes/scene-000\($0).jpg" }
+    let (lines, passed) = TowerChecks(
+        tower: arguments[1], photos: scenes, arithmetics: [.fp32, .fp16, .bf16],
+        batch: arguments.count > 2 ? Int(arguments[2]) ?? 0 : 0
+    ).run()
+    for line in lines { print(line) }
+    exit(passed ? 0 : 1)
 }
 if arguments.first == "--cpu-int8" {
     // `--cpu-int8`: every int8 path of this CPU against the portable C (no GPU needed).
@@ -159,15 +171,11 @@ if all || arguments.contains("--detect") {
     if access("Models/demo/image-encoder.safetensors", R_OK) != 0 {
         print("Models/demo/image-encoder.safetensors: not here, skipped")
     } else {
-        do {
-            let tower = try TowerChecks(tower: "Models/demo/image-encoder.safetensors", photos: scenes).run(
-                on: CUDABackend(gpu: 0, cacheDirectory: "/tmp/lookout-gpu-check-cache"))
-            for line in tower.lines { print(line) }
-            failed = failed || !tower.passed
-        } catch {
-            printError("the CUDA backend: \(error.description)")
-            failed = true
-        }
+        let tower = TowerChecks(
+            tower: "Models/demo/image-encoder.safetensors", photos: scenes, arithmetics: [.fp32, .fp16, .bf16]
+        ).run()
+        for line in tower.lines { print(line) }
+        failed = failed || !tower.passed
     }
 }
 exit(failed ? 1 : 0)

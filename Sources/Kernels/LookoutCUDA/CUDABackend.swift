@@ -503,11 +503,23 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
     /// A layer's weights (`arrays`, already on the GPU as `full`, `count` floats) rounded to ``arithmetic``'s 16
     /// bits, once: keyed as ``cached(_:make:)`` and the type.
     func cached16(_ arrays: [[Float]], from full: DeviceBuffer, count: Int) -> DeviceBuffer? {
-        let key = WeightKey(addresses: Self.addresses(arrays) + [UInt(arithmetic.code)])
-        if let hit = state.withLock({ $0.weights[key] }) { return hit.buffers[0] }
+        cached16(key: Self.addresses(arrays), sources: arrays, from: full, count: count)
+    }
+
+    /// The same, named by `key` and kept alive by `sources` (as ``cached(key:sources:make:)``).
+    func cached16(key addresses: [UInt], sources: [Any], from full: DeviceBuffer, count: Int) -> DeviceBuffer? {
+        let key = WeightKey(addresses: addresses + [UInt(arithmetic.code)])
+        if let hit = state.withLock({ $0.weights[key] }) {
+            recordingHere()?.keep(hit)
+            return hit.buffers[0]
+        }
+        if let recording = recordingHere() {
+            recording.fail(CUDAError("weights met for the first time while recording"))
+            return nil
+        }
         guard let rounded = buffer16(count) else { return nil }
         round16(full, into: rounded, count: count)
-        keep([rounded], as: key, sources: arrays)
+        keep([rounded], as: key, sources: sources)
         return rounded
     }
 
@@ -560,7 +572,7 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
     }
 
     func launch(
-        _ name: String, grid: (UInt32, UInt32), depth: UInt32 = 1, block: (UInt32, UInt32),
+        _ name: String, grid: (UInt32, UInt32), depth: UInt32 = 1, block: (UInt32, UInt32), shared: UInt32 = 0,
         _ fill: (inout Arguments) -> Void
     ) {
         var arguments = Arguments()
@@ -571,7 +583,7 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             let error = arguments.bytes.withUnsafeMutableBytes { bytes in
                 Self.check {
                     lookout_cuda_launch(
-                        function, grid.0, grid.1, depth, block.0, block.1, 1, 0, bytes.baseAddress, bytes.count, $0,
+                        function, grid.0, grid.1, depth, block.0, block.1, 1, shared, bytes.baseAddress, bytes.count, $0,
                         $1)
                 }
             }
@@ -582,11 +594,11 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
     /// `C[i, j] = Σ_k A(i, k)·B(k, j)` (+ `beta`·C), row-major `m × n` with row stride `ldc`, where
     /// `A(i, k) = a[i·aRow + k·aColumn]` and `B(k, j) = b[k·bRow + j·bColumn]`; one of each pair of strides is 1.
     /// A and B are fp32, or with `operands` fp16 or bf16 (summed in fp32 on the tensor cores); C is fp32.
-    /// cuBLAS where it opened, else ``CUDAKernels``' `lk_gemm` or `lk_gemm_16`. Offsets count values.
+    /// cuBLAS where it opened (and not `ownKernel`), else ``CUDAKernels``' `lk_gemm` or `lk_gemm_16`. Offsets count values.
     func gemm(
         m: Int, n: Int, k: Int, a: DeviceBuffer?, aOffset: Int = 0, aRow: Int, aColumn: Int, b: DeviceBuffer?,
         bOffset: Int = 0, bRow: Int, bColumn: Int, c: DeviceBuffer?, cOffset: Int = 0, ldc: Int, beta: Float = 0,
-        operands: GPUArithmetic = .fp32
+        operands: GPUArithmetic = .fp32, ownKernel: Bool = false
     ) {
         guard m > 0 && n > 0, let a, let b, let c else { return }
         guard k > 0 else { return }
@@ -594,7 +606,7 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         let width = UInt64(operands == .fp32 ? 4 : 2)
         let (left, right) = (a.address + UInt64(aOffset) * width, b.address + UInt64(bOffset) * width)
         let out = c.address + UInt64(cOffset * 4)
-        if cublasPath != nil {
+        if cublasPath != nil && !ownKernel {
             // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: cuBLAS's first operand is B, its second A.
             // An operand is stored transposed when its column stride is not 1; its leading dimension is then
             // that stride, else its row stride (at least the row's length, as cuBLAS requires).
@@ -1104,17 +1116,21 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         return host.maskedSoftmaxPool(onHost(x), scores: onHost(scores), mask: mask, groups: groups)
     }
 
-    // MARK: Sequences (the towers): row-major matrices on the host, each operation's input copied over and its
-    // result back (the towers' activations are not kept on the GPU between operations yet)
+    // MARK: Sequences (the towers): row matrices kept on the GPU from one operation to the next
 
-    public func layerNorm(_ x: [Float], rows: Int, gamma: [Float], beta: [Float], epsilon: Float) -> [Float] {
-        let width = gamma.count
-        precondition(x.count == rows * width && beta.count == width)
-        guard rows > 0 else { return [] }
-        guard let input = upload(x), let parameters = cached([gamma, beta], make: { [gamma, beta] }),
+    func matrix(_ buffer: DeviceBuffer?, rows: Int, columns: Int) -> RowMatrix {
+        RowMatrix(map(buffer, channels: 1, height: rows, width: columns))
+    }
+
+    /// One warp a row (`lk_layer_norm`).
+    public func layerNorm(_ x: RowMatrix, gamma: [Float], beta: [Float], epsilon: Float) -> RowMatrix {
+        let (rows, width) = (x.rows, x.columns)
+        precondition(gamma.count == width && beta.count == width)
+        guard rows > 0 else { return x }
+        guard let input = onDevice(x.map), let parameters = cached([gamma, beta], make: { [gamma, beta] }),
             let out = buffer(rows * width)
-        else { return [Float](repeating: .nan, count: rows * width) }
-        launch("lk_layer_norm", count: rows) {
+        else { return matrix(nil, rows: rows, columns: width) }
+        launch("lk_layer_norm", grid: (UInt32(min((rows + 7) / 8, 65_535)), 1), block: (256, 1)) {
             $0.pointer(input)
             $0.pointer(parameters[0])
             $0.pointer(parameters[1])
@@ -1123,22 +1139,34 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             $0.int(width)
             $0.float(epsilon)
         }
-        return download(out)
+        return matrix(out, rows: rows, columns: width)
     }
 
-    /// fp32 and fp16 weights on the GPU (unpacked once); a bf16 layer on the CPU.
-    public func linear(_ x: [Float], rows: Int, layer: PackedLinear) -> [Float] {
-        precondition(x.count == rows * layer.inputs)
-        guard !layer.isBF16, rows > 0 else { return host.linear(x, rows: rows, layer: layer) }
-        guard let input = upload(x),
+    /// fp32 and fp16 weights on the GPU (unpacked once); in fp16 or bf16 ``arithmetic`` the input and the weights
+    /// rounded to 16 bits and multiplied on the tensor cores (fp32 sums); a bf16 layer on the CPU.
+    public func linear(_ x: RowMatrix, layer: PackedLinear) -> RowMatrix {
+        precondition(x.columns == layer.inputs)
+        let rows = x.rows
+        guard !layer.isBF16, rows > 0 else { return host.linear(RowMatrix(rows: rows, columns: x.columns, data: x.data), layer: layer) }
+        let key = [layer.storageAddress]
+        guard let input = onDevice(x.map),
             let parameters = cached(
-                key: [layer.storageAddress], sources: [layer],
-                make: { [layer.denseWeight ?? [], layer.denseBias ?? [0]] }),
+                key: key, sources: [layer], make: { [layer.denseWeight ?? [], layer.denseBias ?? [0]] }),
             let out = buffer(rows * layer.outputs)
-        else { return [Float](repeating: .nan, count: rows * layer.outputs) }
-        gemm(
-            m: rows, n: layer.outputs, k: layer.inputs, a: input, aRow: layer.inputs, aColumn: 1, b: parameters[0],
-            bRow: 1, bColumn: layer.inputs, c: out, ldc: layer.outputs)
+        else { return matrix(nil, rows: rows, columns: layer.outputs) }
+        if arithmetic == .fp32 {
+            gemm(
+                m: rows, n: layer.outputs, k: layer.inputs, a: input, aRow: layer.inputs, aColumn: 1, b: parameters[0],
+                bRow: 1, bColumn: layer.inputs, c: out, ldc: layer.outputs)
+        } else {
+            guard let weights = cached16(key: key, sources: [layer], from: parameters[0], count: parameters[0].count),
+                let rounded = buffer16(rows * layer.inputs)
+            else { return matrix(nil, rows: rows, columns: layer.outputs) }
+            round16(input, into: rounded, count: rows * layer.inputs)
+            gemm(
+                m: rows, n: layer.outputs, k: layer.inputs, a: rounded, aRow: layer.inputs, aColumn: 1, b: weights,
+                bRow: 1, bColumn: layer.inputs, c: out, ldc: layer.outputs, operands: arithmetic)
+        }
         if layer.denseBias != nil {
             launch("lk_add_rows", count: rows * layer.outputs) {
                 $0.pointer(out)
@@ -1147,26 +1175,53 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
                 $0.long(rows * layer.outputs)
             }
         }
-        return download(out)
+        return matrix(out, rows: rows, columns: layer.outputs)
     }
 
+    /// `lk_attention_block` (a block per sequence and head, its keys and values in shared memory) where they fit
+    /// in 48 KB, else `lk_sequence_attention` (a thread per row).
     public func sequenceAttention(
-        _ qkv: [Float], lengths: [Int], starts: [Int], width: Int, heads: Int, causal: Bool
-    ) -> [Float] {
-        let total = qkv.count / (3 * width)
+        _ qkv: RowMatrix, lengths: [Int], starts: [Int], heads: Int, causal: Bool
+    ) -> RowMatrix {
+        let (total, width) = (qkv.rows, qkv.columns / 3)
         let longest = lengths.max() ?? 0
-        guard width / heads <= 256, total > 0 else {
+        let size = width / heads
+        guard size <= 256, total > 0 else {
             return host.sequenceAttention(
-                qkv, lengths: lengths, starts: starts, width: width, heads: heads, causal: causal)
+                RowMatrix(rows: total, columns: qkv.columns, data: qkv.data), lengths: lengths, starts: starts,
+                heads: heads, causal: causal)
         }
-        guard let input = upload(qkv), let first = upload(starts.map { Int32($0) }),
+        guard let input = onDevice(qkv.map), let first = upload(starts.map { Int32($0) }),
             let counts = upload(lengths.map { Int32($0) }), let out = buffer(total * width)
-        else { return [Float](repeating: .nan, count: total * width) }
+        else { return matrix(nil, rows: total, columns: width) }
         // Rows no sequence covers stay zero, as the CPU leaves them.
-        launch("lk_fill", count: total * width) {
-            $0.pointer(out)
-            $0.float(0)
-            $0.long(total * width)
+        if lengths.reduce(0, +) != total {
+            launch("lk_fill", count: total * width) {
+                $0.pointer(out)
+                $0.float(0)
+                $0.long(total * width)
+            }
+        }
+        let warps = 8
+        let shared = 4 * (longest * (size + 1) + longest * size + warps * (size + longest))
+        if shared <= 48 * 1024 {
+            let items = lengths.count * heads
+            launch(
+                "lk_attention_block", grid: (UInt32(min(items, 65_535)), 1), block: (UInt32(32 * warps), 1),
+                shared: UInt32(shared)
+            ) {
+                $0.pointer(input)
+                $0.pointer(first)
+                $0.pointer(counts)
+                $0.int(lengths.count)
+                $0.int(longest)
+                $0.int(width)
+                $0.int(heads)
+                $0.int(causal ? 1 : 0)
+                $0.float(1 / Float(size).squareRoot())
+                $0.pointer(out)
+            }
+            return matrix(out, rows: total, columns: width)
         }
         launch("lk_sequence_attention", count: lengths.count * heads * longest) {
             $0.pointer(input)
@@ -1177,36 +1232,125 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             $0.int(width)
             $0.int(heads)
             $0.int(causal ? 1 : 0)
-            $0.float(1 / Float(width / heads).squareRoot())
+            $0.float(1 / Float(size).squareRoot())
             $0.pointer(out)
         }
-        return download(out)
+        return matrix(out, rows: total, columns: width)
     }
 
-    public func activate(_ x: inout [Float], _ activation: SequenceActivation) {
-        guard !x.isEmpty, let values = upload(x) else { return }
+    /// Into a new buffer (x's may be another matrix's too).
+    public func activate(_ x: inout RowMatrix, _ activation: SequenceActivation) {
+        let count = x.rows * x.columns
+        guard count > 0 else { return }
+        guard let values = onDevice(x.map), let out = buffer(count) else {
+            x = matrix(nil, rows: x.rows, columns: x.columns)
+            return
+        }
         let kernel: String
         switch activation {
         case .quickGELU: kernel = "lk_quick_gelu"
         case .gelu: kernel = "lk_gelu"
         case .geluTanh: kernel = "lk_gelu_tanh"
         }
-        launch(kernel, count: x.count) {
+        launch(kernel, count: count) {
             $0.pointer(values)
-            $0.long(x.count)
+            $0.pointer(out)
+            $0.long(count)
         }
-        x = download(values)
+        x = matrix(out, rows: x.rows, columns: x.columns)
     }
 
-    public func add(_ x: inout [Float], _ y: [Float]) {
-        precondition(x.count == y.count)
-        guard !x.isEmpty, let values = upload(x), let other = upload(y) else { return }
-        launch("lk_add", count: x.count) {
+    public func add(_ x: inout RowMatrix, _ y: RowMatrix) {
+        precondition(x.rows == y.rows && x.columns == y.columns)
+        let count = x.rows * x.columns
+        guard count > 0 else { return }
+        guard let values = onDevice(x.map), let other = onDevice(y.map), let out = buffer(count) else {
+            x = matrix(nil, rows: x.rows, columns: x.columns)
+            return
+        }
+        launch("lk_sum", count: count) {
             $0.pointer(values)
             $0.pointer(other)
-            $0.long(x.count)
+            $0.pointer(out)
+            $0.long(count)
         }
-        x = download(values)
+        x = matrix(out, rows: x.rows, columns: x.columns)
+    }
+
+    public func addRepeating(_ x: inout RowMatrix, _ table: [Float]) {
+        let count = x.rows * x.columns
+        precondition(x.columns > 0 && !table.isEmpty && table.count % x.columns == 0)
+        guard count > 0 else { return }
+        guard let values = onDevice(x.map), let rows = cached([table], make: { [table] }), let out = buffer(count)
+        else {
+            x = matrix(nil, rows: x.rows, columns: x.columns)
+            return
+        }
+        launch("lk_add_repeating", count: count) {
+            $0.pointer(values)
+            $0.pointer(rows[0])
+            $0.pointer(out)
+            $0.long(table.count)
+            $0.long(count)
+        }
+        x = matrix(out, rows: x.rows, columns: x.columns)
+    }
+
+    /// Lookout's own GEMM (`lk_gemm`), even where cuBLAS opened: each output is one thread's sum in a fixed order,
+    /// whatever the number of rows (cuBLAS may choose its kernel, and so its order, by the shape).
+    public func rowProducts(_ x: RowMatrix, _ b: [Float], columns: Int) -> [Float] {
+        let (rows, width) = (x.rows, x.columns)
+        precondition(b.count == width * columns)
+        guard rows > 0 else { return [] }
+        guard let input = onDevice(x.map), let weights = cached([b], make: { [b] }), let out = buffer(rows * columns)
+        else { return [Float](repeating: .nan, count: rows * columns) }
+        gemm(
+            m: rows, n: columns, k: width, a: input, aRow: width, aColumn: 1, b: weights[0], bRow: columns, bColumn: 1,
+            c: out, ldc: columns, ownKernel: true)
+        return download(out)
+    }
+
+    /// The images copied over into one buffer, cut on the GPU (`lk_patches`).
+    public func patchRows(_ images: [[Float]], channels: Int, side: Int, patch: Int) -> RowMatrix {
+        let grid = side / patch
+        let (inputs, tokens) = (channels * patch * patch, grid * grid + 1)
+        let size = channels * side * side
+        precondition(images.allSatisfy { $0.count == size }, "images must be \(channels) × \(side)²")
+        let count = images.count * tokens * inputs
+        guard count > 0 else { return RowMatrix(rows: 0, columns: inputs, data: []) }
+        guard let all = buffer(images.count * size), let out = buffer(count) else {
+            return matrix(nil, rows: images.count * tokens, columns: inputs)
+        }
+        for (n, image) in images.enumerated() where !upload(image, to: all.address + UInt64(n * size * 4)) {
+            return matrix(nil, rows: images.count * tokens, columns: inputs)
+        }
+        launch("lk_patches", count: count) {
+            $0.pointer(all)
+            $0.pointer(out)
+            $0.int(channels)
+            $0.int(side)
+            $0.int(patch)
+            $0.int(grid)
+            $0.long(count)
+        }
+        return matrix(out, rows: images.count * tokens, columns: inputs)
+    }
+
+    public func rows(_ x: RowMatrix, at indices: [Int]) -> RowMatrix {
+        precondition(indices.allSatisfy { $0 >= 0 && $0 < x.rows })
+        let width = x.columns
+        guard !indices.isEmpty else { return RowMatrix(rows: 0, columns: width, data: []) }
+        guard let values = onDevice(x.map), let chosen = upload(indices.map { Int32($0) }),
+            let out = buffer(indices.count * width)
+        else { return matrix(nil, rows: indices.count, columns: width) }
+        launch("lk_gather_rows", count: indices.count * width) {
+            $0.pointer(values)
+            $0.pointer(chosen)
+            $0.pointer(out)
+            $0.int(width)
+            $0.long(indices.count * width)
+        }
+        return matrix(out, rows: indices.count, columns: width)
     }
 
     // MARK: The head

@@ -10,7 +10,8 @@ public enum CUDAKernels {
         "lk_add", "lk_affine", "lk_gather", "lk_weighted_sum", "lk_max_sigmoid", "lk_scale_heads", "lk_head_decode",
         "lk_scale", "lk_softmax_rows", "lk_add_rows", "lk_nms_rank", "lk_nms_arrange", "lk_nms_mask", "lk_nms_keep",
         "lk_layer_norm",
-        "lk_sequence_attention", "lk_letterbox",
+        "lk_sequence_attention", "lk_attention_block", "lk_sum", "lk_add_repeating", "lk_gather_rows", "lk_patches",
+        "lk_letterbox",
         "lk_quick_gelu", "lk_gelu", "lk_gelu_tanh", "lk_fill", "lk_to_16", "lk_im2col_16", "lk_gemm_16", "lk_conv_16",
         "lk_conv_16_wide", "lk_split_sum",
     ]
@@ -661,24 +662,28 @@ public enum CUDAKernels {
         }
 
         // LayerNorm of each row, as the CPU computes it: mean and variance summed in double, then
-        // (x·rstd − rstd·mean)·γ + β in float.
+        // (x·rstd − rstd·mean)·γ + β in float. One warp a row (its lanes' double sums added in a fixed tree).
         __global__ void lk_layer_norm(const float *x, const float *gamma, const float *beta, float *y, int rows,
                                       int width, float epsilon) {
-            LK_LOOP(r, rows) {
+            int lane = threadIdx.x % 32, warps = blockDim.x / 32;
+            for (long long r = (long long)blockIdx.x * warps + threadIdx.x / 32; r < rows;
+                 r += (long long)gridDim.x * warps) {
                 const float *input = x + r * width;
                 float *output = y + r * width;
                 double sum = 0.0;
-                for (int i = 0; i < width; i++) sum += (double)input[i];
+                for (int i = lane; i < width; i += 32) sum += (double)input[i];
+                for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
                 double mean = sum / (double)width;
                 double squares = 0.0;
-                for (int i = 0; i < width; i++) {
+                for (int i = lane; i < width; i += 32) {
                     double centered = (double)input[i] - mean;
                     squares += centered * centered;
                 }
+                for (int o = 16; o > 0; o >>= 1) squares += __shfl_xor_sync(0xffffffffu, squares, o);
                 float variance = (float)(squares / (double)width);
                 float rstd = 1.0f / sqrtf(variance + epsilon);
                 float shift = -rstd * (float)mean;
-                for (int i = 0; i < width; i++) output[i] = (input[i] * rstd + shift) * gamma[i] + beta[i];
+                for (int i = lane; i < width; i += 32) output[i] = (input[i] * rstd + shift) * gamma[i] + beta[i];
             }
         }
 
@@ -718,22 +723,118 @@ public enum CUDAKernels {
             }
         }
 
+        // The same attention, one block per (sequence, head): the head's keys (rows padded to size + 1 floats, so
+        // that lanes reading different keys use different banks) and values in shared memory; each warp takes a
+        // query row at a time: its lanes score keys j, j + 32, ..., the softmax's maximum and sum go across the
+        // warp, then each lane sums its dimensions' values. Shared memory: 4·(longest·(2·size + 1) +
+        // warps·(size + longest)) bytes, given at launch.
+        __global__ void lk_attention_block(const float *qkv, const int *starts, const int *lengths, int sequences,
+                                           int longest, int width, int heads, int causal, float scale, float *out) {
+            extern __shared__ float shared[];
+            int size = width / heads, pitch = size + 1;
+            int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+            float *keys = shared;
+            float *values = keys + longest * pitch;
+            float *query = values + longest * size + warp * (size + longest);
+            float *weights = query + size;
+            for (int item = blockIdx.x; item < sequences * heads; item += gridDim.x) {
+                int s = item / heads, h = item % heads;
+                int length = lengths[s];
+                long long stride = 3LL * width, start = starts[s];
+                __syncthreads();
+                for (int i = threadIdx.x; i < length * size; i += blockDim.x) {
+                    int j = i / size, d = i % size;
+                    const float *row = qkv + (start + j) * stride + h * size;
+                    keys[j * pitch + d] = row[width + d];
+                    values[j * size + d] = row[2 * width + d];
+                }
+                __syncthreads();
+                for (int i = warp; i < length; i += warps) {
+                    const float *q = qkv + (start + i) * stride + h * size;
+                    for (int d = lane; d < size; d += 32) query[d] = q[d];
+                    __syncwarp();
+                    int last = causal ? i : length - 1;
+                    float maximum = -LK_INFINITY;
+                    for (int j = lane; j <= last; j += 32) {
+                        const float *k = keys + j * pitch;
+                        float dot = 0.0f;
+                        for (int d = 0; d < size; d++) dot += query[d] * k[d];
+                        dot *= scale;
+                        weights[j] = dot;
+                        maximum = fmaxf(maximum, dot);
+                    }
+                    for (int o = 16; o > 0; o >>= 1) maximum = fmaxf(maximum, __shfl_xor_sync(0xffffffffu, maximum, o));
+                    float total = 0.0f;
+                    for (int j = lane; j <= last; j += 32) {
+                        float e = expf(weights[j] - maximum);
+                        weights[j] = e;
+                        total += e;
+                    }
+                    for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
+                    __syncwarp();
+                    float *target = out + (start + i) * width + h * size;
+                    for (int d = lane; d < size; d += 32) {
+                        float sum = 0.0f;
+                        for (int j = 0; j <= last; j++) sum += weights[j] * values[j * size + d];
+                        target[d] = sum / total;
+                    }
+                    __syncwarp();
+                }
+            }
+        }
+
+        // out = a + b.
+        __global__ void lk_sum(const float *a, const float *b, float *out, long long n) {
+            LK_LOOP(i, n) out[i] = a[i] + b[i];
+        }
+
+        // out[i] = x[i] + table[i mod span]: a table of rows added to every sequence.
+        __global__ void lk_add_repeating(const float *x, const float *table, float *out, long long span, long long n) {
+            LK_LOOP(i, n) out[i] = x[i] + table[i % span];
+        }
+
+        // out's row r = x's row rows[r].
+        __global__ void lk_gather_rows(const float *x, const int *rows, float *out, int width, long long n) {
+            LK_LOOP(i, n) out[i] = x[(long long)rows[i / width] * width + i % width];
+        }
+
+        // Each image (channels × side × side, images one after another) cut into patch × patch squares, one row
+        // each (channel, row, column flattened), row-major over the grid, after a row of zeros per image (where its
+        // class token goes): images × (grid² + 1) rows of channels·patch² values.
+        __global__ void lk_patches(const float *images, float *out, int channels, int side, int patch, int grid,
+                                   long long n) {
+            int inputs = channels * patch * patch, tokens = grid * grid + 1;
+            LK_LOOP(i, n) {
+                long long row = i / inputs;
+                int within = (int)(i % inputs), t = (int)(row % tokens);
+                long long image = row / tokens;
+                if (t == 0) {
+                    out[i] = 0.0f;
+                    continue;
+                }
+                int c = within / (patch * patch), y = (within / patch) % patch, x = within % patch;
+                int gy = (t - 1) / grid, gx = (t - 1) % grid;
+                out[i] = images[((image * channels + c) * side + gy * patch + y) * side + gx * patch + x];
+            }
+        }
+
         __global__ void lk_fill(float *x, float value, long long n) {
             LK_LOOP(i, n) x[i] = value;
         }
 
-        __global__ void lk_quick_gelu(float *x, long long n) {
-            LK_LOOP(i, n) x[i] = x[i] * (1.0f / (1.0f + expf(-1.702f * x[i])));
+        // The towers' activations, y = f(x).
+        __global__ void lk_quick_gelu(const float *x, float *y, long long n) {
+            LK_LOOP(i, n) y[i] = x[i] * (1.0f / (1.0f + expf(-1.702f * x[i])));
         }
 
-        __global__ void lk_gelu(float *x, long long n) {
-            LK_LOOP(i, n) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
+        __global__ void lk_gelu(const float *x, float *y, long long n) {
+            LK_LOOP(i, n) y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
         }
 
-        __global__ void lk_gelu_tanh(float *x, long long n) {
+        __global__ void lk_gelu_tanh(const float *x, float *y, long long n) {
             LK_LOOP(i, n) {
                 float v = x[i];
-                x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * (v * v * v))));
+                y[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * (v * v * v))));
             }
         }
 

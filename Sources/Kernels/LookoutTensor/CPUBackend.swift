@@ -398,11 +398,12 @@ public struct CPUBackend: ComputeBackend {
 
     // MARK: Sequences
 
-    public func layerNorm(_ x: [Float], rows: Int, gamma: [Float], beta: [Float], epsilon: Float) -> [Float] {
-        let width = gamma.count
-        precondition(x.count == rows * width && beta.count == width)
-        return [Float](unsafeUninitializedCapacity: rows * width) { y, count in
-            x.withUnsafeBufferPointer { x in
+    public func layerNorm(_ x: RowMatrix, gamma: [Float], beta: [Float], epsilon: Float) -> RowMatrix {
+        let (rows, width) = (x.rows, x.columns)
+        precondition(gamma.count == width && beta.count == width)
+        let values = x.data
+        let y = [Float](unsafeUninitializedCapacity: rows * width) { y, count in
+            values.withUnsafeBufferPointer { x in
                 gamma.withUnsafeBufferPointer { g in
                     beta.withUnsafeBufferPointer { b in
                         Kernels.layerNorm(
@@ -413,28 +414,30 @@ public struct CPUBackend: ComputeBackend {
             }
             count = rows * width
         }
+        return RowMatrix(rows: rows, columns: width, data: y)
     }
 
-    public func linear(_ x: [Float], rows: Int, layer: PackedLinear) -> [Float] {
-        precondition(x.count == rows * layer.inputs)
+    public func linear(_ x: RowMatrix, layer: PackedLinear) -> RowMatrix {
+        precondition(x.columns == layer.inputs)
+        let rows = x.rows
         var y = [Float](repeating: 0, count: rows * layer.outputs)
-        x.withUnsafeBufferPointer { x in
+        x.data.withUnsafeBufferPointer { x in
             y.withUnsafeMutableBufferPointer { y in
                 layer.apply(x.baseAddress!, rows: rows, into: y.baseAddress!, pool: pool)
             }
         }
-        return y
+        return RowMatrix(rows: rows, columns: layer.outputs, data: y)
     }
 
     public func sequenceAttention(
-        _ qkv: [Float], lengths: [Int], starts: [Int], width: Int, heads: Int, causal: Bool
-    ) -> [Float] {
-        let total = qkv.count / (3 * width)
+        _ qkv: RowMatrix, lengths: [Int], starts: [Int], heads: Int, causal: Bool
+    ) -> RowMatrix {
+        let (total, width) = (qkv.rows, qkv.columns / 3)
         let headSize = width / heads
         let scale = 1 / Float(headSize).squareRoot()
         let longest = lengths.max() ?? 0
         var attention = [Float](repeating: 0, count: total * width)
-        qkv.withUnsafeBufferPointer { qkv in
+        qkv.data.withUnsafeBufferPointer { qkv in
             attention.withUnsafeMutableBufferPointer { attention in
                 let qkv = UnsafeSendable(qkv.baseAddress!)
                 let attention = UnsafeSendable(attention.baseAddress!)
@@ -453,11 +456,11 @@ public struct CPUBackend: ComputeBackend {
                 }
             }
         }
-        return attention
+        return RowMatrix(rows: total, columns: width, data: attention)
     }
 
-    public func activate(_ x: inout [Float], _ activation: SequenceActivation) {
-        x.withUnsafeMutableBufferPointer { x in
+    public func activate(_ x: inout RowMatrix, _ activation: SequenceActivation) {
+        x.data.withUnsafeMutableBufferPointer { x in
             switch activation {
             case .quickGELU: Kernels.quickGELU(x.baseAddress!, count: x.count)
             case .gelu: Kernels.gelu(x.baseAddress!, count: x.count)
@@ -466,11 +469,79 @@ public struct CPUBackend: ComputeBackend {
         }
     }
 
-    public func add(_ x: inout [Float], _ y: [Float]) {
-        precondition(x.count == y.count)
-        y.withUnsafeBufferPointer { y in
-            x.withUnsafeMutableBufferPointer { x in Kernels.add(y.baseAddress!, into: x.baseAddress!, count: x.count) }
+    public func add(_ x: inout RowMatrix, _ y: RowMatrix) {
+        precondition(x.rows == y.rows && x.columns == y.columns)
+        y.data.withUnsafeBufferPointer { y in
+            x.data.withUnsafeMutableBufferPointer { x in
+                Kernels.add(y.baseAddress!, into: x.baseAddress!, count: x.count)
+            }
         }
+    }
+
+    public func addRepeating(_ x: inout RowMatrix, _ table: [Float]) {
+        let width = x.columns
+        precondition(width > 0 && !table.isEmpty && table.count % width == 0)
+        let period = table.count / width
+        table.withUnsafeBufferPointer { table in
+            x.data.withUnsafeMutableBufferPointer { x in
+                var row = 0
+                while row * width < x.count {
+                    let count = min(period, x.count / width - row) * width
+                    Kernels.add(table.baseAddress!, into: x.baseAddress! + row * width, count: count)
+                    row += period
+                }
+            }
+        }
+    }
+
+    public func patchRows(_ images: [[Float]], channels: Int, side: Int, patch: Int) -> RowMatrix {
+        let grid = side / patch
+        let (inputs, tokens) = (channels * patch * patch, grid * grid + 1)
+        precondition(images.allSatisfy { $0.count == channels * side * side }, "images must be \(channels) × \(side)²")
+        var rows = [Float](repeating: 0, count: images.count * tokens * inputs)
+        rows.withUnsafeMutableBufferPointer { rows in
+            for (n, image) in images.enumerated() {
+                image.withUnsafeBufferPointer { image in
+                    for gy in 0..<grid {
+                        for gx in 0..<grid {
+                            let base = (n * tokens + 1 + gy * grid + gx) * inputs
+                            for channel in 0..<channels {
+                                for row in 0..<patch {
+                                    let source = (channel * side + gy * patch + row) * side + gx * patch
+                                    let target = base + (channel * patch + row) * patch
+                                    (rows.baseAddress! + target).update(from: image.baseAddress! + source, count: patch)
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        return RowMatrix(rows: images.count * tokens, columns: inputs, data: rows)
+    }
+
+    /// One row at a time: OpenBLAS picks its kernel by the matrices' shape (a small-matrix kernel on some CPUs), so
+    /// a product of several rows may round a row otherwise than that row alone.
+    public func rowProducts(_ x: RowMatrix, _ b: [Float], columns: Int) -> [Float] {
+        let (width, values) = (x.columns, x.data)
+        precondition(b.count == width * columns)
+        var out: [Float] = []
+        out.reserveCapacity(x.rows * columns)
+        for row in 0..<x.rows {
+            out += matmul(Array(values[(row * width)..<((row + 1) * width)]), b, m: 1, n: columns, k: width)
+        }
+        return out
+    }
+
+    public func rows(_ x: RowMatrix, at indices: [Int]) -> RowMatrix {
+        let width = x.columns
+        let values = x.data
+        var out = [Float](repeating: 0, count: indices.count * width)
+        for (n, row) in indices.enumerated() {
+            precondition(row >= 0 && row < x.rows, "row \(row) of \(x.rows)")
+            out.replaceSubrange((n * width)..<((n + 1) * width), with: values[(row * width)..<((row + 1) * width)])
+        }
+        return RowMatrix(rows: indices.count, columns: width, data: out)
     }
 
     // MARK: The head

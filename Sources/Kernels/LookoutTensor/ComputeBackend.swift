@@ -96,19 +96,31 @@ public protocol ComputeBackend: Sendable {
 
     // MARK: Sequences (the CLIP towers): row-major matrices, one row per token
 
-    /// LayerNorm of each of `rows` rows (γ, β over the row), as PyTorch computes it.
-    func layerNorm(_ x: [Float], rows: Int, gamma: [Float], beta: [Float], epsilon: Float) -> [Float]
-    /// A Linear layer whose weight was packed at load (``PackedLinear``): `x·Wᵀ + b`, `rows × outputs`.
-    func linear(_ x: [Float], rows: Int, layer: PackedLinear) -> [Float]
+    /// LayerNorm of each row (γ, β over the row, `x.columns` values), as PyTorch computes it.
+    func layerNorm(_ x: RowMatrix, gamma: [Float], beta: [Float], epsilon: Float) -> RowMatrix
+    /// A Linear layer whose weight was packed at load (``PackedLinear``): `x·Wᵀ + b`, `x.rows × outputs`.
+    func linear(_ x: RowMatrix, layer: PackedLinear) -> RowMatrix
     /// Multi-head attention within each sequence (`lengths[s]` rows from row `starts[s]`) of a `qkv` matrix
-    /// (rows × 3·width: queries, keys, values), causal (the text tower) or full (the image tower); rows × width.
-    func sequenceAttention(
-        _ qkv: [Float], lengths: [Int], starts: [Int], width: Int, heads: Int, causal: Bool
-    ) -> [Float]
+    /// (rows × 3·width: queries, keys, values), causal (the text tower) or full (the image tower); rows × width,
+    /// zero in rows no sequence covers.
+    func sequenceAttention(_ qkv: RowMatrix, lengths: [Int], starts: [Int], heads: Int, causal: Bool) -> RowMatrix
     /// An activation in place.
-    func activate(_ x: inout [Float], _ activation: SequenceActivation)
+    func activate(_ x: inout RowMatrix, _ activation: SequenceActivation)
     /// `x += y`.
-    func add(_ x: inout [Float], _ y: [Float])
+    func add(_ x: inout RowMatrix, _ y: RowMatrix)
+    /// `x[r] += table[r mod p]`, `table` being `p` rows of `x.columns` (a layer's, kept where the backend keeps
+    /// weights): positional embeddings added to every sequence of a batch.
+    func addRepeating(_ x: inout RowMatrix, _ table: [Float])
+    /// Rows `indices` of `x`, in that order (each sequence's pooled token).
+    func rows(_ x: RowMatrix, at indices: [Int]) -> RowMatrix
+    /// A vision transformer's input rows: each image (`channels × side × side`, channel-major) cut into
+    /// `patch × patch` squares, one row each (flattened channel, row, column, as the patch convolution's weight
+    /// is), row-major over the grid, after one row of zeros per image where its class token goes:
+    /// `images.count × ((side / patch)² + 1)` rows of `channels · patch²`.
+    func patchRows(_ images: [[Float]], channels: Int, side: Int, patch: Int) -> RowMatrix
+    /// `x · b` on the host (`b`: `x.columns × columns`, row-major, a layer's), each row's product computed as if
+    /// alone: an embedding must not depend on the others in its batch.
+    func rowProducts(_ x: RowMatrix, _ b: [Float], columns: Int) -> [Float]
 
     // MARK: The head
 
@@ -139,6 +151,42 @@ public protocol ComputeBackend: Sendable {
         corners: [Float], scores: [Float], offsets: [Float], count: Int, candidates: Int, threshold: Double,
         maximum: Int
     ) -> [Int]?
+}
+
+/// The sequence operations on host arrays (`rows × width`), for callers that hold their matrices there.
+extension ComputeBackend {
+    public func layerNorm(_ x: [Float], rows: Int, gamma: [Float], beta: [Float], epsilon: Float) -> [Float] {
+        layerNorm(RowMatrix(rows: rows, columns: gamma.count, data: x), gamma: gamma, beta: beta, epsilon: epsilon)
+            .data
+    }
+
+    public func linear(_ x: [Float], rows: Int, layer: PackedLinear) -> [Float] {
+        linear(RowMatrix(rows: rows, columns: layer.inputs, data: x), layer: layer).data
+    }
+
+    public func sequenceAttention(
+        _ qkv: [Float], lengths: [Int], starts: [Int], width: Int, heads: Int, causal: Bool
+    ) -> [Float] {
+        sequenceAttention(
+            RowMatrix(rows: qkv.count / (3 * width), columns: 3 * width, data: qkv), lengths: lengths, starts: starts,
+            heads: heads, causal: causal
+        ).data
+    }
+
+    public func activate(_ x: inout [Float], _ activation: SequenceActivation) {
+        var matrix = RowMatrix(rows: 1, columns: x.count, data: x)
+        x = []
+        activate(&matrix, activation)
+        x = matrix.data
+    }
+
+    public func add(_ x: inout [Float], _ y: [Float]) {
+        precondition(x.count == y.count)
+        var matrix = RowMatrix(rows: 1, columns: x.count, data: x)
+        x = []
+        add(&matrix, RowMatrix(rows: 1, columns: y.count, data: y))
+        x = matrix.data
+    }
 }
 
 extension ComputeBackend {

@@ -28,6 +28,9 @@ struct CLIPImageWeights: Sendable {
     let patchEmbedding: Linear
     let classEmbedding: [Float]
     let positionalEmbedding: [Float]
+    /// What is added to each photo's rows after the patch projection: the class embedding plus position 0 (its
+    /// row of the projection is zero), then positions 1… (`tokens × width`).
+    let tokenTable: [Float]
     let preNorm: LayerNormWeights
     let layers: [CLIPLayer]
     let postNorm: LayerNormWeights
@@ -86,6 +89,9 @@ struct CLIPImageWeights: Sendable {
             bias: [Float](repeating: 0, count: width), inputs: inputs, outputs: width)
         classEmbedding = try file.floats("visual.class_embedding", shape: [width])
         positionalEmbedding = try file.floats("visual.positional_embedding", shape: [tokens, width])
+        var table = positionalEmbedding
+        for d in 0..<width { table[d] = classEmbedding[d] + positionalEmbedding[d] }
+        tokenTable = table
         func norm(_ name: String) throws(WeightsError) -> LayerNormWeights {
             LayerNormWeights(
                 gamma: try file.floats(name + ".weight", shape: [width]),
@@ -172,39 +178,13 @@ public final class CLIPImageEncoder: Sendable {
         let side = c.inputResolution
         precondition(photos.allSatisfy { $0.count == 3 * side * side }, "photos must be 3 × \(side) × \(side)")
         let tokens = c.tokens
-        let total = photos.count * tokens
-        let patchInputs = 3 * c.patchSize * c.patchSize
-        // Patches, row-major over the grid, each flattened as (channel, row, column) like conv1's weight.
-        var patches = [Float](repeating: 0, count: photos.count * (tokens - 1) * patchInputs)
-        for (n, photo) in photos.enumerated() {
-            for gy in 0..<c.grid {
-                for gx in 0..<c.grid {
-                    let base = ((n * (tokens - 1)) + gy * c.grid + gx) * patchInputs
-                    for channel in 0..<3 {
-                        for row in 0..<c.patchSize {
-                            let source = channel * side * side + (gy * c.patchSize + row) * side + gx * c.patchSize
-                            let target = base + (channel * c.patchSize + row) * c.patchSize
-                            for column in 0..<c.patchSize { patches[target + column] = photo[source + column] }
-                        }
-                    }
-                }
-            }
-        }
-        let embedded = backend.linear(patches, rows: photos.count * (tokens - 1), layer: weights.patchEmbedding.packed)
-        var raw = [Float](repeating: 0, count: total * c.width)
-        for n in 0..<photos.count {
-            for t in 0..<tokens {
-                let target = (n * tokens + t) * c.width
-                let position = t * c.width
-                for d in 0..<c.width {
-                    let value =
-                        t == 0 ? weights.classEmbedding[d] : embedded[((n * (tokens - 1)) + t - 1) * c.width + d]
-                    raw[target + d] = value + weights.positionalEmbedding[position + d]
-                }
-            }
-        }
-        var x = backend.layerNorm(
-            raw, rows: total, gamma: weights.preNorm.gamma, beta: weights.preNorm.beta, epsilon: c.layerNormEpsilon)
+        // Each photo's patches after a row of zeros: projected (conv1, no bias), its rows are zero where the class
+        // token goes, so one table adds the class embedding and every position.
+        let patches = backend.patchRows(photos, channels: 3, side: side, patch: c.patchSize)
+        var x = backend.linear(patches, layer: weights.patchEmbedding.packed)
+        backend.addRepeating(&x, weights.tokenTable)
+        x = backend.layerNorm(
+            x, gamma: weights.preNorm.gamma, beta: weights.preNorm.beta, epsilon: c.layerNormEpsilon)
         let lengths = [Int](repeating: tokens, count: photos.count)
         let starts = (0..<photos.count).map { $0 * tokens }
         let transformer = CLIPTransformer(
@@ -215,18 +195,14 @@ public final class CLIPImageEncoder: Sendable {
         return project(x, starts: starts, backend: backend)
     }
 
-    /// `ln_post` on each photo's class token, the projection, L2 normalisation.
-    func project(_ x: [Float], starts: [Int], backend: any ComputeBackend) -> [[Float]] {
+    /// `ln_post` on each photo's class token, the projection (each photo's alone: its embedding must not depend on
+    /// the photos beside it in a batch), L2 normalisation.
+    func project(_ x: RowMatrix, starts: [Int], backend: any ComputeBackend) -> [[Float]] {
         let c = configuration
-        var features: [Float] = []
-        for start in starts {
-            let pooled = backend.layerNorm(
-                Array(x[(start * c.width)..<((start + 1) * c.width)]), rows: 1, gamma: weights.postNorm.gamma,
-                beta: weights.postNorm.beta, epsilon: c.layerNormEpsilon)
-            // One photo at a time: a photo's embedding must not depend on the photos beside it in a batch
-            // (OpenBLAS may round a product of several rows otherwise than one row alone).
-            features += backend.matmul(pooled, weights.projection, m: 1, n: c.embeddingSize, k: c.width)
-        }
+        let pooled = backend.layerNorm(
+            backend.rows(x, at: starts), gamma: weights.postNorm.gamma, beta: weights.postNorm.beta,
+            epsilon: c.layerNormEpsilon)
+        let features = backend.rowProducts(pooled, weights.projection, columns: c.embeddingSize)
         return (0..<starts.count).map { n in
             normalized(Array(features[(n * c.embeddingSize)..<((n + 1) * c.embeddingSize)]))
         }

@@ -56,7 +56,8 @@ public final class CLIPTextEncoder: Sendable {
             starts.append(total)
             total += length
         }
-        var x = embed(rows, lengths: lengths, starts: starts, total: total)
+        var x = RowMatrix(
+            rows: total, columns: configuration.width, data: embed(rows, lengths: lengths, starts: starts, total: total))
         let transformer = CLIPTransformer(
             width: configuration.width, heads: configuration.heads, epsilon: configuration.layerNormEpsilon,
             causal: true, activation: configuration.activation)
@@ -87,23 +88,16 @@ public final class CLIPTextEncoder: Sendable {
         return x
     }
 
-    /// Final LayerNorm on each query's EOT row, the text projection, L2 normalisation.
-    func project(_ x: [Float], lengths: [Int], starts: [Int], backend: any ComputeBackend) -> [[Float]] {
-        let width = configuration.width
+    /// Final LayerNorm on each query's EOT row, the text projection (each query's alone: a text's embedding must
+    /// not depend on the texts beside it), L2 normalisation.
+    func project(_ x: RowMatrix, lengths: [Int], starts: [Int], backend: any ComputeBackend) -> [[Float]] {
         let embedding = configuration.embeddingSize
-        let queries = lengths.count
-        var features: [Float] = []
-        for query in 0..<queries {
-            let row = starts[query] + lengths[query] - 1
-            let pooled = backend.layerNorm(
-                Array(x[(row * width)..<((row + 1) * width)]), rows: 1, gamma: weights.finalNorm.gamma,
-                beta: weights.finalNorm.beta, epsilon: configuration.layerNormEpsilon)
-            // One query at a time: OpenBLAS picks its kernel by the matrices' shape (a small-matrix kernel on some
-            // CPUs), so a product of several rows may round a row otherwise than that row alone; a text's
-            // embedding must not depend on the texts beside it.
-            features += backend.matmul(pooled, weights.projection, m: 1, n: embedding, k: width)
-        }
-        return (0..<queries).map { query in
+        let ends = zip(starts, lengths).map { $0 + $1 - 1 }
+        let pooled = backend.layerNorm(
+            backend.rows(x, at: ends), gamma: weights.finalNorm.gamma, beta: weights.finalNorm.beta,
+            epsilon: configuration.layerNormEpsilon)
+        let features = backend.rowProducts(pooled, weights.projection, columns: embedding)
+        return (0..<lengths.count).map { query in
             normalized(Array(features[(query * embedding)..<((query + 1) * embedding)]))
         }
     }

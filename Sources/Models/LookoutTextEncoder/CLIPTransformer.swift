@@ -13,19 +13,27 @@ struct CLIPTransformer: Sendable {
     var activation: SequenceActivation = .quickGELU
 
     /// One residual attention block: x += attn(ln_1(x)); x += mlp(ln_2(x)), attention within each sequence
-    /// (`lengths[s]` rows from `starts[s]`).
+    /// (`lengths[s]` rows from `starts[s]`). `x` stays where the backend keeps it.
+    func apply(
+        _ layer: CLIPLayer, to x: inout RowMatrix, lengths: [Int], starts: [Int], backend: any ComputeBackend
+    ) {
+        var normed = backend.layerNorm(x, gamma: layer.ln1.gamma, beta: layer.ln1.beta, epsilon: epsilon)
+        let qkv = backend.linear(normed, layer: layer.inProjection.packed)
+        let attention = backend.sequenceAttention(qkv, lengths: lengths, starts: starts, heads: heads, causal: causal)
+        backend.add(&x, backend.linear(attention, layer: layer.outProjection.packed))
+        normed = backend.layerNorm(x, gamma: layer.ln2.gamma, beta: layer.ln2.beta, epsilon: epsilon)
+        var hidden = backend.linear(normed, layer: layer.fc.packed)
+        backend.activate(&hidden, activation)
+        backend.add(&x, backend.linear(hidden, layer: layer.projection.packed))
+    }
+
+    /// The same on a host matrix (`x.count / width` rows).
     func apply(
         _ layer: CLIPLayer, to x: inout [Float], lengths: [Int], starts: [Int], backend: any ComputeBackend
     ) {
-        let total = x.count / width
-        var normed = backend.layerNorm(x, rows: total, gamma: layer.ln1.gamma, beta: layer.ln1.beta, epsilon: epsilon)
-        let qkv = backend.linear(normed, rows: total, layer: layer.inProjection.packed)
-        let attention = backend.sequenceAttention(
-            qkv, lengths: lengths, starts: starts, width: width, heads: heads, causal: causal)
-        backend.add(&x, backend.linear(attention, rows: total, layer: layer.outProjection.packed))
-        normed = backend.layerNorm(x, rows: total, gamma: layer.ln2.gamma, beta: layer.ln2.beta, epsilon: epsilon)
-        var hidden = backend.linear(normed, rows: total, layer: layer.fc.packed)
-        backend.activate(&hidden, activation)
-        backend.add(&x, backend.linear(hidden, rows: total, layer: layer.projection.packed))
+        var matrix = RowMatrix(rows: x.count / width, columns: width, data: x)
+        x = []
+        apply(layer, to: &matrix, lengths: lengths, starts: starts, backend: backend)
+        x = backend.floats(matrix.map)
     }
 }
