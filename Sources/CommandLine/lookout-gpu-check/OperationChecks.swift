@@ -242,6 +242,20 @@ struct OperationChecks {
             bias: Self.random(3 * rowWidth, seed: 64),
             inputs: rowWidth, outputs: 3 * rowWidth)
         check("packed linear") { $0.linear(sequence, rows: total, layer: packed) }
+        let sequenceMatrix = RowMatrix(rows: total, columns: rowWidth, data: sequence)
+        for activation in SequenceActivation.allCases {
+            check("packed linear with \(activation)") {
+                $0.floats($0.linear(sequenceMatrix, layer: packed, activation: activation).map)
+            }
+        }
+        let square = PackedLinear(
+            weight: Self.random(rowWidth * rowWidth, seed: 69, scale: 0.2), bias: Self.random(rowWidth, seed: 70),
+            inputs: rowWidth, outputs: rowWidth)
+        check("residual linear, x + (y·Wᵀ + b)") { backend in
+            var x = sequenceMatrix
+            backend.addLinear(&x, RowMatrix(rows: total, columns: rowWidth, data: Self.random(total * rowWidth, seed: 71)), layer: square)
+            return backend.floats(x.map)
+        }
         let rowsQKV = Self.random(total * 3 * rowWidth, seed: 65)
         for causal in [true, false] {
             check("sequence attention \(causal ? "causal" : "full")") {
@@ -449,6 +463,27 @@ extension OperationChecks {
             Self.compare(
                 "\(arithmetic.rawValue) packed linear 37×200 by 130, against Double of the rounded operands (fp32 sums' bound)",
                 gpu.linear(x, rows: rows, layer: layer), linear.values, bounds: linear.bounds))
+        // The 16-bit operands written by the kernels that make a linear layer's input (LayerNorm, attention, a
+        // linear layer with its activation) against the input rounded afterwards: the same product, bit for bit.
+        let matrix = RowMatrix(rows: rows, columns: inputs, data: x)
+        func fromHost(_ made: RowMatrix) -> RowMatrix {
+            RowMatrix(rows: made.rows, columns: made.columns, data: gpu.floats(made.map))
+        }
+        let normed = gpu.layerNorm(
+            matrix, gamma: random(inputs, seed: 83, scale: 2), beta: random(inputs, seed: 84), epsilon: 1e-5)
+        let widen = PackedLinear(
+            weight: random(inputs * 50, seed: 85, scale: 0.2), bias: random(inputs, seed: 86), inputs: 50, outputs: inputs)
+        let activated = gpu.linear(
+            RowMatrix(rows: rows, columns: 50, data: random(rows * 50, seed: 87)), layer: widen, activation: .quickGELU)
+        let qkv = RowMatrix(rows: rows, columns: 3 * inputs, data: random(rows * 3 * inputs, seed: 88))
+        let attended = gpu.sequenceAttention(qkv, lengths: [20, 17], starts: [0, 20], heads: 4, causal: false)
+        for (name, made) in [("LayerNorm", normed), ("linear with QuickGELU", activated), ("attention", attended)] {
+            results.append(
+                Self.compare(
+                    "\(arithmetic.rawValue) operand written by \(name) against it rounded after",
+                    gpu.floats(gpu.linear(made, layer: layer).map), gpu.floats(gpu.linear(fromHost(made), layer: layer).map),
+                    exact: true))
+        }
         let (height, width) = (23, 19)
         let a = map(20, height, width, seed: 1), b = map(24, height, width, seed: 2)
         for (kernel, stride) in [(1, 1), (3, 1), (3, 2)] {

@@ -372,12 +372,12 @@ struct IndexCommand: ParsableCommand {
             }
             model.duplicateThreshold = tower.duplicateThreshold
         }
-        /// The photo embedding, computed on `pool`. On the CPU also with `--device cuda`: the CUDA backend's
-        /// sequence operations copy each one's matrices over and back, which made the demo's tower slower there
-        /// (20.4 against 16.6 ms for ten photos, BENCHMARKS.md) until the towers' activations stay on the GPU.
+        /// The photo embedding: on the engine's GPU with `--device cuda` (the tower's activations stay there from
+        /// the patches to the pooled row), else computed on `pool`.
         func embedder(_ pool: ComputePool) -> ImageEmbedder? {
-            imageTower.map { tower in
-                { bytes, path in try tower.embedding(bytes, name: path, backend: CPUBackend(pool: pool)) }
+            let backend: any ComputeBackend = engine.backend is CPUBackend ? CPUBackend(pool: pool) : engine.backend
+            return imageTower.map { tower in
+                { bytes, path in try tower.embedding(bytes, name: path, backend: backend) }
             }
         }
         let labeler = try promptFreeLabeler(&model)

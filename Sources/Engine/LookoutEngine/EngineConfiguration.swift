@@ -35,9 +35,13 @@ public struct EngineConfiguration: Sendable, Equatable {
     public var cacheDirectory: String?
     /// The arithmetic of the detector's convolutions (``Precision``); fp32, exact to the reference, by default.
     public var precision: Precision = .fp32
-    /// The CLIP towers' arithmetic for ``precision``: bf16 for bf16 and int8 where the CPU has it (the towers
-    /// have no int8 form), fp32 otherwise.
-    public var towerPrecision: Precision { precision != .fp32 && Precision.bf16.isNative ? .bf16 : .fp32 }
+    /// The CLIP towers' weights for ``precision``: bf16 for bf16 and int8 where the CPU has it (the towers
+    /// have no int8 form), fp32 otherwise, and fp32 on a GPU (`cuda`), which rounds them to its own 16 bits
+    /// (a layer packed for the CPU's bf16 would be computed on the CPU).
+    public var towerPrecision: Precision {
+        if case .cuda = device { return .fp32 }
+        return precision != .fp32 && Precision.bf16.isNative ? .bf16 : .fp32
+    }
     /// Records the range of every convolution's input as the detector runs (`lookout models calibrate`), or nil.
     public var recorder: ActivationRecorder?
     /// YOLOE-26's one-to-one head, its boxes kept by top-k instead of NMS (ultralytics' `nms=False`); other

@@ -12,6 +12,9 @@ import Synchronization
 final class DeviceBuffer: DeviceStorage, @unchecked Sendable {
     let address: UInt64
     let count: Int
+    /// The same values rounded to 16 bits (``GPUArithmetic/code``), where the kernel that made them wrote them
+    /// that way too for a linear layer that multiplies them next: set once, as the buffer is made.
+    var sixteen: (buffer: DeviceBuffer, code: Int32)?
     /// Where a failed copy back is recorded.
     private let backend: CUDABackend
     /// The recording (a CUDA graph) it was made in, which owns its memory.
@@ -1130,6 +1133,7 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         guard let input = onDevice(x.map), let parameters = cached([gamma, beta], make: { [gamma, beta] }),
             let out = buffer(rows * width)
         else { return matrix(nil, rows: rows, columns: width) }
+        let half = twin(of: out)
         launch("lk_layer_norm", grid: (UInt32(min((rows + 7) / 8, 65_535)), 1), block: (256, 1)) {
             $0.pointer(input)
             $0.pointer(parameters[0])
@@ -1138,44 +1142,109 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             $0.int(rows)
             $0.int(width)
             $0.float(epsilon)
+            $0.pointer16(half)
+            $0.int(Int(arithmetic.code))
         }
         return matrix(out, rows: rows, columns: width)
     }
 
-    /// fp32 and fp16 weights on the GPU (unpacked once); in fp16 or bf16 ``arithmetic`` the input and the weights
-    /// rounded to 16 bits and multiplied on the tensor cores (fp32 sums); a bf16 layer on the CPU.
-    public func linear(_ x: RowMatrix, layer: PackedLinear) -> RowMatrix {
-        precondition(x.columns == layer.inputs)
+    /// With 16-bit ``arithmetic``, room for `out`'s values rounded (``DeviceBuffer/sixteen``), which the kernel
+    /// making `out` writes as well; nil in fp32.
+    func twin(of out: DeviceBuffer) -> DeviceBuffer? {
+        guard arithmetic != .fp32, let half = buffer16(out.count) else { return nil }
+        out.sixteen = (half, arithmetic.code)
+        return half
+    }
+
+    /// `x·Wᵀ` into a new buffer: fp32 and fp16 weights on the GPU (unpacked once); in fp16 or bf16 ``arithmetic``
+    /// the input (its 16-bit values where the kernel that made it wrote them) and the weights rounded to 16 bits
+    /// and multiplied on the tensor cores (fp32 sums). nil where a buffer could not be made (recorded).
+    private func product(_ x: RowMatrix, _ layer: PackedLinear) -> (out: DeviceBuffer, bias: DeviceBuffer)? {
         let rows = x.rows
-        guard !layer.isBF16, rows > 0 else { return host.linear(RowMatrix(rows: rows, columns: x.columns, data: x.data), layer: layer) }
         let key = [layer.storageAddress]
         guard let input = onDevice(x.map),
             let parameters = cached(
                 key: key, sources: [layer], make: { [layer.denseWeight ?? [], layer.denseBias ?? [0]] }),
             let out = buffer(rows * layer.outputs)
-        else { return matrix(nil, rows: rows, columns: layer.outputs) }
+        else { return nil }
         if arithmetic == .fp32 {
             gemm(
                 m: rows, n: layer.outputs, k: layer.inputs, a: input, aRow: layer.inputs, aColumn: 1, b: parameters[0],
                 bRow: 1, bColumn: layer.inputs, c: out, ldc: layer.outputs)
-        } else {
-            guard let weights = cached16(key: key, sources: [layer], from: parameters[0], count: parameters[0].count),
-                let rounded = buffer16(rows * layer.inputs)
-            else { return matrix(nil, rows: rows, columns: layer.outputs) }
-            round16(input, into: rounded, count: rows * layer.inputs)
-            gemm(
-                m: rows, n: layer.outputs, k: layer.inputs, a: rounded, aRow: layer.inputs, aColumn: 1, b: weights,
-                bRow: 1, bColumn: layer.inputs, c: out, ldc: layer.outputs, operands: arithmetic)
+            return (out, parameters[1])
         }
-        if layer.denseBias != nil {
-            launch("lk_add_rows", count: rows * layer.outputs) {
-                $0.pointer(out)
-                $0.pointer(parameters[1])
-                $0.int(layer.outputs)
-                $0.long(rows * layer.outputs)
-            }
+        guard let weights = cached16(key: key, sources: [layer], from: parameters[0], count: parameters[0].count)
+        else { return nil }
+        let rounded: DeviceBuffer
+        if let made = input.sixteen, made.code == arithmetic.code {
+            rounded = made.buffer
+        } else {
+            guard let buffer = buffer16(rows * layer.inputs) else { return nil }
+            round16(input, into: buffer, count: rows * layer.inputs)
+            rounded = buffer
+        }
+        gemm(
+            m: rows, n: layer.outputs, k: layer.inputs, a: rounded, aRow: layer.inputs, aColumn: 1, b: weights,
+            bRow: 1, bColumn: layer.inputs, c: out, ldc: layer.outputs, operands: arithmetic)
+        return (out, parameters[1])
+    }
+
+    /// The product (``product(_:_:)``), then bias and activation in one pass (`lk_bias_rows`), which also writes
+    /// the 16-bit operand of the layer after it; a bf16 layer (packed for the CPU) on the CPU.
+    public func linear(_ x: RowMatrix, layer: PackedLinear, activation: SequenceActivation?) -> RowMatrix {
+        precondition(x.columns == layer.inputs)
+        let rows = x.rows
+        guard !layer.isBF16, rows > 0 else {
+            return host.linear(
+                RowMatrix(rows: rows, columns: x.columns, data: x.data), layer: layer, activation: activation)
+        }
+        guard let (out, bias) = product(x, layer) else { return matrix(nil, rows: rows, columns: layer.outputs) }
+        guard layer.denseBias != nil || activation != nil else { return matrix(out, rows: rows, columns: layer.outputs) }
+        let half = activation == nil ? nil : twin(of: out)
+        launch("lk_bias_rows", rows: rows, plane: layer.outputs) {
+            $0.pointer(out)
+            $0.pointer(layer.denseBias == nil ? nil : bias)
+            $0.pointer16(half)
+            $0.int(rows)
+            $0.int(layer.outputs)
+            $0.int(Self.code(activation))
+            $0.int(Int(arithmetic.code))
         }
         return matrix(out, rows: rows, columns: layer.outputs)
+    }
+
+    /// The kernels' activation codes (`lk_activation`).
+    static func code(_ activation: SequenceActivation?) -> Int {
+        switch activation {
+        case nil: 0
+        case .quickGELU: 1
+        case .gelu: 2
+        case .geluTanh: 3
+        }
+    }
+
+    /// The product, then `x + (product + b)` in one pass (`lk_bias_residual`) into a new buffer.
+    public func addLinear(_ x: inout RowMatrix, _ y: RowMatrix, layer: PackedLinear) {
+        precondition(y.columns == layer.inputs && x.columns == layer.outputs && x.rows == y.rows)
+        let rows = x.rows
+        guard !layer.isBF16, layer.denseBias != nil, rows > 0 else {
+            add(&x, linear(y, layer: layer, activation: nil))
+            return
+        }
+        guard let residual = onDevice(x.map), let (product, bias) = product(y, layer), let out = buffer(rows * layer.outputs)
+        else {
+            x = matrix(nil, rows: rows, columns: layer.outputs)
+            return
+        }
+        launch("lk_bias_residual", rows: rows, plane: layer.outputs) {
+            $0.pointer(residual)
+            $0.pointer(product)
+            $0.pointer(bias)
+            $0.pointer(out)
+            $0.int(rows)
+            $0.int(layer.outputs)
+        }
+        x = matrix(out, rows: rows, columns: layer.outputs)
     }
 
     /// `lk_attention_block` (a block per sequence and head, its keys and values in shared memory) where they fit
@@ -1204,7 +1273,9 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         }
         let warps = 8
         let shared = 4 * (longest * (size + 1) + longest * size + warps * (size + longest))
+        // Every row covered: the 16-bit operand of the output projection written as well.
         if shared <= 48 * 1024 {
+            let half = lengths.reduce(0, +) == total ? twin(of: out) : nil
             let items = lengths.count * heads
             launch(
                 "lk_attention_block", grid: (UInt32(min(items, 65_535)), 1), block: (UInt32(32 * warps), 1),
@@ -1220,6 +1291,8 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
                 $0.int(causal ? 1 : 0)
                 $0.float(1 / Float(size).squareRoot())
                 $0.pointer(out)
+                $0.pointer16(half)
+                $0.int(Int(arithmetic.code))
             }
             return matrix(out, rows: total, columns: width)
         }

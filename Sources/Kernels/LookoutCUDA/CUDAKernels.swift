@@ -10,7 +10,7 @@ public enum CUDAKernels {
         "lk_add", "lk_affine", "lk_gather", "lk_weighted_sum", "lk_max_sigmoid", "lk_scale_heads", "lk_head_decode",
         "lk_scale", "lk_softmax_rows", "lk_add_rows", "lk_nms_rank", "lk_nms_arrange", "lk_nms_mask", "lk_nms_keep",
         "lk_layer_norm",
-        "lk_sequence_attention", "lk_attention_block", "lk_sum", "lk_add_repeating", "lk_gather_rows", "lk_patches",
+        "lk_sequence_attention", "lk_attention_block", "lk_bias_rows", "lk_bias_residual", "lk_sum", "lk_add_repeating", "lk_gather_rows", "lk_patches",
         "lk_letterbox",
         "lk_quick_gelu", "lk_gelu", "lk_gelu_tanh", "lk_fill", "lk_to_16", "lk_im2col_16", "lk_gemm_16", "lk_conv_16",
         "lk_conv_16_wide", "lk_split_sum",
@@ -663,8 +663,10 @@ public enum CUDAKernels {
 
         // LayerNorm of each row, as the CPU computes it: mean and variance summed in double, then
         // (x·rstd − rstd·mean)·γ + β in float. One warp a row (its lanes' double sums added in a fixed tree).
+        // Where `half` is not null, each value is also written there rounded to 16 bits (`type`): the next
+        // linear layer's operand.
         __global__ void lk_layer_norm(const float *x, const float *gamma, const float *beta, float *y, int rows,
-                                      int width, float epsilon) {
+                                      int width, float epsilon, unsigned short *half, int type) {
             int lane = threadIdx.x % 32, warps = blockDim.x / 32;
             for (long long r = (long long)blockIdx.x * warps + threadIdx.x / 32; r < rows;
                  r += (long long)gridDim.x * warps) {
@@ -683,7 +685,11 @@ public enum CUDAKernels {
                 float variance = (float)(squares / (double)width);
                 float rstd = 1.0f / sqrtf(variance + epsilon);
                 float shift = -rstd * (float)mean;
-                for (int i = lane; i < width; i += 32) output[i] = (input[i] * rstd + shift) * gamma[i] + beta[i];
+                for (int i = lane; i < width; i += 32) {
+                    float v = (input[i] * rstd + shift) * gamma[i] + beta[i];
+                    output[i] = v;
+                    if (half) half[r * width + i] = lk_to_16_of(v, type);
+                }
             }
         }
 
@@ -729,7 +735,8 @@ public enum CUDAKernels {
         // warp, then each lane sums its dimensions' values. Shared memory: 4·(longest·(2·size + 1) +
         // warps·(size + longest)) bytes, given at launch.
         __global__ void lk_attention_block(const float *qkv, const int *starts, const int *lengths, int sequences,
-                                           int longest, int width, int heads, int causal, float scale, float *out) {
+                                           int longest, int width, int heads, int causal, float scale, float *out,
+                                           unsigned short *half, int type) {
             extern __shared__ float shared[];
             int size = width / heads, pitch = size + 1;
             int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -777,6 +784,7 @@ public enum CUDAKernels {
                         float sum = 0.0f;
                         for (int j = 0; j <= last; j++) sum += weights[j] * values[j * size + d];
                         target[d] = sum / total;
+                        if (half) half[(start + i) * width + h * size + d] = lk_to_16_of(sum / total, type);
                     }
                     __syncwarp();
                 }
@@ -822,19 +830,47 @@ public enum CUDAKernels {
             LK_LOOP(i, n) x[i] = value;
         }
 
-        // The towers' activations, y = f(x).
+        // The towers' activations (``SequenceActivation``): 0 none, 1 QuickGELU, 2 GELU, 3 GELU's tanh form.
+        __device__ __forceinline__ float lk_activation(float v, int act) {
+            switch (act) {
+            case 1: return v * (1.0f / (1.0f + expf(-1.702f * v)));
+            case 2: return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+            case 3: return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * (v * v * v))));
+            default: return v;
+            }
+        }
+
+        // y = f(x).
         __global__ void lk_quick_gelu(const float *x, float *y, long long n) {
-            LK_LOOP(i, n) y[i] = x[i] * (1.0f / (1.0f + expf(-1.702f * x[i])));
+            LK_LOOP(i, n) y[i] = lk_activation(x[i], 1);
         }
 
         __global__ void lk_gelu(const float *x, float *y, long long n) {
-            LK_LOOP(i, n) y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
+            LK_LOOP(i, n) y[i] = lk_activation(x[i], 2);
         }
 
         __global__ void lk_gelu_tanh(const float *x, float *y, long long n) {
-            LK_LOOP(i, n) {
-                float v = x[i];
-                y[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * (v * v * v))));
+            LK_LOOP(i, n) y[i] = lk_activation(x[i], 3);
+        }
+
+        // A linear layer's epilogue, by rows (LK_ROWS): y = f(y + b) (b may be null: no bias); where `half` is not
+        // null, also rounded to 16 bits there (the next linear layer's operand).
+        __global__ void lk_bias_rows(float *y, const float *b, unsigned short *half, int rows, int outputs, int act,
+                                     int type) {
+            LK_ROWS(r, rows, o, outputs) {
+                long long i = (long long)r * outputs + o;
+                float v = lk_activation(b ? y[i] + b[o] : y[i], act);
+                y[i] = v;
+                if (half) half[i] = lk_to_16_of(v, type);
+            }
+        }
+
+        // A residual branch's last linear layer's epilogue: out = x + (y + b), by rows.
+        __global__ void lk_bias_residual(const float *x, const float *y, const float *b, float *out, int rows,
+                                         int outputs) {
+            LK_ROWS(r, rows, o, outputs) {
+                long long i = (long long)r * outputs + o;
+                out[i] = x[i] + (y[i] + b[o]);
             }
         }
 

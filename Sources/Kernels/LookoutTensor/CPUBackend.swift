@@ -417,7 +417,7 @@ public struct CPUBackend: ComputeBackend {
         return RowMatrix(rows: rows, columns: width, data: y)
     }
 
-    public func linear(_ x: RowMatrix, layer: PackedLinear) -> RowMatrix {
+    public func linear(_ x: RowMatrix, layer: PackedLinear, activation: SequenceActivation?) -> RowMatrix {
         precondition(x.columns == layer.inputs)
         let rows = x.rows
         var y = [Float](repeating: 0, count: rows * layer.outputs)
@@ -426,7 +426,13 @@ public struct CPUBackend: ComputeBackend {
                 layer.apply(x.baseAddress!, rows: rows, into: y.baseAddress!, pool: pool)
             }
         }
-        return RowMatrix(rows: rows, columns: layer.outputs, data: y)
+        var out = RowMatrix(rows: rows, columns: layer.outputs, data: y)
+        if let activation { activate(&out, activation) }
+        return out
+    }
+
+    public func addLinear(_ x: inout RowMatrix, _ y: RowMatrix, layer: PackedLinear) {
+        add(&x, linear(y, layer: layer, activation: nil))
     }
 
     public func sequenceAttention(

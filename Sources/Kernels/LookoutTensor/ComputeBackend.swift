@@ -98,8 +98,11 @@ public protocol ComputeBackend: Sendable {
 
     /// LayerNorm of each row (γ, β over the row, `x.columns` values), as PyTorch computes it.
     func layerNorm(_ x: RowMatrix, gamma: [Float], beta: [Float], epsilon: Float) -> RowMatrix
-    /// A Linear layer whose weight was packed at load (``PackedLinear``): `x·Wᵀ + b`, `x.rows × outputs`.
-    func linear(_ x: RowMatrix, layer: PackedLinear) -> RowMatrix
+    /// A Linear layer whose weight was packed at load (``PackedLinear``): `x·Wᵀ + b`, `x.rows × outputs`, then
+    /// `activation` where there is one (the same values as ``activate(_:_:)`` after it).
+    func linear(_ x: RowMatrix, layer: PackedLinear, activation: SequenceActivation?) -> RowMatrix
+    /// `x += y·Wᵀ + b`: a residual branch's last layer (the same values as ``add(_:_:)`` of its ``linear``).
+    func addLinear(_ x: inout RowMatrix, _ y: RowMatrix, layer: PackedLinear)
     /// Multi-head attention within each sequence (`lengths[s]` rows from row `starts[s]`) of a `qkv` matrix
     /// (rows × 3·width: queries, keys, values), causal (the text tower) or full (the image tower); rows × width,
     /// zero in rows no sequence covers.
@@ -151,6 +154,11 @@ public protocol ComputeBackend: Sendable {
         corners: [Float], scores: [Float], offsets: [Float], count: Int, candidates: Int, threshold: Double,
         maximum: Int
     ) -> [Int]?
+}
+
+extension ComputeBackend {
+    /// ``linear(_:layer:activation:)`` without an activation.
+    public func linear(_ x: RowMatrix, layer: PackedLinear) -> RowMatrix { linear(x, layer: layer, activation: nil) }
 }
 
 /// The sequence operations on host arrays (`rows × width`), for callers that hold their matrices there.

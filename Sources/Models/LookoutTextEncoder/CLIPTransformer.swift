@@ -20,11 +20,10 @@ struct CLIPTransformer: Sendable {
         var normed = backend.layerNorm(x, gamma: layer.ln1.gamma, beta: layer.ln1.beta, epsilon: epsilon)
         let qkv = backend.linear(normed, layer: layer.inProjection.packed)
         let attention = backend.sequenceAttention(qkv, lengths: lengths, starts: starts, heads: heads, causal: causal)
-        backend.add(&x, backend.linear(attention, layer: layer.outProjection.packed))
+        backend.addLinear(&x, attention, layer: layer.outProjection.packed)
         normed = backend.layerNorm(x, gamma: layer.ln2.gamma, beta: layer.ln2.beta, epsilon: epsilon)
-        var hidden = backend.linear(normed, layer: layer.fc.packed)
-        backend.activate(&hidden, activation)
-        backend.add(&x, backend.linear(hidden, layer: layer.projection.packed))
+        let hidden = backend.linear(normed, layer: layer.fc.packed, activation: activation)
+        backend.addLinear(&x, hidden, layer: layer.projection.packed)
     }
 
     /// The same on a host matrix (`x.count / width` rows).
