@@ -81,6 +81,10 @@ import Testing
         // One photo at a time gives the batch's answer.
         let single = encoder.encode([inputs[3]])[0]
         #expect(zip(single, embeddings[3]).allSatisfy { abs($0 - $1) <= 1e-6 })
+        // The photos' 8-bit pixels, normalised by the backend: the same embeddings, bit for bit.
+        let pixels = try Self.photos.map { try CLIPPreprocessing.resizedAndCropped(try Self.load($0), size: 32).pixels }
+        #expect(
+            encoder.encode(pixels: pixels, mean: CLIPPreprocessing.mean, std: CLIPPreprocessing.std) == embeddings)
     }
 
     /// The demo model's image tower (Models/demo) against OpenAI's `VisionTransformer` class holding the same

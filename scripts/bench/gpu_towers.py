@@ -14,7 +14,8 @@ card.
 - PyTorch: eager fp32 (TF32 off), eager fp16 and `torch.compile` (inductor, mode="reduce-overhead") fp16, from
   preprocessed photos already on the GPU to embeddings (not normalised), median of 20 batches.
 - Lookout: `lookout-gpu-check --tower FILE BATCH`: the example scenes against its CPU (fp32 within 1e-5; fp16 and
-  bf16 cosines), then BATCH preprocessed photos from the host to L2-normalised embeddings in fp32, fp16 and bf16.
+  bf16 cosines), then BATCH photos from the host to L2-normalised embeddings in fp32, fp16 and bf16: as their 8-bit
+  pixels (resized and cropped; what the index hands over, normalised on the GPU) and as preprocessed floats.
 - The floor: the tower's multiply-adds against the card's nominal dense rate.
 
 Writes OUT/towers.txt (and prints it).
@@ -195,7 +196,7 @@ def main():
         say("  " + line)
         parts = line.split()
         if len(parts) >= 7 and parts[0] == "tower" and parts[2] == "batch":
-            lookout[parts[1]] = float(parts[4])
+            lookout[parts[1]] = (float(parts[4]), float(parts[-2]))
     say(f"  lookout-gpu-check exit status {result.returncode}")
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -226,9 +227,10 @@ def main():
 
     for name, ms in peers.items():
         row(f"PyTorch {name}, photos on the GPU to embeddings", ms, "fp32" if "fp32" in name else "fp16")
-    for arithmetic, ms in lookout.items():
-        row(f"Lookout {arithmetic}, photos on the host to normalised embeddings", ms,
-            "fp32" if arithmetic == "fp32" else "fp16")
+    for arithmetic, (pixels, floats) in lookout.items():
+        kind = "fp32" if arithmetic == "fp32" else "fp16"
+        row(f"Lookout {arithmetic}, 8-bit photos on the host to normalised embeddings", pixels, kind)
+        row(f"Lookout {arithmetic}, preprocessed floats on the host to normalised embeddings", floats, kind)
     with open(os.path.join(args.out, "towers.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
 

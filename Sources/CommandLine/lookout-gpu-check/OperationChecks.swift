@@ -290,6 +290,13 @@ struct OperationChecks {
         }
         let images = (0..<3).map { Self.random(3 * 20 * 20, seed: 70 + UInt64($0)) }
         check("patch rows", exact: true) { $0.patchRows(images, channels: 3, side: 20, patch: 5).data }
+        let pixels = (0..<3).map { n in (0..<(3 * 20 * 20)).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ n &* 101) } }
+        check("patch rows of 8-bit pixels, normalised", exact: true) {
+            $0.patchRows(
+                pixels: pixels, side: 20, patch: 5, mean: [0.48145466, 0.4578275, 0.40821073],
+                std: [0.26862954, 0.26130258, 0.27577711]
+            ).data
+        }
         let table = Self.random(3 * rowWidth, seed: 67)
         check("table added to every sequence", exact: true) { backend in
             var values = RowMatrix(rows: total, columns: rowWidth, data: sequence)

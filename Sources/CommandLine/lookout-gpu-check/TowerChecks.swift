@@ -19,13 +19,15 @@ struct TowerChecks {
 
     func run() -> (lines: [String], passed: Bool) {
         let encoder: CLIPImageEncoder
-        var inputs: [[Float]] = []
+        var inputs: [[Float]] = [], pixels: [[UInt8]] = []
         do {
             encoder = try CLIPImageEncoder(weights: WeightFile.open(tower))
             for photo in photos {
-                inputs.append(
-                    try CLIPPreprocessing.input(
-                        FileContents.read(photo), name: photo, size: encoder.configuration.inputResolution))
+                let rgb = CLIPPreprocessing.resizedAndCropped(
+                    try CLIPPreprocessing.decode(FileContents.read(photo), name: photo),
+                    size: encoder.configuration.inputResolution)
+                pixels.append(rgb.pixels)
+                inputs.append(CLIPPreprocessing.tensor(rgb))
             }
         } catch {
             return (["  FAILED loading \(tower): \(error)"], false)
@@ -70,18 +72,31 @@ struct TowerChecks {
                 "  \(ok ? "passed" : "FAILED") \(arithmetic.rawValue): \(photos.count) photos in one batch on \(gpu.name) against \(CPUBackend.shared.name) fp32: largest difference of a coordinate \(largest), smallest cosine \(cosine) (\(bound)); CPU \(format(cpuTime)) ms, GPU \(format(gpuTime)) ms"
             )
             guard batch > 0 else { continue }
-            let many = (0..<batch).map { inputs[$0 % inputs.count] }
-            _ = encoder.encode(many, backend: gpu)
-            var times: [Double] = []
-            for _ in 0..<5 { times.append(DetectionChecks.milliseconds { _ = encoder.encode(many, backend: gpu) }) }
+            // From the photos' 8-bit pixels (what the index hands over), and from their floats.
+            let many = (0..<batch).map { pixels[$0 % pixels.count] }
+            let manyFloats = (0..<batch).map { inputs[$0 % inputs.count] }
+            let (mean, std) = (CLIPPreprocessing.mean, CLIPPreprocessing.std)
+            let fromPixels = encoder.encode(pixels: many, mean: mean, std: std, backend: gpu)
+            let fromFloats = encoder.encode(manyFloats, backend: gpu)
+            let same = fromPixels == fromFloats
+            passed = passed && same
+            lines.append(
+                "  \(same ? "passed" : "FAILED") \(arithmetic.rawValue) batch \(batch) from 8-bit pixels equal to the batch from floats, bit for bit"
+            )
+            var times: [Double] = [], floatTimes: [Double] = []
+            for _ in 0..<5 {
+                times.append(
+                    DetectionChecks.milliseconds { _ = encoder.encode(pixels: many, mean: mean, std: std, backend: gpu) })
+                floatTimes.append(DetectionChecks.milliseconds { _ = encoder.encode(manyFloats, backend: gpu) })
+            }
             let median = DetectionChecks.median(times)
             lines.append(
-                "  tower \(arithmetic.rawValue) batch \(batch): \(format(median)) ms a batch (median of 5), \(Int((Double(batch) / median * 1000).rounded())) images/s"
+                "tower \(arithmetic.rawValue) batch \(batch): \(format(median)) ms a batch from 8-bit pixels (median of 5), \(Int((Double(batch) / median * 1000).rounded())) images/s; from floats \(format(DetectionChecks.median(floatTimes))) ms"
             )
             if gpu.profiling {
                 _ = gpu.profile()
-                _ = encoder.encode(many, backend: gpu)
-                for line in gpu.profile().prefix(12) { lines.append("    " + line) }
+                _ = encoder.encode(pixels: many, mean: mean, std: std, backend: gpu)
+                for line in gpu.profile().prefix(14) { lines.append("    " + line) }
             }
         }
         return (lines, passed)

@@ -141,11 +141,17 @@ public struct ImageTower: Sendable {
         }
     }
 
-    /// The L2-normalised embedding of a photo file's bytes.
+    /// The L2-normalised embedding of a photo file's bytes. A CLIP tower takes the photo's 8-bit pixels and
+    /// normalises them on the backend (a GPU receives a quarter of the bytes); the same embedding.
     public func embedding(
         _ bytes: [UInt8], name: String, backend: any ComputeBackend = CPUBackend.shared
     ) throws(ImageError) -> [Float] {
-        encode([try input(bytes, name: name)], backend: backend)[0]
+        switch encoder {
+        case .clip(let encoder):
+            let rgb = CLIPPreprocessing.resized(try CLIPPreprocessing.decode(bytes, name: name), transform: transform)
+            return encoder.encode(pixels: [rgb.pixels], mean: transform.mean, std: transform.std, backend: backend)[0]
+        case .sigLIP: return encode([try input(bytes, name: name)], backend: backend)[0]
+        }
     }
 }
 

@@ -1409,6 +1409,34 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         return matrix(out, rows: images.count * tokens, columns: inputs)
     }
 
+    /// The images' bytes copied over into one buffer, normalised and cut on the GPU (`lk_patches_8`), with the
+    /// CPU's arithmetic (a division, a subtraction and a division, each rounded: the same floats).
+    public func patchRows(pixels: [[UInt8]], side: Int, patch: Int, mean: [Float], std: [Float]) -> RowMatrix {
+        precondition(mean.count == 3 && std.count == 3)
+        let grid = side / patch
+        let (inputs, tokens) = (3 * patch * patch, grid * grid + 1)
+        let size = 3 * side * side
+        precondition(pixels.allSatisfy { $0.count == size }, "images must be \(side) × \(side) × 3")
+        let count = pixels.count * tokens * inputs
+        guard count > 0 else { return RowMatrix(rows: 0, columns: inputs, data: []) }
+        guard let all = buffer((pixels.count * size + 3) / 4), let out = buffer(count) else {
+            return matrix(nil, rows: pixels.count * tokens, columns: inputs)
+        }
+        for (n, image) in pixels.enumerated() where !upload(image, to: all.address + UInt64(n * size)) {
+            return matrix(nil, rows: pixels.count * tokens, columns: inputs)
+        }
+        launch("lk_patches_8", count: count) {
+            $0.pointer(all)
+            $0.pointer(out)
+            for value in mean + std { $0.float(value) }
+            $0.int(side)
+            $0.int(patch)
+            $0.int(grid)
+            $0.long(count)
+        }
+        return matrix(out, rows: pixels.count * tokens, columns: inputs)
+    }
+
     public func rows(_ x: RowMatrix, at indices: [Int]) -> RowMatrix {
         precondition(indices.allSatisfy { $0 >= 0 && $0 < x.rows })
         let width = x.columns

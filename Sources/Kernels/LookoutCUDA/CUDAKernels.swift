@@ -10,7 +10,7 @@ public enum CUDAKernels {
         "lk_add", "lk_affine", "lk_gather", "lk_weighted_sum", "lk_max_sigmoid", "lk_scale_heads", "lk_head_decode",
         "lk_scale", "lk_softmax_rows", "lk_add_rows", "lk_nms_rank", "lk_nms_arrange", "lk_nms_mask", "lk_nms_keep",
         "lk_layer_norm",
-        "lk_sequence_attention", "lk_attention_block", "lk_bias_rows", "lk_bias_residual", "lk_sum", "lk_add_repeating", "lk_gather_rows", "lk_patches",
+        "lk_sequence_attention", "lk_attention_block", "lk_bias_rows", "lk_bias_residual", "lk_sum", "lk_add_repeating", "lk_gather_rows", "lk_patches", "lk_patches_8",
         "lk_letterbox",
         "lk_quick_gelu", "lk_gelu", "lk_gelu_tanh", "lk_fill", "lk_to_16", "lk_im2col_16", "lk_gemm_16", "lk_conv_16",
         "lk_conv_16_wide", "lk_split_sum",
@@ -828,6 +828,27 @@ public enum CUDAKernels {
 
         __global__ void lk_fill(float *x, float value, long long n) {
             LK_LOOP(i, n) x[i] = value;
+        }
+
+        // lk_patches of 8-bit RGB images (side × side × 3, interleaved), each value normalised as the CPU does:
+        // (v / 255 − mean[c]) / std[c].
+        __global__ void lk_patches_8(const unsigned char *pixels, float *out, float m0, float m1, float m2, float s0,
+                                     float s1, float s2, int side, int patch, int grid, long long n) {
+            int inputs = 3 * patch * patch, tokens = grid * grid + 1;
+            LK_LOOP(i, n) {
+                long long row = i / inputs;
+                int within = (int)(i % inputs), t = (int)(row % tokens);
+                long long image = row / tokens;
+                if (t == 0) {
+                    out[i] = 0.0f;
+                    continue;
+                }
+                int c = within / (patch * patch), y = (within / patch) % patch, x = within % patch;
+                int gy = (t - 1) / grid, gx = (t - 1) % grid;
+                float v = (float)pixels[((image * side + gy * patch + y) * side + gx * patch + x) * 3 + c];
+                float mean = c == 0 ? m0 : c == 1 ? m1 : m2, std = c == 0 ? s0 : c == 1 ? s1 : s2;
+                out[i] = __fdiv_rn(__fsub_rn(__fdiv_rn(v, 255.0f), mean), std);
+            }
         }
 
         // The towers' activations (``SequenceActivation``): 0 none, 1 QuickGELU, 2 GELU, 3 GELU's tanh form.

@@ -526,6 +526,20 @@ public struct CPUBackend: ComputeBackend {
         return RowMatrix(rows: images.count * tokens, columns: inputs, data: rows)
     }
 
+    public func patchRows(pixels: [[UInt8]], side: Int, patch: Int, mean: [Float], std: [Float]) -> RowMatrix {
+        precondition(mean.count == 3 && std.count == 3)
+        let plane = side * side
+        let images = pixels.map { rgb in
+            precondition(rgb.count == 3 * plane, "images must be \(side) × \(side) × 3")
+            var out = [Float](repeating: 0, count: 3 * plane)
+            for c in 0..<3 {
+                for p in 0..<plane { out[c * plane + p] = (Float(rgb[p * 3 + c]) / 255 - mean[c]) / std[c] }
+            }
+            return out
+        }
+        return patchRows(images, channels: 3, side: side, patch: patch)
+    }
+
     /// One row at a time: OpenBLAS picks its kernel by the matrices' shape (a small-matrix kernel on some CPUs), so
     /// a product of several rows may round a row otherwise than that row alone.
     public func rowProducts(_ x: RowMatrix, _ b: [Float], columns: Int) -> [Float] {

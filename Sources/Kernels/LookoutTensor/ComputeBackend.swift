@@ -121,6 +121,10 @@ public protocol ComputeBackend: Sendable {
     /// is), row-major over the grid, after one row of zeros per image where its class token goes:
     /// `images.count × ((side / patch)² + 1)` rows of `channels · patch²`.
     func patchRows(_ images: [[Float]], channels: Int, side: Int, patch: Int) -> RowMatrix
+    /// The same of 8-bit RGB images (`side × side × 3`, interleaved, as decoded), each value first normalised as
+    /// `ToTensor` and `Normalize` do, `(v / 255 − mean[c]) / std[c]` in Float32: a GPU receives a quarter of the
+    /// bytes.
+    func patchRows(pixels: [[UInt8]], side: Int, patch: Int, mean: [Float], std: [Float]) -> RowMatrix
     /// `x · b` on the host (`b`: `x.columns × columns`, row-major, a layer's), each row's product computed as if
     /// alone: an embedding must not depend on the others in its batch.
     func rowProducts(_ x: RowMatrix, _ b: [Float], columns: Int) -> [Float]

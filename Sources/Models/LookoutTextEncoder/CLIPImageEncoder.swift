@@ -177,16 +177,36 @@ public final class CLIPImageEncoder: Sendable {
         let c = configuration
         let side = c.inputResolution
         precondition(photos.allSatisfy { $0.count == 3 * side * side }, "photos must be 3 × \(side) × \(side)")
+        return encode(patches: backend.patchRows(photos, channels: 3, side: side, patch: c.patchSize), backend: backend)
+    }
+
+    /// The same of 8-bit RGB photos (`inputResolution² × 3`, interleaved: `CLIPPreprocessing.resized`'s pixels),
+    /// normalised by the backend with `mean` and `std` (the transform's): the same embeddings as
+    /// ``encode(_:backend:)`` of ``CLIPPreprocessing/tensor(_:mean:std:)``'s values.
+    public func encode(
+        pixels: [[UInt8]], mean: [Float], std: [Float], backend: any ComputeBackend = CPUBackend.shared
+    ) -> [[Float]] {
+        guard !pixels.isEmpty else { return [] }
+        let side = configuration.inputResolution
+        precondition(pixels.allSatisfy { $0.count == 3 * side * side }, "photos must be \(side) × \(side) × 3")
+        return encode(
+            patches: backend.patchRows(pixels: pixels, side: side, patch: configuration.patchSize, mean: mean, std: std),
+            backend: backend)
+    }
+
+    /// The tower from its patch rows (``ComputeBackend/patchRows(_:channels:side:patch:)``).
+    func encode(patches: RowMatrix, backend: any ComputeBackend) -> [[Float]] {
+        let c = configuration
         let tokens = c.tokens
+        let count = patches.rows / tokens
         // Each photo's patches after a row of zeros: projected (conv1, no bias), its rows are zero where the class
         // token goes, so one table adds the class embedding and every position.
-        let patches = backend.patchRows(photos, channels: 3, side: side, patch: c.patchSize)
         var x = backend.linear(patches, layer: weights.patchEmbedding.packed)
         backend.addRepeating(&x, weights.tokenTable)
         x = backend.layerNorm(
             x, gamma: weights.preNorm.gamma, beta: weights.preNorm.beta, epsilon: c.layerNormEpsilon)
-        let lengths = [Int](repeating: tokens, count: photos.count)
-        let starts = (0..<photos.count).map { $0 * tokens }
+        let lengths = [Int](repeating: tokens, count: count)
+        let starts = (0..<count).map { $0 * tokens }
         let transformer = CLIPTransformer(
             width: c.width, heads: c.heads, epsilon: c.layerNormEpsilon, causal: false, activation: c.activation)
         for layer in weights.layers {
