@@ -484,11 +484,20 @@ extension OperationChecks {
             RowMatrix(rows: rows, columns: 50, data: random(rows * 50, seed: 87)), layer: widen, activation: .quickGELU)
         let qkv = RowMatrix(rows: rows, columns: 3 * inputs, data: random(rows * 3 * inputs, seed: 88))
         let attended = gpu.sequenceAttention(qkv, lengths: [20, 17], starts: [0, 20], heads: 4, causal: false)
-        for (name, made) in [("LayerNorm", normed), ("linear with QuickGELU", activated), ("attention", attended)] {
+        // Heads of 64 (lk_attention_64) into a layer of 128 inputs.
+        let attended64 = gpu.sequenceAttention(
+            RowMatrix(rows: rows, columns: 384, data: random(rows * 384, seed: 89)), lengths: [20, 17], starts: [0, 20],
+            heads: 2, causal: true)
+        let narrow = PackedLinear(
+            weight: random(30 * 128, seed: 90, scale: 0.2), bias: random(30, seed: 91), inputs: 128, outputs: 30)
+        for (name, made, next) in [
+            ("LayerNorm", normed, layer), ("linear with QuickGELU", activated, layer), ("attention", attended, layer),
+            ("attention in heads of 64", attended64, narrow),
+        ] {
             results.append(
                 Self.compare(
                     "\(arithmetic.rawValue) operand written by \(name) against it rounded after",
-                    gpu.floats(gpu.linear(made, layer: layer).map), gpu.floats(gpu.linear(fromHost(made), layer: layer).map),
+                    gpu.floats(gpu.linear(made, layer: next).map), gpu.floats(gpu.linear(fromHost(made), layer: next).map),
                     exact: true))
         }
         let (height, width) = (23, 19)

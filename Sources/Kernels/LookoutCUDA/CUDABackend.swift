@@ -1247,8 +1247,8 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         x = matrix(out, rows: rows, columns: layer.outputs)
     }
 
-    /// `lk_attention_block` (a block per sequence and head, its keys and values in shared memory) where they fit
-    /// in 48 KB, else `lk_sequence_attention` (a thread per row).
+    /// `lk_attention_block` (a block per sequence and head, its keys and values in shared memory; `lk_attention_64`
+    /// for heads of 64) where they fit in 48 KB, else `lk_sequence_attention` (a thread per row).
     public func sequenceAttention(
         _ qkv: RowMatrix, lengths: [Int], starts: [Int], heads: Int, causal: Bool
     ) -> RowMatrix {
@@ -1272,14 +1272,18 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             }
         }
         let warps = 8
-        let shared = 4 * (longest * (size + 1) + longest * size + warps * (size + longest))
+        let sixtyFour = size == 64 && width % 4 == 0
+        let shared =
+            sixtyFour
+            ? 4 * (longest * 132 + warps * longest)
+            : 4 * (longest * (size + 1) + longest * size + warps * (size + longest))
         // Every row covered: the 16-bit operand of the output projection written as well.
         if shared <= 48 * 1024 {
             let half = lengths.reduce(0, +) == total ? twin(of: out) : nil
             let items = lengths.count * heads
             launch(
-                "lk_attention_block", grid: (UInt32(min(items, 65_535)), 1), block: (UInt32(32 * warps), 1),
-                shared: UInt32(shared)
+                sixtyFour ? "lk_attention_64" : "lk_attention_block", grid: (UInt32(min(items, 65_535)), 1),
+                block: (UInt32(32 * warps), 1), shared: UInt32(shared)
             ) {
                 $0.pointer(input)
                 $0.pointer(first)

@@ -10,7 +10,7 @@ public enum CUDAKernels {
         "lk_add", "lk_affine", "lk_gather", "lk_weighted_sum", "lk_max_sigmoid", "lk_scale_heads", "lk_head_decode",
         "lk_scale", "lk_softmax_rows", "lk_add_rows", "lk_nms_rank", "lk_nms_arrange", "lk_nms_mask", "lk_nms_keep",
         "lk_layer_norm",
-        "lk_sequence_attention", "lk_attention_block", "lk_bias_rows", "lk_bias_residual", "lk_sum", "lk_add_repeating", "lk_gather_rows", "lk_patches", "lk_patches_8",
+        "lk_sequence_attention", "lk_attention_block", "lk_attention_64", "lk_bias_rows", "lk_bias_residual", "lk_sum", "lk_add_repeating", "lk_gather_rows", "lk_patches", "lk_patches_8",
         "lk_letterbox",
         "lk_quick_gelu", "lk_gelu", "lk_gelu_tanh", "lk_fill", "lk_to_16", "lk_im2col_16", "lk_gemm_16", "lk_conv_16",
         "lk_conv_16_wide", "lk_split_sum",
@@ -785,6 +785,82 @@ public enum CUDAKernels {
                         for (int j = 0; j <= last; j++) sum += weights[j] * values[j * size + d];
                         target[d] = sum / total;
                         if (half) half[(start + i) * width + h * size + d] = lk_to_16_of(sum / total, type);
+                    }
+                    __syncwarp();
+                }
+            }
+        }
+
+        // lk_attention_block for heads of 64 (every CLIP tower's) where the width is a multiple of 4: each lane
+        // holds the query row in registers and reads keys as float4 (rows padded to 68 floats: 16-byte aligned, and
+        // lanes reading different keys use different banks), then sums two dimensions of the values; the same sums
+        // in the same order. Shared memory: 4·(longest·132 + warps·longest) bytes.
+        __global__ void lk_attention_64(const float *qkv, const int *starts, const int *lengths, int sequences,
+                                        int longest, int width, int heads, int causal, float scale, float *out,
+                                        unsigned short *half, int type) {
+            extern __shared__ float4 shared4[];
+            float *keys = (float *)shared4;
+            float *values = keys + longest * 68;
+            int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+            float *weights = values + longest * 64 + warp * longest;
+            for (int item = blockIdx.x; item < sequences * heads; item += gridDim.x) {
+                int s = item / heads, h = item % heads;
+                int length = lengths[s];
+                long long stride = 3LL * width, start = starts[s];
+                __syncthreads();
+                for (int i = threadIdx.x; i < length * 16; i += blockDim.x) {
+                    int j = i / 16, d = (i % 16) * 4;
+                    const float *row = qkv + (start + j) * stride + h * 64;
+                    *(float4 *)(keys + j * 68 + d) = *(const float4 *)(row + width + d);
+                    *(float4 *)(values + j * 64 + d) = *(const float4 *)(row + 2 * width + d);
+                }
+                __syncthreads();
+                for (int i = warp; i < length; i += warps) {
+                    const float4 *q4 = (const float4 *)(qkv + (start + i) * stride + h * 64);
+                    float q[64];
+                    #pragma unroll
+                    for (int d = 0; d < 16; d++) {
+                        float4 v = q4[d];
+                        q[4 * d] = v.x, q[4 * d + 1] = v.y, q[4 * d + 2] = v.z, q[4 * d + 3] = v.w;
+                    }
+                    int last = causal ? i : length - 1;
+                    float maximum = -LK_INFINITY;
+                    for (int j = lane; j <= last; j += 32) {
+                        const float4 *k = (const float4 *)(keys + j * 68);
+                        float dot = 0.0f;
+                        #pragma unroll
+                        for (int d = 0; d < 16; d++) {
+                            float4 v = k[d];
+                            dot += q[4 * d] * v.x;
+                            dot += q[4 * d + 1] * v.y;
+                            dot += q[4 * d + 2] * v.z;
+                            dot += q[4 * d + 3] * v.w;
+                        }
+                        dot *= scale;
+                        weights[j] = dot;
+                        maximum = fmaxf(maximum, dot);
+                    }
+                    for (int o = 16; o > 0; o >>= 1) maximum = fmaxf(maximum, __shfl_xor_sync(0xffffffffu, maximum, o));
+                    float total = 0.0f;
+                    for (int j = lane; j <= last; j += 32) {
+                        float e = expf(weights[j] - maximum);
+                        weights[j] = e;
+                        total += e;
+                    }
+                    for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
+                    __syncwarp();
+                    float first = 0.0f, second = 0.0f;
+                    for (int j = 0; j <= last; j++) {
+                        float2 v = ((const float2 *)(values + j * 64))[lane];
+                        first += weights[j] * v.x;
+                        second += weights[j] * v.y;
+                    }
+                    long long at = (start + i) * width + h * 64 + 2 * lane;
+                    out[at] = first / total;
+                    out[at + 1] = second / total;
+                    if (half) {
+                        half[at] = lk_to_16_of(first / total, type);
+                        half[at + 1] = lk_to_16_of(second / total, type);
                     }
                     __syncwarp();
                 }
