@@ -1,4 +1,5 @@
 import CLookoutCUDA
+import Dispatch
 import LookoutSupport
 import LookoutTensor
 import Synchronization
@@ -375,7 +376,47 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         for address in addresses { lookout_cuda_free(address) }
     }
 
-    deinit { releaseKeptBuffers() }
+    deinit {
+        releaseKeptBuffers()
+        staging.withLock { area in
+            if let pointer = area.pointer { lookout_cuda_host_free(pointer) }
+        }
+    }
+
+    /// Pinned host memory through which a batch of photos' pixels crosses in one copy (``patchRows(pixels:side:
+    /// patch:mean:std:)``), grown as needed: one caller at a time, each waiting for its copy before the next.
+    private let staging = Mutex<(pointer: UnsafeMutableRawPointer?, bytes: Int)>((nil, 0))
+
+    /// `parts` (each `size` bytes) copied side by side into the staging memory by several threads, then over to
+    /// `target` in one copy, waited for; false where pinned memory could not be had or a recording is on (the
+    /// caller copies them one by one).
+    func stagedUpload(_ parts: [[UInt8]], size: Int, to target: UInt64) -> Bool {
+        guard recordingHere() == nil, !parts.isEmpty else { return false }
+        let total = parts.count * size
+        return staging.withLock { area -> Bool in
+            if area.bytes < total {
+                if let pointer = area.pointer { lookout_cuda_host_free(pointer) }
+                area = (nil, 0)
+                var pointer: UnsafeMutableRawPointer?
+                guard lookout_cuda_host_alloc(&pointer, total, nil, 0) == 0, let pointer else { return false }
+                area = (pointer, total)
+            }
+            let base = UnsafeSendable(area.pointer!.assumingMemoryBound(to: UInt8.self))
+            DispatchQueue.concurrentPerform(iterations: min(parts.count, 16)) { lane in
+                for n in stride(from: lane, to: parts.count, by: 16) {
+                    parts[n].withUnsafeBufferPointer { (base.pointer + n * size).update(from: $0.baseAddress!, count: size) }
+                }
+            }
+            var failure: CUDAError?
+            timed("copy to the GPU") {
+                failure =
+                    Self.check { lookout_cuda_upload(target, base.pointer, total, $0, $1) }
+                    ?? Self.check { lookout_cuda_wait($0, $1) }
+            }
+            if let failure { fail(failure) }
+            return failure == nil
+        }
+    }
 
     /// A buffer of `count` floats; a zero-length stand-in after a failure (recorded).
     func buffer(_ count: Int) -> DeviceBuffer? {
@@ -1275,7 +1316,7 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         let sixtyFour = size == 64 && width % 4 == 0
         let shared =
             sixtyFour
-            ? 4 * (longest * 132 + warps * longest)
+            ? 4 * (longest * 132 + warps * (64 + (longest + 3) / 4 * 4))
             : 4 * (longest * (size + 1) + longest * size + warps * (size + longest))
         // Every row covered: the 16-bit operand of the output projection written as well.
         if shared <= 48 * 1024 {
@@ -1426,8 +1467,10 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         guard let all = buffer((pixels.count * size + 3) / 4), let out = buffer(count) else {
             return matrix(nil, rows: pixels.count * tokens, columns: inputs)
         }
-        for (n, image) in pixels.enumerated() where !upload(image, to: all.address + UInt64(n * size)) {
-            return matrix(nil, rows: pixels.count * tokens, columns: inputs)
+        if !stagedUpload(pixels, size: size, to: all.address) {
+            for (n, image) in pixels.enumerated() where !upload(image, to: all.address + UInt64(n * size)) {
+                return matrix(nil, rows: pixels.count * tokens, columns: inputs)
+            }
         }
         launch("lk_patches_8", count: count) {
             $0.pointer(all)

@@ -791,10 +791,10 @@ public enum CUDAKernels {
             }
         }
 
-        // lk_attention_block for heads of 64 (every CLIP tower's) where the width is a multiple of 4: each lane
-        // holds the query row in registers and reads keys as float4 (rows padded to 68 floats: 16-byte aligned, and
-        // lanes reading different keys use different banks), then sums two dimensions of the values; the same sums
-        // in the same order. Shared memory: 4·(longest·132 + warps·longest) bytes.
+        // lk_attention_block for heads of 64 (every CLIP tower's) where the width is a multiple of 4: keys read as
+        // float4 (rows padded to 68 floats: 16-byte aligned, and lanes reading different keys use different banks)
+        // against the warp's query row (broadcast float4 reads), then each lane sums two dimensions of the values;
+        // the same sums in the same order. Shared memory: 4·(longest·132 + warps·(64 + ⌈longest/4⌉·4)) bytes.
         __global__ void lk_attention_64(const float *qkv, const int *starts, const int *lengths, int sequences,
                                         int longest, int width, int heads, int causal, float scale, float *out,
                                         unsigned short *half, int type) {
@@ -802,7 +802,9 @@ public enum CUDAKernels {
             float *keys = (float *)shared4;
             float *values = keys + longest * 68;
             int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-            float *weights = values + longest * 64 + warp * longest;
+            int room = 64 + (longest + 3) / 4 * 4;
+            float *query = values + longest * 64 + warp * room;
+            float *weights = query + 64;
             for (int item = blockIdx.x; item < sequences * heads; item += gridDim.x) {
                 int s = item / heads, h = item % heads;
                 int length = lengths[s];
@@ -816,13 +818,10 @@ public enum CUDAKernels {
                 }
                 __syncthreads();
                 for (int i = warp; i < length; i += warps) {
-                    const float4 *q4 = (const float4 *)(qkv + (start + i) * stride + h * 64);
-                    float q[64];
-                    #pragma unroll
-                    for (int d = 0; d < 16; d++) {
-                        float4 v = q4[d];
-                        q[4 * d] = v.x, q[4 * d + 1] = v.y, q[4 * d + 2] = v.z, q[4 * d + 3] = v.w;
-                    }
+                    if (lane < 16)
+                        ((float4 *)query)[lane] = *(const float4 *)(qkv + (start + i) * stride + h * 64 + 4 * lane);
+                    __syncwarp();
+                    const float4 *q = (const float4 *)query;
                     int last = causal ? i : length - 1;
                     float maximum = -LK_INFINITY;
                     for (int j = lane; j <= last; j += 32) {
@@ -830,11 +829,11 @@ public enum CUDAKernels {
                         float dot = 0.0f;
                         #pragma unroll
                         for (int d = 0; d < 16; d++) {
-                            float4 v = k[d];
-                            dot += q[4 * d] * v.x;
-                            dot += q[4 * d + 1] * v.y;
-                            dot += q[4 * d + 2] * v.z;
-                            dot += q[4 * d + 3] * v.w;
+                            float4 a = q[d], b = k[d];
+                            dot += a.x * b.x;
+                            dot += a.y * b.y;
+                            dot += a.z * b.z;
+                            dot += a.w * b.w;
                         }
                         dot *= scale;
                         weights[j] = dot;
@@ -850,10 +849,12 @@ public enum CUDAKernels {
                     for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
                     __syncwarp();
                     float first = 0.0f, second = 0.0f;
+                    #pragma unroll 4
                     for (int j = 0; j <= last; j++) {
                         float2 v = ((const float2 *)(values + j * 64))[lane];
-                        first += weights[j] * v.x;
-                        second += weights[j] * v.y;
+                        float w = weights[j];
+                        first += w * v.x;
+                        second += w * v.y;
                     }
                     long long at = (start + i) * width + h * 64 + 2 * lane;
                     out[at] = first / total;
