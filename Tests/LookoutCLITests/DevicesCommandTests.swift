@@ -106,4 +106,29 @@ import Testing
             autoFP16.status == 0 && autoFP16.stderr.contains("computing on the CPU, in fp32 (fp16 runs on a GPU only)")
                 && autoFP16.stdout == cpu.stdout, "\(autoFP16.stderr)")
     }
+
+    /// `embed --image --device`: the image tower's device, refused as detection's is, and the CPU's embeddings
+    /// where `auto` finds no GPU.
+    @Test func embeddingPhotosWithoutAGPU() throws {
+        try #require(
+            !DevicesCommandTests.hasDriver, "this machine has an NVIDIA driver: the no-GPU messages cannot be seen here"
+        )
+        let empty = try CLI.scratch("no-cuda-embed")
+        defer { CLI.remove(empty) }
+        let environment = ["LOOKOUT_CUDA_PATH": empty]
+        let embed = ["embed", "--image", Repository.root + "/examples/scenes/scene-0001.jpg"]
+        let cuda = try CLI.run(embed + ["--device", "cuda"], environment: environment)
+        #expect(
+            cuda.status == 1 && cuda.stdout.isEmpty
+                && cuda.stderr.contains("--device cuda:0: no NVIDIA driver: libcuda.so.1 is not on this machine"),
+            "\(cuda.stderr)")
+        let cpu = try CLI.run(embed, environment: environment)
+        let auto = try CLI.run(embed + ["--device", "auto"], environment: environment)
+        #expect(cpu.status == 0 && auto.status == 0 && cpu.stdout.hasPrefix("["), "\(auto.stderr)")
+        #expect(auto.stderr.contains("--device auto: no GPU to compute on") && auto.stdout == cpu.stdout)
+        let bad = try CLI.run(embed + ["--device", "gpu"], environment: environment)
+        #expect(bad.status == 64 && bad.stderr.contains("choose cpu, cuda, cuda:N"), "\(bad.stderr)")
+        let texts = try CLI.run(["embed", "red car", "--device", "cuda"], environment: environment)
+        #expect(texts.status == 64 && texts.stderr.contains("add --image"), "\(texts.stderr)")
+    }
 }

@@ -3,6 +3,7 @@ import LookoutEngine
 import LookoutImage
 import LookoutJSON
 import LookoutSupport
+import LookoutTensor
 import LookoutTextEncoder
 import LookoutTokenizer
 import LookoutWeights
@@ -79,7 +80,22 @@ struct EmbedCommand: ParsableCommand {
     @Flag(help: "Report on standard error how many embeddings came from the cache and how long each stage took.")
     var timings = false
 
+    @Option(
+        help: ArgumentHelp(
+            "Where the image tower computes with --image: cpu (the default), cuda or cuda:N (an NVIDIA GPU, in fp32: "
+                + "the photos' 8-bit pixels cross over and the activations stay there from the first layer to the "
+                + "last), or auto (the GPU where one works, else the CPU).",
+            valueName: "cpu|cuda[:N]|auto"),
+        completion: .list(["cpu", "cuda", "auto"]))
+    var device: String?
+
     func validate() throws {
+        if let device, ComputeDevice(device) == nil {
+            throw ValidationError("--device \(device): choose cpu, cuda, cuda:N (a GPU's number, from 0) or auto.")
+        }
+        if device != nil && !image {
+            throw ValidationError("--device is where --image's tower computes: add --image (texts are embedded on the CPU).")
+        }
         if jsonl == !texts.isEmpty {
             throw ValidationError(
                 jsonl
@@ -168,6 +184,16 @@ struct EmbedCommand: ParsableCommand {
         }
         // An open_clip or SigLIP folder brings its own preprocessing; OpenAI's files take clip._transform's.
         let tower = try ImageTower(contentsOf: path)
+        var configuration = EngineConfiguration()
+        configuration.device = device.flatMap(ComputeDevice.init) ?? .cpu
+        let backend: any ComputeBackend =
+            try configuration.makeBackend(
+                notice: { printError("lookout: \($0)") },
+                onFailure: { error in
+                    printError("lookout: the GPU failed: \(error.description)")
+                    Glibc.exit(1)
+                }
+            ).backend ?? CPUBackend.shared
         let loaded = clock.lap()
         var failures = 0
         var computeSeconds = 0.0
@@ -186,7 +212,7 @@ struct EmbedCommand: ParsableCommand {
                 }
             }
             var compute = Stopwatch()
-            var embeddings = tower.encode(inputs.compactMap { $0 }).makeIterator()
+            var embeddings = tower.encode(inputs.compactMap { $0 }, backend: backend).makeIterator()
             computeSeconds += compute.lap()
             var out = ""
             for input in inputs {
