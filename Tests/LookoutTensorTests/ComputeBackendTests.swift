@@ -473,7 +473,9 @@ import Testing
                 for gx in 0..<2 {
                     for c in 0..<channels {
                         for y in 0..<patch {
-                            for x in 0..<patch { rows.append(image[(c * side + gy * patch + y) * side + gx * patch + x]) }
+                            for x in 0..<patch {
+                                rows.append(image[(c * side + gy * patch + y) * side + gx * patch + x])
+                            }
                         }
                     }
                 }
@@ -495,7 +497,9 @@ import Testing
             for row in 0..<7 {
                 let alone = backend.rowProducts(backend.rows(x, at: [row]), b, columns: 5)
                 #expect(Array(products[(row * 5)..<(row * 5 + 5)]) == alone, "\(backend.name) row \(row) alone")
-                let want = (0..<5).map { j in (0..<4).reduce(0.0) { $0 + Double(x.data[row * 4 + $1]) * Double(b[$1 * 5 + j]) } }
+                let want = (0..<5).map { j in
+                    (0..<4).reduce(0.0) { $0 + Double(x.data[row * 4 + $1]) * Double(b[$1 * 5 + j]) }
+                }
                 Self.close(alone, want, "\(backend.name) row \(row) product")
             }
         }

@@ -253,7 +253,9 @@ struct OperationChecks {
             inputs: rowWidth, outputs: rowWidth)
         check("residual linear, x + (y·Wᵀ + b)") { backend in
             var x = sequenceMatrix
-            backend.addLinear(&x, RowMatrix(rows: total, columns: rowWidth, data: Self.random(total * rowWidth, seed: 71)), layer: square)
+            backend.addLinear(
+                &x, RowMatrix(rows: total, columns: rowWidth, data: Self.random(total * rowWidth, seed: 71)),
+                layer: square)
             return backend.floats(x.map)
         }
         let rowsQKV = Self.random(total * 3 * rowWidth, seed: 65)
@@ -458,12 +460,14 @@ extension OperationChecks {
                 var (sum, magnitude) = (Double(bias[o]), Double(0))
                 for i in 0..<inputs {
                     let product =
-                        Double(arithmetic.rounded(x[r * inputs + i])) * Double(arithmetic.rounded(weight[o * inputs + i]))
+                        Double(arithmetic.rounded(x[r * inputs + i]))
+                        * Double(arithmetic.rounded(weight[o * inputs + i]))
                     sum += product
                     magnitude += abs(product)
                 }
                 linear.values.append(Float(sum))
-                linear.bounds.append(Float(1.1 * (2 * Double(inputs) * epsilon * magnitude + 4 * epsilon * abs(sum)) + 1e-7))
+                linear.bounds.append(
+                    Float(1.1 * (2 * Double(inputs) * epsilon * magnitude + 4 * epsilon * abs(sum)) + 1e-7))
             }
         }
         results.append(
@@ -479,14 +483,16 @@ extension OperationChecks {
         let normed = gpu.layerNorm(
             matrix, gamma: random(inputs, seed: 83, scale: 2), beta: random(inputs, seed: 84), epsilon: 1e-5)
         let widen = PackedLinear(
-            weight: random(inputs * 50, seed: 85, scale: 0.2), bias: random(inputs, seed: 86), inputs: 50, outputs: inputs)
+            weight: random(inputs * 50, seed: 85, scale: 0.2), bias: random(inputs, seed: 86), inputs: 50,
+            outputs: inputs)
         let activated = gpu.linear(
             RowMatrix(rows: rows, columns: 50, data: random(rows * 50, seed: 87)), layer: widen, activation: .quickGELU)
         let qkv = RowMatrix(rows: rows, columns: 3 * inputs, data: random(rows * 3 * inputs, seed: 88))
         let attended = gpu.sequenceAttention(qkv, lengths: [20, 17], starts: [0, 20], heads: 4, causal: false)
         // Heads of 64 (lk_attention_64) into a layer of 128 inputs.
         let attended64 = gpu.sequenceAttention(
-            RowMatrix(rows: rows, columns: 384, data: random(rows * 384, seed: 89)), lengths: [20, 17], starts: [0, 20],
+            RowMatrix(rows: rows, columns: 384, data: random(rows * 384, seed: 89)), lengths: [20, 17],
+            starts: [0, 20],
             heads: 2, causal: true)
         let narrow = PackedLinear(
             weight: random(30 * 128, seed: 90, scale: 0.2), bias: random(30, seed: 91), inputs: 128, outputs: 30)
@@ -497,7 +503,8 @@ extension OperationChecks {
             results.append(
                 Self.compare(
                     "\(arithmetic.rawValue) operand written by \(name) against it rounded after",
-                    gpu.floats(gpu.linear(made, layer: next).map), gpu.floats(gpu.linear(fromHost(made), layer: next).map),
+                    gpu.floats(gpu.linear(made, layer: next).map),
+                    gpu.floats(gpu.linear(fromHost(made), layer: next).map),
                     exact: true))
         }
         let (height, width) = (23, 19)

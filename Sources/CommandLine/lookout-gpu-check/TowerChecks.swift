@@ -86,7 +86,9 @@ struct TowerChecks {
             var times: [Double] = [], floatTimes: [Double] = []
             for _ in 0..<5 {
                 times.append(
-                    DetectionChecks.milliseconds { _ = encoder.encode(pixels: many, mean: mean, std: std, backend: gpu) })
+                    DetectionChecks.milliseconds {
+                        _ = encoder.encode(pixels: many, mean: mean, std: std, backend: gpu)
+                    })
                 floatTimes.append(DetectionChecks.milliseconds { _ = encoder.encode(manyFloats, backend: gpu) })
             }
             let median = DetectionChecks.median(times)

@@ -94,7 +94,8 @@ struct EmbedCommand: ParsableCommand {
             throw ValidationError("--device \(device): choose cpu, cuda, cuda:N (a GPU's number, from 0) or auto.")
         }
         if device != nil && !image {
-            throw ValidationError("--device is where --image's tower computes: add --image (texts are embedded on the CPU).")
+            throw ValidationError(
+                "--device is where --image's tower computes: add --image (texts are embedded on the CPU).")
         }
         if jsonl == !texts.isEmpty {
             throw ValidationError(

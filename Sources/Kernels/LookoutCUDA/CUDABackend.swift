@@ -404,7 +404,9 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             let base = UnsafeSendable(area.pointer!.assumingMemoryBound(to: UInt8.self))
             DispatchQueue.concurrentPerform(iterations: min(parts.count, 16)) { lane in
                 for n in stride(from: lane, to: parts.count, by: 16) {
-                    parts[n].withUnsafeBufferPointer { (base.pointer + n * size).update(from: $0.baseAddress!, count: size) }
+                    parts[n].withUnsafeBufferPointer {
+                        (base.pointer + n * size).update(from: $0.baseAddress!, count: size)
+                    }
                 }
             }
             var failure: CUDAError?
@@ -627,7 +629,8 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             let error = arguments.bytes.withUnsafeMutableBytes { bytes in
                 Self.check {
                     lookout_cuda_launch(
-                        function, grid.0, grid.1, depth, block.0, block.1, 1, shared, bytes.baseAddress, bytes.count, $0,
+                        function, grid.0, grid.1, depth, block.0, block.1, 1, shared, bytes.baseAddress, bytes.count,
+                        $0,
                         $1)
                 }
             }
@@ -1240,7 +1243,9 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
                 RowMatrix(rows: rows, columns: x.columns, data: x.data), layer: layer, activation: activation)
         }
         guard let (out, bias) = product(x, layer) else { return matrix(nil, rows: rows, columns: layer.outputs) }
-        guard layer.denseBias != nil || activation != nil else { return matrix(out, rows: rows, columns: layer.outputs) }
+        guard layer.denseBias != nil || activation != nil else {
+            return matrix(out, rows: rows, columns: layer.outputs)
+        }
         let half = activation == nil ? nil : twin(of: out)
         launch("lk_bias_rows", rows: rows, plane: layer.outputs) {
             $0.pointer(out)
@@ -1272,7 +1277,8 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             add(&x, linear(y, layer: layer, activation: nil))
             return
         }
-        guard let residual = onDevice(x.map), let (product, bias) = product(y, layer), let out = buffer(rows * layer.outputs)
+        guard let residual = onDevice(x.map), let (product, bias) = product(y, layer),
+            let out = buffer(rows * layer.outputs)
         else {
             x = matrix(nil, rows: rows, columns: layer.outputs)
             return

@@ -190,7 +190,8 @@ public final class CLIPImageEncoder: Sendable {
         let side = configuration.inputResolution
         precondition(pixels.allSatisfy { $0.count == 3 * side * side }, "photos must be \(side) × \(side) × 3")
         return encode(
-            patches: backend.patchRows(pixels: pixels, side: side, patch: configuration.patchSize, mean: mean, std: std),
+            patches: backend.patchRows(
+                pixels: pixels, side: side, patch: configuration.patchSize, mean: mean, std: std),
             backend: backend)
     }
 

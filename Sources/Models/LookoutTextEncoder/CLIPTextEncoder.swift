@@ -57,7 +57,8 @@ public final class CLIPTextEncoder: Sendable {
             total += length
         }
         var x = RowMatrix(
-            rows: total, columns: configuration.width, data: embed(rows, lengths: lengths, starts: starts, total: total))
+            rows: total, columns: configuration.width, data: embed(rows, lengths: lengths, starts: starts, total: total)
+        )
         let transformer = CLIPTransformer(
             width: configuration.width, heads: configuration.heads, epsilon: configuration.layerNormEpsilon,
             causal: true, activation: configuration.activation)
