@@ -277,13 +277,15 @@ struct OperationChecks {
             backend.add(&values, rowsQKV.prefix(sequence.count).map { $0 })
             return values
         }
-        // The image tower's sizes: 50 tokens in heads of 64 (keys and values in shared memory), and 200 (too many
-        // for it: a thread a row).
-        for tokens in [50, 200] {
-            let (width, heads) = (128, 2)
+        // The towers' sizes: 50 and 200 tokens in heads of 64 (lk_attention_64; 200 past 48 KB of shared memory),
+        // 120 in heads of 96 (lk_attention_block past 48 KB) and 300 in heads of 96 (past an H200's 227 KB: a thread
+        // a row).
+        for (tokens, width, heads) in [(50, 128, 2), (200, 128, 2), (120, 192, 2), (300, 192, 2)] {
             let many = Self.random(3 * tokens * 3 * width, seed: 66, scale: 2)
             for causal in [true, false] {
-                check("sequence attention \(causal ? "causal" : "full"), 3 × \(tokens) tokens, heads of 64") {
+                check(
+                    "sequence attention \(causal ? "causal" : "full"), 3 × \(tokens) tokens, heads of \(width / heads)"
+                ) {
                     $0.sequenceAttention(
                         many, lengths: [tokens, tokens - 3, tokens], starts: [0, tokens, 2 * tokens], width: width,
                         heads: heads, causal: causal)

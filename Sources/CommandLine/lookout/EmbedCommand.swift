@@ -187,7 +187,7 @@ struct EmbedCommand: ParsableCommand {
         let tower = try ImageTower(contentsOf: path)
         var configuration = EngineConfiguration()
         configuration.device = device.flatMap(ComputeDevice.init) ?? .cpu
-        let backend: any ComputeBackend =
+        var backend: any ComputeBackend =
             try configuration.makeBackend(
                 notice: { printError("lookout: \($0)") },
                 onFailure: { error in
@@ -195,6 +195,12 @@ struct EmbedCommand: ParsableCommand {
                     Glibc.exit(1)
                 }
             ).backend ?? CPUBackend.shared
+        if !(backend is CPUBackend) && !tower.keepsActivationsOnGPU {
+            printError(
+                "lookout: --device \(configuration.device): a SigLIP tower computes on the CPU (its pooling head has no GPU form)"
+            )
+            backend = CPUBackend.shared
+        }
         let loaded = clock.lap()
         var failures = 0
         var computeSeconds = 0.0

@@ -372,10 +372,11 @@ struct IndexCommand: ParsableCommand {
             }
             model.duplicateThreshold = tower.duplicateThreshold
         }
-        /// The photo embedding: on the engine's GPU with `--device cuda` (the tower's activations stay there from
-        /// the patches to the pooled row), else computed on `pool`.
+        /// The photo embedding: on the engine's GPU with `--device cuda` where the tower keeps its activations there
+        /// (``ImageTower/keepsActivationsOnGPU``: from the patches to the pooled row), else computed on `pool`.
         func embedder(_ pool: ComputePool) -> ImageEmbedder? {
-            let backend: any ComputeBackend = engine.backend is CPUBackend ? CPUBackend(pool: pool) : engine.backend
+            let onGPU = !(engine.backend is CPUBackend) && imageTower?.keepsActivationsOnGPU == true
+            let backend: any ComputeBackend = onGPU ? engine.backend : CPUBackend(pool: pool)
             return imageTower.map { tower in
                 { bytes, path in try tower.embedding(bytes, name: path, backend: backend) }
             }

@@ -141,6 +141,16 @@ public struct ImageTower: Sendable {
         }
     }
 
+    /// Whether a GPU backend computes every operation of the tower with its activations kept there: a CLIP or
+    /// open_clip tower with fp32 weights. A SigLIP tower's pooling head and layers packed for the CPU's bf16 go
+    /// through the host, each crossing costing more than the GPU saves: those run on the CPU.
+    public var keepsActivationsOnGPU: Bool {
+        switch encoder {
+        case .clip(let encoder): encoder.precision == .fp32
+        case .sigLIP: false
+        }
+    }
+
     /// The L2-normalised embedding of a photo file's bytes. A CLIP tower takes the photo's 8-bit pixels and
     /// normalises them on the backend (a GPU receives a quarter of the bytes); the same embedding.
     public func embedding(

@@ -67,6 +67,8 @@ static struct {
     CUresult (*graph_exec_destroy)(void *);
     CUresult (*host_alloc)(void **, size_t);
     CUresult (*host_free)(void *);
+    // Optional: a kernel's dynamic shared memory past 48 KB (an opt-in on compute capability 7.0 and later).
+    CUresult (*function_attribute)(CUfunction, int, int);
 } driver;
 
 static struct {
@@ -233,6 +235,7 @@ static int open_driver(char *message, size_t size) {
     *(void **)&driver.graph_exec_destroy = dlsym(driver.library, "cuGraphExecDestroy");
     *(void **)&driver.host_alloc = dlsym(driver.library, "cuMemAllocHost_v2");
     *(void **)&driver.host_free = dlsym(driver.library, "cuMemFreeHost");
+    *(void **)&driver.function_attribute = dlsym(driver.library, "cuFuncSetAttribute");
     CUresult status = driver.init(0);
     if (status != 0) {
         const char *text = NULL;
@@ -498,6 +501,16 @@ int lookout_cuda_launch(
     if (current(message, size)) return 1;
     // CU_LAUNCH_PARAM_BUFFER_POINTER (1), CU_LAUNCH_PARAM_BUFFER_SIZE (2), CU_LAUNCH_PARAM_END (0).
     void *extra[] = {(void *)1, arguments, (void *)2, &arguments_size, (void *)0};
+    // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES (8): past 48 KB a kernel must be allowed its shared memory.
+    if (shared > 48 * 1024) {
+        if (!driver.function_attribute) {
+            say(message, size, "this NVIDIA driver cannot give a kernel more than 48 KB of shared memory");
+            return 1;
+        }
+        if (check(driver.function_attribute(function, 8, (int)shared), "allowing a kernel its shared memory", message,
+                  size))
+            return 1;
+    }
     return check(
         driver.launch(function, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared, STREAM, NULL, extra),
         "launching a kernel", message, size);

@@ -54,6 +54,20 @@ public struct GPU: Sendable, Equatable {
     public let multiprocessors: Int
 
     /// NVRTC's architecture names for this GPU: `compute_90` (PTX, any later GPU) and `sm_90` (a cubin).
+    /// The most dynamic shared memory a block may be given (bytes), by compute capability, as NVIDIA's CUDA
+    /// programming guide tabulates it: 227 KB on 9.0, 163 KB on 8.0 and 8.7, 99 KB on 8.6 and 8.9, 96 KB on 7.0
+    /// and 7.2, 64 KB on 7.5; 48 KB before 7.0 (no opt-in).
+    public var sharedMemoryPerBlock: Int {
+        switch (major, minor) {
+        case (9..., _): 227 * 1024
+        case (8, 0), (8, 7): 163 * 1024
+        case (8, _): 99 * 1024
+        case (7, 5): 64 * 1024
+        case (7, _): 96 * 1024
+        default: 48 * 1024
+        }
+    }
+
     public var virtualArchitecture: String { "compute_\(major)\(minor)" }
     public var realArchitecture: String { "sm_\(major)\(minor)" }
 

@@ -388,17 +388,18 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
     private let staging = Mutex<(pointer: UnsafeMutableRawPointer?, bytes: Int)>((nil, 0))
 
     /// `parts` (each `size` bytes) copied side by side into the staging memory by several threads, then over to
-    /// `target` in one copy, waited for; false where pinned memory could not be had or a recording is on (the
-    /// caller copies them one by one).
-    func stagedUpload(_ parts: [[UInt8]], size: Int, to target: UInt64) -> Bool {
-        guard recordingHere() == nil, !parts.isEmpty else { return false }
+    /// `target` in one copy, waited for (this thread's stream: a batch is handed over before its work is issued);
+    /// nil where a recording is on, there is one part (the caller copies it from where it lies), or pinned memory
+    /// could not be had; else whether the copy succeeded (a failure recorded).
+    func stagedUpload(_ parts: [[UInt8]], size: Int, to target: UInt64) -> Bool? {
+        guard recordingHere() == nil, parts.count > 1 else { return nil }
         let total = parts.count * size
-        return staging.withLock { area -> Bool in
+        return staging.withLock { area -> Bool? in
             if area.bytes < total {
                 if let pointer = area.pointer { lookout_cuda_host_free(pointer) }
                 area = (nil, 0)
                 var pointer: UnsafeMutableRawPointer?
-                guard lookout_cuda_host_alloc(&pointer, total, nil, 0) == 0, let pointer else { return false }
+                guard lookout_cuda_host_alloc(&pointer, total, nil, 0) == 0, let pointer else { return nil }
                 area = (pointer, total)
             }
             let base = UnsafeSendable(area.pointer!.assumingMemoryBound(to: UInt8.self))
@@ -1295,7 +1296,8 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
     }
 
     /// `lk_attention_block` (a block per sequence and head, its keys and values in shared memory; `lk_attention_64`
-    /// for heads of 64) where they fit in 48 KB, else `lk_sequence_attention` (a thread per row).
+    /// for heads of 64) where they fit in a block's shared memory (``GPU/sharedMemoryPerBlock``: 227 KB on an
+    /// H100 or H200, so ViT-L/14's 257 tokens too), else `lk_sequence_attention` (a thread per row).
     public func sequenceAttention(
         _ qkv: RowMatrix, lengths: [Int], starts: [Int], heads: Int, causal: Bool
     ) -> RowMatrix {
@@ -1310,8 +1312,16 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         guard let input = onDevice(qkv.map), let first = upload(starts.map { Int32($0) }),
             let counts = upload(lengths.map { Int32($0) }), let out = buffer(total * width)
         else { return matrix(nil, rows: total, columns: width) }
-        // Rows no sequence covers stay zero, as the CPU leaves them.
-        if lengths.reduce(0, +) != total {
+        // Rows no sequence covers stay zero, as the CPU leaves them; sequences that tile the rows, one after another
+        // from the first, leave none.
+        var tiled = lengths.count == starts.count
+        var next = 0
+        for (start, length) in zip(starts, lengths) where tiled {
+            tiled = start == next
+            next += length
+        }
+        tiled = tiled && next == total
+        if !tiled {
             launch("lk_fill", count: total * width) {
                 $0.pointer(out)
                 $0.float(0)
@@ -1325,8 +1335,8 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             ? 4 * (longest * 132 + warps * (64 + (longest + 3) / 4 * 4))
             : 4 * (longest * (size + 1) + longest * size + warps * (size + longest))
         // Every row covered: the 16-bit operand of the output projection written as well.
-        if shared <= 48 * 1024 {
-            let half = lengths.reduce(0, +) == total ? twin(of: out) : nil
+        if shared <= gpu.sharedMemoryPerBlock {
+            let half = tiled ? twin(of: out) : nil
             let items = lengths.count * heads
             launch(
                 sixtyFour ? "lk_attention_64" : "lk_attention_block", grid: (UInt32(min(items, 65_535)), 1),
@@ -1421,7 +1431,9 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
     }
 
     /// Lookout's own GEMM (`lk_gemm`), even where cuBLAS opened: each output is one thread's sum in a fixed order,
-    /// whatever the number of rows (cuBLAS may choose its kernel, and so its order, by the shape).
+    /// whatever the number of rows (cuBLAS may choose its kernel, and so its order, by the shape). The towers'
+    /// layers before it go through cuBLAS, which may: on a GPU a photo's embedding can differ in its last bits
+    /// with the batch beside it (within the op-by-op suite's bounds); on the CPU it cannot.
     public func rowProducts(_ x: RowMatrix, _ b: [Float], columns: Int) -> [Float] {
         let (rows, width) = (x.rows, x.columns)
         precondition(b.count == width * columns)
@@ -1473,7 +1485,10 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         guard let all = buffer((pixels.count * size + 3) / 4), let out = buffer(count) else {
             return matrix(nil, rows: pixels.count * tokens, columns: inputs)
         }
-        if !stagedUpload(pixels, size: size, to: all.address) {
+        switch stagedUpload(pixels, size: size, to: all.address) {
+        case true?: break
+        case false?: return matrix(nil, rows: pixels.count * tokens, columns: inputs)
+        case nil:
             for (n, image) in pixels.enumerated() where !upload(image, to: all.address + UInt64(n * size)) {
                 return matrix(nil, rows: pixels.count * tokens, columns: inputs)
             }
