@@ -1248,12 +1248,14 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             return matrix(out, rows: rows, columns: layer.outputs)
         }
         let half = activation == nil ? nil : twin(of: out)
-        launch("lk_bias_rows", rows: rows, plane: layer.outputs) {
+        // Four values a thread where the rows allow (every buffer starts 256-byte aligned).
+        let quarters = layer.outputs % 4 == 0
+        launch(quarters ? "lk_bias_rows_4" : "lk_bias_rows", rows: rows, plane: layer.outputs / (quarters ? 4 : 1)) {
             $0.pointer(out)
             $0.pointer(layer.denseBias == nil ? nil : bias)
             $0.pointer16(half)
             $0.int(rows)
-            $0.int(layer.outputs)
+            $0.int(layer.outputs / (quarters ? 4 : 1))
             $0.int(Self.code(activation))
             $0.int(Int(arithmetic.code))
         }
@@ -1284,13 +1286,17 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             x = matrix(nil, rows: rows, columns: layer.outputs)
             return
         }
-        launch("lk_bias_residual", rows: rows, plane: layer.outputs) {
+        let quarters = layer.outputs % 4 == 0
+        launch(
+            quarters ? "lk_bias_residual_4" : "lk_bias_residual", rows: rows,
+            plane: layer.outputs / (quarters ? 4 : 1)
+        ) {
             $0.pointer(residual)
             $0.pointer(product)
             $0.pointer(bias)
             $0.pointer(out)
             $0.int(rows)
-            $0.int(layer.outputs)
+            $0.int(layer.outputs / (quarters ? 4 : 1))
         }
         x = matrix(out, rows: rows, columns: layer.outputs)
     }

@@ -10,7 +10,7 @@ public enum CUDAKernels {
         "lk_add", "lk_affine", "lk_gather", "lk_weighted_sum", "lk_max_sigmoid", "lk_scale_heads", "lk_head_decode",
         "lk_scale", "lk_softmax_rows", "lk_add_rows", "lk_nms_rank", "lk_nms_arrange", "lk_nms_mask", "lk_nms_keep",
         "lk_layer_norm",
-        "lk_sequence_attention", "lk_attention_block", "lk_attention_64", "lk_bias_rows", "lk_bias_residual", "lk_sum",
+        "lk_sequence_attention", "lk_attention_block", "lk_attention_64", "lk_bias_rows", "lk_bias_rows_4", "lk_bias_residual", "lk_bias_residual_4", "lk_sum",
         "lk_add_repeating", "lk_gather_rows", "lk_patches", "lk_patches_8",
         "lk_letterbox",
         "lk_quick_gelu", "lk_gelu", "lk_gelu_tanh", "lk_fill", "lk_to_16", "lk_im2col_16", "lk_gemm_16", "lk_conv_16",
@@ -964,12 +964,46 @@ public enum CUDAKernels {
             }
         }
 
+        // lk_bias_rows four values a thread, where the row's length is a multiple of 4 (`quarters` = outputs / 4):
+        // float4 loads and stores, the 16-bit values as one 8-byte store; the same values.
+        __global__ void lk_bias_rows_4(float *y, const float *b, unsigned short *half, int rows, int quarters, int act,
+                                       int type) {
+            LK_ROWS(r, rows, q, quarters) {
+                long long i = (long long)r * quarters + q;
+                float4 v = ((float4 *)y)[i];
+                if (b) {
+                    float4 c = ((const float4 *)b)[q];
+                    v.x = v.x + c.x, v.y = v.y + c.y, v.z = v.z + c.z, v.w = v.w + c.w;
+                }
+                v.x = lk_activation(v.x, act), v.y = lk_activation(v.y, act);
+                v.z = lk_activation(v.z, act), v.w = lk_activation(v.w, act);
+                ((float4 *)y)[i] = v;
+                if (half) {
+                    uint2 packed;
+                    packed.x = (unsigned int)lk_to_16_of(v.x, type) | ((unsigned int)lk_to_16_of(v.y, type) << 16);
+                    packed.y = (unsigned int)lk_to_16_of(v.z, type) | ((unsigned int)lk_to_16_of(v.w, type) << 16);
+                    ((uint2 *)half)[i] = packed;
+                }
+            }
+        }
+
         // A residual branch's last linear layer's epilogue: out = x + (y + b), by rows.
         __global__ void lk_bias_residual(const float *x, const float *y, const float *b, float *out, int rows,
                                          int outputs) {
             LK_ROWS(r, rows, o, outputs) {
                 long long i = (long long)r * outputs + o;
                 out[i] = x[i] + (y[i] + b[o]);
+            }
+        }
+
+        // lk_bias_residual four values a thread (rows of a multiple of 4): the same values.
+        __global__ void lk_bias_residual_4(const float *x, const float *y, const float *b, float *out, int rows,
+                                           int quarters) {
+            LK_ROWS(r, rows, q, quarters) {
+                long long i = (long long)r * quarters + q;
+                float4 a = ((const float4 *)x)[i], v = ((const float4 *)y)[i], c = ((const float4 *)b)[q];
+                ((float4 *)out)[i] = make_float4(a.x + (v.x + c.x), a.y + (v.y + c.y), a.z + (v.z + c.z),
+                                                 a.w + (v.w + c.w));
             }
         }
 
