@@ -26,8 +26,6 @@ struct CLIPImageWeights: Sendable {
     let configuration: CLIPImageConfiguration
     /// `conv1` as a linear layer over flattened patches (channel, row, column), no bias.
     let patchEmbedding: Linear
-    let classEmbedding: [Float]
-    let positionalEmbedding: [Float]
     /// What is added to each photo's rows after the patch projection: the class embedding plus position 0 (its
     /// row of the projection is zero), then positions 1… (`tokens × width`).
     let tokenTable: [Float]
@@ -87,10 +85,9 @@ struct CLIPImageWeights: Sendable {
         patchEmbedding = try Linear(
             file, weight: "visual.conv1.weight", shape: [width, 3, patch, patch],
             bias: [Float](repeating: 0, count: width), inputs: inputs, outputs: width)
-        classEmbedding = try file.floats("visual.class_embedding", shape: [width])
-        positionalEmbedding = try file.floats("visual.positional_embedding", shape: [tokens, width])
-        var table = positionalEmbedding
-        for d in 0..<width { table[d] = classEmbedding[d] + positionalEmbedding[d] }
+        let classEmbedding = try file.floats("visual.class_embedding", shape: [width])
+        var table = try file.floats("visual.positional_embedding", shape: [tokens, width])
+        for d in 0..<width { table[d] += classEmbedding[d] }
         tokenTable = table
         func norm(_ name: String) throws(WeightsError) -> LayerNormWeights {
             LayerNormWeights(
