@@ -111,26 +111,27 @@ def multiply_adds(net, x, text):
 def time_network(net, batch, dtype, runs):
     x = torch.rand(batch, 3, 640, 640, device="cuda", dtype=dtype)
     text = torch.nn.functional.normalize(torch.randn(batch, 3, 512, device="cuda"), dim=-1).to(dtype)
+    return cuda_median_ms(lambda: net(x, text), runs)
+
+
+def cuda_median_ms(body, runs, warmup=5):
+    """Median milliseconds of `body()` on the GPU, each run waited for, after `warmup` runs (no gradients)."""
     with torch.no_grad():
-        for _ in range(5):
-            net(x, text)
+        for _ in range(warmup):
+            body()
         torch.cuda.synchronize()
         times = []
         for _ in range(runs):
             start = time.perf_counter()
-            net(x, text)
+            body()
             torch.cuda.synchronize()
             times.append((time.perf_counter() - start) * 1000)
     return statistics.median(times)
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("out")
-    parser.add_argument("--scale", default="s")
-    parser.add_argument("--skip-compile", action="store_true")
-    args = parser.parse_args()
-    os.makedirs(args.out, exist_ok=True)
+def report(out):
+    """OUT made, and `say` (printed and kept in `lines`) with the run's first line said: the date, the card."""
+    os.makedirs(out, exist_ok=True)
     lines = []
 
     def say(line):
@@ -140,6 +141,16 @@ def main():
     card = torch.cuda.get_device_name(0)
     say(f"# {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} on {card}, PyTorch {torch.__version__}, "
         f"{os.cpu_count()} CPUs")
+    return say, lines, card
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out")
+    parser.add_argument("--scale", default="s")
+    parser.add_argument("--skip-compile", action="store_true")
+    args = parser.parse_args()
+    say, lines, card = report(args.out)
     net = random_network(args.scale)
     weights = f"/tmp/yolov8{args.scale}-worldv2-random.safetensors"
     save_safetensors(net.state_dict(), weights)

@@ -22,7 +22,6 @@ Writes OUT/towers.txt (and prints it).
 """
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -125,18 +124,10 @@ def multiply_adds(tower, batch=1):
 
 
 def time_tower(tower, batch, dtype, runs=20):
+    from gpu import cuda_median_ms
+
     x = torch.rand(batch, 3, 224, 224, device="cuda", dtype=dtype)
-    with torch.no_grad():
-        for _ in range(3):
-            tower(x)
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(runs):
-            start = time.perf_counter()
-            tower(x)
-            torch.cuda.synchronize()
-            times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+    return cuda_median_ms(lambda: tower(x), runs, warmup=3)
 
 
 def check():
@@ -168,18 +159,9 @@ def main():
     args = parser.parse_args()
     if args.check:
         sys.exit(0 if check() else 1)
-    os.makedirs(args.out, exist_ok=True)
-    lines = []
+    from gpu import report, save_safetensors
 
-    def say(line):
-        print(line, flush=True)
-        lines.append(line)
-
-    from gpu import save_safetensors
-
-    card = torch.cuda.get_device_name(0)
-    say(f"# {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} on {card}, PyTorch {torch.__version__}, "
-        f"{os.cpu_count()} CPUs")
+    say, lines, card = report(args.out)
     torch.manual_seed(0)
     tower = VisionTower().eval()
     weights = "/tmp/clip-vit-b-32-random.safetensors"

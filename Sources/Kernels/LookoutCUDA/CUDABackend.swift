@@ -1334,6 +1334,19 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
                 $0.long(total * width)
             }
         }
+        // Both kernels' parameters up to the output.
+        func sequences(_ arguments: inout Arguments) {
+            arguments.pointer(input)
+            arguments.pointer(first)
+            arguments.pointer(counts)
+            arguments.int(lengths.count)
+            arguments.int(longest)
+            arguments.int(width)
+            arguments.int(heads)
+            arguments.int(causal ? 1 : 0)
+            arguments.float(1 / Float(size).squareRoot())
+            arguments.pointer(out)
+        }
         let warps = 8
         let sixtyFour = size == 64 && width % 4 == 0
         let shared =
@@ -1348,33 +1361,13 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
                 sixtyFour ? "lk_attention_64" : "lk_attention_block", grid: (UInt32(min(items, 65_535)), 1),
                 block: (UInt32(32 * warps), 1), shared: UInt32(shared)
             ) {
-                $0.pointer(input)
-                $0.pointer(first)
-                $0.pointer(counts)
-                $0.int(lengths.count)
-                $0.int(longest)
-                $0.int(width)
-                $0.int(heads)
-                $0.int(causal ? 1 : 0)
-                $0.float(1 / Float(size).squareRoot())
-                $0.pointer(out)
+                sequences(&$0)
                 $0.pointer16(half)
                 $0.int(Int(arithmetic.code))
             }
             return matrix(out, rows: total, columns: width)
         }
-        launch("lk_sequence_attention", count: lengths.count * heads * longest) {
-            $0.pointer(input)
-            $0.pointer(first)
-            $0.pointer(counts)
-            $0.int(lengths.count)
-            $0.int(longest)
-            $0.int(width)
-            $0.int(heads)
-            $0.int(causal ? 1 : 0)
-            $0.float(1 / Float(size).squareRoot())
-            $0.pointer(out)
-        }
+        launch("lk_sequence_attention", count: lengths.count * heads * longest) { sequences(&$0) }
         return matrix(out, rows: total, columns: width)
     }
 
@@ -1386,16 +1379,11 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             x = matrix(nil, rows: x.rows, columns: x.columns)
             return
         }
-        let kernel: String
-        switch activation {
-        case .quickGELU: kernel = "lk_quick_gelu"
-        case .gelu: kernel = "lk_gelu"
-        case .geluTanh: kernel = "lk_gelu_tanh"
-        }
-        launch(kernel, count: count) {
+        launch("lk_activate", count: count) {
             $0.pointer(values)
             $0.pointer(out)
             $0.long(count)
+            $0.int(Self.code(activation))
         }
         x = matrix(out, rows: x.rows, columns: x.columns)
     }

@@ -14,7 +14,7 @@ public enum CUDAKernels {
         "lk_bias_residual", "lk_bias_residual_4", "lk_sum",
         "lk_add_repeating", "lk_gather_rows", "lk_patches", "lk_patches_8",
         "lk_letterbox",
-        "lk_quick_gelu", "lk_gelu", "lk_gelu_tanh", "lk_fill", "lk_to_16", "lk_im2col_16", "lk_gemm_16", "lk_conv_16",
+        "lk_activate", "lk_fill", "lk_to_16", "lk_im2col_16", "lk_gemm_16", "lk_conv_16",
         "lk_conv_16_wide", "lk_split_sum",
     ]
 
@@ -731,6 +731,21 @@ public enum CUDAKernels {
             }
         }
 
+        // The softmax of a warp's scores `weights[0…last]` (lane j holding j, j + 32, …, its largest in `maximum`):
+        // each exp(score − the warp's maximum) in place, and their sum across the warp, every lane waiting.
+        __device__ float lk_warp_softmax(float *weights, int last, int lane, float maximum) {
+            for (int o = 16; o > 0; o >>= 1) maximum = fmaxf(maximum, __shfl_xor_sync(0xffffffffu, maximum, o));
+            float total = 0.0f;
+            for (int j = lane; j <= last; j += 32) {
+                float e = expf(weights[j] - maximum);
+                weights[j] = e;
+                total += e;
+            }
+            for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
+            __syncwarp();
+            return total;
+        }
+
         // The same attention, one block per (sequence, head): the head's keys (rows padded to size + 1 floats, so
         // that lanes reading different keys use different banks) and values in shared memory; each warp takes a
         // query row at a time: its lanes score keys j, j + 32, ..., the softmax's maximum and sum go across the
@@ -772,15 +787,7 @@ public enum CUDAKernels {
                         weights[j] = dot;
                         maximum = fmaxf(maximum, dot);
                     }
-                    for (int o = 16; o > 0; o >>= 1) maximum = fmaxf(maximum, __shfl_xor_sync(0xffffffffu, maximum, o));
-                    float total = 0.0f;
-                    for (int j = lane; j <= last; j += 32) {
-                        float e = expf(weights[j] - maximum);
-                        weights[j] = e;
-                        total += e;
-                    }
-                    for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
-                    __syncwarp();
+                    float total = lk_warp_softmax(weights, last, lane, maximum);
                     float *target = out + (start + i) * width + h * size;
                     for (int d = lane; d < size; d += 32) {
                         float sum = 0.0f;
@@ -841,15 +848,7 @@ public enum CUDAKernels {
                         weights[j] = dot;
                         maximum = fmaxf(maximum, dot);
                     }
-                    for (int o = 16; o > 0; o >>= 1) maximum = fmaxf(maximum, __shfl_xor_sync(0xffffffffu, maximum, o));
-                    float total = 0.0f;
-                    for (int j = lane; j <= last; j += 32) {
-                        float e = expf(weights[j] - maximum);
-                        weights[j] = e;
-                        total += e;
-                    }
-                    for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
-                    __syncwarp();
+                    float total = lk_warp_softmax(weights, last, lane, maximum);
                     float first = 0.0f, second = 0.0f;
                     #pragma unroll 4
                     for (int j = 0; j <= last; j++) {
@@ -888,20 +887,30 @@ public enum CUDAKernels {
         // Each image (channels × side × side, images one after another) cut into patch × patch squares, one row
         // each (channel, row, column flattened), row-major over the grid, after a row of zeros per image (where its
         // class token goes): images × (grid² + 1) rows of channels·patch² values.
+        // Where value i of the patch rows comes from: its image, channel and pixel (row · side + column); false for
+        // the zero row where an image's class token goes.
+        __device__ __forceinline__ bool lk_patch_source(long long i, int channels, int side, int patch, int grid,
+                                                        long long *image, int *c, long long *pixel) {
+            int inputs = channels * patch * patch, tokens = grid * grid + 1;
+            long long row = i / inputs;
+            int within = (int)(i % inputs), t = (int)(row % tokens);
+            if (t == 0) return false;
+            *image = row / tokens;
+            *c = within / (patch * patch);
+            int y = (within / patch) % patch, x = within % patch;
+            int gy = (t - 1) / grid, gx = (t - 1) % grid;
+            *pixel = (long long)(gy * patch + y) * side + gx * patch + x;
+            return true;
+        }
+
         __global__ void lk_patches(const float *images, float *out, int channels, int side, int patch, int grid,
                                    long long n) {
-            int inputs = channels * patch * patch, tokens = grid * grid + 1;
             LK_LOOP(i, n) {
-                long long row = i / inputs;
-                int within = (int)(i % inputs), t = (int)(row % tokens);
-                long long image = row / tokens;
-                if (t == 0) {
-                    out[i] = 0.0f;
-                    continue;
-                }
-                int c = within / (patch * patch), y = (within / patch) % patch, x = within % patch;
-                int gy = (t - 1) / grid, gx = (t - 1) % grid;
-                out[i] = images[((image * channels + c) * side + gy * patch + y) * side + gx * patch + x];
+                long long image, pixel;
+                int c;
+                out[i] = lk_patch_source(i, channels, side, patch, grid, &image, &c, &pixel)
+                             ? images[(image * channels + c) * side * side + pixel]
+                             : 0.0f;
             }
         }
 
@@ -913,18 +922,14 @@ public enum CUDAKernels {
         // (v / 255 − mean[c]) / std[c].
         __global__ void lk_patches_8(const unsigned char *pixels, float *out, float m0, float m1, float m2, float s0,
                                      float s1, float s2, int side, int patch, int grid, long long n) {
-            int inputs = 3 * patch * patch, tokens = grid * grid + 1;
             LK_LOOP(i, n) {
-                long long row = i / inputs;
-                int within = (int)(i % inputs), t = (int)(row % tokens);
-                long long image = row / tokens;
-                if (t == 0) {
+                long long image, pixel;
+                int c;
+                if (!lk_patch_source(i, 3, side, patch, grid, &image, &c, &pixel)) {
                     out[i] = 0.0f;
                     continue;
                 }
-                int c = within / (patch * patch), y = (within / patch) % patch, x = within % patch;
-                int gy = (t - 1) / grid, gx = (t - 1) % grid;
-                float v = (float)pixels[((image * side + gy * patch + y) * side + gx * patch + x) * 3 + c];
+                float v = (float)pixels[(image * side * side + pixel) * 3 + c];
                 float mean = c == 0 ? m0 : c == 1 ? m1 : m2, std = c == 0 ? s0 : c == 1 ? s1 : s2;
                 out[i] = __fdiv_rn(__fsub_rn(__fdiv_rn(v, 255.0f), mean), std);
             }
@@ -941,16 +946,8 @@ public enum CUDAKernels {
         }
 
         // y = f(x).
-        __global__ void lk_quick_gelu(const float *x, float *y, long long n) {
-            LK_LOOP(i, n) y[i] = lk_activation(x[i], 1);
-        }
-
-        __global__ void lk_gelu(const float *x, float *y, long long n) {
-            LK_LOOP(i, n) y[i] = lk_activation(x[i], 2);
-        }
-
-        __global__ void lk_gelu_tanh(const float *x, float *y, long long n) {
-            LK_LOOP(i, n) y[i] = lk_activation(x[i], 3);
+        __global__ void lk_activate(const float *x, float *y, long long n, int act) {
+            LK_LOOP(i, n) y[i] = lk_activation(x[i], act);
         }
 
         // A linear layer's epilogue, by rows (LK_ROWS): y = f(y + b) (b may be null: no bias); where `half` is not
