@@ -12,10 +12,12 @@ card.
   `state_dict()` saved as safetensors is a checkpoint Lookout reads. `--check` holds it to the `clip` package's
   own `VisionTransformer` on the CPU (the reference venv has it).
 - PyTorch: eager fp32 (TF32 off), eager fp16 and `torch.compile` (inductor, mode="reduce-overhead") fp16, from
-  preprocessed photos already on the GPU to embeddings (not normalised), median of 20 batches.
+  preprocessed photos already on the GPU to embeddings (not normalised), median of 20 batches; and eager fp16
+  from 8-bit photos in pinned host memory (copied, normalised on the GPU), the work Lookout's rows include.
 - Lookout: `lookout-gpu-check --tower FILE BATCH`: the example scenes against its CPU (fp32 within 1e-5; fp16 and
   bf16 cosines), then BATCH photos from the host to L2-normalised embeddings in fp32, fp16 and bf16: as their 8-bit
   pixels (resized and cropped; what the index hands over, normalised on the GPU) and as preprocessed floats.
+  Run twice: with the 16-bit sublayers fused (the default) and unfused (`LOOKOUT_CUDA_SUBLAYERS=0`).
 - The floor: the tower's multiply-adds against the card's nominal dense rate.
 
 Writes OUT/towers.txt (and prints it).
@@ -130,6 +132,22 @@ def time_tower(tower, batch, dtype, runs=20):
     return cuda_median_ms(lambda: tower(x), runs, warmup=3)
 
 
+def time_tower_from_pixels(tower, batch, runs=20):
+    """The tower in fp16 from 8-bit RGB photos in pinned host memory, as Lookout receives them: each batch copied
+    over, normalised (OpenAI's mean and deviation) and rounded to fp16 on the GPU."""
+    from gpu import cuda_median_ms
+
+    pixels = torch.randint(0, 256, (batch, 224, 224, 3), dtype=torch.uint8).pin_memory()
+    mean = torch.tensor([0.48145466, 0.4578275, 0.40821073], device="cuda").view(1, 3, 1, 1)
+    std = torch.tensor([0.26862954, 0.26130258, 0.27577711], device="cuda").view(1, 3, 1, 1)
+
+    def step():
+        x = pixels.to("cuda", non_blocking=True).permute(0, 3, 1, 2).float().div_(255).sub_(mean).div_(std)
+        return tower(x.half())
+
+    return cuda_median_ms(step, runs, warmup=3)
+
+
 def check():
     """The tower against the clip package's VisionTransformer with the same weights (CPU, fp32)."""
     sys.path.insert(0, os.path.join(ROOT, "scripts", "reference"))
@@ -170,16 +188,20 @@ def main():
     say(f"ViT-B/32 image tower at 224: {macs / 1e9:.2f} G multiply-adds a photo ({2 * macs / 1e9:.1f} GFLOP)")
 
     bundle = os.path.join(ROOT, ".build-device", "bundle")
-    environment = dict(os.environ, LD_LIBRARY_PATH=os.path.join(bundle, "lib"))
-    result = subprocess.run([os.path.join(bundle, "lookout-gpu-check"), "--tower", weights, str(args.batch)],
-                            cwd=ROOT, env=environment, capture_output=True, text=True)
     lookout = {}
-    for line in (result.stdout + result.stderr).splitlines():
-        say("  " + line)
-        parts = line.split()
-        if len(parts) >= 7 and parts[0] == "tower" and parts[2] == "batch":
-            lookout[parts[1]] = (float(parts[4]), float(parts[-2]))
-    say(f"  lookout-gpu-check exit status {result.returncode}")
+    # Fused 16-bit sublayers (the default), then each sublayer's operations one after another, in the same run.
+    for label, extra in [("", {}), (", sublayers unfused", {"LOOKOUT_CUDA_SUBLAYERS": "0"})]:
+        environment = dict(os.environ, LD_LIBRARY_PATH=os.path.join(bundle, "lib"), **extra)
+        result = subprocess.run([os.path.join(bundle, "lookout-gpu-check"), "--tower", weights, str(args.batch)],
+                                cwd=ROOT, env=environment, capture_output=True, text=True)
+        say(f"lookout-gpu-check --tower{label}:")
+        for line in (result.stdout + result.stderr).splitlines():
+            say("  " + line)
+            parts = line.split()
+            if len(parts) >= 7 and parts[0] == "tower" and parts[2] == "batch":
+                if not label or parts[1] != "fp32":
+                    lookout[parts[1] + label] = (float(parts[4]), float(parts[-2]))
+        say(f"  lookout-gpu-check exit status {result.returncode}")
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -190,6 +212,7 @@ def main():
     half.load_state_dict(tower.state_dict())
     half = half.cuda().half()
     peers["eager fp16"] = time_tower(half, args.batch, torch.float16)
+    peers["eager fp16 from 8-bit pixels"] = time_tower_from_pixels(half, args.batch)
     if not args.skip_compile:
         start = time.perf_counter()
         peers["torch.compile fp16"] = time_tower(torch.compile(half, mode="reduce-overhead"), args.batch,
@@ -208,9 +231,11 @@ def main():
         say(f"| {name} | {ms:.2f} | {args.batch / ms * 1000:.0f} | {share} |")
 
     for name, ms in peers.items():
-        row(f"PyTorch {name}, photos on the GPU to embeddings", ms, "fp32" if "fp32" in name else "fp16")
+        where = "8-bit photos on the host (pinned)" if "pixels" in name else "photos on the GPU"
+        row(f"PyTorch {name.replace(' from 8-bit pixels', '')}, {where} to embeddings", ms,
+            "fp32" if "fp32" in name else "fp16")
     for arithmetic, (pixels, floats) in lookout.items():
-        kind = "fp32" if arithmetic == "fp32" else "fp16"
+        kind = "fp32" if arithmetic.startswith("fp32") else "fp16"
         row(f"Lookout {arithmetic}, 8-bit photos on the host to normalised embeddings", pixels, kind)
         row(f"Lookout {arithmetic}, preprocessed floats on the host to normalised embeddings", floats, kind)
     with open(os.path.join(args.out, "towers.txt"), "w") as f:

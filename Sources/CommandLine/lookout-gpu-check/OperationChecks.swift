@@ -237,6 +237,12 @@ struct OperationChecks {
         let sequence = Self.random(total * rowWidth, seed: 60)
         let gamma = Self.random(rowWidth, seed: 61, scale: 2), beta = Self.random(rowWidth, seed: 62)
         check("layer norm") { $0.layerNorm(sequence, rows: total, gamma: gamma, beta: beta, epsilon: 1e-5) }
+        // Rows of 768 (ViT-B's, held in registers) and of 1100 (past 1024: read in each pass).
+        for long in [768, 1100] {
+            let values = Self.random(9 * long, seed: 76, scale: 3)
+            let (g, b) = (Self.random(long, seed: 77), Self.random(long, seed: 78))
+            check("layer norm of rows of \(long)") { $0.layerNorm(values, rows: 9, gamma: g, beta: b, epsilon: 1e-5) }
+        }
         let packed = PackedLinear(
             weight: Self.random(3 * rowWidth * rowWidth, seed: 63, scale: 0.2),
             bias: Self.random(3 * rowWidth, seed: 64),
@@ -256,6 +262,24 @@ struct OperationChecks {
             backend.addLinear(
                 &x, RowMatrix(rows: total, columns: rowWidth, data: Self.random(total * rowWidth, seed: 71)),
                 layer: square)
+            return backend.floats(x.map)
+        }
+        let norm = SequenceNorm(
+            gamma: Self.random(rowWidth, seed: 72), beta: Self.random(rowWidth, seed: 73), epsilon: 1e-5)
+        check("attention sublayer, x += attention(LayerNorm(x)·Qᵀ + q)·Oᵀ + o") { backend in
+            var x = sequenceMatrix
+            backend.residualAttention(
+                &x, norm: norm, qkv: packed, output: square, lengths: rowsOf, starts: starts, heads: 4, causal: true)
+            return backend.floats(x.map)
+        }
+        check("MLP sublayer, x += QuickGELU(LayerNorm(x)·Uᵀ + u)·Dᵀ + d") { backend in
+            var x = sequenceMatrix
+            backend.residualMLP(
+                &x, norm: norm, up: packed, activation: .quickGELU,
+                down: PackedLinear(
+                    weight: Self.random(3 * rowWidth * rowWidth, seed: 74, scale: 0.1),
+                    bias: Self.random(rowWidth, seed: 75),
+                    inputs: 3 * rowWidth, outputs: rowWidth))
             return backend.floats(x.map)
         }
         let rowsQKV = Self.random(total * 3 * rowWidth, seed: 65)
@@ -567,6 +591,82 @@ extension OperationChecks {
             "convolution 5×5/2 of 15 channels",
             gpu.convolve(quarters[0], ConvolutionKernels.default.prepare(wider), kernel: ConvolutionKernels.default)
                 .data, convolution16(quarters[0], wider, arithmetic))
+        return results
+    }
+
+    /// The towers' pre-norm sublayers, which a 16-bit backend fuses (16-bit intermediates, attention on the tensor
+    /// cores), against the CPU's fp32 operations one after another: what each adds to the residual rows, as a
+    /// relative RMS error, bounded by 8u (u the 16-bit type's unit roundoff: 2⁻¹¹ fp16, 2⁻⁸ bf16; six
+    /// intermediates are rounded once each). Full and causal attention, sequences of 64 and 128 rows or fewer (the
+    /// fused kernels) and of 200 (the composed path), heads of 64; QuickGELU and GELU MLPs.
+    static func sublayers(_ gpu: CUDABackend) -> [Result] {
+        let arithmetic = gpu.arithmetic
+        let u: Double = arithmetic == .fp16 ? 1.0 / 2048 : 1.0 / 256
+        let width = 128
+        func result(_ name: String, _ x: [Float], _ got: [Float], _ want: [Float]) -> Result {
+            var (error, size, largest) = (Double(0), Double(0), Float(0))
+            for i in 0..<min(got.count, want.count) {
+                let (a, b) = (Double(got[i] - x[i]), Double(want[i] - x[i]))
+                error += (a - b) * (a - b)
+                size += b * b
+                if !(abs(got[i] - want[i]) <= largest) {
+                    largest = abs(got[i] - want[i]).isNaN ? .infinity : abs(got[i] - want[i])
+                }
+            }
+            let relative = (error / max(size, .leastNormalMagnitude)).squareRoot()
+            return Result(
+                name:
+                    "\(arithmetic.rawValue) \(name), its increment's relative RMS error \(Float(relative)) (bound 8u = \(Float(8 * u)))",
+                count: got.count, largestDifference: largest, passed: got.count == want.count && relative <= 8 * u,
+                exact: false)
+        }
+        func norm(_ seed: UInt64) -> SequenceNorm {
+            SequenceNorm(
+                gamma: random(width, seed: seed, scale: 1).map { 1 + $0 / 2 }, beta: random(width, seed: seed + 1),
+                epsilon: 1e-5)
+        }
+        var results: [Result] = []
+        let qkv = PackedLinear(
+            weight: random(3 * width * width, seed: 92, scale: 0.15), bias: random(3 * width, seed: 93), inputs: width,
+            outputs: 3 * width)
+        let output = PackedLinear(
+            weight: random(width * width, seed: 94, scale: 0.1), bias: random(width, seed: 95), inputs: width,
+            outputs: width)
+        for (lengths, causal) in [
+            ([50, 47, 50], false), ([50, 47, 50], true), ([77, 60, 1], true), ([120, 9], false), ([200, 20], false),
+        ] {
+            let rows = lengths.reduce(0, +)
+            let starts = lengths.indices.map { lengths[..<$0].reduce(0, +) }
+            let x = random(rows * width, seed: 96, scale: 2)
+            func run(_ backend: any ComputeBackend) -> [Float] {
+                var matrix = RowMatrix(rows: rows, columns: width, data: x)
+                backend.residualAttention(
+                    &matrix, norm: norm(97), qkv: qkv, output: output, lengths: lengths, starts: starts, heads: 2,
+                    causal: causal)
+                return backend.floats(matrix.map)
+            }
+            results.append(
+                result(
+                    "attention sublayer, \(causal ? "causal" : "full"), sequences of \(lengths) rows, heads of 64", x,
+                    run(gpu), run(CPUBackend.shared)))
+        }
+        let up = PackedLinear(
+            weight: random(4 * width * width, seed: 98, scale: 0.15), bias: random(4 * width, seed: 99), inputs: width,
+            outputs: 4 * width)
+        let down = PackedLinear(
+            weight: random(4 * width * width, seed: 100, scale: 0.08), bias: random(width, seed: 101),
+            inputs: 4 * width, outputs: width)
+        let rows = 157
+        let x = random(rows * width, seed: 102, scale: 2)
+        for activation in [SequenceActivation.quickGELU, .gelu] {
+            func run(_ backend: any ComputeBackend) -> [Float] {
+                var matrix = RowMatrix(rows: rows, columns: width, data: x)
+                backend.residualMLP(&matrix, norm: norm(103), up: up, activation: activation, down: down)
+                return backend.floats(matrix.map)
+            }
+            results.append(
+                result("MLP sublayer with \(activation), \(rows) rows", x, run(gpu), run(CPUBackend.shared)))
+        }
         return results
     }
 }

@@ -126,6 +126,8 @@ if all || arguments.contains("--ops") {
                     let sixteen = try CUDABackend(
                         gpu: 0, cacheDirectory: nil, useCUBLAS: useCUBLAS, arithmetic: arithmetic, lowering: lowering)
                     results += OperationChecks.sixteenBit(sixteen)
+                    // The fused sublayers do not lower convolutions: once per arithmetic.
+                    if lowering == .inMemory { results += OperationChecks.sublayers(sixteen) }
                     do { try sixteen.checkFailure() } catch {
                         print("  FAILED: the GPU reported \(error) in \(arithmetic.rawValue)")
                         failed = true

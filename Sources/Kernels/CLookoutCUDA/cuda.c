@@ -668,7 +668,7 @@ int lookout_cublas_sgemm(
 
 int lookout_cublas_gemm_16(
     int type, int transpose_a, int transpose_b, int m, int n, int k, unsigned long long a, int lda,
-    unsigned long long b, int ldb, float beta, unsigned long long c, int ldc, char *message, size_t size) {
+    unsigned long long b, int ldb, float beta, unsigned long long c, int ldc, int c16, char *message, size_t size) {
     if (lookout_cublas_open(NULL, 0, message, size) || current(message, size)) return 1;
     // library_types.h: CUDA_R_32F 0, CUDA_R_16F 2, CUDA_R_16BF 14; cublas_api.h: CUBLAS_COMPUTE_32F 68,
     // CUBLAS_GEMM_DEFAULT -1.
@@ -679,7 +679,8 @@ int lookout_cublas_gemm_16(
     if (!handle) return 1;
     int status = cublas.gemm_ex(
         handle, transpose_a ? 1 : 0, transpose_b ? 1 : 0, m, n, k, &alpha, (const void *)a, operand, lda,
-        (const void *)b, operand, ldb, &beta, (void *)c, R_32F, ldc, COMPUTE_32F, GEMM_DEFAULT);
+        (const void *)b, operand, ldb, &beta, (void *)c, c16 ? operand : R_32F, ldc, COMPUTE_32F,
+        GEMM_DEFAULT);
     if (status != 0) {
         say(message, size, "cuBLAS's %s GEMM (%d×%d×%d) failed (cuBLAS status %d)",
             type == LOOKOUT_CUDA_BF16 ? "bf16" : "fp16", m, n, k, status);

@@ -61,9 +61,10 @@ final class DeviceBuffer: DeviceStorage, @unchecked Sendable {
 /// lanes of ``Engine/sharingWeights(pool:)``) share the GPU without waiting for each other.
 ///
 /// The detector's weights are fp32; the convolutions' products run in ``arithmetic`` (fp32, or fp16 or bf16 on the
-/// tensor cores: weights rounded once, inputs rounded as they are lowered). The CLIP towers' sequence operations run on the GPU with
-/// their host matrices copied over and back per operation; YOLOE's visual-prompt pooling and bf16 tower layers
-/// are computed by the CPU backend. An operation that
+/// tensor cores: weights rounded once, inputs rounded as they are lowered). The CLIP towers' activations stay on the
+/// GPU from the photos' pixels to the embeddings' last product; in 16-bit arithmetic their sublayers keep 16-bit
+/// intermediates (``residualAttention(_:norm:qkv:output:lengths:starts:heads:causal:)``). YOLOE's visual-prompt
+/// pooling and bf16 tower layers (packed for the CPU) are computed by the CPU backend. An operation that
 /// fails (the GPU out of memory) records ``failure`` and gives NaN, which ``checkFailure()`` turns into an error.
 public final class CUDABackend: ComputeBackend, @unchecked Sendable {
     public let gpu: GPU
@@ -641,19 +642,21 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
 
     /// `C[i, j] = Σ_k A(i, k)·B(k, j)` (+ `beta`·C), row-major `m × n` with row stride `ldc`, where
     /// `A(i, k) = a[i·aRow + k·aColumn]` and `B(k, j) = b[k·bRow + j·bColumn]`; one of each pair of strides is 1.
-    /// A and B are fp32, or with `operands` fp16 or bf16 (summed in fp32 on the tensor cores); C is fp32.
+    /// A and B are fp32, or with `operands` fp16 or bf16 (summed in fp32 on the tensor cores); C is fp32, or with
+    /// `c16` (16-bit operands, through cuBLAS only: ``fusesSublayers``) of the operands' type.
     /// cuBLAS where it opened (and not `ownKernel`), else ``CUDAKernels``' `lk_gemm` or `lk_gemm_16`. Offsets count values.
     func gemm(
         m: Int, n: Int, k: Int, a: DeviceBuffer?, aOffset: Int = 0, aRow: Int, aColumn: Int, b: DeviceBuffer?,
         bOffset: Int = 0, bRow: Int, bColumn: Int, c: DeviceBuffer?, cOffset: Int = 0, ldc: Int, beta: Float = 0,
-        operands: GPUArithmetic = .fp32, ownKernel: Bool = false
+        operands: GPUArithmetic = .fp32, ownKernel: Bool = false, c16: Bool = false
     ) {
         guard m > 0 && n > 0, let a, let b, let c else { return }
         guard k > 0 else { return }
+        precondition(!c16 || (operands != .fp32 && cublasPath != nil && !ownKernel))
         recordingHere()?.note("a \(m)×\(n)×\(k) product")
         let width = UInt64(operands == .fp32 ? 4 : 2)
         let (left, right) = (a.address + UInt64(aOffset) * width, b.address + UInt64(bOffset) * width)
-        let out = c.address + UInt64(cOffset * 4)
+        let out = c.address + UInt64(cOffset * (c16 ? 2 : 4))
         if cublasPath != nil && !ownKernel {
             // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: cuBLAS's first operand is B, its second A.
             // An operand is stored transposed when its column stride is not 1; its leading dimension is then
@@ -670,7 +673,7 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
                             Int32(ldc), $0, $1)
                         : lookout_cublas_gemm_16(
                             operands.code, bTransposed, aTransposed, Int32(n), Int32(m), Int32(k), right, ldb, left,
-                            lda, beta, out, Int32(ldc), $0, $1)
+                            lda, beta, out, Int32(ldc), c16 ? 1 : 0, $0, $1)
                 }) {
                     fail(error)
                 }
@@ -1206,20 +1209,15 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
     /// and multiplied on the tensor cores (fp32 sums). nil where a buffer could not be made (recorded).
     private func product(_ x: RowMatrix, _ layer: PackedLinear) -> (out: DeviceBuffer, bias: DeviceBuffer)? {
         let rows = x.rows
-        let key = [layer.storageAddress]
-        guard let input = onDevice(x.map),
-            let parameters = cached(
-                key: key, sources: [layer], make: { [layer.denseWeight ?? [], layer.denseBias ?? [0]] }),
-            let out = buffer(rows * layer.outputs)
+        guard let input = onDevice(x.map), let parameters = onDevice(layer), let out = buffer(rows * layer.outputs)
         else { return nil }
         if arithmetic == .fp32 {
             gemm(
-                m: rows, n: layer.outputs, k: layer.inputs, a: input, aRow: layer.inputs, aColumn: 1, b: parameters[0],
-                bRow: 1, bColumn: layer.inputs, c: out, ldc: layer.outputs)
-            return (out, parameters[1])
+                m: rows, n: layer.outputs, k: layer.inputs, a: input, aRow: layer.inputs, aColumn: 1,
+                b: parameters.weight, bRow: 1, bColumn: layer.inputs, c: out, ldc: layer.outputs)
+            return (out, parameters.bias)
         }
-        guard let weights = cached16(key: key, sources: [layer], from: parameters[0], count: parameters[0].count)
-        else { return nil }
+        guard let weights = weights16(layer) else { return nil }
         let rounded: DeviceBuffer
         if let made = input.sixteen, made.code == arithmetic.code {
             rounded = made.buffer
@@ -1231,7 +1229,24 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         gemm(
             m: rows, n: layer.outputs, k: layer.inputs, a: rounded, aRow: layer.inputs, aColumn: 1, b: weights,
             bRow: 1, bColumn: layer.inputs, c: out, ldc: layer.outputs, operands: arithmetic)
-        return (out, parameters[1])
+        return (out, parameters.bias)
+    }
+
+    /// A linear layer's weight (fp32, `outputs × inputs`) and bias (`[0]` where it has none) on the GPU, once.
+    func onDevice(_ layer: PackedLinear) -> (weight: DeviceBuffer, bias: DeviceBuffer)? {
+        guard
+            let parameters = cached(
+                key: [layer.storageAddress], sources: [layer],
+                make: { [layer.denseWeight ?? [], layer.denseBias ?? [0]] })
+        else { return nil }
+        return (parameters[0], parameters[1])
+    }
+
+    /// Its weight rounded to ``arithmetic``'s 16 bits, once.
+    func weights16(_ layer: PackedLinear) -> DeviceBuffer? {
+        guard let parameters = onDevice(layer) else { return nil }
+        return cached16(
+            key: [layer.storageAddress], sources: [layer], from: parameters.weight, count: parameters.weight.count)
     }
 
     /// The product (``product(_:_:)``), then bias and activation in one pass (`lk_bias_rows`), which also writes
@@ -1286,19 +1301,24 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             x = matrix(nil, rows: rows, columns: layer.outputs)
             return
         }
-        let quarters = layer.outputs % 4 == 0
-        launch(
-            quarters ? "lk_bias_residual_4" : "lk_bias_residual", rows: rows,
-            plane: layer.outputs / (quarters ? 4 : 1)
-        ) {
+        addBiased(residual, product, bias, into: out, rows: rows, outputs: layer.outputs)
+        x = matrix(out, rows: rows, columns: layer.outputs)
+    }
+
+    /// `out = residual + (product + bias)`, by rows (`lk_bias_residual`, four values a thread where it can).
+    func addBiased(
+        _ residual: DeviceBuffer, _ product: DeviceBuffer, _ bias: DeviceBuffer, into out: DeviceBuffer, rows: Int,
+        outputs: Int
+    ) {
+        let quarters = outputs % 4 == 0
+        launch(quarters ? "lk_bias_residual_4" : "lk_bias_residual", rows: rows, plane: outputs / (quarters ? 4 : 1)) {
             $0.pointer(residual)
             $0.pointer(product)
             $0.pointer(bias)
             $0.pointer(out)
             $0.int(rows)
-            $0.int(layer.outputs / (quarters ? 4 : 1))
+            $0.int(outputs / (quarters ? 4 : 1))
         }
-        x = matrix(out, rows: rows, columns: layer.outputs)
     }
 
     /// `lk_attention_block` (a block per sequence and head, its keys and values in shared memory; `lk_attention_64`
@@ -1318,15 +1338,8 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         guard let input = onDevice(qkv.map), let first = upload(starts.map { Int32($0) }),
             let counts = upload(lengths.map { Int32($0) }), let out = buffer(total * width)
         else { return matrix(nil, rows: total, columns: width) }
-        // Rows no sequence covers stay zero, as the CPU leaves them; sequences that tile the rows, one after another
-        // from the first, leave none.
-        var tiled = lengths.count == starts.count
-        var next = 0
-        for (start, length) in zip(starts, lengths) where tiled {
-            tiled = start == next
-            next += length
-        }
-        tiled = tiled && next == total
+        // Rows no sequence covers stay zero, as the CPU leaves them; sequences that tile the rows leave none.
+        let tiled = Self.tile(total, lengths: lengths, starts: starts)
         if !tiled {
             launch("lk_fill", count: total * width) {
                 $0.pointer(out)
@@ -1369,6 +1382,17 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         }
         launch("lk_sequence_attention", count: lengths.count * heads * longest) { sequences(&$0) }
         return matrix(out, rows: total, columns: width)
+    }
+
+    /// Whether the sequences cover `rows` rows exactly, one after another from the first.
+    static func tile(_ rows: Int, lengths: [Int], starts: [Int]) -> Bool {
+        guard lengths.count == starts.count else { return false }
+        var next = 0
+        for (start, length) in zip(starts, lengths) {
+            guard start == next else { return false }
+            next += length
+        }
+        return next == rows
     }
 
     /// Into a new buffer (x's may be another matrix's too).

@@ -11,7 +11,8 @@ public enum CUDAKernels {
         "lk_scale", "lk_softmax_rows", "lk_add_rows", "lk_nms_rank", "lk_nms_arrange", "lk_nms_mask", "lk_nms_keep",
         "lk_layer_norm",
         "lk_sequence_attention", "lk_attention_block", "lk_attention_64", "lk_bias_rows", "lk_bias_rows_4",
-        "lk_bias_residual", "lk_bias_residual_4", "lk_sum",
+        "lk_bias_residual", "lk_bias_residual_4", "lk_sum", "lk_attention_mma_64", "lk_attention_mma_128",
+        "lk_bias_rows_16",
         "lk_add_repeating", "lk_gather_rows", "lk_patches", "lk_patches_8",
         "lk_letterbox",
         "lk_activate", "lk_fill", "lk_to_16", "lk_im2col_16", "lk_gemm_16", "lk_conv_16",
@@ -274,6 +275,157 @@ public enum CUDAKernels {
                 else LK_CONV(1, 0);
             }
         #undef LK_CONV
+        }
+
+        // Two 16-bit values (the lower first) from two floats.
+        template <int TYPE>
+        __device__ __forceinline__ unsigned int lk_pack_16(float lower, float upper) {
+            return (unsigned int)lk_to_16_of(lower, TYPE) | ((unsigned int)lk_to_16_of(upper, TYPE) << 16);
+        }
+
+        // Two 16-bit values with their biases b[0], b[1] added (in fp32) and rounded to 16 bits again; as they are
+        // where b is null.
+        template <int TYPE>
+        __device__ __forceinline__ unsigned int lk_pair_plus(unsigned int pair, const float *b) {
+            if (!b) return pair;
+            return lk_pack_16<TYPE>(lk_from_16((unsigned short)(pair & 0xffffu), TYPE) + b[0],
+                                    lk_from_16((unsigned short)(pair >> 16), TYPE) + b[1]);
+        }
+
+        // Multi-head attention in heads of 64 on the tensor cores, of a 16-bit qkv matrix (a linear layer's
+        // products without their bias: rows × 3·width), the bias (3·width floats, or null) added as the values are
+        // read: one block per (sequence, head) of at most KEYS (64 or 128) rows, a warp per 16 query rows. Keys
+        // (rows of 72 values) and values (transposed: 64 rows of KEYS + 8) in shared memory, zero past the
+        // sequence; S = Q·Kᵀ in fp32 sums (m16n8k16), scaled and masked, the softmax's maximum and sum across
+        // each row's four lanes in fp32, the exponentials rounded to 16 bits as P, O = P·V in fp32 sums, then
+        // O / sum rounded to 16 bits into `out` (rows × width). Padded lanes point at zero keys and values.
+        template <int TYPE, int KEYS>
+        __device__ __forceinline__ void lk_attention_mma(const unsigned short *qkv, const float *bias,
+                                                         const int *starts, const int *lengths, int sequences,
+                                                         int width, int heads, int causal, float scale,
+                                                         unsigned short *out) {
+            extern __shared__ __align__(16) unsigned short lk_attention_shared[];
+            const int KP = 72, VP = KEYS + 8;
+            unsigned short *keys = lk_attention_shared;
+            unsigned short *values = keys + KEYS * KP;
+            int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+            int g = lane >> 2, q = lane & 3;
+            long long stride = 3LL * width;
+            for (int item = blockIdx.x; item < sequences * heads; item += gridDim.x) {
+                int s = item / heads, h = item % heads;
+                int length = lengths[s];
+                long long start = starts[s];
+                const float *qb = bias ? bias + h * 64 : 0;
+                const float *kb = bias ? bias + width + h * 64 : 0;
+                const float *vb = bias ? bias + 2 * width + h * 64 : 0;
+                __syncthreads();
+                for (int i = threadIdx.x; i < KEYS * 32; i += blockDim.x) {
+                    int j = i / 32, d = (i % 32) * 2;
+                    unsigned int k = 0u, v = 0u;
+                    if (j < length) {
+                        const unsigned short *row = qkv + (start + j) * stride + h * 64 + d;
+                        k = lk_pair_plus<TYPE>(*(const unsigned int *)(row + width), kb ? kb + d : 0);
+                        v = lk_pair_plus<TYPE>(*(const unsigned int *)(row + 2 * width), vb ? vb + d : 0);
+                    }
+                    *(unsigned int *)(keys + j * KP + d) = k;
+                    values[d * VP + j] = (unsigned short)(v & 0xffffu);
+                    values[(d + 1) * VP + j] = (unsigned short)(v >> 16);
+                }
+                __syncthreads();
+                for (int r0 = warp * 16; r0 < length; r0 += warps * 16) {
+                    int row0 = r0 + g, row1 = r0 + g + 8;
+                    // The queries' fragments: four steps of 16 dimensions.
+                    unsigned int a[4][4];
+                    #pragma unroll
+                    for (int t = 0; t < 4; t++) {
+                        #pragma unroll
+                        for (int upper = 0; upper < 2; upper++) {
+                            int d = t * 16 + upper * 8 + 2 * q;
+                            const float *b = qb ? qb + d : 0;
+                            a[t][2 * upper] =
+                                row0 < length
+                                    ? lk_pair_plus<TYPE>(*(const unsigned int *)(qkv + (start + row0) * stride + h * 64 + d), b)
+                                    : 0u;
+                            a[t][2 * upper + 1] =
+                                row1 < length
+                                    ? lk_pair_plus<TYPE>(*(const unsigned int *)(qkv + (start + row1) * stride + h * 64 + d), b)
+                                    : 0u;
+                        }
+                    }
+                    float S[KEYS / 8][4];
+                    #pragma unroll
+                    for (int n = 0; n < KEYS / 8; n++) {
+                        S[n][0] = S[n][1] = S[n][2] = S[n][3] = 0.0f;
+                        #pragma unroll
+                        for (int t = 0; t < 4; t++) {
+                            const unsigned short *k = keys + (n * 8 + g) * KP + t * 16 + 2 * q;
+                            unsigned int b[2] = {*(const unsigned int *)k, *(const unsigned int *)(k + 8)};
+                            lk_mma_16<TYPE>(S[n], a[t], b);
+                        }
+                    }
+                    int last0 = causal ? row0 : length - 1, last1 = causal ? row1 : length - 1;
+                    float m0 = -LK_INFINITY, m1 = -LK_INFINITY;
+                    #pragma unroll
+                    for (int n = 0; n < KEYS / 8; n++) {
+                        #pragma unroll
+                        for (int e = 0; e < 2; e++) {
+                            int j = n * 8 + 2 * q + e;
+                            S[n][e] = j <= last0 ? S[n][e] * scale : -LK_INFINITY;
+                            S[n][2 + e] = j <= last1 ? S[n][2 + e] * scale : -LK_INFINITY;
+                            m0 = fmaxf(m0, S[n][e]);
+                            m1 = fmaxf(m1, S[n][2 + e]);
+                        }
+                    }
+                    for (int o = 1; o < 4; o <<= 1) {
+                        m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, o));
+                        m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, o));
+                    }
+                    if (m0 == -LK_INFINITY) m0 = 0.0f;
+                    if (m1 == -LK_INFINITY) m1 = 0.0f;
+                    float l0 = 0.0f, l1 = 0.0f;
+                    #pragma unroll
+                    for (int n = 0; n < KEYS / 8; n++) {
+                        #pragma unroll
+                        for (int e = 0; e < 2; e++) {
+                            S[n][e] = expf(S[n][e] - m0);
+                            S[n][2 + e] = expf(S[n][2 + e] - m1);
+                            l0 += S[n][e];
+                            l1 += S[n][2 + e];
+                        }
+                    }
+                    for (int o = 1; o < 4; o <<= 1) {
+                        l0 += __shfl_xor_sync(0xffffffffu, l0, o);
+                        l1 += __shfl_xor_sync(0xffffffffu, l1, o);
+                    }
+                    float O[8][4];
+                    #pragma unroll
+                    for (int n = 0; n < 8; n++) O[n][0] = O[n][1] = O[n][2] = O[n][3] = 0.0f;
+                    #pragma unroll
+                    for (int t = 0; t < KEYS / 16; t++) {
+                        // S's accumulators for keys 16t…16t + 15 are P's fragment for that step.
+                        unsigned int p[4] = {lk_pack_16<TYPE>(S[2 * t][0], S[2 * t][1]),
+                                             lk_pack_16<TYPE>(S[2 * t][2], S[2 * t][3]),
+                                             lk_pack_16<TYPE>(S[2 * t + 1][0], S[2 * t + 1][1]),
+                                             lk_pack_16<TYPE>(S[2 * t + 1][2], S[2 * t + 1][3])};
+                        #pragma unroll
+                        for (int n = 0; n < 8; n++) {
+                            const unsigned short *v = values + (n * 8 + g) * VP + t * 16 + 2 * q;
+                            unsigned int b[2] = {*(const unsigned int *)v, *(const unsigned int *)(v + 8)};
+                            lk_mma_16<TYPE>(O[n], p, b);
+                        }
+                    }
+                    #pragma unroll
+                    for (int n = 0; n < 8; n++) {
+                        int d = h * 64 + n * 8 + 2 * q;
+                        if (row0 < length)
+                            *(unsigned int *)(out + (start + row0) * width + d) =
+                                lk_pack_16<TYPE>(O[n][0] / l0, O[n][1] / l0);
+                        if (row1 < length)
+                            *(unsigned int *)(out + (start + row1) * width + d) =
+                                lk_pack_16<TYPE>(O[n][2] / l1, O[n][3] / l1);
+                    }
+                }
+            }
         }
 
         extern "C" {
@@ -666,14 +818,13 @@ public enum CUDAKernels {
         // LayerNorm of each row, as the CPU computes it: mean and variance summed in double, then
         // (x·rstd − rstd·mean)·γ + β in float. One warp a row (its lanes' double sums added in a fixed tree).
         // Where `half` is not null, each value is also written there rounded to 16 bits (`type`): the next
-        // linear layer's operand.
+        // linear layer's operand; where `y` is null, only there.
         __global__ void lk_layer_norm(const float *x, const float *gamma, const float *beta, float *y, int rows,
                                       int width, float epsilon, unsigned short *half, int type) {
             int lane = threadIdx.x % 32, warps = blockDim.x / 32;
             for (long long r = (long long)blockIdx.x * warps + threadIdx.x / 32; r < rows;
                  r += (long long)gridDim.x * warps) {
                 const float *input = x + r * width;
-                float *output = y + r * width;
                 double sum = 0.0;
                 for (int i = lane; i < width; i += 32) sum += (double)input[i];
                 for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
@@ -689,7 +840,7 @@ public enum CUDAKernels {
                 float shift = -rstd * (float)mean;
                 for (int i = lane; i < width; i += 32) {
                     float v = (input[i] * rstd + shift) * gamma[i] + beta[i];
-                    output[i] = v;
+                    if (y) y[r * width + i] = v;
                     if (half) half[r * width + i] = lk_to_16_of(v, type);
                 }
             }
@@ -1002,6 +1153,45 @@ public enum CUDAKernels {
                 float4 a = ((const float4 *)x)[i], v = ((const float4 *)y)[i], c = ((const float4 *)b)[q];
                 ((float4 *)out)[i] = make_float4(a.x + (v.x + c.x), a.y + (v.y + c.y), a.z + (v.z + c.z),
                                                  a.w + (v.w + c.w));
+            }
+        }
+
+        // lk_attention_mma for sequences of at most 64 rows (4 warps) and of at most 128 (8 warps); shared memory
+        // 2·(KEYS·72 + 64·(KEYS + 8)) bytes, given at launch.
+        __global__ void __launch_bounds__(128) lk_attention_mma_64(const unsigned short *qkv, const float *bias,
+                                                                   const int *starts, const int *lengths,
+                                                                   int sequences, int width, int heads, int causal,
+                                                                   float scale, unsigned short *out, int type) {
+            if (type == 2)
+                lk_attention_mma<2, 64>(qkv, bias, starts, lengths, sequences, width, heads, causal, scale, out);
+            else
+                lk_attention_mma<1, 64>(qkv, bias, starts, lengths, sequences, width, heads, causal, scale, out);
+        }
+        __global__ void __launch_bounds__(256) lk_attention_mma_128(const unsigned short *qkv, const float *bias,
+                                                                    const int *starts, const int *lengths,
+                                                                    int sequences, int width, int heads, int causal,
+                                                                    float scale, unsigned short *out, int type) {
+            if (type == 2)
+                lk_attention_mma<2, 128>(qkv, bias, starts, lengths, sequences, width, heads, causal, scale, out);
+            else
+                lk_attention_mma<1, 128>(qkv, bias, starts, lengths, sequences, width, heads, causal, scale, out);
+        }
+
+        // A 16-bit linear layer's products (rows × outputs, four a thread: `quarters` = outputs / 4) in place:
+        // f(y + b) in fp32 (b may be null), rounded to 16 bits again.
+        __global__ void lk_bias_rows_16(unsigned short *y, const float *b, int rows, int quarters, int act,
+                                        int type) {
+            LK_ROWS(r, rows, c, quarters) {
+                long long i = (long long)r * quarters + c;
+                uint2 packed = ((uint2 *)y)[i];
+                float4 add = b ? ((const float4 *)b)[c] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                float v0 = lk_activation(lk_from_16((unsigned short)(packed.x & 0xffffu), type) + add.x, act);
+                float v1 = lk_activation(lk_from_16((unsigned short)(packed.x >> 16), type) + add.y, act);
+                float v2 = lk_activation(lk_from_16((unsigned short)(packed.y & 0xffffu), type) + add.z, act);
+                float v3 = lk_activation(lk_from_16((unsigned short)(packed.y >> 16), type) + add.w, act);
+                packed.x = (unsigned int)lk_to_16_of(v0, type) | ((unsigned int)lk_to_16_of(v1, type) << 16);
+                packed.y = (unsigned int)lk_to_16_of(v2, type) | ((unsigned int)lk_to_16_of(v3, type) << 16);
+                ((uint2 *)y)[i] = packed;
             }
         }
 

@@ -107,6 +107,17 @@ public protocol ComputeBackend: Sendable {
     /// (rows × 3·width: queries, keys, values), causal (the text tower) or full (the image tower); rows × width,
     /// zero in rows no sequence covers.
     func sequenceAttention(_ qkv: RowMatrix, lengths: [Int], starts: [Int], heads: Int, causal: Bool) -> RowMatrix
+    /// A pre-norm attention sublayer, `x += attention(layerNorm(x)·Qᵀ + q)·Oᵀ + o`: ``layerNorm(_:gamma:beta:epsilon:)``,
+    /// ``linear(_:layer:activation:)``, ``sequenceAttention(_:lengths:starts:heads:causal:)`` and
+    /// ``addLinear(_:_:layer:)`` one after another (``composedResidualAttention(_:norm:qkv:output:lengths:starts:heads:causal:)``,
+    /// the CPU's), or fused where a backend can keep the intermediates in its own precision.
+    func residualAttention(
+        _ x: inout RowMatrix, norm: SequenceNorm, qkv: PackedLinear, output: PackedLinear, lengths: [Int],
+        starts: [Int], heads: Int, causal: Bool)
+    /// A pre-norm MLP sublayer, `x += f(layerNorm(x)·Uᵀ + u)·Dᵀ + d`: as ``composedResidualMLP(_:norm:up:activation:down:)``,
+    /// or fused.
+    func residualMLP(
+        _ x: inout RowMatrix, norm: SequenceNorm, up: PackedLinear, activation: SequenceActivation?, down: PackedLinear)
     /// An activation in place.
     func activate(_ x: inout RowMatrix, _ activation: SequenceActivation)
     /// `x += y`.
@@ -163,6 +174,52 @@ public protocol ComputeBackend: Sendable {
 extension ComputeBackend {
     /// ``linear(_:layer:activation:)`` without an activation.
     public func linear(_ x: RowMatrix, layer: PackedLinear) -> RowMatrix { linear(x, layer: layer, activation: nil) }
+
+    public func residualAttention(
+        _ x: inout RowMatrix, norm: SequenceNorm, qkv: PackedLinear, output: PackedLinear, lengths: [Int],
+        starts: [Int], heads: Int, causal: Bool
+    ) {
+        composedResidualAttention(
+            &x, norm: norm, qkv: qkv, output: output, lengths: lengths, starts: starts, heads: heads, causal: causal)
+    }
+
+    public func residualMLP(
+        _ x: inout RowMatrix, norm: SequenceNorm, up: PackedLinear, activation: SequenceActivation?, down: PackedLinear
+    ) {
+        composedResidualMLP(&x, norm: norm, up: up, activation: activation, down: down)
+    }
+
+    /// ``residualAttention(_:norm:qkv:output:lengths:starts:heads:causal:)`` as its operations one after another.
+    public func composedResidualAttention(
+        _ x: inout RowMatrix, norm: SequenceNorm, qkv: PackedLinear, output: PackedLinear, lengths: [Int],
+        starts: [Int], heads: Int, causal: Bool
+    ) {
+        let normed = layerNorm(x, gamma: norm.gamma, beta: norm.beta, epsilon: norm.epsilon)
+        let projected = linear(normed, layer: qkv)
+        let attention = sequenceAttention(projected, lengths: lengths, starts: starts, heads: heads, causal: causal)
+        addLinear(&x, attention, layer: output)
+    }
+
+    /// ``residualMLP(_:norm:up:activation:down:)`` as its operations one after another.
+    public func composedResidualMLP(
+        _ x: inout RowMatrix, norm: SequenceNorm, up: PackedLinear, activation: SequenceActivation?, down: PackedLinear
+    ) {
+        let normed = layerNorm(x, gamma: norm.gamma, beta: norm.beta, epsilon: norm.epsilon)
+        let hidden = linear(normed, layer: up, activation: activation)
+        addLinear(&x, hidden, layer: down)
+    }
+}
+
+/// A pre-norm sublayer's LayerNorm: γ and β over each row, and ε.
+public struct SequenceNorm: Sendable {
+    public let gamma: [Float]
+    public let beta: [Float]
+    public let epsilon: Float
+
+    public init(gamma: [Float], beta: [Float], epsilon: Float) {
+        precondition(gamma.count == beta.count)
+        (self.gamma, self.beta, self.epsilon) = (gamma, beta, epsilon)
+    }
 }
 
 /// The sequence operations on host arrays (`rows × width`), for callers that hold their matrices there.

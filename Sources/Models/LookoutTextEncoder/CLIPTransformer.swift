@@ -17,13 +17,13 @@ struct CLIPTransformer: Sendable {
     func apply(
         _ layer: CLIPLayer, to x: inout RowMatrix, lengths: [Int], starts: [Int], backend: any ComputeBackend
     ) {
-        var normed = backend.layerNorm(x, gamma: layer.ln1.gamma, beta: layer.ln1.beta, epsilon: epsilon)
-        let qkv = backend.linear(normed, layer: layer.inProjection.packed)
-        let attention = backend.sequenceAttention(qkv, lengths: lengths, starts: starts, heads: heads, causal: causal)
-        backend.addLinear(&x, attention, layer: layer.outProjection.packed)
-        normed = backend.layerNorm(x, gamma: layer.ln2.gamma, beta: layer.ln2.beta, epsilon: epsilon)
-        let hidden = backend.linear(normed, layer: layer.fc.packed, activation: activation)
-        backend.addLinear(&x, hidden, layer: layer.projection.packed)
+        backend.residualAttention(
+            &x, norm: SequenceNorm(gamma: layer.ln1.gamma, beta: layer.ln1.beta, epsilon: epsilon),
+            qkv: layer.inProjection.packed, output: layer.outProjection.packed, lengths: lengths, starts: starts,
+            heads: heads, causal: causal)
+        backend.residualMLP(
+            &x, norm: SequenceNorm(gamma: layer.ln2.gamma, beta: layer.ln2.beta, epsilon: epsilon),
+            up: layer.fc.packed, activation: activation, down: layer.projection.packed)
     }
 
     /// The same on a host matrix (`x.count / width` rows).

@@ -84,9 +84,10 @@ int lookout_cublas_sgemm(
 
 /// The 16-bit operand types of ``lookout_cublas_gemm_16``.
 enum { LOOKOUT_CUDA_FP16 = 1, LOOKOUT_CUDA_BF16 = 2 };
-/// The same product with fp16 or bf16 operands (`type`), summed in fp32 into an fp32 C: the tensor cores.
+/// The same product with fp16 or bf16 operands (`type`), summed in fp32 into an fp32 C (or, with `c16`, a C of
+/// the operands' type, each sum rounded once): the tensor cores.
 int lookout_cublas_gemm_16(
     int type, int transpose_a, int transpose_b, int m, int n, int k, unsigned long long a, int lda,
-    unsigned long long b, int ldb, float beta, unsigned long long c, int ldc, char *message, size_t size);
+    unsigned long long b, int ldb, float beta, unsigned long long c, int ldc, int c16, char *message, size_t size);
 
 #endif
