@@ -656,6 +656,31 @@ extension OperationChecks {
         let down = PackedLinear(
             weight: random(4 * width * width, seed: 100, scale: 0.08), bias: random(width, seed: 101),
             inputs: 4 * width, outputs: width)
+        // A whole block: the attention sublayer told the MLP's LayerNorm, which it then writes with its output.
+        do {
+            let lengths = [50, 50, 33]
+            let rows = lengths.reduce(0, +)
+            let x = random(rows * width, seed: 104, scale: 2)
+            let mlpNorm = norm(103)
+            func run(_ backend: any ComputeBackend, told: Bool = true) -> [Float] {
+                var matrix = RowMatrix(rows: rows, columns: width, data: x)
+                backend.residualAttention(
+                    &matrix, norm: norm(97), qkv: qkv, output: output, lengths: lengths, starts: [0, 50, 100],
+                    heads: 2, causal: false, next: told ? mlpNorm : nil)
+                backend.residualMLP(&matrix, norm: mlpNorm, up: up, activation: .quickGELU, down: down, next: nil)
+                return backend.floats(matrix.map)
+            }
+            let told = run(gpu)
+            results.append(
+                result(
+                    "block (attention, its output's next LayerNorm written with it, then the MLP), \(lengths) rows",
+                    x, told, run(CPUBackend.shared)))
+            // The LayerNorm written with the residual is the one the MLP would compute: the same block, bit for bit.
+            results.append(
+                Self.compare(
+                    "\(arithmetic.rawValue) block with the next LayerNorm written with the residual, against it computed apart",
+                    told, run(gpu, told: false), exact: true))
+        }
         let rows = 157
         let x = random(rows * width, seed: 102, scale: 2)
         for activation in [SequenceActivation.quickGELU, .gelu] {

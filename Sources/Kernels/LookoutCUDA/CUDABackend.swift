@@ -16,6 +16,9 @@ final class DeviceBuffer: DeviceStorage, @unchecked Sendable {
     /// The same values rounded to 16 bits (``GPUArithmetic/code``), where the kernel that made them wrote them
     /// that way too for a linear layer that multiplies them next: set once, as the buffer is made.
     var sixteen: (buffer: DeviceBuffer, code: Int32)?
+    /// Its rows LayerNormed and rounded to 16 bits (the next sublayer's first operand), where the kernel that made
+    /// them wrote that too: the norm's key (``CUDABackend/normKey(_:)``) and the arrays it names, kept alive.
+    var normed: (key: [UInt], sources: [[Float]], buffer: DeviceBuffer)?
     /// Where a failed copy back is recorded.
     private let backend: CUDABackend
     /// The recording (a CUDA graph) it was made in, which owns its memory.

@@ -12,7 +12,7 @@ public enum CUDAKernels {
         "lk_layer_norm",
         "lk_sequence_attention", "lk_attention_block", "lk_attention_64", "lk_bias_rows", "lk_bias_rows_4",
         "lk_bias_residual", "lk_bias_residual_4", "lk_sum", "lk_attention_mma_64", "lk_attention_mma_128",
-        "lk_bias_rows_16",
+        "lk_bias_rows_16", "lk_bias_residual_norm",
         "lk_add_repeating", "lk_gather_rows", "lk_patches", "lk_patches_8",
         "lk_letterbox",
         "lk_activate", "lk_fill", "lk_to_16", "lk_im2col_16", "lk_gemm_16", "lk_conv_16",
@@ -292,20 +292,48 @@ public enum CUDAKernels {
                                     lk_from_16((unsigned short)(pair >> 16), TYPE) + b[1]);
         }
 
+        // The shared-memory address of a generic pointer into shared memory.
+        __device__ __forceinline__ unsigned int lk_shared_address(const void *p) {
+            unsigned int address;
+            asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(address) : "l"(p));
+            return address;
+        }
+
+        // Four 8×8 matrices of 16-bit values from shared memory, transposed (ldmatrix .trans): lane l gives the
+        // address of row l % 8 of matrix l / 8 (16-byte aligned); r[i] gets matrix i's fragment. 7.5 and later.
+        __device__ __forceinline__ void lk_load_matrices_transposed(unsigned int *r, unsigned int address) {
+        #if __CUDA_ARCH__ >= 750
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                         : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                         : "r"(address));
+        #endif
+        }
+
+        // Eight 16-bit values (one 16-byte load) with their biases b[0…7] added, as lk_pair_plus.
+        template <int TYPE>
+        __device__ __forceinline__ uint4 lk_eight_plus(uint4 v, const float *b) {
+            if (!b) return v;
+            v.x = lk_pair_plus<TYPE>(v.x, b);
+            v.y = lk_pair_plus<TYPE>(v.y, b + 2);
+            v.z = lk_pair_plus<TYPE>(v.z, b + 4);
+            v.w = lk_pair_plus<TYPE>(v.w, b + 6);
+            return v;
+        }
+
         // Multi-head attention in heads of 64 on the tensor cores, of a 16-bit qkv matrix (a linear layer's
         // products without their bias: rows × 3·width), the bias (3·width floats, or null) added as the values are
-        // read: one block per (sequence, head) of at most KEYS (64 or 128) rows, a warp per 16 query rows. Keys
-        // (rows of 72 values) and values (transposed: 64 rows of KEYS + 8) in shared memory, zero past the
-        // sequence; S = Q·Kᵀ in fp32 sums (m16n8k16), scaled and masked, the softmax's maximum and sum across
-        // each row's four lanes in fp32, the exponentials rounded to 16 bits as P, O = P·V in fp32 sums, then
-        // O / sum rounded to 16 bits into `out` (rows × width). Padded lanes point at zero keys and values.
+        // read: one block per (sequence, head) of at most KEYS (64 or 128) rows, a warp per 16 query rows. Keys and
+        // values in shared memory in rows of 72 (16-byte loads; zero past the sequence); S = Q·Kᵀ in fp32 sums
+        // (m16n8k16), scaled and masked, the softmax's maximum and sum across each row's four lanes in fp32, the
+        // exponentials rounded to 16 bits as P, O = P·V in fp32 sums (V's fragments by ldmatrix .trans), then
+        // O / sum rounded to 16 bits into `out` (rows × width).
         template <int TYPE, int KEYS>
         __device__ __forceinline__ void lk_attention_mma(const unsigned short *qkv, const float *bias,
                                                          const int *starts, const int *lengths, int sequences,
                                                          int width, int heads, int causal, float scale,
                                                          unsigned short *out) {
             extern __shared__ __align__(16) unsigned short lk_attention_shared[];
-            const int KP = 72, VP = KEYS + 8;
+            const int KP = 72;
             unsigned short *keys = lk_attention_shared;
             unsigned short *values = keys + KEYS * KP;
             int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -319,17 +347,16 @@ public enum CUDAKernels {
                 const float *kb = bias ? bias + width + h * 64 : 0;
                 const float *vb = bias ? bias + 2 * width + h * 64 : 0;
                 __syncthreads();
-                for (int i = threadIdx.x; i < KEYS * 32; i += blockDim.x) {
-                    int j = i / 32, d = (i % 32) * 2;
-                    unsigned int k = 0u, v = 0u;
+                for (int i = threadIdx.x; i < KEYS * 8; i += blockDim.x) {
+                    int j = i / 8, d = (i % 8) * 8;
+                    uint4 k = make_uint4(0u, 0u, 0u, 0u), v = k;
                     if (j < length) {
                         const unsigned short *row = qkv + (start + j) * stride + h * 64 + d;
-                        k = lk_pair_plus<TYPE>(*(const unsigned int *)(row + width), kb ? kb + d : 0);
-                        v = lk_pair_plus<TYPE>(*(const unsigned int *)(row + 2 * width), vb ? vb + d : 0);
+                        k = lk_eight_plus<TYPE>(*(const uint4 *)(row + width), kb ? kb + d : 0);
+                        v = lk_eight_plus<TYPE>(*(const uint4 *)(row + 2 * width), vb ? vb + d : 0);
                     }
-                    *(unsigned int *)(keys + j * KP + d) = k;
-                    values[d * VP + j] = (unsigned short)(v & 0xffffu);
-                    values[(d + 1) * VP + j] = (unsigned short)(v >> 16);
+                    *(uint4 *)(keys + j * KP + d) = k;
+                    *(uint4 *)(values + j * KP + d) = v;
                 }
                 __syncthreads();
                 for (int r0 = warp * 16; r0 < length; r0 += warps * 16) {
@@ -407,11 +434,15 @@ public enum CUDAKernels {
                                              lk_pack_16<TYPE>(S[2 * t][2], S[2 * t][3]),
                                              lk_pack_16<TYPE>(S[2 * t + 1][0], S[2 * t + 1][1]),
                                              lk_pack_16<TYPE>(S[2 * t + 1][2], S[2 * t + 1][3])};
+                        // Matrices: keys 16t…+7 and 16t + 8…+15 of dimensions 8n…+7, then of 8n + 8…+15.
+                        int m = lane / 8;
+                        const unsigned short *v = values + (t * 16 + (m & 1) * 8 + lane % 8) * KP + (m >> 1) * 8;
                         #pragma unroll
-                        for (int n = 0; n < 8; n++) {
-                            const unsigned short *v = values + (n * 8 + g) * VP + t * 16 + 2 * q;
-                            unsigned int b[2] = {*(const unsigned int *)v, *(const unsigned int *)(v + 8)};
+                        for (int n = 0; n < 8; n += 2) {
+                            unsigned int b[4];
+                            lk_load_matrices_transposed(b, lk_shared_address(v + n * 8));
                             lk_mma_16<TYPE>(O[n], p, b);
+                            lk_mma_16<TYPE>(O[n + 1], p, b + 2);
                         }
                     }
                     #pragma unroll
@@ -818,31 +849,95 @@ public enum CUDAKernels {
         // LayerNorm of each row, as the CPU computes it: mean and variance summed in double, then
         // (x·rstd − rstd·mean)·γ + β in float. One warp a row (its lanes' double sums added in a fixed tree).
         // Where `half` is not null, each value is also written there rounded to 16 bits (`type`): the next
-        // linear layer's operand; where `y` is null, only there.
+        // linear layer's operand; where `y` is null, only there. Rows of a multiple of 128 values, up to 1024 (the
+        // towers'), are held in registers as float4s (lk_norm_quads); others are read in each pass.
+        #define LK_QUADS 8
+        __device__ __forceinline__ bool lk_quads_fit(int width) { return width % 128 == 0 && width <= 128 * LK_QUADS; }
+
+        // A warp's row held as float4s (lane l: quads l, l + 32, …; `count` of them) normalised: mean and variance
+        // summed in double in that order, then across the warp; each value written to y (if not null) and, rounded
+        // to 16 bits, to half (if not null), at the row's start.
+        __device__ __forceinline__ void lk_norm_quads(const float4 *v, int count, int width, const float *gamma,
+                                                      const float *beta, float epsilon, float *y,
+                                                      unsigned short *half, int type, int lane) {
+            double sum = 0.0;
+            #pragma unroll
+            for (int c = 0; c < LK_QUADS; c++)
+                if (c < count) sum += ((double)v[c].x + (double)v[c].y) + ((double)v[c].z + (double)v[c].w);
+            for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+            double mean = sum / (double)width;
+            double squares = 0.0;
+            #pragma unroll
+            for (int c = 0; c < LK_QUADS; c++) {
+                if (c >= count) continue;
+                double a = (double)v[c].x - mean, b = (double)v[c].y - mean;
+                double e = (double)v[c].z - mean, f = (double)v[c].w - mean;
+                squares += (a * a + b * b) + (e * e + f * f);
+            }
+            for (int o = 16; o > 0; o >>= 1) squares += __shfl_xor_sync(0xffffffffu, squares, o);
+            float variance = (float)(squares / (double)width);
+            float rstd = 1.0f / sqrtf(variance + epsilon);
+            float shift = -rstd * (float)mean;
+            #pragma unroll
+            for (int c = 0; c < LK_QUADS; c++) {
+                if (c >= count) continue;
+                int q = lane + 32 * c;
+                float4 g = ((const float4 *)gamma)[q], b = ((const float4 *)beta)[q];
+                float4 n = make_float4((v[c].x * rstd + shift) * g.x + b.x, (v[c].y * rstd + shift) * g.y + b.y,
+                                       (v[c].z * rstd + shift) * g.z + b.z, (v[c].w * rstd + shift) * g.w + b.w);
+                if (y) ((float4 *)y)[q] = n;
+                if (half) {
+                    uint2 packed;
+                    packed.x = (unsigned int)lk_to_16_of(n.x, type) | ((unsigned int)lk_to_16_of(n.y, type) << 16);
+                    packed.y = (unsigned int)lk_to_16_of(n.z, type) | ((unsigned int)lk_to_16_of(n.w, type) << 16);
+                    ((uint2 *)half)[q] = packed;
+                }
+            }
+        }
+
+        // The same of a row read from memory in each pass (any width).
+        __device__ __forceinline__ void lk_norm_row(const float *input, int width, const float *gamma,
+                                                    const float *beta, float epsilon, float *y, unsigned short *half,
+                                                    int type, int lane) {
+            double sum = 0.0;
+            for (int i = lane; i < width; i += 32) sum += (double)input[i];
+            for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+            double mean = sum / (double)width;
+            double squares = 0.0;
+            for (int i = lane; i < width; i += 32) {
+                double centered = (double)input[i] - mean;
+                squares += centered * centered;
+            }
+            for (int o = 16; o > 0; o >>= 1) squares += __shfl_xor_sync(0xffffffffu, squares, o);
+            float variance = (float)(squares / (double)width);
+            float rstd = 1.0f / sqrtf(variance + epsilon);
+            float shift = -rstd * (float)mean;
+            for (int i = lane; i < width; i += 32) {
+                float v = (input[i] * rstd + shift) * gamma[i] + beta[i];
+                if (y) y[i] = v;
+                if (half) half[i] = lk_to_16_of(v, type);
+            }
+        }
+
         __global__ void lk_layer_norm(const float *x, const float *gamma, const float *beta, float *y, int rows,
                                       int width, float epsilon, unsigned short *half, int type) {
             int lane = threadIdx.x % 32, warps = blockDim.x / 32;
+            bool quads = lk_quads_fit(width);
             for (long long r = (long long)blockIdx.x * warps + threadIdx.x / 32; r < rows;
                  r += (long long)gridDim.x * warps) {
                 const float *input = x + r * width;
-                double sum = 0.0;
-                for (int i = lane; i < width; i += 32) sum += (double)input[i];
-                for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-                double mean = sum / (double)width;
-                double squares = 0.0;
-                for (int i = lane; i < width; i += 32) {
-                    double centered = (double)input[i] - mean;
-                    squares += centered * centered;
+                float *out = y ? y + r * width : 0;
+                unsigned short *rounded = half ? half + r * width : 0;
+                if (!quads) {
+                    lk_norm_row(input, width, gamma, beta, epsilon, out, rounded, type, lane);
+                    continue;
                 }
-                for (int o = 16; o > 0; o >>= 1) squares += __shfl_xor_sync(0xffffffffu, squares, o);
-                float variance = (float)(squares / (double)width);
-                float rstd = 1.0f / sqrtf(variance + epsilon);
-                float shift = -rstd * (float)mean;
-                for (int i = lane; i < width; i += 32) {
-                    float v = (input[i] * rstd + shift) * gamma[i] + beta[i];
-                    if (y) y[r * width + i] = v;
-                    if (half) half[r * width + i] = lk_to_16_of(v, type);
-                }
+                float4 v[LK_QUADS];
+                int count = width / 128;
+                #pragma unroll
+                for (int c = 0; c < LK_QUADS; c++)
+                    if (c < count) v[c] = ((const float4 *)input)[lane + 32 * c];
+                lk_norm_quads(v, count, width, gamma, beta, epsilon, out, rounded, type, lane);
             }
         }
 
@@ -1157,7 +1252,7 @@ public enum CUDAKernels {
         }
 
         // lk_attention_mma for sequences of at most 64 rows (4 warps) and of at most 128 (8 warps); shared memory
-        // 2·(KEYS·72 + 64·(KEYS + 8)) bytes, given at launch.
+        // 2·2·KEYS·72 bytes, given at launch.
         __global__ void __launch_bounds__(128) lk_attention_mma_64(const unsigned short *qkv, const float *bias,
                                                                    const int *starts, const int *lengths,
                                                                    int sequences, int width, int heads, int causal,
@@ -1192,6 +1287,38 @@ public enum CUDAKernels {
                 packed.x = (unsigned int)lk_to_16_of(v0, type) | ((unsigned int)lk_to_16_of(v1, type) << 16);
                 packed.y = (unsigned int)lk_to_16_of(v2, type) | ((unsigned int)lk_to_16_of(v3, type) << 16);
                 ((uint2 *)y)[i] = packed;
+            }
+        }
+
+        // lk_bias_residual and the next sublayer's LayerNorm, a warp a row: out = x + (y + b), then that row of out
+        // normalised as lk_layer_norm does it (the same sums in the same order, so the same values) and rounded to
+        // 16 bits into `half`.
+        __global__ void lk_bias_residual_norm(const float *x, const float *y, const float *b, float *out,
+                                              const float *gamma, const float *beta, int rows, int width,
+                                              float epsilon, unsigned short *half, int type) {
+            int lane = threadIdx.x % 32, warps = blockDim.x / 32;
+            bool quads = lk_quads_fit(width);
+            for (long long r = (long long)blockIdx.x * warps + threadIdx.x / 32; r < rows;
+                 r += (long long)gridDim.x * warps) {
+                const float *xr = x + r * width, *yr = y + r * width;
+                float *o = out + r * width;
+                if (!quads) {
+                    for (int i = lane; i < width; i += 32) o[i] = xr[i] + (yr[i] + b[i]);
+                    __syncwarp();
+                    lk_norm_row(o, width, gamma, beta, epsilon, 0, half + r * width, type, lane);
+                    continue;
+                }
+                float4 v[LK_QUADS];
+                int count = width / 128;
+                #pragma unroll
+                for (int c = 0; c < LK_QUADS; c++) {
+                    if (c >= count) continue;
+                    int q = lane + 32 * c;
+                    float4 a = ((const float4 *)xr)[q], p = ((const float4 *)yr)[q], e = ((const float4 *)b)[q];
+                    v[c] = make_float4(a.x + (p.x + e.x), a.y + (p.y + e.y), a.z + (p.z + e.z), a.w + (p.w + e.w));
+                    ((float4 *)o)[q] = v[c];
+                }
+                lk_norm_quads(v, count, width, gamma, beta, epsilon, 0, half + r * width, type, lane);
             }
         }
 

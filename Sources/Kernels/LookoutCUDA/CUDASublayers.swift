@@ -33,7 +33,7 @@ extension CUDABackend {
 
     public func residualAttention(
         _ x: inout RowMatrix, norm: SequenceNorm, qkv: PackedLinear, output: PackedLinear, lengths: [Int],
-        starts: [Int], heads: Int, causal: Bool
+        starts: [Int], heads: Int, causal: Bool, next: SequenceNorm?
     ) {
         let (rows, width) = (x.rows, x.columns)
         let longest = lengths.max() ?? 0
@@ -64,7 +64,7 @@ extension CUDABackend {
         let items = lengths.count * heads
         launch(
             keys == 64 ? "lk_attention_mma_64" : "lk_attention_mma_128", grid: (UInt32(min(items, 65_535)), 1),
-            block: (UInt32(32 * keys / 16), 1), shared: UInt32(2 * (keys * 72 + 64 * (keys + 8)))
+            block: (UInt32(32 * keys / 16), 1), shared: UInt32(2 * 2 * keys * 72)
         ) {
             $0.pointer16(projected)
             $0.pointer(qkv.denseBias == nil ? nil : inParameters.bias)
@@ -80,12 +80,13 @@ extension CUDABackend {
         }
         residualProduct(
             input, attended, weights: outWeights, bias: outParameters.bias, rows: rows, inputs: width, outputs: width,
-            into: out)
+            into: out, next: next)
         x = matrix(out, rows: rows, columns: width)
     }
 
     public func residualMLP(
-        _ x: inout RowMatrix, norm: SequenceNorm, up: PackedLinear, activation: SequenceActivation?, down: PackedLinear
+        _ x: inout RowMatrix, norm: SequenceNorm, up: PackedLinear, activation: SequenceActivation?, down: PackedLinear,
+        next: SequenceNorm?
     ) {
         let (rows, width) = (x.rows, x.columns)
         let hiddenWidth = up.outputs
@@ -117,26 +118,55 @@ extension CUDABackend {
         }
         residualProduct(
             input, hidden, weights: downWeights, bias: downParameters.bias, rows: rows, inputs: hiddenWidth,
-            outputs: width, into: out)
+            outputs: width, into: out, next: next)
         x = matrix(out, rows: rows, columns: width)
     }
 
     /// `out = residual + (a·Wᵀ + bias)`, `a` 16-bit (`rows × inputs`), W the layer's 16-bit weights: cuBLAS's
-    /// product in fp32, then `lk_bias_residual`. (cuBLASLt's bias epilogue with the residual as C was measured no
-    /// faster: BENCHMARKS.md.)
+    /// product in fp32, then `lk_bias_residual`, or with `next`, `lk_bias_residual_norm`, which also writes the next
+    /// sublayer's LayerNorm of `out` in 16 bits (``DeviceBuffer/normed``), so that sublayer reads `out` once less.
+    /// (cuBLASLt's bias epilogue with the residual as C was measured no faster: BENCHMARKS.md.)
     private func residualProduct(
         _ residual: DeviceBuffer, _ a: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer, rows: Int,
-        inputs: Int, outputs: Int, into out: DeviceBuffer
+        inputs: Int, outputs: Int, into out: DeviceBuffer, next: SequenceNorm?
     ) {
         guard let product = buffer(rows * outputs) else { return }
         gemm(
             m: rows, n: outputs, k: inputs, a: a, aRow: inputs, aColumn: 1, b: weights, bRow: 1, bColumn: inputs,
             c: product, ldc: outputs, operands: arithmetic)
-        addBiased(residual, product, bias, into: out, rows: rows, outputs: outputs)
+        guard let next, next.gamma.count == outputs,
+            let parameters = cached([next.gamma, next.beta], make: { [next.gamma, next.beta] }),
+            let half = buffer16(rows * outputs)
+        else {
+            addBiased(residual, product, bias, into: out, rows: rows, outputs: outputs)
+            return
+        }
+        launch("lk_bias_residual_norm", grid: (UInt32(min((rows + 7) / 8, 65_535)), 1), block: (256, 1)) {
+            $0.pointer(residual)
+            $0.pointer(product)
+            $0.pointer(bias)
+            $0.pointer(out)
+            $0.pointer(parameters[0])
+            $0.pointer(parameters[1])
+            $0.int(rows)
+            $0.int(outputs)
+            $0.float(next.epsilon)
+            $0.pointer16(half)
+            $0.int(Int(arithmetic.code))
+        }
+        out.normed = (normKey(next), [next.gamma, next.beta], half)
+    }
+
+    /// What names a LayerNorm's parameters in ``DeviceBuffer/normed``: its arrays' addresses (kept alive with it),
+    /// ε and the 16-bit type.
+    func normKey(_ norm: SequenceNorm) -> [UInt] {
+        CUDABackend.addresses([norm.gamma, norm.beta]) + [UInt(norm.epsilon.bitPattern), UInt(arithmetic.code)]
     }
 
     /// LayerNorm of `rows` rows of `input` into 16-bit values only (`lk_layer_norm` without its fp32 output).
+    /// Where the kernel that made `input` wrote that already (``DeviceBuffer/normed``), those values.
     private func layerNorm16(_ input: DeviceBuffer, rows: Int, _ norm: SequenceNorm) -> DeviceBuffer? {
+        if let made = input.normed, made.key == normKey(norm) { return made.buffer }
         let width = norm.gamma.count
         guard let parameters = cached([norm.gamma, norm.beta], make: { [norm.gamma, norm.beta] }),
             let half = buffer16(rows * width)

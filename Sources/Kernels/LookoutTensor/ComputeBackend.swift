@@ -110,14 +110,16 @@ public protocol ComputeBackend: Sendable {
     /// A pre-norm attention sublayer, `x += attention(layerNorm(x)·Qᵀ + q)·Oᵀ + o`: ``layerNorm(_:gamma:beta:epsilon:)``,
     /// ``linear(_:layer:activation:)``, ``sequenceAttention(_:lengths:starts:heads:causal:)`` and
     /// ``addLinear(_:_:layer:)`` one after another (``composedResidualAttention(_:norm:qkv:output:lengths:starts:heads:causal:)``,
-    /// the CPU's), or fused where a backend can keep the intermediates in its own precision.
+    /// the CPU's), or fused where a backend can keep the intermediates in its own precision. `next`: the LayerNorm
+    /// of the sublayer after it, which a backend may compute as it writes `x` (the result is the same).
     func residualAttention(
         _ x: inout RowMatrix, norm: SequenceNorm, qkv: PackedLinear, output: PackedLinear, lengths: [Int],
-        starts: [Int], heads: Int, causal: Bool)
+        starts: [Int], heads: Int, causal: Bool, next: SequenceNorm?)
     /// A pre-norm MLP sublayer, `x += f(layerNorm(x)·Uᵀ + u)·Dᵀ + d`: as ``composedResidualMLP(_:norm:up:activation:down:)``,
-    /// or fused.
+    /// or fused; `next` as for attention.
     func residualMLP(
-        _ x: inout RowMatrix, norm: SequenceNorm, up: PackedLinear, activation: SequenceActivation?, down: PackedLinear)
+        _ x: inout RowMatrix, norm: SequenceNorm, up: PackedLinear, activation: SequenceActivation?, down: PackedLinear,
+        next: SequenceNorm?)
     /// An activation in place.
     func activate(_ x: inout RowMatrix, _ activation: SequenceActivation)
     /// `x += y`.
@@ -177,16 +179,34 @@ extension ComputeBackend {
 
     public func residualAttention(
         _ x: inout RowMatrix, norm: SequenceNorm, qkv: PackedLinear, output: PackedLinear, lengths: [Int],
-        starts: [Int], heads: Int, causal: Bool
+        starts: [Int], heads: Int, causal: Bool, next: SequenceNorm?
     ) {
         composedResidualAttention(
             &x, norm: norm, qkv: qkv, output: output, lengths: lengths, starts: starts, heads: heads, causal: causal)
     }
 
     public func residualMLP(
-        _ x: inout RowMatrix, norm: SequenceNorm, up: PackedLinear, activation: SequenceActivation?, down: PackedLinear
+        _ x: inout RowMatrix, norm: SequenceNorm, up: PackedLinear, activation: SequenceActivation?, down: PackedLinear,
+        next: SequenceNorm?
     ) {
         composedResidualMLP(&x, norm: norm, up: up, activation: activation, down: down)
+    }
+
+    /// ``residualAttention(_:norm:qkv:output:lengths:starts:heads:causal:next:)`` with no sublayer after it named.
+    public func residualAttention(
+        _ x: inout RowMatrix, norm: SequenceNorm, qkv: PackedLinear, output: PackedLinear, lengths: [Int],
+        starts: [Int], heads: Int, causal: Bool
+    ) {
+        residualAttention(
+            &x, norm: norm, qkv: qkv, output: output, lengths: lengths, starts: starts, heads: heads, causal: causal,
+            next: nil)
+    }
+
+    /// ``residualMLP(_:norm:up:activation:down:next:)`` with no sublayer after it named.
+    public func residualMLP(
+        _ x: inout RowMatrix, norm: SequenceNorm, up: PackedLinear, activation: SequenceActivation?, down: PackedLinear
+    ) {
+        residualMLP(&x, norm: norm, up: up, activation: activation, down: down, next: nil)
     }
 
     /// ``residualAttention(_:norm:qkv:output:lengths:starts:heads:causal:)`` as its operations one after another.

@@ -207,9 +207,7 @@ public final class CLIPImageEncoder: Sendable {
         let starts = (0..<count).map { $0 * tokens }
         let transformer = CLIPTransformer(
             width: c.width, heads: c.heads, epsilon: c.layerNormEpsilon, causal: false, activation: c.activation)
-        for layer in weights.layers {
-            transformer.apply(layer, to: &x, lengths: lengths, starts: starts, backend: backend)
-        }
+        transformer.apply(weights.layers, to: &x, lengths: lengths, starts: starts, backend: backend)
         return project(x, starts: starts, backend: backend)
     }
 

@@ -62,9 +62,7 @@ public final class CLIPTextEncoder: Sendable {
         let transformer = CLIPTransformer(
             width: configuration.width, heads: configuration.heads, epsilon: configuration.layerNormEpsilon,
             causal: true, activation: configuration.activation)
-        for layer in weights.layers {
-            transformer.apply(layer, to: &x, lengths: lengths, starts: starts, backend: backend)
-        }
+        transformer.apply(weights.layers, to: &x, lengths: lengths, starts: starts, backend: backend)
         return project(x, lengths: lengths, starts: starts, backend: backend)
     }
 
