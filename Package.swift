@@ -37,7 +37,12 @@ let package = Package(
             description:
                 "lookout serve, PostgreSQL indexes and lookout models fetch (SwiftNIO, Hummingbird, postgres-nio, AsyncHTTPClient)"
         ),
-        .default(enabledTraits: ["Network"]),
+        .trait(
+            name: "Video",
+            description:
+                "video files, streams and cameras through Debian's FFmpeg libraries (libavformat, libavcodec, libswscale, libavdevice)"
+        ),
+        .default(enabledTraits: ["Network", "Video"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -70,12 +75,13 @@ let package = Package(
             name: "CLookoutCodecs", path: "Sources/Formats/CLookoutCodecs",
             linkerSettings: [.linkedLibrary("turbojpeg"), .linkedLibrary("png16")]),
         // Video decoding and H.264 encoding over Debian's FFmpeg libraries (cameras through libavdevice's V4L2).
+        // Without the Video trait it compiles to functions that say how to get video, and links no FFmpeg.
         .target(
             name: "CLookoutVideo", path: "Sources/Formats/CLookoutVideo",
-            linkerSettings: [
-                .linkedLibrary("avformat"), .linkedLibrary("avcodec"), .linkedLibrary("swscale"),
-                .linkedLibrary("avutil"), .linkedLibrary("avdevice"),
-            ]),
+            cSettings: [.define("LOOKOUT_VIDEO", .when(traits: ["Video"]))],
+            linkerSettings: ["avformat", "avcodec", "swscale", "avutil", "avdevice"].map {
+                .linkedLibrary($0, .when(traits: ["Video"]))
+            }),
 
         // Layer 1: utilities every layer may use (resource lookup, environment, stopwatch, trimming).
         .target(name: "LookoutSupport", path: "Sources/Support/LookoutSupport"),

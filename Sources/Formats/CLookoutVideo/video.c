@@ -1,6 +1,67 @@
 // Video reading and writing over FFmpeg's libraries. Every failure becomes a sentence in the caller's
-// buffer; nothing here prints (FFmpeg's own log is silenced below the error level).
+// buffer; nothing here prints (FFmpeg's own log is silenced below the error level). Built without the package's
+// Video trait (LOOKOUT_VIDEO undefined), every opening fails with a sentence saying how to get video, and no
+// FFmpeg library is needed.
 #include "lookout_video.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#ifndef LOOKOUT_VIDEO
+
+static const char *const without_video =
+    "this build of Lookout leaves out video (it was built without the Video trait, as with "
+    "--disable-default-traits in the README's quick start). Build the full lookout: swift build -c release (or "
+    "scripts/install; it needs Debian's FFmpeg: libavformat-dev libavcodec-dev libswscale-dev libavdevice-dev)";
+
+static void refuse(char *error, size_t size) {
+    if (error && size > 0) snprintf(error, size, "%s", without_video);
+}
+
+lookout_video *lookout_video_open(const char *path, int threads, double timeout, long long pixel_limit,
+                                  lookout_video_info *info, char *error, size_t error_size) {
+    (void)path, (void)threads, (void)timeout, (void)pixel_limit, (void)info;
+    refuse(error, error_size);
+    return NULL;
+}
+
+int lookout_video_next(lookout_video *video, uint8_t *bgr, double *time, char *error, size_t error_size) {
+    (void)video, (void)bgr, (void)time;
+    refuse(error, error_size);
+    return -1;
+}
+
+int lookout_video_seek(lookout_video *video, double seconds, char *error, size_t error_size) {
+    (void)video, (void)seconds;
+    refuse(error, error_size);
+    return -1;
+}
+
+void lookout_video_close(lookout_video *video) { (void)video; }
+
+lookout_video_writer *lookout_video_writer_open(const char *path, int width, int height, double frame_rate, int crf,
+                                                char *error, size_t error_size) {
+    (void)path, (void)width, (void)height, (void)frame_rate, (void)crf;
+    refuse(error, error_size);
+    return NULL;
+}
+
+int lookout_video_writer_add(lookout_video_writer *writer, const uint8_t *bgr, double time, char *error,
+                             size_t error_size) {
+    (void)writer, (void)bgr, (void)time;
+    refuse(error, error_size);
+    return -1;
+}
+
+int lookout_video_writer_finish(lookout_video_writer *writer, char *error, size_t error_size) {
+    (void)writer;
+    refuse(error, error_size);
+    return -1;
+}
+
+void lookout_video_writer_abandon(lookout_video_writer *writer) { (void)writer; }
+
+#else
 
 #include <errno.h>
 #include <libavcodec/avcodec.h>
@@ -659,3 +720,5 @@ int lookout_video_writer_finish(lookout_video_writer *writer, char *error, size_
     writer_free(writer);
     return result;
 }
+
+#endif
