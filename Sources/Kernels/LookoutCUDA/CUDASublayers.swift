@@ -7,8 +7,10 @@ import LookoutTensor
 
 /// The towers' pre-norm sublayers in 16-bit arithmetic, fused: every intermediate that only a product reads next
 /// (the LayerNorm's output, the attention's queries, keys, values and output, the MLP's hidden layer) is made in
-/// 16 bits and nowhere in fp32, as PyTorch keeps them in fp16, so each crosses the GPU's memory at half the bytes
-/// and no pass rounds it. The residual stream stays fp32 (``addBiased(_:_:_:into:rows:outputs:)``).
+/// 16 bits and nowhere in fp32, as PyTorch keeps them in fp16, so each crosses the GPU's memory at half the bytes.
+/// The residual stream stays fp32 (``addBiased(_:_:_:into:rows:outputs:)``). Unlike PyTorch's bias epilogue, the
+/// qkv and hidden products are rounded to 16 bits before their bias (and activation) is added in fp32 and the
+/// sum rounded again: two roundings where PyTorch has one (within the op-by-op suite's 8u bound).
 ///
 /// - attention: LayerNorm (16-bit only), the qkv product written in 16 bits by cuBLAS (its bias not yet added),
 ///   `lk_attention_mma_64` or `_128` (the bias added as the keys, values and queries are read, on the tensor
