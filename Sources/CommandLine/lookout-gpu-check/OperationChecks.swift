@@ -269,7 +269,8 @@ struct OperationChecks {
         check("attention sublayer, x += attention(LayerNorm(x)·Qᵀ + q)·Oᵀ + o") { backend in
             var x = sequenceMatrix
             backend.residualAttention(
-                &x, norm: norm, qkv: packed, output: square, lengths: rowsOf, starts: starts, heads: 4, causal: true)
+                &x, norm: norm, qkv: packed, output: square, lengths: rowsOf, starts: starts, heads: 4, causal: true,
+                next: nil)
             return backend.floats(x.map)
         }
         check("MLP sublayer, x += QuickGELU(LayerNorm(x)·Uᵀ + u)·Dᵀ + d") { backend in
@@ -279,7 +280,7 @@ struct OperationChecks {
                 down: PackedLinear(
                     weight: Self.random(3 * rowWidth * rowWidth, seed: 74, scale: 0.1),
                     bias: Self.random(rowWidth, seed: 75),
-                    inputs: 3 * rowWidth, outputs: rowWidth))
+                    inputs: 3 * rowWidth, outputs: rowWidth), next: nil)
             return backend.floats(x.map)
         }
         let rowsQKV = Self.random(total * 3 * rowWidth, seed: 65)
@@ -642,7 +643,7 @@ extension OperationChecks {
                 var matrix = RowMatrix(rows: rows, columns: width, data: x)
                 backend.residualAttention(
                     &matrix, norm: norm(97), qkv: qkv, output: output, lengths: lengths, starts: starts, heads: 2,
-                    causal: causal)
+                    causal: causal, next: nil)
                 return backend.floats(matrix.map)
             }
             results.append(
@@ -686,7 +687,7 @@ extension OperationChecks {
         for activation in [SequenceActivation.quickGELU, .gelu] {
             func run(_ backend: any ComputeBackend) -> [Float] {
                 var matrix = RowMatrix(rows: rows, columns: width, data: x)
-                backend.residualMLP(&matrix, norm: norm(103), up: up, activation: activation, down: down)
+                backend.residualMLP(&matrix, norm: norm(103), up: up, activation: activation, down: down, next: nil)
                 return backend.floats(matrix.map)
             }
             results.append(

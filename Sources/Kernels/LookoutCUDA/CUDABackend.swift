@@ -616,6 +616,11 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         launch(name, grid: (blocks, 1), block: (256, 1), fill)
     }
 
+    /// Launches `name` a warp a row (eight rows a block of 256 threads, the kernel striding over the rest).
+    func launch(_ name: String, warpRows rows: Int, _ fill: (inout Arguments) -> Void) {
+        launch(name, grid: (UInt32(max(1, min((rows + 7) / 8, 65_535))), 1), block: (256, 1), fill)
+    }
+
     /// Launches `name` over `rows` rows of `plane` values (``CUDAKernels``' `LK_ROWS`: rows on the grid's y).
     func launch(_ name: String, rows: Int, plane: Int, _ fill: (inout Arguments) -> Void) {
         let columns = UInt32(max(1, min((plane + 255) / 256, 65_535)))
@@ -1181,22 +1186,36 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         let (rows, width) = (x.rows, x.columns)
         precondition(gamma.count == width && beta.count == width)
         guard rows > 0 else { return x }
-        guard let input = onDevice(x.map), let parameters = cached([gamma, beta], make: { [gamma, beta] }),
-            let out = buffer(rows * width)
-        else { return matrix(nil, rows: rows, columns: width) }
-        let half = twin(of: out)
-        launch("lk_layer_norm", grid: (UInt32(min((rows + 7) / 8, 65_535)), 1), block: (256, 1)) {
+        guard let input = onDevice(x.map), let out = buffer(rows * width) else {
+            return matrix(nil, rows: rows, columns: width)
+        }
+        let norm = SequenceNorm(gamma: gamma, beta: beta, epsilon: epsilon)
+        guard layerNorm(input, rows: rows, norm, into: out, half: twin(of: out)) else {
+            return matrix(nil, rows: rows, columns: width)
+        }
+        return matrix(out, rows: rows, columns: width)
+    }
+
+    /// `lk_layer_norm` of `rows` rows of `input` into `out` (fp32, nil: none) and `half` (16-bit, nil: none);
+    /// false where its parameters could not be put on the GPU (recorded).
+    func layerNorm(
+        _ input: DeviceBuffer, rows: Int, _ norm: SequenceNorm, into out: DeviceBuffer?, half: DeviceBuffer?
+    ) -> Bool {
+        guard let parameters = cached([norm.gamma, norm.beta], make: { [norm.gamma, norm.beta] }) else {
+            return false
+        }
+        launch("lk_layer_norm", warpRows: rows) {
             $0.pointer(input)
             $0.pointer(parameters[0])
             $0.pointer(parameters[1])
             $0.pointer(out)
             $0.int(rows)
-            $0.int(width)
-            $0.float(epsilon)
+            $0.int(norm.gamma.count)
+            $0.float(norm.epsilon)
             $0.pointer16(half)
             $0.int(Int(arithmetic.code))
         }
-        return matrix(out, rows: rows, columns: width)
+        return true
     }
 
     /// With 16-bit ``arithmetic``, room for `out`'s values rounded (``DeviceBuffer/sixteen``), which the kernel
@@ -1220,7 +1239,7 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
                 b: parameters.weight, bRow: 1, bColumn: layer.inputs, c: out, ldc: layer.outputs)
             return (out, parameters.bias)
         }
-        guard let weights = weights16(layer) else { return nil }
+        guard let weights = onDevice16(layer)?.weight else { return nil }
         let rounded: DeviceBuffer
         if let made = input.sixteen, made.code == arithmetic.code {
             rounded = made.buffer
@@ -1245,11 +1264,13 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         return (parameters[0], parameters[1])
     }
 
-    /// Its weight rounded to ``arithmetic``'s 16 bits, once.
-    func weights16(_ layer: PackedLinear) -> DeviceBuffer? {
-        guard let parameters = onDevice(layer) else { return nil }
-        return cached16(
-            key: [layer.storageAddress], sources: [layer], from: parameters.weight, count: parameters.weight.count)
+    /// The same with the weight rounded to ``arithmetic``'s 16 bits (once); the bias fp32.
+    func onDevice16(_ layer: PackedLinear) -> (weight: DeviceBuffer, bias: DeviceBuffer)? {
+        guard let parameters = onDevice(layer),
+            let weight = cached16(
+                key: [layer.storageAddress], sources: [layer], from: parameters.weight, count: parameters.weight.count)
+        else { return nil }
+        return (weight, parameters.bias)
     }
 
     /// The product (``product(_:_:)``), then bias and activation in one pass (`lk_bias_rows`), which also writes

@@ -14,8 +14,8 @@ import LookoutTensor
 ///
 /// - attention: LayerNorm (16-bit only), the qkv product written in 16 bits by cuBLAS (its bias not yet added),
 ///   `lk_attention_mma_64` or `_128` (the bias added as the keys, values and queries are read, on the tensor
-///   cores; heads of 64, sequences of at most 128 rows), then `x + (product + bias)` in fp32 from the output
-///   product's epilogue (``residualProduct(_:_:weights:bias:rows:inputs:outputs:into:)``).
+///   cores; heads of 64, sequences of at most 128 rows), the output product in fp32, then `x + (product + bias)`
+///   with the next sublayer's LayerNorm where one is named (``residualProduct(_:_:layer:rows:inputs:outputs:into:next:)``).
 /// - MLP: LayerNorm, the first product in 16 bits, bias and activation in place (`lk_bias_rows_16`), the second
 ///   product with its bias and residual as the attention's.
 ///
@@ -50,17 +50,15 @@ extension CUDABackend {
             return
         }
         guard let input = onDevice(x.map), let normed = layerNorm16(input, rows: rows, norm),
-            let inWeights = weights16(qkv), let inParameters = onDevice(qkv),
-            let projected = buffer16(rows * 3 * width),
+            let inLayer = onDevice16(qkv), let projected = buffer16(rows * 3 * width),
             let first = upload(starts.map { Int32($0) }), let counts = upload(lengths.map { Int32($0) }),
-            let attended = buffer16(rows * width), let outWeights = weights16(output),
-            let outParameters = onDevice(output), let out = buffer(rows * width)
+            let attended = buffer16(rows * width), let outLayer = onDevice16(output), let out = buffer(rows * width)
         else {
             x = matrix(nil, rows: rows, columns: width)
             return
         }
         gemm(
-            m: rows, n: 3 * width, k: width, a: normed, aRow: width, aColumn: 1, b: inWeights, bRow: 1,
+            m: rows, n: 3 * width, k: width, a: normed, aRow: width, aColumn: 1, b: inLayer.weight, bRow: 1,
             bColumn: width, c: projected, ldc: 3 * width, operands: arithmetic, c16: true)
         let keys = longest <= 64 ? 64 : 128
         let items = lengths.count * heads
@@ -69,7 +67,7 @@ extension CUDABackend {
             block: (UInt32(32 * keys / 16), 1), shared: UInt32(2 * 2 * keys * 72)
         ) {
             $0.pointer16(projected)
-            $0.pointer(qkv.denseBias == nil ? nil : inParameters.bias)
+            $0.pointer(qkv.denseBias == nil ? nil : inLayer.bias)
             $0.pointer(first)
             $0.pointer(counts)
             $0.int(lengths.count)
@@ -81,8 +79,7 @@ extension CUDABackend {
             $0.int(Int(arithmetic.code))
         }
         residualProduct(
-            input, attended, weights: outWeights, bias: outParameters.bias, rows: rows, inputs: width, outputs: width,
-            into: out, next: next)
+            input, attended, layer: outLayer, rows: rows, inputs: width, outputs: width, into: out, next: next)
         x = matrix(out, rows: rows, columns: width)
     }
 
@@ -99,19 +96,19 @@ extension CUDABackend {
             return
         }
         guard let input = onDevice(x.map), let normed = layerNorm16(input, rows: rows, norm),
-            let upWeights = weights16(up), let upParameters = onDevice(up), let hidden = buffer16(rows * hiddenWidth),
-            let downWeights = weights16(down), let downParameters = onDevice(down), let out = buffer(rows * width)
+            let upLayer = onDevice16(up), let hidden = buffer16(rows * hiddenWidth), let downLayer = onDevice16(down),
+            let out = buffer(rows * width)
         else {
             x = matrix(nil, rows: rows, columns: width)
             return
         }
         gemm(
-            m: rows, n: hiddenWidth, k: width, a: normed, aRow: width, aColumn: 1, b: upWeights, bRow: 1,
+            m: rows, n: hiddenWidth, k: width, a: normed, aRow: width, aColumn: 1, b: upLayer.weight, bRow: 1,
             bColumn: width, c: hidden, ldc: hiddenWidth, operands: arithmetic, c16: true)
         if up.denseBias != nil || activation != nil {
             launch("lk_bias_rows_16", rows: rows, plane: hiddenWidth / 4) {
                 $0.pointer16(hidden)
-                $0.pointer(up.denseBias == nil ? nil : upParameters.bias)
+                $0.pointer(up.denseBias == nil ? nil : upLayer.bias)
                 $0.int(rows)
                 $0.int(hiddenWidth / 4)
                 $0.int(Self.code(activation))
@@ -119,34 +116,33 @@ extension CUDABackend {
             }
         }
         residualProduct(
-            input, hidden, weights: downWeights, bias: downParameters.bias, rows: rows, inputs: hiddenWidth,
-            outputs: width, into: out, next: next)
+            input, hidden, layer: downLayer, rows: rows, inputs: hiddenWidth, outputs: width, into: out, next: next)
         x = matrix(out, rows: rows, columns: width)
     }
 
-    /// `out = residual + (a·Wᵀ + bias)`, `a` 16-bit (`rows × inputs`), W the layer's 16-bit weights: cuBLAS's
+    /// `out = residual + (a·Wᵀ + bias)`, `a` 16-bit (`rows × inputs`), W the layer's 16-bit weight: cuBLAS's
     /// product in fp32, then `lk_bias_residual`, or with `next`, `lk_bias_residual_norm`, which also writes the next
     /// sublayer's LayerNorm of `out` in 16 bits (``DeviceBuffer/normed``), so that sublayer reads `out` once less.
     /// (cuBLASLt's bias epilogue with the residual as C was measured no faster: BENCHMARKS.md.)
     private func residualProduct(
-        _ residual: DeviceBuffer, _ a: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer, rows: Int,
+        _ residual: DeviceBuffer, _ a: DeviceBuffer, layer: (weight: DeviceBuffer, bias: DeviceBuffer), rows: Int,
         inputs: Int, outputs: Int, into out: DeviceBuffer, next: SequenceNorm?
     ) {
         guard let product = buffer(rows * outputs) else { return }
         gemm(
-            m: rows, n: outputs, k: inputs, a: a, aRow: inputs, aColumn: 1, b: weights, bRow: 1, bColumn: inputs,
+            m: rows, n: outputs, k: inputs, a: a, aRow: inputs, aColumn: 1, b: layer.weight, bRow: 1, bColumn: inputs,
             c: product, ldc: outputs, operands: arithmetic)
         guard let next, next.gamma.count == outputs,
             let parameters = cached([next.gamma, next.beta], make: { [next.gamma, next.beta] }),
             let half = buffer16(rows * outputs)
         else {
-            addBiased(residual, product, bias, into: out, rows: rows, outputs: outputs)
+            addBiased(residual, product, layer.bias, into: out, rows: rows, outputs: outputs)
             return
         }
-        launch("lk_bias_residual_norm", grid: (UInt32(min((rows + 7) / 8, 65_535)), 1), block: (256, 1)) {
+        launch("lk_bias_residual_norm", warpRows: rows) {
             $0.pointer(residual)
             $0.pointer(product)
-            $0.pointer(bias)
+            $0.pointer(layer.bias)
             $0.pointer(out)
             $0.pointer(parameters[0])
             $0.pointer(parameters[1])
@@ -169,21 +165,8 @@ extension CUDABackend {
     /// Where the kernel that made `input` wrote that already (``DeviceBuffer/normed``), those values.
     private func layerNorm16(_ input: DeviceBuffer, rows: Int, _ norm: SequenceNorm) -> DeviceBuffer? {
         if let made = input.normed, made.key == normKey(norm) { return made.buffer }
-        let width = norm.gamma.count
-        guard let parameters = cached([norm.gamma, norm.beta], make: { [norm.gamma, norm.beta] }),
-            let half = buffer16(rows * width)
+        guard let half = buffer16(rows * norm.gamma.count), layerNorm(input, rows: rows, norm, into: nil, half: half)
         else { return nil }
-        launch("lk_layer_norm", grid: (UInt32(min((rows + 7) / 8, 65_535)), 1), block: (256, 1)) {
-            $0.pointer(input)
-            $0.pointer(parameters[0])
-            $0.pointer(parameters[1])
-            $0.pointer(nil)
-            $0.int(rows)
-            $0.int(width)
-            $0.float(norm.epsilon)
-            $0.pointer16(half)
-            $0.int(Int(arithmetic.code))
-        }
         return half
     }
 }

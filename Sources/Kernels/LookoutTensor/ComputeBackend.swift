@@ -192,23 +192,6 @@ extension ComputeBackend {
         composedResidualMLP(&x, norm: norm, up: up, activation: activation, down: down)
     }
 
-    /// ``residualAttention(_:norm:qkv:output:lengths:starts:heads:causal:next:)`` with no sublayer after it named.
-    public func residualAttention(
-        _ x: inout RowMatrix, norm: SequenceNorm, qkv: PackedLinear, output: PackedLinear, lengths: [Int],
-        starts: [Int], heads: Int, causal: Bool
-    ) {
-        residualAttention(
-            &x, norm: norm, qkv: qkv, output: output, lengths: lengths, starts: starts, heads: heads, causal: causal,
-            next: nil)
-    }
-
-    /// ``residualMLP(_:norm:up:activation:down:next:)`` with no sublayer after it named.
-    public func residualMLP(
-        _ x: inout RowMatrix, norm: SequenceNorm, up: PackedLinear, activation: SequenceActivation?, down: PackedLinear
-    ) {
-        residualMLP(&x, norm: norm, up: up, activation: activation, down: down, next: nil)
-    }
-
     /// ``residualAttention(_:norm:qkv:output:lengths:starts:heads:causal:)`` as its operations one after another.
     public func composedResidualAttention(
         _ x: inout RowMatrix, norm: SequenceNorm, qkv: PackedLinear, output: PackedLinear, lengths: [Int],
