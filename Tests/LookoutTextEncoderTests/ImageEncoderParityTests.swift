@@ -44,6 +44,30 @@ import Testing
         }
     }
 
+    /// A JPEG decoded once for the detector serves the tower: the photo made from the detector's decode equals the
+    /// tower's own decode (pixels and mode), for every JPEG here (colour, progressive, gray, CMYK, the eight EXIF
+    /// orientations, the reference photos); other formats are decoded again (nil).
+    @Test func detectorsDecodeServesTheTower() throws {
+        let files = TextEncoderParityTests.root + "/Tests/Fixtures/image/files/"
+        let names = try FileManager.default.contentsOfDirectory(atPath: files).sorted()
+        let paths = names.filter { !$0.hasPrefix("not-") && !$0.hasPrefix("truncated") }.map { files + $0 }
+            + Self.photos.map(Self.path)
+        var jpegs = 0
+        for path in paths {
+            let bytes = try FileContents.read(path)
+            let decoded = try ImageFile.decode(bytes, name: path)
+            let own = try CLIPPreprocessing.decode(bytes, name: path)
+            guard let made = CLIPPreprocessing.pilImage(jpeg: bytes, decoded: decoded) else {
+                #expect(!path.hasSuffix(".jpg"), "\(path): a JPEG not served")
+                continue
+            }
+            jpegs += 1
+            #expect(made.image == own.image, "\(path)")
+            #expect(made.mode == own.mode, "\(path)")
+        }
+        #expect(jpegs >= 12)
+    }
+
     /// Resize (bicubic, premultiplied, nearest), centre crop and RGB conversion equal PIL's bit for bit.
     @Test(arguments: [224, 32])
     func preprocessingEqualsPILPixelForPixel(size: Int) throws {

@@ -378,7 +378,7 @@ struct IndexCommand: ParsableCommand {
             let onGPU = !(engine.backend is CPUBackend) && imageTower?.keepsActivationsOnGPU == true
             let backend: any ComputeBackend = onGPU ? engine.backend : CPUBackend(pool: pool)
             return imageTower.map { tower in
-                { bytes, path in try tower.embedding(bytes, name: path, backend: backend) }
+                { bytes, image, path in try tower.embedding(bytes, decoded: image, name: path, backend: backend) }
             }
         }
         let labeler = try promptFreeLabeler(&model)

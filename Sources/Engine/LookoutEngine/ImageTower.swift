@@ -152,15 +152,24 @@ public struct ImageTower: Sendable {
     }
 
     /// The L2-normalised embedding of a photo file's bytes. A CLIP tower takes the photo's 8-bit pixels and
-    /// normalises them on the backend (a GPU receives a quarter of the bytes); the same embedding.
+    /// normalises them on the backend (a GPU receives a quarter of the bytes); the same embedding. `decoded`: the
+    /// detector's decode of the same bytes, where there is one: a JPEG is then not decoded again
+    /// (``CLIPPreprocessing/pilImage(jpeg:decoded:)``, the same pixels); other formats are.
     public func embedding(
-        _ bytes: [UInt8], name: String, backend: any ComputeBackend = CPUBackend.shared
+        _ bytes: [UInt8], decoded: Image? = nil, name: String, backend: any ComputeBackend = CPUBackend.shared
     ) throws(ImageError) -> [Float] {
+        let photo: PILImage
+        if let decoded, let made = CLIPPreprocessing.pilImage(jpeg: bytes, decoded: decoded) {
+            photo = made
+        } else {
+            photo = try CLIPPreprocessing.decode(bytes, name: name)
+        }
+        let rgb = CLIPPreprocessing.resized(photo, transform: transform)
         switch encoder {
         case .clip(let encoder):
-            let rgb = CLIPPreprocessing.resized(try CLIPPreprocessing.decode(bytes, name: name), transform: transform)
             return encoder.encode(pixels: [rgb.pixels], mean: transform.mean, std: transform.std, backend: backend)[0]
-        case .sigLIP: return encode([try input(bytes, name: name)], backend: backend)[0]
+        case .sigLIP:
+            return encode([CLIPPreprocessing.tensor(rgb, mean: transform.mean, std: transform.std)], backend: backend)[0]
         }
     }
 }

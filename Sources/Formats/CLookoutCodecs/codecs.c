@@ -223,14 +223,8 @@ void lookout_image_decode_pil(const uint8_t *data, size_t size, long long max_pi
         return;
     }
     if (jpeg_decode(data, size, max_pixels, result, 0) != 0) return;
-    /* The JPEG's colour space, as PIL names the mode it opens: L for one component, CMYK for four. */
-    tjhandle handle = tjInitDecompress();
-    int width = 0, height = 0, subsampling = 0, colorspace = 0;
-    if (handle && tjDecompressHeader3(handle, data, (unsigned long)size, &width, &height, &subsampling, &colorspace) == 0) {
-        if (colorspace == TJCS_GRAY) *mode = LOOKOUT_MODE_L;
-        if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) *mode = LOOKOUT_MODE_CMYK;
-    }
-    if (handle) tjDestroy(handle);
+    int jpeg_mode = lookout_jpeg_pil_mode(data, size);
+    if (jpeg_mode >= 0) *mode = jpeg_mode;
     size_t count = (size_t)result->width * result->height;
     uint8_t *rgba = (uint8_t *)malloc(count * 4);
     if (!rgba) {
@@ -239,14 +233,33 @@ void lookout_image_decode_pil(const uint8_t *data, size_t size, long long max_pi
         snprintf(result->error, sizeof result->error, "JPEG: out of memory");
         return;
     }
-    for (size_t p = 0; p < count; p++) {
-        rgba[4 * p] = result->pixels[3 * p + 2];
-        rgba[4 * p + 1] = result->pixels[3 * p + 1];
-        rgba[4 * p + 2] = result->pixels[3 * p];
-        rgba[4 * p + 3] = 255;
-    }
+    lookout_bgr_to_rgba(result->pixels, count, rgba);
     free(result->pixels);
     result->pixels = rgba;
+}
+
+int lookout_jpeg_pil_mode(const uint8_t *data, size_t size) {
+    if (!is_jpeg(data, size)) return -1;
+    /* The JPEG's colour space, as PIL names the mode it opens: L for one component, CMYK for four. */
+    tjhandle handle = tjInitDecompress();
+    if (!handle) return -1;
+    int width = 0, height = 0, subsampling = 0, colorspace = 0, mode = -1;
+    if (tjDecompressHeader3(handle, data, (unsigned long)size, &width, &height, &subsampling, &colorspace) == 0) {
+        mode = LOOKOUT_MODE_RGB;
+        if (colorspace == TJCS_GRAY) mode = LOOKOUT_MODE_L;
+        if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) mode = LOOKOUT_MODE_CMYK;
+    }
+    tjDestroy(handle);
+    return mode;
+}
+
+void lookout_bgr_to_rgba(const uint8_t *bgr, size_t count, uint8_t *rgba) {
+    for (size_t p = 0; p < count; p++) {
+        rgba[4 * p] = bgr[3 * p + 2];
+        rgba[4 * p + 1] = bgr[3 * p + 1];
+        rgba[4 * p + 2] = bgr[3 * p];
+        rgba[4 * p + 3] = 255;
+    }
 }
 
 // ------------------------------------------------------------------------------------------------ encoding

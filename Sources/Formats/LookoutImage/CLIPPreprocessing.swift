@@ -110,6 +110,22 @@ public enum CLIPPreprocessing {
             mode: PILImage.Mode(rawValue: mode) ?? .rgb)
     }
 
+    /// The photo ``decode(_:name:pixelLimit:)`` gives for a JPEG's `bytes`, made from `image`, the detector's
+    /// decode of the same bytes (``ImageFile/decode(_:name:pixelLimit:)``): both make the same decoder call and
+    /// apply the same orientation, so the pixels are the same, reordered to RGBA. A 12-megapixel photo is then
+    /// decoded once, not twice. nil for other bytes (a PNG's alpha, which the detector's decode drops, is PIL's).
+    public static func pilImage(jpeg bytes: [UInt8], decoded image: Image) -> PILImage? {
+        guard image.channels == 3 else { return nil }
+        let code = bytes.withUnsafeBufferPointer { lookout_jpeg_pil_mode($0.baseAddress, $0.count) }
+        guard code >= 0, let mode = PILImage.Mode(rawValue: code) else { return nil }
+        let count = image.width * image.height
+        let rgba = [UInt8](unsafeUninitializedCapacity: count * 4) { buffer, initialized in
+            image.pixels.withUnsafeBufferPointer { lookout_bgr_to_rgba($0.baseAddress, count, buffer.baseAddress) }
+            initialized = count * 4
+        }
+        return PILImage(image: Image(width: image.width, height: image.height, channels: 4, pixels: rgba), mode: mode)
+    }
+
     /// A photo file's bytes as the image tower takes them: decoded as PIL opens it, resized and cropped to
     /// `size`, normalised (`clip._transform(size)(Image.open(file))`).
     public static func input(_ bytes: [UInt8], name: String, size: Int) throws(ImageError) -> [Float] {

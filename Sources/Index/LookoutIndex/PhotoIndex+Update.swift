@@ -8,8 +8,9 @@ import LookoutTensor
 import LookoutVideo
 import LookoutWeights
 
-/// A whole photo's CLIP image embedding, from the file's bytes (the image tower decodes as PIL does).
-public typealias ImageEmbedder = (_ bytes: [UInt8], _ path: String) throws -> [Float]
+/// A whole photo's CLIP image embedding, from the file's bytes (the image tower decodes as PIL does) and, where
+/// the detector decoded them already, that image (a JPEG's pixels serve both: ``ImageTower/embedding(_:decoded:name:backend:)``).
+public typealias ImageEmbedder = (_ bytes: [UInt8], _ decoded: Image?, _ path: String) throws -> [Float]
 
 /// What a prompt-free detector names in a photo, encoded for the store (``PhotoLabel/encode(_:)``).
 public typealias PhotoLabeler = (_ image: Image, _ path: String) -> String
@@ -106,7 +107,7 @@ extension PhotoIndex {
         do {
             let image = try ImageFile.decode(bytes, name: photo.path)
             let blob = Region.encode(try regions(image, photo.path), embeddingSize: embeddingSize)
-            let whole = try imageEmbedding?(bytes, photo.path).map { Float16($0).bitPattern }
+            let whole = try imageEmbedding?(bytes, image, photo.path).map { Float16($0).bitPattern }
             return .indexed(
                 hash: hash, width: image.width, height: image.height, regions: blob, imageEmbedding: whole,
                 taken: ImageFile.dateTaken(bytes), labels: labels?(image, photo.path))
@@ -264,7 +265,7 @@ extension PhotoIndex {
         guard
             case .indexed(_, let width, let height, let regions, _, let taken, let labels)? =
                 try store.storedContent(hash: hash, model: old),
-            let embedding = try? imageEmbedding(bytes, photo.path)
+            let embedding = try? imageEmbedding(bytes, nil, photo.path)
         else { return false }
         try store.record(
             photo,
@@ -461,7 +462,7 @@ extension PhotoIndex {
                 var whole: [UInt16]?
                 if let imageEmbedding {
                     let png = try ImageFile.encode(frame.image, format: .png, name: entry)
-                    whole = try imageEmbedding(png, entry).map { Float16($0).bitPattern }
+                    whole = try imageEmbedding(png, nil, entry).map { Float16($0).bitPattern }
                 }
                 try store.record(
                     FoundPhoto(path: entry, size: video.size, mtime: video.mtime),

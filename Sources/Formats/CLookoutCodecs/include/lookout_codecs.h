@@ -37,6 +37,15 @@ enum {
 void lookout_image_decode_pil(const uint8_t *data, size_t size, long long max_pixels, lookout_decoded *result,
                               int *mode);
 
+/// The PIL mode `lookout_image_decode_pil` gives a JPEG (RGB, L for one component, CMYK for four), from its header
+/// alone; -1 when the bytes are not a JPEG whose header reads. For a JPEG the two decoders make the same call, so
+/// the RGBA pixels PIL's path gives are the BGR pixels of `lookout_image_decode` reordered
+/// (`lookout_bgr_to_rgba`): a photo decoded once serves the detector and a whole-photo tower.
+int lookout_jpeg_pil_mode(const uint8_t *data, size_t size);
+
+/// `count` BGR pixels as RGBA with alpha 255.
+void lookout_bgr_to_rgba(const uint8_t *bgr, size_t count, uint8_t *rgba);
+
 /// Result of encoding: the bytes of a JPEG or PNG file.
 typedef struct {
     uint8_t *bytes;  /// malloc'ed; free with lookout_codecs_free
