@@ -50,7 +50,8 @@ import Testing
     @Test func detectorsDecodeServesTheTower() throws {
         let files = TextEncoderParityTests.root + "/Tests/Fixtures/image/files/"
         let names = try FileManager.default.contentsOfDirectory(atPath: files).sorted()
-        let paths = names.filter { !$0.hasPrefix("not-") && !$0.hasPrefix("truncated") }.map { files + $0 }
+        let paths =
+            names.filter { !$0.hasPrefix("not-") && !$0.hasPrefix("truncated") }.map { files + $0 }
             + Self.photos.map(Self.path)
         var jpegs = 0
         for path in paths {

@@ -169,7 +169,8 @@ public struct ImageTower: Sendable {
         case .clip(let encoder):
             return encoder.encode(pixels: [rgb.pixels], mean: transform.mean, std: transform.std, backend: backend)[0]
         case .sigLIP:
-            return encode([CLIPPreprocessing.tensor(rgb, mean: transform.mean, std: transform.std)], backend: backend)[0]
+            return encode([CLIPPreprocessing.tensor(rgb, mean: transform.mean, std: transform.std)], backend: backend)[
+                0]
         }
     }
 }
