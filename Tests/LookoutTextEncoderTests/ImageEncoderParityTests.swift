@@ -69,9 +69,13 @@ import Testing
         #expect(jpegs >= 12)
     }
 
-    /// Resize (bicubic, premultiplied, nearest), centre crop and RGB conversion equal PIL's bit for bit.
-    @Test(arguments: [224, 32])
-    func preprocessingEqualsPILPixelForPixel(size: Int) throws {
+    /// Resize (bicubic, premultiplied, nearest), centre crop and RGB conversion equal PIL's bit for bit, with the
+    /// CPU's vector passes and with the portable C (``Image/portableResizeOnly``; process-wide, as the letterbox
+    /// test sets it: both give the same bytes, so a test beside it cannot be disturbed).
+    @Test(arguments: [224, 32], [false, true])
+    func preprocessingEqualsPILPixelForPixel(size: Int, portable: Bool) throws {
+        Image.portableResizeOnly = portable
+        defer { Image.portableResizeOnly = false }
         var compared = 0
         for name in Self.photos {
             let reference = try Self.preprocessed.view("\(name)@\(size)")

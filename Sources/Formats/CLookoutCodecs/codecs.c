@@ -551,6 +551,135 @@ static int resize_rows_start(resize_rows *cache, size_t count) {
     return cache->memory != NULL;
 }
 
+/* ---------- PIL's 8-bit resampling passes (CLIP's preprocessing) ----------
+ * ImagingResampleHorizontal_8bpc and ImagingResampleVertical_8bpc on RGBA: per output pixel and channel,
+ * (1 << 21) + Σ pixel·weight in 32-bit integers, shifted by 22 and clipped to a byte. Integer sums are exact in
+ * any order, so the vector code gives the portable code's bytes. */
+
+static inline uint8_t pil_clip8(int32_t sum) {
+    int32_t value = sum >> 22;
+    return (uint8_t)(value < 0 ? 0 : value > 255 ? 255 : value);
+}
+
+#if defined(__x86_64__)
+/* One output pixel of the horizontal pass: two taps a step (8 lanes: 2 pixels × 4 channels), `expanded` holding
+ * each weight four times. */
+__attribute__((target("avx2"))) static void pil_horizontal_avx2(const uint8_t *row, const int32_t *start,
+                                                                const int32_t *count, const int32_t *expanded,
+                                                                int stride, int out_width, uint8_t *out) {
+    for (int x = 0; x < out_width; x++) {
+        const uint8_t *p = row + (size_t)start[x] * 4;
+        const int32_t *k = expanded + (size_t)x * stride * 4;
+        int n = count[x], i = 0;
+        __m256i acc = _mm256_setzero_si256();
+        for (; i + 2 <= n; i += 2) {
+            __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 4 * i)));
+            acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(v, _mm256_loadu_si256((const __m256i *)(k + 4 * i))));
+        }
+        __m128i sum = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+        if (i < n) {
+            int32_t word;
+            memcpy(&word, p + 4 * i, 4);
+            __m128i v = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(word));
+            sum = _mm_add_epi32(sum, _mm_mullo_epi32(v, _mm_loadu_si128((const __m128i *)(k + 4 * i))));
+        }
+        sum = _mm_srai_epi32(_mm_add_epi32(sum, _mm_set1_epi32(1 << 21)), 22);
+        __m128i bytes = _mm_packus_epi16(_mm_packs_epi32(sum, sum), _mm_setzero_si128());
+        int32_t word = _mm_cvtsi128_si32(bytes);
+        memcpy(out + (size_t)x * 4, &word, 4);
+    }
+}
+
+/* The vertical pass of 8 pixels (32 bytes) at a time along an output row; returns how many bytes it did. */
+__attribute__((target("avx2"))) static size_t pil_vertical_avx2(const uint8_t *first, size_t pitch,
+                                                                const int32_t *k, int n, size_t bytes,
+                                                                uint8_t *out) {
+    size_t x = 0;
+    for (; x + 32 <= bytes; x += 32) {
+        __m256i acc[4];
+        for (int q = 0; q < 4; q++) acc[q] = _mm256_set1_epi32(1 << 21);
+        for (int i = 0; i < n; i++) {
+            const uint8_t *p = first + (size_t)i * pitch + x;
+            __m256i w = _mm256_set1_epi32(k[i]);
+            for (int q = 0; q < 4; q++) {
+                __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 8 * q)));
+                acc[q] = _mm256_add_epi32(acc[q], _mm256_mullo_epi32(v, w));
+            }
+        }
+        for (int q = 0; q < 4; q++) acc[q] = _mm256_srai_epi32(acc[q], 22);
+        __m256i w01 = _mm256_packs_epi32(acc[0], acc[1]), w23 = _mm256_packs_epi32(acc[2], acc[3]);
+        __m256i packed = _mm256_packus_epi16(w01, w23);
+        packed = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)(out + x), packed);
+    }
+    return x;
+}
+#endif
+
+static int pil_vector(void) {
+#if defined(__x86_64__)
+    return !atomic_load(&resize_portable_only) && resize_avx2_available();
+#else
+    return 0;
+#endif
+}
+
+void lookout_pil_resample_horizontal(const uint8_t *in, int in_width, int rows, int out_width,
+                                     const int32_t *start, const int32_t *count, const int32_t *weights,
+                                     int stride, uint8_t *out) {
+    int32_t *expanded = NULL;
+#if defined(__x86_64__)
+    if (pil_vector()) expanded = malloc(sizeof(int32_t) * 4 * (size_t)out_width * stride);
+    if (expanded) {
+        for (size_t w = 0; w < (size_t)out_width * stride; w++)
+            for (int c = 0; c < 4; c++) expanded[4 * w + c] = weights[w];
+        for (int y = 0; y < rows; y++)
+            pil_horizontal_avx2(in + (size_t)y * in_width * 4, start, count, expanded, stride, out_width,
+                                out + (size_t)y * out_width * 4);
+        free(expanded);
+        return;
+    }
+#endif
+    for (int y = 0; y < rows; y++) {
+        const uint8_t *row = in + (size_t)y * in_width * 4;
+        for (int x = 0; x < out_width; x++) {
+            const uint8_t *p = row + (size_t)start[x] * 4;
+            const int32_t *k = weights + (size_t)x * stride;
+            int32_t s0 = 1 << 21, s1 = 1 << 21, s2 = 1 << 21, s3 = 1 << 21;
+            for (int i = 0; i < count[x]; i++) {
+                s0 += p[4 * i] * k[i];
+                s1 += p[4 * i + 1] * k[i];
+                s2 += p[4 * i + 2] * k[i];
+                s3 += p[4 * i + 3] * k[i];
+            }
+            uint8_t *o = out + ((size_t)y * out_width + x) * 4;
+            o[0] = pil_clip8(s0), o[1] = pil_clip8(s1), o[2] = pil_clip8(s2), o[3] = pil_clip8(s3);
+        }
+    }
+}
+
+void lookout_pil_resample_vertical(const uint8_t *in, int width, int out_height, const int32_t *start,
+                                   const int32_t *count, const int32_t *weights, int stride, uint8_t *out) {
+    size_t pitch = (size_t)width * 4;
+    int vector = pil_vector();
+    for (int y = 0; y < out_height; y++) {
+        const uint8_t *first = in + (size_t)start[y] * pitch;
+        const int32_t *k = weights + (size_t)y * stride;
+        uint8_t *row = out + (size_t)y * pitch;
+        size_t x = 0;
+#if defined(__x86_64__)
+        if (vector) x = pil_vertical_avx2(first, pitch, k, count[y], pitch, row);
+#else
+        (void)vector;
+#endif
+        for (; x < pitch; x++) {
+            int32_t sum = 1 << 21;
+            for (int i = 0; i < count[y]; i++) sum += first[(size_t)i * pitch + x] * k[i];
+            row[x] = pil_clip8(sum);
+        }
+    }
+}
+
 void lookout_resize_bilinear(const uint8_t *source, int width, int height, int channels, uint8_t *target,
                              int target_width, int target_height, const int32_t *source_x, const int32_t *alpha0,
                              const int32_t *alpha1, int xmax, const int32_t *top, const int32_t *bottom,

@@ -236,12 +236,6 @@ public enum CLIPPreprocessing {
         return (bounds, weights)
     }
 
-    @inline(__always)
-    static func clip8(_ sum: Int32) -> UInt8 {
-        let value = sum >> Int32(precisionBits)
-        return value < 0 ? 0 : value > 255 ? 255 : UInt8(value)
-    }
-
     /// PIL's `ImagingResampleInner` with `filter`, on 4-channel 8-bit pixels. The horizontal pass
     /// runs first (over only the rows the vertical pass reads) unless the height shrinks by more than twice
     /// as many pixels as the width does (Pillow 13's rule); an 8-bit image lies between the passes.
@@ -278,24 +272,35 @@ public enum CLIPPreprocessing {
         return current
     }
 
-    /// `ImagingResampleHorizontal_8bpc` over `rows` of the input.
+    /// A pass's coefficients as the C passes take them: first input positions, counts, and the weights in rows
+    /// of `stride` (the most any position reads), zero beyond each count.
+    static func flattened(
+        _ coefficients: (bounds: [(start: Int, count: Int)], weights: [[Int32]]), offset: Int = 0
+    ) -> (start: [Int32], count: [Int32], weights: [Int32], stride: Int) {
+        let stride = max(1, coefficients.bounds.map(\.count).max() ?? 1)
+        var weights = [Int32](repeating: 0, count: coefficients.bounds.count * stride)
+        for (position, row) in coefficients.weights.enumerated() {
+            for (i, weight) in row.enumerated() { weights[position * stride + i] = weight }
+        }
+        return (
+            coefficients.bounds.map { Int32($0.start - offset) }, coefficients.bounds.map { Int32($0.count) }, weights,
+            stride
+        )
+    }
+
+    /// `ImagingResampleHorizontal_8bpc` over `rows` of the input (in C, vectorised where the CPU can: the same
+    /// bytes, ``Image/portableResizeOnly``).
     static func horizontalPass(
         _ image: Image, rows: Range<Int>, width: Int, filter: Transform.Filter = .bicubic
     ) -> Image {
-        let horizontal = coefficients(inSize: image.width, outSize: width, filter: filter)
-        var output = [UInt8](repeating: 0, count: width * rows.count * 4)
-        image.pixels.withUnsafeBufferPointer { input in
-            output.withUnsafeMutableBufferPointer { output in
-                for y in 0..<rows.count {
-                    let row = (y + rows.lowerBound) * image.width * 4
-                    for x in 0..<width {
-                        let (start, count) = horizontal.bounds[x]
-                        convolve(
-                            input, first: row + start * 4, step: 4, weights: horizontal.weights[x], count: count,
-                            into: output, at: (y * width + x) * 4)
-                    }
-                }
+        let pass = flattened(coefficients(inSize: image.width, outSize: width, filter: filter))
+        let output = [UInt8](unsafeUninitializedCapacity: width * rows.count * 4) { buffer, initialized in
+            image.pixels.withUnsafeBufferPointer { input in
+                lookout_pil_resample_horizontal(
+                    input.baseAddress! + rows.lowerBound * image.width * 4, Int32(image.width), Int32(rows.count),
+                    Int32(width), pass.start, pass.count, pass.weights, Int32(pass.stride), buffer.baseAddress)
             }
+            initialized = width * rows.count * 4
         }
         return Image(width: width, height: rows.count, channels: 4, pixels: output)
     }
@@ -305,43 +310,17 @@ public enum CLIPPreprocessing {
     static func verticalPass(
         _ image: Image, rowOffset: Int, from inputHeight: Int, height: Int, filter: Transform.Filter = .bicubic
     ) -> Image {
-        let vertical = coefficients(inSize: inputHeight, outSize: height, filter: filter)
+        let pass = flattened(coefficients(inSize: inputHeight, outSize: height, filter: filter), offset: rowOffset)
         let width = image.width
-        var output = [UInt8](repeating: 0, count: width * height * 4)
-        image.pixels.withUnsafeBufferPointer { input in
-            output.withUnsafeMutableBufferPointer { output in
-                for y in 0..<height {
-                    let (start, count) = vertical.bounds[y]
-                    for x in 0..<width {
-                        convolve(
-                            input, first: ((start - rowOffset) * width + x) * 4, step: width * 4,
-                            weights: vertical.weights[y], count: count, into: output, at: (y * width + x) * 4)
-                    }
-                }
+        let output = [UInt8](unsafeUninitializedCapacity: width * height * 4) { buffer, initialized in
+            image.pixels.withUnsafeBufferPointer { input in
+                lookout_pil_resample_vertical(
+                    input.baseAddress, Int32(width), Int32(height), pass.start, pass.count, pass.weights,
+                    Int32(pass.stride), buffer.baseAddress)
             }
+            initialized = width * height * 4
         }
         return Image(width: width, height: height, channels: 4, pixels: output)
-    }
-
-    /// One output pixel of a pass: the 4 channels of `count` input pixels, `step` bytes apart from `first`,
-    /// weighted in fixed point with PIL's rounding (half added first) and clipped to 8 bits.
-    @inline(__always)
-    static func convolve(
-        _ input: UnsafeBufferPointer<UInt8>, first: Int, step: Int, weights k: [Int32], count: Int,
-        into output: UnsafeMutableBufferPointer<UInt8>, at out: Int
-    ) {
-        var sums: (Int32, Int32, Int32, Int32) = (1 << 21, 1 << 21, 1 << 21, 1 << 21)
-        for i in 0..<count {
-            let p = first + i * step
-            sums.0 &+= Int32(input[p]) &* k[i]
-            sums.1 &+= Int32(input[p + 1]) &* k[i]
-            sums.2 &+= Int32(input[p + 2]) &* k[i]
-            sums.3 &+= Int32(input[p + 3]) &* k[i]
-        }
-        output[out] = clip8(sums.0)
-        output[out + 1] = clip8(sums.1)
-        output[out + 2] = clip8(sums.2)
-        output[out + 3] = clip8(sums.3)
     }
 
     /// PIL's nearest-neighbour resize (`ImagingScaleAffine`): input column of output x is the integer part

@@ -46,6 +46,19 @@ int lookout_jpeg_pil_mode(const uint8_t *data, size_t size);
 /// `count` BGR pixels as RGBA with alpha 255.
 void lookout_bgr_to_rgba(const uint8_t *bgr, size_t count, uint8_t *rgba);
 
+/// PIL's horizontal 8-bit resampling pass (`ImagingResampleHorizontal_8bpc`) of `rows` rows of RGBA pixels
+/// `in_width` wide to `out_width`: output x reads `count[x]` pixels from `start[x]` with the 22-bit fixed-point
+/// weights `weights[x * stride ...]`. The vector and portable code give the same bytes
+/// (`lookout_resize_portable_only`).
+void lookout_pil_resample_horizontal(const uint8_t *in, int in_width, int rows, int out_width,
+                                     const int32_t *start, const int32_t *count, const int32_t *weights,
+                                     int stride, uint8_t *out);
+
+/// PIL's vertical pass (`ImagingResampleVertical_8bpc`): output row y reads `count[y]` rows of `in` from row
+/// `start[y]`, RGBA pixels `width` wide.
+void lookout_pil_resample_vertical(const uint8_t *in, int width, int out_height, const int32_t *start,
+                                   const int32_t *count, const int32_t *weights, int stride, uint8_t *out);
+
 /// Result of encoding: the bytes of a JPEG or PNG file.
 typedef struct {
     uint8_t *bytes;  /// malloc'ed; free with lookout_codecs_free
