@@ -8,7 +8,7 @@ import LookoutTensor
 
 // `lookout-gpu-check [--ops] [--detect] [ARCH]`, `lookout-gpu-check --bench DETECTOR [PHOTO [ARITHMETIC]]`,
 // `lookout-gpu-check --accuracy DIR...`, `lookout-gpu-check --tower FILE [BATCH]`, `lookout-gpu-check --cpu-int8` (every int8 path of the machine's CPU against
-// the portable C): what
+// the portable C), `lookout-gpu-check --make-photos DIR COUNT [WIDTH HEIGHT]` (large JPEGs to index): what
 // scripts/device/gpu-check and scripts/bench/gpu.py run on the GPU machine.
 // - The NVIDIA driver, its GPUs and NVRTC as Lookout finds them, and the check kernel (SiLU) compiled by NVRTC and
 //   run on each GPU against the CPU.
@@ -53,6 +53,19 @@ if arguments.first == "--tower" {
     ).run()
     for line in lines { print(line) }
     exit(passed ? 0 : 1)
+}
+if arguments.first == "--make-photos" {
+    // `--make-photos DIR COUNT [WIDTH HEIGHT]`: COUNT distinct JPEG photos (quality 92, default 4000×3000: 12
+    // megapixels) for scripts/bench/gpu_index.py, on every core.
+    guard arguments.count >= 3, let count = Int(arguments[2]), count > 0 else {
+        fail("--make-photos DIR COUNT [WIDTH HEIGHT]")
+    }
+    let width = arguments.count > 4 ? Int(arguments[3]) ?? 4000 : 4000
+    let height = arguments.count > 4 ? Int(arguments[4]) ?? 3000 : 3000
+    do {
+        print(try SyntheticPhotos(folder: arguments[1], width: width, height: height).write(count))
+    } catch { fail("\(error)") }
+    exit(0)
 }
 if arguments.first == "--cpu-int8" {
     // `--cpu-int8`: every int8 path of this CPU against the portable C (no GPU needed).

@@ -307,9 +307,11 @@ extension PhotoIndex {
     }
 
     /// `runClaims` with several photos computed at once, one per lane on a thread of its own (each lane's
-    /// closures run on one thread at a time). This thread claims, reads and hashes each photo, records the
-    /// outcomes and releases the claims, so the store sees one thread. A photo whose content is being computed
-    /// in another lane waits for it and is then reused, as one after another would.
+    /// closures run on one thread at a time). This thread claims each photo, records the outcomes and releases the
+    /// claims, so the store sees one thread; a lane reads and hashes its photo (a 12-megapixel file's hash alone
+    /// took longer than a GPU's detection, so one thread hashing for all held every lane back). A photo whose
+    /// content is being computed in another lane waits for it and is then reused, as one after another would
+    /// (``ContentsInFlight``).
     private func runClaimsSideBySide(
         _ work: [FoundPhoto], known: [String: StoredFile], key: String, model: IndexModel, worker: IndexWorker,
         indexed: inout Set<String>, summary: inout Summary, lanes: [ComputeLane],
@@ -317,8 +319,9 @@ extension PhotoIndex {
         imageEmbedding: ImageEmbedder?, labels: PhotoLabeler?, progress: (Progress) -> Void
     ) throws(IndexError) {
         let finished = LaneResults()
+        let contents = ContentsInFlight(indexed: indexed)
         var free = Array(lanes.indices.reversed())
-        var inFlight: [String: String] = [:]  // path → content hash
+        var inFlight = 0
         var done = 0
         func finish(_ photo: FoundPhoto, _ outcome: PhotoOutcome) throws(IndexError) {
             try store.record(photo, outcome: outcome, model: key)
@@ -329,7 +332,7 @@ extension PhotoIndex {
         func collect() throws(IndexError) {
             let (photo, lane, outcome) = finished.take()
             free.append(lane)
-            inFlight[photo.path] = nil
+            inFlight -= 1
             try finish(photo, outcome)
         }
         for photo in work {
@@ -356,31 +359,34 @@ extension PhotoIndex {
                 done += 1
                 continue
             }
-            let read = Self.read(photo)
-            if case .read(_, let hash) = read, inFlight.values.contains(hash) {
-                while !inFlight.isEmpty { try collect() }
-            }
-            switch read {
-            case .unreadable(let outcome):
-                try finish(photo, outcome)
-            case .read(_, let hash) where indexed.contains(hash):
-                try finish(photo, .reused(hash: hash))
-            case .read(let bytes, let hash):
-                if free.isEmpty { try collect() }
-                let lane = free.removeLast()
-                inFlight[photo.path] = hash
-                let (closures, size) = (lanes[lane], model.embeddingSize)
-                let thread = Thread {
+            if free.isEmpty { try collect() }
+            let lane = free.removeLast()
+            inFlight += 1
+            let (closures, size) = (lanes[lane], model.embeddingSize)
+            let thread = Thread {
+                switch Self.read(photo) {
+                case .unreadable(let failed): finished.put((photo, lane, failed))
+                case .read(let bytes, let hash):
+                    guard contents.begin(hash) else {
+                        finished.put((photo, lane, .reused(hash: hash)))
+                        return
+                    }
                     let outcome = Self.compute(
                         photo, bytes: bytes, hash: hash, embeddingSize: size, regions: closures.regions,
                         imageEmbedding: closures.imageEmbedding, labels: closures.labels)
+                    // Handed over before a lane waiting for this content is let go, so that it is recorded first.
                     finished.put((photo, lane, outcome))
+                    if case .indexed = outcome {
+                        contents.end(hash, indexed: true)
+                    } else {
+                        contents.end(hash, indexed: false)
+                    }
                 }
-                thread.stackSize = 8 << 20
-                thread.start()
             }
+            thread.stackSize = 8 << 20
+            thread.start()
         }
-        while !inFlight.isEmpty { try collect() }
+        while inFlight > 0 { try collect() }
         progress(Progress(done: work.count, total: work.count, current: ""))
     }
 
@@ -573,6 +579,36 @@ public struct ComputeLane: @unchecked Sendable {
 }
 
 /// Finished photos from the lanes, taken in the order they finish.
+/// The contents the lanes of ``PhotoIndex/runClaimsSideBySide`` are computing, and those indexed: a lane that finds
+/// its photo's content in another lane's hands waits until that lane is done, then reuses it (or, where that lane
+/// failed, computes it itself).
+final class ContentsInFlight: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var indexed: Set<String>
+    private var computing: Set<String> = []
+
+    init(indexed: Set<String>) { self.indexed = indexed }
+
+    /// Whether the caller computes content `hash` (then it must call ``end(_:indexed:)``); false when it is indexed
+    /// already, or once another lane has indexed it.
+    func begin(_ hash: String) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        while computing.contains(hash) { condition.wait() }
+        if indexed.contains(hash) { return false }
+        computing.insert(hash)
+        return true
+    }
+
+    func end(_ hash: String, indexed done: Bool) {
+        condition.lock()
+        computing.remove(hash)
+        if done { indexed.insert(hash) }
+        condition.broadcast()
+        condition.unlock()
+    }
+}
+
 final class LaneResults: @unchecked Sendable {
     private let condition = NSCondition()
     private var results: [(FoundPhoto, Int, PhotoOutcome)] = []
