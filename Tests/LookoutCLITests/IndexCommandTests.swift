@@ -1,4 +1,5 @@
 import Foundation
+import LookoutImage
 import LookoutIndex
 import LookoutJSON
 import LookoutSupport
@@ -185,6 +186,44 @@ import Testing
         #expect(again.stderr.contains("4 photos indexed (0 computed, 0 reused, 4 unchanged"), "\(again.stderr)")
         let resized = try CLI.run(["index", folder + "/photos", "--plain", "--imgsz", "320"], environment: environment)
         #expect(resized.stderr.contains("4 photos indexed (4 computed"), "\(resized.stderr)")
+    }
+
+    /// `--fast-decode`: a photo four times the reference photo's size, decoded at 1/4, gives the reference regions
+    /// in its own pixels (four times the reference boxes, IoU ≥ 0.8); `--timings` says where the time went; tiles
+    /// and a reduced decode are refused together.
+    @Test func fastDecodeKeepsBoxesInThePhotosPixels() throws {
+        let name = Self.photos[0]
+        let folder = try Self.scratch([name])
+        defer { CLI.remove(folder) }
+        let photo = try ImageFile.read(folder + "/photos/" + name)
+        let big = photo.resizedBilinear(width: photo.width * 4, height: photo.height * 4)
+        try Data(try ImageFile.encode(big, format: .jpeg(quality: 95), name: name))
+            .write(to: URL(fileURLWithPath: folder + "/photos/" + name))
+        let db = folder + "/fast.sqlite"
+        let indexed = try CLI.run(
+            ["index", folder + "/photos", "--plain", "--regions", "2", "--fast-decode", "--timings", "--db", db])
+        #expect(indexed.status == 0, "\(indexed.stderr)")
+        #expect(indexed.stderr.contains("time by stage") && indexed.stderr.contains("decode:"), "\(indexed.stderr)")
+        let search = try CLI.run(["search", "shape", "--json", "--conf", "0.0001", "--top", "10", "--db", db])
+        let lines = try Reference.lines(search.stdout)
+        #expect(lines.count == 1, "\(search.stderr)")
+        let reference = Reference.index["regions"]![name]!["boxes"]!
+        func iou(_ a: [Double], _ b: [Double]) -> Double {
+            let w = max(0, min(a[2], b[2]) - max(a[0], b[0])), h = max(0, min(a[3], b[3]) - max(a[1], b[1]))
+            let union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - w * h
+            return union > 0 ? w * h / union : 0
+        }
+        for line in lines {
+            let boxes = (0..<line["detections"]!.count).map { Reference.numbers(line["detections"]![$0]["box"]!) }
+            #expect(!boxes.isEmpty)
+            for box in boxes {
+                let best = (0..<reference.count).map { iou(box, Reference.numbers(reference[$0]).map { $0 * 4 }) }
+                    .max()!
+                #expect(best >= 0.8, "\(box): IoU \(best) with the reference boxes × 4")
+            }
+        }
+        let tiled = try CLI.run(["index", folder + "/photos", "--plain", "--fast-decode", "--slice", "640", "--db", db])
+        #expect(tiled.status != 0 && tiled.stderr.contains("--fast-decode"), "\(tiled.stderr)")
     }
 
     /// `--classes FILE` (comments and blank lines ignored) is recorded with the index: another list

@@ -140,6 +140,18 @@ struct IndexCommand: ParsableCommand {
     @Flag(help: "Store no whole-photo embeddings (objects only: no scene search, `similar` or `duplicates`).")
     var noImageModel = false
 
+    @Flag(
+        help:
+            "Decode large JPEGs at 1/2, 1/4 or 1/8 of their size (libjpeg's DCT scaling), never smaller than --imgsz on the long side and the image tower's input on the short one: a 12-megapixel photo at 640 decodes at 1/4, several times quicker. The regions and embeddings then differ slightly from a whole photo's (and from `lookout detect`'s on it); boxes are kept in the photo's own pixels. Not with --slice (tiles need the whole photo) or --prompt-free (decoded whole)."
+    )
+    var fastDecode = false
+
+    @Flag(
+        help:
+            "Say where the time went: each stage's seconds summed over the lanes (read, hash, decode, detect, whole-photo embedding) and the one thread's that claims and records, to see what holds a large index back."
+    )
+    var timings = false
+
     @Option(
         help: ArgumentHelp(
             "A prompt-free YOLOE file (-pf, e.g. yoloe-11s-seg-pf.pt): what it names in each photo from its own vocabulary (boxes scoring above --prompt-free-conf) is stored beside the regions, so that `lookout search QUERY --label NAME` keeps only the photos where it named NAME. It runs as a second detector on every photo.",
@@ -385,6 +397,15 @@ struct IndexCommand: ParsableCommand {
         let index = try database.open()
         index.videoEvery = videoEvery
         index.followLinks = followLinks
+        if timings { index.stageTimes = IndexStageTimes() }
+        if fastDecode {
+            guard extractor.slicing == nil else {
+                throw ValidationError(
+                    "--fast-decode decodes photos smaller, and tiles (--slice, or the tiles this index was made with) need the whole photo: leave out one (--slice off indexes whole photos)."
+                )
+            }
+            index.reducedDecode = (longSide: imgsz, shortSide: imageTower?.transform.size ?? 0)
+        }
         index.minimumPhotosForLists = listsFrom
         if let lease { index.claimLease = lease } else if index.store is any SharedJobStore { index.claimLease = 60 }
         // Side by side: each lane an engine of its own with one thread (the weights are shared).
@@ -421,6 +442,13 @@ struct IndexCommand: ParsableCommand {
         ]
         if summary.computed > 0 {
             lines.append("  \(format1(Double(summary.computed) / max(seconds, 1e-9))) photos/s computed")
+        }
+        if let stages = index.stageTimes?.stages, !stages.isEmpty {
+            lines.append("  time by stage, summed over the \(laneCount) lane\(laneCount == 1 ? "" : "s"):")
+            for (stage, total, count) in stages {
+                lines.append(
+                    "    \(stage): \(format1(total)) s (\(count) × \(format1(total / Double(count) * 1000)) ms)")
+            }
         }
         if summary.videoFrames > 0 {
             lines.append(

@@ -119,7 +119,18 @@ static int png_decode(const uint8_t *data, size_t size, long long max_pixels, lo
 
 /* ---------- JPEG (TurboJPEG) ---------- */
 
+static int jpeg_decode_scaled(const uint8_t *data, size_t size, long long max_pixels, lookout_decoded *result,
+                              int header_only, int long_side, int short_side);
+
 static int jpeg_decode(const uint8_t *data, size_t size, long long max_pixels, lookout_decoded *result, int header_only) {
+    return jpeg_decode_scaled(data, size, max_pixels, result, header_only, 0, 0);
+}
+
+/* The JPEG at 1/8, 1/4 or 1/2 of its size (libjpeg's DCT scaling: TJSCALED rounds up) where the image stays at
+ * least `long_side` on its long side and `short_side` on its short one; whole (0, 0: always). `result` holds the
+ * decoded size; the file's own size comes back through `full_width` and `full_height` when they are given. */
+static int jpeg_decode_scaled(const uint8_t *data, size_t size, long long max_pixels, lookout_decoded *result,
+                              int header_only, int long_side, int short_side) {
     tjhandle handle = tjInitDecompress();
     if (!handle) {
         snprintf(result->error, sizeof result->error, "JPEG: cannot start the decoder");
@@ -141,6 +152,17 @@ static int jpeg_decode(const uint8_t *data, size_t size, long long max_pixels, l
     if (header_only) {
         tjDestroy(handle);
         return 0;
+    }
+    if (long_side > 0 || short_side > 0) {
+        int full_long = width > height ? width : height, full_short = width > height ? height : width;
+        for (int denominator = 8; denominator >= 2; denominator /= 2) {
+            if ((full_long + denominator - 1) / denominator >= long_side &&
+                (full_short + denominator - 1) / denominator >= short_side) {
+                width = (width + denominator - 1) / denominator;
+                height = (height + denominator - 1) / denominator;
+                break;
+            }
+        }
     }
     int cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
     int channels = cmyk ? 4 : 3;
@@ -178,7 +200,30 @@ static int jpeg_decode(const uint8_t *data, size_t size, long long max_pixels, l
         buffer = bgr;
     }
     result->pixels = buffer;
+    result->width = width;
+    result->height = height;
     return 0;
+}
+
+void lookout_image_decode_reduced(const uint8_t *data, size_t size, long long max_pixels, int long_side,
+                                  int short_side, lookout_decoded *result, int *full_width, int *full_height) {
+    memset(result, 0, sizeof *result);
+    *full_width = *full_height = 0;
+    if (is_jpeg(data, size)) {
+        lookout_decoded header;
+        memset(&header, 0, sizeof header);
+        if (jpeg_decode(data, size, max_pixels, &header, 1) != 0) {
+            memcpy(result->error, header.error, sizeof result->error);
+            return;
+        }
+        *full_width = header.width;
+        *full_height = header.height;
+        jpeg_decode_scaled(data, size, max_pixels, result, 0, long_side, short_side);
+        return;
+    }
+    lookout_image_decode(data, size, max_pixels, result);
+    *full_width = result->width;
+    *full_height = result->height;
 }
 
 int lookout_image_size(const uint8_t *data, size_t size, int *width, int *height, char *error, size_t error_size) {

@@ -82,12 +82,18 @@ extension PhotoIndex {
     }
 
     /// A photo's bytes and content hash, or the failure to record.
-    static func read(_ photo: FoundPhoto) -> ReadPhoto {
+    static func read(_ photo: FoundPhoto, times: IndexStageTimes? = nil) -> ReadPhoto {
         do {
-            let bytes = try FileContents.read(photo.path, maximumSize: 1 << 30)
-            var hasher = SHA256()
-            hasher.update(bytes)
-            return .read(bytes, hash: hasher.finalize())
+            let bytes = try times.time("read the file") { () throws(FileContents.FileError) in
+                try FileContents.read(photo.path, maximumSize: 1 << 30)
+            }
+            return .read(
+                bytes,
+                hash: times.time("hash its content") {
+                    var hasher = SHA256()
+                    hasher.update(bytes)
+                    return hasher.finalize()
+                })
         } catch {
             return .unreadable(.failed(error: error.reason))
         }
@@ -102,15 +108,36 @@ extension PhotoIndex {
     static func compute(
         _ photo: FoundPhoto, bytes: [UInt8], hash: String, embeddingSize: Int,
         regions: (Image, String) throws -> [Region],
-        imageEmbedding: ImageEmbedder?, labels: PhotoLabeler?
+        imageEmbedding: ImageEmbedder?, labels: PhotoLabeler?, times: IndexStageTimes? = nil,
+        reduced: (longSide: Int, shortSide: Int)? = nil
     ) -> PhotoOutcome {
         do {
-            let image = try ImageFile.decode(bytes, name: photo.path)
-            let blob = Region.encode(try regions(image, photo.path), embeddingSize: embeddingSize)
-            let whole = try imageEmbedding?(bytes, image, photo.path).map { Float16($0).bitPattern }
+            let (image, width, height) = try times.time("decode") {
+                () throws(ImageError) -> (Image, Int, Int) in
+                if let reduced, labels == nil {
+                    return try ImageFile.decodeReduced(
+                        bytes, name: photo.path, longSide: reduced.longSide, shortSide: reduced.shortSide)
+                }
+                let image = try ImageFile.decode(bytes, name: photo.path)
+                return (image, image.width, image.height)
+            }
+            var found = try times.time("detect (regions)") { try regions(image, photo.path) }
+            if width != image.width || height != image.height {
+                // Decoded at a reduced scale: the boxes in the photo's own pixels.
+                let (x, y) = (Float(width) / Float(image.width), Float(height) / Float(image.height))
+                for i in found.indices {
+                    let box = found[i].box
+                    found[i].box = [box[0] * x, box[1] * y, box[2] * x, box[3] * y]
+                }
+            }
+            let blob = Region.encode(found, embeddingSize: embeddingSize)
+            let whole = try times.time("whole-photo embedding") {
+                try imageEmbedding?(bytes, image, photo.path).map { Float16($0).bitPattern }
+            }
+            let named = times.time("labels") { labels?(image, photo.path) }
             return .indexed(
-                hash: hash, width: image.width, height: image.height, regions: blob, imageEmbedding: whole,
-                taken: ImageFile.dateTaken(bytes), labels: labels?(image, photo.path))
+                hash: hash, width: width, height: height, regions: blob, imageEmbedding: whole,
+                taken: ImageFile.dateTaken(bytes), labels: named)
         } catch let error as ImageError {
             return .failed(error: error.problem)  // the path is the record's own
         } catch let error as FileContents.FileError {
@@ -320,32 +347,39 @@ extension PhotoIndex {
     ) throws(IndexError) {
         let finished = LaneResults()
         let contents = ContentsInFlight(indexed: indexed)
+        let (times, reduced) = (stageTimes, reducedDecode)
         var free = Array(lanes.indices.reversed())
         var inFlight = 0
         var done = 0
         func finish(_ photo: FoundPhoto, _ outcome: PhotoOutcome) throws(IndexError) {
-            try store.record(photo, outcome: outcome, model: key)
-            Self.count(outcome, indexed: &indexed, summary: &summary)
-            try store.release(photo.path, worker: worker)
+            try times.time("record and release (one thread)") { () throws(IndexError) in
+                try store.record(photo, outcome: outcome, model: key)
+                Self.count(outcome, indexed: &indexed, summary: &summary)
+                try store.release(photo.path, worker: worker)
+            }
             done += 1
         }
         func collect() throws(IndexError) {
-            let (photo, lane, outcome) = finished.take()
+            let (photo, lane, outcome) = times.time("wait for a lane (one thread)") { finished.take() }
             free.append(lane)
             inFlight -= 1
             try finish(photo, outcome)
         }
         for photo in work {
             progress(Progress(done: done, total: work.count, current: photo.path))
-            guard try store.claim(photo.path, worker: worker, until: SQLiteIndexStore.now() + claimLease) else {
-                summary.claimedElsewhere += 1
-                done += 1
-                continue
+            let claimed = try times.time("claim (one thread)") { () throws(IndexError) -> Bool in
+                guard try store.claim(photo.path, worker: worker, until: SQLiteIndexStore.now() + claimLease) else {
+                    return false
+                }
+                if let now = try store.storedFile(at: photo.path), now.size == photo.size, now.mtime == photo.mtime,
+                    now.model == key, known[photo.path] != now
+                {
+                    try store.release(photo.path, worker: worker)
+                    return false
+                }
+                return true
             }
-            if let now = try store.storedFile(at: photo.path), now.size == photo.size, now.mtime == photo.mtime,
-                now.model == key, known[photo.path] != now
-            {
-                try store.release(photo.path, worker: worker)
+            guard claimed else {
                 summary.claimedElsewhere += 1
                 done += 1
                 continue
@@ -364,7 +398,7 @@ extension PhotoIndex {
             inFlight += 1
             let (closures, size) = (lanes[lane], model.embeddingSize)
             let thread = Thread {
-                switch Self.read(photo) {
+                switch Self.read(photo, times: times) {
                 case .unreadable(let failed): finished.put((photo, lane, failed))
                 case .read(let bytes, let hash):
                     guard contents.begin(hash) else {
@@ -373,7 +407,8 @@ extension PhotoIndex {
                     }
                     let outcome = Self.compute(
                         photo, bytes: bytes, hash: hash, embeddingSize: size, regions: closures.regions,
-                        imageEmbedding: closures.imageEmbedding, labels: closures.labels)
+                        imageEmbedding: closures.imageEmbedding, labels: closures.labels, times: times,
+                        reduced: reduced)
                     // Handed over before a lane waiting for this content is let go, so that it is recorded first.
                     finished.put((photo, lane, outcome))
                     if case .indexed = outcome {
@@ -403,7 +438,7 @@ extension PhotoIndex {
             )
         }
         let outcome: PhotoOutcome
-        switch Self.read(photo) {
+        switch Self.read(photo, times: stageTimes) {
         case .unreadable(let failure): outcome = failure
         case .read(let bytes, let hash):
             if indexed.contains(hash) {
@@ -419,7 +454,7 @@ extension PhotoIndex {
             } else {
                 outcome = Self.compute(
                     photo, bytes: bytes, hash: hash, embeddingSize: model.embeddingSize, regions: regions,
-                    imageEmbedding: imageEmbedding, labels: labels)
+                    imageEmbedding: imageEmbedding, labels: labels, times: stageTimes, reduced: reducedDecode)
             }
         }
         try store.record(photo, outcome: outcome, model: model.key)
@@ -579,6 +614,41 @@ public struct ComputeLane: @unchecked Sendable {
 }
 
 /// Finished photos from the lanes, taken in the order they finish.
+/// Seconds spent in each stage of an index update, summed over the threads that ran it (`lookout index
+/// --timings`): where a lane's time goes, and what the one thread that claims and records spends. Stages are
+/// listed in the order first timed.
+public final class IndexStageTimes: @unchecked Sendable {
+    private let lock = NSLock()
+    private var seconds: [String: Double] = [:]
+    private var counts: [String: Int] = [:]
+    private var order: [String] = []
+
+    public init() {}
+
+    /// Each stage's total seconds and how many times it ran.
+    public var stages: [(stage: String, seconds: Double, count: Int)] {
+        lock.withLock { order.map { ($0, seconds[$0]!, counts[$0]!) } }
+    }
+
+    func add(_ stage: String, _ value: Double) {
+        lock.withLock {
+            if seconds[stage] == nil { order.append(stage) }
+            seconds[stage, default: 0] += value
+            counts[stage, default: 0] += 1
+        }
+    }
+}
+
+extension Optional where Wrapped == IndexStageTimes {
+    /// `body`, its time added to `stage` where times are kept.
+    func time<T, E: Error>(_ stage: String, _ body: () throws(E) -> T) throws(E) -> T {
+        guard let times = self else { return try body() }
+        let start = DispatchTime.now().uptimeNanoseconds
+        defer { times.add(stage, Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9) }
+        return try body()
+    }
+}
+
 /// The contents the lanes of ``PhotoIndex/runClaimsSideBySide`` are computing, and those indexed: a lane that finds
 /// its photo's content in another lane's hands waits until that lane is done, then reuses it (or, where that lane
 /// failed, computes it itself).

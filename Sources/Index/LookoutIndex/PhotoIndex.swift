@@ -56,6 +56,15 @@ public final class PhotoIndex {
     /// keep near-duplicates, which a person wants shown once. Nil: every region above the threshold.
     public var displayedOverlap: Float? = 0.7
 
+    /// Large JPEGs decoded at 1/2, 1/4 or 1/8 of their size, never below `longSide` × `shortSide` pixels (the
+    /// detector's input side, the image tower's), boxes mapped back to the photo's own pixels
+    /// (``ImageFile/decodeReduced(_:name:longSide:shortSide:pixelLimit:)``; `lookout index --fast-decode`); nil:
+    /// every photo decoded whole, as `lookout detect` decodes it. A prompt-free labeller's photos are decoded whole.
+    public var reducedDecode: (longSide: Int, shortSide: Int)?
+
+    /// Where an update's time goes, stage by stage (`lookout index --timings`); nil: not measured.
+    public var stageTimes: IndexStageTimes?
+
     /// Seconds of video time between the frames of a video that are indexed (`lookout index --video-every`).
     /// It applies to videos indexed from then on; those indexed before keep their frames until they change.
     public var videoEvery: Double = 2

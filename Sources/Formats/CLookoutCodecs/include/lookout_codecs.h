@@ -37,6 +37,13 @@ enum {
 void lookout_image_decode_pil(const uint8_t *data, size_t size, long long max_pixels, lookout_decoded *result,
                               int *mode);
 
+/// `lookout_image_decode` of a JPEG at 1/8, 1/4 or 1/2 of its size (libjpeg's DCT scaling, the dimensions rounded
+/// up) where the decoded image keeps at least `long_side` pixels on its long side and `short_side` on its short one,
+/// else whole; other formats whole. `full_width` and `full_height` receive the file's own size (before EXIF
+/// orientation, as `result`'s).
+void lookout_image_decode_reduced(const uint8_t *data, size_t size, long long max_pixels, int long_side,
+                                  int short_side, lookout_decoded *result, int *full_width, int *full_height);
+
 /// The PIL mode `lookout_image_decode_pil` gives a JPEG (RGB, L for one component, CMYK for four), from its header
 /// alone; -1 when the bytes are not a JPEG whose header reads. For a JPEG the two decoders make the same call, so
 /// the RGBA pixels PIL's path gives are the BGR pixels of `lookout_image_decode` reordered
