@@ -84,7 +84,9 @@ let package = Package(
             }),
 
         // Layer 1: utilities every layer may use (resource lookup, environment, stopwatch, trimming).
-        .target(name: "LookoutSupport", path: "Sources/Support/LookoutSupport"),
+        // SHA-256 blocks with the CPU's SHA instructions (LookoutSupport's SHA256 falls back to Swift).
+        .target(name: "CLookoutHash", path: "Sources/Support/CLookoutHash"),
+        .target(name: "LookoutSupport", dependencies: ["CLookoutHash"], path: "Sources/Support/LookoutSupport"),
         // JSON through json-c (vocabulary files, JSON lines, manifests), and file reading.
         .target(name: "LookoutJSON", dependencies: ["CJSONC", "LookoutSupport"], path: "Sources/Support/LookoutJSON"),
         // Tensor storage, the OpenBLAS wrapper, the compute pool and row kernels.

@@ -1,5 +1,12 @@
-/// SHA-256 (FIPS 180-4), for verifying downloaded model files against their manifest.
+import CLookoutHash
+
+/// SHA-256 (FIPS 180-4), for verifying downloaded model files against their manifest and for the index's content
+/// hashes: with the CPU's SHA instructions where it has them (about 900 MB/s on one core of the AMD EPYC, against
+/// about 250 MB/s in Swift), the same digest either way.
 public struct SHA256: Sendable {
+    /// Whether this CPU's SHA instructions compress the blocks.
+    public static let usesInstructions = lookout_sha256_instructions() != 0
+    private var instructions = Self.usesInstructions
     private var state: [UInt32] = [
         0x6a09_e667, 0xbb67_ae85, 0x3c6e_f372, 0xa54f_f53a, 0x510e_527f, 0x9b05_688c, 0x1f83_d9ab, 0x5be0_cd19,
     ]
@@ -19,6 +26,9 @@ public struct SHA256: Sendable {
 
     public init() {}
 
+    /// For tests: the Swift compression function even where the CPU has SHA instructions (`portable: true`).
+    public init(portable: Bool) { instructions = !portable && Self.usesInstructions }
+
     public mutating func update(_ bytes: UnsafeRawBufferPointer) {
         length &+= UInt64(bytes.count)
         var index = 0
@@ -30,6 +40,14 @@ public struct SHA256: Sendable {
                 buffer.withUnsafeBytes { compress($0.baseAddress!) }
                 buffer.removeAll(keepingCapacity: true)
             }
+        }
+        if instructions, bytes.count - index >= 64 {
+            let blocks = (bytes.count - index) / 64
+            state.withUnsafeMutableBufferPointer { state in
+                lookout_sha256_blocks(
+                    state.baseAddress, bytes.baseAddress!.assumingMemoryBound(to: UInt8.self) + index, blocks)
+            }
+            index += blocks * 64
         }
         while bytes.count - index >= 64 {
             compress(bytes.baseAddress! + index)

@@ -1,0 +1,14 @@
+#ifndef LOOKOUT_HASH_H
+#define LOOKOUT_HASH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/// Whether this CPU has the SHA extensions (and SSSE3, SSE4.1) that `lookout_sha256_blocks` needs.
+int lookout_sha256_instructions(void);
+
+/// `blocks` 64-byte blocks of `data` compressed into `state` (a…h, FIPS 180-4) with the SHA extensions; only
+/// where `lookout_sha256_instructions()` says so.
+void lookout_sha256_blocks(uint32_t state[8], const uint8_t *data, size_t blocks);
+
+#endif
