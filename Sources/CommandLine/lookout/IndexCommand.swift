@@ -142,7 +142,7 @@ struct IndexCommand: ParsableCommand {
 
     @Flag(
         help:
-            "Decode large JPEGs at 1/2, 1/4 or 1/8 of their size (libjpeg's DCT scaling), never smaller than --imgsz on the long side and the image tower's input on the short one: a 12-megapixel photo at 640 decodes at 1/4, several times quicker. The regions and embeddings then differ slightly from a whole photo's (and from `lookout detect`'s on it); boxes are kept in the photo's own pixels. Not with --slice (tiles need the whole photo) or --prompt-free (decoded whole)."
+            "Decode large JPEGs at 1/2, 1/4 or 1/8 of their size (libjpeg's DCT scaling), never smaller than --imgsz on the long side and the image tower's input on the short one: a 12-megapixel photo at 640 decodes at 1/4, several times quicker. The regions and embeddings then differ slightly from a whole photo's (and from `lookout detect`'s on it); boxes are kept in the photo's own pixels. The index does not record it: photos indexed with it stay as they are when later runs leave it out (index into a new database to redo them). Not with --slice (tiles need the whole photo); with --prompt-free photos are decoded whole."
     )
     var fastDecode = false
 

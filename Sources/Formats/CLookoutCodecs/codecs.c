@@ -128,7 +128,7 @@ static int jpeg_decode(const uint8_t *data, size_t size, long long max_pixels, l
 
 /* The JPEG at 1/8, 1/4 or 1/2 of its size (libjpeg's DCT scaling: TJSCALED rounds up) where the image stays at
  * least `long_side` on its long side and `short_side` on its short one; whole (0, 0: always). `result` holds the
- * decoded size; the file's own size comes back through `full_width` and `full_height` when they are given. */
+ * decoded size (`lookout_image_decode_reduced` reads the file's own size from the header first). */
 static int jpeg_decode_scaled(const uint8_t *data, size_t size, long long max_pixels, lookout_decoded *result,
                               int header_only, int long_side, int short_side) {
     tjhandle handle = tjInitDecompress();

@@ -131,10 +131,13 @@ extension PhotoIndex {
                 }
             }
             let blob = Region.encode(found, embeddingSize: embeddingSize)
-            let whole = try times.time("whole-photo embedding") {
-                try imageEmbedding?(bytes, image, photo.path).map { Float16($0).bitPattern }
+            // Stages that do not run are not timed (`--timings` lists only what ran).
+            let whole = try imageEmbedding.map { embed in
+                try times.time("whole-photo embedding") {
+                    try embed(bytes, image, photo.path).map { Float16($0).bitPattern }
+                }
             }
-            let named = times.time("labels") { labels?(image, photo.path) }
+            let named = labels.map { label in times.time("labels") { label(image, photo.path) } }
             return .indexed(
                 hash: hash, width: width, height: height, regions: blob, imageEmbedding: whole,
                 taken: ImageFile.dateTaken(bytes), labels: named)
@@ -613,7 +616,6 @@ public struct ComputeLane: @unchecked Sendable {
     }
 }
 
-/// Finished photos from the lanes, taken in the order they finish.
 /// Seconds spent in each stage of an index update, summed over the threads that ran it (`lookout index
 /// --timings`): where a lane's time goes, and what the one thread that claims and records spends. Stages are
 /// listed in the order first timed.
@@ -679,6 +681,7 @@ final class ContentsInFlight: @unchecked Sendable {
     }
 }
 
+/// Finished photos from the lanes, taken in the order they finish.
 final class LaneResults: @unchecked Sendable {
     private let condition = NSCondition()
     private var results: [(FoundPhoto, Int, PhotoOutcome)] = []
