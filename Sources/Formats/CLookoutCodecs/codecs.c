@@ -120,17 +120,17 @@ static int png_decode(const uint8_t *data, size_t size, long long max_pixels, lo
 /* ---------- JPEG (TurboJPEG) ---------- */
 
 static int jpeg_decode_scaled(const uint8_t *data, size_t size, long long max_pixels, lookout_decoded *result,
-                              int header_only, int long_side, int short_side);
+                              int header_only, int long_side, int short_side, int *full_width, int *full_height);
 
 static int jpeg_decode(const uint8_t *data, size_t size, long long max_pixels, lookout_decoded *result, int header_only) {
-    return jpeg_decode_scaled(data, size, max_pixels, result, header_only, 0, 0);
+    return jpeg_decode_scaled(data, size, max_pixels, result, header_only, 0, 0, NULL, NULL);
 }
 
 /* The JPEG at 1/8, 1/4 or 1/2 of its size (libjpeg's DCT scaling: TJSCALED rounds up) where the image stays at
  * least `long_side` on its long side and `short_side` on its short one; whole (0, 0: always). `result` holds the
- * decoded size (`lookout_image_decode_reduced` reads the file's own size from the header first). */
+ * decoded size; the file's own size comes back through `full_width` and `full_height` where they are given. */
 static int jpeg_decode_scaled(const uint8_t *data, size_t size, long long max_pixels, lookout_decoded *result,
-                              int header_only, int long_side, int short_side) {
+                              int header_only, int long_side, int short_side, int *full_width, int *full_height) {
     tjhandle handle = tjInitDecompress();
     if (!handle) {
         snprintf(result->error, sizeof result->error, "JPEG: cannot start the decoder");
@@ -153,6 +153,8 @@ static int jpeg_decode_scaled(const uint8_t *data, size_t size, long long max_pi
         tjDestroy(handle);
         return 0;
     }
+    if (full_width) *full_width = width;
+    if (full_height) *full_height = height;
     if (long_side > 0 || short_side > 0) {
         int full_long = width > height ? width : height, full_short = width > height ? height : width;
         for (int denominator = 8; denominator >= 2; denominator /= 2) {
@@ -210,15 +212,7 @@ void lookout_image_decode_reduced(const uint8_t *data, size_t size, long long ma
     memset(result, 0, sizeof *result);
     *full_width = *full_height = 0;
     if (is_jpeg(data, size)) {
-        lookout_decoded header;
-        memset(&header, 0, sizeof header);
-        if (jpeg_decode(data, size, max_pixels, &header, 1) != 0) {
-            memcpy(result->error, header.error, sizeof result->error);
-            return;
-        }
-        *full_width = header.width;
-        *full_height = header.height;
-        jpeg_decode_scaled(data, size, max_pixels, result, 0, long_side, short_side);
+        jpeg_decode_scaled(data, size, max_pixels, result, 0, long_side, short_side, full_width, full_height);
         return;
     }
     lookout_image_decode(data, size, max_pixels, result);
