@@ -55,6 +55,53 @@ import Testing
         #expect(Set(requery.detections.map(\.queryIndex)).count > 2)
     }
 
+    /// Several photos at once (``Engine/detect(images:labels:text:options:size:batch:)``): each photo's detections
+    /// are those it gets alone, in the order given, whatever the batches (on the CPU one photo at a time; a GPU's
+    /// batches are checked by lookout-gpu-check against photos alone).
+    @Test func photosDetectedTogetherGetTheirOwnDetections() throws {
+        let file = try SuppressionTests.reference("n-rocket-416-queries")
+        let text = try file.view("text").floats()
+        let labels = ["a", "b", "c", "d", "e"]
+        var options = SuppressionOptions()
+        options.confidence = 0.05
+        let root = NetworkParityTests.root + "/examples/photos/"
+        let photos = try ["rocket.jpg", "chelsea.jpg", "rocket.jpg"].map {
+            (image: try ImageFile.read(root + $0), name: $0)
+        }
+        let together = Self.engine.detect(images: photos, labels: labels, text: text, options: options, size: 416)
+        let alone = photos.map {
+            Self.engine.detect(
+                Self.engine.prepare(image: $0.image, name: $0.name, size: 416), labels: labels, text: text,
+                options: options)
+        }
+        #expect(together.map(\.image) == ["rocket.jpg", "chelsea.jpg", "rocket.jpg"])
+        #expect(together.map(\.detections) == alone.map(\.detections))
+        #expect(together[0].detections != together[1].detections && !together[1].detections.isEmpty)
+        #expect(Self.engine.batchLimit == 1, "the CPU computes one photo at a time")
+    }
+
+    /// Batches hold photos of one letterboxed size, in the order given, at most `limit` each.
+    @Test func batchesGroupPhotosOfOneSize() {
+        let shapes = [[640, 480], [480, 640], [640, 480], [640, 480], [480, 640], [640, 640]]
+        #expect(Engine.batches(of: shapes, limit: 2) == [[0, 2], [3], [1, 4], [5]])
+        #expect(Engine.batches(of: shapes, limit: 32) == [[0, 2, 3], [1, 4], [5]])
+        #expect(Engine.batches(of: [], limit: 4).isEmpty)
+    }
+
+    /// A batch's maps on the host: each channel holds the images' planes in turn, and unstacking gives them back.
+    @Test func stackedMapsHoldEachChannelsPlanesInTurn() {
+        let maps = (0..<3).map { n in
+            FeatureMap(channels: 2, height: 2, width: 3, data: (0..<12).map { Float(100 * n + $0) })
+        }
+        let backend = CPUBackend.shared
+        let tall = backend.stack(maps)
+        #expect((tall.channels, tall.height, tall.width) == (2, 6, 3))
+        // Channel 1 of image 2 starts at (1·3 + 2)·6.
+        #expect(Array(tall.data[30..<36]) == [206, 207, 208, 209, 210, 211])
+        #expect(Array(tall.data[6..<12]) == [100, 101, 102, 103, 104, 105])
+        #expect(backend.unstack(tall, images: 3).map(\.data) == maps.map(\.data))
+    }
+
     /// Results and timings are Codable: a program can hand them on as JSON and read them back unchanged.
     @Test func resultsRoundTripThroughCodable() throws {
         let file = try SuppressionTests.reference("n-rocket-416-queries")

@@ -88,6 +88,34 @@ struct Benchmark {
                 }
             }
         }
+        // Batches: photos of one size through each layer together (Engine.detect(images:)), whole detections
+        // (letterbox to boxes, NMS on threads of their own); each photo's raw output against the one made alone.
+        var batches: [(size: Int, milliseconds: Double, network: Double, difference: Float, differing: Int)] = []
+        let single = gpu.score(gpu.prepare(image: image, name: photo), labels: labels, text: text).output
+        for size in [8, 32, 64] where gpu.batchLimit >= size {
+            let photos = [(image: Image, name: String)](repeating: (image, photo), count: size)
+            var results: [ImageDetections] = []
+            for _ in 0..<2 { results = gpu.detect(images: photos, labels: labels, text: text, options: options) }
+            var times: [Double] = []
+            var networkTimes: [Double] = []
+            for _ in 0..<5 {
+                times.append(
+                    DetectionChecks.milliseconds {
+                        results = gpu.detect(images: photos, labels: labels, text: text, options: options, batch: size)
+                    })
+                networkTimes.append(
+                    DetectionChecks.milliseconds {
+                        _ = gpu.score(gpu.prepare(images: photos, batch: size), labels: labels, text: text, batch: size)
+                    })
+            }
+            let scored = gpu.score(gpu.prepare(images: photos, batch: size), labels: labels, text: text, batch: size)
+            let difference = scored.map { zip($0.output, single).map { abs($0 - $1) }.max() ?? .infinity }.max() ?? 0
+            batches.append(
+                (
+                    size, DetectionChecks.median(times), DetectionChecks.median(networkTimes), difference,
+                    results.filter { $0.detections != alone }.count
+                ))
+        }
         if let backend = gpu.backend as? CUDABackend, backend.profiling {
             _ = backend.profile()
             _ = detect(gpu)
@@ -110,6 +138,14 @@ struct Benchmark {
         for (threads, milliseconds) in sideBySide.sorted(by: { $0.key < $1.key }) {
             print(
                 "bench gpu_64_photos_\(threads)_threads_per_s \(format(64_000 / milliseconds)) (64 photos, \(threads) threads sharing the GPU)"
+            )
+        }
+        for batch in batches {
+            print(
+                "bench gpu_batch_\(batch.size)_photos_per_s \(format(Double(batch.size) * 1000 / batch.milliseconds)) (batches of \(batch.size), whole detections: \(format(batch.milliseconds)) ms a batch; letterbox to scores alone \(format(Double(batch.size) * 1000 / batch.network)) photos/s)"
+            )
+            print(
+                "bench batch of \(batch.size) against one photo alone: raw output within \(batch.difference), \(batch.differing) of \(batch.size) photos' detections differ"
             )
         }
         // The network's raw output (boxes and scores of every anchor), GPU against CPU, relative to its range.

@@ -414,6 +414,74 @@ struct OperationChecks {
         check("tasks in order", exact: true) { backend in
             backend.tasks(3) { task in backend.slice(x, channels: task..<(task + 2)) }.flatMap(\.data)
         }
+        results += batches()
+        return results
+    }
+
+    /// Three images stacked as one tall map (``ComputeBackend/batched(_:_:)``): each operation that looks past a
+    /// pixel, on the GPU within the batch, against each image alone (the CPU's, or Double's for convolutions);
+    /// the stacking itself exactly.
+    func batches() -> [Result] {
+        var results: [Result] = []
+        let images = (0..<3).map { Self.map(20, 14, 9, seed: 60 + UInt64($0)) }
+        let tall = gpu.stack(images)
+        results.append(
+            Self.compare("batch: stacked as the host stacks", tall.data, cpu.stack(images).data, exact: true))
+        results.append(
+            Self.compare(
+                "batch: unstacked as given", gpu.unstack(tall, images: 3).flatMap(\.data), images.flatMap(\.data),
+                exact: true))
+        func each(_ name: String, exact: Bool = false, _ op: (any ComputeBackend, FeatureMap) -> FeatureMap) {
+            let made = gpu.batched(3) { op(gpu, tall) }
+            let got = gpu.unstack(made, images: 3).flatMap(\.data)
+            results.append(
+                Self.compare("batch of 3: " + name, got, images.flatMap { op(cpu, $0).data }, exact: exact))
+        }
+        for (kernel, stride) in [(1, 1), (3, 1), (3, 2), (1, 2)] {
+            let weights = ConvolutionWeights(
+                weight: Self.random(11 * 20 * kernel * kernel, seed: 70, scale: 0.3), bias: Self.random(11, seed: 71),
+                inputs: 20, outputs: 11, kernel: kernel, stride: stride, activation: true)
+            let prepared = ConvolutionKernels.default.prepare(weights)
+            let made = gpu.batched(3) { gpu.convolve(tall, prepared, kernel: ConvolutionKernels.default) }
+            results.append(
+                Self.compare(
+                    "batch of 3: convolution \(kernel)×\(kernel)/\(stride), against Double",
+                    gpu.unstack(made, images: 3).flatMap(\.data), images.flatMap { Self.convolution($0, weights) }))
+        }
+        each("max pool 5", exact: true) { $0.maxPool($1, size: 5) }
+        each("upsample", exact: true) { $0.upsample($1) }
+        let weight = Self.random(20 * 9, seed: 72), bias = Self.random(20, seed: 73)
+        each("depthwise 3×3") { $0.depthwiseConvolution($1, weight: weight, bias: bias, kernel: 3, activation: true) }
+        let taps = (0..<4).map { Self.random(5 * 20, seed: 74 + UInt64($0)) }
+        each("transposed convolution 2×2") {
+            $0.transposedConvolution2x2($1, taps: taps, bias: Self.random(5, seed: 78))
+        }
+        // The head's level: each image's anchors decoded at their own rows (16 bins per side, 6 classes).
+        let boxes = (0..<3).map { Self.map(64, 12, 10, seed: 80 + UInt64($0), scale: 4) }
+        let sources = (0..<3).map { Self.map(32, 12, 10, seed: 83 + UInt64($0)) }
+        let classWeights = Self.random(6 * 32, seed: 86), constants = Self.random(6, seed: 87)
+        func decode(_ backend: any ComputeBackend, box: FeatureMap, source: FeatureMap) -> [Float] {
+            let plane = box.plane
+            var output = FeatureMap(channels: 10, height: 1, width: plane)
+            backend.contrastiveDecode(
+                box: box, weights: classWeights, depth: 32, source: source, constants: constants, scale: 1.3,
+                bias: -0.4,
+                geometry: AnchorGeometry(
+                    plane: plane, width: 10, anchors: plane, offset: 0, stride: 16, bins: 16, classes: 6),
+                into: &output)
+            return backend.floats(output)
+        }
+        let (tallBoxes, tallSources) = (gpu.stack(boxes), gpu.stack(sources))
+        let decoded = gpu.batched(3) { decode(gpu, box: tallBoxes, source: tallSources) }
+        // Each row holds the images' 120 anchors in turn.
+        var want = [Float](repeating: 0, count: 10 * 360)
+        for n in 0..<3 {
+            let alone = decode(cpu, box: boxes[n], source: sources[n])
+            for row in 0..<10 {
+                want[(row * 360 + n * 120)..<(row * 360 + n * 120 + 120)] = alone[(row * 120)..<(row * 120 + 120)]
+            }
+        }
+        results.append(Self.compare("batch of 3: contrastive decode", decoded, want))
         return results
     }
 }

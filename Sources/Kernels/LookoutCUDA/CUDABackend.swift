@@ -722,6 +722,78 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
 
     public func floats(_ x: FeatureMap) -> [Float] { x.data }
 
+    // MARK: Batches
+
+    /// The images of this thread's maps (``batched(_:_:)``), kept per thread as each thread's stream is.
+    private static let imagesKey: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
+
+    /// How many images this thread's maps hold now (1 outside ``batched(_:_:)``).
+    var images: Int { max(1, Int(bitPattern: pthread_getspecific(Self.imagesKey))) }
+
+    public var batchLimit: Int { 1024 }
+
+    public func batched<T>(_ images: Int, _ body: () -> T) -> T {
+        precondition(images >= 1 && images <= batchLimit, "a batch of \(images) images")
+        let before = self.images
+        pthread_setspecific(Self.imagesKey, UnsafeRawPointer(bitPattern: images))
+        defer { pthread_setspecific(Self.imagesKey, UnsafeRawPointer(bitPattern: before)) }
+        return body()
+    }
+
+    /// `lk_restack` once per image.
+    public func stack(_ maps: [FeatureMap]) -> FeatureMap {
+        precondition(!maps.isEmpty && maps.allSatisfy { $0.channels == maps[0].channels && $0.plane == maps[0].plane })
+        guard maps.count > 1 else { return maps[0] }
+        let (channels, plane, count) = (maps[0].channels, maps[0].plane, maps.count)
+        let shape = (channels: channels, height: count * maps[0].height, width: maps[0].width)
+        guard let out = buffer(count * channels * plane) else {
+            return map(nil, channels: shape.channels, height: shape.height, width: shape.width)
+        }
+        for (index, source) in maps.enumerated() {
+            guard let input = onDevice(source) else {
+                return map(nil, channels: shape.channels, height: shape.height, width: shape.width)
+            }
+            launch("lk_restack", count: channels * plane) {
+                $0.pointer(input)
+                $0.pointer(out)
+                $0.int(channels)
+                $0.long(plane)
+                $0.int(count)
+                $0.int(index)
+                $0.int(1)
+            }
+        }
+        return map(out, channels: shape.channels, height: shape.height, width: shape.width)
+    }
+
+    public func unstack(_ x: FeatureMap, images count: Int) -> [FeatureMap] {
+        precondition(count > 0 && x.height % count == 0, "a map of \(x.height) rows is not \(count) images")
+        guard count > 1 else { return [x] }
+        let (height, plane) = (x.height / count, x.plane / count)
+        guard let input = onDevice(x) else {
+            return (0..<count).map { _ in map(nil, channels: x.channels, height: height, width: x.width) }
+        }
+        return (0..<count).map { index in
+            guard let out = buffer(x.channels * plane) else {
+                return map(nil, channels: x.channels, height: height, width: x.width)
+            }
+            launch("lk_restack", count: x.channels * plane) {
+                $0.pointer(input)
+                $0.pointer(out)
+                $0.int(x.channels)
+                $0.long(plane)
+                $0.int(count)
+                $0.int(index)
+                $0.int(0)
+            }
+            return map(out, channels: x.channels, height: height, width: x.width)
+        }
+    }
+
     /// Stacked parts are read where they lie, never joined: a 1×1 convolution sums one product per part (its
     /// weights' columns against its channels), a larger one lowers each part into its rows of the lowered input.
     public func convolve(_ x: StackedMaps, _ weights: ConvolutionWeights, kernel: any ConvolutionKernel) -> FeatureMap {
@@ -757,7 +829,8 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             guard let buffer = onDevice(part.map) else { return failed }
             parts.append((buffer, part.channels.lowerBound * plane, part.channels.count, x.starts[index]))
         }
-        if arithmetic != .fp32, case .asMultiplied(let wideTiles, let upToPlane) = lowering, outPlane <= upToPlane,
+        if arithmetic != .fp32, images == 1, case .asMultiplied(let wideTiles, let upToPlane) = lowering,
+            outPlane <= upToPlane,
             case let present = parts.filter({ $0.channels > 0 }), (1...4).contains(present.count)
         {
             guard let weight16 = cached16(source, from: parameters[0], count: weights.outputs * depth) else {
@@ -858,19 +931,24 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         _ part: (buffer: DeviceBuffer, offset: Int, channels: Int, start: Int), of x: StackedMaps,
         _ weights: ConvolutionWeights, into columns: DeviceBuffer, sixteen: Bool
     ) {
-        let (outHeight, outWidth) = weights.outputSize(height: x.height, width: x.width)
+        // Of a batch, each image's rows (the stack's are the images' one after another).
+        let images = self.images
+        let height = x.height / images
+        let (outHeight, outWidth) = weights.outputSize(height: height, width: x.width)
         let k = weights.kernel
-        let at = part.start * k * k * outHeight * outWidth
-        launch(sixteen ? "lk_im2col_16" : "lk_im2col", rows: part.channels * k * k, plane: outHeight * outWidth) {
+        let outPlane = images * outHeight * outWidth
+        let at = part.start * k * k * outPlane
+        launch(sixteen ? "lk_im2col_16" : "lk_im2col", rows: part.channels * k * k, plane: outPlane) {
             $0.pointer(part.buffer, offset: part.offset)
             if sixteen { $0.pointer16(columns, offset: at) } else { $0.pointer(columns, offset: at) }
             $0.int(part.channels)
-            $0.int(x.height)
+            $0.int(height)
             $0.int(x.width)
             $0.int(k)
             $0.int(weights.stride)
             $0.int(outHeight)
             $0.int(outWidth)
+            $0.int(images)
             if sixteen { $0.int(Int(arithmetic.code)) }
         }
     }
@@ -886,16 +964,18 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         guard let input = onDevice(x), let parameters = cached([weight, bias], make: { [weight, bias] }),
             let out = buffer(x.channels * x.plane)
         else { return map(nil, channels: x.channels, height: x.height, width: x.width) }
+        let images = self.images
         launch("lk_depthwise", count: x.channels * x.plane) {
             $0.pointer(input)
             $0.pointer(parameters[0])
             $0.pointer(parameters[1])
             $0.pointer(out)
             $0.int(x.channels)
-            $0.int(x.height)
+            $0.int(x.height / images)
             $0.int(x.width)
             $0.int(kernel)
             $0.int(activation ? 1 : 0)
+            $0.int(images)
         }
         return map(out, channels: x.channels, height: x.height, width: x.width)
     }
@@ -924,11 +1004,12 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         guard let input = onDevice(x), let out = buffer(x.channels * x.plane) else {
             return map(nil, channels: x.channels, height: x.height, width: x.width)
         }
+        let images = self.images
         launch("lk_max_pool", count: x.channels * x.plane) {
             $0.pointer(input)
             $0.pointer(out)
-            $0.int(x.channels)
-            $0.int(x.height)
+            $0.int(x.channels * images)
+            $0.int(x.height / images)
             $0.int(x.width)
             $0.int(size / 2)
         }
@@ -1125,6 +1206,7 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
     public func spatialAttention(
         _ t: FeatureMap, heads: Int, keySize: Int, headSize: Int
     ) -> (values: FeatureMap, attended: FeatureMap) {
+        precondition(images == 1, "attention over a map's pixels takes one image at a time")
         let n = t.plane
         let group = 2 * keySize + headSize
         precondition(t.channels == heads * group, "a qkv map of \(heads) heads")
@@ -1168,6 +1250,7 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
 
     /// On the CPU (visual prompts: once per reference photo).
     public func maskedSoftmaxPool(_ x: FeatureMap, scores: FeatureMap, mask: [UInt8], groups: Int) -> [Float] {
+        precondition(images == 1, "visual-prompt pooling takes one image at a time")
         // Each map copied back once (the CPU's loop reads them value by value).
         func onHost(_ map: FeatureMap) -> FeatureMap {
             FeatureMap(channels: map.channels, height: map.height, width: map.width, data: map.data)
@@ -1583,6 +1666,7 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             $0.float(bias)
             $0.int(g.plane)
             $0.int(g.width)
+            $0.int(g.plane / g.width / images)
             $0.int(g.bins)
             $0.int(g.classes)
             $0.float(g.stride)
@@ -1737,6 +1821,7 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
     }
 
     public func decodeBoxes(_ box: FeatureMap, anchors: [Int], geometry g: AnchorGeometry) -> [Float] {
+        precondition(images == 1, "listed anchors are decoded one image at a time")
         let level = AnchorGeometry(
             plane: g.plane, width: g.width, anchors: g.plane, offset: 0, stride: g.stride, bins: g.bins, classes: 0)
         guard let out = buffer(4 * g.plane) else { return [Float](repeating: .nan, count: 4 * anchors.count) }

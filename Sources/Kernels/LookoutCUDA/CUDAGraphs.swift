@@ -92,9 +92,12 @@ extension CUDABackend {
         case refused(String)
     }
 
+    /// A recording is known by its thread, the caller's key and the images its maps hold (``batched(_:_:)``: a
+    /// key names shapes, and a tall map's shape alone does not say how many images it holds).
     struct ReplayKey: Hashable, @unchecked Sendable {
         let thread: UInt
         let key: AnyHashable
+        var images = 1
     }
 
     static var thread: UInt { UInt(bitPattern: Int(bitPattern: UInt(pthread_self()))) }
@@ -123,7 +126,7 @@ extension CUDABackend {
         _ key: AnyHashable, _ inputs: [FeatureMap], _ body: ([FeatureMap]) -> [FeatureMap]
     ) -> [FeatureMap] {
         guard Self.graphsWanted, !profiling else { return body(inputs) }
-        let slot = ReplayKey(thread: Self.thread, key: key)
+        let slot = ReplayKey(thread: Self.thread, key: key, images: images)
         let known = recordings.withLock { $0.graphs[slot] }
         switch known {
         case nil:

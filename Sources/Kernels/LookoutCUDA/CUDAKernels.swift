@@ -16,7 +16,7 @@ public enum CUDAKernels {
         "lk_add_repeating", "lk_gather_rows", "lk_patches", "lk_patches_8",
         "lk_letterbox",
         "lk_activate", "lk_fill", "lk_to_16", "lk_im2col_16", "lk_gemm_16", "lk_conv_16",
-        "lk_conv_16_wide", "lk_split_sum",
+        "lk_conv_16_wide", "lk_split_sum", "lk_restack",
     ]
 
     public static let source = """
@@ -75,14 +75,19 @@ public enum CUDAKernels {
         // The convolution's lowered input: row (c·k + ky)·k + kx, column oy·OW + ox; zero outside the map. Grid
         // (output pixels, rows).
         template <typename T>
-        __device__ void lk_lower(const float *x, T *col, int C, int H, int W, int k, int s, int OH, int OW, int type) {
+        // Of N images stacked as one tall map (each channel the images' H×W planes in turn), each image's own
+        // neighbourhoods: column p is output pixel p mod OH·OW of image p / (OH·OW).
+        __device__ void lk_lower(const float *x, T *col, int C, int H, int W, int k, int s, int OH, int OW, int N,
+                                 int type) {
             int P = OH * OW, half = k / 2;
-            LK_ROWS(row, C * k * k, p, P) {
+            LK_ROWS(row, C * k * k, p, N * P) {
                 int kx = row % k, ky = (row / k) % k, c = row / (k * k);
-                int oy = p / OW, ox = p - oy * OW;
+                int n = p / P, q = p - n * P;
+                int oy = q / OW, ox = q - oy * OW;
                 int iy = oy * s + ky - half, ix = ox * s + kx - half;
-                float v = (iy >= 0 && iy < H && ix >= 0 && ix < W) ? x[((long long)c * H + iy) * W + ix] : 0.0f;
-                lk_store(col, (long long)row * P + p, v, type);
+                float v = (iy >= 0 && iy < H && ix >= 0 && ix < W)
+                              ? x[(((long long)c * N + n) * H + iy) * W + ix] : 0.0f;
+                lk_store(col, (long long)row * N * P + p, v, type);
             }
         }
 
@@ -503,8 +508,9 @@ public enum CUDAKernels {
         }
 
         // The convolution's lowered input (lk_lower).
-        __global__ void lk_im2col(const float *x, float *col, int C, int H, int W, int k, int s, int OH, int OW) {
-            lk_lower(x, col, C, H, W, k, s, OH, OW, 0);
+        __global__ void lk_im2col(const float *x, float *col, int C, int H, int W, int k, int s, int OH, int OW,
+                                  int N) {
+            lk_lower(x, col, C, H, W, k, s, OH, OW, N, 0);
         }
 
         // C[i, j] = Σ_k A(i, k)·B(k, j) (+ beta·C), A(i, k) = a[i·sam + k·sak], B(k, j) = b[k·sbk + j·sbn]: the
@@ -515,12 +521,15 @@ public enum CUDAKernels {
         }
 
         // One k×k filter per channel, stride 1, padding k/2, bias, SiLU where `act`.
+        // N images stacked as one tall map: each image's plane on its own.
         __global__ void lk_depthwise(const float *x, const float *w, const float *bias, float *y, int C, int H,
-                                     int W, int k, int act) {
+                                     int W, int k, int act, int N) {
             int half = k / 2;
-            LK_LOOP(i, (long long)C * H * W) {
-                int xx = (int)(i % W), yy = (int)((i / W) % H), c = (int)(i / ((long long)H * W));
-                const float *plane = x + (long long)c * H * W;
+            LK_LOOP(i, (long long)C * N * H * W) {
+                int xx = (int)(i % W), yy = (int)((i / W) % H);
+                long long image = i / ((long long)H * W);
+                int c = (int)(image / N);
+                const float *plane = x + image * H * W;
                 const float *filter = w + (long long)c * k * k;
                 float sum = 0.0f;
                 for (int ky = 0; ky < k; ky++) {
@@ -628,10 +637,11 @@ public enum CUDAKernels {
         // the channel itself with one bin), the box (centre x, centre y, width, height) in input pixels, and the
         // sigmoid class scores from `logits` (classes × plane). Into out, (4 + classes) × plane.
         // The head's level: DFL boxes (centre, size) and sigmoid class scores of each anchor p, into row r of
-        // `out` at out[r·ld + offset + p] (the whole output's rows, where the level's anchors start).
+        // `out` at out[r·ld + offset + p] (the whole output's rows, where the level's anchors start). Of images
+        // stacked as one tall map, an anchor's row is its row in its image (`rows` an image).
         __global__ void lk_head_decode(const float *box, const float *logits, const float *constants, float scale,
-                                       float bias, int plane, int width, int bins, int classes, float stride,
-                                       float *whole, long long ld, long long offset) {
+                                       float bias, int plane, int width, int rows, int bins, int classes,
+                                       float stride, float *whole, long long ld, long long offset) {
             LK_LOOP(p, plane) {
                 float *out = whole + offset;
                 float d[4];
@@ -651,7 +661,7 @@ public enum CUDAKernels {
                     }
                     d[side] = weighted / total;
                 }
-                float ax = (float)(p % width) + 0.5f, ay = (float)(p / width) + 0.5f;
+                float ax = (float)(p % width) + 0.5f, ay = (float)((p / width) % rows) + 0.5f;
                 float x1 = ax - d[0], y1 = ay - d[1], x2 = ax + d[2], y2 = ay + d[3];
                 out[p] = (x1 + x2) / 2.0f * stride;
                 out[ld + p] = (y1 + y2) / 2.0f * stride;
@@ -659,6 +669,16 @@ public enum CUDAKernels {
                 out[3LL * ld + p] = (y2 - y1) * stride;
                 for (int k = 0; k < classes; k++)
                     out[(4LL + k) * ld + p] = lk_sigmoid_of((logits[(long long)k * plane + p] + constants[k]) * scale + bias);
+            }
+        }
+
+        // Image `index` of N stacked as one tall map (each channel the images' planes in turn): `stack` copies a
+        // map of its own (C × plane) into the tall one, else the other way.
+        __global__ void lk_restack(const float *x, float *y, int C, long long plane, int N, int index, int stack) {
+            LK_LOOP(i, (long long)C * plane) {
+                long long c = i / plane, p = i - c * plane;
+                long long tall = (c * N + index) * plane + p;
+                if (stack) y[tall] = x[i]; else y[i] = x[tall];
             }
         }
 
@@ -1329,8 +1349,8 @@ public enum CUDAKernels {
 
         // lk_im2col with its rows rounded to 16 bits.
         __global__ void lk_im2col_16(const float *x, unsigned short *col, int C, int H, int W, int k, int s, int OH,
-                                     int OW, int type) {
-            lk_lower(x, col, C, H, W, k, s, OH, OW, type);
+                                     int OW, int N, int type) {
+            lk_lower(x, col, C, H, W, k, s, OH, OW, N, type);
         }
 
         // lk_gemm of 16-bit operands, summed in fp32 (where cuBLAS is absent).

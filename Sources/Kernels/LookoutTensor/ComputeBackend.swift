@@ -30,6 +30,21 @@ public protocol ComputeBackend: Sendable {
     /// host (the CPU's C does it in bands).
     func letterbox(_ pixels: [UInt8], width: Int, height: Int, channels: Int, plan: LetterboxPlan) -> FeatureMap?
 
+    // MARK: Batches
+
+    /// The most images ``batched(_:_:)`` takes (1: the backend computes one image at a time, the CPU).
+    var batchLimit: Int { get }
+    /// Runs `body` (a network's layers, on this thread) on maps that each hold `images` images of one size stacked
+    /// as one tall map (``stack(_:)``): image n's rows after image n − 1's, so each channel's values are the images'
+    /// planes in turn (NCHW with N moved between C and H). Operations on single pixels or whole channels need
+    /// nothing more; convolutions, pooling and the head's anchors keep to each image's own rows. At most
+    /// ``batchLimit`` images.
+    func batched<T>(_ images: Int, _ body: () -> T) -> T
+    /// Maps of one shape as one tall map of `maps.count` images (``batched(_:_:)``), where the backend keeps them.
+    func stack(_ maps: [FeatureMap]) -> FeatureMap
+    /// A tall map of `images` images (``stack(_:)``) as a map per image, where the backend keeps them.
+    func unstack(_ x: FeatureMap, images: Int) -> [FeatureMap]
+
     /// Runs `count` independent tasks (a head's branches), side by side where the backend can; the operations a
     /// task calls run within it. Their results, in task order.
     func tasks(_ count: Int, _ body: @escaping @Sendable (Int) -> FeatureMap) -> [FeatureMap]
@@ -262,6 +277,41 @@ extension ComputeBackend {
 }
 
 extension ComputeBackend {
+    public var batchLimit: Int { 1 }
+    public func batched<T>(_ images: Int, _ body: () -> T) -> T {
+        precondition(images <= batchLimit, "\(name) computes at most \(batchLimit) images at once, given \(images)")
+        return body()
+    }
+    /// On the host: each channel's planes copied in turn.
+    public func stack(_ maps: [FeatureMap]) -> FeatureMap {
+        precondition(!maps.isEmpty && maps.allSatisfy { $0.channels == maps[0].channels && $0.plane == maps[0].plane })
+        guard maps.count > 1 else { return maps[0] }
+        let (channels, plane) = (maps[0].channels, maps[0].plane)
+        let sources = maps.map(\.data)
+        var data = [Float](repeating: 0, count: maps.count * channels * plane)
+        for c in 0..<channels {
+            for (n, source) in sources.enumerated() {
+                let at = (c * maps.count + n) * plane
+                data[at..<(at + plane)] = source[(c * plane)..<((c + 1) * plane)]
+            }
+        }
+        return FeatureMap(channels: channels, height: maps.count * maps[0].height, width: maps[0].width, data: data)
+    }
+    public func unstack(_ x: FeatureMap, images: Int) -> [FeatureMap] {
+        precondition(images > 0 && x.height % images == 0, "a map of \(x.height) rows is not \(images) images")
+        guard images > 1 else { return [x] }
+        let (data, height) = (x.data, x.height / images)
+        let plane = height * x.width
+        return (0..<images).map { n in
+            var values = [Float](repeating: 0, count: x.channels * plane)
+            for c in 0..<x.channels {
+                let at = (c * images + n) * plane
+                values[(c * plane)..<((c + 1) * plane)] = data[at..<(at + plane)]
+            }
+            return FeatureMap(channels: x.channels, height: height, width: x.width, data: values)
+        }
+    }
+
     public func settle() {}
     public func letterbox(
         _ pixels: [UInt8], width: Int, height: Int, channels: Int, plan: LetterboxPlan

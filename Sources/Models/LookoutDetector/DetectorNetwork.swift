@@ -36,6 +36,9 @@ public protocol DetectorNetwork: AnyObject, Sendable {
     /// nil for a model that is asked.
     var promptFreeNames: [String]? { get }
 
+    /// Whether every layer keeps to each image of a batch (``ComputeBackend/batched(_:_:)``): YOLO-World's do;
+    /// YOLOE's attention over a map's pixels and its masks take one image at a time.
+    var batches: Bool { get }
     /// The image-only part: P3, P4, P5.
     func backbone(_ image: FeatureMap, backend: any ComputeBackend) -> [FeatureMap]
     /// What a prepared image keeps for its queries: ``backbone(_:backend:)``'s maps and, in YOLO-World, the part of
@@ -74,6 +77,7 @@ extension DetectorNetwork {
 
 extension YOLOWorldNetwork: DetectorNetwork {
     public var familyName: String { "YOLO-World v2" }
+    public var batches: Bool { true }
     public var keepsTopK: Bool { false }
     public var textTower: TextTower { .clip }
     public var promptFreeNames: [String]? { nil }
@@ -104,6 +108,7 @@ extension YOLOWorldNetwork: DetectorNetwork {
 
 extension YOLOENetwork: DetectorNetwork {
     public var familyName: String { family.rawValue }
+    public var batches: Bool { false }
     public func imageFeatures(_ image: FeatureMap, backend: any ComputeBackend) -> [FeatureMap] {
         backbone(image, backend: backend)
     }

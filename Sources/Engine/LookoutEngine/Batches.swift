@@ -1,0 +1,160 @@
+import Dispatch
+import LookoutDetector
+import LookoutImage
+import LookoutSupport
+import LookoutTensor
+import Synchronization
+
+/// Several photos through the network at once, where the backend batches (a GPU's ``ComputeBackend/batched(_:_:)``):
+/// photos of one letterboxed size go through each layer together, as one map of the photos stacked, so that a
+/// GPU multiplies one large product instead of many small ones. Each photo's results are its own: the same
+/// operations on its own pixels, within the rounding a larger product's summation order may give. Elsewhere (the
+/// CPU, YOLOE) one photo after another.
+extension Engine {
+    /// The most photos computed as one batch: the backend's for a network whose layers all keep to each image
+    /// (YOLO-World on a GPU), else 1.
+    public var batchLimit: Int { network.batches ? backend.batchLimit : 1 }
+
+    /// ``prepare(image:name:size:square:)`` of each photo, those of one letterboxed size together in batches of
+    /// up to `batch` (and ``batchLimit``). Each photo's preprocessing and backbone times are its batch's shared
+    /// out.
+    public func prepare(images: [(image: Image, name: String)], size: Int = 640, batch: Int = 32) -> [PreparedImage] {
+        let limit = min(max(batch, 1), batchLimit)
+        guard limit > 1, images.count > 1 else {
+            return images.map { prepare(image: $0.image, name: $0.name, size: size) }
+        }
+        let letterboxes = images.map {
+            Letterbox(width: $0.image.width, height: $0.image.height, size: size, auto: true)
+        }
+        var prepared = [PreparedImage?](repeating: nil, count: images.count)
+        for chunk in Self.batches(of: letterboxes.map { [$0.width, $0.height] }, limit: limit) {
+            guard chunk.count > 1 else {
+                let only = chunk[0]
+                prepared[only] = prepare(image: images[only].image, name: images[only].name, size: size)
+                continue
+            }
+            var clock = Stopwatch()
+            let pool = self.pool
+            let inputs = chunk.map { index in
+                let (image, letterbox) = (images[index].image, letterboxes[index])
+                return backend.letterbox(
+                    image.pixels, width: image.width, height: image.height, channels: image.channels,
+                    plan: Self.plan(letterbox, for: image))
+                    ?? FeatureMap(
+                        channels: 3, height: letterbox.height, width: letterbox.width,
+                        data: letterbox.tensor(of: image) { count, body in pool.parallelFor(count, chunk: 1, body) })
+            }
+            let stacked = backend.stack(inputs)
+            let preprocess = clock.lap() / Double(chunk.count)
+            let perImage = imageFeatures(stacked: stacked, images: chunk.count)
+            let backbone = clock.lap() / Double(chunk.count)
+            for (position, index) in chunk.enumerated() {
+                var timings = StageTimings()
+                (timings.preprocess, timings.backbone) = (preprocess, backbone)
+                prepared[index] = PreparedImage(
+                    name: images[index].name, width: images[index].image.width,
+                    height: images[index].image.height, letterbox: letterboxes[index],
+                    features: perImage.map { $0[position] }, timings: timings)
+            }
+        }
+        return prepared.map { $0! }
+    }
+
+    /// The image features of `images` letterboxed inputs stacked as one tall map, recorded once per batch size
+    /// and input size where the backend can (as ``prepare(image:name:size:square:)``'s), then each image's own.
+    private func imageFeatures(stacked: FeatureMap, images: Int) -> [[FeatureMap]] {
+        let (network, backend) = (self.network, self.backend)
+        let key = ReplayKey(network: network, stage: "image features", sizes: [stacked.height, stacked.width])
+        func run() -> [FeatureMap] {
+            backend.replay(key, [stacked]) { network.imageFeatures($0[0], backend: backend) }
+        }
+        let features = backend.batched(images, run)
+        let perImage = features.map { backend.unstack($0, images: images) }
+        backend.settle()
+        return perImage
+    }
+
+    /// Neck and head of `images` photos' features stacked level by level: the raw output of all of them.
+    private func score(stacked maps: [FeatureMap], images: Int, labels: [String], text: [Float]) -> [Float] {
+        let (network, backend) = (self.network, self.backend)
+        func run() -> [Float] { network.score(maps, text: text, classes: labels.count, backend: backend).output }
+        return backend.batched(images, run)
+    }
+
+    /// ``score(_:labels:text:asIs:)`` of each prepared photo for one query set, those with features of one size
+    /// together in batches of up to `batch` (and ``batchLimit``). Each photo's neck and head time is its batch's
+    /// shared out.
+    public func score(_ prepared: [PreparedImage], labels: [String], text: [Float], batch: Int = 32) -> [ScoredImage] {
+        let limit = min(max(batch, 1), batchLimit)
+        guard limit > 1, prepared.count > 1 else { return prepared.map { score($0, labels: labels, text: text) } }
+        precondition(text.count == labels.count * network.embeddingSize, "text features do not match the labels")
+        let shapes = prepared.map { $0.features.flatMap { [$0.channels, $0.height, $0.width] } }
+        var scored = [ScoredImage?](repeating: nil, count: prepared.count)
+        for chunk in Self.batches(of: shapes, limit: limit) {
+            guard chunk.count > 1, !prepared[chunk[0]].features.isEmpty else {
+                for index in chunk { scored[index] = score(prepared[index], labels: labels, text: text) }
+                continue
+            }
+            var clock = Stopwatch()
+            let levels = prepared[chunk[0]].features.indices
+            let maps = levels.map { level in backend.stack(chunk.map { prepared[$0].features[level] }) }
+            let output = score(stacked: maps, images: chunk.count, labels: labels, text: text)
+            let seconds = clock.lap() / Double(chunk.count)
+            // The output's anchors are the levels' in turn, each level's the photos' in turn.
+            let letterbox = prepared[chunk[0]].letterbox
+            let planes = network.strides.map { (letterbox.height / $0) * (letterbox.width / $0) }
+            let anchors = planes.reduce(0, +)
+            let rows = 4 + labels.count
+            precondition(output.count == rows * chunk.count * anchors, "a batch's output of another size")
+            for (position, index) in chunk.enumerated() {
+                var values = [Float](repeating: 0, count: rows * anchors)
+                for row in 0..<rows {
+                    var (target, levelStart) = (row * anchors, row * chunk.count * anchors)
+                    for plane in planes {
+                        let source = levelStart + position * plane
+                        values[target..<(target + plane)] = output[source..<(source + plane)]
+                        target += plane
+                        levelStart += chunk.count * plane
+                    }
+                }
+                var timings = prepared[index].timings
+                timings.neckAndHead = seconds
+                scored[index] = ScoredImage(
+                    prepared: prepared[index], labels: labels, output: values, timings: timings)
+            }
+        }
+        return scored.map { $0! }
+    }
+
+    /// Detects `labels` (their text features `text`) in each photo: ``prepare(images:size:batch:)``,
+    /// ``score(_:labels:text:batch:)``, then each photo's thresholds and NMS on threads of their own.
+    public func detect(
+        images: [(image: Image, name: String)], labels: [String], text: [Float], options: SuppressionOptions = .init(),
+        size: Int = 640, batch: Int = 32
+    ) -> [ImageDetections] {
+        let prepared = prepare(images: images, size: size, batch: batch)
+        let scored = score(prepared, labels: labels, text: text, batch: batch)
+        let results = Synchronization.Mutex([ImageDetections?](repeating: nil, count: scored.count))
+        DispatchQueue.concurrentPerform(iterations: scored.count) { index in
+            let detections = self.detections(scored[index], options: options)
+            results.withLock { $0[index] = detections }
+        }
+        return results.withLock { $0.map { $0! } }
+    }
+
+    /// Indices grouped by equal `shapes`, in order of first appearance, each group cut into runs of `limit`.
+    public static func batches(of shapes: [[Int]], limit: Int) -> [[Int]] {
+        var groups: [[Int]: [Int]] = [:]
+        var order: [[Int]] = []
+        for (index, shape) in shapes.enumerated() {
+            if groups[shape] == nil { order.append(shape) }
+            groups[shape, default: []].append(index)
+        }
+        return order.flatMap { shape in
+            let members = groups[shape]!
+            return stride(from: 0, to: members.count, by: limit).map {
+                Array(members[$0..<min($0 + limit, members.count)])
+            }
+        }
+    }
+}
