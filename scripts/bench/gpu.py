@@ -11,8 +11,8 @@ against ultralytics by check_world_torch.py), at 640 with 3 queries, in one run 
   (B, 4 + K, anchors) out), BatchNorm folded, batch 1 (latency, median of 50) and batch 32 (throughput).
 - Lookout: `lookout-gpu-check --bench` on examples/photos/astronaut.jpg: the full detection from decoded pixels
   (letterbox, network, NMS, boxes in the photo's pixels) in fp32, fp16 and bf16, a re-query of kept features,
-  32 photos one after another and 64 on 4 and 8 threads sharing the GPU (Lookout has no batches yet); its GPU
-  detections against its CPU's.
+  32 photos one after another, 64 on 4 and 8 threads sharing the GPU, and batches of 8, 32 and 64 photos
+  (whole detections, each photo's raw output against the one made alone); its GPU detections against its CPU's.
 - The physical floor: the network's multiply-adds counted by hooks, against the card's nominal dense rates.
 
 Writes OUT/gpu-bench.txt (and prints it): the lines and a Markdown table for BENCHMARKS.md.
@@ -208,7 +208,10 @@ def main():
         say(f"| Lookout {arithmetic}, decoded pixels to boxes | {figures.get('gpu_ms', float('nan')):.2f} | "
             f"{figures.get('gpu_32_photos_per_s', float('nan')):.0f} one photo after another; "
             f"{figures.get('gpu_64_photos_4_threads_per_s', float('nan')):.0f} on 4 threads, "
-            f"{figures.get('gpu_64_photos_8_threads_per_s', float('nan')):.0f} on 8 |")
+            f"{figures.get('gpu_64_photos_8_threads_per_s', float('nan')):.0f} on 8; batches of 8 / 32 / 64: "
+            f"{figures.get('gpu_batch_8_photos_per_s', float('nan')):.0f} / "
+            f"{figures.get('gpu_batch_32_photos_per_s', float('nan')):.0f} / "
+            f"{figures.get('gpu_batch_64_photos_per_s', float('nan')):.0f} |")
         say(f"| Lookout {arithmetic} re-query (kept features) | {figures.get('requery_ms', float('nan')):.2f} | |")
     if lookout.get("fp32"):
         say(f"| Lookout fp32 on this machine's CPU | {lookout['fp32'].get('cpu_ms', float('nan')):.2f} | |")

@@ -13,8 +13,9 @@ import Synchronization
 
 /// `lookout-gpu-check --bench DETECTOR [PHOTO [fp32|fp16|bf16]]`: a detector (YOLO-World v2 s from scripts/bench/gpu.py, random
 /// weights) on the GPU and on the CPU with three random L2-normalised queries: the full detection from decoded
-/// pixels (letterbox, network, NMS, boxes in the photo's pixels), a re-query of kept features, and photos one
-/// after another (no batching yet) as a throughput; the GPU's detections against the CPU's. One line per figure,
+/// pixels (letterbox, network, NMS, boxes in the photo's pixels), a re-query of kept features, and as
+/// throughputs photos one after another, on threads side by side and in batches (each photo's raw output against
+/// the one made alone); the GPU's detections against the CPU's. One line per figure,
 /// read by scripts/bench/gpu.py. In fp16 or bf16 (the GPU's products on its tensor cores) the differences from
 /// the CPU's fp32 are reported, not bounded: their accuracy is measured by `--accuracy`.
 struct Benchmark {
