@@ -91,29 +91,35 @@ struct Benchmark {
         }
         // Batches: photos of one size through each layer together (Engine.detect(images:)), whole detections
         // (letterbox to boxes, NMS on threads of their own); each photo's raw output against the one made alone.
-        var batches: [(size: Int, milliseconds: Double, network: Double, difference: Float, differing: Int)] = []
+        var batches:
+            [(size: Int, milliseconds: Double, network: Double, prepare: Double, difference: Float, differing: Int)] =
+                []
         let single = gpu.score(gpu.prepare(image: image, name: photo), labels: labels, text: text).output
         for size in [8, 32, 64] where gpu.batchLimit >= size {
             let photos = [(image: Image, name: String)](repeating: (image, photo), count: size)
             var results: [ImageDetections] = []
             for _ in 0..<2 { results = gpu.detect(images: photos, labels: labels, text: text, options: options) }
             var times: [Double] = []
-            var networkTimes: [Double] = []
+            var networkTimes: [Double] = [], prepareTimes: [Double] = []
             for _ in 0..<5 {
                 times.append(
                     DetectionChecks.milliseconds {
                         results = gpu.detect(images: photos, labels: labels, text: text, options: options, batch: size)
                     })
-                networkTimes.append(
-                    DetectionChecks.milliseconds {
-                        _ = gpu.score(gpu.prepare(images: photos, batch: size), labels: labels, text: text, batch: size)
-                    })
+                var prepared: [PreparedImage] = []
+                let preparing = DetectionChecks.milliseconds { prepared = gpu.prepare(images: photos, batch: size) }
+                let scoring = DetectionChecks.milliseconds {
+                    _ = gpu.score(prepared, labels: labels, text: text, batch: size)
+                }
+                networkTimes.append(preparing + scoring)
+                prepareTimes.append(preparing)
             }
             let scored = gpu.score(gpu.prepare(images: photos, batch: size), labels: labels, text: text, batch: size)
             let difference = scored.map { zip($0.output, single).map { abs($0 - $1) }.max() ?? .infinity }.max() ?? 0
             batches.append(
                 (
-                    size, DetectionChecks.median(times), DetectionChecks.median(networkTimes), difference,
+                    size, DetectionChecks.median(times), DetectionChecks.median(networkTimes),
+                    DetectionChecks.median(prepareTimes), difference,
                     results.filter { $0.detections != alone }.count
                 ))
         }
@@ -121,6 +127,10 @@ struct Benchmark {
             _ = backend.profile()
             _ = detect(gpu)
             print("bench profile of one detection (each kernel waited for):")
+            for line in backend.profile() { print("bench   \(line)") }
+            let photos = [(image: Image, name: String)](repeating: (image, photo), count: 32)
+            _ = gpu.detect(images: photos, labels: labels, text: text, options: options)
+            print("bench profile of one batch of 32 (each kernel waited for):")
             for line in backend.profile() { print("bench   \(line)") }
         }
         func format(_ value: Double) -> String { String((value * 1000).rounded() / 1000) }
@@ -143,7 +153,7 @@ struct Benchmark {
         }
         for batch in batches {
             print(
-                "bench gpu_batch_\(batch.size)_photos_per_s \(format(Double(batch.size) * 1000 / batch.milliseconds)) (batches of \(batch.size), whole detections: \(format(batch.milliseconds)) ms a batch; letterbox to scores alone \(format(Double(batch.size) * 1000 / batch.network)) photos/s)"
+                "bench gpu_batch_\(batch.size)_photos_per_s \(format(Double(batch.size) * 1000 / batch.milliseconds)) (batches of \(batch.size), whole detections: \(format(batch.milliseconds)) ms a batch; letterbox to scores alone \(format(Double(batch.size) * 1000 / batch.network)) photos/s, of which the image features \(format(batch.prepare)) ms a batch)"
             )
             print(
                 "bench batch of \(batch.size) against one photo alone: raw output within \(batch.difference), \(batch.differing) of \(batch.size) photos' detections differ"
