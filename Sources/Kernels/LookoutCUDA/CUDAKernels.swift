@@ -72,22 +72,60 @@ public enum CUDAKernels {
             p[i] = lk_to_16_of(v, type);
         }
 
-        // The convolution's lowered input: row (c·k + ky)·k + kx, column oy·OW + ox; zero outside the map. Grid
-        // (output pixels, rows).
+        // Four values stored at p[i..i+3]: one 16- or 8-byte store where `aligned` (i a multiple of 4, the
+        // buffer's rows too), else one by one.
+        __device__ __forceinline__ void lk_store4(float *p, long long i, const float *v, int, bool aligned) {
+            if (aligned) *(float4 *)(p + i) = make_float4(v[0], v[1], v[2], v[3]);
+            else for (int j = 0; j < 4; j++) p[i + j] = v[j];
+        }
+        __device__ __forceinline__ void lk_store4(unsigned short *p, long long i, const float *v, int type,
+                                                  bool aligned) {
+            unsigned short h[4];
+            for (int j = 0; j < 4; j++) h[j] = lk_to_16_of(v[j], type);
+            if (aligned) *(uint2 *)(p + i) = make_uint2(h[0] | ((unsigned)h[1] << 16), h[2] | ((unsigned)h[3] << 16));
+            else for (int j = 0; j < 4; j++) p[i + j] = h[j];
+        }
+
+        // The convolution's lowered input: row (c·k + ky)·k + kx, column oy·OW + ox; zero outside the map. Of N
+        // images stacked as one tall map (each channel the images' H×W planes in turn), each image's own
+        // neighbourhoods: column p is output pixel p mod OH·OW of image p / (OH·OW). Each thread writes four
+        // columns (their position divided out once, then stepped), in one store where the rows allow. Grid
+        // (column quads, rows).
         template <typename T>
-        // Of N images stacked as one tall map (each channel the images' H×W planes in turn), each image's own
-        // neighbourhoods: column p is output pixel p mod OH·OW of image p / (OH·OW).
         __device__ void lk_lower(const float *x, T *col, int C, int H, int W, int k, int s, int OH, int OW, int N,
                                  int type) {
             int P = OH * OW, half = k / 2;
-            LK_ROWS(row, C * k * k, p, N * P) {
+            long long NP = (long long)N * P;
+            long long quads = (NP + 3) / 4;
+            bool rowsAligned = NP % 4 == 0;
+            for (int row = blockIdx.y; row < C * k * k; row += gridDim.y) {
                 int kx = row % k, ky = (row / k) % k, c = row / (k * k);
-                int n = p / P, q = p - n * P;
-                int oy = q / OW, ox = q - oy * OW;
-                int iy = oy * s + ky - half, ix = ox * s + kx - half;
-                float v = (iy >= 0 && iy < H && ix >= 0 && ix < W)
-                              ? x[(((long long)c * N + n) * H + iy) * W + ix] : 0.0f;
-                lk_store(col, (long long)row * N * P + p, v, type);
+                const float *channel = x + (long long)c * N * H * W;
+                for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < quads;
+                     g += (long long)blockDim.x * gridDim.x) {
+                    long long p = 4 * g;
+                    int n = (int)(p / P), q = (int)(p - (long long)n * P);
+                    int oy = q / OW, ox = q - oy * OW;
+                    float v[4];
+                    for (int j = 0; j < 4; j++) {
+                        int iy = oy * s + ky - half, ix = ox * s + kx - half;
+                        v[j] = (p + j < NP && iy >= 0 && iy < H && ix >= 0 && ix < W)
+                                   ? channel[((long long)n * H + iy) * W + ix] : 0.0f;
+                        if (++ox == OW) {
+                            ox = 0;
+                            if (++oy == OH) {
+                                oy = 0;
+                                n++;
+                            }
+                        }
+                    }
+                    long long at = (long long)row * NP + p;
+                    if (p + 4 <= NP) {
+                        lk_store4(col, at, v, type, rowsAligned);
+                    } else {
+                        for (int j = 0; p + j < NP; j++) lk_store(col, at + j, v[j], type);
+                    }
+                }
             }
         }
 
