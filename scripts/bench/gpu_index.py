@@ -12,10 +12,11 @@ of 12-megapixel JPEG files, photos/s as the command reports them, on the GPU and
   (`--classes coco`, the 80 names) once, and does not run on the photos, so its size does not change what is timed.
 - Each run indexes the whole folder into a new SQLite file: the whole command, decode to stored rows, with
   `--timings` (each stage's seconds summed over the lanes).
-  `--device cuda` with fp16 and fp32 and with 16 and 32 lanes (photos computed side by side, each on one host
-  thread, sharing the GPU); fp16 with `--fast-decode` (JPEGs decoded at 1/4, the smallest DCT scale that keeps
-  640 pixels on the long side); fp16 without the image tower; and `--device cpu` (16 lanes of one thread) on the
-  first photos alone, for the host's own rate.
+  `--device cuda` in fp16 with `--fast-decode` (JPEGs decoded at 1/4, the smallest DCT scale that keeps 640
+  pixels on the long side) on 16 lanes with each photo alone (`--batch 1`) and on 16, 32 and 48 lanes with the
+  GPU's batches (the photos the lanes have decoded computed together, `--batch 32`); the regions of the two 16-lane
+  runs compared photo by photo; the detector alone; whole decodes with and without batches; fp32; and
+  `--device cpu` (16 lanes of one thread) on the first photos alone, for the host's own rate.
 
 Writes OUT/index.txt (and prints it).
 """
@@ -23,6 +24,8 @@ import argparse
 import os
 import re
 import shutil
+import sqlite3
+import struct
 import subprocess
 import sys
 import time
@@ -60,8 +63,7 @@ def main():
                               cwd=ROOT, env=environment, capture_output=True, text=True)
         say(f"{(made.stdout + made.stderr).strip()} ({time.time() - started:.1f} s)")
 
-    def index(label, folder, *extra):
-        database = "/tmp/lookout-index-bench.sqlite"
+    def index(label, folder, *extra, database="/tmp/lookout-index-bench.sqlite"):
         for suffix in ("", "-wal", "-shm"):
             if os.path.exists(database + suffix):
                 os.remove(database + suffix)
@@ -85,20 +87,58 @@ def main():
             for line in stages[:12]:
                 if line.startswith("    ") or line.startswith("time by stage"):
                     say("    " + line.strip())
+            batches = re.search(r"the GPU detected .*", output)
+            if batches:
+                say("    " + batches.group(0))
+
+    def regions(database):
+        """Each photo's regions: (box, score) of each, by content hash."""
+        found = {}
+        with sqlite3.connect(database) as connection:
+            for digest, blob in connection.execute("SELECT hash, regions FROM images"):
+                count = struct.unpack_from("<I", blob, 0)[0] & 0x7FFFFFFF
+                size = (len(blob) - 4) // max(count, 1)
+                found[digest] = [(struct.unpack_from("<4f", blob, 4 + i * size),
+                                  struct.unpack_from("<f", blob, 4 + i * size + 16)[0]) for i in range(count)]
+        return found
+
+    def compare(label, alone, together):
+        """Each photo's regions computed in the GPU's batches against those computed alone."""
+        a, b = regions(alone), regions(together)
+        shared = sorted(set(a) & set(b))
+        box, score, same = [], [], 0
+        for digest in shared:
+            same += len(a[digest]) == len(b[digest])
+            for (box_a, score_a), (box_b, score_b) in zip(a[digest][:8], b[digest][:8]):
+                box.append(max(abs(x - y) for x, y in zip(box_a, box_b)))
+                score.append(abs(score_a - score_b))
+        box.sort()
+        score.sort()
+        if not box:
+            say(f"{label}: no photos in both indexes")
+            return
+        say(f"{label}: {len(shared)} photos in both, {same} with as many regions; the first 8 regions' boxes within "
+            f"{box[-1]:.4f} px (median {box[len(box) // 2]:.2e}, 99th percentile {box[int(0.99 * (len(box) - 1))]:.4f}), "
+            f"their scores within {score[-1]:.2e}")
 
     gpu, _ = folders["gpu"]
     cpu, _ = folders["cpu"]
-    for precision in ("fp16", "fp32"):
-        for lanes in (16, 32):
-            index(f"GPU {precision}, {lanes} lanes, detector and tower", gpu, "--image-model", tower,
-                  "--device", "cuda", "--precision", precision, "--lanes", str(lanes))
-    for lanes in (16, 32):
-        index(f"GPU fp16, {lanes} lanes, detector and tower, --fast-decode", gpu, "--image-model", tower,
-              "--device", "cuda", "--precision", "fp16", "--lanes", str(lanes), "--fast-decode")
-    index("GPU fp16, 32 lanes, detector only", gpu, "--no-image-model", "--device", "cuda", "--precision", "fp16",
-          "--lanes", "32")
-    index("GPU fp16, 32 lanes, detector only, --fast-decode", gpu, "--no-image-model", "--device", "cuda",
+    alone, together = "/tmp/lookout-index-alone.sqlite", "/tmp/lookout-index-together.sqlite"
+    index("GPU fp16, 16 lanes, detector and tower, --fast-decode, each photo alone (--batch 1)", gpu, "--image-model",
+          tower, "--device", "cuda", "--precision", "fp16", "--lanes", "16", "--fast-decode", "--batch", "1",
+          database=alone)
+    for lanes in (16, 32, 48):
+        index(f"GPU fp16, {lanes} lanes, detector and tower, --fast-decode, batches (--batch 32)", gpu,
+              "--image-model", tower, "--device", "cuda", "--precision", "fp16", "--lanes", str(lanes),
+              "--fast-decode", **({"database": together} if lanes == 16 else {}))
+    compare("fp16 regions in batches against each photo alone (--fast-decode, 16 lanes)", alone, together)
+    index("GPU fp16, 32 lanes, detector only, --fast-decode, batches", gpu, "--no-image-model", "--device", "cuda",
           "--precision", "fp16", "--lanes", "32", "--fast-decode")
+    for batch in ("1", "32"):
+        index(f"GPU fp16, 32 lanes, detector and tower, whole decode, --batch {batch}", gpu, "--image-model", tower,
+              "--device", "cuda", "--precision", "fp16", "--lanes", "32", "--batch", batch)
+    index("GPU fp32, 32 lanes, detector and tower, --fast-decode, batches", gpu, "--image-model", tower, "--device",
+          "cuda", "--precision", "fp32", "--lanes", "32", "--fast-decode")
     index("CPU fp32, 16 lanes, detector and tower", cpu, "--image-model", tower, "--device", "cpu", "--lanes", "16")
     with open(os.path.join(args.out, "index.txt"), "w") as file:
         file.write("\n".join(lines) + "\n")

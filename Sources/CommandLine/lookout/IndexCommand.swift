@@ -197,6 +197,12 @@ struct IndexCommand: ParsableCommand {
 
     @Option(
         help: ArgumentHelp(
+            "With --device cuda and several lanes: the most photos the GPU computes together (those the lanes have decoded by then, of one letterboxed size; the tower's batches hold twice as many). 1 computes each lane's photo alone.",
+            valueName: "n"))
+    var batch = 32
+
+    @Option(
+        help: ArgumentHelp(
             "Seconds of video time between the indexed frames of a video (MP4, MOV, MKV, WebM, AVI; each frame an entry that search reports as the video at that time).",
             valueName: "seconds"))
     var videoEvery: Double = 2
@@ -220,6 +226,7 @@ struct IndexCommand: ParsableCommand {
             throw ValidationError("--video-every must be between 0.04 and 3600 seconds.")
         }
         if let lanes, !(1...64).contains(lanes) { throw ValidationError("--lanes must be between 1 and 64.") }
+        if !(1...1024).contains(batch) { throw ValidationError("--batch must be between 1 and 1024 photos.") }
         if let lease, !(lease >= 1 && lease <= 86_400) {
             throw ValidationError("--lease must be between 1 and 86400 seconds.")
         }
@@ -386,11 +393,24 @@ struct IndexCommand: ParsableCommand {
         }
         /// The photo embedding: on the engine's GPU with `--device cuda` where the tower keeps its activations there
         /// (``ImageTower/keepsActivationsOnGPU``: from the patches to the pooled row), else computed on `pool`.
-        func embedder(_ pool: ComputePool) -> ImageEmbedder? {
-            let onGPU = !(engine.backend is CPUBackend) && imageTower?.keepsActivationsOnGPU == true
+        let onGPU = !(engine.backend is CPUBackend) && imageTower?.keepsActivationsOnGPU == true
+        // Lanes on a GPU: each lane's photo, once decoded, joins those the other lanes have ready, and the GPU
+        // computes them together (the tower's preprocessing stays on the lane's thread).
+        let gathersPhotos = onGPU && imageTower?.embedsPixels == true && batch > 1
+        let gatheredEmbeddings = imageTower.map { tower in
+            let backend = engine.backend
+            return GatheredBatches<[UInt8], [Float]>(limit: 2 * batch) {
+                tower.embeddings(ofPixels: $0, backend: backend)
+            }
+        }
+        func embedder(_ pool: ComputePool, lanes: Bool = false) -> ImageEmbedder? {
             let backend: any ComputeBackend = onGPU ? engine.backend : CPUBackend(pool: pool)
             return imageTower.map { tower in
-                { bytes, image, path in try tower.embedding(bytes, decoded: image, name: path, backend: backend) }
+                if lanes && gathersPhotos, let gathered = gatheredEmbeddings {
+                    return { bytes, image, path in try gathered(tower.pixels(bytes, decoded: image, name: path)) }
+                }
+                return { bytes, image, path in try tower.embedding(bytes, decoded: image, name: path, backend: backend)
+                }
             }
         }
         let labeler = try promptFreeLabeler(&model)
@@ -411,6 +431,10 @@ struct IndexCommand: ParsableCommand {
         // Side by side: each lane an engine of its own with one thread (the weights are shared).
         let laneCount = index.store is any SharedJobStore ? 1 : (lanes ?? ComputePool.availableCPUs())
         var computeLanes: [ComputeLane] = []
+        let batches = engine.batchLimit > 1 && batch > 1 && extractor.slicing == nil
+        let gatheredRegions = GatheredBatches<(image: Image, name: String), [Region]>(limit: batch) {
+            [extractor, batch] in extractor.regions(of: $0, batch: batch)
+        }
         if laneCount > 1 {
             for _ in 0..<laneCount {
                 let pool = ComputePool(threads: 1)
@@ -421,8 +445,10 @@ struct IndexCommand: ParsableCommand {
                 let lane = own
                 computeLanes.append(
                     ComputeLane(
-                        regions: { (image, name) throws(ImageError) in try lane.regions(of: image, name: name) },
-                        imageEmbedding: embedder(pool),
+                        regions: { (image, name) throws(ImageError) in
+                            batches ? gatheredRegions((image, name)) : try lane.regions(of: image, name: name)
+                        },
+                        imageEmbedding: embedder(pool, lanes: true),
                         labels: labeler?(pool)))
             }
         }
@@ -442,6 +468,12 @@ struct IndexCommand: ParsableCommand {
         ]
         if summary.computed > 0 {
             lines.append("  \(format1(Double(summary.computed) / max(seconds, 1e-9))) photos/s computed")
+        }
+        let (batchedPhotos, gpuBatches) = gatheredRegions.computed
+        if gpuBatches > 0 {
+            lines.append(
+                "  the GPU detected \(batchedPhotos) photos in \(gpuBatches) batches (\(format1(Double(batchedPhotos) / Double(gpuBatches))) a batch; --batch \(batch))"
+            )
         }
         if let stages = index.stageTimes?.stages, !stages.isEmpty {
             lines.append("  time by stage, summed over the \(laneCount) lane\(laneCount == 1 ? "" : "s"):")

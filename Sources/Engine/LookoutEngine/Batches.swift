@@ -100,23 +100,12 @@ extension Engine {
             let maps = levels.map { level in backend.stack(chunk.map { prepared[$0].features[level] }) }
             let output = score(stacked: maps, images: chunk.count, labels: labels, text: text)
             let seconds = clock.lap() / Double(chunk.count)
-            // The output's anchors are the levels' in turn, each level's the photos' in turn.
-            let letterbox = prepared[chunk[0]].letterbox
-            let planes = network.strides.map { (letterbox.height / $0) * (letterbox.width / $0) }
-            let anchors = planes.reduce(0, +)
-            let rows = 4 + labels.count
+            let planes = anchorPlanes(prepared[chunk[0]].letterbox)
+            let (anchors, rows) = (planes.reduce(0, +), 4 + labels.count)
             precondition(output.count == rows * chunk.count * anchors, "a batch's output of another size")
             for (position, index) in chunk.enumerated() {
-                var values = [Float](repeating: 0, count: rows * anchors)
-                for row in 0..<rows {
-                    var (target, levelStart) = (row * anchors, row * chunk.count * anchors)
-                    for plane in planes {
-                        let source = levelStart + position * plane
-                        values[target..<(target + plane)] = output[source..<(source + plane)]
-                        target += plane
-                        levelStart += chunk.count * plane
-                    }
-                }
+                let values = Self.rows(
+                    output, count: rows, anchors: Self.anchors(ofImage: position, images: chunk.count, planes: planes))
                 var timings = prepared[index].timings
                 timings.neckAndHead = seconds
                 scored[index] = ScoredImage(
@@ -140,6 +129,39 @@ extension Engine {
             results.withLock { $0[index] = detections }
         }
         return results.withLock { $0.map { $0! } }
+    }
+
+    /// Each level's anchors a photo letterboxed to `letterbox`.
+    public func anchorPlanes(_ letterbox: Letterbox) -> [Int] {
+        network.strides.map { (letterbox.height / $0) * (letterbox.width / $0) }
+    }
+
+    /// Where photo `image`'s anchors lie among a batch's (of `images` photos, `planes` anchors a photo in each
+    /// level): each level's anchors are the photos' in turn (the head's levels of a tall map), in order.
+    public static func anchors(ofImage image: Int, images: Int, planes: [Int]) -> [Int] {
+        var anchors: [Int] = []
+        anchors.reserveCapacity(planes.reduce(0, +))
+        var start = 0
+        for plane in planes {
+            anchors += (start + image * plane)..<(start + (image + 1) * plane)
+            start += images * plane
+        }
+        return anchors
+    }
+
+    /// `count` rows of a batch's output (row-major, each row all the batch's anchors) at `anchors` only.
+    public static func rows(_ output: [Float], count: Int, anchors: [Int]) -> [Float] {
+        let width = output.count / max(count, 1)
+        var values = [Float](repeating: 0, count: count * anchors.count)
+        output.withUnsafeBufferPointer { source in
+            values.withUnsafeMutableBufferPointer { target in
+                for row in 0..<count {
+                    let (from, to) = (row * width, row * anchors.count)
+                    for (column, anchor) in anchors.enumerated() { target[to + column] = source[from + anchor] }
+                }
+            }
+        }
+        return values
     }
 
     /// Indices grouped by equal `shapes`, in order of first appearance, each group cut into runs of `limit`.

@@ -158,13 +158,7 @@ public struct ImageTower: Sendable {
     public func embedding(
         _ bytes: [UInt8], decoded: Image? = nil, name: String, backend: any ComputeBackend = CPUBackend.shared
     ) throws(ImageError) -> [Float] {
-        let photo: PILImage
-        if let decoded, let made = CLIPPreprocessing.pilImage(jpeg: bytes, decoded: decoded) {
-            photo = made
-        } else {
-            photo = try CLIPPreprocessing.decode(bytes, name: name)
-        }
-        let rgb = CLIPPreprocessing.resized(photo, transform: transform)
+        let rgb = try resized(bytes, decoded: decoded, name: name)
         switch encoder {
         case .clip(let encoder):
             return encoder.encode(pixels: [rgb.pixels], mean: transform.mean, std: transform.std, backend: backend)[0]
@@ -172,6 +166,39 @@ public struct ImageTower: Sendable {
             return encode([CLIPPreprocessing.tensor(rgb, mean: transform.mean, std: transform.std)], backend: backend)[
                 0]
         }
+    }
+}
+
+extension ImageTower {
+    /// The photo resized and cropped as the tower's preprocessing makes it, before normalisation.
+    func resized(_ bytes: [UInt8], decoded: Image?, name: String) throws(ImageError) -> Image {
+        let photo: PILImage
+        if let decoded, let made = CLIPPreprocessing.pilImage(jpeg: bytes, decoded: decoded) {
+            photo = made
+        } else {
+            photo = try CLIPPreprocessing.decode(bytes, name: name)
+        }
+        return CLIPPreprocessing.resized(photo, transform: transform)
+    }
+
+    /// Whether ``pixels(_:decoded:name:)`` and ``embeddings(ofPixels:backend:)`` split ``embedding(_:decoded:name:backend:)``
+    /// (a CLIP tower's: its normalisation runs on the backend): the photos' preprocessing on the threads that
+    /// decode them, their embeddings in batches.
+    public var embedsPixels: Bool {
+        if case .clip = encoder { true } else { false }
+    }
+
+    /// A photo's 8-bit pixels as a CLIP tower takes them (``embedsPixels``): the first half of
+    /// ``embedding(_:decoded:name:backend:)``.
+    public func pixels(_ bytes: [UInt8], decoded: Image? = nil, name: String) throws(ImageError) -> [UInt8] {
+        try resized(bytes, decoded: decoded, name: name).pixels
+    }
+
+    /// The L2-normalised embeddings of photos' ``pixels(_:decoded:name:)``, as one batch: each photo's embedding
+    /// is the one it gets alone, within the rounding a larger product's summation order may give on a GPU.
+    public func embeddings(ofPixels pixels: [[UInt8]], backend: any ComputeBackend = CPUBackend.shared) -> [[Float]] {
+        guard case .clip(let encoder) = encoder else { preconditionFailure("only a CLIP tower embeds pixels") }
+        return encoder.encode(pixels: pixels, mean: transform.mean, std: transform.std, backend: backend)
     }
 }
 

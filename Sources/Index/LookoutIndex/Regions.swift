@@ -85,11 +85,66 @@ public struct RegionExtractor: Sendable {
         return kept
     }
 
+    /// ``regions(of:name:)`` of several whole photos (no ``slicing``): those of one letterboxed size go through the
+    /// network together where the engine batches (``Engine/batchLimit``, up to `batch`), each photo's regions as it
+    /// would have alone, within the rounding of a larger product.
+    public func regions(of images: [(image: Image, name: String)], batch: Int = 32) -> [[Region]] {
+        precondition(slicing == nil, "tiles are computed one photo at a time")
+        let prepared = engine.prepare(images: images, size: imageSize, batch: batch)
+        let limit = min(max(batch, 1), engine.batchLimit)
+        let shapes = prepared.map { $0.features.flatMap { [$0.channels, $0.height, $0.width] } }
+        var found = [[Region]](repeating: [], count: images.count)
+        for chunk in Engine.batches(of: shapes, limit: limit) {
+            if chunk.count == 1 {
+                found[chunk[0]] = candidates(prepared[chunk[0]])
+                continue
+            }
+            let heads = self.heads(chunk.map { prepared[$0] })
+            for (position, index) in chunk.enumerated() {
+                found[index] = candidates(prepared[index], head: heads[position])
+            }
+        }
+        return found
+    }
+
+    typealias Head = (output: [Float], embeddings: [Float], levels: [UInt8])
+
+    /// The head's output, region embeddings and levels of photos of one size, computed as one batch, then each
+    /// photo's own.
+    private func heads(_ prepared: [PreparedImage]) -> [Head] {
+        let (network, backend, count) = (engine.network, engine.backend, prepared.count)
+        let maps = prepared[0].features.indices.map { level in backend.stack(prepared.map { $0.features[level] }) }
+        let (vocabulary, classes) = (self.vocabulary, vocabularySize)
+        func run() -> Head { network.headWithRegions(maps, text: vocabulary, classes: classes, backend: backend) }
+        let whole = backend.batched(count, run)
+        let planes = engine.anchorPlanes(prepared[0].letterbox)
+        let size = network.embeddingSize
+        return (0..<count).map { image in
+            let anchors = Engine.anchors(ofImage: image, images: count, planes: planes)
+            var embeddings = [Float](repeating: 0, count: anchors.count * size)
+            for (row, anchor) in anchors.enumerated() {
+                embeddings[(row * size)..<((row + 1) * size)] =
+                    whole.embeddings[(anchor * size)..<((anchor + 1) * size)]
+            }
+            return (
+                Engine.rows(whole.output, count: 4 + classes, anchors: anchors), embeddings,
+                anchors.map { whole.levels[$0] }
+            )
+        }
+    }
+
     /// One prepared photo's candidates, in its pixels, best vocabulary score first.
     func candidates(_ prepared: PreparedImage) -> [Region] {
+        candidates(
+            prepared,
+            head: engine.network.headWithRegions(
+                prepared.features, text: vocabulary, classes: vocabularySize, backend: engine.backend))
+    }
+
+    /// The candidates of a prepared photo's head output.
+    private func candidates(_ prepared: PreparedImage, head: Head) -> [Region] {
         let network = engine.network
-        let (output, embeddings, levels) = network.headWithRegions(
-            prepared.features, text: vocabulary, classes: vocabularySize, backend: engine.backend)
+        let (output, embeddings, levels) = head
         let anchors = levels.count
         var best = [Float](repeating: 0, count: anchors)
         for k in 0..<vocabularySize {
