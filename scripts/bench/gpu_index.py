@@ -109,15 +109,22 @@ def main():
         box, score, same = [], [], 0
         for digest in shared:
             same += len(a[digest]) == len(b[digest])
-            for (box_a, score_a), (box_b, score_b) in zip(a[digest][:8], b[digest][:8]):
-                box.append(max(abs(x - y) for x, y in zip(box_a, box_b)))
+            # Random weights score many anchors nearly alike, so two regions may trade places: each of the first 8
+            # is matched with the nearest region the other run kept.
+            for box_a, score_a in a[digest][:8]:
+                if not b[digest]:
+                    continue
+                distance, score_b = min((max(abs(x - y) for x, y in zip(box_a, box_b)), score_b)
+                                        for box_b, score_b in b[digest])
+                box.append(distance)
                 score.append(abs(score_a - score_b))
         box.sort()
         score.sort()
         if not box:
             say(f"{label}: no photos in both indexes")
             return
-        say(f"{label}: {len(shared)} photos in both, {same} with as many regions; the first 8 regions' boxes within "
+        say(f"{label}: {len(shared)} photos in both, {same} with as many regions; the first 8 regions' boxes (each against "
+            f"the nearest the other run kept) within "
             f"{box[-1]:.4f} px (median {box[len(box) // 2]:.2e}, 99th percentile {box[int(0.99 * (len(box) - 1))]:.4f}), "
             f"their scores within {score[-1]:.2e}")
 

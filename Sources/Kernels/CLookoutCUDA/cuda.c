@@ -69,7 +69,14 @@ static struct {
     CUresult (*host_free)(void *);
     // Optional: a kernel's dynamic shared memory past 48 KB (an opt-in on compute capability 7.0 and later).
     CUresult (*function_attribute)(CUfunction, int, int);
+    // Optional (memory pools, CUDA 11.2 on): the device's pool keeps what cuMemFreeAsync gives back.
+    CUresult (*default_pool)(void **, CUdevice);
+    CUresult (*pool_attribute)(void *, int, void *);
+    CUresult (*pool_trim)(void *, size_t);
 } driver;
+
+// The device's default memory pool (stream-ordered allocations come from it), or NULL.
+static void *memory_pool = NULL;
 
 static struct {
     void *library;
@@ -234,6 +241,9 @@ static int open_driver(char *message, size_t size) {
     *(void **)&driver.graph_launch = dlsym(driver.library, "cuGraphLaunch");
     *(void **)&driver.graph_exec_destroy = dlsym(driver.library, "cuGraphExecDestroy");
     *(void **)&driver.host_alloc = dlsym(driver.library, "cuMemAllocHost_v2");
+    *(void **)&driver.default_pool = dlsym(driver.library, "cuDeviceGetDefaultMemPool");
+    *(void **)&driver.pool_attribute = dlsym(driver.library, "cuMemPoolSetAttribute");
+    *(void **)&driver.pool_trim = dlsym(driver.library, "cuMemPoolTrimTo");
     *(void **)&driver.host_free = dlsym(driver.library, "cuMemFreeHost");
     *(void **)&driver.function_attribute = dlsym(driver.library, "cuFuncSetAttribute");
     CUresult status = driver.init(0);
@@ -429,7 +439,16 @@ int lookout_cuda_use(int index, char *message, size_t size) {
     pthread_mutex_lock(&lock);
     backend_context = context;
     pthread_mutex_unlock(&lock);
-    return current(message, size);
+    if (current(message, size)) return 1;
+    // The pool keeps freed memory for the next allocation instead of handing it back to the driver at each
+    // synchronisation (its default): a batch's maps of hundreds of MB are then not mapped again every time. It
+    // is trimmed where an allocation finds no room.
+    void *pool = NULL;
+    if (driver.default_pool && driver.pool_attribute && driver.default_pool(&pool, device) == 0 && pool) {
+        unsigned long long keep = ~0ULL;
+        if (driver.pool_attribute(pool, 4 /* CU_MEMPOOL_ATTR_RELEASE_THRESHOLD */, &keep) == 0) memory_pool = pool;
+    }
+    return 0;
 }
 
 int lookout_cuda_memory(size_t *free_bytes, size_t *total_bytes) {
@@ -442,6 +461,12 @@ int lookout_cuda_alloc(unsigned long long *pointer, size_t bytes, char *message,
     CUdeviceptr address = 0;
     if (bytes == 0) bytes = 4;
     CUresult status = driver.alloc_async ? driver.alloc_async(&address, bytes, STREAM) : driver.alloc(&address, bytes);
+    if (status != 0 && memory_pool && driver.pool_trim && driver.alloc_async) {
+        // What the pool keeps given back (once the work that freed it is done), then once more.
+        driver.synchronize();
+        driver.pool_trim(memory_pool, 0);
+        status = driver.alloc_async(&address, bytes, STREAM);
+    }
     if (status != 0) {
         size_t free_bytes = 0, total = 0;
         driver.memory_info(&free_bytes, &total);
