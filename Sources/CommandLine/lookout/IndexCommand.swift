@@ -432,8 +432,10 @@ struct IndexCommand: ParsableCommand {
         let laneCount = index.store is any SharedJobStore ? 1 : (lanes ?? ComputePool.availableCPUs())
         var computeLanes: [ComputeLane] = []
         let batches = engine.batchLimit > 1 && batch > 1 && extractor.slicing == nil
-        let gatheredRegions = GatheredBatches<(image: Image, name: String), [Region]>(limit: batch) {
-            [extractor, batch] in extractor.regions(of: $0, batch: batch)
+        // Each lane letterboxes its photo on the GPU and picks its regions from its share of the batch's head;
+        // the batch computes the network.
+        let gatheredRegions = GatheredBatches<LetterboxedPhoto, HeadShare>(limit: batch) {
+            [extractor, batch] in extractor.heads(of: $0, batch: batch)
         }
         if laneCount > 1 {
             for _ in 0..<laneCount {
@@ -446,7 +448,9 @@ struct IndexCommand: ParsableCommand {
                 computeLanes.append(
                     ComputeLane(
                         regions: { (image, name) throws(ImageError) in
-                            batches ? gatheredRegions((image, name)) : try lane.regions(of: image, name: name)
+                            guard batches else { return try lane.regions(of: image, name: name) }
+                            let photo = lane.letterboxed(image, name: name)
+                            return lane.candidates(photo, gatheredRegions(photo))
                         },
                         imageEmbedding: embedder(pool, lanes: true),
                         labels: labeler?(pool)))

@@ -5,6 +5,18 @@ import LookoutSupport
 import LookoutTensor
 import Synchronization
 
+/// A photo letterboxed where the engine's backend computes (``Engine/letterboxed(_:name:size:)``), ready to join a
+/// batch of photos of its letterboxed size.
+public struct LetterboxedPhoto: Sendable {
+    public let name: String
+    /// The photo's own size.
+    public let width: Int
+    public let height: Int
+    public let letterbox: Letterbox
+    /// The network's input, where the backend keeps it.
+    public let input: FeatureMap
+}
+
 /// Several photos through the network at once, where the backend batches (a GPU's ``ComputeBackend/batched(_:_:)``):
 /// photos of one letterboxed size go through each layer together, as one map of the photos stacked, so that a
 /// GPU multiplies one large product instead of many small ones. Each photo's results are its own: the same
@@ -23,55 +35,60 @@ extension Engine {
         guard limit > 1, images.count > 1 else {
             return images.map { prepare(image: $0.image, name: $0.name, size: size) }
         }
-        let letterboxes = images.map {
-            Letterbox(width: $0.image.width, height: $0.image.height, size: size, auto: true)
-        }
+        var clock = Stopwatch()
+        let photos = images.map { letterboxed($0.image, name: $0.name, size: size) }
+        let preprocess = clock.lap() / Double(images.count)
         var prepared = [PreparedImage?](repeating: nil, count: images.count)
-        for chunk in Self.batches(of: letterboxes.map { [$0.width, $0.height] }, limit: limit) {
-            guard chunk.count > 1 else {
-                let only = chunk[0]
-                prepared[only] = prepare(image: images[only].image, name: images[only].name, size: size)
-                continue
-            }
-            var clock = Stopwatch()
-            let pool = self.pool
-            let inputs = chunk.map { index in
-                let (image, letterbox) = (images[index].image, letterboxes[index])
-                return backend.letterbox(
-                    image.pixels, width: image.width, height: image.height, channels: image.channels,
-                    plan: Self.plan(letterbox, for: image))
-                    ?? FeatureMap(
-                        channels: 3, height: letterbox.height, width: letterbox.width,
-                        data: letterbox.tensor(of: image) { count, body in pool.parallelFor(count, chunk: 1, body) })
-            }
-            let stacked = backend.stack(inputs)
-            let preprocess = clock.lap() / Double(chunk.count)
-            let perImage = imageFeatures(stacked: stacked, images: chunk.count)
+        for chunk in Self.batches(of: photos.map { [$0.letterbox.width, $0.letterbox.height] }, limit: limit) {
+            let group = chunk.map { photos[$0] }
+            let features = imageFeatures(of: group)
+            let perImage = features.map { backend.unstack($0, images: chunk.count) }
+            backend.settle()
             let backbone = clock.lap() / Double(chunk.count)
             for (position, index) in chunk.enumerated() {
                 var timings = StageTimings()
                 (timings.preprocess, timings.backbone) = (preprocess, backbone)
                 prepared[index] = PreparedImage(
-                    name: images[index].name, width: images[index].image.width,
-                    height: images[index].image.height, letterbox: letterboxes[index],
-                    features: perImage.map { $0[position] }, timings: timings)
+                    name: photos[index].name, width: photos[index].width, height: photos[index].height,
+                    letterbox: photos[index].letterbox, features: perImage.map { $0[position] }, timings: timings)
             }
         }
         return prepared.map { $0! }
     }
 
-    /// The image features of `images` letterboxed inputs stacked as one tall map, recorded once per batch size
-    /// and input size where the backend can (as ``prepare(image:name:size:square:)``'s), then each image's own.
-    private func imageFeatures(stacked: FeatureMap, images: Int) -> [[FeatureMap]] {
+    /// A photo letterboxed where the backend computes (its bytes copied over once), waited for, so that another
+    /// thread may take it into a batch (``imageFeatures(of:)``): the same floats as ``prepare(image:name:size:square:)``'s
+    /// input.
+    public func letterboxed(_ image: Image, name: String, size: Int = 640) -> LetterboxedPhoto {
+        let letterbox = Letterbox(width: image.width, height: image.height, size: size, auto: true)
+        let pool = self.pool
+        let input =
+            backend.letterbox(
+                image.pixels, width: image.width, height: image.height, channels: image.channels,
+                plan: Self.plan(letterbox, for: image))
+            ?? FeatureMap(
+                channels: 3, height: letterbox.height, width: letterbox.width,
+                data: letterbox.tensor(of: image) { count, body in pool.parallelFor(count, chunk: 1, body) })
+        backend.settle()
+        return LetterboxedPhoto(
+            name: name, width: image.width, height: image.height, letterbox: letterbox, input: input)
+    }
+
+    /// The image features (``PreparedImage/features``) of photos letterboxed to one size, computed as one batch
+    /// (at most ``batchLimit``): each map holds the photos stacked (``ComputeBackend/stack(_:)``), recorded once per
+    /// batch and input size where the backend can, as ``prepare(image:name:size:square:)``'s are.
+    public func imageFeatures(of photos: [LetterboxedPhoto]) -> [FeatureMap] {
+        precondition(
+            !photos.isEmpty && photos.allSatisfy { $0.letterbox.width == photos[0].letterbox.width }
+                && photos.allSatisfy { $0.letterbox.height == photos[0].letterbox.height },
+            "a batch holds photos letterboxed to one size")
         let (network, backend) = (self.network, self.backend)
+        let stacked = backend.stack(photos.map(\.input))
         let key = ReplayKey(network: network, stage: "image features", sizes: [stacked.height, stacked.width])
         func run() -> [FeatureMap] {
             backend.replay(key, [stacked]) { network.imageFeatures($0[0], backend: backend) }
         }
-        let features = backend.batched(images, run)
-        let perImage = features.map { backend.unstack($0, images: images) }
-        backend.settle()
-        return perImage
+        return backend.batched(photos.count, run)
     }
 
     /// Neck and head of `images` photos' features stacked level by level: the raw output of all of them.

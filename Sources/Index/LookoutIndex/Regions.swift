@@ -90,73 +90,80 @@ public struct RegionExtractor: Sendable {
     /// would have alone, within the rounding of a larger product.
     public func regions(of images: [(image: Image, name: String)], batch: Int = 32) -> [[Region]] {
         precondition(slicing == nil, "tiles are computed one photo at a time")
-        let prepared = engine.prepare(images: images, size: imageSize, batch: batch)
-        let limit = min(max(batch, 1), engine.batchLimit)
-        let shapes = prepared.map { $0.features.flatMap { [$0.channels, $0.height, $0.width] } }
-        var found = [[Region]](repeating: [], count: images.count)
-        for chunk in Engine.batches(of: shapes, limit: limit) {
-            if chunk.count == 1 {
-                found[chunk[0]] = candidates(prepared[chunk[0]])
-                continue
-            }
-            let heads = self.heads(chunk.map { prepared[$0] })
-            for (position, index) in chunk.enumerated() {
-                found[index] = candidates(prepared[index], head: heads[position])
-            }
-        }
-        return found
+        let photos = images.map { engine.letterboxed($0.image, name: $0.name, size: imageSize) }
+        return zip(photos, heads(of: photos, batch: batch)).map { candidates($0, $1) }
     }
 
-    typealias Head = (output: [Float], embeddings: [Float], levels: [UInt8])
+    /// A photo's letterboxed input (``Engine/letterboxed(_:name:size:)``), made on the caller's thread, ready to
+    /// join a batch (``heads(of:)``).
+    public func letterboxed(_ image: Image, name: String) -> LetterboxedPhoto {
+        engine.letterboxed(image, name: name, size: imageSize)
+    }
 
-    /// The head's output, region embeddings and levels of photos of one size, computed as one batch, then each
-    /// photo's own.
-    private func heads(_ prepared: [PreparedImage]) -> [Head] {
-        let (network, backend, count) = (engine.network, engine.backend, prepared.count)
-        let maps = prepared[0].features.indices.map { level in backend.stack(prepared.map { $0.features[level] }) }
+    /// The network's head for letterboxed photos, those of one size computed together in batches of up to `batch`
+    /// (and ``Engine/batchLimit``): each photo's share of its batch, for ``candidates(_:_:)`` (which each photo's
+    /// thread may then compute).
+    public func heads(of photos: [LetterboxedPhoto], batch: Int = 32) -> [HeadShare] {
+        let limit = min(max(batch, 1), engine.batchLimit)
+        var shares = [HeadShare?](repeating: nil, count: photos.count)
+        for chunk in Engine.batches(of: photos.map { [$0.letterbox.width, $0.letterbox.height] }, limit: limit) {
+            for (index, share) in zip(chunk, batchHeads(chunk.map { photos[$0] })) { shares[index] = share }
+        }
+        return shares.map { $0! }
+    }
+
+    /// One batch's heads: photos of one size, at most ``Engine/batchLimit``.
+    private func batchHeads(_ photos: [LetterboxedPhoto]) -> [HeadShare] {
+        let (network, backend, count) = (engine.network, engine.backend, photos.count)
         let (vocabulary, classes) = (self.vocabulary, vocabularySize)
-        func run() -> Head { network.headWithRegions(maps, text: vocabulary, classes: classes, backend: backend) }
+        func run() -> (output: [Float], embeddings: [[Float]]) {
+            network.headWithRegionMaps(
+                engine.imageFeatures(of: photos), text: vocabulary, classes: classes, backend: backend)
+        }
         let whole = backend.batched(count, run)
-        let planes = engine.anchorPlanes(prepared[0].letterbox)
-        let size = network.embeddingSize
-        return (0..<count).map { image in
-            let anchors = Engine.anchors(ofImage: image, images: count, planes: planes)
-            var embeddings = [Float](repeating: 0, count: anchors.count * size)
-            for (row, anchor) in anchors.enumerated() {
-                embeddings[(row * size)..<((row + 1) * size)] =
-                    whole.embeddings[(anchor * size)..<((anchor + 1) * size)]
-            }
-            return (
-                Engine.rows(whole.output, count: 4 + classes, anchors: anchors), embeddings,
-                anchors.map { whole.levels[$0] }
-            )
+        let planes = engine.anchorPlanes(photos[0].letterbox)
+        return (0..<count).map {
+            HeadShare(
+                output: whole.output, embeddings: whole.embeddings, classes: classes, images: count, position: $0,
+                planes: planes)
         }
     }
 
     /// One prepared photo's candidates, in its pixels, best vocabulary score first.
     func candidates(_ prepared: PreparedImage) -> [Region] {
-        candidates(
-            prepared,
-            head: engine.network.headWithRegions(
-                prepared.features, text: vocabulary, classes: vocabularySize, backend: engine.backend))
+        let whole = engine.network.headWithRegionMaps(
+            prepared.features, text: vocabulary, classes: vocabularySize, backend: engine.backend)
+        return candidates(
+            photoWidth: prepared.width, photoHeight: prepared.height, letterbox: prepared.letterbox,
+            HeadShare(
+                output: whole.output, embeddings: whole.embeddings, classes: vocabularySize, images: 1, position: 0,
+                planes: engine.anchorPlanes(prepared.letterbox)))
     }
 
-    /// The candidates of a prepared photo's head output.
-    private func candidates(_ prepared: PreparedImage, head: Head) -> [Region] {
-        let network = engine.network
-        let (output, embeddings, levels) = head
-        let anchors = levels.count
+    /// A photo's candidates from its share of a batch's head (``heads(of:)``), in its pixels, best vocabulary score
+    /// first.
+    public func candidates(_ photo: LetterboxedPhoto, _ share: HeadShare) -> [Region] {
+        candidates(photoWidth: photo.width, photoHeight: photo.height, letterbox: photo.letterbox, share)
+    }
+
+    private func candidates(photoWidth: Int, photoHeight: Int, letterbox: Letterbox, _ share: HeadShare) -> [Region] {
+        let columns = share.anchors
+        let anchors = columns.count
+        let output = share.output
+        let width = output.count / (4 + share.classes)
         var best = [Float](repeating: 0, count: anchors)
-        for k in 0..<vocabularySize {
-            for a in 0..<anchors { best[a] = max(best[a], output[(4 + k) * anchors + a]) }
+        for k in 0..<share.classes {
+            let row = (4 + k) * width
+            for a in 0..<anchors { best[a] = max(best[a], output[row + columns[a]]) }
         }
         let order = (0..<anchors).filter { best[$0] >= minimumScore }.sorted {
             best[$0] != best[$1] ? best[$0] > best[$1] : $0 < $1
         }
         var kept: [(anchor: Int, box: [Float])] = []
         for anchor in order {
-            let cx = output[anchor], cy = output[anchors + anchor]
-            let w = output[2 * anchors + anchor], h = output[3 * anchors + anchor]
+            let column = columns[anchor]
+            let cx = output[column], cy = output[width + column]
+            let w = output[2 * width + column], h = output[3 * width + column]
             let box = [cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2]
             if kept.contains(where: { DetectionEvaluation.iou($0.box, box) > suppressionIoU }) { continue }
             kept.append((anchor, box))
@@ -166,14 +173,42 @@ public struct RegionExtractor: Sendable {
             kept.enumerated().map {
                 Detection(box: $0.element.box, score: best[$0.element.anchor], classIndex: $0.offset)
             },
-            inputWidth: prepared.letterbox.width, inputHeight: prepared.letterbox.height,
-            imageWidth: prepared.width, imageHeight: prepared.height)
-        let size = network.embeddingSize
+            inputWidth: letterbox.width, inputHeight: letterbox.height, imageWidth: photoWidth,
+            imageHeight: photoHeight)
         return scaled.map { detection in
-            let anchor = kept[detection.classIndex].anchor
-            let embedding = Array(embeddings[(anchor * size)..<((anchor + 1) * size)])
+            let (level, embedding) = share.embedding(ofAnchor: kept[detection.classIndex].anchor)
             return Region(
-                box: detection.box, level: levels[anchor], vocabularyScore: detection.score, embedding: embedding)
+                box: detection.box, level: UInt8(level), vocabularyScore: detection.score, embedding: embedding)
         }
+    }
+}
+
+/// A photo's share of a batch's head (``RegionExtractor/heads(of:)``): the batch's raw output (`(4 + classes)` rows
+/// of every photo's anchors) and region embeddings as the head keeps them (per level `size × anchors`,
+/// channel-major), each level's anchors the photos' in turn, and where this photo's lie. Shared, not copied: a
+/// photo's thread reads only its anchors, and only the kept ones' embeddings.
+public struct HeadShare: Sendable {
+    let output: [Float]
+    let embeddings: [[Float]]
+    let classes: Int
+    let images: Int
+    let position: Int
+    let planes: [Int]
+
+    /// The photo's anchors among the output's columns, in its own anchor order.
+    var anchors: [Int] { Engine.anchors(ofImage: position, images: images, planes: planes) }
+
+    /// The level and region embedding of the photo's anchor `anchor` (in its own order).
+    func embedding(ofAnchor anchor: Int) -> (level: Int, embedding: [Float]) {
+        var (level, local) = (0, anchor)
+        while local >= planes[level] {
+            local -= planes[level]
+            level += 1
+        }
+        let width = images * planes[level]
+        let column = position * planes[level] + local
+        let data = embeddings[level]
+        let size = data.count / width
+        return (level, (0..<size).map { data[$0 * width + column] })
     }
 }

@@ -245,24 +245,19 @@ struct ContrastiveHead: Sendable {
         return (output, coefficients)
     }
 
-    /// Each level's region embeddings (channel-major, as ``run`` keeps them) as one anchors × size matrix.
-    static func anchorMajor(_ kept: [[Float]], maps: [FeatureMap], size: Int) -> [Float] {
-        let anchors = maps.reduce(0) { $0 + $1.plane }
+    /// Each level's region embeddings (channel-major, as ``run`` keeps them; `planes` anchors each) as one
+    /// anchors × size matrix.
+    static func anchorMajor(_ kept: [[Float]], planes: [Int], size: Int) -> [Float] {
+        let anchors = planes.reduce(0, +)
         var embeddings = [Float](repeating: 0, count: anchors * size)
         var offset = 0
-        for (map, data) in zip(maps, kept) {
-            let plane = map.plane
+        for (plane, data) in zip(planes, kept) {
             for p in 0..<plane {
                 for c in 0..<size { embeddings[(offset + p) * size + c] = data[c * plane + p] }
             }
             offset += plane
         }
         return embeddings
-    }
-
-    /// Each anchor's level.
-    static func levels(_ maps: [FeatureMap]) -> [UInt8] {
-        maps.enumerated().flatMap { level, map in [UInt8](repeating: UInt8(level), count: map.plane) }
     }
 
     /// The class logits are t̂·BN(W·h + b) for the embedding branch's last 1×1 convolution W, b. Without a

@@ -48,12 +48,12 @@ public protocol DetectorNetwork: AnyObject, Sendable {
     var keptMaps: [(channels: Int, stride: Int)] { get }
     /// The rest, for text-tower embeddings `text` (`classes × embeddingSize`).
     func score(_ features: [FeatureMap], text: [Float], classes: Int, backend: any ComputeBackend) -> HeadOutput
-    /// ``score(_:text:classes:backend:)``'s output plus each anchor's region embedding (`anchors × embeddingSize`,
-    /// what the contrastive head dots with ``classEmbeddings(_:classes:)``) and level.
-    func headWithRegions(
+    /// ``score(_:text:classes:backend:)``'s output plus the region embeddings (what the contrastive head dots with
+    /// ``classEmbeddings(_:classes:)``) as the head keeps them: per level `embeddingSize × plane`, channel-major.
+    /// ``headWithRegions(_:text:classes:backend:)`` gives them per anchor.
+    func headWithRegionMaps(
         _ features: [FeatureMap], text: [Float], classes: Int, backend: any ComputeBackend
-    )
-        -> (output: [Float], embeddings: [Float], levels: [UInt8])
+    ) -> (output: [Float], embeddings: [[Float]])
     /// What the head dots region embeddings with (after normalisation), from text-tower embeddings: the text
     /// itself for YOLO-World, YOLOE's `get_tpe` for YOLOE.
     func classEmbeddings(_ text: [Float], classes: Int) -> [Float]
@@ -65,6 +65,19 @@ public protocol DetectorNetwork: AnyObject, Sendable {
 }
 
 extension DetectorNetwork {
+    /// ``headWithRegionMaps(_:text:classes:backend:)`` with each anchor's region embedding (`anchors ×
+    /// embeddingSize`) and level.
+    public func headWithRegions(
+        _ features: [FeatureMap], text: [Float], classes: Int, backend: any ComputeBackend
+    ) -> (output: [Float], embeddings: [Float], levels: [UInt8]) {
+        let (output, kept) = headWithRegionMaps(features, text: text, classes: classes, backend: backend)
+        let planes = kept.map { $0.count / embeddingSize }
+        return (
+            output, ContrastiveHead.anchorMajor(kept, planes: planes, size: embeddingSize),
+            planes.enumerated().flatMap { level, plane in [UInt8](repeating: UInt8(level), count: plane) }
+        )
+    }
+
     /// Channels and stride of ``backbone(_:backend:)``'s maps: P3, P4, P5 at strides 8, 16 and 32.
     var backboneMaps: [(channels: Int, stride: Int)] { zip(featureChannels, [8, 16, 32]).map { ($0, $1) } }
 
@@ -134,11 +147,9 @@ extension YOLOENetwork: DetectorNetwork {
         return run(features, classEmbeddings: embeddings, classes: classes, backend: backend)
     }
 
-    public func headWithRegions(
+    public func headWithRegionMaps(
         _ features: [FeatureMap], text: [Float], classes: Int, backend: any ComputeBackend
-    )
-        -> (output: [Float], embeddings: [Float], levels: [UInt8])
-    {
+    ) -> (output: [Float], embeddings: [[Float]]) {
         guard let detectHead else { preconditionFailure("a prompt-free model has no region embeddings to index") }
         let maps = neck(features, backend: backend)
         var kept: [[Float]]? = []
@@ -146,9 +157,7 @@ extension YOLOENetwork: DetectorNetwork {
             maps, text: classEmbeddings(text, classes: classes), classes: classes, strides: strides,
             embeddings: &kept, masks: false, backend: backend
         ).output
-        return (
-            output, ContrastiveHead.anchorMajor(kept!, maps: maps, size: embeddingSize), ContrastiveHead.levels(maps)
-        )
+        return (output, kept!)
     }
 }
 

@@ -152,24 +152,20 @@ public final class YOLOWorldNetwork: Sendable {
         ).output
     }
 
-    /// `head`, plus the region embeddings of every anchor (`anchors × embeddingSize`, row-major, in the
-    /// output's anchor order) and each anchor's level. A region's score for any text t is
+    /// `head`, plus the region embeddings of every anchor as the head keeps them (per level `embeddingSize ×
+    /// plane`; ``DetectorNetwork/headWithRegions(_:text:classes:backend:)`` per anchor). A region's score for any
+    /// text t is
     /// `sigmoid(⟨e, t/‖t‖⟩·exp(logitScale) + bias)` with its level's `scoreParameters`: exact for the
     /// query set that conditioned the neck, an approximation for others.
-    public func headWithRegions(
+    public func headWithRegionMaps(
         _ features: [FeatureMap], text: [Float], classes: Int, backend: any ComputeBackend = CPUBackend.shared
-    )
-        -> (output: [Float], embeddings: [Float], levels: [UInt8])
-    {
+    ) -> (output: [Float], embeddings: [[Float]]) {
         let neckOutputs = neck(features, text: text, classes: classes, backend: backend)
         var kept: [[Float]]? = []
         let output = detectHead.run(
             neckOutputs, text: text, classes: classes, strides: strides, embeddings: &kept, backend: backend
         ).output
-        return (
-            output, ContrastiveHead.anchorMajor(kept!, maps: neckOutputs, size: embeddingSize),
-            ContrastiveHead.levels(neckOutputs)
-        )
+        return (output, kept!)
     }
 
     /// Per level, the contrastive head's `(logitScale, bias)`: score = sigmoid(similarity·exp(logitScale) + bias).
