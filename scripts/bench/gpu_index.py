@@ -137,15 +137,15 @@ def main():
     for lanes in (16, 32, 48):
         index(f"GPU fp16, {lanes} lanes, detector and tower, --fast-decode, batches (--batch 32)", gpu,
               "--image-model", tower, "--device", "cuda", "--precision", "fp16", "--lanes", str(lanes),
-              "--fast-decode", **({"database": together} if lanes == 16 else {}))
+              "--fast-decode", "--batch", "32", **({"database": together} if lanes == 16 else {}))
     compare("fp16 regions in batches against each photo alone (--fast-decode, 16 lanes)", alone, together)
     index("GPU fp16, 32 lanes, detector only, --fast-decode, batches", gpu, "--no-image-model", "--device", "cuda",
-          "--precision", "fp16", "--lanes", "32", "--fast-decode")
+          "--precision", "fp16", "--lanes", "32", "--fast-decode", "--batch", "32")
     for batch in ("1", "32"):
         index(f"GPU fp16, 32 lanes, detector and tower, whole decode, --batch {batch}", gpu, "--image-model", tower,
               "--device", "cuda", "--precision", "fp16", "--lanes", "32", "--batch", batch)
     index("GPU fp32, 32 lanes, detector and tower, --fast-decode, batches", gpu, "--image-model", tower, "--device",
-          "cuda", "--precision", "fp32", "--lanes", "32", "--fast-decode")
+          "cuda", "--precision", "fp32", "--lanes", "32", "--fast-decode", "--batch", "32")
     index("CPU fp32, 16 lanes, detector and tower", cpu, "--image-model", tower, "--device", "cpu", "--lanes", "16")
     with open(os.path.join(args.out, "index.txt"), "w") as file:
         file.write("\n".join(lines) + "\n")

@@ -197,9 +197,9 @@ struct IndexCommand: ParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "With --device cuda and several lanes: the most photos the GPU computes together (those the lanes have decoded by then, of one letterboxed size; the tower's batches hold twice as many). 1 computes each lane's photo alone.",
+            "With --device cuda and several lanes: the most photos the GPU computes together (those the lanes have decoded by then, of one letterboxed size; the tower's batches hold twice as many). 1 (the default) computes each lane's photo alone, which is faster today: batches run without recorded CUDA graphs there (BENCHMARKS.md).",
             valueName: "n"))
-    var batch = 32
+    var batch = 1
 
     @Option(
         help: ArgumentHelp(
