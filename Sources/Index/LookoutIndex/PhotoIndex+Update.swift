@@ -681,7 +681,6 @@ final class ContentsInFlight: @unchecked Sendable {
     }
 }
 
-/// Finished photos from the lanes, taken in the order they finish.
 /// One thread a lane, kept for the whole update: a lane's photos run one after another on it, so that what a GPU
 /// keeps per thread (its stream, its cuBLAS handle and workspace, its recorded graphs, its freed buffers) serves
 /// all of them. A thread made for each photo left them behind for each photo: a cuBLAS handle and 32 MiB of the
@@ -711,6 +710,7 @@ final class LaneThreads: @unchecked Sendable {
     }
 }
 
+/// Finished photos from the lanes, taken in the order they finish.
 final class LaneResults: @unchecked Sendable {
     private let condition = NSCondition()
     private var results: [(FoundPhoto, Int, PhotoOutcome)] = []

@@ -440,12 +440,15 @@ int lookout_cuda_use(int index, char *message, size_t size) {
     backend_context = context;
     pthread_mutex_unlock(&lock);
     if (current(message, size)) return 1;
-    // The pool keeps freed memory for the next allocation instead of handing it back to the driver at each
-    // synchronisation (its default): a batch's maps of hundreds of MB are then not mapped again every time. It
-    // is trimmed where an allocation finds no room.
+    // The pool keeps up to an eighth of the GPU's memory freed for the next allocation instead of handing it back
+    // to the driver at each synchronisation (its default): a batch's maps of hundreds of MB are then not mapped
+    // again every time. Bounded, because what it keeps counts as used in cuMemGetInfo, which sizes batches and
+    // decides whether a graph is recorded. It is trimmed where an allocation finds no room.
     void *pool = NULL;
-    if (driver.default_pool && driver.pool_attribute && driver.default_pool(&pool, device) == 0 && pool) {
-        unsigned long long keep = ~0ULL;
+    size_t total_bytes = 0;
+    if (driver.default_pool && driver.pool_attribute && driver.default_pool(&pool, device) == 0 && pool &&
+        driver.device_memory(&total_bytes, device) == 0) {
+        unsigned long long keep = total_bytes / 8;
         if (driver.pool_attribute(pool, 4 /* CU_MEMPOOL_ATTR_RELEASE_THRESHOLD */, &keep) == 0) memory_pool = pool;
     }
     return 0;
@@ -462,8 +465,8 @@ int lookout_cuda_alloc(unsigned long long *pointer, size_t bytes, char *message,
     if (bytes == 0) bytes = 4;
     CUresult status = driver.alloc_async ? driver.alloc_async(&address, bytes, STREAM) : driver.alloc(&address, bytes);
     if (status != 0 && memory_pool && driver.pool_trim && driver.alloc_async) {
-        // What the pool keeps given back (once the work that freed it is done), then once more.
-        driver.synchronize();
+        // What the pool keeps and no work still uses given back, then once more. No context-wide wait first: it
+        // would spoil another thread's recording.
         driver.pool_trim(memory_pool, 0);
         status = driver.alloc_async(&address, bytes, STREAM);
     }

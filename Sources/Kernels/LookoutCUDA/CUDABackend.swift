@@ -852,7 +852,11 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
 
     private func convolveHere(_ x: StackedMaps, _ weights: ConvolutionWeights) -> FeatureMap {
         precondition(x.channels == weights.inputs, "a convolution of \(weights.inputs) inputs given \(x.channels)")
-        let (outHeight, outWidth) = weights.outputSize(height: x.height, width: x.width)
+        // Of a batch, each image's output rows in turn (a stride-2 convolution of an odd height is not half the
+        // stack's).
+        let images = self.images
+        let perImage = weights.outputSize(height: x.height / images, width: x.width)
+        let (outHeight, outWidth) = (images * perImage.height, perImage.width)
         let (plane, outPlane, k) = (x.plane, outHeight * outWidth, weights.kernel)
         let depth = weights.inputs * k * k
         let failed = map(nil, channels: weights.outputs, height: outHeight, width: outWidth)
