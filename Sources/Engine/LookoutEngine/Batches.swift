@@ -61,14 +61,7 @@ extension Engine {
     /// input.
     public func letterboxed(_ image: Image, name: String, size: Int = 640) -> LetterboxedPhoto {
         let letterbox = Letterbox(width: image.width, height: image.height, size: size, auto: true)
-        let pool = self.pool
-        let input =
-            backend.letterbox(
-                image.pixels, width: image.width, height: image.height, channels: image.channels,
-                plan: Self.plan(letterbox, for: image))
-            ?? FeatureMap(
-                channels: 3, height: letterbox.height, width: letterbox.width,
-                data: letterbox.tensor(of: image) { count, body in pool.parallelFor(count, chunk: 1, body) })
+        let input = networkInput(image, letterbox: letterbox)
         backend.settle()
         return LetterboxedPhoto(
             name: name, width: image.width, height: image.height, letterbox: letterbox, input: input)

@@ -148,16 +148,7 @@ public final class Engine: Sendable {
         var timings = StageTimings()
         var clock = Stopwatch()
         let letterbox = Letterbox(width: image.width, height: image.height, size: size, auto: !square)
-        // On a GPU from the photo's bytes; else resize, padding and planes in one pass per row, bands of rows
-        // across the pool. The same floats either way.
-        let pool = self.pool
-        let input =
-            backend.letterbox(
-                image.pixels, width: image.width, height: image.height, channels: image.channels,
-                plan: Self.plan(letterbox, for: image))
-            ?? FeatureMap(
-                channels: 3, height: letterbox.height, width: letterbox.width,
-                data: letterbox.tensor(of: image) { count, body in pool.parallelFor(count, chunk: 1, body) })
+        let input = networkInput(image, letterbox: letterbox)
         timings.preprocess = clock.lap()
         // Recorded once per network and input size where the backend can (a GPU's graph), then replayed.
         let network = self.network, backend = self.backend
@@ -168,6 +159,18 @@ public final class Engine: Sendable {
         return PreparedImage(
             name: name, width: image.width, height: image.height, letterbox: letterbox, features: features,
             timings: timings)
+    }
+
+    /// The network's input: on a GPU from the photo's bytes; else resize, padding and planes in one pass per row,
+    /// bands of rows across the pool. The same floats either way.
+    func networkInput(_ image: Image, letterbox: Letterbox) -> FeatureMap {
+        let pool = self.pool
+        return backend.letterbox(
+            image.pixels, width: image.width, height: image.height, channels: image.channels,
+            plan: Self.plan(letterbox, for: image))
+            ?? FeatureMap(
+                channels: 3, height: letterbox.height, width: letterbox.width,
+                data: letterbox.tensor(of: image) { count, body in pool.parallelFor(count, chunk: 1, body) })
     }
 
     /// The letterbox as a backend computes it (``ComputeBackend/letterbox(_:width:height:channels:plan:)``).

@@ -245,21 +245,6 @@ struct ContrastiveHead: Sendable {
         return (output, coefficients)
     }
 
-    /// Each level's region embeddings (channel-major, as ``run`` keeps them; `planes` anchors each) as one
-    /// anchors × size matrix.
-    static func anchorMajor(_ kept: [[Float]], planes: [Int], size: Int) -> [Float] {
-        let anchors = planes.reduce(0, +)
-        var embeddings = [Float](repeating: 0, count: anchors * size)
-        var offset = 0
-        for (plane, data) in zip(planes, kept) {
-            for p in 0..<plane {
-                for c in 0..<size { embeddings[(offset + p) * size + c] = data[c * plane + p] }
-            }
-            offset += plane
-        }
-        return embeddings
-    }
-
     /// The class logits are t̂·BN(W·h + b) for the embedding branch's last 1×1 convolution W, b. Without a
     /// request for the embeddings, that is folded into the text side: logits = A·h + c with
     /// A = (t̂ ⊙ s)·W (classes × depth) and c = (t̂ ⊙ s)·b + t̂·shift; no 512-d map is formed.

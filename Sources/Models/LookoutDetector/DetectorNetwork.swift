@@ -49,8 +49,8 @@ public protocol DetectorNetwork: AnyObject, Sendable {
     /// The rest, for text-tower embeddings `text` (`classes × embeddingSize`).
     func score(_ features: [FeatureMap], text: [Float], classes: Int, backend: any ComputeBackend) -> HeadOutput
     /// ``score(_:text:classes:backend:)``'s output plus the region embeddings (what the contrastive head dots with
-    /// ``classEmbeddings(_:classes:)``) as the head keeps them: per level `embeddingSize × plane`, channel-major.
-    /// ``headWithRegions(_:text:classes:backend:)`` gives them per anchor.
+    /// ``classEmbeddings(_:classes:)``) as the head keeps them: per level `embeddingSize × plane`, channel-major
+    /// (the index reads only its kept regions' columns).
     func headWithRegionMaps(
         _ features: [FeatureMap], text: [Float], classes: Int, backend: any ComputeBackend
     ) -> (output: [Float], embeddings: [[Float]])
@@ -65,19 +65,6 @@ public protocol DetectorNetwork: AnyObject, Sendable {
 }
 
 extension DetectorNetwork {
-    /// ``headWithRegionMaps(_:text:classes:backend:)`` with each anchor's region embedding (`anchors ×
-    /// embeddingSize`) and level.
-    public func headWithRegions(
-        _ features: [FeatureMap], text: [Float], classes: Int, backend: any ComputeBackend
-    ) -> (output: [Float], embeddings: [Float], levels: [UInt8]) {
-        let (output, kept) = headWithRegionMaps(features, text: text, classes: classes, backend: backend)
-        let planes = kept.map { $0.count / embeddingSize }
-        return (
-            output, ContrastiveHead.anchorMajor(kept, planes: planes, size: embeddingSize),
-            planes.enumerated().flatMap { level, plane in [UInt8](repeating: UInt8(level), count: plane) }
-        )
-    }
-
     /// Channels and stride of ``backbone(_:backend:)``'s maps: P3, P4, P5 at strides 8, 16 and 32.
     var backboneMaps: [(channels: Int, stride: Int)] { zip(featureChannels, [8, 16, 32]).map { ($0, $1) } }
 

@@ -153,8 +153,7 @@ public final class YOLOWorldNetwork: Sendable {
     }
 
     /// `head`, plus the region embeddings of every anchor as the head keeps them (per level `embeddingSize ×
-    /// plane`; ``DetectorNetwork/headWithRegions(_:text:classes:backend:)`` per anchor). A region's score for any
-    /// text t is
+    /// plane`, channel-major). A region's score for any text t is
     /// `sigmoid(⟨e, t/‖t‖⟩·exp(logitScale) + bias)` with its level's `scoreParameters`: exact for the
     /// query set that conditioned the neck, an approximation for others.
     public func headWithRegionMaps(

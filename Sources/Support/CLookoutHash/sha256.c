@@ -2,10 +2,7 @@
  * and its Swift compression function elsewhere; the digests are the same (SHA256Tests compare the two). */
 #include "lookout_hash.h"
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#include <cpuid.h>
-
+/* FIPS 180-4's round constants: both compression functions read them from here. */
 static const uint32_t lookout_sha256_k[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
     0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
@@ -16,6 +13,12 @@ static const uint32_t lookout_sha256_k[64] = {
     0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
     0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
 };
+
+const uint32_t *lookout_sha256_constants(void) { return lookout_sha256_k; }
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <cpuid.h>
 
 int lookout_sha256_instructions(void) {
     unsigned a, b, c, d;

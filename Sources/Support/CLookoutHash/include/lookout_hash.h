@@ -4,6 +4,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/// SHA-256's 64 round constants (FIPS 180-4), for the Swift compression function too.
+const uint32_t *lookout_sha256_constants(void);
+
 /// Whether this CPU has the SHA extensions (and SSSE3, SSE4.1) that `lookout_sha256_blocks` needs.
 int lookout_sha256_instructions(void);
 
