@@ -134,6 +134,29 @@ struct Benchmark {
             for line in backend.profile() { print("bench   \(line)") }
         }
         func format(_ value: Double) -> String { String((value * 1000).rounded() / 1000) }
+        if let backend = gpu.backend as? CUDABackend, backend.profilingHost {
+            // Where the host spends a batch's time: in the calls to the GPU (nothing waited for but where results
+            // come back), against the whole.
+            _ = backend.profile()
+            let one = DetectionChecks.milliseconds { _ = detect(gpu) }
+            print("bench host's time in one detection: \(format(one)) ms in all; in the calls:")
+            for line in backend.profile().prefix(24) { print("bench   \(line)") }
+            let again = DetectionChecks.milliseconds {
+                _ = gpu.detect(prepared, labels: labels, text: text, options: options)
+            }
+            print("bench host's time in one re-query: \(format(again)) ms in all; in the calls:")
+            for line in backend.profile().prefix(24) { print("bench   \(line)") }
+            for size in [1, 8, 32] where gpu.batchLimit >= size {
+                let photos = [(image: Image, name: String)](repeating: (image, photo), count: size)
+                _ = gpu.detect(images: photos, labels: labels, text: text, options: options, batch: size)
+                _ = backend.profile()
+                let whole = DetectionChecks.milliseconds {
+                    _ = gpu.detect(images: photos, labels: labels, text: text, options: options, batch: size)
+                }
+                print("bench host's time in one batch of \(size): \(format(whole)) ms in all; in the calls:")
+                for line in backend.profile().prefix(24) { print("bench   \(line)") }
+            }
+        }
         print("bench cpu_ms \(format(DetectionChecks.median(cpuTimes))) (\(cpu.backend.name), median of 5)")
         print("bench gpu_ms \(format(DetectionChecks.median(gpuTimes))) (\(gpu.backend.name), median of 50)")
         print(

@@ -68,8 +68,9 @@ extension Engine {
     }
 
     /// The image features (``PreparedImage/features``) of photos letterboxed to one size, computed as one batch
-    /// (at most ``batchLimit``): each map holds the photos stacked (``ComputeBackend/stack(_:)``), recorded once per
-    /// batch and input size where the backend can, as ``prepare(image:name:size:square:)``'s are.
+    /// (at most ``batchLimit``): each map holds the photos stacked (``ComputeBackend/stack(_:)``). A lone photo's
+    /// is recorded where the backend can, as ``prepare(image:name:size:square:)``'s is; a batch's is not (a GPU's
+    /// graphs pay for one photo's many short launches, not for a batch's).
     public func imageFeatures(of photos: [LetterboxedPhoto]) -> [FeatureMap] {
         precondition(
             !photos.isEmpty && photos.allSatisfy { $0.letterbox.width == photos[0].letterbox.width }

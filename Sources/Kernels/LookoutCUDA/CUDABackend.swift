@@ -46,9 +46,12 @@ final class DeviceBuffer: DeviceStorage, @unchecked Sendable {
     func download(into buffer: UnsafeMutableBufferPointer<Float>) {
         precondition(buffer.count >= count)
         backend.recordingHere()?.note("reading a map of \(count) values back")
-        if let error = CUDABackend.check({ lookout_cuda_download(buffer.baseAddress, address, count * 4, $0, $1) }) {
-            backend.fail(error)
-            buffer.update(repeating: .nan)
+        backend.timed("a map read back") {
+            if let error = CUDABackend.check({ lookout_cuda_download(buffer.baseAddress, address, count * 4, $0, $1) })
+            {
+                backend.fail(error)
+                buffer.update(repeating: .nan)
+            }
         }
     }
 }
@@ -90,6 +93,9 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         var failure: CUDAError?
         /// With ``profiling``: milliseconds and calls per kernel (each waited for).
         var profile: [String: (milliseconds: Double, calls: Int)] = [:]
+        /// With ``profilingHost``: when the last call ended, and what it was (the host's time between two calls
+        /// is counted as a gap after the first).
+        var lastCall: (end: Double, name: String)?
         /// Weights copied to the GPU, by the address of the host array they came from (the array is kept with
         /// them, so the address names them while they are cached).
         var weights: [WeightKey: CachedWeights] = [:]
@@ -194,6 +200,9 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
     /// convolution timed by its shape as well (all its kernels together).
     public let profiling = getenv("LOOKOUT_CUDA_PROFILE").map { ["1", "2"].contains(String(cString: $0)) } ?? false
     let profilesShapes = getenv("LOOKOUT_CUDA_PROFILE").map { String(cString: $0) == "2" } ?? false
+    /// `LOOKOUT_CUDA_PROFILE=3`: the host's own time in each call (launch, product, copy, allocation), nothing
+    /// waited for: where the host, not the GPU, spends a batch's time (``profile()``).
+    public let profilingHost = getenv("LOOKOUT_CUDA_PROFILE").map { String(cString: $0) == "3" } ?? false
 
     /// Time per kernel since the last call, longest first (with ``profiling``), one line each.
     public func profile() -> [String] {
@@ -207,16 +216,23 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         }
     }
 
-    private func timed(_ name: String, _ body: () -> Void) {
-        guard profiling else { return body() }
-        _ = lookout_cuda_synchronize(nil, 0)
-        var clock = Stopwatch()
+    func timed(_ name: String, _ body: () -> Void) {
+        guard profiling || profilingHost else { return body() }
+        if profiling { _ = lookout_cuda_synchronize(nil, 0) }
+        let start = Stopwatch.now()
         body()
-        _ = lookout_cuda_synchronize(nil, 0)
-        let milliseconds = clock.lap() * 1e3
+        if profiling { _ = lookout_cuda_synchronize(nil, 0) }
+        let end = Stopwatch.now()
         state.withLock {
             let entry = $0.profile[name] ?? (0, 0)
-            $0.profile[name] = (entry.milliseconds + milliseconds, entry.calls + 1)
+            $0.profile[name] = (entry.milliseconds + (end - start) * 1e3, entry.calls + 1)
+            // The host's own time between two calls, after the first (more than 0.1 ms of it).
+            if profilingHost, let last = $0.lastCall, start - last.end > 1e-4 {
+                let gap = "host after \(last.name)"
+                let entry = $0.profile[gap] ?? (0, 0)
+                $0.profile[gap] = (entry.milliseconds + (start - last.end) * 1e3, entry.calls + 1)
+            }
+            $0.lastCall = (end, name)
         }
     }
 
@@ -337,8 +353,11 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             self.bytes = bytes
         }
     }
-    /// An eighth of the GPU's memory, at most 4 GiB.
-    private var poolLimit: Int { min(4 << 30, gpu.memoryBytes / 8) }
+    /// An eighth of the GPU's memory, at most 4 GiB (`LOOKOUT_CUDA_POOL_MIB`: another bound, for comparisons).
+    private var poolLimit: Int {
+        if let mib = getenv("LOOKOUT_CUDA_POOL_MIB").flatMap({ Int(String(cString: $0)) }) { return mib << 20 }
+        return min(4 << 30, gpu.memoryBytes / 8)
+    }
 
     /// `bytes` of the GPU's memory: a kept buffer of that size, else a new one (after giving the kept ones back
     /// where the GPU has no room).
@@ -368,7 +387,7 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             pool.bytes += bytes
             return true
         }
-        if !kept { lookout_cuda_free(address) }
+        if !kept { timed("free") { lookout_cuda_free(address) } }
     }
 
     /// Frees every kept buffer.
@@ -859,20 +878,22 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         let (outHeight, outWidth) = (images * perImage.height, perImage.width)
         let (plane, outPlane, k) = (x.plane, outHeight * outWidth, weights.kernel)
         let depth = weights.inputs * k * k
-        let failed = map(nil, channels: weights.outputs, height: outHeight, width: outWidth)
+        // Made only where something failed: its NaNs fill the host's memory (420 MB for a batch of 32's first
+        // layer, which took the host longer than the GPU's whole batch where it was made every call).
+        func failed() -> FeatureMap { map(nil, channels: weights.outputs, height: outHeight, width: outWidth) }
         let source = [weights.weight, weights.packed, weights.transformed, weights.bias]
         guard let parameters = cached(source, make: { [weights.denseWeight, weights.bias] }),
             let out = buffer(weights.outputs * outPlane)
-        else { return failed }
+        else { return failed() }
         // Each part: its map's buffer (a host map copied over), where its channels start there, how many, and where
         // they start among the stack's.
         var parts: [(buffer: DeviceBuffer, offset: Int, channels: Int, start: Int)] = []
         if joinsParts {
-            guard let joined = onDevice(x) else { return failed }
+            guard let joined = onDevice(x) else { return failed() }
             parts.append((joined, 0, x.channels, 0))
         }
         for (index, part) in x.parts.enumerated() where !joinsParts {
-            guard let buffer = onDevice(part.map) else { return failed }
+            guard let buffer = onDevice(part.map) else { return failed() }
             parts.append((buffer, part.channels.lowerBound * plane, part.channels.count, x.starts[index]))
         }
         if arithmetic != .fp32, images == 1, case .asMultiplied(let wideTiles, let upToPlane) = lowering,
@@ -880,7 +901,7 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             case let present = parts.filter({ $0.channels > 0 }), (1...4).contains(present.count)
         {
             guard let weight16 = cached16(source, from: parameters[0], count: weights.outputs * depth) else {
-                return failed
+                return failed()
             }
             // Rows split among blocks (summed after by lk_split_sum, in a fixed order) where the tiles alone are
             // too few to fill the GPU: at least four row tiles a block.
@@ -892,7 +913,7 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             let perSplit = (tiles + max(1, min(wanted, tiles / 4)) - 1) / max(1, min(wanted, tiles / 4))
             let splits = (tiles + perSplit - 1) / perSplit
             let partial = splits > 1 ? buffer(splits * weights.outputs * outPlane) : nil
-            guard splits == 1 || partial != nil else { return failed }
+            guard splits == 1 || partial != nil else { return failed() }
             launch(
                 wide ? "lk_conv_16_wide" : "lk_conv_16", grid: grid, depth: UInt32(splits), block: (UInt32(2 * rows), 1)
             ) {
@@ -934,7 +955,7 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
             // The lowered input in 16 bits (a 1×1 convolution's parts rounded into their rows), one product.
             guard let weight16 = cached16(source, from: parameters[0], count: weights.outputs * depth),
                 let columns = buffer16(depth * outPlane)
-            else { return failed }
+            else { return failed() }
             for part in parts where part.channels > 0 {
                 if k == 1 && weights.stride == 1 {
                     round16(
@@ -956,7 +977,7 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
                     beta: index == 0 ? 0 : 1)
             }
         } else {
-            guard let columns = buffer(depth * outPlane) else { return failed }
+            guard let columns = buffer(depth * outPlane) else { return failed() }
             for part in parts { lower(part, of: x, weights, into: columns, sixteen: false) }
             gemm(
                 m: weights.outputs, n: outPlane, k: depth, a: parameters[0], aRow: depth, aColumn: 1, b: columns,
@@ -1256,13 +1277,14 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         let n = t.plane
         let group = 2 * keySize + headSize
         precondition(t.channels == heads * group, "a qkv map of \(heads) heads")
-        let failed = (
-            map(nil, channels: heads * headSize, height: t.height, width: t.width),
-            map(nil, channels: heads * headSize, height: t.height, width: t.width)
-        )
         guard let input = onDevice(t), let values = buffer(heads * headSize * n),
             let attended = buffer(heads * headSize * n), let query = buffer(keySize * n), let scores = buffer(n * n)
-        else { return failed }
+        else {
+            return (
+                map(nil, channels: heads * headSize, height: t.height, width: t.width),
+                map(nil, channels: heads * headSize, height: t.height, width: t.width)
+            )
+        }
         let scale = Float(1 / Double(keySize).squareRoot())
         for h in 0..<heads {
             let base = h * group * n
