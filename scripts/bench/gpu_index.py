@@ -4,9 +4,9 @@ in the released shapes, made here with PyTorch as scripts/bench/gpu.py and gpu_t
 of 12-megapixel JPEG files, photos/s as the command reports them, on the GPU and on the host's cores.
 
     scripts/device/bundle                                   # here: the bundle with lookout and lookout-gpu-check
-    python3 scripts/bench/gpu_index.py OUT [--photos 1024]  # there, from the repository's root
+    python3 scripts/bench/gpu_index.py OUT [--photos 1024] [--size 4000x3000] [--batches-only]  # there
 
-- The photos: `lookout-gpu-check --make-photos` writes COUNT distinct 4000×3000 JPEGs (quality 92, the example
+- The photos: `lookout-gpu-check --make-photos` writes COUNT distinct 4000×3000 JPEGs (`--size`: others) (quality 92, the example
   photos resized with noise added) to /tmp; they are then in the page cache, so the runs read them from memory.
 - The text tower is the demo's (its embeddings are 512 wide, as CLIP ViT-B/32's): it embeds the index's classes
   (`--classes coco`, the 80 names) once, and does not run on the photos, so its size does not change what is timed.
@@ -45,7 +45,12 @@ def main():
     parser.add_argument("out")
     parser.add_argument("--photos", type=int, default=1024)
     parser.add_argument("--cpu-photos", type=int, default=64)
+    parser.add_argument("--size", default="4000x3000", help="the photos' width and height (WxH)")
+    parser.add_argument("--batches-only", action="store_true",
+                        help="only each photo alone and in batches, on 16 and 32 lanes, whole decodes (for photos "
+                             "small enough that decoding does not bound the lanes)")
     args = parser.parse_args()
+    width, height = (int(side) for side in args.size.split("x"))
     say, lines, card = report(args.out)
     environment = dict(os.environ, LD_LIBRARY_PATH=os.path.join(BUNDLE, "lib"))
 
@@ -59,7 +64,8 @@ def main():
     for folder, count in folders.values():
         shutil.rmtree(folder, ignore_errors=True)
         started = time.time()
-        made = subprocess.run([os.path.join(BUNDLE, "lookout-gpu-check"), "--make-photos", folder, str(count)],
+        made = subprocess.run([os.path.join(BUNDLE, "lookout-gpu-check"), "--make-photos", folder, str(count),
+                               str(width), str(height)],
                               cwd=ROOT, env=environment, capture_output=True, text=True)
         say(f"{(made.stdout + made.stderr).strip()} ({time.time() - started:.1f} s)")
 
@@ -131,6 +137,16 @@ def main():
     gpu, _ = folders["gpu"]
     cpu, _ = folders["cpu"]
     alone, together = "/tmp/lookout-index-alone.sqlite", "/tmp/lookout-index-together.sqlite"
+    if args.batches_only:
+        for lanes in (16, 32):
+            for batch in ("1", "32"):
+                index(f"GPU fp16, {lanes} lanes, detector and tower, whole decode, --batch {batch}", gpu,
+                      "--image-model", tower, "--device", "cuda", "--precision", "fp16", "--lanes", str(lanes),
+                      "--batch", batch, **({"database": alone if batch == "1" else together} if lanes == 16 else {}))
+        compare("fp16 regions in batches against each photo alone (16 lanes)", alone, together)
+        with open(os.path.join(args.out, "index.txt"), "w") as file:
+            file.write("\n".join(lines) + "\n")
+        return
     index("GPU fp16, 16 lanes, detector and tower, --fast-decode, each photo alone (--batch 1)", gpu, "--image-model",
           tower, "--device", "cuda", "--precision", "fp16", "--lanes", "16", "--fast-decode", "--batch", "1",
           database=alone)

@@ -37,6 +37,8 @@ static struct {
     CUresult (*device_memory)(size_t *, CUdevice);
     CUresult (*device_attribute)(int *, int, CUdevice);
     CUresult (*primary_retain)(CUcontext *, CUdevice);
+    // Optional: how a thread waits for the GPU (before the context is made).
+    CUresult (*primary_flags)(CUdevice, unsigned);
     CUresult (*set_current)(CUcontext);
     CUresult (*module_load)(CUmodule *, const void *);
     CUresult (*module_function)(CUfunction *, CUmodule, const char *);
@@ -234,6 +236,7 @@ static int open_driver(char *message, size_t size) {
     LOAD(driver, stream_synchronize, "cuStreamSynchronize");
     *(void **)&driver.alloc_async = dlsym(driver.library, "cuMemAllocAsync");
     *(void **)&driver.free_async = dlsym(driver.library, "cuMemFreeAsync");
+    *(void **)&driver.primary_flags = dlsym(driver.library, "cuDevicePrimaryCtxSetFlags_v2");
     *(void **)&driver.begin_capture = dlsym(driver.library, "cuStreamBeginCapture_v2");
     *(void **)&driver.end_capture = dlsym(driver.library, "cuStreamEndCapture");
     *(void **)&driver.instantiate = dlsym(driver.library, "cuGraphInstantiateWithFlags");
@@ -429,13 +432,28 @@ static int current(char *message, size_t size) {
     return 0;
 }
 
+/// How a thread waits for the GPU, set on the device's context before it is made: `LOOKOUT_CUDA_SYNC` = `spin`
+/// (CU_CTX_SCHED_SPIN: the thread spins on its core, the least delay), `yield` (spins, yielding the core), `block`
+/// (sleeps until the GPU is done: the core is free for other work, such as the index's decoding), else the
+/// driver's own choice (spin where the process has fewer contexts than the machine has cores). A context already
+/// made keeps its flags.
+static void set_waiting(CUdevice device) {
+    const char *variable = getenv("LOOKOUT_CUDA_SYNC");
+    if (!variable || !driver.primary_flags) return;
+    unsigned flags = strcmp(variable, "spin") == 0    ? 1u
+                     : strcmp(variable, "yield") == 0 ? 2u
+                     : strcmp(variable, "block") == 0 ? 4u
+                                                      : 0u;
+    driver.primary_flags(device, flags);
+}
+
 int lookout_cuda_use(int index, char *message, size_t size) {
     if (lookout_cuda_open(NULL, 0, message, size)) return 1;
     CUdevice device;
     CUcontext context;
-    if (check(driver.device_get(&device, index), "opening the GPU", message, size) ||
-        check(driver.primary_retain(&context, device), "making the GPU's context", message, size))
-        return 1;
+    if (check(driver.device_get(&device, index), "opening the GPU", message, size)) return 1;
+    set_waiting(device);
+    if (check(driver.primary_retain(&context, device), "making the GPU's context", message, size)) return 1;
     pthread_mutex_lock(&lock);
     backend_context = context;
     pthread_mutex_unlock(&lock);
