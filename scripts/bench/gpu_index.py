@@ -6,8 +6,8 @@ of 12-megapixel JPEG files, photos/s as the command reports them, on the GPU and
     scripts/device/bundle                                   # here: the bundle with lookout and lookout-gpu-check
     python3 scripts/bench/gpu_index.py OUT [--photos 1024] [--size 4000x3000] [--batches-only]  # there
 
-- The photos: `lookout-gpu-check --make-photos` writes COUNT distinct 4000×3000 JPEGs (`--size`: others) (quality 92, the example
-  photos resized with noise added) to /tmp; they are then in the page cache, so the runs read them from memory.
+- The photos: `lookout-gpu-check --make-photos` writes COUNT distinct JPEGs of 4000×3000 (or `--size`; quality 92,
+  the example photos resized with noise added) to /tmp; they are then in the page cache, so the runs read them from memory.
 - The text tower is the demo's (its embeddings are 512 wide, as CLIP ViT-B/32's): it embeds the index's classes
   (`--classes coco`, the 80 names) once, and does not run on the photos, so its size does not change what is timed.
 - Each run indexes the whole folder into a new SQLite file: the whole command, decode to stored rows, with
