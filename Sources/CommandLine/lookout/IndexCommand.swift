@@ -197,7 +197,7 @@ struct IndexCommand: ParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "With --device cuda and several lanes: the most photos the GPU computes together (those the lanes have decoded by then, of one letterboxed size; the tower's batches hold twice as many). 1 (the default) computes each lane's photo alone, which is faster today: batches run without recorded CUDA graphs there (BENCHMARKS.md).",
+            "With --device cuda and several lanes: the most photos the GPU computes together (those the lanes have decoded by then, of one letterboxed size; the tower's batches hold twice as many). 1 (the default) computes each lane's photo alone, which measured faster: the host's cores (decoding) bound the lanes, and a photo in a batch waits for the others (BENCHMARKS.md).",
             valueName: "n"))
     var batch = 1
 
