@@ -4,10 +4,13 @@ in the released shapes, made here with PyTorch as scripts/bench/gpu.py and gpu_t
 of 12-megapixel JPEG files, photos/s as the command reports them, on the GPU and on the host's cores.
 
     scripts/device/bundle                                   # here: the bundle with lookout and lookout-gpu-check
-    python3 scripts/bench/gpu_index.py OUT [--photos 1024] [--size 4000x3000] [--batches-only]  # there
+    python3 scripts/bench/gpu_index.py OUT [--photos 1024] [--size 4000x3000] [--batches-only] [--sync block]
 
 - The photos: `lookout-gpu-check --make-photos` writes COUNT distinct JPEGs of 4000×3000 (or `--size`; quality 92,
-  the example photos resized with noise added) to /tmp; they are then in the page cache, so the runs read them from memory.
+  the example photos resized with noise added) to /tmp; they are then in the page cache, so the runs read them
+  from memory.
+- `--sync MODES`: the runs of each photo alone again with each `LOOKOUT_CUDA_SYNC` mode (how a thread waits for
+  the GPU: the driver's default spins on its core, which may take the cores the lanes decode on).
 - The text tower is the demo's (its embeddings are 512 wide, as CLIP ViT-B/32's): it embeds the index's classes
   (`--classes coco`, the 80 names) once, and does not run on the photos, so its size does not change what is timed.
 - Each run indexes the whole folder into a new SQLite file: the whole command, decode to stored rows, with
@@ -46,6 +49,9 @@ def main():
     parser.add_argument("--photos", type=int, default=1024)
     parser.add_argument("--cpu-photos", type=int, default=64)
     parser.add_argument("--size", default="4000x3000", help="the photos' width and height (WxH)")
+    parser.add_argument("--sync", default="",
+                        help="also each photo alone on 16 and 32 lanes with these LOOKOUT_CUDA_SYNC modes "
+                             "(comma-separated: spin, yield, block), after the default runs")
     parser.add_argument("--batches-only", action="store_true",
                         help="only each photo alone and in batches, on 16 and 32 lanes, whole decodes (for photos "
                              "small enough that decoding does not bound the lanes)")
@@ -69,7 +75,8 @@ def main():
                               cwd=ROOT, env=environment, capture_output=True, text=True)
         say(f"{(made.stdout + made.stderr).strip()} ({time.time() - started:.1f} s)")
 
-    def index(label, folder, *extra, database="/tmp/lookout-index-bench.sqlite"):
+    def index(label, folder, *extra, database="/tmp/lookout-index-bench.sqlite", sync=None):
+        """`sync`: LOOKOUT_CUDA_SYNC for this run (how its threads wait for the GPU; None: the driver's choice)."""
         for suffix in ("", "-wal", "-shm"):
             if os.path.exists(database + suffix):
                 os.remove(database + suffix)
@@ -77,7 +84,10 @@ def main():
                    "--detector", detector, "--text-model", "Models/demo/text-encoder.safetensors", "--classes", "coco",
                    "--timings", *extra]
         started = time.time()
-        result = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True)
+        run_environment = dict(environment, **({"LOOKOUT_CUDA_SYNC": sync} if sync else {}))
+        if sync:
+            label += f", LOOKOUT_CUDA_SYNC={sync}"
+        result = subprocess.run(command, cwd=ROOT, env=run_environment, capture_output=True, text=True)
         wall = time.time() - started
         output = result.stdout + result.stderr
         rate = re.search(r"([0-9.]+) photos/s computed", output)
@@ -144,6 +154,11 @@ def main():
                       "--image-model", tower, "--device", "cuda", "--precision", "fp16", "--lanes", str(lanes),
                       "--batch", batch, **({"database": alone if batch == "1" else together} if lanes == 16 else {}))
         compare("fp16 regions in batches against each photo alone (16 lanes)", alone, together)
+        for sync in filter(None, args.sync.split(",")):
+            for lanes in (16, 32):
+                index(f"GPU fp16, {lanes} lanes, detector and tower, whole decode, --batch 1", gpu, "--image-model",
+                      tower, "--device", "cuda", "--precision", "fp16", "--lanes", str(lanes), "--batch", "1",
+                      sync=sync)
         with open(os.path.join(args.out, "index.txt"), "w") as file:
             file.write("\n".join(lines) + "\n")
         return
@@ -162,6 +177,10 @@ def main():
               "--device", "cuda", "--precision", "fp16", "--lanes", "32", "--batch", batch)
     index("GPU fp32, 32 lanes, detector and tower, --fast-decode, batches", gpu, "--image-model", tower, "--device",
           "cuda", "--precision", "fp32", "--lanes", "32", "--fast-decode", "--batch", "32")
+    for sync in filter(None, args.sync.split(",")):
+        index("GPU fp16, 16 lanes, detector and tower, --fast-decode, each photo alone (--batch 1)", gpu,
+              "--image-model", tower, "--device", "cuda", "--precision", "fp16", "--lanes", "16", "--fast-decode",
+              "--batch", "1", sync=sync)
     index("CPU fp32, 16 lanes, detector and tower", cpu, "--image-model", tower, "--device", "cpu", "--lanes", "16")
     with open(os.path.join(args.out, "index.txt"), "w") as file:
         file.write("\n".join(lines) + "\n")
