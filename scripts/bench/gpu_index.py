@@ -120,7 +120,11 @@ def main():
 
     def compare(label, alone, together):
         """Each photo's regions computed in the GPU's batches against those computed alone."""
-        a, b = regions(alone), regions(together)
+        try:
+            a, b = regions(alone), regions(together)
+        except sqlite3.Error as error:  # a run that failed made no index
+            say(f"{label}: not compared ({error})")
+            return
         shared = sorted(set(a) & set(b))
         box, score, same = [], [], 0
         for digest in shared:
