@@ -135,26 +135,22 @@ struct Benchmark {
         }
         func format(_ value: Double) -> String { String((value * 1000).rounded() / 1000) }
         if let backend = gpu.backend as? CUDABackend, backend.profilingHost {
-            // Where the host spends a batch's time: in the calls to the GPU (nothing waited for but where results
-            // come back), against the whole.
-            _ = backend.profile()
-            let one = DetectionChecks.milliseconds { _ = detect(gpu) }
-            print("bench host's time in one detection: \(format(one)) ms in all; in the calls:")
-            for line in backend.profile().prefix(24) { print("bench   \(line)") }
-            let again = DetectionChecks.milliseconds {
-                _ = gpu.detect(prepared, labels: labels, text: text, options: options)
+            // Where the host spends its time: in the calls to the GPU (nothing waited for but where results come
+            // back), against the whole.
+            func hostTime(of work: String, _ body: () -> Void) {
+                _ = backend.profile()
+                let whole = DetectionChecks.milliseconds(body)
+                print("bench host's time in \(work): \(format(whole)) ms in all; in the calls:")
+                for line in backend.profile().prefix(24) { print("bench   \(line)") }
             }
-            print("bench host's time in one re-query: \(format(again)) ms in all; in the calls:")
-            for line in backend.profile().prefix(24) { print("bench   \(line)") }
+            hostTime(of: "one detection") { _ = detect(gpu) }
+            hostTime(of: "one re-query") { _ = gpu.detect(prepared, labels: labels, text: text, options: options) }
             for size in [1, 8, 32] where gpu.batchLimit >= size {
                 let photos = [(image: Image, name: String)](repeating: (image, photo), count: size)
                 _ = gpu.detect(images: photos, labels: labels, text: text, options: options, batch: size)
-                _ = backend.profile()
-                let whole = DetectionChecks.milliseconds {
+                hostTime(of: "one batch of \(size)") {
                     _ = gpu.detect(images: photos, labels: labels, text: text, options: options, batch: size)
                 }
-                print("bench host's time in one batch of \(size): \(format(whole)) ms in all; in the calls:")
-                for line in backend.profile().prefix(24) { print("bench   \(line)") }
             }
         }
         print("bench cpu_ms \(format(DetectionChecks.median(cpuTimes))) (\(cpu.backend.name), median of 5)")

@@ -90,7 +90,7 @@ public struct RegionExtractor: Sendable {
     /// would have alone, within the rounding of a larger product.
     public func regions(of images: [(image: Image, name: String)], batch: Int = 32) -> [[Region]] {
         precondition(slicing == nil, "tiles are computed one photo at a time")
-        let photos = images.map { engine.letterboxed($0.image, name: $0.name, size: imageSize) }
+        let photos = images.map { letterboxed($0.image, name: $0.name) }
         return zip(photos, heads(of: photos, batch: batch)).map { candidates($0, $1) }
     }
 

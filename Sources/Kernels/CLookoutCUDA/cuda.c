@@ -379,6 +379,27 @@ static double now_ms(void) {
     return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
+/// How a thread waits for the GPU, set on the device's context before it is made: `LOOKOUT_CUDA_SYNC` = `spin`
+/// (CU_CTX_SCHED_SPIN: the thread spins on its core, the least delay), `yield` (spins, yielding the core), `block`
+/// (sleeps until the GPU is done: the core is free for other work, such as the index's decoding), else the
+/// driver's own choice (spin where the process has fewer contexts than the machine has cores). A context already
+/// made keeps its flags.
+static void set_waiting(CUdevice device) {
+    const char *variable = getenv("LOOKOUT_CUDA_SYNC");
+    if (!variable || !driver.primary_flags) return;
+    unsigned flags = strcmp(variable, "spin") == 0    ? 1u
+                     : strcmp(variable, "yield") == 0 ? 2u
+                     : strcmp(variable, "block") == 0 ? 4u
+                                                      : 0u;
+    driver.primary_flags(device, flags);
+}
+
+/// The device's primary context, its waiting set first (``set_waiting``).
+static CUresult retain_primary(CUcontext *context, CUdevice device) {
+    set_waiting(device);
+    return driver.primary_retain(context, device);
+}
+
 int lookout_cuda_map_floats(
     int index, const void *image, const char *kernel, const float *in, float *out, int count, double *milliseconds,
     char *message, size_t size) {
@@ -386,7 +407,7 @@ int lookout_cuda_map_floats(
     CUdevice device;
     CUcontext context;
     if (check(driver.device_get(&device, index), "opening the GPU", message, size) ||
-        check(driver.primary_retain(&context, device), "making the GPU's context", message, size) ||
+        check(retain_primary(&context, device), "making the GPU's context", message, size) ||
         check(driver.set_current(context), "using the GPU's context", message, size))
         return 1;
     CUmodule module = NULL;
@@ -432,28 +453,13 @@ static int current(char *message, size_t size) {
     return 0;
 }
 
-/// How a thread waits for the GPU, set on the device's context before it is made: `LOOKOUT_CUDA_SYNC` = `spin`
-/// (CU_CTX_SCHED_SPIN: the thread spins on its core, the least delay), `yield` (spins, yielding the core), `block`
-/// (sleeps until the GPU is done: the core is free for other work, such as the index's decoding), else the
-/// driver's own choice (spin where the process has fewer contexts than the machine has cores). A context already
-/// made keeps its flags.
-static void set_waiting(CUdevice device) {
-    const char *variable = getenv("LOOKOUT_CUDA_SYNC");
-    if (!variable || !driver.primary_flags) return;
-    unsigned flags = strcmp(variable, "spin") == 0    ? 1u
-                     : strcmp(variable, "yield") == 0 ? 2u
-                     : strcmp(variable, "block") == 0 ? 4u
-                                                      : 0u;
-    driver.primary_flags(device, flags);
-}
-
 int lookout_cuda_use(int index, char *message, size_t size) {
     if (lookout_cuda_open(NULL, 0, message, size)) return 1;
     CUdevice device;
     CUcontext context;
-    if (check(driver.device_get(&device, index), "opening the GPU", message, size)) return 1;
-    set_waiting(device);
-    if (check(driver.primary_retain(&context, device), "making the GPU's context", message, size)) return 1;
+    if (check(driver.device_get(&device, index), "opening the GPU", message, size) ||
+        check(retain_primary(&context, device), "making the GPU's context", message, size))
+        return 1;
     pthread_mutex_lock(&lock);
     backend_context = context;
     pthread_mutex_unlock(&lock);

@@ -354,10 +354,9 @@ public final class CUDABackend: ComputeBackend, @unchecked Sendable {
         }
     }
     /// An eighth of the GPU's memory, at most 4 GiB (`LOOKOUT_CUDA_POOL_MIB`: another bound, for comparisons).
-    private var poolLimit: Int {
-        if let mib = getenv("LOOKOUT_CUDA_POOL_MIB").flatMap({ Int(String(cString: $0)) }) { return mib << 20 }
-        return min(4 << 30, gpu.memoryBytes / 8)
-    }
+    private var poolLimit: Int { Self.poolMiB.map { $0 << 20 } ?? min(4 << 30, gpu.memoryBytes / 8) }
+    /// `LOOKOUT_CUDA_POOL_MIB`, read once (``poolLimit`` is asked at every buffer's release).
+    private static let poolMiB = getenv("LOOKOUT_CUDA_POOL_MIB").flatMap { Int(String(cString: $0)) }
 
     /// `bytes` of the GPU's memory: a kept buffer of that size, else a new one (after giving the kept ones back
     /// where the GPU has no room).
